@@ -1,0 +1,41 @@
+# Tiller developer entry points. Each target installs what is missing first
+# (scripts/setup.sh is idempotent and fast when nothing is missing).
+#   make demo   export BERT-Base with Paddle, run it with Tiller, compare
+#   make test   build, then every C++ (ctest) and Python (pytest) test
+#   make build  configure and build only
+#   make asan   build with AddressSanitizer/UBSan and run the C++ tests
+PY      := $(CURDIR)/.venv/bin/python
+BUILD   := build
+JOBS    ?= $(shell nproc)
+CMAKE_ARGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
+
+.PHONY: setup build test test-cpp test-python demo bench asan clean
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	@cmake -S . -B $(BUILD) $(CMAKE_ARGS) > $(BUILD).configure.log 2>&1 || (cat $(BUILD).configure.log; exit 1)
+	@ninja -C $(BUILD) -j $(JOBS)
+
+test-cpp: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-python: build
+	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q tests/python
+
+test: test-cpp test-python
+
+demo: build
+	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) scripts/demo.py
+
+bench: build
+	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_inference.py
+
+asan: setup
+	@cmake -S . -B build-asan $(CMAKE_ARGS) -DTILLER_SANITIZE=ON -DTILLER_BUILD_PYTHON=OFF > build-asan.configure.log 2>&1 || (cat build-asan.configure.log; exit 1)
+	@ninja -C build-asan -j $(JOBS) tiller_tests tiller_cli
+	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) build-asan *.configure.log

@@ -1,0 +1,136 @@
+// Tiller's inference API, in the shape of Paddle Inference's C++ API
+// (paddle_infer::Config / CreatePredictor / Tensor), so code written against
+// Paddle Inference moves over by changing the namespace.
+//
+//   tiller::inference::Config config("model.json", "model.pdiparams");
+//   config.SetCpuMathLibraryNumThreads(2);
+//   auto predictor = tiller::inference::CreatePredictor(config);
+//   auto ids = predictor->GetInputHandle("input_ids");
+//   ids->Reshape({1, 128});
+//   ids->CopyFromCpu(data);
+//   predictor->Run();
+//   auto out = predictor->GetOutputHandle(predictor->GetOutputNames()[0]);
+//   std::vector<float> result(out->numel());
+//   out->CopyToCpu(result.data());
+//
+// Errors (bad files, unsupported ops, wrong feeds) throw tiller::Error
+// with a message naming the file, op or tensor.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tiller/error.h"
+
+namespace tiller {
+
+namespace inference {
+
+enum class DataType { FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT8, UINT8, INT16, INT32, INT64, BOOL };
+size_t SizeOf(DataType t);
+const char* DataTypeName(DataType t);
+
+class Config {
+ public:
+  Config() = default;
+  // A program file (.pdmodel, .json) and its combined parameter file.
+  Config(const std::string& prog_file, const std::string& params_file);
+  // A directory: either the legacy form (__model__ + one file per parameter)
+  // or one holding model.json / model.pdmodel with model.pdiparams.
+  explicit Config(const std::string& model_dir);
+
+  void SetModel(const std::string& prog_file, const std::string& params_file);
+  void SetModelDir(const std::string& dir) { model_dir_ = dir; }
+  void SetCpuMathLibraryNumThreads(int n) { threads_ = n; }
+  int cpu_math_library_num_threads() const { return threads_; }
+  const std::string& prog_file() const { return prog_file_; }
+  const std::string& params_file() const { return params_file_; }
+  const std::string& model_dir() const { return model_dir_; }
+  // Accepted for Paddle compatibility; Tiller always uses its CPU backend.
+  void DisableGpu() {}
+  void SwitchIrOptim(bool on = true) { ir_optim_ = on; }
+  bool ir_optim() const { return ir_optim_; }
+
+ private:
+  std::string prog_file_, params_file_, model_dir_;
+  int threads_ = 1;
+  bool ir_optim_ = true;
+};
+
+class Predictor;
+
+// An input or output of a predictor. Inputs: Reshape then CopyFromCpu.
+// Outputs: shape() then CopyToCpu after Run().
+class Tensor {
+ public:
+  void Reshape(const std::vector<int64_t>& shape);
+  template <typename T>
+  void CopyFromCpu(const T* data);
+  template <typename T>
+  void CopyToCpu(T* data) const;
+  // Typed-agnostic copies (Python binding): bytes must match numel*SizeOf(type).
+  void CopyFromCpuBytes(const void* data, DataType type, size_t bytes);
+  void CopyToCpuBytes(void* data, size_t bytes) const;
+
+  std::vector<int64_t> shape() const;
+  int64_t numel() const;
+  DataType type() const;
+  const std::string& name() const { return name_; }
+
+ private:
+  friend class Predictor;
+  Tensor(Predictor* owner, std::string name, bool is_input, size_t index)
+      : owner_(owner), name_(std::move(name)), is_input_(is_input), index_(index) {}
+  Predictor* owner_;
+  std::string name_;
+  bool is_input_;
+  size_t index_;
+};
+
+class Predictor {
+ public:
+  explicit Predictor(const Config& config);
+  ~Predictor();
+  Predictor(const Predictor&) = delete;
+  Predictor& operator=(const Predictor&) = delete;
+
+  std::vector<std::string> GetInputNames() const;
+  std::vector<std::string> GetOutputNames() const;
+  std::unique_ptr<Tensor> GetInputHandle(const std::string& name);
+  std::unique_ptr<Tensor> GetOutputHandle(const std::string& name);
+  // Runs the model on the inputs set through the handles. The first run for
+  // a set of input shapes compiles (cached; later runs reuse it).
+  bool Run();
+
+  // Tiller extensions.
+  // Declared input shape (-1 = dynamic) and dtype.
+  std::vector<int64_t> GetInputShape(const std::string& name) const;
+  DataType GetInputType(const std::string& name) const;
+  // Facts about the executable compiled for the current input shapes (valid
+  // after Run): op count, arena/weight bytes, IR dump.
+  struct Summary {
+    size_t num_kernels = 0;
+    size_t arena_bytes = 0;
+    size_t naive_bytes = 0;  // one buffer per tensor, for comparison
+    size_t weight_bytes = 0;
+    std::string graph;
+  };
+  Summary GetSummary() const;
+  // Paddle op histogram of the loaded program.
+  std::map<std::string, int> OpHistogram() const;
+
+  struct Impl;
+
+ private:
+  friend class Tensor;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::shared_ptr<Predictor> CreatePredictor(const Config& config);
+
+}  // namespace inference
+}  // namespace tiller

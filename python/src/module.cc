@@ -1,0 +1,139 @@
+// The _tiller extension: Paddle-Inference-shaped Config / Predictor / Tensor
+// over numpy arrays. python/tiller/inference.py re-exports it under the names
+// paddle.inference uses.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "frontend/paddle/translate.h"
+#include "tiller/predictor.h"
+
+namespace py = pybind11;
+using tiller::inference::Config;
+using tiller::inference::DataType;
+using tiller::inference::Predictor;
+using tiller::inference::Tensor;
+
+namespace {
+
+DataType FromNumpy(const py::dtype& dt, const std::string& name) {
+  char kind = dt.kind();
+  size_t size = dt.itemsize();
+  if (kind == 'f' && size == 4) return DataType::FLOAT32;
+  if (kind == 'f' && size == 8) return DataType::FLOAT64;
+  if (kind == 'f' && size == 2) return DataType::FLOAT16;
+  if (kind == 'i' && size == 8) return DataType::INT64;
+  if (kind == 'i' && size == 4) return DataType::INT32;
+  if (kind == 'i' && size == 2) return DataType::INT16;
+  if (kind == 'i' && size == 1) return DataType::INT8;
+  if (kind == 'u' && size == 1) return DataType::UINT8;
+  if (kind == 'b') return DataType::BOOL;
+  throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
+                      "input '" + name + "': numpy dtype " + py::repr(dt).cast<std::string>() +
+                          " is not supported");
+}
+
+py::dtype ToNumpy(DataType t) {
+  switch (t) {
+    case DataType::FLOAT32: return py::dtype("float32");
+    case DataType::FLOAT64: return py::dtype("float64");
+    case DataType::FLOAT16: return py::dtype("float16");
+    case DataType::INT64: return py::dtype("int64");
+    case DataType::INT32: return py::dtype("int32");
+    case DataType::INT16: return py::dtype("int16");
+    case DataType::INT8: return py::dtype("int8");
+    case DataType::UINT8: return py::dtype("uint8");
+    case DataType::BOOL: return py::dtype("bool");
+    case DataType::BFLOAT16: return py::dtype("uint16");  // raw bits; numpy has no bfloat16
+  }
+  return py::dtype("float32");
+}
+
+void CopyFrom(Tensor& t, const py::array& arr) {
+  py::array c = py::array::ensure(arr, py::array::c_style);
+  std::vector<int64_t> shape(c.shape(), c.shape() + c.ndim());
+  t.Reshape(shape);
+  DataType dt = FromNumpy(c.dtype(), t.name());
+  t.CopyFromCpuBytes(c.data(), dt, static_cast<size_t>(c.nbytes()));
+}
+
+py::array CopyTo(const Tensor& t) {
+  py::array out(ToNumpy(t.type()), t.shape());
+  t.CopyToCpuBytes(out.mutable_data(), static_cast<size_t>(out.nbytes()));
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_tiller, m) {
+  m.doc() = "Tiller: compiled inference and training for PaddlePaddle programs";
+  py::register_exception<tiller::Error>(m, "TillerError", PyExc_RuntimeError);
+
+  py::class_<Config>(m, "Config")
+      .def(py::init<>())
+      .def(py::init<const std::string&>(), py::arg("model_dir"))
+      .def(py::init<const std::string&, const std::string&>(), py::arg("prog_file"),
+           py::arg("params_file"))
+      .def("set_model", &Config::SetModel)
+      .def("set_model_dir", &Config::SetModelDir)
+      .def("set_cpu_math_library_num_threads", &Config::SetCpuMathLibraryNumThreads)
+      .def("cpu_math_library_num_threads", &Config::cpu_math_library_num_threads)
+      .def("disable_gpu", &Config::DisableGpu)
+      .def("switch_ir_optim", &Config::SwitchIrOptim, py::arg("x") = true)
+      .def("ir_optim", &Config::ir_optim)
+      .def("prog_file", &Config::prog_file)
+      .def("params_file", &Config::params_file)
+      .def("model_dir", &Config::model_dir);
+
+  py::class_<Tensor>(m, "Tensor")
+      .def("reshape", &Tensor::Reshape)
+      .def("copy_from_cpu", &CopyFrom)
+      .def("copy_to_cpu", &CopyTo)
+      .def("shape", &Tensor::shape)
+      .def("name", &Tensor::name)
+      .def("type", [](const Tensor& t) { return std::string(tiller::inference::DataTypeName(t.type())); });
+
+  py::class_<Predictor, std::shared_ptr<Predictor>>(m, "Predictor")
+      .def("get_input_names", &Predictor::GetInputNames)
+      .def("get_output_names", &Predictor::GetOutputNames)
+      .def("get_input_handle", &Predictor::GetInputHandle)
+      .def("get_output_handle", &Predictor::GetOutputHandle)
+      .def("run",
+           [](Predictor& p, py::object inputs) -> py::object {
+             if (inputs.is_none()) {
+               py::gil_scoped_release release;
+               p.Run();
+               return py::none();
+             }
+             auto list = inputs.cast<std::vector<py::array>>();
+             auto names = p.GetInputNames();
+             if (list.size() != names.size())
+               throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
+                                   "run() got " + std::to_string(list.size()) +
+                                       " inputs, the model has " + std::to_string(names.size()));
+             for (size_t i = 0; i < list.size(); ++i) CopyFrom(*p.GetInputHandle(names[i]), list[i]);
+             {
+               py::gil_scoped_release release;
+               p.Run();
+             }
+             py::list outs;
+             for (const auto& n : p.GetOutputNames()) outs.append(CopyTo(*p.GetOutputHandle(n)));
+             return outs;
+           },
+           py::arg("inputs") = py::none())
+      .def("get_input_shape", &Predictor::GetInputShape)
+      .def("op_histogram", &Predictor::OpHistogram)
+      .def("summary", [](const Predictor& p) {
+        auto s = p.GetSummary();
+        py::dict d;
+        d["num_kernels"] = s.num_kernels;
+        d["arena_bytes"] = s.arena_bytes;
+        d["naive_bytes"] = s.naive_bytes;
+        d["weight_bytes"] = s.weight_bytes;
+        d["graph"] = s.graph;
+        return d;
+      });
+
+  m.def("create_predictor", &tiller::inference::CreatePredictor, py::arg("config"));
+  m.def("supported_paddle_ops", &tiller::paddle::SupportedPaddleOps);
+}

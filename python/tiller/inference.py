@@ -1,0 +1,4 @@
+"""Paddle-Inference-compatible predictor API (``paddle.inference`` names)."""
+from ._tiller import Config, Predictor, Tensor, TillerError, create_predictor
+
+__all__ = ["Config", "Predictor", "Tensor", "TillerError", "create_predictor"]

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything Tiller needs on a Debian 12 machine, idempotently:
+# Debian packages (toolchain, protobuf, oneDNN, test libraries) and a .venv
+# with the pinned Python packages used as references (Paddle, ONNX Runtime).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+apt_pkgs=(build-essential cmake ninja-build ccache pkg-config
+  libprotobuf-dev protobuf-compiler libdnnl-dev nlohmann-json3-dev
+  libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3-dev python3-venv libomp-dev)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The venv uses Debian's python3 so that the extension module builds against
+# the python3-dev headers installed above.
+py=/usr/bin/python3
+stamp=.venv/.requirements.stamp
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$py" -m venv .venv
+fi
+if [ ! -f "$stamp" ] || ! cmp -s requirements.txt "$stamp"; then
+  echo "setup: installing pinned Python packages (requirements.txt)"
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+  cp requirements.txt "$stamp"
+fi

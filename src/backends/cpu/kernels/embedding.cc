@@ -1,0 +1,57 @@
+// embedding(table [V, D], ids int32|int64){padding_idx}: out[i] = table[ids[i]].
+// Rows are copied as bytes, so any table dtype works. The padding_idx row and
+// any id outside [0, V) produce a zero row: a kernel cannot fail mid-run, and
+// reading outside the table is never acceptable.
+#include "backends/cpu/kernels/kernel_utils.h"
+
+namespace tiller::cpu {
+namespace {
+
+template <typename I>
+void Lookup(const std::byte* table, const I* ids, std::byte* out, int64_t count, int64_t vocab,
+            int64_t row_bytes, int64_t padding_idx) {
+  ParallelRange(
+      count, row_bytes / 4 + 1,
+      [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          int64_t id = static_cast<int64_t>(ids[i]);
+          std::byte* dst = out + i * row_bytes;
+          if (id < 0 || id >= vocab || id == padding_idx) {
+            std::memset(dst, 0, row_bytes);
+          } else {
+            std::memcpy(dst, table + id * row_bytes, row_bytes);
+          }
+        }
+      },
+      1);
+}
+
+std::unique_ptr<Kernel> MakeEmbedding(const ir::Op& op) {
+  const Shape& ts = op.inputs[0]->shape();
+  DType it = InDType(op, 1);
+  if (it != DType::kI32 && it != DType::kI64)
+    Unsupported(op, "ids dtype {} not supported (int32, int64)", DTypeName(it));
+  int64_t vocab = ts[0];
+  int64_t row_bytes = ts[1] * static_cast<int64_t>(DTypeSize(InDType(op)));
+  int64_t count = NumElements(op.inputs[1]->shape());
+  int64_t padding_idx = op.attrs.Int("padding_idx", -1);
+  // Paddle stores a negative padding_idx other than -1 relative to the end.
+  if (padding_idx < -1) padding_idx += vocab;
+  bool i64 = it == DType::kI64;
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const auto* table = static_cast<const std::byte*>(args.inputs[0]);
+    auto* out = static_cast<std::byte*>(args.outputs[0]);
+    if (i64) {
+      Lookup(table, static_cast<const int64_t*>(args.inputs[1]), out, count, vocab, row_bytes,
+             padding_idx);
+    } else {
+      Lookup(table, static_cast<const int32_t*>(args.inputs[1]), out, count, vocab, row_bytes,
+             padding_idx);
+    }
+  });
+}
+
+TILLER_CPU_KERNEL("embedding", MakeEmbedding);
+
+}  // namespace
+}  // namespace tiller::cpu

@@ -1,0 +1,269 @@
+// Helpers shared by the CPU kernels in this folder: dtype dispatch, OpenMP
+// work splitting, strided/broadcast iteration plans computed at kernel
+// creation, half-precision conversions and vectorized float math.
+#pragma once
+
+#if defined(__AVX512F__)
+// gcc 12's AVX-512 headers trip -Wmaybe-uninitialized (GCC bug 105593) in
+// every inlined _mm512_max_ps/_mm512_scalef_ps/_mm512_reduce_add_ps; the
+// warning is in the header, so it is silenced for the header only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/kernel.h"
+#include "core/error.h"
+
+namespace tiller::cpu {
+
+// Below this many elements a kernel runs on the calling thread: waking the
+// OpenMP team costs more than the work.
+constexpr int64_t kParallelThreshold = 32768;
+
+// Rank limit of iteration plans after adjacent dims were merged; keeps plans
+// in fixed arrays so Run() never allocates.
+constexpr int kMaxDims = 8;
+
+template <typename... Args>
+[[noreturn]] void Unsupported(const ir::Op& op, fmt::format_string<Args...> format,
+                              Args&&... args) {
+  Fail(ErrorKind::kUnimplemented, "CPU kernel {} ({}): {}", op.type, op.name,
+       fmt::format(format, std::forward<Args>(args)...));
+}
+
+inline DType InDType(const ir::Op& op, size_t i = 0) {
+  return op.inputs[i]->dtype();
+}
+inline DType OutDType(const ir::Op& op, size_t i = 0) {
+  return op.outputs[i]->dtype();
+}
+
+// Splits [0, n) into one contiguous range per thread (multiples of `align`
+// so vector loops keep their alignment) and calls f(begin, end) for each.
+template <typename F>
+void ParallelRange(int64_t n, int64_t work_per_item, F&& f, int64_t align = 16) {
+  if (n <= 0) return;
+  int threads = omp_get_max_threads();
+  if (threads <= 1 || n * work_per_item < kParallelThreshold || n < 2) {
+    f(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t chunk = (n + nt - 1) / nt;
+    if (align > 1 && chunk > align) chunk = (chunk + align - 1) / align * align;
+    int64_t b = std::min(n, chunk * t), e = std::min(n, b + chunk);
+    if (b < e) f(b, e);
+  }
+}
+
+// IEEE half and bfloat16 stored as raw bits; conversions round to nearest even.
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+
+inline float HalfToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {  // subnormal half: value is man * 2^-24, exact in float
+    float f = static_cast<float>(man) * 5.9604644775390625e-8f;
+    return sign ? -f : f;
+  }
+  return std::bit_cast<float>(bits);
+}
+
+inline uint16_t FloatToHalf(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return sign | (ax > 0x7f800000u ? 0x7e00 : 0x7c00);
+  if (ax >= 0x47800000u) return sign | 0x7c00;  // >= 65536: overflow
+  if (ax < 0x38800000u) {                       // below the smallest normal half
+    // Adding 0.5 makes the FPU round the mantissa to a multiple of 2^-24.
+    float r = std::bit_cast<float>(ax) + 0.5f;
+    return sign | static_cast<uint16_t>(std::bit_cast<uint32_t>(r) - 0x3f000000u);
+  }
+  uint32_t odd = (ax >> 13) & 1;
+  ax += 0xc8000fffu + odd;  // rebias exponent (-112 << 23) and round to nearest even
+  return sign | static_cast<uint16_t>(ax >> 13);
+}
+
+inline float BF16ToFloat(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
+
+inline uint16_t FloatToBF16(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // NaN
+  x += 0x7fffu + ((x >> 16) & 1);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+// Calls f(T{}) with T the C++ type of `t`; returns false if `t` is not listed.
+// Usage: DispatchDType<float, int64_t>(dtype, [&](auto tag) { using T = decltype(tag); ... }).
+template <typename... Ts, typename F>
+bool DispatchDType(DType t, F&& f) {
+  bool done = false;
+  auto one = [&](auto tag) {
+    using T = decltype(tag);
+    constexpr DType kT = std::is_same_v<T, float>     ? DType::kF32
+                         : std::is_same_v<T, double>  ? DType::kF64
+                         : std::is_same_v<T, int8_t>  ? DType::kI8
+                         : std::is_same_v<T, uint8_t> ? DType::kU8
+                         : std::is_same_v<T, int16_t> ? DType::kI16
+                         : std::is_same_v<T, int32_t> ? DType::kI32
+                         : std::is_same_v<T, int64_t> ? DType::kI64
+                         : std::is_same_v<T, bool>    ? DType::kBool
+                         : std::is_same_v<T, Half>    ? DType::kF16
+                                                      : DType::kBF16;
+    if (!done && t == kT) {
+      f(T{});
+      done = true;
+    }
+  };
+  (one(Ts{}), ...);
+  return done;
+}
+
+// An iteration over a contiguous output of `dims` reading up to three inputs
+// through element strides (0 for broadcast dims, negative for reversed
+// slices). Adjacent dims that every operand walks contiguously are merged at
+// creation, so same-shape, scalar and row-bias broadcasts become one or two
+// flat loops.
+struct IterPlan {
+  int rank = 1;
+  int num_in = 0;
+  std::array<int64_t, kMaxDims> dims{};
+  std::array<std::array<int64_t, kMaxDims>, 3> strides{};
+  std::array<int64_t, 3> base{};  // element offset of each input's first read
+  int64_t total = 0;
+  int64_t inner() const { return dims[rank - 1]; }
+  int64_t inner_stride(int k) const { return strides[k][rank - 1]; }
+};
+
+// Plans and StridedCopy are defined in shape.cc; the vector math in unary.cc.
+
+// Builds a plan from per-input strides aligned with `out`; throws through
+// `op` if more than kMaxDims dims remain after merging.
+IterPlan MakeIterPlan(const ir::Op& op, const Shape& out,
+                      const std::vector<std::vector<int64_t>>& in_strides,
+                      const std::vector<int64_t>& base = {});
+// Plan for numpy broadcasting of each input shape to `out`.
+IterPlan MakeBroadcastPlan(const ir::Op& op, const Shape& out, const std::vector<Shape>& ins);
+
+// Walks output elements [begin, end) of `p` as runs along the innermost dim:
+// f(out_offset, in_offsets, length), with in_offsets[k] the element offset of
+// input k at the run's start.
+template <typename F>
+void ForEachRun(const IterPlan& p, int64_t begin, int64_t end, F&& f) {
+  const int r = p.rank;
+  const int64_t n = p.dims[r - 1];
+  std::array<int64_t, kMaxDims> idx{};
+  std::array<int64_t, 3> off = p.base;
+  int64_t row = begin / n, col = begin % n;
+  for (int d = r - 2; d >= 0; --d) {
+    idx[d] = row % p.dims[d];
+    row /= p.dims[d];
+    for (int k = 0; k < p.num_in; ++k) off[k] += idx[d] * p.strides[k][d];
+  }
+  std::array<int64_t, 3> at{};
+  for (int64_t pos = begin; pos < end;) {
+    int64_t len = std::min(n - col, end - pos);
+    for (int k = 0; k < p.num_in; ++k) at[k] = off[k] + col * p.strides[k][r - 1];
+    f(pos, at.data(), len);
+    pos += len;
+    col = 0;
+    for (int d = r - 2; d >= 0; --d) {
+      for (int k = 0; k < p.num_in; ++k) off[k] += p.strides[k][d];
+      if (++idx[d] < p.dims[d]) break;
+      for (int k = 0; k < p.num_in; ++k) off[k] -= p.strides[k][d] * p.dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+// Copies elements of `elem_size` bytes from `in` to contiguous `out` along a
+// one-input plan (transpose, slice, expand, broadcast).
+void StridedCopy(const IterPlan& p, size_t elem_size, const void* in, void* out);
+
+// ---- Vectorized float math -------------------------------------------------
+#if defined(__AVX512F__)
+// exp: Cephes range reduction + degree-6 polynomial (about 1 ulp); scalef
+// applies 2^n and handles underflow to subnormals and overflow to inf.
+// exp(hi + lo) with lo a small correction to hi: erfc passes -z*z split
+// exactly, keeping the range reduction accurate for large arguments.
+inline __m512 Exp512Split(__m512 hi, __m512 lo) {
+  // Beyond these bounds the result is 0 or inf anyway. min/max return their
+  // second operand for NaN, so NaN propagates.
+  hi = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(88.8f), hi));
+  __m512 x = _mm512_add_ps(hi, lo);
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), hi);
+  r = _mm512_add_ps(r, lo);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+inline __m512 Exp512(__m512 x) {
+  return Exp512Split(x, _mm512_setzero_ps());
+}
+
+#endif
+
+// Each array function reads x[0..n) and writes y[0..n) (y may equal x). The
+// AVX-512 paths use the same formulas for the tail through masked loads, so a
+// value's result never depends on its position. Accuracy (tested): a few ulp.
+
+void VExp(const float* x, float* y, int64_t n);
+
+void VTanh(const float* x, float* y, int64_t n);
+void VSigmoid(const float* x, float* y, int64_t n);
+void VErf(const float* x, float* y, int64_t n);
+void VGelu(const float* x, float* y, int64_t n);               // exact (erf) form
+void VGeluTanh(const float* x, float* y, int64_t n);           // tanh approximation
+void VSwish(const float* x, float* y, int64_t n, float beta);  // x * sigmoid(beta x)
+
+// Row reductions with 16 independent partial sums (more accurate and faster
+// than a serial float sum).
+float RowSum(const float* x, int64_t n);
+float RowMax(const float* x, int64_t n);
+// Returns sum (x - mean)^2 and stores sum (x - mean) in *sum_diff, which
+// corrects the rounding error of a float mean (corrected two-pass variance).
+float RowSumSqDiff(const float* x, int64_t n, float mean, float* sum_diff);
+// y = exp(x - shift), returns the sum of y.
+float RowExpSum(const float* x, float* y, int64_t n, float shift);
+
+}  // namespace tiller::cpu

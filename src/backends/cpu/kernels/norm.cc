@@ -1,0 +1,124 @@
+// layer_norm and inference batch_norm, float32.
+//
+// layer_norm rows are 128..4096 floats, so a row stays in L1 across its three
+// sweeps (mean, then sum of squared deviations, then the affine write). The
+// two-sweep variance avoids E[x^2] - mean^2 cancellation, and the second sweep
+// also sums x - mean to correct the float mean (rows with a large offset).
+#include "backends/cpu/kernels/kernel_utils.h"
+
+namespace tiller::cpu {
+namespace {
+
+template <bool kScale, bool kBias>
+void NormalizeRow(const float* x, float* y, int64_t n, float mean, float rstd, const float* scale,
+                  const float* bias) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = (x[i] - mean) * rstd;
+    if constexpr (kScale) v *= scale[i];
+    if constexpr (kBias) v += bias[i];
+    y[i] = v;
+  }
+}
+
+std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
+  if (InDType(op) != DType::kF32) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
+  for (size_t i = 1; i < 3; ++i) {
+    if (op.input(i) && op.input(i)->dtype() != DType::kF32)
+      Unsupported(op, "scale/bias dtype {} not supported", DTypeName(op.input(i)->dtype()));
+  }
+  const Shape& s = op.inputs[0]->shape();
+  int axis = NormalizeAxis(op.attrs.Int("axis", -1), static_cast<int>(s.size()));
+  if (axis < 0) Unsupported(op, "axis out of range");
+  int64_t rows = 1, n = 1;
+  for (int d = 0; d < static_cast<int>(s.size()); ++d) (d < axis ? rows : n) *= s[d];
+  float eps = static_cast<float>(op.attrs.Float("epsilon", 1e-5));
+  bool has_scale = op.input(1) != nullptr, has_bias = op.input(2) != nullptr;
+  using RowFn = void (*)(const float*, float*, int64_t, float, float, const float*, const float*);
+  RowFn row_fn = has_scale ? (has_bias ? NormalizeRow<true, true> : NormalizeRow<true, false>)
+                           : (has_bias ? NormalizeRow<false, true> : NormalizeRow<false, false>);
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    if (n == 0) return;
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* scale = has_scale ? static_cast<const float*>(args.inputs[1]) : nullptr;
+    const float* bias = has_bias ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    ParallelRange(
+        rows, n * 4,
+        [&](int64_t b, int64_t e) {
+          for (int64_t r = b; r < e; ++r) {
+            const float* xr = x + r * n;
+            float mean = RowSum(xr, n) / static_cast<float>(n);
+            float sd;
+            float sq = RowSumSqDiff(xr, n, mean, &sd);
+            float var =
+                std::max(0.0f, (sq - sd * sd / static_cast<float>(n)) / static_cast<float>(n));
+            mean += sd / static_cast<float>(n);
+            row_fn(xr, y + r * n, n, mean, 1.0f / std::sqrt(var + eps), scale, bias);
+          }
+        },
+        1);
+  });
+}
+
+// y = x * a[c] + b[c] with a = scale / sqrt(var + eps), b = bias - mean * a,
+// computed once per run into the workspace.
+std::unique_ptr<Kernel> MakeBatchNorm(const ir::Op& op) {
+  for (size_t i = 0; i < 5; ++i) {
+    if (InDType(op, i) != DType::kF32)
+      Unsupported(op, "input {} dtype {} not supported", i, DTypeName(InDType(op, i)));
+  }
+  const Shape& s = op.inputs[0]->shape();
+  int64_t batch = s[0], channels = s[1], inner = 1;
+  for (size_t d = 2; d < s.size(); ++d) inner *= s[d];
+  float eps = static_cast<float>(op.attrs.Float("epsilon", 1e-5));
+  size_t ws = 2 * static_cast<size_t>(channels) * sizeof(float);
+  return std::make_unique<LambdaKernel>(
+      [=](const KernelArgs& args) {
+        const float* x = static_cast<const float*>(args.inputs[0]);
+        const float* scale = static_cast<const float*>(args.inputs[1]);
+        const float* bias = static_cast<const float*>(args.inputs[2]);
+        const float* mean = static_cast<const float*>(args.inputs[3]);
+        const float* var = static_cast<const float*>(args.inputs[4]);
+        float* y = static_cast<float*>(args.outputs[0]);
+        float* a = static_cast<float*>(args.workspace);
+        float* b = a + channels;
+        for (int64_t c = 0; c < channels; ++c) {
+          a[c] = scale[c] / std::sqrt(var[c] + eps);
+          b[c] = bias[c] - mean[c] * a[c];
+        }
+        if (inner == 1) {
+          ParallelRange(
+              batch, channels,
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t n = lo; n < hi; ++n) {
+                  const float* xr = x + n * channels;
+                  float* yr = y + n * channels;
+                  for (int64_t c = 0; c < channels; ++c) yr[c] = xr[c] * a[c] + b[c];
+                }
+              },
+              1);
+          return;
+        }
+        ParallelRange(
+            batch * channels, inner,
+            [&](int64_t lo, int64_t hi) {
+              for (int64_t t = lo; t < hi; ++t) {
+                const float ac = a[t % channels], bc = b[t % channels];
+                const float* xr = x + t * inner;
+                float* yr = y + t * inner;
+                for (int64_t i = 0; i < inner; ++i) yr[i] = xr[i] * ac + bc;
+              }
+            },
+            1);
+      },
+      ws);
+}
+
+const bool kRegistered = [] {
+  RegisterKernel("layer_norm", MakeLayerNorm);
+  RegisterKernel("batch_norm", MakeBatchNorm);
+  return true;
+}();
+
+}  // namespace
+}  // namespace tiller::cpu

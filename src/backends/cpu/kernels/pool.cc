@@ -1,0 +1,163 @@
+// pool2d (NCHW, float32): max/avg with pads, ceil_mode, exclusive, adaptive.
+//
+// Follows Paddle's CPU pooling exactly: a window is [o*stride - pad_begin,
+// + ksize) clipped to the input (not to the padded input), and a
+// non-exclusive average divides by ksize_h * ksize_w even where ceil_mode
+// makes the window hang past the padding. Adaptive bins are
+// [floor(i*H/out), ceil((i+1)*H/out)) and always average over the bin. An
+// empty window (possible with large pads) gives -FLT_MAX for max, as Paddle,
+// and 0 for avg.
+#include "backends/cpu/kernels/kernel_utils.h"
+#include "ir/ops/op_helpers.h"
+
+namespace tiller::cpu {
+namespace {
+
+struct Windows {
+  std::vector<int64_t> begin, end;  // clipped input range per output index
+};
+
+Windows MakeWindows(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad,
+                    bool adaptive) {
+  Windows w;
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t b, e;
+    if (adaptive) {
+      b = o * in / out;
+      e = ((o + 1) * in + out - 1) / out;
+    } else {
+      b = o * stride - pad;
+      e = std::min(b + k, in);
+      b = std::max<int64_t>(b, 0);
+    }
+    w.begin.push_back(b);
+    w.end.push_back(std::max(b, e));
+  }
+  return w;
+}
+
+// Fixed (non-adaptive) windows. Each output row accumulates in place one
+// (h, kx) tap at a time, so the inner loop walks output columns with a fixed
+// input stride and vectorizes; [jlo, jhi) are the columns whose tap kx lands
+// inside the input.
+struct TapGeom {
+  int64_t ih, iw, oh, ow, kw, sw, pl;
+  std::vector<int64_t> jlo, jhi;
+  std::vector<float> div;  // avg divisor per output (row-major), 0 for empty windows
+};
+
+template <bool kMax>
+void PoolTaps(const float* xp, float* yp, const TapGeom& g, const Windows& wh) {
+  for (int64_t i = 0; i < g.oh; ++i) {
+    float* yr = yp + i * g.ow;
+    const float init = kMax ? -std::numeric_limits<float>::max() : 0.0f;
+    for (int64_t j = 0; j < g.ow; ++j) yr[j] = init;
+    for (int64_t h = wh.begin[i]; h < wh.end[i]; ++h) {
+      const float* xr = xp + h * g.iw;
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        const int64_t j0 = g.jlo[kx], j1 = g.jhi[kx], off = kx - g.pl, sw = g.sw;
+        if (sw == 1) {
+          for (int64_t j = j0; j < j1; ++j)
+            yr[j] = kMax ? std::max(yr[j], xr[j + off]) : yr[j] + xr[j + off];
+        } else if (sw == 2) {
+          for (int64_t j = j0; j < j1; ++j)
+            yr[j] = kMax ? std::max(yr[j], xr[2 * j + off]) : yr[j] + xr[2 * j + off];
+        } else {
+          for (int64_t j = j0; j < j1; ++j)
+            yr[j] = kMax ? std::max(yr[j], xr[j * sw + off]) : yr[j] + xr[j * sw + off];
+        }
+      }
+    }
+    if constexpr (!kMax) {
+      const float* d = g.div.data() + i * g.ow;
+      for (int64_t j = 0; j < g.ow; ++j) yr[j] = d[j] > 0 ? yr[j] / d[j] : 0.0f;
+    }
+  }
+}
+
+std::unique_ptr<Kernel> MakePool2d(const ir::Op& op) {
+  if (InDType(op) != DType::kF32) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
+  const Shape& is = op.inputs[0]->shape();
+  const Shape& os = op.outputs[0]->shape();
+  bool is_max = op.attrs.Str("pooling_type", "max") == "max";
+  bool adaptive = op.attrs.Bool("adaptive", false);
+  bool exclusive = op.attrs.Bool("exclusive", true);
+  std::vector<int64_t> k = op.attrs.Ints("ksize");
+  std::vector<int64_t> s = op.attrs.Ints("strides", {1, 1});
+  std::vector<int64_t> p = op.attrs.Ints("pads", {0, 0, 0, 0});
+  if (op.attrs.Bool("global_pooling", false)) Unsupported(op, "global_pooling must be lowered");
+  int64_t planes = is[0] * is[1], ih = is[2], iw = is[3], oh = os[2], ow = os[3];
+  Windows wh = MakeWindows(ih, oh, k[0], s[0], p[0], adaptive);
+  Windows ww = MakeWindows(iw, ow, k[1], s[1], p[2], adaptive);
+  // Non-exclusive, non-adaptive averages divide by the full kernel area.
+  float fixed_div = (!adaptive && !exclusive) ? static_cast<float>(k[0] * k[1]) : 0.0f;
+  TapGeom geom{ih, iw, oh, ow, k[1], s[1], p[2], {}, {}, {}};
+  for (int64_t kx = 0; kx < k[1]; ++kx) {
+    int64_t lo = p[2] - kx, hi = iw - 1 - kx + p[2];  // need lo <= j*sw <= hi
+    geom.jlo.push_back(std::min(ow, lo <= 0 ? 0 : (lo + s[1] - 1) / s[1]));
+    geom.jhi.push_back(hi < 0 ? 0 : std::min(ow, hi / s[1] + 1));
+  }
+  for (int64_t i = 0; i < oh; ++i) {
+    for (int64_t j = 0; j < ow; ++j) {
+      float area = static_cast<float>((wh.end[i] - wh.begin[i]) * (ww.end[j] - ww.begin[j]));
+      geom.div.push_back(area == 0 ? 0.0f : fixed_div > 0 ? fixed_div : area);
+    }
+  }
+  bool whole_plane = oh == 1 && ow == 1 && wh.begin[0] == 0 && wh.end[0] == ih &&
+                     ww.begin[0] == 0 && ww.end[0] == iw;
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int64_t plane_in = ih * iw, plane_out = oh * ow;
+    if (whole_plane) {  // global pooling (ResNet's head): one row reduction per plane
+      ParallelRange(
+          planes, plane_in,
+          [&](int64_t b, int64_t e) {
+            for (int64_t c = b; c < e; ++c) {
+              const float* xp = x + c * plane_in;
+              y[c] = is_max ? RowMax(xp, plane_in)
+                            : RowSum(xp, plane_in) / (fixed_div > 0 ? fixed_div : float(plane_in));
+            }
+          },
+          1);
+      return;
+    }
+    ParallelRange(
+        planes, plane_out * 9,
+        [&](int64_t b, int64_t e) {
+          for (int64_t c = b; c < e; ++c) {
+            const float* xp = x + c * plane_in;
+            float* yp = y + c * plane_out;
+            if (!adaptive) {
+              if (is_max) {
+                PoolTaps<true>(xp, yp, geom, wh);
+              } else {
+                PoolTaps<false>(xp, yp, geom, wh);
+              }
+              continue;
+            }
+            for (int64_t i = 0; i < oh; ++i) {
+              const int64_t h0 = wh.begin[i], h1 = wh.end[i];
+              for (int64_t j = 0; j < ow; ++j) {
+                const int64_t w0 = ww.begin[j], w1 = ww.end[j];
+                float v = is_max ? -std::numeric_limits<float>::max() : 0.0f;
+                for (int64_t h = h0; h < h1; ++h)
+                  for (int64_t w = w0; w < w1; ++w)
+                    v = is_max ? std::max(v, xp[h * iw + w]) : v + xp[h * iw + w];
+                if (!is_max) {
+                  int64_t area = (h1 - h0) * (w1 - w0);
+                  v = area > 0 ? v / static_cast<float>(area) : 0.0f;
+                }
+                yp[i * ow + j] = v;
+              }
+            }
+          }
+        },
+        1);
+  });
+}
+
+TILLER_CPU_KERNEL("pool2d", MakePool2d);
+
+}  // namespace
+}  // namespace tiller::cpu

@@ -1,0 +1,326 @@
+// Data-movement kernels: transpose, slice, expand (all one strided copy),
+// concat, split, gather, cast, where and identity. Movement kernels work on
+// bytes, so they take every dtype; only cast and where look at values.
+#include <cstring>
+
+#include "backends/cpu/kernels/kernel_utils.h"
+#include "ir/ops/op_helpers.h"
+
+namespace tiller::cpu {
+
+IterPlan MakeIterPlan(const ir::Op& op, const Shape& out,
+                      const std::vector<std::vector<int64_t>>& in_strides,
+                      const std::vector<int64_t>& base) {
+  IterPlan p;
+  p.num_in = static_cast<int>(in_strides.size());
+  p.total = NumElements(out);
+  for (size_t k = 0; k < base.size(); ++k) p.base[k] = base[k];
+  std::vector<int64_t> dims;
+  std::vector<std::vector<int64_t>> st(in_strides.size());
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 1) continue;  // size-1 dims never move any pointer
+    bool merge = !dims.empty();
+    for (size_t k = 0; k < st.size() && merge; ++k)
+      merge = st[k].back() == in_strides[k][d] * out[d];
+    if (merge) {
+      dims.back() *= out[d];
+      for (size_t k = 0; k < st.size(); ++k) st[k].back() = in_strides[k][d];
+    } else {
+      dims.push_back(out[d]);
+      for (size_t k = 0; k < st.size(); ++k) st[k].push_back(in_strides[k][d]);
+    }
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    for (auto& s : st) s.push_back(0);
+  }
+  if (dims.size() > static_cast<size_t>(kMaxDims))
+    Unsupported(op, "{} dims remain after merging (max {})", dims.size(), kMaxDims);
+  p.rank = static_cast<int>(dims.size());
+  for (int d = 0; d < p.rank; ++d) {
+    p.dims[d] = dims[d];
+    for (int k = 0; k < p.num_in; ++k) p.strides[k][d] = st[k][d];
+  }
+  return p;
+}
+
+IterPlan MakeBroadcastPlan(const ir::Op& op, const Shape& out, const std::vector<Shape>& ins) {
+  std::vector<std::vector<int64_t>> strides;
+  for (const Shape& s : ins) {
+    std::vector<int64_t> st(out.size(), 0);
+    int64_t acc = 1;
+    for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
+      size_t od = out.size() - s.size() + d;
+      st[od] = s[d] == 1 ? 0 : acc;
+      acc *= s[d];
+    }
+    strides.push_back(std::move(st));
+  }
+  return MakeIterPlan(op, out, strides);
+}
+
+namespace {
+
+template <typename T>
+void CopyRuns(const IterPlan& p, const T* in, T* out) {
+  const int64_t s = p.inner_stride(0);
+  ParallelRange(p.total, 1, [&](int64_t b, int64_t e) {
+    ForEachRun(p, b, e, [&](int64_t o, const int64_t* off, int64_t n) {
+      const T* x = in + off[0];
+      T* y = out + o;
+      if (s == 1) {
+        std::memcpy(y, x, n * sizeof(T));
+      } else if (s == 0) {
+        std::fill(y, y + n, *x);
+      } else {
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i * s];
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void StridedCopy(const IterPlan& p, size_t elem_size, const void* in, void* out) {
+  if (p.total == 0) return;
+  switch (elem_size) {
+    case 1:
+      return CopyRuns(p, static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out));
+    case 2:
+      return CopyRuns(p, static_cast<const uint16_t*>(in), static_cast<uint16_t*>(out));
+    case 4:
+      return CopyRuns(p, static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out));
+    case 8:
+      return CopyRuns(p, static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out));
+  }
+  TILLER_CHECK(false, "element size {} not supported", elem_size);
+}
+
+namespace {
+
+std::unique_ptr<Kernel> CopyKernel(IterPlan plan, size_t elem) {
+  return std::make_unique<LambdaKernel>([plan, elem](const KernelArgs& args) {
+    StridedCopy(plan, elem, args.inputs[0], args.outputs[0]);
+  });
+}
+
+std::unique_ptr<Kernel> MakeTranspose(const ir::Op& op) {
+  const Shape& in = op.inputs[0]->shape();
+  std::vector<int64_t> perm = op.attrs.Ints("perm");
+  std::vector<int64_t> in_st = Strides(in), st(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    st[i] = in_st[NormalizeAxis(perm[i], static_cast<int>(in.size()))];
+  return CopyKernel(MakeIterPlan(op, op.outputs[0]->shape(), {st}), DTypeSize(InDType(op)));
+}
+
+std::unique_ptr<Kernel> MakeSlice(const ir::Op& op) {
+  const Shape& in = op.inputs[0]->shape();
+  ir::SliceSpec spec;
+  if (!ir::ResolveSlice(in, op.attrs, &spec)) Unsupported(op, "bad slice attributes");
+  std::vector<int64_t> in_st = Strides(in), st(in.size());
+  int64_t base = 0;
+  for (size_t d = 0; d < in.size(); ++d) {
+    st[d] = in_st[d] * spec.step[d];
+    base += spec.start[d] * in_st[d];
+  }
+  return CopyKernel(MakeIterPlan(op, spec.out, {st}, {base}), DTypeSize(InDType(op)));
+}
+
+std::unique_ptr<Kernel> MakeExpand(const ir::Op& op) {
+  return CopyKernel(MakeBroadcastPlan(op, op.outputs[0]->shape(), {op.inputs[0]->shape()}),
+                    DTypeSize(InDType(op)));
+}
+
+std::unique_ptr<Kernel> MakeIdentity(const ir::Op& op) {
+  size_t bytes = op.outputs[0]->bytes();
+  return std::make_unique<LambdaKernel>([bytes](const KernelArgs& args) {
+    const auto* x = static_cast<const std::byte*>(args.inputs[0]);
+    auto* y = static_cast<std::byte*>(args.outputs[0]);
+    ParallelRange(
+        static_cast<int64_t>(bytes), 1,
+        [&](int64_t b, int64_t e) { std::memcpy(y + b, x + b, e - b); }, 64);
+  });
+}
+
+// Outer = product of dims before `axis`; inner = bytes of one slab at a given
+// index along `axis`.
+void OuterInner(const Shape& s, int axis, size_t elem, int64_t* outer, int64_t* inner) {
+  *outer = 1;
+  *inner = static_cast<int64_t>(elem);
+  for (int d = 0; d < static_cast<int>(s.size()); ++d) {
+    if (d < axis) *outer *= s[d];
+    if (d > axis) *inner *= s[d];
+  }
+}
+
+// concat and split move the same [outer, sum of parts] rows, in opposite directions.
+std::unique_ptr<Kernel> MakeConcatSplit(const ir::Op& op, bool split) {
+  const Shape& whole = split ? op.inputs[0]->shape() : op.outputs[0]->shape();
+  int axis = NormalizeAxis(op.attrs.Int("axis", 0), static_cast<int>(whole.size()));
+  if (axis < 0) Unsupported(op, "axis out of range");
+  size_t elem = DTypeSize(InDType(op));
+  int64_t outer, inner;
+  OuterInner(whole, axis, elem, &outer, &inner);
+  const auto& parts_v = split ? op.outputs : op.inputs;
+  std::vector<int64_t> part_bytes;
+  for (const ir::Value* v : parts_v) part_bytes.push_back(v->shape()[axis] * inner);
+  int64_t row = whole[axis] * inner;
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    ParallelRange(
+        outer, row,
+        [&](int64_t b, int64_t e) {
+          for (int64_t o = b; o < e; ++o) {
+            int64_t at = o * row;
+            for (size_t i = 0; i < part_bytes.size(); ++i) {
+              int64_t n = part_bytes[i];
+              if (split) {
+                std::memcpy(static_cast<std::byte*>(args.outputs[i]) + o * n,
+                            static_cast<const std::byte*>(args.inputs[0]) + at, n);
+              } else {
+                std::memcpy(static_cast<std::byte*>(args.outputs[0]) + at,
+                            static_cast<const std::byte*>(args.inputs[i]) + o * n, n);
+              }
+              at += n;
+            }
+          }
+        },
+        1);
+  });
+}
+
+// numpy take. Negative indices count from the end; an index still out of
+// range yields a zero slab instead of reading out of bounds.
+std::unique_ptr<Kernel> MakeGather(const ir::Op& op) {
+  const Shape& xs = op.inputs[0]->shape();
+  int axis = NormalizeAxis(op.attrs.Int("axis", 0), static_cast<int>(xs.size()));
+  if (axis < 0) Unsupported(op, "axis out of range");
+  DType it = InDType(op, 1);
+  if (it != DType::kI32 && it != DType::kI64)
+    Unsupported(op, "index dtype {} not supported (int32, int64)", DTypeName(it));
+  int64_t outer, inner;
+  OuterInner(xs, axis, DTypeSize(InDType(op)), &outer, &inner);
+  int64_t dim = xs[axis], count = NumElements(op.inputs[1]->shape());
+  bool i64 = it == DType::kI64;
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const auto* x = static_cast<const std::byte*>(args.inputs[0]);
+    auto* y = static_cast<std::byte*>(args.outputs[0]);
+    ParallelRange(
+        outer * count, inner,
+        [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) {
+            int64_t o = t / count, j = t % count;
+            int64_t id = i64 ? static_cast<const int64_t*>(args.inputs[1])[j]
+                             : static_cast<const int32_t*>(args.inputs[1])[j];
+            if (id < 0) id += dim;
+            if (id < 0 || id >= dim) {
+              std::memset(y + t * inner, 0, inner);
+            } else {
+              std::memcpy(y + t * inner, x + (o * dim + id) * inner, inner);
+            }
+          }
+        },
+        1);
+  });
+}
+
+template <typename D, typename S>
+inline D Convert(S s) {
+  if constexpr (std::is_same_v<S, Half>) {
+    return Convert<D>(HalfToFloat(s.bits));
+  } else if constexpr (std::is_same_v<S, BFloat16>) {
+    return Convert<D>(BF16ToFloat(s.bits));
+  } else if constexpr (std::is_same_v<D, Half>) {
+    return Half{FloatToHalf(static_cast<float>(s))};
+  } else if constexpr (std::is_same_v<D, BFloat16>) {
+    return BFloat16{FloatToBF16(static_cast<float>(s))};
+  } else if constexpr (std::is_same_v<D, bool>) {
+    return s != S(0);
+  } else {
+    return static_cast<D>(s);
+  }
+}
+
+#define TILLER_CAST_TYPES \
+  float, double, int8_t, uint8_t, int16_t, int32_t, int64_t, bool, Half, BFloat16
+
+std::unique_ptr<Kernel> MakeCast(const ir::Op& op) {
+  int64_t n = NumElements(op.outputs[0]->shape());
+  if (InDType(op) == OutDType(op)) return MakeIdentity(op);
+  std::unique_ptr<Kernel> k;
+  DispatchDType<TILLER_CAST_TYPES>(InDType(op), [&](auto src) {
+    DispatchDType<TILLER_CAST_TYPES>(OutDType(op), [&](auto dst) {
+      using S = decltype(src);
+      using D = decltype(dst);
+      k = std::make_unique<LambdaKernel>([n](const KernelArgs& args) {
+        const S* x = static_cast<const S*>(args.inputs[0]);
+        D* y = static_cast<D*>(args.outputs[0]);
+        ParallelRange(n, 1, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) y[i] = Convert<D>(x[i]);
+        });
+      });
+    });
+  });
+  if (!k)
+    Unsupported(op, "cast {} -> {} not supported", DTypeName(InDType(op)), DTypeName(OutDType(op)));
+  return k;
+}
+
+template <typename T>
+void WhereRuns(const IterPlan& p, const uint8_t* c, const T* x, const T* y, T* out) {
+  const int64_t sc = p.inner_stride(0), sx = p.inner_stride(1), sy = p.inner_stride(2);
+  ParallelRange(p.total, 1, [&](int64_t b, int64_t e) {
+    ForEachRun(p, b, e, [&](int64_t o, const int64_t* off, int64_t n) {
+      const uint8_t* cc = c + off[0];
+      const T* xx = x + off[1];
+      const T* yy = y + off[2];
+      T* z = out + o;
+      if (sc == 1 && sx == 1 && sy == 1) {
+        for (int64_t i = 0; i < n; ++i) z[i] = cc[i] ? xx[i] : yy[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) z[i] = cc[i * sc] ? xx[i * sx] : yy[i * sy];
+      }
+    });
+  });
+}
+
+std::unique_ptr<Kernel> MakeWhere(const ir::Op& op) {
+  IterPlan p =
+      MakeBroadcastPlan(op, op.outputs[0]->shape(),
+                        {op.inputs[0]->shape(), op.inputs[1]->shape(), op.inputs[2]->shape()});
+  size_t elem = DTypeSize(InDType(op, 1));
+  return std::make_unique<LambdaKernel>([p, elem](const KernelArgs& args) {
+    if (p.total == 0) return;
+    const auto* c = static_cast<const uint8_t*>(args.inputs[0]);
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      WhereRuns(p, c, static_cast<const T*>(args.inputs[1]), static_cast<const T*>(args.inputs[2]),
+                static_cast<T*>(args.outputs[0]));
+    };
+    switch (elem) {
+      case 1:
+        return run(uint8_t{});
+      case 2:
+        return run(uint16_t{});
+      case 4:
+        return run(uint32_t{});
+      default:
+        return run(uint64_t{});
+    }
+  });
+}
+
+const bool kRegistered = [] {
+  RegisterKernel("transpose", MakeTranspose);
+  RegisterKernel("slice", MakeSlice);
+  RegisterKernel("expand", MakeExpand);
+  RegisterKernel("identity", MakeIdentity);
+  RegisterKernel("concat", [](const ir::Op& op) { return MakeConcatSplit(op, false); });
+  RegisterKernel("split", [](const ir::Op& op) { return MakeConcatSplit(op, true); });
+  RegisterKernel("gather", MakeGather);
+  RegisterKernel("cast", MakeCast);
+  RegisterKernel("where", MakeWhere);
+  return true;
+}();
+
+}  // namespace
+}  // namespace tiller::cpu

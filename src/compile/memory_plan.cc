@@ -1,0 +1,77 @@
+#include "compile/memory_plan.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "ir/op_schema.h"
+
+namespace tiller::compile {
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+struct Interval {
+  const ir::Value* value;
+  size_t bytes;
+  int first, last;  // op positions; inputs start at -1, graph outputs end at INT_MAX
+};
+
+}  // namespace
+
+MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace) {
+  MemoryPlan plan;
+  auto root = [&](const ir::Value* v) {
+    auto it = plan.alias_of.find(v);
+    return it == plan.alias_of.end() ? v : it->second;
+  };
+  std::unordered_map<const ir::Value*, Interval> live;
+  auto touch = [&](const ir::Value* v, int pos) {
+    const ir::Value* r = root(v);
+    if (r->kind == ir::ValueKind::kParam || r->kind == ir::ValueKind::kConstant) return;
+    auto [it, fresh] = live.try_emplace(r, Interval{r, AlignUp(r->bytes()), pos, pos});
+    if (!fresh) it->second.last = std::max(it->second.last, pos);
+  };
+  for (const ir::Value* in : g.inputs()) touch(in, -1);
+  const auto& ops = g.ops();
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const ir::Op& op = *ops[i];
+    if (ir::FindOpSchema(op.type)->is_view) {
+      plan.alias_of[op.outputs[0]] = root(op.inputs[0]);
+    }
+    for (const ir::Value* in : op.inputs) {
+      if (in) touch(in, i);
+    }
+    for (const ir::Value* out : op.outputs) touch(out, i);
+  }
+  for (const auto& [name, v] : g.outputs()) touch(v, INT_MAX);
+
+  // Greedy by size, largest first: each tensor goes to the lowest offset that
+  // does not collide with an already placed tensor whose lifetime overlaps.
+  std::vector<Interval> order;
+  for (auto& [v, iv] : live) order.push_back(iv);
+  std::sort(order.begin(), order.end(), [](const Interval& a, const Interval& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.value->id < b.value->id;
+  });
+  std::vector<std::pair<size_t, const Interval*>> placed;  // (offset, interval)
+  for (const Interval& iv : order) {
+    plan.naive_bytes += iv.bytes;
+    std::vector<std::pair<size_t, size_t>> busy;  // [begin, end) of overlapping tensors
+    for (const auto& [off, other] : placed) {
+      if (other->first <= iv.last && iv.first <= other->last) busy.emplace_back(off, off + other->bytes);
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (const auto& [b, e] : busy) {
+      if (offset + iv.bytes <= b) break;
+      offset = std::max(offset, e);
+    }
+    placed.emplace_back(offset, &iv);
+    plan.offset[iv.value] = offset;
+    plan.tensor_bytes = std::max(plan.tensor_bytes, offset + iv.bytes);
+  }
+  for (size_t w : workspace) plan.workspace_bytes = std::max(plan.workspace_bytes, AlignUp(w));
+  return plan;
+}
+
+}  // namespace tiller::compile

@@ -1,0 +1,129 @@
+// LoadModel: finds the program and params files for a path, reads both and
+// checks each parameter record against the program's declaration.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "core/error.h"
+#include "frontend/paddle/program.h"
+#include "frontend/paddle/reader_util.h"
+
+namespace tiller::paddle {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsFile(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+// PIR programs are JSON objects; ProgramDesc bytes never start with '{'
+// (field 1, wire type 2 is 0x0a).
+bool LooksLikeJson(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char c = 0;
+  while (in.get(c)) {
+    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return c == '{';
+  }
+  return false;
+}
+
+Program ReadProgramAny(const std::string& path) {
+  if (!IsFile(path)) Fail(ErrorKind::kNotFound, "Paddle model '{}' not found", path);
+  std::string ext = fs::path(path).extension().string();
+  if (ext == ".json") return ReadPirProgram(path);
+  if (ext == ".pdmodel") return ReadProgramDesc(path);
+  return LooksLikeJson(path) ? ReadPirProgram(path) : ReadProgramDesc(path);
+}
+
+struct Located {
+  std::string program;
+  std::string params;  // empty: none found
+  bool separate = false;
+};
+
+Located Locate(const std::string& model_path, const std::string& params_path) {
+  Located loc;
+  std::error_code ec;
+  if (fs::is_directory(model_path, ec)) {
+    fs::path dir(model_path);
+    if (IsFile(dir / "__model__")) {
+      // Old save_inference_model layout: one file per parameter unless a
+      // combined file was named explicitly.
+      loc.program = (dir / "__model__").string();
+      loc.params = params_path.empty() ? dir.string() : params_path;
+      loc.separate = params_path.empty() || fs::is_directory(params_path, ec);
+      return loc;
+    }
+    // Paddle 3 prefers model.json when both formats are present.
+    for (const char* name :
+         {"model.json", "model.pdmodel", "inference.json", "inference.pdmodel"}) {
+      if (IsFile(dir / name)) {
+        loc.program = (dir / name).string();
+        break;
+      }
+    }
+    if (loc.program.empty()) {
+      Fail(ErrorKind::kNotFound,
+           "no Paddle model in directory '{}' (looked for __model__, model.json, model.pdmodel, "
+           "inference.json, inference.pdmodel)",
+           model_path);
+    }
+  } else {
+    loc.program = model_path;
+  }
+  if (!params_path.empty()) {
+    loc.params = params_path;
+    loc.separate = fs::is_directory(params_path, ec);
+  } else {
+    fs::path derived = fs::path(loc.program).replace_extension(".pdiparams");
+    if (IsFile(derived)) loc.params = derived.string();
+  }
+  return loc;
+}
+
+void CheckParams(const Program& prog, const ParamMap& params, const std::string& params_path) {
+  for (const std::string& name : prog.param_names) {
+    const VarInfo* var = prog.FindVar(name);
+    const ParamTensor& t = params.at(name);
+    if (!var) continue;
+    if (var->is_dense_tensor && var->dtype != t.dtype) {
+      Fail(ErrorKind::kDataLoss,
+           "parameter '{}': dtype {} in the program ({}) but {} in the params file ({})", name,
+           DTypeName(var->dtype), prog.path, DTypeName(t.dtype), params_path);
+    }
+    bool same = var->dims.size() == t.dims.size();
+    for (size_t i = 0; same && i < t.dims.size(); ++i) {
+      same = var->dims[i] < 0 || var->dims[i] == t.dims[i];
+    }
+    if (!same) {
+      Fail(ErrorKind::kDataLoss,
+           "parameter '{}': shape {} in the program ({}) but {} in the params file ({})", name,
+           ShapeToString(var->dims), prog.path, ShapeToString(t.dims), params_path);
+    }
+  }
+}
+
+}  // namespace
+
+Model LoadModel(const std::string& model_path, const std::string& params_path) {
+  Located loc = Locate(model_path, params_path);
+  Model model;
+  model.program = ReadProgramAny(loc.program);
+  const auto& names = model.program.param_names;
+  if (names.empty() && loc.params.empty()) return model;
+  if (loc.params.empty()) {
+    Fail(ErrorKind::kNotFound,
+         "params for '{}' not found: expected '{}' ({} parameters); pass the params path",
+         loc.program, fs::path(loc.program).replace_extension(".pdiparams").string(), names.size());
+  }
+  model.params =
+      loc.separate ? ReadSeparateParams(loc.params, names) : ReadCombinedParams(loc.params, names);
+  CheckParams(model.program, model.params, loc.params);
+  return model;
+}
+
+}  // namespace tiller::paddle

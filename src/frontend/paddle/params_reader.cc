@@ -1,0 +1,193 @@
+// Paddle tensor records (.pdiparams and the one-file-per-parameter form).
+// Every length read from the file is checked against the bytes that remain
+// before anything is allocated, so a truncated or garbage file fails with a
+// message naming the record instead of crashing or allocating wildly.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <system_error>
+
+#include "core/error.h"
+#include "framework.pb.h"
+#include "frontend/paddle/program.h"
+#include "frontend/paddle/reader_util.h"
+
+namespace tiller::paddle {
+namespace {
+
+namespace pb = ::paddle::framework::proto;
+
+// A TensorDesc is a dtype and a few dims; anything larger is corruption.
+constexpr uint64_t kMaxTensorDescBytes = 1 << 16;
+
+class RecordReader {
+ public:
+  explicit RecordReader(const std::string& path) : path_(path), in_(path, std::ios::binary) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      Fail(ErrorKind::kInvalidArgument, "Paddle params '{}' is a directory, expected a file", path);
+    }
+    if (!in_) Fail(ErrorKind::kNotFound, "Paddle params file '{}' not found or not readable", path);
+    size_ = std::filesystem::file_size(path, ec);
+    if (ec) Fail(ErrorKind::kNotFound, "Paddle params file '{}': {}", path, ec.message());
+  }
+
+  uint64_t left() const { return size_ - pos_; }
+  uint64_t pos() const { return pos_; }
+  const std::string& path() const { return path_; }
+
+  // Reads one record; `index` and `name` only label messages.
+  // `count` is how many records the caller expects in all.
+  ParamTensor ReadRecord(size_t index, const std::string& name, size_t count) {
+    index_ = index;
+    name_ = name;
+    if (left() == 0) {
+      Fail(ErrorKind::kDataLoss,
+           "{}: truncated: record {} ('{}') needs at least 24 bytes, 0 left: the file ends after "
+           "{} records but the program lists {} parameters",
+           path_, index, name, index, count);
+    }
+    uint32_t version = Read<uint32_t>("record version");
+    if (version != 0) Corrupt(fmt::format("unsupported record version {} (expected 0)", version));
+    uint64_t lod_levels = Read<uint64_t>("LoD level count");
+    // Each level needs at least its own 8-byte size field.
+    if (lod_levels > left() / 8) {
+      // A few levels cut off is truncation; an absurd count is garbage.
+      if (lod_levels <= 64) Need(lod_levels * 8, "LoD levels");
+      Corrupt(
+          fmt::format("LoD level count {} does not fit in the {} bytes left", lod_levels, left()));
+    }
+    for (uint64_t level = 0; level < lod_levels; ++level) {
+      uint64_t bytes = Read<uint64_t>("LoD level size");
+      if (bytes % 8 != 0) Corrupt(fmt::format("LoD level size {} is not a multiple of 8", bytes));
+      Skip(bytes, "LoD offsets");
+    }
+    uint32_t tensor_version = Read<uint32_t>("tensor version");
+    if (tensor_version != 0) {
+      Corrupt(fmt::format("unsupported tensor version {} (expected 0)", tensor_version));
+    }
+    int32_t desc_size = Read<int32_t>("TensorDesc size");
+    if (desc_size <= 0 || static_cast<uint64_t>(desc_size) > kMaxTensorDescBytes) {
+      Corrupt(fmt::format("TensorDesc size {} is not plausible", desc_size));
+    }
+    std::string desc_bytes = ReadBytes(static_cast<uint64_t>(desc_size), "TensorDesc");
+    pb::VarType::TensorDesc desc;
+    // ParsePartial + IsInitialized: the same check as ParseFromString
+    // without protobuf logging to stderr.
+    if (!desc.ParsePartialFromString(desc_bytes) || !desc.IsInitialized()) {
+      Corrupt("TensorDesc does not parse");
+    }
+
+    ParamTensor t;
+    if (!DTypeFromVarType(desc.data_type(), &t.dtype)) {
+      Fail(ErrorKind::kUnimplemented, "{}: record {} ('{}'): element type {} is not supported",
+           path_, index_, name_, VarTypeName(desc.data_type()));
+    }
+    const uint64_t elem = DTypeSize(t.dtype);
+    // The element count is bounded while it is multiplied, so a corrupt dim
+    // can neither overflow nor ask for a huge allocation (Need() below caps
+    // the bytes by what the file still holds).
+    const uint64_t max_elems = std::numeric_limits<uint64_t>::max() / 2 / elem;
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (int64_t d : desc.dims()) {
+      if (d < 0) Corrupt(fmt::format("negative dim {} in a stored tensor", d));
+      t.dims.push_back(d);
+      uint64_t ud = static_cast<uint64_t>(d);
+      if (ud != 0 && numel > max_elems / ud)
+        overflow = true;
+      else
+        numel *= ud;
+    }
+    if (overflow) {
+      Corrupt(fmt::format("element count of shape {} overflows", ShapeToString(t.dims)));
+    }
+    uint64_t bytes = numel * elem;
+    Need(bytes, fmt::format("data of shape {} {}", ShapeToString(t.dims), DTypeName(t.dtype)));
+    t.data = std::make_shared<AlignedBuffer>(bytes);
+    if (bytes) ReadInto(t.data->data(), bytes, "data");
+    return t;
+  }
+
+ private:
+  [[noreturn]] void Corrupt(const std::string& what) {
+    Fail(ErrorKind::kDataLoss, "{}: corrupt record {} ('{}') at byte {}: {}", path_, index_, name_,
+         pos_, what);
+  }
+  [[noreturn]] void Truncated(const std::string& needed, uint64_t have) {
+    Fail(ErrorKind::kDataLoss, "{}: truncated: record {} ('{}') needs {}, {} left", path_, index_,
+         name_, needed, have);
+  }
+  void Need(uint64_t n, const std::string& what) {
+    if (n > left()) Truncated(fmt::format("{} bytes ({})", n, what), left());
+  }
+  template <typename T>
+  T Read(const char* what) {
+    Need(sizeof(T), what);
+    T v{};
+    ReadInto(&v, sizeof(T), what);  // the format is little-endian, as is every target
+    return v;
+  }
+  std::string ReadBytes(uint64_t n, const char* what) {
+    Need(n, what);
+    std::string s(n, '\0');
+    ReadInto(s.data(), n, what);
+    return s;
+  }
+  void Skip(uint64_t n, const char* what) {
+    Need(n, what);
+    in_.seekg(static_cast<std::streamoff>(n), std::ios::cur);
+    pos_ += n;
+  }
+  void ReadInto(void* dst, uint64_t n, const char* what) {
+    in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
+    if (static_cast<uint64_t>(in_.gcount()) != n) {
+      Fail(ErrorKind::kDataLoss, "{}: read error in record {} ('{}') while reading its {}", path_,
+           index_, name_, what);
+    }
+    pos_ += n;
+  }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  uint64_t size_ = 0;
+  uint64_t pos_ = 0;
+  size_t index_ = 0;
+  std::string name_;
+};
+
+}  // namespace
+
+ParamMap ReadCombinedParams(const std::string& path, const std::vector<std::string>& names) {
+  RecordReader reader(path);
+  ParamMap params;
+  for (size_t i = 0; i < names.size(); ++i) {
+    params[names[i]] = reader.ReadRecord(i, names[i], names.size());
+  }
+  if (reader.left() != 0) {
+    Fail(ErrorKind::kDataLoss,
+         "{}: {} trailing bytes after the last of {} records (ends at byte {}): the file holds "
+         "more parameters than the program lists, or the wrong params file was given",
+         path, reader.left(), names.size(), reader.pos());
+  }
+  return params;
+}
+
+ParamMap ReadSeparateParams(const std::string& dir, const std::vector<std::string>& names) {
+  ParamMap params;
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::string file = (std::filesystem::path(dir) / names[i]).string();
+    RecordReader reader(file);
+    params[names[i]] = reader.ReadRecord(0, names[i], 1);
+    if (reader.left() != 0) {
+      Fail(ErrorKind::kDataLoss, "{}: {} trailing bytes after the record of parameter '{}'", file,
+           reader.left(), names[i]);
+    }
+  }
+  return params;
+}
+
+}  // namespace tiller::paddle

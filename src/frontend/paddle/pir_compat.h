@@ -1,0 +1,46 @@
+// How a Paddle 3 PIR op (pd_op dialect) maps onto its legacy ProgramDesc
+// spelling: op type, one input slot per operand, output slots, attribute
+// renames. Used by the PIR reader so translation handles one spelling.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/attribute.h"
+
+namespace tiller::paddle {
+
+// How one PIR operand becomes legacy inputs/attributes.
+enum class OperandKind {
+  kTensor,    // bound to `slot`; a builtin.combine value binds all its parts
+  kIntArray,  // IntArray argument: a pd_op.full_int_array producer folds into
+              // attribute `attr`; any other single tensor binds `slot` (a 1-D
+              // int tensor); a builtin.combine binds `list_slot` (0-D parts)
+  kScalar,    // Scalar argument: a one-element pd_op.full producer folds into
+              // attribute `attr` (int64 for integer dtypes, else double);
+              // anything else binds `slot`
+  kDrop,      // not used by the legacy op (e.g. assign_value_'s output buffer)
+};
+
+struct OperandSpec {
+  OperandKind kind = OperandKind::kTensor;
+  std::string slot;
+  std::string attr;       // kIntArray, kScalar
+  std::string list_slot;  // kIntArray
+};
+
+struct PirOpCompat {
+  std::string legacy_type;
+  std::vector<OperandSpec> operands;                              // by PIR operand position
+  std::vector<std::string> outputs;                               // by PIR result position
+  std::vector<std::pair<std::string, std::string>> attr_renames;  // PIR name -> legacy name
+  ir::AttrMap fixed_attrs;  // legacy attributes with no PIR counterpart
+};
+
+// `name` without the dialect prefix ("matmul" for pd_op.matmul). In-place
+// variants ("relu_") resolve to their base op when they have no entry of
+// their own. nullptr for ops without an entry.
+const PirOpCompat* FindPirOpCompat(const std::string& name);
+
+}  // namespace tiller::paddle

@@ -1,0 +1,585 @@
+// ReadPirProgram: a Paddle 3 PIR program (model.json) into the neutral
+// Program form, with pd_op ops renamed to their legacy spelling through the
+// table in pir_compat.cc. Values become variables: "%<id>", except parameter
+// results (their parameter_name), data results (the input's name) and values
+// read by exactly one fetch (the fetch's name, which is the output name users
+// see). builtin.combine/split/slice become multi-argument slots.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "frontend/paddle/pir_compat.h"
+#include "frontend/paddle/program.h"
+#include "frontend/paddle/reader_util.h"
+
+namespace tiller::paddle {
+namespace {
+
+using json = nlohmann::json;
+
+struct Value {
+  std::string name;
+  const json* type = nullptr;
+  std::string producer;        // op name, e.g. "1.matmul", "p"
+  bool is_vec = false;         // a vector of values: combine result or multi-output
+  std::vector<int64_t> parts;  // element value ids when is_vec
+  // Constant producers, for folding IntArray / Scalar operands.
+  bool is_int_array = false;  // pd_op.full_int_array
+  bool is_scalar = false;     // one-element pd_op.full
+  std::vector<int64_t> ints;
+  double scalar = 0;
+  bool scalar_is_int = false;
+};
+
+struct Fetch {
+  int64_t col;
+  std::string name;
+  int64_t value;
+};
+
+class PirReader {
+ public:
+  explicit PirReader(std::string path) : path_(std::move(path)) {}
+
+  Program Read(const json& root);
+  // "op 12 (1.matmul)" while an op is being read, for wrapped JSON errors.
+  std::string Where() const {
+    return op_index_ >= 0 ? fmt::format(" in op {} ({})", op_index_, op_name_) : std::string();
+  }
+
+ private:
+  [[noreturn]] void Corrupt(const std::string& what) const {
+    if (op_index_ >= 0) {
+      Fail(ErrorKind::kDataLoss, "{}: malformed PIR program: op {} ({}): {}", path_, op_index_,
+           op_name_, what);
+    }
+    Fail(ErrorKind::kDataLoss, "{}: malformed PIR program: {}", path_, what);
+  }
+  const json& Field(const json& obj, const char* key) const {
+    if (!obj.is_object() || !obj.contains(key)) Corrupt(fmt::format("missing '{}'", key));
+    return obj.at(key);
+  }
+  Value& Get(int64_t id) {
+    auto it = values_.find(id);
+    if (it == values_.end()) Corrupt(fmt::format("operand %{} is not defined before its use", id));
+    return it->second;
+  }
+  std::vector<int64_t> OperandIds(const json& op) const;
+  std::vector<std::pair<int64_t, const json*>> Results(const json& op) const;
+  static std::string AttrName(const json& a) { return a.at("N").get<std::string>(); }
+  bool ConvertAttr(const json& at, ir::Attribute* out) const;
+  ir::AttrMap Attrs(const json& op) const;
+  VarInfo VarFromType(const std::string& name, const json* type) const;
+  std::vector<std::string> Args(int64_t id);
+  void Scan(const json& op);
+  void Emit(const json& op, int index, Program& prog);
+  void AddVar(Program& prog, const VarInfo& v);
+
+  std::string path_;
+  int op_index_ = -1;
+  std::string op_name_;
+  std::map<int64_t, Value> values_;
+  std::vector<Fetch> fetches_;
+  int64_t next_synthetic_ = int64_t{1} << 40;
+  std::set<int> folded_constant_ops_;  // emitted op positions that may become dead
+};
+
+std::vector<int64_t> PirReader::OperandIds(const json& op) const {
+  std::vector<int64_t> ids;
+  if (!op.contains("I")) return ids;
+  for (const json& i : op.at("I")) ids.push_back(Field(i, "%").get<int64_t>());
+  return ids;
+}
+
+std::vector<std::pair<int64_t, const json*>> PirReader::Results(const json& op) const {
+  std::vector<std::pair<int64_t, const json*>> out;
+  if (!op.contains("O")) return out;
+  const json& o = op.at("O");
+  // Parameter ops write one result object instead of a list.
+  auto one = [&](const json& r) {
+    out.emplace_back(Field(r, "%").get<int64_t>(), r.contains("TT") ? &r.at("TT") : nullptr);
+  };
+  if (o.is_object()) {
+    one(o);
+  } else {
+    for (const json& r : o) one(r);
+  }
+  return out;
+}
+
+bool PirReader::ConvertAttr(const json& at, ir::Attribute* out) const {
+  const std::string kind = Field(at, "#").get<std::string>();
+  if (at.contains("VD")) {
+    // NaN and infinities, which JSON cannot spell, are written as strings.
+    std::string vd = at.at("VD").get<std::string>();
+    double inf = std::numeric_limits<double>::infinity();
+    if (vd == "NaN")
+      *out = std::numeric_limits<double>::quiet_NaN();
+    else if (vd == "INF")
+      *out = inf;
+    else if (vd == "-INF")
+      *out = -inf;
+    else
+      Corrupt(fmt::format("unknown special float '{}'", vd));
+    return true;
+  }
+  const json& d = at.contains("D") ? at.at("D") : json();
+  if (kind == "0.a_bool")
+    *out = d.get<bool>();
+  else if (kind == "0.a_i32" || kind == "0.a_i64" || kind == "0.a_index")
+    *out = d.get<int64_t>();
+  else if (kind == "0.a_f32" || kind == "0.a_f64")
+    *out = d.get<double>();
+  else if (kind == "0.a_str")
+    *out = d.get<std::string>();
+  else if (kind == "1.a_intarray")
+    *out = d.get<std::vector<int64_t>>();
+  else if (kind == "1.a_dtype") {
+    // Legacy programs store dtypes as VarType codes; translation reads those.
+    int64_t code;
+    if (!VarTypeFromPirDTypeName(d.get<std::string>(), &code)) {
+      Corrupt(fmt::format("unknown dtype '{}'", d.get<std::string>()));
+    }
+    *out = code;
+  } else if (kind == "1.a_scalar" || kind == "1.a_layout") {
+    if (d.is_object()) return ConvertAttr(d, out);
+    if (d.is_boolean())
+      *out = d.get<bool>();
+    else if (d.is_number_integer())
+      *out = d.get<int64_t>();
+    else if (d.is_number())
+      *out = d.get<double>();
+    else if (d.is_string())
+      *out = d.get<std::string>();
+    else
+      return false;
+  } else if (kind == "0.a_array") {
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+    std::vector<std::string> strs;
+    bool any_float = false;
+    for (const json& e : d) {
+      ir::Attribute v;
+      if (!ConvertAttr(e, &v)) return false;
+      if (auto* s = std::get_if<std::string>(&v)) {
+        strs.push_back(*s);
+        continue;
+      }
+      double f = 0;
+      if (auto* b = std::get_if<bool>(&v))
+        f = *b, ints.push_back(*b);
+      else if (auto* i = std::get_if<int64_t>(&v))
+        f = static_cast<double>(*i), ints.push_back(*i);
+      else if (auto* x = std::get_if<double>(&v))
+        f = *x, any_float = true;
+      else
+        return false;
+      floats.push_back(f);
+    }
+    if (!strs.empty()) {
+      if (!floats.empty()) return false;
+      *out = std::move(strs);
+    } else if (any_float) {
+      *out = std::move(floats);
+    } else {
+      *out = std::move(ints);  // an empty array is an empty int list
+    }
+  } else {
+    // Places, types and other attributes with no IR meaning.
+    return false;
+  }
+  return true;
+}
+
+ir::AttrMap PirReader::Attrs(const json& op) const {
+  ir::AttrMap attrs;
+  if (!op.contains("A")) return attrs;
+  for (const json& a : op.at("A")) {
+    ir::Attribute v;
+    if (ConvertAttr(Field(a, "AT"), &v)) attrs.Set(AttrName(a), std::move(v));
+  }
+  return attrs;
+}
+
+VarInfo PirReader::VarFromType(const std::string& name, const json* type) const {
+  VarInfo v;
+  v.name = name;
+  v.is_dense_tensor = false;
+  if (!type || !type->is_object() || type->value("#", "") != "0.t_dtensor") return v;
+  const json& d = Field(*type, "D");
+  if (!d.is_array() || d.size() < 2) Corrupt(fmt::format("bad tensor type of '{}'", name));
+  static const std::map<std::string, DType> kTypes = {
+      {"0.t_f32", DType::kF32},  {"0.t_f16", DType::kF16}, {"0.t_bf16", DType::kBF16},
+      {"0.t_f64", DType::kF64},  {"0.t_i8", DType::kI8},   {"0.t_ui8", DType::kU8},
+      {"0.t_i16", DType::kI16},  {"0.t_i32", DType::kI32}, {"0.t_i64", DType::kI64},
+      {"0.t_bool", DType::kBool}};
+  auto it = kTypes.find(Field(d[0], "#").get<std::string>());
+  v.dims = d[1].get<std::vector<int64_t>>();
+  if (it == kTypes.end()) return v;  // complex and other element types
+  v.dtype = it->second;
+  v.is_dense_tensor = true;
+  return v;
+}
+
+std::vector<std::string> PirReader::Args(int64_t id) {
+  if (id == 0) return {};  // an absent optional operand
+  Value& v = Get(id);
+  if (!v.is_vec) return {v.name};
+  std::vector<std::string> names;
+  for (int64_t part : v.parts) names.push_back(Get(part).name);
+  return names;
+}
+
+// Pass 1: names, vectors, constants and fetches, before any op is emitted
+// (a fetch renames a value defined earlier).
+void PirReader::Scan(const json& op) {
+  if (op.contains("regions") && !op.at("regions").empty()) {
+    Fail(ErrorKind::kUnimplemented,
+         "{}: op {} ({}) has nested regions; PIR control flow (if/while) is not supported", path_,
+         op_index_, op_name_);
+  }
+  const ir::AttrMap attrs = op_name_ == "p" ? ir::AttrMap() : Attrs(op);
+  auto results = Results(op);
+  for (const auto& [id, type] : results) {
+    if (id <= 0) Corrupt(fmt::format("result id {} (block arguments are not supported)", id));
+    if (values_.count(id)) Corrupt(fmt::format("value %{} defined twice", id));
+    Value v;
+    v.name = fmt::format("%{}", id);
+    v.type = type;
+    v.producer = op_name_;
+    v.is_vec = type && type->is_object() && type->value("#", "") == "0.t_vec";
+    values_[id] = std::move(v);
+  }
+  auto operands = OperandIds(op);
+  if (op_name_ == "p") {
+    const json& a = Field(op, "A");
+    if (!a.is_array() || a.size() < 4 || !a[3].is_string() || results.size() != 1) {
+      Corrupt("parameter op without parameter_name");
+    }
+    values_[results[0].first].name = a[3].get<std::string>();
+  } else if (op_name_ == "1.data") {
+    if (results.size() != 1) Corrupt("data op must have one result");
+    values_[results[0].first].name = attrs.Str("name", values_[results[0].first].name);
+  } else if (op_name_ == "0.combine") {
+    if (results.size() != 1) Corrupt("combine must have one result");
+    for (int64_t id : operands) Get(id);  // defined before use
+    values_[results[0].first].parts = operands;
+  } else if (op_name_ == "0.split" || op_name_ == "0.slice") {
+    if (operands.size() != 1) Corrupt("expects one vector operand");
+    Value& vec = Get(operands[0]);
+    if (!vec.is_vec) Corrupt("operand is not a vector");
+    size_t n = vec.type && vec.type->contains("D") ? vec.type->at("D").size() : results.size();
+    if (vec.parts.size() < n) vec.parts.resize(n, 0);
+    if (op_name_ == "0.split") {
+      if (results.size() != n) Corrupt("split result count differs from the vector size");
+      for (size_t i = 0; i < n; ++i) vec.parts[i] = results[i].first;
+    } else {
+      int64_t index = attrs.Int("index", -1);
+      if (index < 0 || static_cast<size_t>(index) >= n || results.size() != 1) {
+        Corrupt(fmt::format("slice index {} out of range for a vector of {}", index, n));
+      }
+      vec.parts[index] = results[0].first;
+    }
+  } else if (op_name_ == "1.full" && results.size() == 1) {
+    Value& v = values_[results[0].first];
+    std::vector<int64_t> shape = attrs.Ints("shape");
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    DType dt;
+    if (n == 1 && DTypeFromVarType(attrs.Int("dtype", 5), &dt)) {
+      v.is_scalar = true;
+      v.scalar = attrs.Float("value", 0);
+      v.scalar_is_int = IsInteger(dt) || dt == DType::kBool;
+    }
+  } else if (op_name_ == "1.full_int_array" && results.size() == 1) {
+    Value& v = values_[results[0].first];
+    v.is_int_array = true;
+    v.ints = attrs.Ints("value");
+  } else if (op_name_ == "1.fetch") {
+    if (operands.size() != 1) Corrupt("fetch must have one operand");
+    Get(operands[0]);
+    fetches_.push_back({attrs.Int("col", -1), attrs.Str("name", ""), operands[0]});
+  }
+}
+
+void PirReader::AddVar(Program& prog, const VarInfo& v) {
+  if (!prog.vars.emplace(v.name, v).second) {
+    Corrupt(fmt::format("two values are both named '{}'", v.name));
+  }
+}
+
+Program PirReader::Read(const json& root) {
+  const json& base = Field(root, "base_code");
+  if (base.value("magic", "") != "pir") Corrupt("base_code.magic is not \"pir\"");
+  const json& regions = Field(Field(root, "program"), "regions");
+  if (!regions.is_array() || regions.empty()) Corrupt("program has no region");
+  const json& blocks = Field(regions[0], "blocks");
+  if (!blocks.is_array() || blocks.empty()) Corrupt("program has no block");
+  const json& ops = Field(blocks[0], "ops");
+  if (!ops.is_array()) Corrupt("block ops is not a list");
+
+  for (size_t i = 0; i < ops.size(); ++i) {
+    op_index_ = static_cast<int>(i);
+    op_name_ = Field(ops[i], "#").get<std::string>();
+    Scan(ops[i]);
+  }
+  op_index_ = -1;
+  // Vector results nobody unpacks still need element names for their slot.
+  for (auto& [id, v] : values_) {
+    if (!v.is_vec || v.producer == "0.combine") continue;
+    size_t n = v.type && v.type->contains("D") ? v.type->at("D").size() : 0;
+    v.parts.resize(std::max(n, v.parts.size()), 0);
+    for (size_t i = 0; i < v.parts.size(); ++i) {
+      if (v.parts[i] != 0) continue;
+      Value part;
+      part.name = fmt::format("%{}.{}", id, i);
+      part.type = &v.type->at("D")[i];
+      part.producer = v.producer;
+      v.parts[i] = next_synthetic_;
+      values_[next_synthetic_++] = std::move(part);
+    }
+  }
+  // Name a fetched value after its fetch when that is unambiguous.
+  std::map<int64_t, int> fetch_count;
+  std::set<std::string> names;
+  for (const auto& [id, v] : values_) names.insert(v.name);
+  for (const Fetch& f : fetches_) fetch_count[f.value]++;
+  std::set<int64_t> renamed;
+  for (const Fetch& f : fetches_) {
+    Value& v = values_[f.value];
+    bool plain = v.producer != "p" && v.producer != "1.data" && !v.is_vec;
+    if (plain && fetch_count[f.value] == 1 && !f.name.empty() && !names.count(f.name)) {
+      names.insert(f.name);
+      v.name = f.name;
+      renamed.insert(f.value);
+    }
+  }
+
+  Program prog;
+  prog.path = path_;
+  prog.format = "pir";
+  for (size_t i = 0; i < ops.size(); ++i) {
+    op_index_ = static_cast<int>(i);
+    op_name_ = ops[i].at("#").get<std::string>();
+    Emit(ops[i], static_cast<int>(i), prog);
+  }
+  op_index_ = -1;
+
+  // Outputs by col; a fetch whose value kept its own name reads it through
+  // an assign to the fetch name, so fetch_names are always variables.
+  std::stable_sort(fetches_.begin(), fetches_.end(),
+                   [](const Fetch& a, const Fetch& b) { return a.col < b.col; });
+  for (size_t i = 0; i < fetches_.size(); ++i) {
+    const Fetch& f = fetches_[i];
+    if (f.col != static_cast<int64_t>(i) || f.name.empty()) {
+      Corrupt(fmt::format("fetch ops do not cover columns 0..{} exactly (col {}, name '{}')",
+                          fetches_.size() - 1, f.col, f.name));
+    }
+    prog.fetch_names.push_back(f.name);
+    if (renamed.count(f.value)) continue;
+    const Value& v = values_[f.value];
+    OpDesc op;
+    op.type = "assign";
+    op.index = static_cast<int>(ops.size() + i);
+    op.inputs.push_back({"X", {v.name}});
+    op.outputs.push_back({"Out", {f.name}});
+    VarInfo var = VarFromType(f.name, v.type);
+    AddVar(prog, var);
+    prog.ops.push_back(std::move(op));
+  }
+
+  // Constants folded into every consumer's attributes are dropped.
+  std::set<std::string> used(prog.fetch_names.begin(), prog.fetch_names.end());
+  for (const OpDesc& op : prog.ops) {
+    for (const auto& [slot, args] : op.inputs) used.insert(args.begin(), args.end());
+  }
+  std::vector<OpDesc> kept;
+  for (size_t i = 0; i < prog.ops.size(); ++i) {
+    OpDesc& op = prog.ops[i];
+    if (folded_constant_ops_.count(static_cast<int>(i)) && !used.count(op.Outputs("Out")[0])) {
+      prog.vars.erase(op.Outputs("Out")[0]);
+      continue;
+    }
+    kept.push_back(std::move(op));
+  }
+  prog.ops = std::move(kept);
+  std::sort(prog.param_names.begin(), prog.param_names.end());
+  return prog;
+}
+
+void PirReader::Emit(const json& op, int index, Program& prog) {
+  auto results = Results(op);
+  auto add_result_vars = [&]() {
+    for (const auto& [id, type] : results) {
+      const Value& v = values_.at(id);
+      if (!v.is_vec) {
+        AddVar(prog, VarFromType(v.name, v.type));
+        continue;
+      }
+      for (int64_t part : v.parts) {
+        const Value& p = Get(part);
+        if (!prog.vars.count(p.name)) AddVar(prog, VarFromType(p.name, p.type));
+      }
+    }
+  };
+  if (op_name_ == "p") {
+    VarInfo var = VarFromType(values_.at(results[0].first).name, results[0].second);
+    // OA = [persistable, stop_gradient, trainable]; absent when the program
+    // was saved without training attributes, where every parameter persists.
+    const json* oa = op.contains("OA") ? &op.at("OA") : nullptr;
+    var.persistable = !(oa && oa->is_array() && !oa->empty() && (*oa)[0].is_number() &&
+                        (*oa)[0].get<int64_t>() == 0);
+    if (var.persistable) prog.param_names.push_back(var.name);
+    AddVar(prog, var);
+    return;
+  }
+  if (op_name_ == "1.data") {
+    add_result_vars();
+    prog.feed_names.push_back(values_.at(results[0].first).name);
+    return;
+  }
+  if (op_name_ == "0.combine" || op_name_ == "0.split" || op_name_ == "0.slice" ||
+      op_name_ == "1.fetch") {
+    return;
+  }
+
+  OpDesc out;
+  out.index = index;
+  ir::AttrMap attrs = Attrs(op);
+  std::vector<int64_t> operands = OperandIds(op);
+  size_t dot = op_name_.find('.');
+  std::string dialect = dot == std::string::npos ? "" : op_name_.substr(0, dot);
+  std::string short_name = dot == std::string::npos ? op_name_ : op_name_.substr(dot + 1);
+  static const std::map<std::string, std::string> kDialects = {
+      {"0", "builtin"}, {"1", "pd_op"}, {"2", "cf"}, {"3", "custom_op"}, {"4", "dist"}};
+  const PirOpCompat* compat = dialect == "1" ? FindPirOpCompat(short_name) : nullptr;
+  bool foldable = false;
+
+  if (op_name_ == "1.full") {
+    out.type = "fill_constant";
+    foldable = true;
+  } else if (op_name_ == "1.full_int_array") {
+    // Legacy programs hold int lists as assign_value constants.
+    out.type = "assign_value";
+    std::vector<int64_t> values = attrs.Ints("value");
+    ir::AttrMap a;
+    a.Set("shape", std::vector<int64_t>{static_cast<int64_t>(values.size())});
+    a.Set("dtype", attrs.Int("dtype", 3));
+    a.Set("values", std::move(values));
+    attrs = std::move(a);
+    foldable = true;
+  } else if (compat) {
+    out.type = compat->legacy_type;
+  } else if (dialect == "1") {
+    out.type = short_name;  // unknown pd_op: translation reports it
+  } else {
+    auto it = kDialects.find(dialect);
+    out.type = it == kDialects.end() ? op_name_ : it->second + "." + short_name;
+  }
+
+  for (size_t i = 0; i < operands.size(); ++i) {
+    int64_t id = operands[i];
+    if (id == 0) continue;  // absent optional operand
+    OperandSpec spec;
+    spec.slot = fmt::format("in{}", i);
+    if (compat && i < compat->operands.size()) spec = compat->operands[i];
+    if (spec.kind == OperandKind::kDrop) continue;
+    Value& v = Get(id);
+    if (spec.kind == OperandKind::kIntArray) {
+      if (v.is_int_array) {
+        attrs.Set(spec.attr, v.ints);
+        continue;
+      }
+      if (v.is_scalar && v.scalar_is_int) {
+        attrs.Set(spec.attr, std::vector<int64_t>{static_cast<int64_t>(v.scalar)});
+        continue;
+      }
+      out.inputs.push_back({v.is_vec ? spec.list_slot : spec.slot, Args(id)});
+    } else if (spec.kind == OperandKind::kScalar && v.is_scalar) {
+      if (v.scalar_is_int)
+        attrs.Set(spec.attr, static_cast<int64_t>(v.scalar));
+      else
+        attrs.Set(spec.attr, v.scalar);
+    } else {
+      out.inputs.push_back({spec.slot, Args(id)});
+    }
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    std::string slot = fmt::format("out{}", i);
+    if (compat && i < compat->outputs.size())
+      slot = compat->outputs[i];
+    else if (out.type == "fill_constant" || out.type == "assign_value")
+      slot = "Out";
+    out.outputs.push_back({slot, Args(results[i].first)});
+  }
+
+  // Attribute spelling: renames, then legacy-only attributes.
+  ir::AttrMap renamed;
+  for (const auto& [name, value] : attrs.all()) {
+    std::string to = name;
+    if (compat) {
+      for (const auto& [from, legacy] : compat->attr_renames) {
+        if (from == name) to = legacy;
+      }
+    }
+    renamed.Set(to, value);
+  }
+  if (compat) {
+    for (const auto& [name, value] : compat->fixed_attrs.all()) {
+      if (!renamed.Has(name)) renamed.Set(name, value);
+    }
+  }
+  out.attrs = std::move(renamed);
+
+  if (out.type.rfind("reduce_", 0) == 0) {
+    bool dim_tensor = out.HasInput("DimTensor") || out.HasInput("DimTensorList");
+    if (!out.attrs.Has("dim")) out.attrs.Set("dim", std::vector<int64_t>{});
+    bool all = !dim_tensor && out.attrs.Ints("dim").empty();
+    out.attrs.Set("reduce_all", all || out.attrs.Bool("reduce_all", false));
+  } else if (out.type == "cast" && out.HasInput("X")) {
+    const VarInfo* in = prog.FindVar(out.Inputs("X")[0]);
+    if (in && in->is_dense_tensor) out.attrs.Set("in_dtype", VarTypeFromDType(in->dtype));
+  } else if (out.type == "assign_value") {
+    // Integer constants stay exact, as legacy SCALARS of ints read.
+    DType dt;
+    const ir::Attribute* values = out.attrs.Find("values");
+    if (values && std::holds_alternative<std::vector<double>>(*values) &&
+        DTypeFromVarType(out.attrs.Int("dtype", 5), &dt) && !IsFloat(dt)) {
+      std::vector<int64_t> ints;
+      for (double d : std::get<std::vector<double>>(*values)) ints.push_back(std::llround(d));
+      out.attrs.Set("values", std::move(ints));
+    }
+  }
+
+  add_result_vars();
+  if (foldable) folded_constant_ops_.insert(static_cast<int>(prog.ops.size()));
+  prog.ops.push_back(std::move(out));
+}
+
+}  // namespace
+
+Program ReadPirProgram(const std::string& path) {
+  std::string text = ReadFileBytes(path, "Paddle PIR program");
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::exception& e) {
+    Fail(ErrorKind::kDataLoss, "{}: not a valid PIR program (JSON parse failed: {})", path,
+         e.what());
+  }
+  PirReader reader(path);
+  try {
+    return reader.Read(root);
+  } catch (const json::exception& e) {
+    // A field of the wrong JSON type somewhere in an op.
+    Fail(ErrorKind::kDataLoss, "{}: malformed PIR program{}: {}", path, reader.Where(), e.what());
+  }
+}
+
+}  // namespace tiller::paddle

@@ -1,0 +1,88 @@
+// A Paddle program as read from disk, in one neutral form for both file
+// formats. The PIR reader maps Paddle 3 op names, operands and attribute
+// names onto the legacy ProgramDesc spelling (op_compat), so translation is
+// written once per op against legacy names and slots.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "ir/attribute.h"
+
+namespace tiller::paddle {
+
+struct VarInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape dims;  // -1 marks a dynamic dim
+  bool persistable = false;
+  bool is_dense_tensor = true;  // false for feed/fetch lists and other non-tensor vars
+};
+
+// One slot ("X", "Y", "Out") and the variable names bound to it.
+using Slot = std::pair<std::string, std::vector<std::string>>;
+
+struct OpDesc {
+  std::string type;  // legacy spelling, e.g. "matmul_v2", "elementwise_add"
+  std::vector<Slot> inputs;
+  std::vector<Slot> outputs;
+  ir::AttrMap attrs;
+  int index = 0;  // position in block 0, for messages
+
+  // Variable names bound to a slot; empty when the slot is absent.
+  const std::vector<std::string>& Inputs(const std::string& slot) const;
+  const std::vector<std::string>& Outputs(const std::string& slot) const;
+  bool HasInput(const std::string& slot) const { return !Inputs(slot).empty(); }
+  // "matmul_v2 #12 (out: linear_1.tmp_0)": how messages name the op.
+  std::string Describe() const;
+};
+
+struct Program {
+  std::string path;    // the file it was read from
+  std::string format;  // "pdmodel" (legacy ProgramDesc) or "pir" (Paddle 3 JSON)
+  std::vector<OpDesc> ops;  // block 0, program order; feed/fetch ops removed
+  std::map<std::string, VarInfo> vars;
+  std::vector<std::string> feed_names;   // by feed `col`
+  std::vector<std::string> fetch_names;  // by fetch `col`
+  // Persistable variables in the order their records appear in a combined
+  // .pdiparams file (sorted by name).
+  std::vector<std::string> param_names;
+
+  const VarInfo* FindVar(const std::string& name) const;
+};
+
+struct ParamTensor {
+  DType dtype = DType::kF32;
+  Shape dims;
+  std::shared_ptr<AlignedBuffer> data;
+};
+
+using ParamMap = std::map<std::string, ParamTensor>;
+
+// Readers. All throw tiller::Error naming the file (and record/op) on
+// missing, truncated or corrupt input.
+Program ReadProgramDesc(const std::string& path);  // model.pdmodel / __model__
+Program ReadPirProgram(const std::string& path);   // model.json
+// Combined .pdiparams: one record per name in `names`, in that order; the
+// file must end exactly after the last one.
+ParamMap ReadCombinedParams(const std::string& path, const std::vector<std::string>& names);
+// Directory form: one file per parameter, named after it.
+ParamMap ReadSeparateParams(const std::string& dir, const std::vector<std::string>& names);
+
+// A program and its weights, checked against each other (count, dtype, shape).
+struct Model {
+  Program program;
+  ParamMap params;
+};
+// model_path: a .pdmodel, a .json, or a directory holding __model__ (or
+// model.pdmodel/model.json + model.pdiparams). params_path may be empty when
+// it can be derived (same stem + .pdiparams, or the directory form).
+Model LoadModel(const std::string& model_path, const std::string& params_path);
+
+}  // namespace tiller::paddle

@@ -1,0 +1,239 @@
+#include "frontend/paddle/translate.h"
+
+#include <cstring>
+
+#include "ir/op_schema.h"
+
+namespace tiller::paddle {
+namespace {
+
+std::map<std::string, Translator>& Registry() {
+  static std::map<std::string, Translator> registry;
+  return registry;
+}
+
+// Paddle's framework.proto VarType.Type numbering for tensor element types.
+bool AttrVarTypeToDType(int64_t t, DType* out) {
+  switch (t) {
+    case 0: *out = DType::kBool; return true;
+    case 1: *out = DType::kI16; return true;
+    case 2: *out = DType::kI32; return true;
+    case 3: *out = DType::kI64; return true;
+    case 4: *out = DType::kF16; return true;
+    case 5: *out = DType::kF32; return true;
+    case 6: *out = DType::kF64; return true;
+    case 20: *out = DType::kU8; return true;
+    case 21: *out = DType::kI8; return true;
+    case 22: *out = DType::kBF16; return true;
+    default: return false;
+  }
+}
+
+template <typename T>
+std::shared_ptr<AlignedBuffer> MakeBuffer(const std::vector<T>& values) {
+  auto buf = std::make_shared<AlignedBuffer>(values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(buf->data(), values.data(), buf->size());
+  return buf;
+}
+
+}  // namespace
+
+bool RegisterTranslator(const std::string& paddle_type, Translator fn) {
+  bool inserted = Registry().emplace(paddle_type, std::move(fn)).second;
+  TILLER_CHECK(inserted, "translator for '{}' registered twice", paddle_type);
+  return true;
+}
+
+const Translator* FindTranslator(const std::string& paddle_type) {
+  auto it = Registry().find(paddle_type);
+  return it == Registry().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> SupportedPaddleOps() {
+  std::vector<std::string> out;
+  for (const auto& [name, fn] : Registry()) out.push_back(name);
+  return out;
+}
+
+ir::Value* TranslateContext::Lookup(const std::string& var) const {
+  auto it = vars_.find(var);
+  return it == vars_.end() ? nullptr : it->second;
+}
+
+ir::Value* TranslateContext::InOpt(const OpDesc& op, const std::string& slot, size_t idx) {
+  const auto& args = op.Inputs(slot);
+  if (idx >= args.size()) return nullptr;
+  ir::Value* v = Lookup(args[idx]);
+  if (!v) Invalid(op, "input {} = '{}' is not produced by any earlier op", slot, args[idx]);
+  return v;
+}
+
+ir::Value* TranslateContext::In(const OpDesc& op, const std::string& slot, size_t idx) {
+  ir::Value* v = InOpt(op, slot, idx);
+  if (!v) Invalid(op, "missing input slot {}[{}]", slot, idx);
+  return v;
+}
+
+std::vector<ir::Value*> TranslateContext::Ins(const OpDesc& op, const std::string& slot) {
+  std::vector<ir::Value*> out;
+  for (size_t i = 0; i < op.Inputs(slot).size(); ++i) out.push_back(In(op, slot, i));
+  return out;
+}
+
+bool TranslateContext::HasOut(const OpDesc& op, const std::string& slot) const {
+  return !op.Outputs(slot).empty();
+}
+
+void TranslateContext::SetOut(const OpDesc& op, const std::string& slot, ir::Value* v, size_t idx) {
+  const auto& args = op.Outputs(slot);
+  if (idx < args.size()) {
+    // Name run-time values after the Paddle variable, for messages and dumps.
+    if (v->kind == ir::ValueKind::kIntermediate && v->producer && v->producer->outputs.size() == 1)
+      v->name = args[idx];
+    vars_[args[idx]] = v;
+  }
+}
+
+ir::Op* TranslateContext::AddOp(const OpDesc& op, const std::string& type,
+                                std::vector<ir::Value*> inputs, ir::AttrMap attrs) {
+  return graph_.AddOp(type, std::move(inputs), std::move(attrs), op.Describe());
+}
+
+ir::Value* TranslateContext::Add1(const OpDesc& op, const std::string& type,
+                                  std::vector<ir::Value*> inputs, ir::AttrMap attrs) {
+  return graph_.Add1(type, std::move(inputs), std::move(attrs), op.Describe());
+}
+
+ir::Value* TranslateContext::Reshape(const OpDesc& op, ir::Value* x, const Shape& shape) {
+  if (x->shape() == shape) return x;
+  return Add1(op, "reshape", {x}, {{"shape", std::vector<int64_t>(shape)}});
+}
+
+ir::Value* TranslateContext::ConstI64(const std::vector<int64_t>& values, const Shape& shape) {
+  return graph_.AddData("const", {DType::kI64, shape}, ir::ValueKind::kConstant, MakeBuffer(values));
+}
+
+ir::Value* TranslateContext::ConstF32(const std::vector<float>& values, const Shape& shape) {
+  return graph_.AddData("const", {DType::kF32, shape}, ir::ValueKind::kConstant, MakeBuffer(values));
+}
+
+ir::Value* TranslateContext::ConstScalar(double value, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return ConstF32({static_cast<float>(value)}, {});
+    case DType::kI64: return ConstI64({static_cast<int64_t>(value)}, {});
+    case DType::kF64:
+      return graph_.AddData("const", {dtype, {}}, ir::ValueKind::kConstant,
+                            MakeBuffer(std::vector<double>{value}));
+    case DType::kI32:
+      return graph_.AddData("const", {dtype, {}}, ir::ValueKind::kConstant,
+                            MakeBuffer(std::vector<int32_t>{static_cast<int32_t>(value)}));
+    case DType::kBool:
+      return graph_.AddData("const", {dtype, {}}, ir::ValueKind::kConstant,
+                            MakeBuffer(std::vector<uint8_t>{static_cast<uint8_t>(value != 0)}));
+    default:
+      Fail(ErrorKind::kUnimplemented, "constant of dtype {} is not supported", DTypeName(dtype));
+  }
+}
+
+std::vector<int64_t> TranslateContext::ConstInts(const OpDesc& op, const ir::Value* v) {
+  if (!v->data)
+    Unsupported(op, "tensor '{}' must be known at compile time (it depends on run-time data)",
+                v->name);
+  int64_t n = NumElements(v->shape());
+  std::vector<int64_t> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (v->dtype()) {
+      case DType::kI64: out[i] = v->const_data<int64_t>()[i]; break;
+      case DType::kI32: out[i] = v->const_data<int32_t>()[i]; break;
+      default: Unsupported(op, "tensor '{}' has dtype {}, expected an integer", v->name, DTypeName(v->dtype()));
+    }
+  }
+  return out;
+}
+
+std::vector<double> TranslateContext::ConstFloats(const OpDesc& op, const ir::Value* v) {
+  if (!v->data) Unsupported(op, "tensor '{}' must be known at compile time", v->name);
+  int64_t n = NumElements(v->shape());
+  std::vector<double> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (v->dtype()) {
+      case DType::kF32: out[i] = v->const_data<float>()[i]; break;
+      case DType::kF64: out[i] = v->const_data<double>()[i]; break;
+      case DType::kI64: out[i] = static_cast<double>(v->const_data<int64_t>()[i]); break;
+      case DType::kI32: out[i] = v->const_data<int32_t>()[i]; break;
+      default: Unsupported(op, "tensor '{}' has dtype {}, expected a number", v->name, DTypeName(v->dtype()));
+    }
+  }
+  return out;
+}
+
+DType PaddleAttrDType(const TranslateContext& ctx, const OpDesc& op, const std::string& attr) {
+  const ir::Attribute* a = op.attrs.Find(attr);
+  if (!a) ctx.Invalid(op, "missing attribute '{}'", attr);
+  DType out;
+  if (auto* s = std::get_if<std::string>(a)) {
+    if (ParseDType(*s, &out)) return out;
+  } else if (auto* i = std::get_if<int64_t>(a)) {
+    if (AttrVarTypeToDType(*i, &out)) return out;
+  }
+  ctx.Unsupported(op, "attribute {} = {} is not a supported dtype", attr, ir::AttributeToString(*a));
+}
+
+std::map<std::string, int> UnsupportedOps(const Program& program) {
+  std::map<std::string, int> missing;
+  for (const OpDesc& op : program.ops) {
+    if (!FindTranslator(op.type)) ++missing[op.type];
+  }
+  return missing;
+}
+
+std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::TensorType>& feeds,
+                                     ir::Graph::Folder folder) {
+  const Program& program = model.program;
+  auto missing = UnsupportedOps(program);
+  if (!missing.empty()) {
+    std::string list;
+    int total = 0;
+    for (const auto& [type, count] : missing) {
+      list += fmt::format("\n  {} (x{})", type, count);
+      total += count;
+    }
+    Fail(ErrorKind::kUnimplemented, "{}: {} unsupported op type(s), {} op(s) in all:{}",
+         program.path, missing.size(), total, list);
+  }
+  TILLER_CHECK(feeds.size() == program.feed_names.size(), "{} feed types for {} feeds",
+               feeds.size(), program.feed_names.size());
+
+  auto graph = std::make_unique<ir::Graph>();
+  graph->set_folder(std::move(folder));
+  TranslateContext ctx(program, *graph);
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    ctx.Bind(program.feed_names[i], graph->AddInput(program.feed_names[i], feeds[i]));
+  }
+  for (const std::string& name : program.param_names) {
+    auto it = model.params.find(name);
+    TILLER_CHECK(it != model.params.end(), "parameter '{}' was not loaded", name);
+    const ParamTensor& p = it->second;
+    ctx.Bind(name, graph->AddData(name, {p.dtype, p.dims}, ir::ValueKind::kParam, p.data));
+  }
+  for (const OpDesc& op : program.ops) {
+    try {
+      (*FindTranslator(op.type))(ctx, op);
+    } catch (const Error& e) {
+      // Shape errors raised by IR schemas name the IR op; add the file.
+      std::string msg = e.what();
+      if (msg.find(program.path) == std::string::npos) msg = program.path + ": " + msg;
+      throw Error(e.kind(), msg);
+    }
+  }
+  for (const std::string& name : program.fetch_names) {
+    ir::Value* v = ctx.Lookup(name);
+    if (!v) Fail(ErrorKind::kInvalidArgument, "{}: fetch target '{}' is never produced", program.path, name);
+    graph->AddOutput(name, v);
+  }
+  graph->RemoveDeadCode();
+  ir::Verify(*graph);
+  return graph;
+}
+
+}  // namespace tiller::paddle

@@ -1,0 +1,98 @@
+// Translation of a Paddle program into the IR, once per set of feed shapes.
+// Each Paddle op type has one translator, registered in translate/<family>.cc
+// next to its siblings; translators build IR ops through TranslateContext and
+// read compile-time-known tensors (shapes, constants) through it.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "frontend/paddle/program.h"
+#include "ir/graph.h"
+
+namespace tiller::paddle {
+
+class TranslateContext {
+ public:
+  TranslateContext(const Program& program, ir::Graph& graph) : program_(program), graph_(graph) {}
+
+  ir::Graph& graph() { return graph_; }
+  const Program& program() const { return program_; }
+
+  // The IR value bound to argument `idx` of input slot `slot`; fails naming
+  // the op when the slot is empty or the variable was never produced.
+  ir::Value* In(const OpDesc& op, const std::string& slot, size_t idx = 0);
+  // Like In, but nullptr when the slot is absent or empty.
+  ir::Value* InOpt(const OpDesc& op, const std::string& slot, size_t idx = 0);
+  std::vector<ir::Value*> Ins(const OpDesc& op, const std::string& slot);
+  // Binds output argument `idx` of `slot` to `v` (no-op when the slot is absent).
+  void SetOut(const OpDesc& op, const std::string& slot, ir::Value* v, size_t idx = 0);
+  bool HasOut(const OpDesc& op, const std::string& slot) const;
+  void Bind(const std::string& var, ir::Value* v) { vars_[var] = v; }
+  ir::Value* Lookup(const std::string& var) const;
+
+  // Adds an IR op named after the Paddle op it comes from.
+  ir::Value* Add1(const OpDesc& op, const std::string& type, std::vector<ir::Value*> inputs,
+                  ir::AttrMap attrs = {});
+  ir::Op* AddOp(const OpDesc& op, const std::string& type, std::vector<ir::Value*> inputs,
+                ir::AttrMap attrs = {});
+  ir::Value* Reshape(const OpDesc& op, ir::Value* x, const Shape& shape);
+
+  // Constants.
+  ir::Value* ConstI64(const std::vector<int64_t>& values, const Shape& shape);
+  ir::Value* ConstF32(const std::vector<float>& values, const Shape& shape);
+  ir::Value* ConstScalar(double value, DType dtype);
+  // The contents of a compile-time constant integer tensor (e.g. a shape
+  // operand); fails naming the op when the value is only known at run time.
+  std::vector<int64_t> ConstInts(const OpDesc& op, const ir::Value* v);
+  std::vector<double> ConstFloats(const OpDesc& op, const ir::Value* v);
+
+  // Unsupported attribute value: fails with the op, attribute and value named.
+  template <typename... Args>
+  [[noreturn]] void Unsupported(const OpDesc& op, fmt::format_string<Args...> format,
+                                Args&&... args) const {
+    Fail(ErrorKind::kUnimplemented, "{}: op {}: {}", program_.path, op.Describe(),
+         fmt::format(format, std::forward<Args>(args)...));
+  }
+  template <typename... Args>
+  [[noreturn]] void Invalid(const OpDesc& op, fmt::format_string<Args...> format,
+                            Args&&... args) const {
+    Fail(ErrorKind::kInvalidArgument, "{}: op {}: {}", program_.path, op.Describe(),
+         fmt::format(format, std::forward<Args>(args)...));
+  }
+
+ private:
+  const Program& program_;
+  ir::Graph& graph_;
+  std::map<std::string, ir::Value*> vars_;
+};
+
+using Translator = std::function<void(TranslateContext&, const OpDesc&)>;
+
+bool RegisterTranslator(const std::string& paddle_type, Translator fn);
+const Translator* FindTranslator(const std::string& paddle_type);
+std::vector<std::string> SupportedPaddleOps();
+
+#define TILLER_PADDLE_CONCAT2(a, b) a##b
+#define TILLER_PADDLE_CONCAT(a, b) TILLER_PADDLE_CONCAT2(a, b)
+#define TILLER_PADDLE_OP(type, fn)                                          \
+  static const bool TILLER_PADDLE_CONCAT(tiller_paddle_op_, __COUNTER__) = \
+      ::tiller::paddle::RegisterTranslator(type, fn)
+
+// Op types in the program that have no translator, with their counts.
+std::map<std::string, int> UnsupportedOps(const Program& program);
+
+// Builds the IR graph for the given feed types (one per program.feed_names).
+// Fails listing every unsupported op type with its count before translating.
+std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::TensorType>& feeds,
+                                     ir::Graph::Folder folder);
+
+// Paddle's VarType enum value for a dtype (the legacy `dtype`/`out_dtype`
+// attributes) or a PIR dtype string; fails on an unknown one.
+DType PaddleAttrDType(const TranslateContext& ctx, const OpDesc& op, const std::string& attr);
+
+}  // namespace tiller::paddle

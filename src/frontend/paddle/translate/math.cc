@@ -1,0 +1,178 @@
+// Paddle elementwise, activation, matmul, scale and reduction ops.
+#include <cmath>
+
+#include "frontend/paddle/translate.h"
+#include "frontend/paddle/translate/helpers.h"
+
+namespace tiller::paddle {
+namespace {
+
+void Binary(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type) {
+  ir::Value* x = ctx.In(op, "X");
+  ir::Value* y = ctx.In(op, "Y");
+  AlignForAxis(ctx, op, &x, &y);
+  ctx.SetOut(op, "Out", ctx.Add1(op, ir_type, {x, y}));
+}
+
+void RegisterBinary(const char* paddle, const char* ir_type) {
+  std::string t = ir_type;
+  RegisterTranslator(paddle, [t](TranslateContext& c, const OpDesc& op) { Binary(c, op, t); });
+}
+
+// Unary op: X -> Out, with the listed attributes copied (Paddle name -> IR name).
+void RegisterUnary(const char* paddle, const char* ir_type,
+                   std::vector<std::pair<std::string, std::string>> attrs = {}) {
+  std::string t = ir_type;
+  RegisterTranslator(paddle, [t, attrs](TranslateContext& c, const OpDesc& op) {
+    ir::AttrMap a;
+    for (const auto& [from, to] : attrs) {
+      if (const ir::Attribute* v = op.attrs.Find(from)) a.Set(to, *v);
+    }
+    c.SetOut(op, "Out", c.Add1(op, t, {c.In(op, "X")}, a));
+  });
+}
+
+void Matmul(TranslateContext& ctx, const OpDesc& op, bool ta, bool tb, double alpha) {
+  ir::Value* x = ctx.In(op, "X");
+  ir::Value* y = ctx.In(op, "Y");
+  bool x_vec = x->rank() == 1, y_vec = y->rank() == 1;
+  if (x_vec) x = ctx.Reshape(op, x, {1, x->shape()[0]});
+  if (y_vec) y = ctx.Reshape(op, y, {y->shape()[0], 1});
+  ir::AttrMap attrs{{"transpose_a", ta && !x_vec}, {"transpose_b", tb && !y_vec}};
+  if (alpha != 1.0) attrs.Set("alpha", alpha);
+  ir::Value* out = ctx.Add1(op, "matmul", {x, y}, attrs);
+  if (x_vec || y_vec) {
+    Shape s = out->shape();
+    if (y_vec) s.pop_back();
+    if (x_vec) s.erase(s.end() - (y_vec ? 1 : 2));
+    out = ctx.Reshape(op, out, s);
+  }
+  ctx.SetOut(op, "Out", out);
+}
+
+void Scale(TranslateContext& ctx, const OpDesc& op) {
+  double scale = op.attrs.Float("scale", 1.0);
+  if (ir::Value* t = ctx.InOpt(op, "ScaleTensor")) scale = ctx.ConstFloats(op, t).at(0);
+  ir::AttrMap a{{"scale", scale},
+                {"bias", op.attrs.Float("bias", 0.0)},
+                {"bias_after_scale", op.attrs.Bool("bias_after_scale", true)}};
+  ctx.SetOut(op, "Out", ctx.Add1(op, "scale", {ctx.In(op, "X")}, a));
+}
+
+void Reduce(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type) {
+  ir::Value* x = ctx.In(op, "X");
+  std::vector<int64_t> axes = op.attrs.Ints("dim");
+  if (ir::Value* t = ctx.InOpt(op, "AxesTensor")) axes = ctx.ConstInts(op, t);
+  if (op.attrs.Bool("reduce_all", false)) axes.clear();
+  ir::AttrMap a{{"axes", axes}, {"keepdim", op.attrs.Bool("keep_dim", false)}};
+  ctx.SetOut(op, "Out", ctx.Add1(op, ir_type, {x}, a));
+}
+
+void Mean(TranslateContext& ctx, const OpDesc& op) {
+  ir::AttrMap a{{"axes", std::vector<int64_t>{}}, {"keepdim", false}};
+  ctx.SetOut(op, "Out", ctx.Add1(op, "reduce_mean", {ctx.In(op, "X")}, a));
+}
+
+void Sum(TranslateContext& ctx, const OpDesc& op) {
+  std::vector<ir::Value*> xs = ctx.Ins(op, "X");
+  if (xs.empty()) ctx.Invalid(op, "no inputs");
+  ir::Value* acc = xs[0];
+  for (size_t i = 1; i < xs.size(); ++i) acc = ctx.Add1(op, "add", {acc, xs[i]});
+  if (xs.size() == 1) acc = ctx.Add1(op, "identity", {acc});
+  ctx.SetOut(op, "Out", acc);
+}
+
+void ArgMinMax(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type) {
+  ir::Value* x = ctx.In(op, "X");
+  int64_t axis = op.attrs.Int("axis", -1);
+  if (op.attrs.Bool("flatten", false)) {
+    x = ctx.Reshape(op, x, {NumElements(x->shape())});
+    axis = 0;
+  }
+  DType dt = op.attrs.Has("dtype") ? PaddleAttrDType(ctx, op, "dtype") : DType::kI64;
+  ir::AttrMap a{{"axis", axis},
+                {"keepdim", op.attrs.Bool("keepdims", false)},
+                {"dtype", std::string(DTypeName(dt))}};
+  ctx.SetOut(op, "Out", ctx.Add1(op, ir_type, {x}, a));
+}
+
+void Clip(TranslateContext& ctx, const OpDesc& op) {
+  double lo = op.attrs.Float("min", -INFINITY), hi = op.attrs.Float("max", INFINITY);
+  if (ir::Value* t = ctx.InOpt(op, "Min")) lo = ctx.ConstFloats(op, t).at(0);
+  if (ir::Value* t = ctx.InOpt(op, "Max")) hi = ctx.ConstFloats(op, t).at(0);
+  ctx.SetOut(op, "Out", ctx.Add1(op, "clip", {ctx.In(op, "X")}, {{"min", lo}, {"max", hi}}));
+}
+
+void Cumsum(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  int64_t axis = op.attrs.Int("axis", -1);
+  if (ir::Value* t = ctx.InOpt(op, "AxisTensor")) axis = ctx.ConstInts(op, t).at(0);
+  if (op.attrs.Bool("flatten", false)) {
+    x = ctx.Reshape(op, x, {NumElements(x->shape())});
+    axis = 0;
+  }
+  ir::AttrMap a{{"axis", axis},
+                {"exclusive", op.attrs.Bool("exclusive", false)},
+                {"reverse", op.attrs.Bool("reverse", false)}};
+  ctx.SetOut(op, "Out", ctx.Add1(op, "cumsum", {x}, a));
+}
+
+const bool kRegistered = [] {
+  RegisterTranslator("cumsum", Cumsum);
+  RegisterBinary("elementwise_add", "add");
+  RegisterBinary("elementwise_sub", "sub");
+  RegisterBinary("elementwise_mul", "mul");
+  RegisterBinary("elementwise_div", "div");
+  RegisterBinary("elementwise_max", "max");
+  RegisterBinary("elementwise_min", "min");
+  RegisterBinary("elementwise_pow", "pow");
+  RegisterBinary("elementwise_mod", "mod");
+  RegisterBinary("elementwise_floordiv", "floor_div");
+  RegisterBinary("equal", "equal");
+  RegisterBinary("not_equal", "not_equal");
+  RegisterBinary("less_than", "less");
+  RegisterBinary("less_equal", "less_equal");
+  RegisterBinary("greater_than", "greater");
+  RegisterBinary("greater_equal", "greater_equal");
+  RegisterBinary("logical_and", "logical_and");
+  RegisterBinary("logical_or", "logical_or");
+  RegisterBinary("logical_xor", "logical_xor");
+  RegisterUnary("logical_not", "logical_not");
+  for (const char* name : {"relu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "abs", "erf",
+                           "reciprocal", "square", "silu", "sin", "cos", "floor", "ceil",
+                           "round", "sign", "log1p"}) {
+    RegisterUnary(name, name);
+  }
+  RegisterUnary("gelu", "gelu", {{"approximate", "approximate"}});
+  RegisterUnary("leaky_relu", "leaky_relu", {{"alpha", "alpha"}});
+  RegisterUnary("elu", "elu", {{"alpha", "alpha"}});
+  RegisterUnary("swish", "swish", {{"beta", "beta"}});
+  RegisterUnary("hard_swish", "hard_swish");
+  RegisterUnary("hard_sigmoid", "hard_sigmoid", {{"slope", "slope"}, {"offset", "offset"}});
+  RegisterUnary("relu6", "relu6", {{"threshold", "threshold"}});
+  RegisterUnary("softplus", "softplus", {{"beta", "beta"}, {"threshold", "threshold"}});
+  RegisterUnary("pow", "pow_scalar", {{"factor", "factor"}});
+  RegisterTranslator("matmul_v2", [](TranslateContext& c, const OpDesc& op) {
+    Matmul(c, op, op.attrs.Bool("trans_x", false), op.attrs.Bool("trans_y", false), 1.0);
+  });
+  RegisterTranslator("matmul", [](TranslateContext& c, const OpDesc& op) {
+    Matmul(c, op, op.attrs.Bool("transpose_X", false), op.attrs.Bool("transpose_Y", false),
+           op.attrs.Float("alpha", 1.0));
+  });
+  RegisterTranslator("scale", Scale);
+  RegisterTranslator("clip", Clip);
+  RegisterTranslator("sum", Sum);
+  RegisterTranslator("mean", Mean);
+  for (auto [paddle, ir_type] : {std::pair{"reduce_sum", "reduce_sum"}, {"reduce_mean", "reduce_mean"},
+                                 {"reduce_max", "reduce_max"}, {"reduce_min", "reduce_min"},
+                                 {"reduce_prod", "reduce_prod"}}) {
+    std::string t = ir_type;
+    RegisterTranslator(paddle, [t](TranslateContext& c, const OpDesc& op) { Reduce(c, op, t); });
+  }
+  RegisterTranslator("arg_max", [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmax"); });
+  RegisterTranslator("arg_min", [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmin"); });
+  return true;
+}();
+
+}  // namespace
+}  // namespace tiller::paddle

@@ -1,0 +1,137 @@
+// Paddle neural-network ops: normalization, softmax, dropout, conv, pool,
+// embedding lookup.
+#include "frontend/paddle/translate.h"
+#include "frontend/paddle/translate/helpers.h"
+
+namespace tiller::paddle {
+namespace {
+
+bool IsNhwc(const OpDesc& op, const char* attr) {
+  std::string f = op.attrs.Str(attr, "NCHW");
+  return f == "NHWC";
+}
+
+ir::Value* ToNchw(TranslateContext& ctx, const OpDesc& op, ir::Value* x) {
+  return ctx.Add1(op, "transpose", {x}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}});
+}
+ir::Value* ToNhwc(TranslateContext& ctx, const OpDesc& op, ir::Value* x) {
+  return ctx.Add1(op, "transpose", {x}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
+}
+
+void LayerNorm(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  std::vector<ir::Value*> ins{x, ctx.InOpt(op, "Scale"), ctx.InOpt(op, "Bias")};
+  while (!ins.empty() && !ins.back()) ins.pop_back();
+  ir::AttrMap a{{"axis", op.attrs.Int("begin_norm_axis", 1)},
+                {"epsilon", op.attrs.Float("epsilon", 1e-5)}};
+  ctx.SetOut(op, "Y", ctx.Add1(op, "layer_norm", ins, a));
+}
+
+void Softmax(TranslateContext& ctx, const OpDesc& op, const char* ir_type) {
+  ir::AttrMap a{{"axis", op.attrs.Int("axis", -1)}};
+  ctx.SetOut(op, "Out", ctx.Add1(op, ir_type, {ctx.In(op, "X")}, a));
+}
+
+// Inference dropout: "upscale_in_train" is the identity; the older
+// "downgrade_in_infer" scales by the keep probability.
+void Dropout(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  std::string impl = op.attrs.Str("dropout_implementation", "downgrade_in_infer");
+  double p = op.attrs.Float("dropout_prob", 0.5);
+  if (ir::Value* t = ctx.InOpt(op, "Seed")) (void)t;
+  if (impl == "upscale_in_train" || p == 0.0) {
+    ctx.SetOut(op, "Out", x);
+  } else if (impl == "downgrade_in_infer") {
+    ctx.SetOut(op, "Out", ctx.Add1(op, "scale", {x}, {{"scale", 1.0 - p}, {"bias", 0.0}}));
+  } else {
+    ctx.Unsupported(op, "dropout_implementation = \"{}\"", impl);
+  }
+}
+
+void Conv2d(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "Input");
+  ir::Value* w = ctx.In(op, "Filter");
+  bool nhwc = IsNhwc(op, "data_format");
+  if (x->rank() != 4) ctx.Invalid(op, "input must be 4-D, got {}", ShapeToString(x->shape()));
+  if (nhwc) x = ToNchw(ctx, op, x);
+  auto strides = op.attrs.Ints("strides", {1, 1});
+  auto dil = op.attrs.Ints("dilations", {1, 1});
+  Shape k{w->shape()[2], w->shape()[3]};
+  auto pads = WindowPads(ctx, op, x->shape(), k, strides, dil);
+  std::vector<ir::Value*> ins{x, w};
+  if (ir::Value* b = ctx.InOpt(op, "Bias")) ins.push_back(b);
+  ir::Value* y = ctx.Add1(op, "conv2d", ins,
+                          {{"strides", strides}, {"pads", pads}, {"dilations", dil},
+                           {"groups", op.attrs.Int("groups", 1)}});
+  ctx.SetOut(op, "Output", nhwc ? ToNhwc(ctx, op, y) : y);
+}
+
+void BatchNorm(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  bool nhwc = IsNhwc(op, "data_layout") && x->rank() == 4;
+  if (nhwc) x = ToNchw(ctx, op, x);
+  ir::Value* y = ctx.Add1(op, "batch_norm",
+                          {x, ctx.In(op, "Scale"), ctx.In(op, "Bias"), ctx.In(op, "Mean"),
+                           ctx.In(op, "Variance")},
+                          {{"epsilon", op.attrs.Float("epsilon", 1e-5)}});
+  ctx.SetOut(op, "Y", nhwc ? ToNhwc(ctx, op, y) : y);
+}
+
+void Pool2d(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  if (x->rank() != 4) ctx.Invalid(op, "input must be 4-D, got {}", ShapeToString(x->shape()));
+  bool nhwc = IsNhwc(op, "data_format");
+  if (nhwc) x = ToNchw(ctx, op, x);
+  auto ksize = op.attrs.Ints("ksize");
+  bool adaptive = op.attrs.Bool("adaptive", false);
+  bool global = op.attrs.Bool("global_pooling", false);
+  if (ksize.size() != 2) ctx.Unsupported(op, "ksize with {} values", ksize.size());
+  std::string type = op.attrs.Str("pooling_type", "max");
+  ir::AttrMap a{{"pooling_type", type}, {"exclusive", op.attrs.Bool("exclusive", true)}};
+  if (global) {
+    a.Set("ksize", std::vector<int64_t>{1, 1});
+    a.Set("adaptive", true);
+  } else if (adaptive) {
+    a.Set("ksize", ksize);
+    a.Set("adaptive", true);
+  } else {
+    auto strides = op.attrs.Ints("strides", {1, 1});
+    a.Set("ksize", ksize);
+    a.Set("strides", strides);
+    a.Set("pads", WindowPads(ctx, op, x->shape(), ksize, strides, {1, 1}));
+    a.Set("ceil_mode", op.attrs.Bool("ceil_mode", false));
+  }
+  ir::Value* y = ctx.Add1(op, "pool2d", {x}, a);
+  ctx.SetOut(op, "Out", nhwc ? ToNhwc(ctx, op, y) : y);
+}
+
+void Embedding(TranslateContext& ctx, const OpDesc& op, bool squeeze_last) {
+  ir::Value* ids = ctx.In(op, "Ids");
+  if (squeeze_last) {
+    // lookup_table (v1) takes ids of shape [..., 1].
+    if (ids->rank() == 0 || ids->shape().back() != 1)
+      ctx.Invalid(op, "ids must end in a dim of 1, got {}", ShapeToString(ids->shape()));
+    Shape s = ids->shape();
+    s.pop_back();
+    ids = ctx.Reshape(op, ids, s);
+  }
+  ctx.SetOut(op, "Out", ctx.Add1(op, "embedding", {ctx.In(op, "W"), ids},
+                                 {{"padding_idx", op.attrs.Int("padding_idx", -1)}}));
+}
+
+const bool kRegistered = [] {
+  RegisterTranslator("layer_norm", LayerNorm);
+  RegisterTranslator("softmax", [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "softmax"); });
+  RegisterTranslator("log_softmax", [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "log_softmax"); });
+  RegisterTranslator("dropout", Dropout);
+  RegisterTranslator("conv2d", Conv2d);
+  RegisterTranslator("depthwise_conv2d", Conv2d);
+  RegisterTranslator("batch_norm", BatchNorm);
+  RegisterTranslator("pool2d", Pool2d);
+  RegisterTranslator("lookup_table_v2", [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, false); });
+  RegisterTranslator("lookup_table", [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, true); });
+  return true;
+}();
+
+}  // namespace
+}  // namespace tiller::paddle

@@ -1,0 +1,339 @@
+// Paddle tensor-manipulation ops: reshape family, transpose, slice, concat,
+// split, stack, cast, gather, expand, and the ops that create constants
+// (fill_constant, assign_value, shape, range), which fold at compile time.
+#include <cmath>
+#include <cstring>
+
+#include "frontend/paddle/translate.h"
+#include "frontend/paddle/translate/helpers.h"
+
+namespace tiller::paddle {
+namespace {
+
+// A list of ints given either as an attribute or as tensor operands (one
+// tensor, or a list of 1-element tensors), which must be compile-time known.
+std::vector<int64_t> IntsFrom(TranslateContext& ctx, const OpDesc& op, const std::string& attr,
+                              const std::string& tensor_slot, const std::string& list_slot) {
+  if (!tensor_slot.empty()) {
+    if (ir::Value* t = ctx.InOpt(op, tensor_slot)) return ctx.ConstInts(op, t);
+  }
+  if (!list_slot.empty() && op.HasInput(list_slot)) {
+    std::vector<int64_t> out;
+    for (ir::Value* t : ctx.Ins(op, list_slot)) {
+      auto v = ctx.ConstInts(op, t);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  }
+  return op.attrs.Ints(attr);
+}
+
+void Reshape(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  auto target = IntsFrom(ctx, op, "shape", "Shape", "ShapeTensor");
+  ctx.SetOut(op, "Out", ctx.Reshape(op, x, ResolveTargetShape(ctx, op, x->shape(), target)));
+}
+
+void Transpose(TranslateContext& ctx, const OpDesc& op) {
+  ctx.SetOut(op, "Out", ctx.Add1(op, "transpose", {ctx.In(op, "X")}, {{"perm", op.attrs.Ints("axis")}}));
+}
+
+void Unsqueeze(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  auto axes = IntsFrom(ctx, op, "axes", "AxesTensor", "AxesTensorList");
+  Shape s = x->shape();
+  for (int64_t a : axes) {
+    int64_t cur = static_cast<int64_t>(s.size());
+    if (a < 0) a += cur + 1;
+    if (a < 0 || a > cur) ctx.Invalid(op, "axis {} out of range for rank {}", a, cur);
+    s.insert(s.begin() + a, 1);
+  }
+  ctx.SetOut(op, "Out", ctx.Reshape(op, x, s));
+}
+
+void Squeeze(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  auto axes = IntsFrom(ctx, op, "axes", "AxesTensor", "");
+  int rank = x->rank();
+  std::vector<bool> drop(rank, false);
+  if (axes.empty()) {
+    for (int i = 0; i < rank; ++i) drop[i] = x->shape()[i] == 1;
+  }
+  for (int64_t a : axes) {
+    int n = NormalizeAxis(a, rank);
+    if (n < 0) ctx.Invalid(op, "axis {} out of range for rank {}", a, rank);
+    drop[n] = x->shape()[n] == 1;  // Paddle leaves non-1 dims in place
+  }
+  Shape s;
+  for (int i = 0; i < rank; ++i) {
+    if (!drop[i]) s.push_back(x->shape()[i]);
+  }
+  ctx.SetOut(op, "Out", ctx.Reshape(op, x, s));
+}
+
+void FlattenRange(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  int rank = x->rank();
+  if (rank == 0) {
+    ctx.SetOut(op, "Out", ctx.Reshape(op, x, {1}));
+    return;
+  }
+  int start = NormalizeAxis(op.attrs.Int("start_axis", 1), rank);
+  int stop = NormalizeAxis(op.attrs.Int("stop_axis", -1), rank);
+  if (start < 0 || stop < 0 || start > stop) ctx.Invalid(op, "bad start/stop axes for rank {}", rank);
+  Shape s(x->shape().begin(), x->shape().begin() + start);
+  int64_t mid = 1;
+  for (int i = start; i <= stop; ++i) mid *= x->shape()[i];
+  s.push_back(mid);
+  s.insert(s.end(), x->shape().begin() + stop + 1, x->shape().end());
+  ctx.SetOut(op, "Out", ctx.Reshape(op, x, s));
+}
+
+void Flatten2(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  int64_t axis = op.attrs.Int("axis", 1);
+  if (axis < 0 || axis > x->rank()) ctx.Invalid(op, "axis {} out of range", axis);
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= x->shape()[i];
+  ctx.SetOut(op, "Out", ctx.Reshape(op, x, {outer, NumElements(x->shape()) / std::max<int64_t>(outer, 1)}));
+}
+
+// Drops the decreased dims a slice left as size 1.
+ir::Value* DecreaseAxes(TranslateContext& ctx, const OpDesc& op, ir::Value* v) {
+  auto dec = op.attrs.Ints("decrease_axis");
+  if (dec.empty()) return v;
+  Shape s;
+  for (int i = 0; i < v->rank(); ++i) {
+    bool drop = false;
+    for (int64_t d : dec) drop |= NormalizeAxis(d, v->rank()) == i;
+    if (!drop) s.push_back(v->shape()[i]);
+  }
+  return ctx.Reshape(op, v, s);
+}
+
+void Slice(TranslateContext& ctx, const OpDesc& op, bool strided) {
+  ir::Value* x = ctx.In(op, "Input");
+  auto starts = IntsFrom(ctx, op, "starts", "StartsTensor", "StartsTensorList");
+  auto ends = IntsFrom(ctx, op, "ends", "EndsTensor", "EndsTensorList");
+  std::vector<int64_t> steps(starts.size(), 1);
+  if (strided) steps = IntsFrom(ctx, op, "strides", "StridesTensor", "StridesTensorList");
+  ir::AttrMap a{{"axes", op.attrs.Ints("axes")}, {"starts", starts}, {"ends", ends}, {"steps", steps}};
+  ctx.SetOut(op, "Out", DecreaseAxes(ctx, op, ctx.Add1(op, "slice", {x}, a)));
+}
+
+int64_t AxisFrom(TranslateContext& ctx, const OpDesc& op) {
+  if (ir::Value* t = ctx.InOpt(op, "AxisTensor")) return ctx.ConstInts(op, t).at(0);
+  return op.attrs.Int("axis", 0);
+}
+
+void Concat(TranslateContext& ctx, const OpDesc& op) {
+  std::vector<ir::Value*> xs = ctx.Ins(op, "X");
+  if (xs.empty()) ctx.Invalid(op, "no inputs");
+  ctx.SetOut(op, "Out", ctx.Add1(op, "concat", xs, {{"axis", AxisFrom(ctx, op)}}));
+}
+
+void Stack(TranslateContext& ctx, const OpDesc& op) {
+  std::vector<ir::Value*> xs = ctx.Ins(op, "X");
+  if (xs.empty()) ctx.Invalid(op, "no inputs");
+  int64_t axis = op.attrs.Int("axis", 0);
+  int rank = xs[0]->rank();
+  if (axis < 0) axis += rank + 1;
+  if (axis < 0 || axis > rank) ctx.Invalid(op, "axis out of range");
+  for (ir::Value*& x : xs) {
+    Shape s = x->shape();
+    s.insert(s.begin() + axis, 1);
+    x = ctx.Reshape(op, x, s);
+  }
+  ctx.SetOut(op, "Y", ctx.Add1(op, "concat", xs, {{"axis", axis}}));
+}
+
+void Split(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  int64_t axis = AxisFrom(ctx, op);
+  int n = NormalizeAxis(axis, x->rank());
+  if (n < 0) ctx.Invalid(op, "axis {} out of range", axis);
+  int64_t dim = x->shape()[n];
+  auto sections = IntsFrom(ctx, op, "sections", "", "SectionsTensorList");
+  int64_t num = op.attrs.Int("num", 0);
+  if (sections.empty()) {
+    if (num <= 0 || dim % num != 0) ctx.Invalid(op, "cannot split dim {} into {} parts", dim, num);
+    sections.assign(num, dim / num);
+  }
+  int64_t known = 0, infer = -1;
+  for (size_t i = 0; i < sections.size(); ++i) {
+    if (sections[i] < 0) infer = static_cast<int64_t>(i); else known += sections[i];
+  }
+  if (infer >= 0) sections[infer] = dim - known;
+  ir::Op* s = ctx.AddOp(op, "split", {x}, {{"axis", axis}, {"sections", sections}});
+  for (size_t i = 0; i < s->outputs.size(); ++i) ctx.SetOut(op, "Out", s->outputs[i], i);
+}
+
+void Cast(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  DType to = PaddleAttrDType(ctx, op, op.attrs.Has("out_dtype") ? "out_dtype" : "dtype");
+  if (to == x->dtype()) {
+    ctx.SetOut(op, "Out", x);
+    return;
+  }
+  ctx.SetOut(op, "Out", ctx.Add1(op, "cast", {x}, {{"dtype", std::string(DTypeName(to))}}));
+}
+
+// A constant of `dtype` and `shape`, every element `value`.
+ir::Value* Filled(TranslateContext& ctx, const OpDesc& op, DType dtype, const Shape& shape, double value) {
+  ir::Value* scalar = ctx.ConstScalar(value, dtype == DType::kF32 || dtype == DType::kI64 ||
+                                                     dtype == DType::kF64 || dtype == DType::kI32 ||
+                                                     dtype == DType::kBool
+                                                 ? dtype
+                                                 : DType::kF32);
+  if (scalar->dtype() != dtype)
+    scalar = ctx.Add1(op, "cast", {scalar}, {{"dtype", std::string(DTypeName(dtype))}});
+  if (shape.empty()) return scalar;
+  return ctx.Add1(op, "expand", {scalar}, {{"shape", std::vector<int64_t>(shape)}});
+}
+
+void FillConstant(TranslateContext& ctx, const OpDesc& op) {
+  auto shape = IntsFrom(ctx, op, "shape", "ShapeTensor", "ShapeTensorList");
+  DType dt = PaddleAttrDType(ctx, op, "dtype");
+  double value = op.attrs.Float("value", 0.0);
+  std::string s = op.attrs.Str("str_value", "");
+  if (!s.empty()) {
+    if (s == "inf") value = INFINITY;
+    else if (s == "-inf") value = -INFINITY;
+    else if (s == "nan") value = NAN;
+    else value = std::stod(s);
+  }
+  if (ir::Value* t = ctx.InOpt(op, "ValueTensor")) value = ctx.ConstFloats(op, t).at(0);
+  ctx.SetOut(op, "Out", Filled(ctx, op, dt, Shape(shape.begin(), shape.end()), value));
+}
+
+void FillAnyLike(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  DType dt = x->dtype();
+  if (op.attrs.Has("dtype") && op.attrs.Int("dtype", -1) != -1) dt = PaddleAttrDType(ctx, op, "dtype");
+  ctx.SetOut(op, "Out", Filled(ctx, op, dt, x->shape(), op.attrs.Float("value", 0.0)));
+}
+
+void ShapeOp(TranslateContext& ctx, const OpDesc& op, DType dt) {
+  ir::Value* x = ctx.In(op, "Input");
+  std::vector<int64_t> dims(x->shape().begin(), x->shape().end());
+  ir::Value* v = ctx.ConstI64(dims, {static_cast<int64_t>(dims.size())});
+  if (dt != DType::kI64) v = ctx.Add1(op, "cast", {v}, {{"dtype", std::string(DTypeName(dt))}});
+  ctx.SetOut(op, "Out", v);
+}
+
+void AssignValue(TranslateContext& ctx, const OpDesc& op) {
+  DType dt = PaddleAttrDType(ctx, op, "dtype");
+  auto shape = op.attrs.Ints("shape");
+  std::vector<double> values;
+  for (const char* name : {"values", "fp32_values", "int32_values", "int64_values", "bool_values", "fp64_values"}) {
+    if (op.attrs.Has(name)) {
+      auto v = op.attrs.Floats(name);
+      if (!v.empty()) values = v;
+    }
+  }
+  if (static_cast<int64_t>(values.size()) != NumElements(shape))
+    ctx.Invalid(op, "{} values for shape {}", values.size(), ShapeToString(shape));
+  std::vector<float> f(values.begin(), values.end());
+  ir::Value* v;
+  if (dt == DType::kF32) {
+    v = ctx.ConstF32(f, shape);
+  } else {
+    std::vector<int64_t> ints;
+    for (double d : values) ints.push_back(static_cast<int64_t>(d));
+    v = ctx.ConstI64(ints, shape);
+    if (dt != DType::kI64) v = ctx.Add1(op, "cast", {v}, {{"dtype", std::string(DTypeName(dt))}});
+  }
+  ctx.SetOut(op, "Out", v);
+}
+
+void Range(TranslateContext& ctx, const OpDesc& op) {
+  double start = ctx.ConstFloats(op, ctx.In(op, "Start")).at(0);
+  double end = ctx.ConstFloats(op, ctx.In(op, "End")).at(0);
+  double step = ctx.ConstFloats(op, ctx.In(op, "Step")).at(0);
+  if (step == 0) ctx.Invalid(op, "step is 0");
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
+  DType dt = ctx.In(op, "Start")->dtype();
+  if (op.attrs.Has("dtype")) dt = PaddleAttrDType(ctx, op, "dtype");
+  ir::Value* v;
+  if (IsFloat(dt)) {
+    std::vector<float> vals(n);
+    for (int64_t i = 0; i < n; ++i) vals[i] = static_cast<float>(start + i * step);
+    v = ctx.ConstF32(vals, {n});
+  } else {
+    std::vector<int64_t> vals(n);
+    for (int64_t i = 0; i < n; ++i) vals[i] = static_cast<int64_t>(start + i * step);
+    v = ctx.ConstI64(vals, {n});
+  }
+  if (v->dtype() != dt) v = ctx.Add1(op, "cast", {v}, {{"dtype", std::string(DTypeName(dt))}});
+  ctx.SetOut(op, "Out", v);
+}
+
+void Expand(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  auto shape = IntsFrom(ctx, op, "shape", "Shape", "expand_shapes_tensor");
+  int off = static_cast<int>(shape.size()) - x->rank();
+  if (off < 0) ctx.Invalid(op, "target rank {} < input rank {}", shape.size(), x->rank());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (static_cast<int>(i) < off) ctx.Invalid(op, "-1 in a new leading dim");
+      shape[i] = x->shape()[i - off];
+    }
+  }
+  ctx.SetOut(op, "Out", ctx.Add1(op, "expand", {x}, {{"shape", shape}}));
+}
+
+void ExpandAs(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  std::vector<int64_t> shape;
+  if (ir::Value* y = ctx.InOpt(op, "Y")) shape.assign(y->shape().begin(), y->shape().end());
+  else shape = op.attrs.Ints("target_shape");
+  ctx.SetOut(op, "Out", ctx.Add1(op, "expand", {x}, {{"shape", shape}}));
+}
+
+void Gather(TranslateContext& ctx, const OpDesc& op) {
+  int64_t axis = op.attrs.Int("axis", 0);
+  if (ir::Value* t = ctx.InOpt(op, "Axis")) axis = ctx.ConstInts(op, t).at(0);
+  ctx.SetOut(op, "Out", ctx.Add1(op, "gather", {ctx.In(op, "X"), ctx.In(op, "Index")}, {{"axis", axis}}));
+}
+
+void Where(TranslateContext& ctx, const OpDesc& op) {
+  ctx.SetOut(op, "Out", ctx.Add1(op, "where", {ctx.In(op, "Condition"), ctx.In(op, "X"), ctx.In(op, "Y")}));
+}
+
+void PassThrough(TranslateContext& ctx, const OpDesc& op) { ctx.SetOut(op, "Out", ctx.In(op, "X")); }
+
+const bool kRegistered = [] {
+  RegisterTranslator("reshape2", Reshape);
+  RegisterTranslator("reshape", Reshape);
+  RegisterTranslator("transpose2", Transpose);
+  RegisterTranslator("transpose", Transpose);
+  RegisterTranslator("unsqueeze2", Unsqueeze);
+  RegisterTranslator("unsqueeze", Unsqueeze);
+  RegisterTranslator("squeeze2", Squeeze);
+  RegisterTranslator("squeeze", Squeeze);
+  RegisterTranslator("flatten_contiguous_range", FlattenRange);
+  RegisterTranslator("flatten2", Flatten2);
+  RegisterTranslator("flatten", Flatten2);
+  RegisterTranslator("slice", [](TranslateContext& c, const OpDesc& op) { Slice(c, op, false); });
+  RegisterTranslator("strided_slice", [](TranslateContext& c, const OpDesc& op) { Slice(c, op, true); });
+  RegisterTranslator("concat", Concat);
+  RegisterTranslator("stack", Stack);
+  RegisterTranslator("split", Split);
+  RegisterTranslator("cast", Cast);
+  RegisterTranslator("fill_constant", FillConstant);
+  RegisterTranslator("fill_any_like", FillAnyLike);
+  RegisterTranslator("shape", [](TranslateContext& c, const OpDesc& op) { ShapeOp(c, op, DType::kI32); });
+  RegisterTranslator("shape64", [](TranslateContext& c, const OpDesc& op) { ShapeOp(c, op, DType::kI64); });
+  RegisterTranslator("assign_value", AssignValue);
+  RegisterTranslator("range", Range);
+  RegisterTranslator("expand_v2", Expand);
+  RegisterTranslator("expand_as_v2", ExpandAs);
+  RegisterTranslator("gather", Gather);
+  RegisterTranslator("where", Where);
+  RegisterTranslator("assign", PassThrough);
+  RegisterTranslator("share_data", PassThrough);
+  return true;
+}();
+
+}  // namespace
+}  // namespace tiller::paddle

@@ -1,0 +1,187 @@
+#include "ir/graph.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "ir/op_schema.h"
+
+namespace tiller::ir {
+
+std::string TensorType::ToString() const {
+  return fmt::format("{}{}", DTypeName(dtype), ShapeToString(shape));
+}
+
+Value* Graph::NewValue(const std::string& name, TensorType type, ValueKind kind) {
+  auto v = std::make_unique<Value>();
+  v->id = next_value_id_++;
+  v->name = name;
+  v->type = std::move(type);
+  v->kind = kind;
+  values_.push_back(std::move(v));
+  return values_.back().get();
+}
+
+Value* Graph::AddInput(const std::string& name, TensorType type) {
+  Value* v = NewValue(name, std::move(type), ValueKind::kInput);
+  inputs_.push_back(v);
+  return v;
+}
+
+Value* Graph::AddData(const std::string& name, TensorType type, ValueKind kind,
+                      std::shared_ptr<const AlignedBuffer> data) {
+  TILLER_CHECK(kind == ValueKind::kParam || kind == ValueKind::kConstant,
+               "AddData needs a param or constant kind for '{}'", name);
+  TILLER_CHECK(data && data->size() == type.bytes(), "data of '{}' has {} bytes, type {} needs {}",
+               name, data ? data->size() : 0, type.ToString(), type.bytes());
+  Value* v = NewValue(name, std::move(type), kind);
+  v->data = std::move(data);
+  return v;
+}
+
+Op* Graph::AddOp(const std::string& type, std::vector<Value*> inputs, AttrMap attrs,
+                 const std::string& name) {
+  const OpSchema* schema = FindOpSchema(type);
+  TILLER_CHECK(schema != nullptr, "no IR op named '{}'", type);
+  auto op = std::make_unique<Op>();
+  op->id = next_op_id_++;
+  op->type = type;
+  op->name = name.empty() ? type : name;
+  op->inputs = std::move(inputs);
+  op->attrs = std::move(attrs);
+  int n = static_cast<int>(op->inputs.size());
+  if (n < schema->min_inputs || n > schema->max_inputs) {
+    Fail(ErrorKind::kInternal, "op {} ({}) takes {}..{} inputs, got {}", type, op->name,
+         schema->min_inputs, schema->max_inputs, n);
+  }
+  std::vector<TensorType> out_types;
+  InferContext ctx(*op, &out_types);
+  schema->infer(ctx);
+  for (size_t i = 0; i < out_types.size(); ++i) {
+    std::string vname = out_types.size() == 1 ? op->name : fmt::format("{}:{}", op->name, i);
+    Value* v = NewValue(vname, std::move(out_types[i]), ValueKind::kIntermediate);
+    v->producer = op.get();
+    op->outputs.push_back(v);
+  }
+  bool all_const = !op->inputs.empty();
+  for (Value* in : op->inputs) {
+    if (in) in->users.push_back(op.get());
+    if (in && !in->is_constant()) all_const = false;
+  }
+  Op* added = op.get();
+  auto pos = ops_.end();
+  if (insert_before_) {
+    pos = std::find_if(ops_.begin(), ops_.end(),
+                       [&](const std::unique_ptr<Op>& o) { return o.get() == insert_before_; });
+  }
+  pos = ops_.insert(pos, std::move(op));
+  if (all_const && folder_) {
+    folder_(*this, *added);
+    bool folded = std::all_of(added->outputs.begin(), added->outputs.end(),
+                              [](const Value* v) { return v->is_constant(); });
+    if (folded) {
+      // The outputs now carry their data; the op itself never runs.
+      for (Value* in : added->inputs) {
+        if (in) std::erase(in->users, added);
+      }
+      for (Value* out : added->outputs) out->producer = nullptr;
+      folded_ops_.push_back(std::move(*pos));
+      ops_.erase(pos);
+    }
+  }
+  return added;
+}
+
+Value* Graph::Add1(const std::string& type, std::vector<Value*> inputs, AttrMap attrs,
+                   const std::string& name) {
+  Op* op = AddOp(type, std::move(inputs), std::move(attrs), name);
+  TILLER_CHECK(op->outputs.size() == 1, "op {} has {} outputs", type, op->outputs.size());
+  return op->outputs[0];
+}
+
+void Graph::AddOutput(const std::string& name, Value* v) { outputs_.emplace_back(name, v); }
+
+void Graph::ReplaceAllUses(Value* from, Value* to) {
+  for (Op* user : from->users) {
+    for (Value*& in : user->inputs) {
+      if (in == from) in = to;
+    }
+    to->users.push_back(user);
+  }
+  from->users.clear();
+  for (auto& [name, v] : outputs_) {
+    if (v == from) v = to;
+  }
+}
+
+void Graph::RemoveDeadCode() {
+  std::unordered_set<const Value*> live;
+  for (const auto& [name, v] : outputs_) live.insert(v);
+  std::unordered_set<const Op*> live_ops;
+  for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
+    Op* op = it->get();
+    bool used = std::any_of(op->outputs.begin(), op->outputs.end(),
+                            [&](const Value* v) { return live.count(v) != 0; });
+    if (!used) continue;
+    live_ops.insert(op);
+    for (Value* in : op->inputs) {
+      if (in) live.insert(in);
+    }
+  }
+  std::erase_if(ops_, [&](const std::unique_ptr<Op>& op) { return live_ops.count(op.get()) == 0; });
+  for (auto& v : values_) {
+    std::erase_if(v->users, [&](const Op* op) { return live_ops.count(op) == 0; });
+  }
+  // Inputs stay even when unused: the user still feeds them.
+  std::erase_if(values_, [&](const std::unique_ptr<Value>& v) {
+    return live.count(v.get()) == 0 && v->kind != ValueKind::kInput;
+  });
+}
+
+std::string Graph::ToString() const {
+  std::string out;
+  auto name_of = [](const Value* v) {
+    return v ? fmt::format("%{}:{}", v->id, v->type.ToString()) : std::string("-");
+  };
+  for (const Value* v : inputs_) out += fmt::format("input {} = {}\n", v->name, name_of(v));
+  for (const auto& op : ops_) {
+    std::string outs, ins;
+    for (const Value* v : op->outputs) outs += (outs.empty() ? "" : ", ") + name_of(v);
+    for (const Value* v : op->inputs) ins += (ins.empty() ? "" : ", ") + name_of(v);
+    std::string attrs;
+    for (const auto& [k, a] : op->attrs.all()) attrs += fmt::format(" {}={}", k, AttributeToString(a));
+    out += fmt::format("{} = {}({}){}  # {}\n", outs, op->type, ins, attrs, op->name);
+  }
+  for (const auto& [name, v] : outputs_) out += fmt::format("output {} = {}\n", name, name_of(v));
+  return out;
+}
+
+void Verify(const Graph& g) {
+  std::set<const Value*> defined;
+  for (const auto& v : g.values()) {
+    if (v->kind != ValueKind::kIntermediate) defined.insert(v.get());
+  }
+  for (const auto& op : g.ops()) {
+    const OpSchema* schema = FindOpSchema(op->type);
+    TILLER_CHECK(schema, "unknown op type '{}'", op->type);
+    for (const Value* in : op->inputs) {
+      if (!in) continue;
+      TILLER_CHECK(defined.count(in), "op {} ({}) uses %{} before it is defined", op->type,
+                   op->name, in->id);
+      TILLER_CHECK(std::count(in->users.begin(), in->users.end(), op.get()) > 0,
+                   "op {} missing from the users of %{}", op->type, in->id);
+    }
+    for (const Value* out : op->outputs) {
+      TILLER_CHECK(out->producer == op.get(), "output %{} of {} has another producer", out->id,
+                   op->type);
+      defined.insert(out);
+    }
+  }
+  for (const auto& [name, v] : g.outputs()) {
+    TILLER_CHECK(defined.count(v), "graph output '{}' is not defined", name);
+  }
+}
+
+}  // namespace tiller::ir

@@ -1,0 +1,128 @@
+// The IR: a graph of typed values and ops. Ops are kept in insertion order,
+// which is a topological order because an op can only consume values that
+// exist when it is added. Shapes are static (see core/shape.h).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "ir/attribute.h"
+
+namespace tiller::ir {
+
+struct Op;
+
+enum class ValueKind {
+  kInput,         // fed by the user on every run
+  kParam,         // a weight loaded from the parameter file
+  kConstant,      // data known at compile time (folded or a literal)
+  kIntermediate,  // produced by an op at run time
+};
+
+struct TensorType {
+  DType dtype = DType::kF32;
+  Shape shape;
+  size_t bytes() const { return static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype); }
+  std::string ToString() const;  // "float32[1, 128]"
+};
+
+struct Value {
+  int id = 0;
+  std::string name;  // the frontend's variable name, for messages
+  TensorType type;
+  ValueKind kind = ValueKind::kIntermediate;
+  Op* producer = nullptr;
+  std::vector<Op*> users;
+  // Data of kParam and kConstant values (shared so folded graphs can alias weights).
+  std::shared_ptr<const AlignedBuffer> data;
+
+  DType dtype() const { return type.dtype; }
+  const Shape& shape() const { return type.shape; }
+  int rank() const { return static_cast<int>(type.shape.size()); }
+  size_t bytes() const { return type.bytes(); }
+  bool is_constant() const { return kind == ValueKind::kConstant; }
+  template <typename T>
+  const T* const_data() const {
+    return data ? data->as<T>() : nullptr;
+  }
+};
+
+struct Op {
+  int id = 0;
+  std::string type;  // IR op name (see ir/ops/)
+  std::string name;  // where it came from, e.g. "matmul_v2 (out: linear_1.tmp_0)"
+  std::vector<Value*> inputs;  // nullptr marks an absent optional input
+  std::vector<Value*> outputs;
+  AttrMap attrs;
+  int device = 0;  // placement: shard index (ipu_index)
+  int stage = 0;   // pipeline stage (ipu_stage)
+
+  Value* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
+  Value* output(size_t i = 0) const { return outputs[i]; }
+};
+
+class Graph {
+ public:
+  // Called after an op whose inputs are all constants was added; may fill in
+  // the outputs' data and mark them constant (constant folding at build time).
+  using Folder = std::function<void(Graph&, Op&)>;
+
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  Value* AddInput(const std::string& name, TensorType type);
+  Value* AddData(const std::string& name, TensorType type, ValueKind kind,
+                 std::shared_ptr<const AlignedBuffer> data);
+  // Adds an op: checks it against its schema, infers output types, and folds
+  // it when all inputs are constants and a folder is set. Returns the op.
+  Op* AddOp(const std::string& type, std::vector<Value*> inputs, AttrMap attrs = {},
+            const std::string& name = "");
+  // Convenience: adds an op and returns its single output.
+  Value* Add1(const std::string& type, std::vector<Value*> inputs, AttrMap attrs = {},
+              const std::string& name = "");
+  void AddOutput(const std::string& name, Value* v);
+  // Ops added from now on go right before `op` (nullptr: at the end). Passes
+  // use it to put a replacement where the ops it replaces were.
+  void SetInsertionPoint(const Op* op) { insert_before_ = op; }
+
+  // Replaces every use of `from` (op inputs and graph outputs) by `to`.
+  void ReplaceAllUses(Value* from, Value* to);
+  // Drops ops whose outputs nobody uses, and values no longer referenced.
+  void RemoveDeadCode();
+
+  void set_folder(Folder f) { folder_ = std::move(f); }
+
+  const std::vector<std::unique_ptr<Op>>& ops() const { return ops_; }
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<std::pair<std::string, Value*>>& outputs() const { return outputs_; }
+  const std::vector<std::unique_ptr<Value>>& values() const { return values_; }
+
+  std::string ToString() const;  // one line per op, for debugging and `tiller info`
+
+ private:
+  Value* NewValue(const std::string& name, TensorType type, ValueKind kind);
+
+  std::vector<std::unique_ptr<Value>> values_;
+  std::vector<std::unique_ptr<Op>> ops_;
+  std::vector<Value*> inputs_;
+  std::vector<std::pair<std::string, Value*>> outputs_;
+  // Ops removed by folding; kept alive so callers may still read the Op* that
+  // AddOp returned (its outputs are the constants).
+  std::vector<std::unique_ptr<Op>> folded_ops_;
+  Folder folder_;
+  const Op* insert_before_ = nullptr;
+  int next_value_id_ = 0;
+  int next_op_id_ = 0;
+};
+
+// Checks structural invariants (use lists, topological order, schema arity).
+// Throws kInternal on a violation.
+void Verify(const Graph& g);
+
+}  // namespace tiller::ir

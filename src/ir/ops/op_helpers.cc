@@ -1,0 +1,79 @@
+#include "ir/ops/op_helpers.h"
+
+#include <algorithm>
+
+namespace tiller::ir {
+
+bool ResolveSlice(const Shape& in, const AttrMap& attrs, SliceSpec* spec) {
+  int rank = static_cast<int>(in.size());
+  std::vector<int64_t> axes = attrs.Ints("axes");
+  std::vector<int64_t> starts = attrs.Ints("starts");
+  std::vector<int64_t> ends = attrs.Ints("ends");
+  std::vector<int64_t> steps = attrs.Ints("steps", std::vector<int64_t>(axes.size(), 1));
+  if (starts.size() != axes.size() || ends.size() != axes.size() || steps.size() != axes.size())
+    return false;
+  spec->start.assign(rank, 0);
+  spec->step.assign(rank, 1);
+  spec->out = in;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int axis = NormalizeAxis(axes[i], rank);
+    if (axis < 0 || steps[i] == 0) return false;
+    int64_t dim = in[axis], step = steps[i];
+    int64_t s = starts[i], e = ends[i];
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    int64_t count;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      count = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, -1, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      count = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+    }
+    spec->start[axis] = count > 0 ? s : 0;
+    spec->step[axis] = step;
+    spec->out[axis] = count;
+  }
+  return true;
+}
+
+bool ResolveAxes(const std::vector<int64_t>& axes, int rank, std::vector<int>* out) {
+  out->clear();
+  if (axes.empty()) {
+    for (int i = 0; i < rank; ++i) out->push_back(i);
+    return true;
+  }
+  for (int64_t a : axes) {
+    int n = NormalizeAxis(a, std::max(rank, 1));
+    if (n < 0) return false;
+    out->push_back(n);
+  }
+  std::sort(out->begin(), out->end());
+  out->erase(std::unique(out->begin(), out->end()), out->end());
+  return true;
+}
+
+Shape ReducedShape(const Shape& in, const std::vector<int>& axes, bool keepdim) {
+  Shape out;
+  for (int i = 0; i < static_cast<int>(in.size()); ++i) {
+    bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
+    if (!reduced) {
+      out.push_back(in[i]);
+    } else if (keepdim) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+int64_t WindowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad_begin,
+                         int64_t pad_end, int64_t dilation, bool ceil_mode) {
+  int64_t span = dilation * (kernel - 1) + 1;
+  int64_t numer = in + pad_begin + pad_end - span;
+  if (numer < 0) return 0;
+  return (ceil_mode ? (numer + stride - 1) / stride : numer / stride) + 1;
+}
+
+}  // namespace tiller::ir

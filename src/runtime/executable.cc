@@ -1,0 +1,84 @@
+#include "runtime/executable.h"
+
+#include <omp.h>
+
+#include "core/error.h"
+#include "ir/op_schema.h"
+
+namespace tiller::runtime {
+
+std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
+                                              const CompileOptions& options) {
+  auto exe = std::unique_ptr<Executable>(new Executable());
+  exe->graph_ = std::move(graph);
+  exe->num_threads_ = std::max(1, options.num_threads);
+  omp_set_num_threads(exe->num_threads_);
+  const ir::Graph& g = *exe->graph_;
+
+  std::vector<size_t> workspace;
+  for (const auto& op : g.ops()) {
+    Step step;
+    step.op = op.get();
+    if (!ir::FindOpSchema(op->type)->is_view) step.kernel = cpu::CreateKernel(*op);
+    workspace.push_back(step.kernel ? step.kernel->workspace_bytes() : 0);
+    exe->steps_.push_back(std::move(step));
+  }
+  exe->plan_ = compile::PlanMemory(g, workspace);
+  exe->arena_.Resize(exe->plan_.arena_bytes());
+
+  std::byte* base = exe->arena_.data();
+  const compile::MemoryPlan& plan = exe->plan_;
+  auto address = [&](const ir::Value* v) -> void* {
+    auto alias = plan.alias_of.find(v);
+    const ir::Value* r = alias == plan.alias_of.end() ? v : alias->second;
+    if (r->data) return const_cast<std::byte*>(r->data->data());
+    auto it = plan.offset.find(r);
+    TILLER_CHECK(it != plan.offset.end(), "value %{} ({}) has no address", r->id, r->name);
+    return base + it->second;
+  };
+  void* workspace_base = base + plan.tensor_bytes;
+  for (Step& s : exe->steps_) {
+    for (const ir::Value* in : s.op->inputs) s.args.inputs.push_back(in ? address(in) : nullptr);
+    for (const ir::Value* out : s.op->outputs) s.args.outputs.push_back(address(out));
+    s.args.workspace = workspace_base;
+  }
+  for (const ir::Value* in : g.inputs()) exe->inputs_.push_back({in->name, in->type, address(in)});
+  for (const auto& [name, v] : g.outputs()) exe->outputs_.push_back({name, v->type, address(v)});
+  return exe;
+}
+
+void Executable::Run() {
+  omp_set_num_threads(num_threads_);
+  for (Step& s : steps_) {
+    if (s.kernel) s.kernel->Run(s.args);
+  }
+}
+
+void FoldWithCpuKernels(ir::Graph& g, ir::Op& op) {
+  const ir::OpSchema* schema = ir::FindOpSchema(op.type);
+  if (schema->is_view) {
+    ir::Value* out = op.outputs[0];
+    out->data = op.inputs[0]->data;
+    out->kind = ir::ValueKind::kConstant;
+    return;
+  }
+  if (!cpu::HasKernel(op.type)) return;
+  auto kernel = cpu::CreateKernel(op);
+  AlignedBuffer scratch(kernel->workspace_bytes());
+  cpu::KernelArgs args;
+  std::vector<std::shared_ptr<AlignedBuffer>> results;
+  for (const ir::Value* in : op.inputs) args.inputs.push_back(in ? in->data->data() : nullptr);
+  for (const ir::Value* out : op.outputs) {
+    results.push_back(std::make_shared<AlignedBuffer>(out->bytes()));
+    args.outputs.push_back(results.back()->data());
+  }
+  args.workspace = scratch.data();
+  kernel->Run(args);
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    op.outputs[i]->data = std::move(results[i]);
+    op.outputs[i]->kind = ir::ValueKind::kConstant;
+  }
+  (void)g;
+}
+
+}  // namespace tiller::runtime

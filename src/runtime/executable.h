@@ -1,0 +1,60 @@
+// A compiled graph for one device: the kernels in order, each bound to fixed
+// addresses in one preallocated arena. Running it moves no memory besides
+// what kernels write, and allocates nothing.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernel.h"
+#include "compile/memory_plan.h"
+#include "ir/graph.h"
+
+namespace tiller::runtime {
+
+struct CompileOptions {
+  int num_threads = 1;
+};
+
+struct TensorSlot {
+  std::string name;
+  ir::TensorType type;
+  void* data = nullptr;  // inside the arena, or a constant's bytes for outputs
+};
+
+class Executable {
+ public:
+  // Takes ownership of the graph; builds kernels, plans memory and binds addresses.
+  static std::unique_ptr<Executable> Build(std::unique_ptr<ir::Graph> graph,
+                                           const CompileOptions& options);
+
+  // Runs every step. Inputs must have been written into inputs()[i].data.
+  void Run();
+
+  std::vector<TensorSlot>& inputs() { return inputs_; }
+  const std::vector<TensorSlot>& outputs() const { return outputs_; }
+  const ir::Graph& graph() const { return *graph_; }
+  const compile::MemoryPlan& plan() const { return plan_; }
+  size_t num_steps() const { return steps_.size(); }
+
+ private:
+  struct Step {
+    const ir::Op* op;
+    std::unique_ptr<cpu::Kernel> kernel;  // null for views
+    cpu::KernelArgs args;
+  };
+
+  std::unique_ptr<ir::Graph> graph_;
+  compile::MemoryPlan plan_;
+  AlignedBuffer arena_;
+  std::vector<Step> steps_;
+  std::vector<TensorSlot> inputs_, outputs_;
+  int num_threads_ = 1;
+};
+
+// Constant folding for Graph::set_folder: runs the CPU kernel of an op whose
+// inputs are all constants and turns its outputs into constants.
+void FoldWithCpuKernels(ir::Graph& g, ir::Op& op);
+
+}  // namespace tiller::runtime

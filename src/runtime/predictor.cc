@@ -1,0 +1,307 @@
+// The Paddle-Inference-shaped predictor: loads a model once, compiles it per
+// set of input shapes (cached), and copies feeds and fetches at the boundary.
+#include "tiller/predictor.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "frontend/paddle/program.h"
+#include "frontend/paddle/translate.h"
+#include "passes/pass.h"
+#include "runtime/executable.h"
+
+namespace tiller::inference {
+namespace {
+
+DataType ToApi(DType t) {
+  switch (t) {
+    case DType::kF32: return DataType::FLOAT32;
+    case DType::kF16: return DataType::FLOAT16;
+    case DType::kBF16: return DataType::BFLOAT16;
+    case DType::kF64: return DataType::FLOAT64;
+    case DType::kI8: return DataType::INT8;
+    case DType::kU8: return DataType::UINT8;
+    case DType::kI16: return DataType::INT16;
+    case DType::kI32: return DataType::INT32;
+    case DType::kI64: return DataType::INT64;
+    case DType::kBool: return DataType::BOOL;
+  }
+  return DataType::FLOAT32;
+}
+
+DType FromApi(DataType t) {
+  switch (t) {
+    case DataType::FLOAT32: return DType::kF32;
+    case DataType::FLOAT16: return DType::kF16;
+    case DataType::BFLOAT16: return DType::kBF16;
+    case DataType::FLOAT64: return DType::kF64;
+    case DataType::INT8: return DType::kI8;
+    case DataType::UINT8: return DType::kU8;
+    case DataType::INT16: return DType::kI16;
+    case DataType::INT32: return DType::kI32;
+    case DataType::INT64: return DType::kI64;
+    case DataType::BOOL: return DType::kBool;
+  }
+  return DType::kF32;
+}
+
+template <typename T>
+DataType TypeOf();
+template <> DataType TypeOf<float>() { return DataType::FLOAT32; }
+template <> DataType TypeOf<double>() { return DataType::FLOAT64; }
+template <> DataType TypeOf<int8_t>() { return DataType::INT8; }
+template <> DataType TypeOf<uint8_t>() { return DataType::UINT8; }
+template <> DataType TypeOf<int16_t>() { return DataType::INT16; }
+template <> DataType TypeOf<int32_t>() { return DataType::INT32; }
+template <> DataType TypeOf<int64_t>() { return DataType::INT64; }
+template <> DataType TypeOf<bool>() { return DataType::BOOL; }
+
+}  // namespace
+
+size_t SizeOf(DataType t) { return DTypeSize(FromApi(t)); }
+const char* DataTypeName(DataType t) { return DTypeName(FromApi(t)); }
+
+Config::Config(const std::string& prog_file, const std::string& params_file) {
+  SetModel(prog_file, params_file);
+}
+Config::Config(const std::string& model_dir) : model_dir_(model_dir) {}
+void Config::SetModel(const std::string& prog_file, const std::string& params_file) {
+  prog_file_ = prog_file;
+  params_file_ = params_file;
+}
+
+struct Predictor::Impl {
+  Config config;
+  paddle::Model model;
+  struct Input {
+    std::string name;
+    DType dtype;
+    Shape declared;  // -1 = dynamic
+    Shape shape;
+    bool has_shape = false, has_data = false;
+    AlignedBuffer data;
+  };
+  std::vector<Input> inputs;
+  std::map<std::vector<Shape>, std::unique_ptr<runtime::Executable>> cache;
+  runtime::Executable* current = nullptr;
+
+  size_t InputIndex(const std::string& name) const {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].name == name) return i;
+    }
+    std::string names;
+    for (const auto& in : inputs) names += (names.empty() ? "" : ", ") + in.name;
+    Fail(ErrorKind::kNotFound, "model has no input named '{}' (inputs: {})", name, names);
+  }
+  size_t OutputIndex(const std::string& name) const {
+    const auto& outs = model.program.fetch_names;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i] == name) return i;
+    }
+    std::string names;
+    for (const auto& n : outs) names += (names.empty() ? "" : ", ") + n;
+    Fail(ErrorKind::kNotFound, "model has no output named '{}' (outputs: {})", name, names);
+  }
+
+  runtime::Executable& Compile() {
+    std::vector<Shape> key;
+    std::vector<ir::TensorType> feeds;
+    for (const Input& in : inputs) {
+      if (!in.has_data)
+        Fail(ErrorKind::kInvalidArgument, "input '{}' was not set before Run()", in.name);
+      key.push_back(in.shape);
+      feeds.push_back({in.dtype, in.shape});
+    }
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      auto graph = paddle::Translate(model, feeds, runtime::FoldWithCpuKernels);
+      if (config.ir_optim()) passes::RunPipeline(*graph, passes::InferencePipeline());
+      runtime::CompileOptions options;
+      options.num_threads = config.cpu_math_library_num_threads();
+      it = cache.emplace(key, runtime::Executable::Build(std::move(graph), options)).first;
+    }
+    return *it->second;
+  }
+};
+
+Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
+  impl_->config = config;
+  if (!config.model_dir().empty()) {
+    impl_->model = paddle::LoadModel(config.model_dir(), "");
+  } else {
+    if (config.prog_file().empty())
+      Fail(ErrorKind::kInvalidArgument, "Config names no model: set a model file or directory");
+    impl_->model = paddle::LoadModel(config.prog_file(), config.params_file());
+  }
+  const paddle::Program& p = impl_->model.program;
+  for (const std::string& name : p.feed_names) {
+    const paddle::VarInfo* v = p.FindVar(name);
+    if (!v) Fail(ErrorKind::kDataLoss, "{}: feed target '{}' has no variable", p.path, name);
+    Impl::Input in;
+    in.name = name;
+    in.dtype = v->dtype;
+    in.declared = v->dims;
+    impl_->inputs.push_back(std::move(in));
+  }
+}
+
+Predictor::~Predictor() = default;
+
+std::vector<std::string> Predictor::GetInputNames() const { return impl_->model.program.feed_names; }
+std::vector<std::string> Predictor::GetOutputNames() const { return impl_->model.program.fetch_names; }
+
+std::unique_ptr<Tensor> Predictor::GetInputHandle(const std::string& name) {
+  size_t i = impl_->InputIndex(name);
+  return std::unique_ptr<Tensor>(new Tensor(this, name, true, i));
+}
+
+std::unique_ptr<Tensor> Predictor::GetOutputHandle(const std::string& name) {
+  size_t i = impl_->OutputIndex(name);
+  return std::unique_ptr<Tensor>(new Tensor(this, name, false, i));
+}
+
+bool Predictor::Run() {
+  runtime::Executable& exe = impl_->Compile();
+  for (size_t i = 0; i < impl_->inputs.size(); ++i) {
+    const Impl::Input& in = impl_->inputs[i];
+    runtime::TensorSlot& slot = exe.inputs()[i];
+    std::memcpy(slot.data, in.data.data(), in.data.size());
+  }
+  exe.Run();
+  impl_->current = &exe;
+  return true;
+}
+
+std::vector<int64_t> Predictor::GetInputShape(const std::string& name) const {
+  return impl_->inputs[impl_->InputIndex(name)].declared;
+}
+DataType Predictor::GetInputType(const std::string& name) const {
+  return ToApi(impl_->inputs[impl_->InputIndex(name)].dtype);
+}
+
+Predictor::Summary Predictor::GetSummary() const {
+  Summary s;
+  runtime::Executable* exe = impl_->current;
+  if (!exe) Fail(ErrorKind::kInvalidArgument, "GetSummary() needs a Run() first");
+  for (const auto& op : exe->graph().ops()) s.num_kernels += op->type != "reshape";
+  s.arena_bytes = exe->plan().arena_bytes();
+  s.naive_bytes = exe->plan().naive_bytes;
+  for (const auto& [name, p] : impl_->model.params) s.weight_bytes += p.data ? p.data->size() : 0;
+  s.graph = exe->graph().ToString();
+  return s;
+}
+
+std::map<std::string, int> Predictor::OpHistogram() const {
+  std::map<std::string, int> h;
+  for (const auto& op : impl_->model.program.ops) ++h[op.type];
+  return h;
+}
+
+std::shared_ptr<Predictor> CreatePredictor(const Config& config) {
+  return std::make_shared<Predictor>(config);
+}
+
+// ---- Tensor ----
+
+void Tensor::Reshape(const std::vector<int64_t>& shape) {
+  if (!is_input_) Fail(ErrorKind::kInvalidArgument, "output '{}' cannot be reshaped", name_);
+  auto& in = owner_->impl_->inputs[index_];
+  const Shape& d = in.declared;
+  bool ok = d.empty() || d.size() == shape.size();
+  for (size_t i = 0; ok && i < d.size(); ++i) ok = d[i] < 0 || d[i] == shape[i];
+  for (int64_t s : shape) ok = ok && s >= 0;
+  if (!ok)
+    Fail(ErrorKind::kInvalidArgument, "input '{}': shape {} does not match the model's {}", name_,
+         ShapeToString(shape), ShapeToString(d));
+  in.shape = shape;
+  in.has_shape = true;
+  in.has_data = false;
+}
+
+void Tensor::CopyFromCpuBytes(const void* data, DataType type, size_t bytes) {
+  if (!is_input_) Fail(ErrorKind::kInvalidArgument, "'{}' is an output; copy into inputs only", name_);
+  auto& in = owner_->impl_->inputs[index_];
+  if (!in.has_shape) {
+    bool static_shape = !in.declared.empty();
+    for (int64_t s : in.declared) static_shape = static_shape && s >= 0;
+    if (!static_shape)
+      Fail(ErrorKind::kInvalidArgument, "input '{}' has dynamic shape {}: call Reshape() first",
+           name_, ShapeToString(in.declared));
+    in.shape = in.declared;
+    in.has_shape = true;
+  }
+  if (FromApi(type) != in.dtype)
+    Fail(ErrorKind::kInvalidArgument, "input '{}' expects {}, got {}", name_, DTypeName(in.dtype),
+         DataTypeName(type));
+  size_t need = static_cast<size_t>(NumElements(in.shape)) * DTypeSize(in.dtype);
+  if (bytes != need)
+    Fail(ErrorKind::kInvalidArgument, "input '{}' of shape {} needs {} bytes, got {}", name_,
+         ShapeToString(in.shape), need, bytes);
+  if (in.data.size() != need) in.data.Resize(need);
+  if (need) std::memcpy(in.data.data(), data, need);
+  in.has_data = true;
+}
+
+void Tensor::CopyToCpuBytes(void* data, size_t bytes) const {
+  if (is_input_) {
+    const auto& in = owner_->impl_->inputs[index_];
+    if (bytes != in.data.size()) Fail(ErrorKind::kInvalidArgument, "size mismatch for '{}'", name_);
+    std::memcpy(data, in.data.data(), bytes);
+    return;
+  }
+  runtime::Executable* exe = owner_->impl_->current;
+  if (!exe) Fail(ErrorKind::kInvalidArgument, "output '{}' read before Run()", name_);
+  const runtime::TensorSlot& slot = exe->outputs()[index_];
+  if (bytes != slot.type.bytes())
+    Fail(ErrorKind::kInvalidArgument, "output '{}' has {} bytes, buffer has {}", name_, slot.type.bytes(), bytes);
+  if (bytes) std::memcpy(data, slot.data, bytes);
+}
+
+template <typename T>
+void Tensor::CopyFromCpu(const T* data) {
+  auto& in = owner_->impl_->inputs[index_];
+  Shape shape = in.has_shape ? in.shape : in.declared;
+  CopyFromCpuBytes(data, TypeOf<T>(), static_cast<size_t>(std::max<int64_t>(NumElements(shape), 0)) * sizeof(T));
+}
+
+template <typename T>
+void Tensor::CopyToCpu(T* data) const {
+  if (TypeOf<T>() != type())
+    Fail(ErrorKind::kInvalidArgument, "'{}' is {}, not {}", name_, DataTypeName(type()), DataTypeName(TypeOf<T>()));
+  CopyToCpuBytes(data, static_cast<size_t>(numel()) * sizeof(T));
+}
+
+std::vector<int64_t> Tensor::shape() const {
+  if (is_input_) {
+    const auto& in = owner_->impl_->inputs[index_];
+    return in.has_shape ? in.shape : in.declared;
+  }
+  runtime::Executable* exe = owner_->impl_->current;
+  if (!exe) Fail(ErrorKind::kInvalidArgument, "output '{}' has no shape before Run()", name_);
+  return exe->outputs()[index_].type.shape;
+}
+
+int64_t Tensor::numel() const { return NumElements(shape()); }
+
+DataType Tensor::type() const {
+  if (is_input_) return ToApi(owner_->impl_->inputs[index_].dtype);
+  runtime::Executable* exe = owner_->impl_->current;
+  if (!exe) Fail(ErrorKind::kInvalidArgument, "output '{}' has no type before Run()", name_);
+  return ToApi(exe->outputs()[index_].type.dtype);
+}
+
+#define TILLER_INSTANTIATE(T)                            \
+  template void Tensor::CopyFromCpu<T>(const T* data);  \
+  template void Tensor::CopyToCpu<T>(T* data) const;
+TILLER_INSTANTIATE(float)
+TILLER_INSTANTIATE(double)
+TILLER_INSTANTIATE(int8_t)
+TILLER_INSTANTIATE(uint8_t)
+TILLER_INSTANTIATE(int16_t)
+TILLER_INSTANTIATE(int32_t)
+TILLER_INSTANTIATE(int64_t)
+TILLER_INSTANTIATE(bool)
+#undef TILLER_INSTANTIATE
+
+}  // namespace tiller::inference

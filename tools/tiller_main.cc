@@ -1,0 +1,269 @@
+// The `tiller` command: inspect, run and benchmark exported Paddle models.
+//   tiller info MODEL [--params P] [--shape name=1x128]...
+//   tiller run MODEL --input name=file.npy... --output-dir DIR
+//   tiller bench MODEL --batch N --seq-len L --threads T
+//   tiller ops
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <set>
+
+#include "core/error.h"
+#include "frontend/paddle/translate.h"
+#include "ir/op_schema.h"
+#include "tiller/predictor.h"
+#include "tools/npy.h"
+
+namespace {
+
+using tiller::inference::Config;
+using tiller::inference::DataType;
+using tiller::inference::Predictor;
+
+Config MakeConfig(const std::string& model, const std::string& params, int threads) {
+  Config c;
+  if (std::filesystem::is_directory(model)) c.SetModelDir(model);
+  else c.SetModel(model, params);
+  c.SetCpuMathLibraryNumThreads(threads);
+  return c;
+}
+
+// "input_ids=1x128" -> (name, dims)
+std::pair<std::string, std::vector<int64_t>> ParseShapeArg(const std::string& arg) {
+  size_t eq = arg.find('=');
+  if (eq == std::string::npos)
+    tiller::Fail(tiller::ErrorKind::kInvalidArgument, "--shape '{}' is not NAME=DxDx...", arg);
+  std::vector<int64_t> dims;
+  std::string rest = arg.substr(eq + 1);
+  size_t pos = 0;
+  while (pos <= rest.size()) {
+    size_t x = rest.find('x', pos);
+    std::string tok = rest.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+    try {
+      dims.push_back(std::stoll(tok));
+    } catch (const std::exception&) {
+      tiller::Fail(tiller::ErrorKind::kInvalidArgument, "--shape '{}': '{}' is not a number", arg, tok);
+    }
+    if (x == std::string::npos) break;
+    pos = x + 1;
+  }
+  return {arg.substr(0, eq), dims};
+}
+
+// Shape for an input: explicit --shape, else declared dims with dynamic dims
+// taken from --batch (first) and --seq-len (second).
+std::vector<int64_t> ChooseShape(Predictor& p, const std::string& name,
+                                 const std::map<std::string, std::vector<int64_t>>& shapes,
+                                 int64_t batch, int64_t seq_len) {
+  auto it = shapes.find(name);
+  if (it != shapes.end()) return it->second;
+  std::vector<int64_t> dims = p.GetInputShape(name);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] >= 0) continue;
+    if (i == 0) dims[i] = batch;
+    else if (i == 1) dims[i] = seq_len;
+    else
+      tiller::Fail(tiller::ErrorKind::kInvalidArgument,
+                   "input '{}' has dynamic dim {}: give it with --shape {}=...", name, i, name);
+  }
+  return dims;
+}
+
+// Synthetic feeds: integers alternate 0/1 (valid ids and type ids for any
+// vocabulary), floats are uniform in [-1, 1).
+void FillSynthetic(Predictor& p, const std::map<std::string, std::vector<int64_t>>& shapes,
+                   int64_t batch, int64_t seq_len) {
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  for (const auto& name : p.GetInputNames()) {
+    auto h = p.GetInputHandle(name);
+    auto dims = ChooseShape(p, name, shapes, batch, seq_len);
+    h->Reshape(dims);
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    switch (p.GetInputType(name)) {
+      case DataType::FLOAT32: {
+        std::vector<float> v(n);
+        for (auto& x : v) x = uni(rng);
+        h->CopyFromCpu(v.data());
+        break;
+      }
+      case DataType::INT64: {
+        std::vector<int64_t> v(n);
+        for (int64_t i = 0; i < n; ++i) v[i] = i % 2;
+        h->CopyFromCpu(v.data());
+        break;
+      }
+      case DataType::INT32: {
+        std::vector<int32_t> v(n);
+        for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i % 2);
+        h->CopyFromCpu(v.data());
+        break;
+      }
+      default:
+        tiller::Fail(tiller::ErrorKind::kUnimplemented, "bench: cannot synthesize input '{}' of type {}",
+                     name, tiller::inference::DataTypeName(p.GetInputType(name)));
+    }
+  }
+}
+
+std::string Dims(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+std::string Mib(size_t bytes) { return fmt::format("{:.2f} MiB", bytes / 1048576.0); }
+
+int Info(const std::string& model, const std::string& params, const std::vector<std::string>& shape_args) {
+  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, 1));
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& a : shape_args) shapes.insert(ParseShapeArg(a));
+  fmt::print("model: {}\ninputs:\n", model);
+  for (const auto& n : p->GetInputNames())
+    fmt::print("  {:<24} {:<8} {}\n", n, tiller::inference::DataTypeName(p->GetInputType(n)),
+               Dims(p->GetInputShape(n)));
+  fmt::print("outputs:\n");
+  for (const auto& n : p->GetOutputNames()) fmt::print("  {}\n", n);
+  auto hist = p->OpHistogram();
+  int total = 0;
+  for (const auto& [t, c] : hist) total += c;
+  fmt::print("ops: {} in {} types\n", total, hist.size());
+  std::vector<std::pair<std::string, int>> sorted(hist.begin(), hist.end());
+  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  for (const auto& [t, c] : sorted) {
+    bool ok = tiller::paddle::FindTranslator(t) != nullptr;
+    fmt::print("  {:<32} {:>5}{}\n", t, c, ok ? "" : "   (unsupported)");
+  }
+  FillSynthetic(*p, shapes, 1, 128);
+  p->Run();
+  auto s = p->GetSummary();
+  fmt::print("parameters: {}\n", Mib(s.weight_bytes));
+  fmt::print("compiled for:");
+  for (const auto& n : p->GetInputNames()) fmt::print(" {}={}", n, Dims(p->GetInputHandle(n)->shape()));
+  fmt::print("\n  kernels: {}\n  planned activation memory: {} (one buffer per tensor: {})\n",
+             s.num_kernels, Mib(s.arena_bytes), Mib(s.naive_bytes));
+  return 0;
+}
+
+int Run(const std::string& model, const std::string& params, const std::vector<std::string>& inputs,
+        const std::string& out_dir, int threads) {
+  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, threads));
+  std::set<std::string> given;
+  for (const auto& arg : inputs) {
+    size_t eq = arg.find('=');
+    if (eq == std::string::npos)
+      tiller::Fail(tiller::ErrorKind::kInvalidArgument, "--input '{}' is not NAME=FILE.npy", arg);
+    std::string name = arg.substr(0, eq);
+    auto arr = tiller::tools::ReadNpy(arg.substr(eq + 1));
+    auto h = p->GetInputHandle(name);
+    h->Reshape(arr.shape);
+    DataType dt = p->GetInputType(name);
+    if (tiller::DTypeSize(arr.dtype) != tiller::inference::SizeOf(dt) ||
+        std::string(tiller::DTypeName(arr.dtype)) != tiller::inference::DataTypeName(dt))
+      tiller::Fail(tiller::ErrorKind::kInvalidArgument, "input '{}' expects {}, {} holds {}", name,
+                   tiller::inference::DataTypeName(dt), arg.substr(eq + 1), tiller::DTypeName(arr.dtype));
+    h->CopyFromCpuBytes(arr.data.data(), dt, arr.data.size());
+    given.insert(name);
+  }
+  for (const auto& n : p->GetInputNames()) {
+    if (!given.count(n)) tiller::Fail(tiller::ErrorKind::kInvalidArgument, "missing --input {}=FILE.npy", n);
+  }
+  p->Run();
+  std::filesystem::create_directories(out_dir);
+  for (const auto& n : p->GetOutputNames()) {
+    auto h = p->GetOutputHandle(n);
+    std::vector<std::byte> buf(h->numel() * tiller::inference::SizeOf(h->type()));
+    h->CopyToCpuBytes(buf.data(), buf.size());
+    tiller::DType dt;
+    tiller::ParseDType(tiller::inference::DataTypeName(h->type()), &dt);
+    std::string file = n;
+    std::replace(file.begin(), file.end(), '/', '_');
+    std::string path = (std::filesystem::path(out_dir) / (file + ".npy")).string();
+    tiller::tools::WriteNpy(path, dt, h->shape(), buf.data());
+    fmt::print("{} {} -> {}\n", n, Dims(h->shape()), path);
+  }
+  return 0;
+}
+
+int Bench(const std::string& model, const std::string& params, int64_t batch, int64_t seq_len,
+          int threads, int warmup, int iters, const std::vector<std::string>& shape_args) {
+  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, threads));
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& a : shape_args) shapes.insert(ParseShapeArg(a));
+  FillSynthetic(*p, shapes, batch, seq_len);
+  auto t0 = std::chrono::steady_clock::now();
+  p->Run();
+  double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("compile + first run: {:.1f} ms\n", compile_ms);
+  for (int i = 0; i < warmup; ++i) p->Run();
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    auto s = std::chrono::steady_clock::now();
+    p->Run();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+    if (iters >= 20 && (i + 1) % (iters / 4) == 0) fmt::print(stderr, "  {}/{} runs\n", i + 1, iters);
+  }
+  std::sort(ms.begin(), ms.end());
+  double median = ms[ms.size() / 2];
+  fmt::print("threads {}  batch {}  seq_len {}\n", threads, batch, seq_len);
+  fmt::print("latency: median {:.3f} ms  min {:.3f} ms  max {:.3f} ms  ({} runs)\n", median, ms.front(),
+             ms.back(), iters);
+  fmt::print("throughput: {:.1f} samples/s\n", batch * 1000.0 / median);
+  return 0;
+}
+
+int Ops() {
+  fmt::print("{:<32} {}\n", "paddle op", "status");
+  for (const auto& name : tiller::paddle::SupportedPaddleOps()) fmt::print("{:<32} supported\n", name);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tiller: compile and run PaddlePaddle models"};
+  app.require_subcommand(1);
+  std::string model, params, out_dir = "tiller_out";
+  std::vector<std::string> inputs, shapes;
+  int threads = 1, warmup = 3, iters = 20;
+  int64_t batch = 1, seq_len = 128;
+
+  auto* info = app.add_subcommand("info", "inputs, outputs, op histogram, parameters, planned memory");
+  info->add_option("model", model, "model file (.pdmodel/.json) or directory")->required();
+  info->add_option("--params", params, "parameter file (default: derived from the model path)");
+  info->add_option("--shape", shapes, "input shape NAME=DxD... (dynamic dims default to 1 and 128)");
+
+  auto* run = app.add_subcommand("run", "run a model on .npy inputs, write .npy outputs");
+  run->add_option("model", model)->required();
+  run->add_option("--params", params);
+  run->add_option("--input", inputs, "NAME=FILE.npy, one per model input")->required();
+  run->add_option("--output-dir", out_dir, "where outputs are written as NAME.npy");
+  run->add_option("--threads", threads)->check(CLI::PositiveNumber);
+
+  auto* bench = app.add_subcommand("bench", "measure latency on synthetic inputs");
+  bench->add_option("model", model)->required();
+  bench->add_option("--params", params);
+  bench->add_option("--batch", batch, "value of a dynamic first dim")->check(CLI::PositiveNumber);
+  bench->add_option("--seq-len", seq_len, "value of a dynamic second dim")->check(CLI::PositiveNumber);
+  bench->add_option("--threads", threads)->check(CLI::PositiveNumber);
+  bench->add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
+  bench->add_option("--iters", iters)->check(CLI::PositiveNumber);
+  bench->add_option("--shape", shapes, "input shape NAME=DxD...");
+
+  app.add_subcommand("ops", "the Paddle ops Tiller translates");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (info->parsed()) return Info(model, params, shapes);
+    if (run->parsed()) return Run(model, params, inputs, out_dir, threads);
+    if (bench->parsed()) return Bench(model, params, batch, seq_len, threads, warmup, iters, shapes);
+    return Ops();
+  } catch (const tiller::Error& e) {
+    fmt::print(stderr, "tiller: error ({}): {}\n", tiller::ErrorKindName(e.kind()), e.what());
+    return 2;
+  }
+}
