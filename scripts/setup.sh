@@ -34,3 +34,8 @@ if [ ! -f "$stamp" ] || ! cmp -s requirements.txt "$stamp"; then
   .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
   cp requirements.txt "$stamp"
 fi
+
+# `import tiller` from the venv finds the package in python/ (the build puts
+# the compiled _tiller module there).
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$root/python" > "$site/tiller.pth"

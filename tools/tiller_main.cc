@@ -190,7 +190,8 @@ int Run(const std::string& model, const std::string& params, const std::vector<s
 }
 
 int Bench(const std::string& model, const std::string& params, int64_t batch, int64_t seq_len,
-          int threads, int warmup, int iters, const std::vector<std::string>& shape_args) {
+          int threads, int warmup, int iters, const std::vector<std::string>& shape_args,
+          bool profile) {
   auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, threads));
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& a : shape_args) shapes.insert(ParseShapeArg(a));
@@ -213,6 +214,15 @@ int Bench(const std::string& model, const std::string& params, int64_t batch, in
   fmt::print("latency: median {:.3f} ms  min {:.3f} ms  max {:.3f} ms  ({} runs)\n", median, ms.front(),
              ms.back(), iters);
   fmt::print("throughput: {:.1f} samples/s\n", batch * 1000.0 / median);
+  if (profile) {
+    p->EnableProfiling(true);
+    for (int i = 0; i < iters; ++i) p->Run();
+    fmt::print("profile ({} runs, per run):\n  {:<24} {:>10} {:>7} {:>6}\n", iters, "op", "ms", "%", "calls");
+    double total = 0;
+    for (const auto& [type, ms, calls] : p->GetProfile()) total += ms;
+    for (const auto& [type, ms, calls] : p->GetProfile())
+      fmt::print("  {:<24} {:>10.3f} {:>6.1f}% {:>6}\n", type, ms / iters, 100.0 * ms / total, calls / iters);
+  }
   return 0;
 }
 
@@ -253,6 +263,8 @@ int main(int argc, char** argv) {
   bench->add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
   bench->add_option("--iters", iters)->check(CLI::PositiveNumber);
   bench->add_option("--shape", shapes, "input shape NAME=DxD...");
+  bool profile = false;
+  bench->add_flag("--profile", profile, "also print time per op type");
 
   app.add_subcommand("ops", "the Paddle ops Tiller translates");
 
@@ -260,7 +272,7 @@ int main(int argc, char** argv) {
   try {
     if (info->parsed()) return Info(model, params, shapes);
     if (run->parsed()) return Run(model, params, inputs, out_dir, threads);
-    if (bench->parsed()) return Bench(model, params, batch, seq_len, threads, warmup, iters, shapes);
+    if (bench->parsed()) return Bench(model, params, batch, seq_len, threads, warmup, iters, shapes, profile);
     return Ops();
   } catch (const tiller::Error& e) {
     fmt::print(stderr, "tiller: error ({}): {}\n", tiller::ErrorKindName(e.kind()), e.what());

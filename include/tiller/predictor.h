@@ -22,6 +22,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tiller/error.h"
@@ -120,6 +121,10 @@ class Predictor {
     std::string graph;
   };
   Summary GetSummary() const;
+  // Per-op-type time over the runs made while profiling was on, sorted by
+  // total time (op type, total ms, calls).
+  void EnableProfiling(bool on);
+  std::vector<std::tuple<std::string, double, int64_t>> GetProfile() const;
   // Paddle op histogram of the loaded program.
   std::map<std::string, int> OpHistogram() const;
 

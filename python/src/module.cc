@@ -67,7 +67,19 @@ py::array CopyTo(const Tensor& t) {
 
 PYBIND11_MODULE(_tiller, m) {
   m.doc() = "Tiller: compiled inference and training for PaddlePaddle programs";
-  py::register_exception<tiller::Error>(m, "TillerError", PyExc_RuntimeError);
+  static py::exception<tiller::Error> error_type(m, "TillerError", PyExc_RuntimeError);
+  // Messages may quote bytes from a corrupt file: decode with replacement so
+  // the message always reaches Python.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const tiller::Error& e) {
+      std::string what = e.what();
+      PyObject* msg = PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()), "replace");
+      PyErr_SetObject(error_type.ptr(), msg);
+      Py_XDECREF(msg);
+    }
+  });
 
   py::class_<Config>(m, "Config")
       .def(py::init<>())

@@ -2,6 +2,10 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <chrono>
+#include <map>
+
 #include "core/error.h"
 #include "ir/op_schema.h"
 
@@ -49,9 +53,37 @@ std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
 
 void Executable::Run() {
   omp_set_num_threads(num_threads_);
-  for (Step& s : steps_) {
-    if (s.kernel) s.kernel->Run(s.args);
+  if (!profiling_) {
+    for (Step& s : steps_) {
+      if (s.kernel) s.kernel->Run(s.args);
+    }
+    return;
   }
+  step_ms_.resize(steps_.size(), 0.0);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (!steps_[i].kernel) continue;
+    auto t0 = std::chrono::steady_clock::now();
+    steps_[i].kernel->Run(steps_[i].args);
+    step_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  ++profiled_runs_;
+}
+
+std::vector<Executable::ProfileEntry> Executable::Profile() const {
+  std::map<std::string, ProfileEntry> by_type;
+  for (size_t i = 0; i < step_ms_.size(); ++i) {
+    const ir::Op* op = steps_[i].op;
+    std::string key = op->type;
+    if (op->type == "linear" && op->attrs.Has("activation")) key += "+" + op->attrs.Str("activation", "");
+    ProfileEntry& e = by_type[key];
+    e.op_type = key;
+    e.total_ms += step_ms_[i];
+    e.calls += profiled_runs_;
+  }
+  std::vector<ProfileEntry> out;
+  for (auto& [k, e] : by_type) out.push_back(e);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
+  return out;
 }
 
 void FoldWithCpuKernels(ir::Graph& g, ir::Op& op) {

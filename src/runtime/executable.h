@@ -32,6 +32,15 @@ class Executable {
   // Runs every step. Inputs must have been written into inputs()[i].data.
   void Run();
 
+  // Per-op-type wall time, accumulated over runs while profiling is on.
+  struct ProfileEntry {
+    std::string op_type;
+    double total_ms = 0;
+    int64_t calls = 0;
+  };
+  void EnableProfiling(bool on) { profiling_ = on; }
+  std::vector<ProfileEntry> Profile() const;  // sorted by total time, largest first
+
   std::vector<TensorSlot>& inputs() { return inputs_; }
   const std::vector<TensorSlot>& outputs() const { return outputs_; }
   const ir::Graph& graph() const { return *graph_; }
@@ -51,6 +60,9 @@ class Executable {
   std::vector<Step> steps_;
   std::vector<TensorSlot> inputs_, outputs_;
   int num_threads_ = 1;
+  bool profiling_ = false;
+  std::vector<double> step_ms_;  // per step, while profiling
+  int64_t profiled_runs_ = 0;
 };
 
 // Constant folding for Graph::set_folder: runs the CPU kernel of an op whose

@@ -85,6 +85,7 @@ struct Predictor::Impl {
   std::vector<Input> inputs;
   std::map<std::vector<Shape>, std::unique_ptr<runtime::Executable>> cache;
   runtime::Executable* current = nullptr;
+  bool profiling = false;
 
   size_t InputIndex(const std::string& name) const {
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -120,6 +121,7 @@ struct Predictor::Impl {
       runtime::CompileOptions options;
       options.num_threads = config.cpu_math_library_num_threads();
       it = cache.emplace(key, runtime::Executable::Build(std::move(graph), options)).first;
+      it->second->EnableProfiling(profiling);
     }
     return *it->second;
   }
@@ -190,6 +192,18 @@ Predictor::Summary Predictor::GetSummary() const {
   for (const auto& [name, p] : impl_->model.params) s.weight_bytes += p.data ? p.data->size() : 0;
   s.graph = exe->graph().ToString();
   return s;
+}
+
+void Predictor::EnableProfiling(bool on) {
+  impl_->profiling = on;
+  for (auto& [key, exe] : impl_->cache) exe->EnableProfiling(on);
+}
+
+std::vector<std::tuple<std::string, double, int64_t>> Predictor::GetProfile() const {
+  std::vector<std::tuple<std::string, double, int64_t>> out;
+  if (!impl_->current) return out;
+  for (const auto& e : impl_->current->Profile()) out.emplace_back(e.op_type, e.total_ms, e.calls);
+  return out;
 }
 
 std::map<std::string, int> Predictor::OpHistogram() const {

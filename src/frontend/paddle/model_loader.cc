@@ -114,7 +114,9 @@ Model LoadModel(const std::string& model_path, const std::string& params_path) {
   Model model;
   model.program = ReadProgramAny(loc.program);
   const auto& names = model.program.param_names;
-  if (names.empty() && loc.params.empty()) return model;
+  // Paddle writes no params file for a program without parameters.
+  std::error_code ec;
+  if (names.empty() && (loc.params.empty() || !fs::exists(loc.params, ec))) return model;
   if (loc.params.empty()) {
     Fail(ErrorKind::kNotFound,
          "params for '{}' not found: expected '{}' ({} parameters); pass the params path",

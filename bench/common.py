@@ -1,0 +1,79 @@
+"""Shared pieces of the demo and the benchmarks: timing Tiller and Paddle
+Inference on the same inputs in the same process, and the machine's peak."""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+for p in (REPO / "python", REPO):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+import numpy as np  # noqa: E402
+
+# Measured fp32 GEMM roofline of the 2-core Zen 4 dev/CI machine (oneDNN
+# 2.6 brgemm, BERT-Base shapes): docs/MISSION.md "Platform facts".
+PEAK_FP32_GFLOPS_2T = 215.0
+# BERT-Base forward FLOPs per sequence at seq 128 (MISSION.md); other
+# lengths are estimated by the dense + attention formula below.
+BERT_BASE_GFLOP_SEQ128 = 22.35
+
+
+def bert_gflop(layers: int, hidden: int, inter: int, seq: int, batch: int) -> float:
+    """Forward GFLOP of a BERT encoder: QKV/output projections, FFN and the
+    two attention matmuls (2 FLOPs per multiply-add)."""
+    dense = 2 * seq * (4 * hidden * hidden + 2 * hidden * inter)
+    attention = 2 * 2 * seq * seq * hidden
+    return batch * layers * (dense + attention) / 1e9
+
+
+def tiller_predictor(model_file: str, params_file: str, threads: int):
+    import tiller.inference as ti
+
+    config = ti.Config(model_file, params_file)
+    config.set_cpu_math_library_num_threads(threads)
+    return ti.create_predictor(config)
+
+
+def time_tiller(predictor, inputs: dict, warmup: int, iters: int) -> tuple[float, list]:
+    """Median ms of feed + run + fetch, and the outputs of the last run."""
+    names = predictor.get_input_names()
+    arrays = [np.ascontiguousarray(inputs[n]) for n in names]
+    outs = predictor.run(arrays)
+    times = []
+    for i in range(warmup + iters):
+        t0 = time.perf_counter()
+        outs = predictor.run(arrays)
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times), outs
+
+
+def time_paddle(model_file: str, inputs: dict, threads: int, warmup: int, iters: int):
+    """Median ms of Paddle Inference (its CPU defaults: IR optimization and
+    oneDNN on) and the outputs of its last run, in output order."""
+    from models import export
+
+    predictor = export.create_predictor(model_file, threads=threads)
+    times = []
+    outs = None
+    for i in range(warmup + iters + 1):
+        t0 = time.perf_counter()
+        export._feed(predictor, inputs)
+        predictor.run()
+        outs = export._fetch(predictor)
+        if i > warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times), list(outs.values())
+
+
+def max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
+
+
+def threads_default() -> int:
+    return int(os.environ.get("TILLER_BENCH_THREADS", str(os.cpu_count() or 1)))

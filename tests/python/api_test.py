@@ -1,0 +1,150 @@
+"""The Python module's paddle.inference-shaped API, and its errors on bad
+files and bad feeds: each must raise TillerError naming the file, op or
+tensor, never crash."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tiller
+import tiller.inference as ti
+from models import export
+
+
+@pytest.fixture(scope="module")
+def bert(zoo):
+    return zoo.export("bert-tiny", "pir")
+
+
+def make(model_file, params_file=None):
+    config = ti.Config(model_file, params_file) if params_file else ti.Config(model_file)
+    return ti.create_predictor(config)
+
+
+def test_handle_api_like_paddle_inference(bert):
+    predictor = make(bert.model_file, bert.params_file)
+    assert predictor.get_input_names() == ["input_ids", "token_type_ids"]
+    assert predictor.get_input_shape("input_ids") == [-1, -1]
+    inputs = export.make_inputs("bert-tiny", batch=2, seq_len=10, seed=0)
+    for name in predictor.get_input_names():
+        handle = predictor.get_input_handle(name)
+        handle.reshape(list(inputs[name].shape))
+        handle.copy_from_cpu(inputs[name])
+    assert predictor.run() is None
+    ref = export.paddle_infer(bert.dir, inputs)
+    for name, r in zip(predictor.get_output_names(), ref.values()):
+        out = predictor.get_output_handle(name)
+        assert out.shape() == list(r.shape)
+        np.testing.assert_allclose(out.copy_to_cpu(), r, atol=1e-4, rtol=1e-4)
+    summary = predictor.summary()
+    assert 0 < summary["arena_bytes"] < summary["naive_bytes"]
+    assert summary["weight_bytes"] > 0
+
+
+def test_model_dir_config(bert):
+    predictor = make(bert.dir)
+    assert predictor.get_output_names() == ["fetch_name_0", "fetch_name_1"]
+
+
+def test_import_from_a_fresh_interpreter():
+    # What `.venv/bin/python -c "import tiller"` does after set-up.
+    out = subprocess.run([sys.executable, "-c", "import tiller, tiller.inference; print(tiller.__version__)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == tiller.__version__
+
+
+def expect_error(fn, *fragments):
+    with pytest.raises(tiller.TillerError) as info:
+        fn()
+    msg = str(info.value)
+    for f in fragments:
+        assert f in msg, f"'{f}' not in: {msg}"
+    return msg
+
+
+def test_missing_file(tmp_path):
+    path = str(tmp_path / "nope.json")
+    expect_error(lambda: make(path, str(tmp_path / "nope.pdiparams")), path)
+
+
+@pytest.mark.parametrize("fmt", ["pir", "legacy"])
+def test_truncated_params(zoo, tmp_path, fmt):
+    m = zoo.export("bert-tiny", fmt)
+    params = tmp_path / "model.pdiparams"
+    data = open(m.params_file, "rb").read()
+    for cut in (len(data) - 1, len(data) // 2, 100, 3):
+        params.write_bytes(data[:cut])
+        expect_error(lambda: make(m.model_file, str(params)), str(params), "truncated")
+
+
+def test_trailing_bytes_in_params(bert, tmp_path):
+    params = tmp_path / "model.pdiparams"
+    params.write_bytes(open(bert.params_file, "rb").read() + b"\0" * 8)
+    expect_error(lambda: make(bert.model_file, str(params)), str(params), "trailing")
+
+
+@pytest.mark.parametrize("fmt", ["pir", "legacy"])
+def test_corrupt_program(zoo, tmp_path, fmt):
+    m = zoo.export("bert-tiny", fmt)
+    data = bytearray(open(m.model_file, "rb").read())
+    bad = tmp_path / ("model.json" if fmt == "pir" else "model.pdmodel")
+    # Truncated, and garbage in the middle.
+    for variant in (data[: len(data) // 2], data[:100] + b"\xff\x13{" * 50 + data[400:]):
+        bad.write_bytes(bytes(variant))
+        with pytest.raises(tiller.TillerError) as info:
+            make(str(bad), m.params_file)
+        assert str(bad) in str(info.value)
+
+
+def test_param_shape_mismatch(zoo, tmp_path):
+    small = zoo.export("bert-tiny", "pir", intermediate_size=256)
+    big = zoo.export("bert-tiny", "pir")
+    # Same parameter names, one FFN width differs: the program and params disagree.
+    expect_error(lambda: make(small.model_file, big.params_file), "shape")
+
+
+def test_unsupported_ops_are_listed_with_counts(tmp_path):
+    import paddle
+
+    paddle.enable_static()
+    try:
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            x = paddle.static.data("x", [2, 3], "float32")
+            y = paddle.roll(x, 1) + paddle.roll(x, 2) + paddle.flip(x, [0])
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        prefix = str(tmp_path / "model")
+        paddle.static.save_inference_model(prefix, [x], [y], exe, program=main)
+    finally:
+        paddle.disable_static()
+    model_file = prefix + (".json" if (tmp_path / "model.json").exists() else ".pdmodel")
+    predictor = make(model_file, prefix + ".pdiparams")
+    handle = predictor.get_input_handle("x")
+    handle.copy_from_cpu(np.ones((2, 3), np.float32))
+    msg = expect_error(predictor.run, "unsupported", "roll (x2)", "flip (x1)")
+    assert model_file in msg
+
+
+def test_bad_feeds(bert):
+    predictor = make(bert.model_file, bert.params_file)
+    expect_error(lambda: predictor.get_input_handle("input_idz"), "input_idz", "input_ids")
+    ids = predictor.get_input_handle("input_ids")
+    expect_error(lambda: ids.copy_from_cpu(np.zeros((2, 4), np.int32)), "input_ids", "int64", "int32")
+    expect_error(lambda: ids.copy_from_cpu(np.zeros((2, 4, 1), np.int64)), "input_ids", "[2, 4, 1]")
+    expect_error(lambda: predictor.run([np.zeros((2, 4), np.int64)]), "2")
+    ids.copy_from_cpu(np.zeros((2, 4), np.int64))
+    expect_error(predictor.run, "token_type_ids", "not set")
+    expect_error(lambda: predictor.get_output_handle("fetch_name_0").copy_to_cpu(), "before Run")
+    expect_error(lambda: predictor.get_output_handle("nope"), "nope", "fetch_name_0")
+
+
+def test_static_dim_mismatch(zoo):
+    m = zoo.export("resnet-tiny", "pir")
+    predictor = make(m.model_file, m.params_file)
+    x = predictor.get_input_handle("x")
+    expect_error(lambda: x.copy_from_cpu(np.zeros((1, 3, 32, 32), np.float32)), "x", "[1, 3, 32, 32]")

@@ -1,0 +1,75 @@
+"""The `tiller` command: info, run, bench, ops, and its errors (exit code 2
+with the file / tensor named)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models import export
+
+REPO = Path(__file__).resolve().parents[2]
+TILLER = Path(os.environ.get("TILLER_BUILD_DIR", REPO / "build")) / "bin" / "tiller"
+
+
+def tiller(*args, check=True):
+    res = subprocess.run([str(TILLER), *map(str, args)], capture_output=True, text=True, timeout=300)
+    if check:
+        assert res.returncode == 0, res.stderr
+    return res
+
+
+@pytest.fixture(scope="module")
+def bert(zoo):
+    return zoo.export("bert-tiny", "legacy")
+
+
+def test_info(bert):
+    out = tiller("info", bert.model_file, "--shape", "input_ids=2x16", "--shape", "token_type_ids=2x16").stdout
+    assert "input_ids" in out and "int64" in out and "[-1, -1]" in out
+    assert "matmul_v2" in out and "layer_norm" in out
+    assert "planned activation memory" in out
+    assert "input_ids=[2, 16]" in out
+
+
+def test_run_writes_outputs_matching_paddle(bert, tmp_path):
+    inputs = export.make_inputs("bert-tiny", batch=2, seq_len=12, seed=4)
+    args = []
+    for name, arr in inputs.items():
+        np.save(tmp_path / f"{name}.npy", arr)
+        args += ["--input", f"{name}={tmp_path / (name + '.npy')}"]
+    tiller("run", bert.model_file, *args, "--output-dir", tmp_path / "out")
+    ref = export.paddle_infer(bert.dir, inputs)
+    for name, r in ref.items():
+        got = np.load(tmp_path / "out" / f"{name}.npy")
+        np.testing.assert_allclose(got, r, atol=1e-4, rtol=1e-4)
+
+
+def test_bench(bert):
+    out = tiller("bench", bert.model_file, "--batch", 2, "--seq-len", 16, "--iters", 3, "--profile").stdout
+    assert "latency: median" in out
+    assert "throughput" in out
+    assert "linear" in out  # the profile lists fused linear layers
+
+
+def test_ops_lists_the_translators():
+    out = tiller("ops").stdout
+    for op in ("matmul_v2", "layer_norm", "conv2d", "lookup_table_v2", "softmax"):
+        assert op in out
+
+
+def test_errors_exit_2_with_names(bert, tmp_path):
+    res = tiller("info", tmp_path / "missing.pdmodel", check=False)
+    assert res.returncode == 2 and "missing.pdmodel" in res.stderr
+    np.save(tmp_path / "ids.npy", np.zeros((2, 4), np.int32))
+    res = tiller("run", bert.model_file, "--input", f"input_ids={tmp_path / 'ids.npy'}",
+                 "--input", f"token_type_ids={tmp_path / 'ids.npy'}", check=False)
+    assert res.returncode == 2 and "input_ids" in res.stderr and "int32" in res.stderr
+    res = tiller("run", bert.model_file, "--input", f"input_idz={tmp_path / 'ids.npy'}", check=False)
+    assert res.returncode == 2 and "input_idz" in res.stderr
+    (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY garbage")
+    res = tiller("run", bert.model_file, "--input", f"input_ids={tmp_path / 'bad.npy'}", check=False)
+    assert res.returncode == 2 and "bad.npy" in res.stderr
