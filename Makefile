@@ -1,7 +1,8 @@
 # Tiller developer entry points. Each target installs what is missing first
 # (scripts/setup.sh is idempotent and fast when nothing is missing).
 #   make demo   export BERT-Base with Paddle, run it with Tiller, compare
-#   make test   build, then every C++ (ctest) and Python (pytest) test
+#   make test   build, then every C++ (ctest) and Python (pytest) test, then the
+#               C++ tests again under AddressSanitizer/UBSan
 #   make build  configure and build only
 #   make asan   build with AddressSanitizer/UBSan and run the C++ tests
 PY      := $(CURDIR)/.venv/bin/python
@@ -9,7 +10,7 @@ BUILD   := build
 JOBS    ?= $(shell nproc)
 CMAKE_ARGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
 
-.PHONY: setup build test test-cpp test-python demo bench asan clean
+.PHONY: setup build build-asan test test-cpp test-python demo bench asan clean
 
 setup:
 	@bash scripts/setup.sh
@@ -24,7 +25,8 @@ test-cpp: build
 test-python: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q tests/python
 
-test: test-cpp test-python
+test: build build-asan
+	@$(PY) scripts/run_tests.py
 
 demo: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) scripts/demo.py
@@ -32,9 +34,11 @@ demo: build
 bench: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_inference.py
 
-asan: setup
+build-asan: setup
 	@cmake -S . -B build-asan $(CMAKE_ARGS) -DTILLER_SANITIZE=ON -DTILLER_BUILD_PYTHON=OFF > build-asan.configure.log 2>&1 || (cat build-asan.configure.log; exit 1)
 	@ninja -C build-asan -j $(JOBS) tiller_tests tiller_cli
+
+asan: build-asan
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 
 clean:

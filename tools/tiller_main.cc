@@ -6,12 +6,14 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <random>
 #include <set>
 
 #include "core/error.h"
+#include "frontend/paddle/program.h"
 #include "frontend/paddle/translate.h"
 #include "ir/op_schema.h"
 #include "tiller/predictor.h"
@@ -119,29 +121,36 @@ std::string Dims(const std::vector<int64_t>& d) {
 std::string Mib(size_t bytes) { return fmt::format("{:.2f} MiB", bytes / 1048576.0); }
 
 int Info(const std::string& model, const std::string& params, const std::vector<std::string>& shape_args) {
-  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, 1));
+  // Describe the program before compiling, so a model with unsupported ops
+  // still gets its op histogram.
+  tiller::paddle::Model loaded = tiller::paddle::LoadModel(model, params);
+  const tiller::paddle::Program& prog = loaded.program;
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& a : shape_args) shapes.insert(ParseShapeArg(a));
-  fmt::print("model: {}\ninputs:\n", model);
-  for (const auto& n : p->GetInputNames())
-    fmt::print("  {:<24} {:<8} {}\n", n, tiller::inference::DataTypeName(p->GetInputType(n)),
-               Dims(p->GetInputShape(n)));
+  fmt::print("model: {} ({} format)\ninputs:\n", prog.path, prog.format);
+  for (const auto& n : prog.feed_names) {
+    const tiller::paddle::VarInfo* v = prog.FindVar(n);
+    fmt::print("  {:<24} {:<8} {}\n", n, v ? tiller::DTypeName(v->dtype) : "?", v ? Dims(v->dims) : "?");
+  }
   fmt::print("outputs:\n");
-  for (const auto& n : p->GetOutputNames()) fmt::print("  {}\n", n);
-  auto hist = p->OpHistogram();
-  int total = 0;
-  for (const auto& [t, c] : hist) total += c;
-  fmt::print("ops: {} in {} types\n", total, hist.size());
+  for (const auto& n : prog.fetch_names) fmt::print("  {}\n", n);
+  std::map<std::string, int> hist;
+  for (const auto& op : prog.ops) ++hist[op.type];
+  fmt::print("ops: {} in {} types\n", prog.ops.size(), hist.size());
   std::vector<std::pair<std::string, int>> sorted(hist.begin(), hist.end());
   std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.second > b.second; });
   for (const auto& [t, c] : sorted) {
     bool ok = tiller::paddle::FindTranslator(t) != nullptr;
     fmt::print("  {:<32} {:>5}{}\n", t, c, ok ? "" : "   (unsupported)");
   }
+  size_t param_bytes = 0;
+  for (const auto& [name, t] : loaded.params) param_bytes += t.data ? t.data->size() : 0;
+  fmt::print("parameters: {} tensors, {}\n", loaded.params.size(), Mib(param_bytes));
+  std::fflush(stdout);
+  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, 1));
   FillSynthetic(*p, shapes, 1, 128);
   p->Run();
   auto s = p->GetSummary();
-  fmt::print("parameters: {}\n", Mib(s.weight_bytes));
   fmt::print("compiled for:");
   for (const auto& n : p->GetInputNames()) fmt::print(" {}={}", n, Dims(p->GetInputHandle(n)->shape()));
   fmt::print("\n  kernels: {}\n  planned activation memory: {} (one buffer per tensor: {})\n",

@@ -137,6 +137,8 @@ Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
     impl_->model = paddle::LoadModel(config.prog_file(), config.params_file());
   }
   const paddle::Program& p = impl_->model.program;
+  // Like Paddle Inference, refuse a model with unsupported ops at creation.
+  paddle::CheckSupported(p);
   for (const std::string& name : p.feed_names) {
     const paddle::VarInfo* v = p.FindVar(name);
     if (!v) Fail(ErrorKind::kDataLoss, "{}: feed target '{}' has no variable", p.path, name);

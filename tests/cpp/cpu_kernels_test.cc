@@ -47,7 +47,7 @@ std::vector<AlignedBuffer> RunOp(const ir::Op& op, std::vector<const void*> ins)
   std::vector<AlignedBuffer> outs;
   for (const Value* v : op.outputs) {
     outs.emplace_back(v->bytes());
-    std::memset(outs.back().data(), 0xCD, v->bytes());
+    if (v->bytes()) std::memset(outs.back().data(), 0xCD, v->bytes());  // empty: data() is null
   }
   for (auto& b : outs) args.outputs.push_back(b.data());
   AlignedBuffer ws(k->workspace_bytes());

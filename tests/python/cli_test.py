@@ -73,3 +73,23 @@ def test_errors_exit_2_with_names(bert, tmp_path):
     (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY garbage")
     res = tiller("run", bert.model_file, "--input", f"input_ids={tmp_path / 'bad.npy'}", check=False)
     assert res.returncode == 2 and "bad.npy" in res.stderr
+
+
+def test_info_marks_unsupported_ops(tmp_path):
+    import paddle
+
+    paddle.enable_static()
+    try:
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            x = paddle.static.data("x", [2, 3], "float32")
+            y = paddle.roll(paddle.nn.functional.relu(x), 1)
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        paddle.static.save_inference_model(str(tmp_path / "model"), [x], [y], exe, program=main)
+    finally:
+        paddle.disable_static()
+    res = tiller("info", tmp_path / "model.json", check=False)
+    assert res.returncode == 2
+    assert "relu" in res.stdout and "roll" in res.stdout and "(unsupported)" in res.stdout
+    assert "roll (x1)" in res.stderr

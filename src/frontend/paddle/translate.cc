@@ -187,20 +187,23 @@ std::map<std::string, int> UnsupportedOps(const Program& program) {
   return missing;
 }
 
+void CheckSupported(const Program& program) {
+  auto missing = UnsupportedOps(program);
+  if (missing.empty()) return;
+  std::string list;
+  int total = 0;
+  for (const auto& [type, count] : missing) {
+    list += fmt::format("\n  {} (x{})", type, count);
+    total += count;
+  }
+  Fail(ErrorKind::kUnimplemented, "{}: {} unsupported op type(s), {} op(s) in all:{}", program.path,
+       missing.size(), total, list);
+}
+
 std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::TensorType>& feeds,
                                      ir::Graph::Folder folder) {
   const Program& program = model.program;
-  auto missing = UnsupportedOps(program);
-  if (!missing.empty()) {
-    std::string list;
-    int total = 0;
-    for (const auto& [type, count] : missing) {
-      list += fmt::format("\n  {} (x{})", type, count);
-      total += count;
-    }
-    Fail(ErrorKind::kUnimplemented, "{}: {} unsupported op type(s), {} op(s) in all:{}",
-         program.path, missing.size(), total, list);
-  }
+  CheckSupported(program);
   TILLER_CHECK(feeds.size() == program.feed_names.size(), "{} feed types for {} feeds",
                feeds.size(), program.feed_names.size());
 

@@ -85,6 +85,8 @@ std::vector<std::string> SupportedPaddleOps();
 
 // Op types in the program that have no translator, with their counts.
 std::map<std::string, int> UnsupportedOps(const Program& program);
+// Fails (kUnimplemented) listing every unsupported op type with its count.
+void CheckSupported(const Program& program);
 
 // Builds the IR graph for the given feed types (one per program.feed_names).
 // Fails listing every unsupported op type with its count before translating.

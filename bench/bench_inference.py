@@ -1,0 +1,105 @@
+"""Inference benchmark: Tiller vs Paddle Inference (and ONNX Runtime where
+paddle2onnx converts the model) on the same exported model, same inputs,
+same process, same thread count. Prints median latency, the ratio to each
+peer and, for BERT, achieved GFLOP/s and % of the machine's fp32 peak.
+
+    .venv/bin/python bench/bench_inference.py [--models bert-base,resnet50] [--batches 1,4]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import common
+import numpy as np
+from models import export
+
+
+def onnx_session(model_dir: Path, threads: int):
+    """An ONNX Runtime session on the paddle2onnx conversion, or a reason."""
+    try:
+        import onnxruntime as ort
+        import paddle2onnx
+    except ImportError as e:
+        return None, f"not installed ({e})"
+    model_file, params_file = export.resolve_model(model_dir)
+    onnx_path = model_dir / "model.onnx"
+    try:
+        if not onnx_path.exists():
+            paddle2onnx.export(model_file, params_file, str(onnx_path), opset_version=13)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        return ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"]), ""
+    except Exception as e:  # conversion or load failure: report, do not hide
+        return None, f"paddle2onnx/onnxruntime failed: {str(e).splitlines()[0][:120]}"
+
+
+def time_onnx(sess, inputs, warmup, iters):
+    feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
+    times = []
+    for k in range(warmup + iters):
+        t0 = time.perf_counter()
+        sess.run(None, feed)
+        if k >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="bert-base,ernie-3.0-base,resnet50")
+    ap.add_argument("--batches", default="1,4")
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=common.threads_default())
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--format", default="pir", choices=["pir", "legacy"])
+    ap.add_argument("--out", default=str(common.REPO / "build" / "bench"))
+    args = ap.parse_args()
+
+    rows = []
+    for preset in args.models.split(","):
+        model_dir = Path(args.out) / f"{preset}-{args.format}"
+        if not (model_dir / "model.pdiparams").exists():
+            print(f"exporting {preset} ...", flush=True)
+            export.export(preset, model_dir, args.format)
+        model_file, params_file = export.resolve_model(model_dir)
+        predictor = common.tiller_predictor(model_file, params_file, args.threads)
+        sess, why = onnx_session(model_dir, args.threads)
+        for batch in map(int, args.batches.split(",")):
+            inputs = export.make_inputs(preset, batch=batch, seq_len=args.seq_len, seed=0)
+            print(f"{preset} batch {batch}: Tiller ...", flush=True)
+            t_ms, t_out = common.time_tiller(predictor, inputs, 2, args.iters)
+            print(f"{preset} batch {batch}: Paddle Inference ...", flush=True)
+            p_ms, p_out = common.time_paddle(model_file, inputs, args.threads, 2, args.iters)
+            diff = max(common.max_abs_diff(a, b) for a, b in zip(t_out, p_out))
+            o_ms = None
+            if sess is not None:
+                print(f"{preset} batch {batch}: ONNX Runtime ...", flush=True)
+                o_ms = time_onnx(sess, inputs, 2, args.iters)
+            gflops = ""
+            if preset.startswith(("bert-base", "ernie-3.0-base")):
+                g = common.bert_gflop(12, 768, 3072, args.seq_len, batch) / (t_ms / 1e3)
+                gflops = f"{g:.0f} GFLOP/s ({100 * g / common.PEAK_FP32_GFLOPS_2T:.0f}% of fp32 peak)"
+            rows.append((preset, batch, t_ms, p_ms, o_ms, diff, gflops, why))
+
+    print(f"\nthreads {args.threads}, seq_len {args.seq_len}, median of {args.iters} runs, fp32")
+    print(f"{'model':<16}{'batch':>6}{'tiller ms':>11}{'paddle ms':>11}{'ort ms':>9}"
+          f"{'vs paddle':>11}{'vs ort':>8}{'max|diff|':>11}  rate")
+    for preset, batch, t, p, o, diff, gflops, why in rows:
+        o_s = f"{o:9.2f}" if o else f"{'-':>9}"
+        r_o = f"{o / t:7.2f}x" if o else f"{'-':>8}"
+        print(f"{preset:<16}{batch:>6}{t:11.2f}{p:11.2f}{o_s}{p / t:10.2f}x{r_o}{diff:11.1e}  {gflops}")
+    for preset, *_, why in rows:
+        if why:
+            print(f"note: ONNX Runtime skipped for {preset}: {why}")
+            break
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Runs every test suite `make test` covers and ends with one summary line.
+
+Suites: the C++ tests (ctest, Release build), the Python tests (pytest
+against Paddle), and the C++ tests again under AddressSanitizer + UBSan.
+Each suite's own output is shown; the last line counts all of them:
+    total: N passed, N failed, N skipped
+Exit status is non-zero when any test failed or any suite did not run.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def junit_counts(path: Path) -> tuple[int, int, int]:
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    total = failed = skipped = 0
+    for s in suites:
+        total += int(s.get("tests", 0))
+        failed += int(s.get("failures", 0)) + int(s.get("errors", 0))
+        skipped += int(s.get("skipped", 0) or s.get("disabled", 0) or 0)
+    return total - failed - skipped, failed, skipped
+
+
+def run_suite(name: str, cmd: list[str], junit: Path, cwd: Path, env=None) -> tuple[int, int, int]:
+    print(f"\n=== {name} ===", flush=True)
+    junit.unlink(missing_ok=True)
+    rc = subprocess.call(cmd, cwd=cwd, env=env)
+    if not junit.exists():
+        print(f"{name}: no results (exit code {rc})", flush=True)
+        return 0, 1, 0
+    passed, failed, skipped = junit_counts(junit)
+    if rc != 0 and failed == 0:
+        failed = 1  # the runner failed outside any test (e.g. a crash in collection)
+    print(f"{name}: {passed} passed, {failed} failed, {skipped} skipped", flush=True)
+    return passed, failed, skipped
+
+
+def main() -> int:
+    build = Path(os.environ.get("TILLER_BUILD_DIR", REPO / "build"))
+    asan = Path(os.environ.get("TILLER_ASAN_DIR", REPO / "build-asan"))
+    jobs = str(os.cpu_count() or 2)
+    results = [
+        run_suite("C++ tests", ["ctest", "--output-on-failure", "-j", jobs, "--output-junit",
+                                str(build / "ctest.xml")], build / "ctest.xml", build),
+        run_suite("Python tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                   f"--junitxml={build / 'pytest.xml'}", "tests/python"],
+                  build / "pytest.xml", REPO, dict(os.environ, TILLER_BUILD_DIR=str(build))),
+        run_suite("C++ tests under AddressSanitizer/UBSan",
+                  ["ctest", "--output-on-failure", "-j", jobs, "--output-junit", str(asan / "ctest.xml")],
+                  asan / "ctest.xml", asan, dict(os.environ, ASAN_OPTIONS="detect_leaks=1")),
+    ]
+    passed, failed, skipped = (sum(r[i] for r in results) for i in range(3))
+    print(f"\ntotal: {passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
