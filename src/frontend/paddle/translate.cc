@@ -1,5 +1,6 @@
 #include "frontend/paddle/translate.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ir/op_schema.h"
@@ -96,12 +97,19 @@ void TranslateContext::SetOut(const OpDesc& op, const std::string& slot, ir::Val
 
 ir::Op* TranslateContext::AddOp(const OpDesc& op, const std::string& type,
                                 std::vector<ir::Value*> inputs, ir::AttrMap attrs) {
-  return graph_.AddOp(type, std::move(inputs), std::move(attrs), op.Describe());
+  ir::Op* added = graph_.AddOp(type, std::move(inputs), std::move(attrs), op.Describe());
+  // Manual sharding set by Paddle's ipu_shard_guard travels with every IR op
+  // the Paddle op becomes (-1 means unset, as in Paddle).
+  added->device = static_cast<int>(std::max<int64_t>(0, op.attrs.Int("ipu_index", 0)));
+  added->stage = static_cast<int>(std::max<int64_t>(0, op.attrs.Int("ipu_stage", 0)));
+  return added;
 }
 
 ir::Value* TranslateContext::Add1(const OpDesc& op, const std::string& type,
                                   std::vector<ir::Value*> inputs, ir::AttrMap attrs) {
-  return graph_.Add1(type, std::move(inputs), std::move(attrs), op.Describe());
+  ir::Op* added = AddOp(op, type, std::move(inputs), std::move(attrs));
+  TILLER_CHECK(added->outputs.size() == 1, "op {} has {} outputs", type, added->outputs.size());
+  return added->outputs[0];
 }
 
 ir::Value* TranslateContext::Reshape(const OpDesc& op, ir::Value* x, const Shape& shape) {

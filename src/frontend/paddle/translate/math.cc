@@ -50,6 +50,31 @@ void Matmul(TranslateContext& ctx, const OpDesc& op, bool ta, bool tb, double al
   ctx.SetOut(op, "Out", out);
 }
 
+// Legacy `mul` (what fluid's fc wrote): X and Y are flattened to matrices at
+// x_num_col_dims / y_num_col_dims; the result keeps X's leading and Y's
+// trailing dims.
+void Mul(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  ir::Value* y = ctx.In(op, "Y");
+  int64_t xn = op.attrs.Int("x_num_col_dims", 1), yn = op.attrs.Int("y_num_col_dims", 1);
+  if (xn < 1 || xn >= x->rank() || yn < 1 || yn >= y->rank())
+    ctx.Invalid(op, "x_num_col_dims {} / y_num_col_dims {} do not fit {} and {}", xn, yn,
+                ShapeToString(x->shape()), ShapeToString(y->shape()));
+  auto prod = [](const Shape& s, int64_t from, int64_t to) {
+    int64_t p = 1;
+    for (int64_t i = from; i < to; ++i) p *= s[i];
+    return p;
+  };
+  const Shape& xs = x->shape();
+  const Shape& ys = y->shape();
+  ir::Value* x2 = ctx.Reshape(op, x, {prod(xs, 0, xn), prod(xs, xn, x->rank())});
+  ir::Value* y2 = ctx.Reshape(op, y, {prod(ys, 0, yn), prod(ys, yn, y->rank())});
+  ir::Value* out = ctx.Add1(op, "matmul", {x2, y2});
+  Shape s(xs.begin(), xs.begin() + xn);
+  s.insert(s.end(), ys.begin() + yn, ys.end());
+  ctx.SetOut(op, "Out", ctx.Reshape(op, out, s));
+}
+
 void Scale(TranslateContext& ctx, const OpDesc& op) {
   double scale = op.attrs.Float("scale", 1.0);
   if (ir::Value* t = ctx.InOpt(op, "ScaleTensor")) scale = ctx.ConstFloats(op, t).at(0);
@@ -160,6 +185,7 @@ const bool kRegistered = [] {
            op.attrs.Float("alpha", 1.0));
   });
   RegisterTranslator("scale", Scale);
+  RegisterTranslator("mul", Mul);
   RegisterTranslator("clip", Clip);
   RegisterTranslator("sum", Sum);
   RegisterTranslator("mean", Mean);
