@@ -6,21 +6,15 @@
 
 #include <map>
 
+#include "core/error.h"
+
 namespace tiller::paddle {
 namespace {
 
-OperandSpec T(const char* slot) {
-  return {OperandKind::kTensor, slot, "", ""};
-}
-OperandSpec IntArray(const char* attr, const char* slot, const char* list_slot) {
-  return {OperandKind::kIntArray, slot, attr, list_slot};
-}
-OperandSpec Scalar(const char* attr, const char* slot) {
-  return {OperandKind::kScalar, slot, attr, ""};
-}
-OperandSpec Drop() {
-  return {OperandKind::kDrop, "", "", ""};
-}
+using pir::Drop;
+using pir::IntArray;
+using pir::Scalar;
+using pir::T;
 
 using Table = std::map<std::string, PirOpCompat>;
 
@@ -68,12 +62,15 @@ Table BuildTable() {
   // Unary ops whose legacy spelling matches.
   for (const char* op :
        {"relu",    "tanh",        "sigmoid",     "exp",   "sqrt",  "rsqrt",       "log",
-        "abs",     "silu",        "hardswish",   "erf",   "floor", "ceil",        "sign",
+        "abs",     "silu",        "log1p",       "erf",   "floor", "ceil",        "sign",
         "square",  "reciprocal",  "sin",         "cos",   "round", "assign",      "logsigmoid",
         "mish",    "softsign",    "logical_not", "isnan", "isinf", "isfinite",    "gelu",
-        "softmax", "log_softmax", "elu",         "celu",  "selu",  "hardsigmoid", "softplus"}) {
+        "softmax", "log_softmax", "elu",         "celu",  "selu",  "softplus"}) {
     AddUnary(t, op, op);
   }
+  // Paddle 2.x spelled these with an underscore.
+  AddUnary(t, "hardswish", "hard_swish");
+  AddUnary(t, "hardsigmoid", "hard_sigmoid");
   AddUnary(t, "leaky_relu", "leaky_relu", {{"negative_slope", "alpha"}});
   AddUnary(t, "relu6", "relu6", {}, {{"threshold", 6.0}});
   AddUnary(t, "swish", "swish", {}, {{"beta", 1.0}});
@@ -220,10 +217,29 @@ Table BuildTable() {
   return t;
 }
 
+// Entries registered from translator files; kept apart from the built-in
+// table because registration runs during static initialization.
+Table& Registered() {
+  static Table table;
+  return table;
+}
+
 }  // namespace
 
+bool RegisterPirOpCompat(const std::string& pir_name, PirOpCompat entry) {
+  bool inserted = Registered().emplace(pir_name, std::move(entry)).second;
+  TILLER_CHECK(inserted, "PIR op '{}' mapped twice", pir_name);
+  return true;
+}
+
 const PirOpCompat* FindPirOpCompat(const std::string& name) {
-  static const Table kTable = BuildTable();
+  static const Table kTable = [] {
+    Table t = BuildTable();
+    for (auto& [k, v] : Registered()) {
+      TILLER_CHECK(t.emplace(k, v).second, "PIR op '{}' mapped twice", k);
+    }
+    return t;
+  }();
   auto it = kTable.find(name);
   if (it == kTable.end() && name.size() > 1 && name.back() == '_') {
     it = kTable.find(name.substr(0, name.size() - 1));

@@ -43,4 +43,27 @@ struct PirOpCompat {
 // their own. nullptr for ops without an entry.
 const PirOpCompat* FindPirOpCompat(const std::string& name);
 
+// Adds an entry from a translator's file, next to the translator of the
+// legacy op it maps to (translate/<family>.cc), at static-initialization
+// time. A name already in the table is an internal error.
+bool RegisterPirOpCompat(const std::string& pir_name, PirOpCompat entry);
+
+// Builders for OperandSpec.
+namespace pir {
+inline OperandSpec T(const char* slot) { return {OperandKind::kTensor, slot, "", ""}; }
+inline OperandSpec IntArray(const char* attr, const char* slot, const char* list_slot) {
+  return {OperandKind::kIntArray, slot, attr, list_slot};
+}
+inline OperandSpec Scalar(const char* attr, const char* slot) {
+  return {OperandKind::kScalar, slot, attr, ""};
+}
+inline OperandSpec Drop() { return {OperandKind::kDrop, "", "", ""}; }
+// X -> Out with attribute renames and fixed legacy attributes.
+inline PirOpCompat Unary(const char* legacy,
+                         std::vector<std::pair<std::string, std::string>> renames = {},
+                         ir::AttrMap fixed = {}) {
+  return {legacy, {T("X")}, {"Out"}, std::move(renames), std::move(fixed)};
+}
+}  // namespace pir
+
 }  // namespace tiller::paddle

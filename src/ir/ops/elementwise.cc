@@ -1,12 +1,6 @@
 // Elementwise ops: binary with numpy broadcasting, comparisons and logic
-// (bool results), unary math/activations, and the affine `scale`, `clip`,
-// `cast` and `where`.
-//
-// Unary attributes: gelu{approximate: bool}, leaky_relu{alpha}, elu{alpha},
-// hard_sigmoid{slope, offset}, softplus{beta, threshold}, relu6{threshold},
-// swish{beta}, pow_scalar{factor}. scale{scale, bias, bias_after_scale}:
-// bias_after_scale ? x*scale + bias : (x + bias)*scale. clip{min, max}.
-// cast{dtype: "float32"...}. where(cond, x, y) broadcasts all three.
+// (bool results), `cast` and `where`. Unary math lives in activation.cc.
+//   cast{dtype: "float32"...}; where(cond, x, y) broadcasts all three.
 #include <string>
 
 #include "ir/op_schema.h"
@@ -25,8 +19,6 @@ void InferBinary(InferContext& ctx, bool bool_out) {
   ctx.AddOutput({bool_out ? DType::kBool : a.dtype, out});
 }
 
-void InferSame(InferContext& ctx) { ctx.AddOutput(ctx.input(0)); }
-
 const bool kRegistered = [] {
   for (const char* name : {"add", "sub", "mul", "div", "max", "min", "pow", "mod", "floor_div"}) {
     RegisterOpSchema({name, 2, 2, [](InferContext& c) { InferBinary(c, false); }});
@@ -34,13 +26,6 @@ const bool kRegistered = [] {
   for (const char* name : {"equal", "not_equal", "less", "less_equal", "greater",
                            "greater_equal", "logical_and", "logical_or", "logical_xor"}) {
     RegisterOpSchema({name, 2, 2, [](InferContext& c) { InferBinary(c, true); }});
-  }
-  for (const char* name :
-       {"relu", "gelu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "erf",
-        "reciprocal", "square", "silu", "swish", "leaky_relu", "elu", "hard_swish",
-        "hard_sigmoid", "relu6", "softplus", "sin", "cos", "floor", "ceil", "round", "sign",
-        "log1p", "pow_scalar", "identity", "scale", "clip"}) {
-    RegisterOpSchema({name, 1, 1, InferSame});
   }
   RegisterOpSchema({"logical_not", 1, 1, [](InferContext& c) {
                       c.AddOutput({DType::kBool, c.input(0).shape});

@@ -1,0 +1,1 @@
+"""Op harness cases, one module per op family; each defines CASES."""
