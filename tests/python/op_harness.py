@@ -43,6 +43,11 @@ class Case:
     rtol: float = 1e-5
     atol: float = 1e-6
     params: dict | None = None    # persistable inputs: name -> array (saved as parameters)
+    # For ops Paddle 3.3 can no longer emit: a numpy reference (inputs and
+    # params as keyword arrays -> list of outputs). The legacy program is then
+    # written directly (legacy_writer.py) from `legacy`, whose output slots
+    # are (slot, dtype, shape) triples; the case is legacy-only.
+    reference: Callable | None = None
 
     @property
     def id(self) -> str:
@@ -84,8 +89,23 @@ def _build_legacy(paddle, case: Case, feeds: dict):
     return [outputs[s if not isinstance(s, tuple) else s[0]][0] for s in out_slots]
 
 
+def generate_written_case(case: Case, out: Path) -> None:
+    import legacy_writer
+
+    op_type, in_slots, out_slots, attrs = case.legacy
+    outputs = {slot: ([f"{slot.lower()}_out"], dtype, shape) for slot, dtype, shape in out_slots}
+    legacy_writer.write_program(out, op_type, case.inputs, case.params or {}, in_slots, outputs,
+                                attrs)
+    refs = case.reference(**case.inputs, **(case.params or {}))
+    np.savez(out / "inputs.npz", **case.inputs)
+    np.savez(out / "outputs.npz", *[np.asarray(r) for r in refs])
+
+
 def generate_case(paddle, case: Case, fmt: str, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    if case.reference is not None:
+        generate_written_case(case, out)
+        return
     main, startup = paddle.static.Program(), paddle.static.Program()
     with paddle.static.program_guard(main, startup):
         feeds = {}

@@ -60,3 +60,9 @@ CASES = [
            legacy_attrs={"beta": 2.0, "threshold": 5.0}),
     *unary("swish", lambda p, v: F(p).swish(v), legacy_attrs={"beta": 1.0}),
 ]
+
+# A program written directly (legacy_writer.py) with a numpy reference: the
+# route for ops Paddle 3.3 can no longer emit. relu keeps the route tested.
+_xw = x((4, 5))
+CASES.append(Case("relu", "written", {"x": _xw}, legacy=("relu", {"X": ["x"]}, [("Out", np.float32, (4, 5))], {}),
+                  reference=lambda x: [np.maximum(x, 0)], formats=("legacy",)))
