@@ -14,8 +14,12 @@ struct Pass {
   int (*run)(ir::Graph& g);
 };
 
-// matmul(x, W) + add(., b) [+ relu|gelu|tanh] -> linear(x, W, b){activation}
+// matmul(x, W const) [+ add(., b const)] -> linear(x, W, b)
 int FuseLinear(ir::Graph& g);
+// conv2d -> batch_norm (inference, constant statistics) -> conv2d with folded weights
+int FoldBatchNorm(ir::Graph& g);
+// conv2d|linear -> relu|tanh|gelu -> conv2d|linear{activation}
+int FuseActivation(ir::Graph& g);
 
 // The inference pipeline, in order. The verifier runs after each pass.
 const std::vector<Pass>& InferencePipeline();

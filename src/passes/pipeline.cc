@@ -5,6 +5,8 @@ namespace tiller::passes {
 const std::vector<Pass>& InferencePipeline() {
   static const std::vector<Pass> pipeline = {
       {"fuse_linear", FuseLinear},
+      {"fold_batch_norm", FoldBatchNorm},
+      {"fuse_activation", FuseActivation},
   };
   return pipeline;
 }

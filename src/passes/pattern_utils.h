@@ -1,0 +1,23 @@
+// Small queries shared by the rewrite passes.
+#pragma once
+
+#include "ir/graph.h"
+
+namespace tiller::passes {
+
+// True for a value whose bytes are known at compile time (weights, constants).
+inline bool HasData(const ir::Value* v) {
+  return v && (v->kind == ir::ValueKind::kParam || v->kind == ir::ValueKind::kConstant) && v->data;
+}
+
+// The single op using `v`, or nullptr when v has several users or is a graph
+// output (then an intermediate the pattern would remove is still needed).
+inline ir::Op* SoleUser(const ir::Graph& g, const ir::Value* v) {
+  if (v->users.size() != 1) return nullptr;
+  for (const auto& [name, out] : g.outputs()) {
+    if (out == v) return nullptr;
+  }
+  return v->users[0];
+}
+
+}  // namespace tiller::passes

@@ -1,0 +1,114 @@
+// Rewrite passes: each must leave results unchanged (checked by running the
+// graph before and after on the same inputs) and make the rewrite it claims.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "passes/pass.h"
+#include "runtime/executable.h"
+
+namespace tiller::passes {
+namespace {
+
+using ir::Graph;
+using ir::Value;
+
+std::shared_ptr<AlignedBuffer> Random(const Shape& shape, std::mt19937& rng, float lo = -1.f,
+                                      float hi = 1.f) {
+  auto buf = std::make_shared<AlignedBuffer>(NumElements(shape) * sizeof(float));
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (int64_t i = 0; i < NumElements(shape); ++i) buf->as<float>()[i] = d(rng);
+  return buf;
+}
+
+// Builds the graph twice (so each copy owns its values), runs one copy as is
+// and the other after `pass`, and returns both outputs plus the op types left.
+struct Compared {
+  std::vector<float> plain, rewritten;
+  std::vector<std::string> ops_after;
+  int rewrites = 0;
+};
+
+template <typename Build>
+Compared RunBothWays(Build build, int (*pass)(Graph&), const Shape& in_shape) {
+  std::mt19937 rng(7);
+  auto input = Random(in_shape, rng);
+  Compared c;
+  for (int rewritten = 0; rewritten < 2; ++rewritten) {
+    auto g = std::make_unique<Graph>();
+    std::mt19937 wrng(11);  // same weights both times
+    build(*g, wrng);
+    if (rewritten) {
+      c.rewrites = pass(*g);
+      ir::Verify(*g);
+      for (const auto& op : g->ops()) c.ops_after.push_back(op->type);
+    }
+    auto exe = runtime::Executable::Build(std::move(g), {});
+    std::memcpy(exe->inputs()[0].data, input->data(), input->size());
+    exe->Run();
+    const auto& out = exe->outputs()[0];
+    const float* p = static_cast<const float*>(out.data);
+    (rewritten ? c.rewritten : c.plain).assign(p, p + NumElements(out.type.shape));
+  }
+  return c;
+}
+
+void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * std::max(1.f, std::abs(a[i]))) << i;
+}
+
+TEST(Passes, FoldBatchNormIntoConv) {
+  auto build = [](Graph& g, std::mt19937& rng) {
+    Value* x = g.AddInput("x", {DType::kF32, {2, 3, 9, 9}});
+    auto param = [&](const char* n, const Shape& s, float lo, float hi) {
+      return g.AddData(n, {DType::kF32, s}, ir::ValueKind::kParam, Random(s, rng, lo, hi));
+    };
+    Value* y = g.Add1("conv2d", {x, param("w", {4, 3, 3, 3}, -1, 1), param("b", {4}, -1, 1)},
+                      {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    y = g.Add1("batch_norm", {y, param("scale", {4}, 0.5, 2), param("shift", {4}, -1, 1),
+                              param("mean", {4}, -1, 1), param("var", {4}, 0.1, 2)},
+               {{"epsilon", 1e-5}});
+    g.AddOutput("y", g.Add1("relu", {y}));
+  };
+  Compared c = RunBothWays(build, FoldBatchNorm, {2, 3, 9, 9});
+  EXPECT_EQ(c.rewrites, 1);
+  EXPECT_EQ(c.ops_after, (std::vector<std::string>{"conv2d", "relu"}));
+  // Folding reorders float operations on the weights: rounding-level changes.
+  ExpectNear(c.plain, c.rewritten, 1e-5f);
+}
+
+TEST(Passes, FuseLinearThenActivation) {
+  auto build = [](Graph& g, std::mt19937& rng) {
+    Value* x = g.AddInput("x", {DType::kF32, {2, 5, 8}});
+    Value* w = g.AddData("w", {DType::kF32, {8, 6}}, ir::ValueKind::kParam, Random({8, 6}, rng));
+    Value* b = g.AddData("b", {DType::kF32, {6}}, ir::ValueKind::kParam, Random({6}, rng));
+    Value* y = g.Add1("add", {g.Add1("matmul", {x, w}), b});
+    g.AddOutput("y", g.Add1("gelu", {y}));
+  };
+  Compared lin = RunBothWays(build, FuseLinear, {2, 5, 8});
+  EXPECT_EQ(lin.ops_after, (std::vector<std::string>{"linear", "gelu"}));
+  ExpectNear(lin.plain, lin.rewritten, 1e-5f);
+  auto both = [](Graph& g) { return FuseLinear(g) + FuseActivation(g); };
+  Compared all = RunBothWays(build, +both, {2, 5, 8});
+  EXPECT_EQ(all.ops_after, (std::vector<std::string>{"linear"}));
+  EXPECT_EQ(all.rewrites, 2);
+  ExpectNear(all.plain, all.rewritten, 1e-5f);
+}
+
+TEST(Passes, NoFusionWhenIntermediateIsAlsoAnOutput) {
+  auto build = [](Graph& g, std::mt19937& rng) {
+    Value* x = g.AddInput("x", {DType::kF32, {4, 8}});
+    Value* w = g.AddData("w", {DType::kF32, {8, 3}}, ir::ValueKind::kParam, Random({8, 3}, rng));
+    Value* lin = g.Add1("linear", {x, w});
+    g.AddOutput("y", g.Add1("relu", {lin}));
+    g.AddOutput("pre", lin);  // the pre-activation is fetched too
+  };
+  Compared c = RunBothWays(build, FuseActivation, {4, 8});
+  EXPECT_EQ(c.rewrites, 0);
+  ExpectNear(c.plain, c.rewritten, 0.f);
+}
+
+}  // namespace
+}  // namespace tiller::passes
