@@ -1,0 +1,64 @@
+// embedding_grad: scatter-add of dy rows into a [rows, D] table gradient.
+// Rows are split over threads by destination row range, so two threads
+// never add into the same row and no atomics are needed.
+#include <omp.h>
+
+#include <cstring>
+
+#include "backends/cpu/kernel.h"
+#include "core/error.h"
+
+namespace tiller::cpu {
+namespace {
+
+template <typename Id>
+void ScatterAdd(const Id* ids, const float* dy, float* out, int64_t n, int64_t rows, int64_t d,
+                int64_t padding_idx) {
+  std::memset(out, 0, static_cast<size_t>(rows * d) * sizeof(float));
+#pragma omp parallel
+  {
+#ifdef _OPENMP
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+#else
+    int nt = 1, t = 0;
+#endif
+    int64_t lo = rows * t / nt, hi = rows * (t + 1) / nt;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t r = static_cast<int64_t>(ids[i]);
+      if (r < lo || r >= hi || r == padding_idx) continue;  // out-of-range ids: no gradient
+      float* dst = out + r * d;
+      const float* src = dy + i * d;
+      for (int64_t j = 0; j < d; ++j) dst[j] += src[j];
+    }
+  }
+}
+
+std::unique_ptr<Kernel> MakeEmbeddingGrad(const ir::Op& op) {
+  const ir::Value* ids = op.inputs[0];
+  const ir::Value* dy = op.inputs[1];
+  if (dy->dtype() != DType::kF32)
+    Fail(ErrorKind::kUnimplemented, "embedding_grad ({}): dtype {} not supported", op.name,
+         DTypeName(dy->dtype()));
+  int64_t n = NumElements(ids->shape());
+  int64_t rows = op.outputs[0]->shape()[0], d = op.outputs[0]->shape()[1];
+  int64_t pad = op.attrs.Int("padding_idx", -1);
+  if (ids->dtype() == DType::kI64) {
+    return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
+      ScatterAdd(static_cast<const int64_t*>(a.inputs[0]), static_cast<const float*>(a.inputs[1]),
+                 static_cast<float*>(a.outputs[0]), n, rows, d, pad);
+    });
+  }
+  if (ids->dtype() == DType::kI32) {
+    return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
+      ScatterAdd(static_cast<const int32_t*>(a.inputs[0]), static_cast<const float*>(a.inputs[1]),
+                 static_cast<float*>(a.outputs[0]), n, rows, d, pad);
+    });
+  }
+  Fail(ErrorKind::kUnimplemented, "embedding_grad ({}): ids dtype {} not supported", op.name,
+       DTypeName(ids->dtype()));
+}
+
+TILLER_CPU_KERNEL("embedding_grad", MakeEmbeddingGrad);
+
+}  // namespace
+}  // namespace tiller::cpu

@@ -1,0 +1,23 @@
+// Reverse-mode automatic differentiation on the IR.
+//
+//   forward ops ... -> loss            (loss: any shape; seeded with ones)
+//   ==> forward ops, then backward ops appended in reverse order, producing
+//       d loss / d v for every requested v
+// Only ops on a path from a requested value to the loss are differentiated;
+// gradients of values used several times are summed.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace tiller::passes {
+
+// Appends the backward graph. Returns, for each value in `wrt`, its gradient
+// (a zero constant when the loss does not depend on it). Fails with
+// kUnimplemented naming the op when an op on the path has no gradient rule.
+std::map<const ir::Value*, ir::Value*> BuildBackward(ir::Graph& g, ir::Value* loss,
+                                                     const std::vector<ir::Value*>& wrt);
+
+}  // namespace tiller::passes
