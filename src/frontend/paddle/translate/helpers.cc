@@ -57,7 +57,7 @@ std::vector<int64_t> WindowPads(TranslateContext& ctx, const OpDesc& op, const S
   if (algo == "VALID") return {0, 0, 0, 0};
   if (algo == "SAME") {
     std::vector<int64_t> pads(4);
-    for (int d = 0; d < 2; ++d) {
+    for (size_t d = 0; d < 2; ++d) {
       int64_t size = in[2 + d], s = strides[d];
       int64_t out = (size + s - 1) / s;
       int64_t total = std::max<int64_t>((out - 1) * s + (ksize[d] - 1) * dilations[d] + 1 - size, 0);
