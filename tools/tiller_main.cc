@@ -13,6 +13,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "frontend/paddle/op_table.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/translate.h"
 #include "ir/op_schema.h"
@@ -236,8 +237,20 @@ int Bench(const std::string& model, const std::string& params, int64_t batch, in
 }
 
 int Ops() {
-  fmt::print("{:<32} {}\n", "paddle op", "status");
-  for (const auto& name : tiller::paddle::SupportedPaddleOps()) fmt::print("{:<32} supported\n", name);
+  // One row per Paddle op type with a translator (frontend/paddle/op_table.h).
+  auto rows = tiller::paddle::PaddleOpTable();
+  fmt::print("{:<36} {:<36} {:<34} {}\n", "paddle op (legacy)", "pir name(s)", "ir op(s)", "notes");
+  for (const auto& r : rows) {
+    std::string pir;
+    for (const auto& n : r.pir_names) {
+      if (!pir.empty()) pir += ',';
+      pir += n;
+    }
+    if (pir.empty()) pir = "-";
+    fmt::print("{:<36} {:<36} {:<34} {}\n", r.paddle_op, pir, r.ir_ops.empty() ? "-" : r.ir_ops,
+               r.notes);
+  }
+  fmt::print("{} Paddle op types\n", rows.size());
   return 0;
 }
 

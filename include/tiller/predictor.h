@@ -51,6 +51,10 @@ class Config {
   const std::string& prog_file() const { return prog_file_; }
   const std::string& params_file() const { return params_file_; }
   const std::string& model_dir() const { return model_dir_; }
+  // Loads a custom-op library now (see tiller/custom_op.h), so the model may
+  // use the op types it defines; the analogue of IpuStrategy.add_custom_op.
+  // Throws tiller::Error naming the path on failure.
+  void LoadCustomOpLibrary(const std::string& path);
   // Accepted for Paddle compatibility; Tiller always uses its CPU backend.
   void DisableGpu() {}
   void SwitchIrOptim(bool on = true) { ir_optim_ = on; }

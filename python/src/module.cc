@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "frontend/paddle/translate.h"
+#include "tiller/custom_op.h"
 #include "tiller/predictor.h"
 
 namespace py = pybind11;
@@ -90,6 +91,7 @@ PYBIND11_MODULE(_tiller, m) {
       .def("set_model_dir", &Config::SetModelDir)
       .def("set_cpu_math_library_num_threads", &Config::SetCpuMathLibraryNumThreads)
       .def("cpu_math_library_num_threads", &Config::cpu_math_library_num_threads)
+      .def("load_custom_op_library", &Config::LoadCustomOpLibrary, py::arg("path"))
       .def("disable_gpu", &Config::DisableGpu)
       .def("switch_ir_optim", &Config::SwitchIrOptim, py::arg("x") = true)
       .def("ir_optim", &Config::ir_optim)
@@ -147,5 +149,7 @@ PYBIND11_MODULE(_tiller, m) {
       });
 
   m.def("create_predictor", &tiller::inference::CreatePredictor, py::arg("config"));
+  m.def("load_custom_op_library", &tiller::LoadCustomOpLibrary, py::arg("path"),
+        "Load a shared library of custom ops (see include/tiller/custom_op.h).");
   m.def("supported_paddle_ops", &tiller::paddle::SupportedPaddleOps);
 }

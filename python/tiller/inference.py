@@ -1,4 +1,7 @@
 """Paddle-Inference-compatible predictor API (``paddle.inference`` names)."""
-from ._tiller import Config, Predictor, Tensor, TillerError, create_predictor
+from ._tiller import (Config, Predictor, Tensor, TillerError, create_predictor,
+                      load_custom_op_library)
 
-__all__ = ["Config", "Predictor", "Tensor", "TillerError", "create_predictor"]
+__all__ = [
+    "Config", "Predictor", "Tensor", "TillerError", "create_predictor", "load_custom_op_library",
+]

@@ -126,6 +126,8 @@ void Graph::RemoveDeadCode() {
                             [&](const Value* v) { return live.count(v) != 0; });
     if (!used) continue;
     live_ops.insert(op);
+    // A kept op keeps all its outputs, used or not: it still writes them.
+    for (const Value* out : op->outputs) live.insert(out);
     for (Value* in : op->inputs) {
       if (in) live.insert(in);
     }

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "tiller/custom_op.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/translate.h"
 #include "passes/pass.h"
@@ -66,6 +67,8 @@ Config::Config(const std::string& prog_file, const std::string& params_file) {
   SetModel(prog_file, params_file);
 }
 Config::Config(const std::string& model_dir) : model_dir_(model_dir) {}
+void Config::LoadCustomOpLibrary(const std::string& path) { tiller::LoadCustomOpLibrary(path); }
+
 void Config::SetModel(const std::string& prog_file, const std::string& params_file) {
   prog_file_ = prog_file;
   params_file_ = params_file;

@@ -108,3 +108,23 @@ TEST(IrSchemas, EveryOpHasInference) {
 
 }  // namespace
 }  // namespace tiller::ir
+
+namespace tiller::ir {
+namespace {
+
+TEST(IrGraph, RemoveDeadCodeKeepsUnusedOutputsOfLiveOps) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {4, 6}});
+  Op* split = g.AddOp("split", {x}, {{"axis", 1}, {"sections", std::vector<int64_t>{2, 4}}});
+  g.AddOutput("first", split->outputs[0]);  // the second output is never used
+  g.RemoveDeadCode();
+  ASSERT_EQ(g.ops().size(), 1u);
+  bool second_alive = false;
+  for (const auto& v : g.values()) second_alive = second_alive || v.get() == split->outputs[1];
+  EXPECT_TRUE(second_alive);
+  EXPECT_EQ(split->outputs[1]->shape(), (Shape{4, 4}));
+  Verify(g);
+}
+
+}  // namespace
+}  // namespace tiller::ir

@@ -7,11 +7,11 @@ seeded generator) and how to build it:
     Python API; used for PIR programs, and for legacy ones unless
   * ``legacy`` is given: (op_type, {slot: [input names]}, [output slots], attrs)
     appended verbatim with LayerHelper, for exact control of the legacy op.
-Generation (this file as a script, or ``generate``) builds each case's
-static program in one mode, saves it as an inference model, runs Paddle's
-executor on the inputs and stores the reference outputs. PIR generation runs
-in the test process; legacy generation runs in a subprocess started with
-FLAGS_enable_pir_api=0. The pytest side (ops_test.py) then runs Tiller on
+Generation (this file as a script, driven by ``generate_in_subprocess``)
+builds each case's static program in one mode, saves it as an inference
+model, runs Paddle's executor on the inputs and stores the reference
+outputs. It runs in child processes (legacy ones with FLAGS_enable_pir_api=0)
+so a case that crashes Paddle itself fails alone. The pytest side (ops_test.py) then runs Tiller on
 every saved model and compares.
 """
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Callable
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+CASE_TIMEOUT_S = 60  # building and running one tiny case takes well under a second
 
 
 @dataclasses.dataclass
@@ -130,39 +131,81 @@ def generate_case(paddle, case: Case, fmt: str, out: Path) -> None:
     np.savez(out / "outputs.npz", *[np.asarray(r) for r in results])
 
 
-def generate(fmt: str, root: Path, only: set | None = None) -> dict:
-    """Builds every case for one format; returns {case id: error or ""}."""
+def generate(fmt: str, root: Path, skip: set | None = None) -> None:
+    """Builds every case of one format, appending one JSON line per case to
+    root/fmt/status.jsonl: {"id", "state": "started" | "done", "error"}. A
+    case that crashes Paddle itself leaves a "started" line with no "done"."""
     import paddle
 
     from models import _legacy_compat
 
     if fmt == "legacy":
         _legacy_compat.install()
+    import faulthandler
+
     paddle.enable_static()
-    status = {}
-    for case in all_cases():
-        if fmt not in case.formats or (only and case.id not in only):
-            continue
-        try:
-            generate_case(paddle, case, fmt, case_dir(root, case, fmt))
-            status[case.id] = ""
-        except Exception:  # recorded and reported by the test of that case
-            status[case.id] = traceback.format_exc(limit=3)
-    paddle.disable_static()
     (root / fmt).mkdir(parents=True, exist_ok=True)
-    (root / fmt / "status.json").write_text(json.dumps(status, indent=1))
-    return status
+    with open(root / fmt / "status.jsonl", "a") as log:
+        for case in all_cases():
+            if fmt not in case.formats or (skip and case.id in skip):
+                continue
+            log.write(json.dumps({"id": case.id, "state": "started"}) + "\n")
+            log.flush()
+            # Paddle can hang inside C++ on some programs; a watchdog thread
+            # ends the process, and the parent records this case as failed.
+            faulthandler.dump_traceback_later(CASE_TIMEOUT_S, exit=True)
+            try:
+                generate_case(paddle, case, fmt, case_dir(root, case, fmt))
+                error = ""
+            except Exception:  # recorded and reported by the test of that case
+                error = traceback.format_exc(limit=3)
+            faulthandler.cancel_dump_traceback_later()
+            log.write(json.dumps({"id": case.id, "state": "done", "error": error}) + "\n")
+            log.flush()
+    paddle.disable_static()
 
 
-def generate_legacy_in_subprocess(root: Path) -> dict:
+def generate_in_subprocess(fmt: str, root: Path) -> dict:
+    """Runs `generate` in child processes (legacy ones with
+    FLAGS_enable_pir_api=0) and returns {case id: error or ""}. When Paddle
+    crashes on a case, that case is recorded as the error and a new child
+    carries on with the cases after it."""
     import subprocess
 
-    env = dict(os.environ, FLAGS_enable_pir_api="0")
-    subprocess.run([sys.executable, str(Path(__file__)), "legacy", str(root)], env=env, check=True,
-                   capture_output=True, text=True)
-    return json.loads((root / "legacy" / "status.json").read_text())
+    env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0")
+    status: dict = {}
+    for _ in range(50):  # bounded: at most 50 crashing cases
+        res = subprocess.run([sys.executable, str(Path(__file__)), fmt, str(root)], env=env,
+                             capture_output=True, text=True)
+        started = None
+        status = {}
+        for line in (root / fmt / "status.jsonl").read_text().splitlines():
+            rec = json.loads(line)
+            if rec["state"] == "started":
+                started = rec["id"]
+            else:
+                status[rec["id"]] = rec["error"]
+                started = None
+        if res.returncode == 0:
+            return status
+        crashed = started or "<generator>"
+        with open(root / fmt / "status.jsonl", "a") as log:
+            log.write(json.dumps({"id": crashed, "state": "done", "error":
+                                  f"Paddle crashed or hung (> {CASE_TIMEOUT_S} s) building this "
+                                  f"case (exit {res.returncode}):\n"
+                                  f"{res.stderr[-2000:]}"}) + "\n")
+        if started is None:
+            status[crashed] = res.stderr[-2000:]
+            return status
+    return status
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE.parents[1]))
-    generate(sys.argv[1], Path(sys.argv[2]))
+    out_root = Path(sys.argv[2])
+    done = set()
+    log_path = out_root / sys.argv[1] / "status.jsonl"
+    if log_path.exists():  # a restart after a crash: skip what is recorded
+        done = {json.loads(l)["id"] for l in log_path.read_text().splitlines()
+                if json.loads(l)["state"] == "done"}
+    generate(sys.argv[1], out_root, skip=done)

@@ -70,6 +70,7 @@ Table BuildTable() {
   }
   // Paddle 2.x spelled these with an underscore.
   AddUnary(t, "hardswish", "hard_swish");
+  AddUnary(t, "share_data", "share_data");  // Tensor.detach() in PIR programs
   AddUnary(t, "hardsigmoid", "hard_sigmoid");
   AddUnary(t, "leaky_relu", "leaky_relu", {{"negative_slope", "alpha"}});
   AddUnary(t, "relu6", "relu6", {}, {{"threshold", 6.0}});
@@ -232,7 +233,7 @@ bool RegisterPirOpCompat(const std::string& pir_name, PirOpCompat entry) {
   return true;
 }
 
-const PirOpCompat* FindPirOpCompat(const std::string& name) {
+const Table& FullTable() {
   static const Table kTable = [] {
     Table t = BuildTable();
     for (auto& [k, v] : Registered()) {
@@ -240,6 +241,17 @@ const PirOpCompat* FindPirOpCompat(const std::string& name) {
     }
     return t;
   }();
+  return kTable;
+}
+
+std::vector<std::pair<std::string, const PirOpCompat*>> AllPirOpCompat() {
+  std::vector<std::pair<std::string, const PirOpCompat*>> out;
+  for (const auto& [name, entry] : FullTable()) out.emplace_back(name, &entry);
+  return out;
+}
+
+const PirOpCompat* FindPirOpCompat(const std::string& name) {
+  const Table& kTable = FullTable();
   auto it = kTable.find(name);
   if (it == kTable.end() && name.size() > 1 && name.back() == '_') {
     it = kTable.find(name.substr(0, name.size() - 1));

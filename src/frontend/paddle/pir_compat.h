@@ -43,6 +43,9 @@ struct PirOpCompat {
 // their own. nullptr for ops without an entry.
 const PirOpCompat* FindPirOpCompat(const std::string& name);
 
+// Every entry (built-in and registered), sorted by PIR name.
+std::vector<std::pair<std::string, const PirOpCompat*>> AllPirOpCompat();
+
 // Adds an entry from a translator's file, next to the translator of the
 // legacy op it maps to (translate/<family>.cc), at static-initialization
 // time. A name already in the table is an internal error.

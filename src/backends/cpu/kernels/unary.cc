@@ -284,9 +284,19 @@ bool ScalarFloatOp(const ir::Op& op, std::function<void(const T*, T*, int64_t)>*
     set([](T v) { return std::floor(v); });
   else if (t == "ceil")
     set([](T v) { return std::ceil(v); });
-  else if (t == "round")
-    set([](T v) { return std::round(v); });  // half away from zero, as Paddle
-  else if (t == "sign")
+  else if (t == "round") {
+    // Ties to even, as Paddle 3 (2.5 -> 2; std::nearbyint in the default
+    // rounding mode). decimals > 0 rounds x * 10^d and divides back;
+    // decimals < 0 divides by 10^-d first, then multiplies.
+    int64_t d = a.Int("decimals", 0);
+    T p = T(std::pow(10.0, static_cast<double>(d < 0 ? -d : d)));
+    if (d == 0)
+      set([](T v) { return std::nearbyint(v); });
+    else if (d > 0)
+      set([p](T v) { return std::nearbyint(v * p) / p; });
+    else
+      set([p](T v) { return std::nearbyint(v / p) * p; });
+  } else if (t == "sign")
     set([](T v) { return T((v > T(0)) - (v < T(0))); });
   else if (t == "exp")
     set([](T v) { return std::exp(v); });
@@ -348,7 +358,8 @@ bool ScalarFloatOp(const ir::Op& op, std::function<void(const T*, T*, int64_t)>*
   } else if (t == "clip") {
     T lo = T(a.Float("min", -std::numeric_limits<double>::infinity()));
     T hi = T(a.Float("max", std::numeric_limits<double>::infinity()));
-    set([=](T v) { return std::min(std::max(v, lo), hi); });
+    // Paddle's order: below min gives min even when min > max; NaN passes.
+    set([=](T v) { return v < lo ? lo : (v > hi ? hi : v); });
   } else {
     return false;
   }
@@ -386,13 +397,31 @@ std::function<void(const T*, T*, int64_t)> MakeInt(const ir::Op& op) {
   if (t == "neg") return wrap([](T v) { return T(-v); });
   if (t == "square") return wrap([](T v) { return T(v * v); });
   if (t == "sign") return wrap([](T v) { return T((v > 0) - (v < 0)); });
+  if (t == "pow_scalar") {
+    // Paddle casts the factor to the integer type first (pow(x, 2.5) is
+    // x * x) and multiplies; wraps on overflow like Paddle's integer product.
+    double f = op.attrs.Float("factor", 1.0);
+    if (f <= -1.0) Unsupported(op, "integer pow with negative factor {}", f);
+    auto k = static_cast<uint64_t>(std::trunc(f));
+    return wrap([k](T v) {
+      using U = std::make_unsigned_t<T>;
+      U r = 1, b = static_cast<U>(v);
+      for (uint64_t e = k; e; e >>= 1, b *= b) {
+        if (e & 1) r *= b;
+      }
+      return static_cast<T>(r);
+    });
+  }
+  // Integers are already whole: Paddle's integer floor/ceil/round copy.
+  if (t == "floor" || t == "ceil" || t == "round") return wrap([](T v) { return v; });
   if (t == "clip") {
+    // Paddle casts float bounds to T, truncating toward zero.
     double lo = op.attrs.Float("min", -1e300), hi = op.attrs.Float("max", 1e300);
     T l = lo <= double(std::numeric_limits<T>::lowest()) ? std::numeric_limits<T>::lowest()
-                                                         : T(std::ceil(lo));
+                                                         : T(std::trunc(lo));
     T h = hi >= double(std::numeric_limits<T>::max()) ? std::numeric_limits<T>::max()
-                                                      : T(std::floor(hi));
-    return wrap([=](T v) { return std::min(std::max(v, l), h); });
+                                                      : T(std::trunc(hi));
+    return wrap([=](T v) { return v < l ? l : (v > h ? h : v); });
   }
   Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
 }

@@ -1,0 +1,142 @@
+// Activation kernels beyond the vectorized hot spots of unary.cc: the
+// inverse/hyperbolic trig and log-base ops, the shrink/threshold family,
+// selu, mish, logsigmoid, softsign, brelu (hardtanh), and prelu (x and a
+// broadcast alpha). float32 and float64 use scalar formulas written from
+// Paddle's documented definitions; float32 math is done in float like
+// Paddle's CPU kernels, so results agree to a few ulp.
+#include <cmath>
+#include <functional>
+
+#include "backends/cpu/kernels/kernel_utils.h"
+
+namespace tiller::cpu {
+namespace {
+
+template <typename T>
+using UnaryFn = std::function<void(const T*, T*, int64_t)>;
+
+// log(sigmoid(x)) = -softplus(-x), written so neither branch overflows:
+// -(max(-x, 0) + log(exp(-max(-x, 0)) + exp(-x - max(-x, 0)))).
+template <typename T>
+T LogSigmoid(T v) {
+  T m = std::max(-v, T(0));
+  return -(m + std::log(std::exp(-m) + std::exp(-v - m)));
+}
+
+template <typename T>
+UnaryFn<T> MakeFormula(const ir::Op& op) {
+  const std::string& t = op.type;
+  const ir::AttrMap& a = op.attrs;
+  auto wrap = [](auto g) -> UnaryFn<T> {
+    return [g](const T* x, T* y, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) y[i] = g(x[i]);
+    };
+  };
+  if (t == "acos") return wrap([](T v) { return std::acos(v); });
+  if (t == "asin") return wrap([](T v) { return std::asin(v); });
+  if (t == "atan") return wrap([](T v) { return std::atan(v); });
+  if (t == "cosh") return wrap([](T v) { return std::cosh(v); });
+  if (t == "sinh") return wrap([](T v) { return std::sinh(v); });
+  if (t == "tan") return wrap([](T v) { return std::tan(v); });
+  if (t == "log2") return wrap([](T v) { return std::log2(v); });
+  if (t == "log10") return wrap([](T v) { return std::log10(v); });
+  if (t == "softsign") return wrap([](T v) { return v / (T(1) + std::abs(v)); });
+  if (t == "logsigmoid") return wrap([](T v) { return LogSigmoid(v); });
+  if (t == "tanh_shrink") return wrap([](T v) { return v - std::tanh(v); });
+  if (t == "mish") {
+    // softplus switches to the identity above `threshold` (as Paddle's).
+    T th = T(a.Float("threshold", 20.0));
+    return wrap([th](T v) {
+      T sp = v > th ? v : std::log1p(std::exp(v));
+      return v * std::tanh(sp);
+    });
+  }
+  if (t == "selu") {
+    T scale = T(a.Float("scale", 1.0507009873554804934193349852946));
+    T alpha = T(a.Float("alpha", 1.6732632423543772848170429916717));
+    return wrap([=](T v) { return v > T(0) ? scale * v : scale * alpha * (std::exp(v) - T(1)); });
+  }
+  if (t == "hard_shrink") {
+    T th = T(a.Float("threshold", 0.5));
+    return wrap([th](T v) { return (v < -th || v > th) ? v : T(0); });
+  }
+  if (t == "softshrink") {
+    T l = T(a.Float("lambda", 0.5));
+    return wrap([l](T v) { return v > l ? v - l : (v < -l ? v + l : T(0)); });
+  }
+  if (t == "thresholded_relu") {
+    T th = T(a.Float("threshold", 1.0)), value = T(a.Float("value", 0.0));
+    return wrap([=](T v) { return v > th ? v : value; });
+  }
+  if (t == "brelu") {
+    T lo = T(a.Float("t_min", 0.0)), hi = T(a.Float("t_max", 24.0));
+    return wrap([=](T v) { return v <= lo ? lo : (v >= hi ? hi : v); });
+  }
+  Unsupported(op, "unknown activation");
+}
+
+template <typename T>
+std::unique_ptr<Kernel> WrapUnary(UnaryFn<T> fn, int64_t n) {
+  return std::make_unique<LambdaKernel>([fn = std::move(fn), n](const KernelArgs& args) {
+    const T* x = static_cast<const T*>(args.inputs[0]);
+    T* y = static_cast<T*>(args.outputs[0]);
+    ParallelRange(n, 8, [&](int64_t b, int64_t e) { fn(x + b, y + b, e - b); });
+  });
+}
+
+std::unique_ptr<Kernel> MakeActivation(const ir::Op& op) {
+  int64_t n = NumElements(op.outputs[0]->shape());
+  switch (InDType(op)) {
+    case DType::kF32:
+      return WrapUnary<float>(MakeFormula<float>(op), n);
+    case DType::kF64:
+      return WrapUnary<double>(MakeFormula<double>(op), n);
+    default:
+      Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
+  }
+}
+
+// prelu: x > 0 ? x : alpha * x; alpha reaches each element through the
+// broadcast plan (one value, one per channel, or one per element).
+template <typename T>
+std::unique_ptr<Kernel> PreluKernel(const ir::Op& op) {
+  IterPlan p =
+      MakeBroadcastPlan(op, op.outputs[0]->shape(), {op.inputs[0]->shape(), op.inputs[1]->shape()});
+  return std::make_unique<LambdaKernel>([p](const KernelArgs& args) {
+    const T* x = static_cast<const T*>(args.inputs[0]);
+    const T* alpha = static_cast<const T*>(args.inputs[1]);
+    T* out = static_cast<T*>(args.outputs[0]);
+    const int64_t sa = p.inner_stride(1);
+    ParallelRange(p.total, 1, [&](int64_t begin, int64_t end) {
+      ForEachRun(p, begin, end, [&](int64_t o, const int64_t* off, int64_t len) {
+        const T* xs = x + off[0];
+        const T* as = alpha + off[1];
+        T* z = out + o;
+        for (int64_t i = 0; i < len; ++i) {
+          T v = xs[i];
+          z[i] = v > T(0) ? v : as[i * sa] * v;
+        }
+      });
+    });
+  });
+}
+
+std::unique_ptr<Kernel> MakePrelu(const ir::Op& op) {
+  std::unique_ptr<Kernel> k;
+  DispatchDType<float, double>(InDType(op), [&](auto tag) { k = PreluKernel<decltype(tag)>(op); });
+  if (!k) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
+  return k;
+}
+
+const bool kRegistered = [] {
+  for (const char* name :
+       {"acos", "asin", "atan", "cosh", "sinh", "tan", "log2", "log10", "softsign", "logsigmoid",
+        "tanh_shrink", "mish", "selu", "hard_shrink", "softshrink", "thresholded_relu", "brelu"}) {
+    RegisterKernel(name, MakeActivation);
+  }
+  RegisterKernel("prelu", MakePrelu);
+  return true;
+}();
+
+}  // namespace
+}  // namespace tiller::cpu

@@ -1,0 +1,181 @@
+// Loss kernels, float32, forward only (ir/ops/loss.cc has the attributes).
+//
+// cross_entropy follows Paddle's CPU path for softmax_with_cross_entropy:
+// the translator applies the softmax op first, then this takes -log of the
+// probability with log(0) = -inf replaced by -1e20 (Paddle's "tolerable
+// value"), so saturated rows give the same finite loss.
+// The elementwise losses keep Paddle's expression order in float.
+#include "backends/cpu/kernels/kernel_utils.h"
+
+namespace tiller::cpu {
+namespace {
+
+float Tolerable(float v) {
+  if (v == std::numeric_limits<float>::infinity()) return 1e20f;
+  if (v == -std::numeric_limits<float>::infinity()) return -1e20f;
+  return v;
+}
+
+void RequireF32(const ir::Op& op, size_t count = SIZE_MAX) {
+  for (size_t i = 0; i < std::min(count, op.inputs.size()); ++i) {
+    if (op.inputs[i] && op.inputs[i]->dtype() != DType::kF32)
+      Unsupported(op, "input {} dtype {} not supported (float32 only)", i,
+                  DTypeName(op.inputs[i]->dtype()));
+  }
+}
+
+std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
+  RequireF32(op, 1);
+  const Shape& s = op.inputs[0]->shape();
+  int axis = NormalizeAxis(op.attrs.Int("axis", -1), static_cast<int>(s.size()));
+  int64_t outer = 1, n = s[axis], inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= s[d];
+  for (int d = axis + 1; d < static_cast<int>(s.size()); ++d) inner *= s[d];
+  bool soft = op.attrs.Bool("soft_label", false);
+  bool match = op.attrs.Bool("match", false);
+  int64_t ignore = op.attrs.Int("ignore_index", -100);
+  DType ldt = InDType(op, 1);
+  if (soft && (ldt != DType::kF32 || match))
+    Unsupported(op, "soft label dtype {} / match {}", DTypeName(ldt), match);
+  if (!soft && ldt != DType::kI64 && ldt != DType::kI32)
+    Unsupported(op, "hard label dtype {}", DTypeName(ldt));
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const float* p = static_cast<const float*>(args.inputs[0]);
+    const void* label = args.inputs[1];
+    float* out = static_cast<float*>(args.outputs[0]);
+    ParallelRange(
+        outer * inner, n * 4,
+        [&](int64_t b, int64_t e) {
+          for (int64_t r = b; r < e; ++r) {
+            int64_t base = (r / inner) * n * inner + r % inner;
+            const float* pr = p + base;
+            if (soft) {
+              const float* lr = static_cast<const float*>(label) + base;
+              float acc = 0;
+              for (int64_t i = 0; i < n; ++i)
+                acc += lr[i * inner] * Tolerable(std::log(pr[i * inner]));
+              out[r] = -acc;
+              continue;
+            }
+            int64_t lbl = ldt == DType::kI64 ? static_cast<const int64_t*>(label)[r]
+                                             : static_cast<const int32_t*>(label)[r];
+            if (lbl == ignore) {
+              out[r] = 0;
+            } else if (lbl < 0 || lbl >= n) {  // Paddle rejects it; a NaN marks the row
+              out[r] = std::numeric_limits<float>::quiet_NaN();
+            } else {
+              float v = pr[lbl * inner];
+              out[r] = match ? v : -Tolerable(std::log(v));
+            }
+          }
+        },
+        1);
+  });
+}
+
+// An elementwise loss over `count` same-shape float inputs: f(in, i) -> out[i].
+template <typename F>
+std::unique_ptr<Kernel> Elementwise(const ir::Op& op, F f) {
+  RequireF32(op);
+  int64_t n = NumElements(op.outputs[0]->shape());
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    ParallelRange(n, 8, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) f(args, i);
+    });
+  });
+}
+
+std::unique_ptr<Kernel> MakeSigmoidCE(const ir::Op& op) {
+  RequireF32(op);
+  int64_t n = NumElements(op.outputs[0]->shape());
+  bool normalize = op.attrs.Bool("normalize", false);
+  int ignore = static_cast<int>(op.attrs.Int("ignore_index", -100));
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* label = static_cast<const float*>(args.inputs[1]);
+    const float* pw = args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    float* out = static_cast<float*>(args.outputs[0]);
+    ParallelRange(n, 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        float v = x[i], l = label[i];
+        if (static_cast<int>(l) == ignore) {
+          out[i] = 0;
+          continue;
+        }
+        if (pw) {
+          // Paddle weights the whole softplus(-x) term by pos_weight, for
+          // every label (not PyTorch's 1 + (w - 1) * label); kept as is.
+          float m = v < 0 ? -v : 0.0f;
+          float t2 = std::log(std::exp(-m) + std::exp(-v - m));
+          out[i] = (1.0f - l) * v + pw[i] * (t2 + m);
+        } else {
+          float t1 = v > 0 ? v : 0;
+          float t3 = std::log(1.0f + std::exp(-std::abs(v)));
+          out[i] = t1 - v * l + t3;
+        }
+      }
+    });
+    if (!normalize) return;
+    // Paddle counts labels farther than 1e-6 from ignore_index.
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      float d = label[i] - static_cast<float>(ignore);
+      if (d < -1e-6f || d > 1e-6f) ++count;
+    }
+    float norm = count > 0 ? static_cast<float>(count) : 1e-5f;
+    for (int64_t i = 0; i < n; ++i) out[i] /= norm;
+  });
+}
+
+std::unique_ptr<Kernel> MakeKLDiv(const ir::Op& op) {
+  bool log_target = op.attrs.Bool("log_target", false);
+  return Elementwise(op, [log_target](const KernelArgs& a, int64_t i) {
+    float x = static_cast<const float*>(a.inputs[0])[i];
+    float t = static_cast<const float*>(a.inputs[1])[i];
+    float& out = static_cast<float*>(a.outputs[0])[i];
+    if (log_target)
+      out = std::exp(t) * (t - x);
+    else
+      out = t <= 0 ? 0.0f : t * (std::log(t) - x);
+  });
+}
+
+std::unique_ptr<Kernel> MakeBCE(const ir::Op& op) {
+  return Elementwise(op, [](const KernelArgs& a, int64_t i) {
+    float x = static_cast<const float*>(a.inputs[0])[i];
+    float l = static_cast<const float*>(a.inputs[1])[i];
+    float t1 = std::max(std::log(x), -100.0f);
+    float t2 = std::max(std::log(1.0f - x), -100.0f);
+    static_cast<float*>(a.outputs[0])[i] = (l - 1.0f) * t2 - l * t1;
+  });
+}
+
+std::unique_ptr<Kernel> MakeHuber(const ir::Op& op) {
+  float delta = static_cast<float>(op.attrs.Float("delta", 1.0));
+  return Elementwise(op, [delta](const KernelArgs& a, int64_t i) {
+    float r = static_cast<const float*>(a.inputs[1])[i] - static_cast<const float*>(a.inputs[0])[i];
+    float ar = std::abs(r);
+    static_cast<float*>(a.outputs[0])[i] = ar <= delta ? 0.5f * r * r : delta * (ar - 0.5f * delta);
+  });
+}
+
+std::unique_ptr<Kernel> MakeRankLoss(const ir::Op& op) {
+  return Elementwise(op, [](const KernelArgs& a, int64_t i) {
+    float label = static_cast<const float*>(a.inputs[0])[i];
+    float d = static_cast<const float*>(a.inputs[1])[i] - static_cast<const float*>(a.inputs[2])[i];
+    static_cast<float*>(a.outputs[0])[i] = std::log(1.0f + std::exp(d)) - label * d;
+  });
+}
+
+const bool kRegistered = [] {
+  RegisterKernel("cross_entropy", MakeCrossEntropy);
+  RegisterKernel("sigmoid_cross_entropy", MakeSigmoidCE);
+  RegisterKernel("kldiv", MakeKLDiv);
+  RegisterKernel("bce", MakeBCE);
+  RegisterKernel("huber", MakeHuber);
+  RegisterKernel("rank_loss", MakeRankLoss);
+  return true;
+}();
+
+}  // namespace
+}  // namespace tiller::cpu
