@@ -7,17 +7,21 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import bert, ernie, resnet
+from . import bert, ernie, mobilenet, resnet, unet
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     preset: str
-    family: str                        # "bert" | "ernie" | "resnet"
+    family: str                        # "bert" | "ernie" | one of IMAGE_FAMILIES
     config: Any
     inputs: tuple                      # ((name, dtype), ...)
     outputs: tuple                     # (name, ...)
     builder: Callable
+
+
+# Families whose single input is an image batch x [batch, 3, S, S].
+IMAGE_FAMILIES = ("resnet", "mobilenet", "unet")
 
 
 def _families():
@@ -29,6 +33,11 @@ def _families():
                               ernie.ErnieModel)
     for name, cfg in resnet.PRESETS.items():
         out[name] = ModelSpec(name, "resnet", cfg, resnet.INPUTS, resnet.OUTPUTS, resnet.ResNet)
+    for name, cfg in mobilenet.PRESETS.items():
+        out[name] = ModelSpec(name, "mobilenet", cfg, mobilenet.INPUTS, mobilenet.OUTPUTS,
+                              mobilenet.MobileNet)
+    for name, cfg in unet.PRESETS.items():
+        out[name] = ModelSpec(name, "unet", cfg, unet.INPUTS, unet.OUTPUTS, unet.UNet)
     return out
 
 
@@ -60,7 +69,7 @@ def build_model(preset: str, seed: int = 0, **overrides):
     # depend on what else this process built before.
     with paddle.utils.unique_name.guard():
         model = spec.builder(spec.config)
-    if spec.family == "resnet":
+    if spec.family in IMAGE_FAMILIES:
         init_convnet(model, seed)
     else:
         init_transformer(model, seed, spec.config.initializer_range)
@@ -73,7 +82,7 @@ def input_specs(preset: str, batch=None, seq_len=None, **overrides):
     import paddle
 
     spec = get_spec(preset, **overrides)
-    if spec.family == "resnet":
+    if spec.family in IMAGE_FAMILIES:
         s = spec.config.image_size
         shape = [batch, 3, s, s]
         return [paddle.static.InputSpec(shape, dt, name) for name, dt in spec.inputs]
@@ -89,7 +98,7 @@ def make_inputs(preset: str, batch: int = 2, seq_len: int = 16, seed: int = 0,
     spec = get_spec(preset, **overrides)
     rng = np.random.default_rng(seed)
     cfg = spec.config
-    if spec.family == "resnet":
+    if spec.family in IMAGE_FAMILIES:
         s = cfg.image_size
         return {"x": rng.standard_normal((batch, 3, s, s)).astype(np.float32)}
     ids = rng.integers(1, cfg.vocab_size, size=(batch, seq_len), dtype=np.int64)

@@ -97,3 +97,12 @@ def test_print_logs_to_stderr(tmp_path, capfd):
     err = capfd.readouterr().err
     assert "hello" in err and "Variable: x" in err and "shape: [2, 3]" in err
     assert "data: [0, 1, 2, 3, ...]" in err
+
+
+def test_python_api_loads_libraries(library, tmp_path):
+    # The public Python entry points (the ctypes route above is for C users).
+    ti.load_custom_op_library(str(library))  # already loaded: a no-op
+    config = ti.Config()
+    config.load_custom_op_library(str(library))
+    with pytest.raises(ti.TillerError, match="nope.so"):
+        ti.load_custom_op_library(str(tmp_path / "nope.so"))

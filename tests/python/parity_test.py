@@ -26,8 +26,8 @@ def run_tiller(model, inputs, threads=1):
     return predictor, outs
 
 
-def assert_matches_paddle(model, inputs, threads=1):
-    ref = export.paddle_infer(model.dir, inputs, threads=1)
+def assert_matches_paddle(model, inputs, threads=1, paddle_mkldnn=None):
+    ref = export.paddle_infer(model.dir, inputs, threads=1, mkldnn=paddle_mkldnn)
     predictor, outs = run_tiller(model, inputs, threads)
     assert predictor.get_output_names() == list(ref.keys())
     for (name, r), t in zip(ref.items(), outs):
@@ -90,3 +90,20 @@ def test_full_size_models_match_paddle(zoo, preset, fmt, batch):
     model = zoo.export(preset, fmt)
     inputs = export.make_inputs(preset, batch=batch, seq_len=128, seed=11)
     assert_matches_paddle(model, inputs, threads=2)
+
+
+@pytest.mark.parametrize("fmt", ["pir", "legacy"])
+@pytest.mark.parametrize("preset", ["mobilenet-tiny", "unet-tiny"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_more_real_models_match_paddle(zoo, preset, fmt, batch):
+    """Issue 3's two extra real models: a MobileNetV3-style CNN (depthwise
+    convs, hard_swish, squeeze-excite) and a UNet-style net
+    (conv2d_transpose, bilinear interpolation, concat skips)."""
+    model = zoo.export(preset, fmt)
+    inputs = export.make_inputs(preset, batch=batch, seed=batch + 20)
+    # Paddle Inference 3.3.1's oneDNN executor rejects the PIR bilinear_interp
+    # (its float-array `scale` attribute: "ConvertPirAttribute2RuntimeAttribute
+    # not support ArrayAttribute<DoubleAttribute>"); its plain CPU kernels serve
+    # as the reference there.
+    mkldnn = False if (preset, fmt) == ("unet-tiny", "pir") else None
+    assert_matches_paddle(model, inputs, paddle_mkldnn=mkldnn)

@@ -384,6 +384,9 @@ Program PirReader::Read(const json& root) {
     prog.fetch_names.push_back(f.name);
     if (renamed.count(f.value)) continue;
     const Value& v = values_[f.value];
+    // A fetch named like the value it reads (Paddle does this when an output
+    // is an input passed through, e.g. dropout with p = 0) needs no assign.
+    if (v.name == f.name) continue;
     OpDesc op;
     op.type = "assign";
     op.index = static_cast<int>(ops.size() + i);

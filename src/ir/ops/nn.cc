@@ -1,4 +1,4 @@
-// Neural-network ops.
+// Neural-network ops (more in nn_ext.cc).
 //   softmax(x){axis}, log_softmax(x){axis}
 //   layer_norm(x, scale?, bias?){axis, epsilon}: normalizes over dims [axis, rank)
 //   batch_norm(x, scale, bias, mean, variance){epsilon}: inference form, channel dim 1

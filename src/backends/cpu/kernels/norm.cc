@@ -1,4 +1,4 @@
-// layer_norm and inference batch_norm, float32.
+// layer_norm, group_norm and inference batch_norm, float32.
 //
 // layer_norm rows are 128..4096 floats, so a row stays in L1 across its three
 // sweeps (mean, then sum of squared deviations, then the affine write). The
@@ -114,7 +114,53 @@ std::unique_ptr<Kernel> MakeBatchNorm(const ir::Op& op) {
       ws);
 }
 
+// A group of channels is one contiguous [C / groups * inner] block, so its
+// statistics use the same corrected two-sweep row reductions as layer_norm.
+std::unique_ptr<Kernel> MakeGroupNorm(const ir::Op& op) {
+  for (size_t i = 0; i < 3; ++i) {
+    if (op.input(i) && op.input(i)->dtype() != DType::kF32)
+      Unsupported(op, "input {} dtype {} not supported", i, DTypeName(op.input(i)->dtype()));
+  }
+  const Shape& s = op.inputs[0]->shape();
+  int64_t batch = s[0], channels = s[1], inner = 1;
+  for (size_t d = 2; d < s.size(); ++d) inner *= s[d];
+  int64_t groups = op.attrs.Int("groups", 1);
+  int64_t cpg = channels / groups, n = cpg * inner;
+  float eps = static_cast<float>(op.attrs.Float("epsilon", 1e-5));
+  bool has_scale = op.input(1) != nullptr, has_bias = op.input(2) != nullptr;
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    if (n == 0) return;
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* scale = has_scale ? static_cast<const float*>(args.inputs[1]) : nullptr;
+    const float* bias = has_bias ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    ParallelRange(
+        batch * groups, n * 4,
+        [&](int64_t b, int64_t e) {
+          for (int64_t r = b; r < e; ++r) {
+            const float* xr = x + r * n;
+            float* yr = y + r * n;
+            float mean = RowSum(xr, n) / static_cast<float>(n);
+            float sd;
+            float sq = RowSumSqDiff(xr, n, mean, &sd);
+            float var =
+                std::max(0.0f, (sq - sd * sd / static_cast<float>(n)) / static_cast<float>(n));
+            mean += sd / static_cast<float>(n);
+            float rstd = 1.0f / std::sqrt(var + eps);
+            for (int64_t c = 0; c < cpg; ++c) {
+              int64_t ch = (r % groups) * cpg + c;
+              float a = rstd * (has_scale ? scale[ch] : 1.0f);
+              float bb = (has_bias ? bias[ch] : 0.0f) - mean * a;
+              for (int64_t i = 0; i < inner; ++i) yr[c * inner + i] = xr[c * inner + i] * a + bb;
+            }
+          }
+        },
+        1);
+  });
+}
+
 const bool kRegistered = [] {
+  RegisterKernel("group_norm", MakeGroupNorm);
   RegisterKernel("layer_norm", MakeLayerNorm);
   RegisterKernel("batch_norm", MakeBatchNorm);
   return true;

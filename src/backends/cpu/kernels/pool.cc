@@ -1,4 +1,5 @@
-// pool2d (NCHW, float32): max/avg with pads, ceil_mode, exclusive, adaptive.
+// pool2d (NCHW, float32): max/avg with pads, ceil_mode, exclusive, adaptive;
+// max_pool2d_with_index.
 //
 // Follows Paddle's CPU pooling exactly: a window is [o*stride - pad_begin,
 // + ksize) clipped to the input (not to the padded input), and a
@@ -157,7 +158,54 @@ std::unique_ptr<Kernel> MakePool2d(const ir::Op& op) {
   });
 }
 
+// max_pool2d_with_index: the first maximum of each (clipped) window and its
+// flat index h * W + w in the input plane; an empty window (only with large
+// pads) gives -FLT_MAX and index -1, as Paddle's CPU kernel.
+std::unique_ptr<Kernel> MakeMaxPoolWithIndex(const ir::Op& op) {
+  if (InDType(op) != DType::kF32) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
+  const Shape& is = op.inputs[0]->shape();
+  const Shape& os = op.outputs[0]->shape();
+  bool adaptive = op.attrs.Bool("adaptive", false);
+  std::vector<int64_t> k = op.attrs.Ints("ksize");
+  std::vector<int64_t> s = op.attrs.Ints("strides", {1, 1});
+  std::vector<int64_t> p = op.attrs.Ints("pads", {0, 0, 0, 0});
+  int64_t planes = is[0] * is[1], ih = is[2], iw = is[3], oh = os[2], ow = os[3];
+  Windows wh = MakeWindows(ih, oh, k[0], s[0], p[0], adaptive);
+  Windows ww = MakeWindows(iw, ow, k[1], s[1], p[2], adaptive);
+  bool with_mask = op.outputs.size() > 1;
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    int32_t* mask = with_mask ? static_cast<int32_t*>(args.outputs[1]) : nullptr;
+    ParallelRange(
+        planes, oh * ow * 9,
+        [&](int64_t b, int64_t e) {
+          for (int64_t c = b; c < e; ++c) {
+            const float* xp = x + c * ih * iw;
+            for (int64_t i = 0; i < oh; ++i) {
+              for (int64_t j = 0; j < ow; ++j) {
+                float v = -std::numeric_limits<float>::max();
+                int64_t at = -1;
+                for (int64_t h = wh.begin[i]; h < wh.end[i]; ++h) {
+                  for (int64_t w = ww.begin[j]; w < ww.end[j]; ++w) {
+                    if (v < xp[h * iw + w]) {
+                      v = xp[h * iw + w];
+                      at = h * iw + w;
+                    }
+                  }
+                }
+                y[(c * oh + i) * ow + j] = v;
+                if (with_mask) mask[(c * oh + i) * ow + j] = static_cast<int32_t>(at);
+              }
+            }
+          }
+        },
+        1);
+  });
+}
+
 TILLER_CPU_KERNEL("pool2d", MakePool2d);
+TILLER_CPU_KERNEL("max_pool2d_with_index", MakeMaxPoolWithIndex);
 
 }  // namespace
 }  // namespace tiller::cpu

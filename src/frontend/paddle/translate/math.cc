@@ -1,12 +1,44 @@
 // Paddle elementwise (binary, compare, logic), matmul, scale, sum/mean,
 // reduction, arg-min/max and cumsum ops. Activations: activation.cc.
+#include <cmath>
+
+#include "frontend/paddle/pir_compat.h"
 #include "frontend/paddle/translate.h"
 #include "frontend/paddle/translate/helpers.h"
 
 namespace tiller::paddle {
 namespace {
 
+std::string DTypeAttr(DType t) {
+  return std::string(DTypeName(t));
+}
+
+ir::Value* Cast(TranslateContext& ctx, const OpDesc& op, ir::Value* v, DType to) {
+  if (v->dtype() == to) return v;
+  return ctx.Add1(op, "cast", {v}, {{"dtype", DTypeAttr(to)}});
+}
+
+// Old fluid programs may carry MKL-DNN int8 quantization scales on math ops;
+// the CPU kernels compute in float, so only the neutral value is accepted.
+void CheckNeutralScales(TranslateContext& ctx, const OpDesc& op) {
+  for (const char* a : {"Scale_x", "Scale_y", "Scale_out"}) {
+    if (op.attrs.Has(a) && op.attrs.Float(a, 1.0) != 1.0)
+      ctx.Unsupported(op, "{} = {} (int8 quantization scale)", a, op.attrs.Float(a, 1.0));
+  }
+}
+
+// MKL-DNN fuse passes of Paddle 2.x folded reshape/transpose into matmul
+// through these attributes; such programs are not handled.
+void CheckNoFusedLayout(TranslateContext& ctx, const OpDesc& op) {
+  for (const char* a : {"fused_reshape_X", "fused_reshape_Y", "fused_reshape_Out",
+                        "fused_transpose_X", "fused_transpose_Y", "fused_transpose_Out"}) {
+    if (!op.attrs.Ints(a).empty())
+      ctx.Unsupported(op, "{} = {} (MKL-DNN fused layout)", a, ShapeToString(op.attrs.Ints(a)));
+  }
+}
+
 void Binary(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type) {
+  CheckNeutralScales(ctx, op);
   ir::Value* x = ctx.In(op, "X");
   ir::Value* y = ctx.In(op, "Y");
   AlignForAxis(ctx, op, &x, &y);
@@ -18,15 +50,55 @@ void RegisterBinary(const char* paddle, const char* ir_type) {
   RegisterTranslator(paddle, [t](TranslateContext& c, const OpDesc& op) { Binary(c, op, t); });
 }
 
+// Swaps the last two dims.
+ir::Value* TransposeLast2(TranslateContext& ctx, const OpDesc& op, ir::Value* v) {
+  std::vector<int64_t> perm(v->rank());
+  for (int i = 0; i < v->rank(); ++i) perm[i] = i;
+  std::swap(perm[v->rank() - 1], perm[v->rank() - 2]);
+  return ctx.Add1(op, "transpose", {v}, {{"perm", perm}});
+}
+
+// Integer matmul (the CPU matmul kernel is float-only): [.., M, K, 1] times
+// [.., 1, K, N] broadcast, summed over K. Exact, as integer sums do not
+// depend on the order; meant for the small index arithmetic ints are used for.
+ir::Value* IntMatmul(TranslateContext& ctx, const OpDesc& op, ir::Value* x, ir::Value* y, bool ta,
+                     bool tb) {
+  if (x->dtype() != y->dtype())
+    ctx.Invalid(op, "operand dtypes differ: {} and {}", DTypeName(x->dtype()),
+                DTypeName(y->dtype()));
+  if (ta) x = TransposeLast2(ctx, op, x);
+  if (tb) y = TransposeLast2(ctx, op, y);
+  Shape xs = x->shape(), ys = y->shape();
+  if (xs.back() != ys[ys.size() - 2])
+    ctx.Invalid(op, "inner dims differ: {} x {}", ShapeToString(xs), ShapeToString(ys));
+  xs.push_back(1);
+  ys.insert(ys.end() - 2, 1);
+  ir::Value* prod = ctx.Add1(op, "mul", {ctx.Reshape(op, x, xs), ctx.Reshape(op, y, ys)});
+  ir::AttrMap r{{"axes", std::vector<int64_t>{-2}}, {"keepdim", false}};
+  return ctx.Add1(op, "reduce_sum", {prod}, r);
+}
+
+// numpy matmul semantics (matmul_v2, bmm and legacy matmul): a 1-D operand
+// is a row (x) or column (y) vector whose unit dim is dropped from the result.
 void Matmul(TranslateContext& ctx, const OpDesc& op, bool ta, bool tb, double alpha) {
+  CheckNoFusedLayout(ctx, op);
   ir::Value* x = ctx.In(op, "X");
   ir::Value* y = ctx.In(op, "Y");
+  if (x->rank() == 0 || y->rank() == 0)
+    ctx.Invalid(op, "operands must have rank >= 1, got {} and {}", ShapeToString(x->shape()),
+                ShapeToString(y->shape()));
   bool x_vec = x->rank() == 1, y_vec = y->rank() == 1;
   if (x_vec) x = ctx.Reshape(op, x, {1, x->shape()[0]});
   if (y_vec) y = ctx.Reshape(op, y, {y->shape()[0], 1});
-  ir::AttrMap attrs{{"transpose_a", ta && !x_vec}, {"transpose_b", tb && !y_vec}};
-  if (alpha != 1.0) attrs.Set("alpha", alpha);
-  ir::Value* out = ctx.Add1(op, "matmul", {x, y}, attrs);
+  ir::Value* out;
+  if (x->dtype() == DType::kI32 || x->dtype() == DType::kI64) {
+    if (alpha != 1.0) ctx.Unsupported(op, "alpha = {} with integer operands", alpha);
+    out = IntMatmul(ctx, op, x, y, ta && !x_vec, tb && !y_vec);
+  } else {
+    ir::AttrMap attrs{{"transpose_a", ta && !x_vec}, {"transpose_b", tb && !y_vec}};
+    if (alpha != 1.0) attrs.Set("alpha", alpha);
+    out = ctx.Add1(op, "matmul", {x, y}, attrs);
+  }
   if (x_vec || y_vec) {
     Shape s = out->shape();
     if (y_vec) s.pop_back();
@@ -36,10 +108,31 @@ void Matmul(TranslateContext& ctx, const OpDesc& op, bool ta, bool tb, double al
   ctx.SetOut(op, "Out", out);
 }
 
+// Legacy matmul (v1). head_number splits the product into heads (a fused
+// multi-head attention form) and force_fp32_output only matters for bf16
+// MKL-DNN kernels; neither changes a float32 CPU result when neutral.
+void MatmulV1(TranslateContext& ctx, const OpDesc& op) {
+  CheckNeutralScales(ctx, op);
+  if (op.attrs.Int("head_number", 1) != 1)
+    ctx.Unsupported(op, "head_number = {}", op.attrs.Int("head_number", 1));
+  Matmul(ctx, op, op.attrs.Bool("transpose_X", false), op.attrs.Bool("transpose_Y", false),
+         op.attrs.Float("alpha", 1.0));
+}
+
+void Bmm(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  ir::Value* y = ctx.In(op, "Y");
+  if (x->rank() != 3 || y->rank() != 3 || x->shape()[0] != y->shape()[0])
+    ctx.Invalid(op, "bmm needs [B, M, K] and [B, K, N], got {} and {}", ShapeToString(x->shape()),
+                ShapeToString(y->shape()));
+  Matmul(ctx, op, false, false, 1.0);
+}
+
 // Legacy `mul` (what fluid's fc wrote): X and Y are flattened to matrices at
 // x_num_col_dims / y_num_col_dims; the result keeps X's leading and Y's
 // trailing dims.
 void Mul(TranslateContext& ctx, const OpDesc& op) {
+  CheckNeutralScales(ctx, op);
   ir::Value* x = ctx.In(op, "X");
   ir::Value* y = ctx.In(op, "Y");
   int64_t xn = op.attrs.Int("x_num_col_dims", 1), yn = op.attrs.Int("y_num_col_dims", 1);
@@ -61,20 +154,66 @@ void Mul(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "Out", ctx.Reshape(op, out, s));
 }
 
+// dot: 1-D x 1-D -> 0-D, or row-wise over [B, N] x [B, N] -> [B].
+void Dot(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  ir::Value* y = ctx.In(op, "Y");
+  if (x->shape() != y->shape() || x->rank() < 1 || x->rank() > 2)
+    ctx.Invalid(op, "dot needs equal 1-D or 2-D operands, got {} and {}", ShapeToString(x->shape()),
+                ShapeToString(y->shape()));
+  ir::Value* prod = ctx.Add1(op, "mul", {x, y});
+  ir::AttrMap a{{"axes", std::vector<int64_t>{-1}}, {"keepdim", false}};
+  ctx.SetOut(op, "Out", ctx.Add1(op, "reduce_sum", {prod}, a));
+}
+
 void Scale(TranslateContext& ctx, const OpDesc& op) {
-  double scale = op.attrs.Float("scale", 1.0);
+  double scale = op.attrs.Float("scale", 1.0), bias = op.attrs.Float("bias", 0.0);
   if (ir::Value* t = ctx.InOpt(op, "ScaleTensor")) scale = ctx.ConstFloats(op, t).at(0);
-  ir::AttrMap a{{"scale", scale},
-                {"bias", op.attrs.Float("bias", 0.0)},
-                {"bias_after_scale", op.attrs.Bool("bias_after_scale", true)}};
-  ctx.SetOut(op, "Out", ctx.Add1(op, "scale", {ctx.In(op, "X")}, a));
+  if (ir::Value* t = ctx.InOpt(op, "BiasTensor")) bias = ctx.ConstFloats(op, t).at(0);
+  bool after = op.attrs.Bool("bias_after_scale", true);
+  ir::Value* x = ctx.In(op, "X");
+  if (x->dtype() == DType::kI32 || x->dtype() == DType::kI64) {
+    // Paddle converts scale and bias to the integer type first (truncating),
+    // then computes in integers: composed from integer mul/add.
+    ir::Value* s = ctx.ConstScalar(std::trunc(scale), x->dtype());
+    ir::Value* b = ctx.ConstScalar(std::trunc(bias), x->dtype());
+    ir::Value* out = after ? ctx.Add1(op, "add", {ctx.Add1(op, "mul", {x, s}), b})
+                           : ctx.Add1(op, "mul", {ctx.Add1(op, "add", {x, b}), s});
+    ctx.SetOut(op, "Out", out);
+    return;
+  }
+  ir::AttrMap a{{"scale", scale}, {"bias", bias}, {"bias_after_scale", after}};
+  ctx.SetOut(op, "Out", ctx.Add1(op, "scale", {x}, a));
+}
+
+// Reduction axes from `dim` or, in PIR programs, a compile-time tensor.
+std::vector<int64_t> ReduceAxes(TranslateContext& ctx, const OpDesc& op) {
+  std::vector<int64_t> axes = op.attrs.Ints("dim");
+  if (ir::Value* t = ctx.InOpt(op, "DimTensor")) axes = ctx.ConstInts(op, t);
+  std::vector<ir::Value*> list =
+      op.HasInput("DimTensorList") ? ctx.Ins(op, "DimTensorList") : std::vector<ir::Value*>{};
+  if (!list.empty()) {
+    axes.clear();
+    for (ir::Value* v : list) axes.push_back(ctx.ConstInts(op, v).at(0));
+  }
+  if (op.attrs.Bool("reduce_all", false)) axes.clear();
+  return axes;
 }
 
 void Reduce(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type) {
   ir::Value* x = ctx.In(op, "X");
-  std::vector<int64_t> axes = op.attrs.Ints("dim");
-  if (ir::Value* t = ctx.InOpt(op, "AxesTensor")) axes = ctx.ConstInts(op, t);
-  if (op.attrs.Bool("reduce_all", false)) axes.clear();
+  std::vector<int64_t> axes = ReduceAxes(ctx, op);
+  // out_dtype (-1: the input's) converts before reducing, as Paddle
+  // accumulates in the output type (sum of int32/bool gives int64).
+  if (op.attrs.Int("out_dtype", -1) != -1) {
+    if (ir_type != "reduce_sum" && ir_type != "reduce_mean" && ir_type != "reduce_prod")
+      ctx.Unsupported(op, "out_dtype = {}", op.attrs.Int("out_dtype", -1));
+    x = Cast(ctx, op, x, PaddleAttrDType(ctx, op, "out_dtype"));
+  } else if ((x->dtype() == DType::kBool || x->dtype() == DType::kI32) && ir_type == "reduce_sum") {
+    // Paddle 3's sum kernel gives int64 for bool and int32 inputs (also in
+    // legacy programs, whatever dtype the output variable declares).
+    x = Cast(ctx, op, x, DType::kI64);
+  }
   ir::AttrMap a{{"axes", axes}, {"keepdim", op.attrs.Bool("keep_dim", false)}};
   ctx.SetOut(op, "Out", ctx.Add1(op, ir_type, {x}, a));
 }
@@ -84,11 +223,17 @@ void Mean(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "Out", ctx.Add1(op, "reduce_mean", {ctx.In(op, "X")}, a));
 }
 
+// sum (add_n): adds its inputs left to right, like Paddle's kernel.
 void Sum(TranslateContext& ctx, const OpDesc& op) {
   std::vector<ir::Value*> xs = ctx.Ins(op, "X");
   if (xs.empty()) ctx.Invalid(op, "no inputs");
   ir::Value* acc = xs[0];
-  for (size_t i = 1; i < xs.size(); ++i) acc = ctx.Add1(op, "add", {acc, xs[i]});
+  for (size_t i = 1; i < xs.size(); ++i) {
+    if (xs[i]->shape() != xs[0]->shape())
+      ctx.Invalid(op, "input shapes differ: {} and {}", ShapeToString(xs[0]->shape()),
+                  ShapeToString(xs[i]->shape()));
+    acc = ctx.Add1(op, "add", {acc, xs[i]});
+  }
   if (xs.size() == 1) acc = ctx.Add1(op, "identity", {acc});
   ctx.SetOut(op, "Out", acc);
 }
@@ -96,29 +241,96 @@ void Sum(TranslateContext& ctx, const OpDesc& op) {
 void ArgMinMax(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type) {
   ir::Value* x = ctx.In(op, "X");
   int64_t axis = op.attrs.Int("axis", -1);
-  if (op.attrs.Bool("flatten", false)) {
-    x = ctx.Reshape(op, x, {NumElements(x->shape())});
+  if (ir::Value* t = ctx.InOpt(op, "AxisTensor")) axis = ctx.ConstInts(op, t).at(0);
+  bool keepdim = op.attrs.Bool("keepdims", false), flatten = op.attrs.Bool("flatten", false);
+  Shape in_shape = x->shape();
+  if (flatten || x->rank() == 0) {
+    x = ctx.Reshape(op, x, {NumElements(in_shape)});
     axis = 0;
+  } else if (axis < -x->rank() || axis >= x->rank()) {
+    ctx.Invalid(op, "axis {} out of range for {}", axis, ShapeToString(in_shape));
   }
-  DType dt = op.attrs.Has("dtype") ? PaddleAttrDType(ctx, op, "dtype") : DType::kI64;
-  ir::AttrMap a{{"axis", axis},
-                {"keepdim", op.attrs.Bool("keepdims", false)},
-                {"dtype", std::string(DTypeName(dt))}};
-  ctx.SetOut(op, "Out", ctx.Add1(op, ir_type, {x}, a));
+  // -1 (unset) means int64.
+  DType dt = op.attrs.Int("dtype", -1) == -1 ? DType::kI64 : PaddleAttrDType(ctx, op, "dtype");
+  if (dt != DType::kI32 && dt != DType::kI64)
+    ctx.Unsupported(op, "dtype = {} (index dtype must be int32 or int64)", DTypeName(dt));
+  ir::AttrMap a{{"axis", axis}, {"keepdim", keepdim && !flatten}, {"dtype", DTypeAttr(dt)}};
+  ir::Value* out = ctx.Add1(op, ir_type, {x}, a);
+  // Flattened: a 0-D index, or all-ones dims of the input's rank with keepdims.
+  if (flatten || in_shape.empty())
+    out = ctx.Reshape(op, out, keepdim ? Shape(in_shape.size(), 1) : Shape{});
+  ctx.SetOut(op, "Out", out);
 }
 
 void Cumsum(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
   int64_t axis = op.attrs.Int("axis", -1);
   if (ir::Value* t = ctx.InOpt(op, "AxisTensor")) axis = ctx.ConstInts(op, t).at(0);
-  if (op.attrs.Bool("flatten", false)) {
+  if (op.attrs.Bool("flatten", false) || x->rank() == 0) {
     x = ctx.Reshape(op, x, {NumElements(x->shape())});
     axis = 0;
+  } else if (axis < -x->rank() || axis >= x->rank()) {
+    ctx.Invalid(op, "axis {} out of range for {}", axis, ShapeToString(x->shape()));
   }
   ir::AttrMap a{{"axis", axis},
                 {"exclusive", op.attrs.Bool("exclusive", false)},
                 {"reverse", op.attrs.Bool("reverse", false)}};
   ctx.SetOut(op, "Out", ctx.Add1(op, "cumsum", {x}, a));
+}
+
+// The p-norm of |v| reduced over `axes` (empty: all), composed from IR ops:
+// p = 0 counts nonzeros, +-inf take max/min, p = 1 and 2 avoid pow.
+ir::Value* PNorm(TranslateContext& ctx, const OpDesc& op, ir::Value* v, double p,
+                 const std::vector<int64_t>& axes, bool keepdim) {
+  ir::AttrMap r{{"axes", axes}, {"keepdim", keepdim}};
+  if (p == 0) {
+    ir::Value* zero = ctx.ConstScalar(0.0, v->dtype());
+    ir::Value* nz = Cast(ctx, op, ctx.Add1(op, "not_equal", {v, zero}), v->dtype());
+    return ctx.Add1(op, "reduce_sum", {nz}, r);
+  }
+  ir::Value* a = ctx.Add1(op, "abs", {v});
+  if (std::isinf(p)) return ctx.Add1(op, p > 0 ? "reduce_max" : "reduce_min", {a}, r);
+  if (p == 1) return ctx.Add1(op, "reduce_sum", {a}, r);
+  if (p == 2) {
+    ir::Value* s = ctx.Add1(op, "reduce_sum", {ctx.Add1(op, "square", {a})}, r);
+    return ctx.Add1(op, "sqrt", {s});
+  }
+  ir::Value* powed = ctx.Add1(op, "pow_scalar", {a}, {{"factor", p}});
+  ir::Value* s = ctx.Add1(op, "reduce_sum", {powed}, r);
+  return ctx.Add1(op, "pow_scalar", {s}, {{"factor", 1.0 / p}});
+}
+
+void CheckFloat(TranslateContext& ctx, const OpDesc& op, const ir::Value* v) {
+  if (v->dtype() != DType::kF32 && v->dtype() != DType::kF64)
+    ctx.Unsupported(op, "input dtype {} (Paddle defines {} for float types)", DTypeName(v->dtype()),
+                    op.type);
+}
+
+// p_norm: epsilon only guards the gradient; the forward value ignores it.
+void PNormOp(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  CheckFloat(ctx, op, x);
+  double p = op.attrs.Float("porder", 2.0);
+  bool keepdim = op.attrs.Bool("keepdim", false);
+  int64_t axis = op.attrs.Int("axis", -1);
+  ir::Value* out;
+  if (op.attrs.Bool("asvector", false) || x->rank() == 0) {
+    out = PNorm(ctx, op, x, p, {}, keepdim);
+  } else {
+    if (axis < -x->rank() || axis >= x->rank())
+      ctx.Invalid(op, "axis {} out of range for {}", axis, ShapeToString(x->shape()));
+    out = PNorm(ctx, op, x, p, {axis}, keepdim);
+  }
+  ctx.SetOut(op, "Out", out);
+}
+
+// dist: the p-norm of the broadcast difference, as a 0-D tensor.
+void Dist(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  ir::Value* y = ctx.In(op, "Y");
+  CheckFloat(ctx, op, x);
+  ir::Value* d = ctx.Add1(op, "sub", {x, y});
+  ctx.SetOut(op, "Out", PNorm(ctx, op, d, op.attrs.Float("p", 2.0), {}, false));
 }
 
 const bool kRegistered = [] {
@@ -147,22 +359,30 @@ const bool kRegistered = [] {
   RegisterTranslator("matmul_v2", [](TranslateContext& c, const OpDesc& op) {
     Matmul(c, op, op.attrs.Bool("trans_x", false), op.attrs.Bool("trans_y", false), 1.0);
   });
-  RegisterTranslator("matmul", [](TranslateContext& c, const OpDesc& op) {
-    Matmul(c, op, op.attrs.Bool("transpose_X", false), op.attrs.Bool("transpose_Y", false),
-           op.attrs.Float("alpha", 1.0));
-  });
+  RegisterTranslator("matmul", MatmulV1);
+  RegisterTranslator("bmm", Bmm);
+  RegisterTranslator("dot", Dot);
+  RegisterTranslator("p_norm", PNormOp);
+  RegisterTranslator("dist", Dist);
+  RegisterPirOpCompat("dot", {"dot", {pir::T("X"), pir::T("Y")}, {"Out"}, {}, {}});
+  RegisterPirOpCompat("dist", {"dist", {pir::T("X"), pir::T("Y")}, {"Out"}, {}, {}});
+  RegisterPirOpCompat("p_norm", pir::Unary("p_norm"));
   RegisterTranslator("scale", Scale);
   RegisterTranslator("mul", Mul);
   RegisterTranslator("sum", Sum);
   RegisterTranslator("mean", Mean);
-  for (auto [paddle, ir_type] : {std::pair{"reduce_sum", "reduce_sum"}, {"reduce_mean", "reduce_mean"},
-                                 {"reduce_max", "reduce_max"}, {"reduce_min", "reduce_min"},
+  for (auto [paddle, ir_type] : {std::pair{"reduce_sum", "reduce_sum"},
+                                 {"reduce_mean", "reduce_mean"},
+                                 {"reduce_max", "reduce_max"},
+                                 {"reduce_min", "reduce_min"},
                                  {"reduce_prod", "reduce_prod"}}) {
     std::string t = ir_type;
     RegisterTranslator(paddle, [t](TranslateContext& c, const OpDesc& op) { Reduce(c, op, t); });
   }
-  RegisterTranslator("arg_max", [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmax"); });
-  RegisterTranslator("arg_min", [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmin"); });
+  RegisterTranslator("arg_max",
+                     [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmax"); });
+  RegisterTranslator("arg_min",
+                     [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmin"); });
   return true;
 }();
 

@@ -38,7 +38,9 @@ void Dropout(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
   std::string impl = op.attrs.Str("dropout_implementation", "downgrade_in_infer");
   double p = op.attrs.Float("dropout_prob", 0.5);
-  if (ir::Value* t = ctx.InOpt(op, "Seed")) (void)t;
+  if (ir::Value* t = ctx.InOpt(op, "DropoutProbTensor")) p = ctx.ConstFloats(op, t).at(0);
+  // is_test = false still runs as inference, as Paddle Inference does (its
+  // passes mark every op is_test); Seed only matters in training.
   if (impl == "upscale_in_train" || p == 0.0) {
     ctx.SetOut(op, "Out", x);
   } else if (impl == "downgrade_in_infer") {
@@ -56,25 +58,36 @@ void Conv2d(TranslateContext& ctx, const OpDesc& op) {
   if (nhwc) x = ToNchw(ctx, op, x);
   auto strides = op.attrs.Ints("strides", {1, 1});
   auto dil = op.attrs.Ints("dilations", {1, 1});
+  // Paddle resets dilations to 1 under padding_algorithm SAME.
+  if (op.attrs.Str("padding_algorithm", "EXPLICIT") == "SAME") dil = {1, 1};
   Shape k{w->shape()[2], w->shape()[3]};
   auto pads = WindowPads(ctx, op, x->shape(), k, strides, dil);
   std::vector<ir::Value*> ins{x, w};
   if (ir::Value* b = ctx.InOpt(op, "Bias")) ins.push_back(b);
   ir::Value* y = ctx.Add1(op, "conv2d", ins,
-                          {{"strides", strides}, {"pads", pads}, {"dilations", dil},
+                          {{"strides", strides},
+                           {"pads", pads},
+                           {"dilations", dil},
                            {"groups", op.attrs.Int("groups", 1)}});
   ctx.SetOut(op, "Output", nhwc ? ToNhwc(ctx, op, y) : y);
 }
 
 void BatchNorm(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
-  bool nhwc = IsNhwc(op, "data_layout") && x->rank() == 4;
-  if (nhwc) x = ToNchw(ctx, op, x);
-  ir::Value* y = ctx.Add1(op, "batch_norm",
-                          {x, ctx.In(op, "Scale"), ctx.In(op, "Bias"), ctx.In(op, "Mean"),
-                           ctx.In(op, "Variance")},
-                          {{"epsilon", op.attrs.Float("epsilon", 1e-5)}});
-  ctx.SetOut(op, "Y", nhwc ? ToNhwc(ctx, op, y) : y);
+  // Channel-last inputs of any rank >= 3 (NLC, NHWC, NDHWC) move the channel
+  // to dim 1 and back; for rank 2 the channel is dim 1 already.
+  int r = x->rank();
+  bool nhwc = IsNhwc(op, "data_layout") && r > 2;
+  std::vector<int64_t> to_first{0, r - 1}, to_last{0};
+  for (int i = 1; i < r - 1; ++i) to_first.push_back(i);
+  for (int i = 2; i < r; ++i) to_last.push_back(i);
+  to_last.push_back(1);
+  if (nhwc) x = ctx.Add1(op, "transpose", {x}, {{"perm", to_first}});
+  ir::Value* y = ctx.Add1(
+      op, "batch_norm",
+      {x, ctx.In(op, "Scale"), ctx.In(op, "Bias"), ctx.In(op, "Mean"), ctx.In(op, "Variance")},
+      {{"epsilon", op.attrs.Float("epsilon", 1e-5)}});
+  ctx.SetOut(op, "Y", nhwc ? ctx.Add1(op, "transpose", {y}, {{"perm", to_last}}) : y);
 }
 
 void Pool2d(TranslateContext& ctx, const OpDesc& op) {
@@ -87,6 +100,12 @@ void Pool2d(TranslateContext& ctx, const OpDesc& op) {
   bool global = op.attrs.Bool("global_pooling", false);
   if (ksize.size() != 2) ctx.Unsupported(op, "ksize with {} values", ksize.size());
   std::string type = op.attrs.Str("pooling_type", "max");
+  // Paddle's CPU kernel does not pool adaptive bins for max here (it slides
+  // ksize windows with stride 1 over the adaptive output size); models use
+  // max_pool2d_with_index for adaptive max pooling.
+  if (adaptive && !global && type == "max")
+    ctx.Unsupported(op, "adaptive = true with pooling_type = \"max\"");
+  if (type != "max" && type != "avg") ctx.Unsupported(op, "pooling_type = \"{}\"", type);
   ir::AttrMap a{{"pooling_type", type}, {"exclusive", op.attrs.Bool("exclusive", true)}};
   if (global) {
     a.Set("ksize", std::vector<int64_t>{1, 1});
@@ -115,21 +134,26 @@ void Embedding(TranslateContext& ctx, const OpDesc& op, bool squeeze_last) {
     s.pop_back();
     ids = ctx.Reshape(op, ids, s);
   }
-  ctx.SetOut(op, "Out", ctx.Add1(op, "embedding", {ctx.In(op, "W"), ids},
-                                 {{"padding_idx", op.attrs.Int("padding_idx", -1)}}));
+  ctx.SetOut(op, "Out",
+             ctx.Add1(op, "embedding", {ctx.In(op, "W"), ids},
+                      {{"padding_idx", op.attrs.Int("padding_idx", -1)}}));
 }
 
 const bool kRegistered = [] {
   RegisterTranslator("layer_norm", LayerNorm);
-  RegisterTranslator("softmax", [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "softmax"); });
-  RegisterTranslator("log_softmax", [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "log_softmax"); });
+  RegisterTranslator("softmax",
+                     [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "softmax"); });
+  RegisterTranslator("log_softmax",
+                     [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "log_softmax"); });
   RegisterTranslator("dropout", Dropout);
   RegisterTranslator("conv2d", Conv2d);
   RegisterTranslator("depthwise_conv2d", Conv2d);
   RegisterTranslator("batch_norm", BatchNorm);
   RegisterTranslator("pool2d", Pool2d);
-  RegisterTranslator("lookup_table_v2", [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, false); });
-  RegisterTranslator("lookup_table", [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, true); });
+  RegisterTranslator("lookup_table_v2",
+                     [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, false); });
+  RegisterTranslator("lookup_table",
+                     [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, true); });
   return true;
 }();
 

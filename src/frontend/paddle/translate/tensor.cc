@@ -53,7 +53,7 @@ void Unsqueeze(TranslateContext& ctx, const OpDesc& op) {
 
 void Squeeze(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
-  auto axes = IntsFrom(ctx, op, "axes", "AxesTensor", "");
+  auto axes = IntsFrom(ctx, op, "axes", "AxesTensor", "AxesTensorList");
   int rank = x->rank();
   std::vector<bool> drop(rank, false);
   if (axes.empty()) {
@@ -153,7 +153,7 @@ void Split(TranslateContext& ctx, const OpDesc& op) {
   int n = NormalizeAxis(axis, x->rank());
   if (n < 0) ctx.Invalid(op, "axis {} out of range", axis);
   int64_t dim = x->shape()[n];
-  auto sections = IntsFrom(ctx, op, "sections", "", "SectionsTensorList");
+  auto sections = IntsFrom(ctx, op, "sections", "SectionsTensor", "SectionsTensorList");
   int64_t num = op.attrs.Int("num", 0);
   if (sections.empty()) {
     if (num <= 0 || dim % num != 0) ctx.Invalid(op, "cannot split dim {} into {} parts", dim, num);
@@ -215,33 +215,72 @@ void FillAnyLike(TranslateContext& ctx, const OpDesc& op) {
 
 void ShapeOp(TranslateContext& ctx, const OpDesc& op, DType dt) {
   ir::Value* x = ctx.In(op, "Input");
+  // pd_op.shape64 reaches here spelled "shape" (the PIR table maps both PIR
+  // ops onto the legacy op); its declared int64 result tells them apart.
+  const auto& outs = op.Outputs("Out");
+  if (const VarInfo* v = outs.empty() ? nullptr : ctx.program().FindVar(outs[0])) {
+    if (v->is_dense_tensor && (v->dtype == DType::kI64 || v->dtype == DType::kI32)) dt = v->dtype;
+  }
   std::vector<int64_t> dims(x->shape().begin(), x->shape().end());
   ir::Value* v = ctx.ConstI64(dims, {static_cast<int64_t>(dims.size())});
   if (dt != DType::kI64) v = ctx.Add1(op, "cast", {v}, {{"dtype", std::string(DTypeName(dt))}});
   ctx.SetOut(op, "Out", v);
 }
 
+// A constant of `dtype` and `shape` from values held as T (int64 or double).
+template <typename T>
+ir::Value* TypedConst(TranslateContext& ctx, const OpDesc& op, DType dt, const Shape& shape,
+                      const std::vector<T>& values) {
+  auto buf = std::make_shared<AlignedBuffer>(values.size() * DTypeSize(dt));
+  auto put = [&](auto tag) {
+    using D = decltype(tag);
+    D* out = buf->template as<D>();
+    for (size_t i = 0; i < values.size(); ++i) {
+      if constexpr (std::is_same_v<D, uint8_t>) {
+        out[i] = static_cast<uint8_t>(values[i] != T(0));
+      } else {
+        out[i] = static_cast<D>(values[i]);
+      }
+    }
+  };
+  switch (dt) {
+    case DType::kF32: put(float{}); break;
+    case DType::kF64: put(double{}); break;
+    case DType::kI64: put(int64_t{}); break;
+    case DType::kI32: put(int32_t{}); break;
+    case DType::kBool: put(uint8_t{}); break;
+    default: ctx.Unsupported(op, "dtype = {} (float32/64, int32/64 and bool are supported)", DTypeName(dt));
+  }
+  return ctx.graph().AddData("const", {dt, shape}, ir::ValueKind::kConstant, std::move(buf));
+}
+
 void AssignValue(TranslateContext& ctx, const OpDesc& op) {
   DType dt = PaddleAttrDType(ctx, op, "dtype");
   auto shape = op.attrs.Ints("shape");
-  std::vector<double> values;
+  // Paddle 3 writes `values`; 2.x one list per dtype. Integer lists stay
+  // int64 (exact beyond 2^53), float lists are doubles.
+  const ir::Attribute* found = nullptr;
   for (const char* name : {"values", "fp32_values", "int32_values", "int64_values", "bool_values", "fp64_values"}) {
-    if (op.attrs.Has(name)) {
-      auto v = op.attrs.Floats(name);
-      if (!v.empty()) values = v;
-    }
+    const ir::Attribute* a = op.attrs.Find(name);
+    if (!a) continue;
+    if (auto* iv = std::get_if<std::vector<int64_t>>(a); iv && !iv->empty()) found = a;
+    if (auto* fv = std::get_if<std::vector<double>>(a); fv && !fv->empty()) found = a;
   }
-  if (static_cast<int64_t>(values.size()) != NumElements(shape))
-    ctx.Invalid(op, "{} values for shape {}", values.size(), ShapeToString(shape));
-  std::vector<float> f(values.begin(), values.end());
+  size_t count = 0;
+  if (found) {
+    count = std::holds_alternative<std::vector<int64_t>>(*found)
+                ? std::get<std::vector<int64_t>>(*found).size()
+                : std::get<std::vector<double>>(*found).size();
+  }
+  if (static_cast<int64_t>(count) != NumElements(shape))
+    ctx.Invalid(op, "{} values for shape {}", count, ShapeToString(shape));
   ir::Value* v;
-  if (dt == DType::kF32) {
-    v = ctx.ConstF32(f, shape);
+  if (!found) {
+    v = TypedConst(ctx, op, dt, shape, std::vector<int64_t>{});
+  } else if (auto* iv = std::get_if<std::vector<int64_t>>(found)) {
+    v = TypedConst(ctx, op, dt, shape, *iv);
   } else {
-    std::vector<int64_t> ints;
-    for (double d : values) ints.push_back(static_cast<int64_t>(d));
-    v = ctx.ConstI64(ints, shape);
-    if (dt != DType::kI64) v = ctx.Add1(op, "cast", {v}, {{"dtype", std::string(DTypeName(dt))}});
+    v = TypedConst(ctx, op, dt, shape, std::get<std::vector<double>>(*found));
   }
   ctx.SetOut(op, "Out", v);
 }

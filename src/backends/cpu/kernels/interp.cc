@@ -1,0 +1,171 @@
+// interp: Paddle's *_interp_v2 resampling of 1-3 spatial dims (NC...).
+//
+// Every method is separable: along each spatial dim an output position reads
+// a fixed set of input positions (1 for nearest, 2 for linear, 4 for cubic)
+// with fixed weights. Those taps are computed once at creation with Paddle's
+// float formulas (source = ratio * o, or ratio * (o + 0.5) - 0.5 with
+// align_mode 0; cubic convolution with A = -0.75 and clamped borders), and
+// Run() sums the products over the tap grid. Nearest's single tap has weight
+// 1, so it copies exactly.
+#include "backends/cpu/kernels/kernel_utils.h"
+
+namespace tiller::cpu {
+namespace {
+
+struct Taps {
+  int n = 1;  // taps per output position
+  std::vector<int64_t> idx;
+  std::vector<float> w;
+};
+
+float Cubic1(float x, float a) {
+  return ((a + 2) * x - (a + 3)) * x * x + 1;
+}
+float Cubic2(float x, float a) {
+  return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+}
+
+Taps MakeTaps(const std::string& method, int64_t in, int64_t out, float ratio, bool align_corners,
+              int64_t align_mode) {
+  Taps t;
+  auto clamp = [&](int64_t i) { return std::max<int64_t>(0, std::min(i, in - 1)); };
+  if (method == "nearest") {
+    for (int64_t o = 0; o < out; ++o) {
+      float f =
+          align_corners ? ratio * static_cast<float>(o) + 0.5f : ratio * static_cast<float>(o);
+      t.idx.push_back(clamp(static_cast<int64_t>(f)));
+      t.w.push_back(1.0f);
+    }
+    return t;
+  }
+  if (method == "linear") {
+    t.n = 2;
+    bool half = align_mode == 0 && !align_corners;
+    for (int64_t o = 0; o < out; ++o) {
+      float src = static_cast<float>(ratio * (o + 0.5) - 0.5);
+      int64_t lo =
+          half ? static_cast<int64_t>(src) : static_cast<int64_t>(ratio * static_cast<float>(o));
+      lo = std::max<int64_t>(lo, 0);
+      int64_t hi = std::min(lo + 1, in - 1);
+      src = std::max(src, 0.0f);
+      float d = half ? src - static_cast<float>(lo)
+                     : ratio * static_cast<float>(o) - static_cast<float>(lo);
+      t.idx.insert(t.idx.end(), {clamp(lo), clamp(hi)});
+      t.w.insert(t.w.end(), {1.0f - d, d});
+    }
+    return t;
+  }
+  t.n = 4;  // cubic
+  const float a = -0.75f;
+  for (int64_t o = 0; o < out; ++o) {
+    float src =
+        align_corners ? ratio * static_cast<float>(o) : static_cast<float>(ratio * (o + 0.5) - 0.5);
+    float fl = std::floor(src);
+    float x = src - fl;
+    int64_t i0 = static_cast<int64_t>(fl);
+    for (int j = 0; j < 4; ++j) t.idx.push_back(clamp(i0 - 1 + j));
+    t.w.insert(t.w.end(),
+               {Cubic2(x + 1.0f, a), Cubic1(x, a), Cubic1(1.0f - x, a), Cubic2(2.0f - x, a)});
+  }
+  return t;
+}
+
+// Nearest on integer tensors: a pure gather through the single taps.
+template <typename T>
+std::unique_ptr<Kernel> MakeNearestGather(const std::array<Taps, 3>& taps,
+                                          const std::array<int64_t, 3>& in,
+                                          const std::array<int64_t, 3>& out, int64_t planes) {
+  int64_t plane_in = in[0] * in[1] * in[2], plane_out = out[0] * out[1] * out[2];
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const T* x = static_cast<const T*>(args.inputs[0]);
+    T* y = static_cast<T*>(args.outputs[0]);
+    ParallelRange(
+        planes, plane_out,
+        [&](int64_t b, int64_t e) {
+          for (int64_t c = b; c < e; ++c) {
+            const T* xp = x + c * plane_in;
+            T* yp = y + c * plane_out;
+            for (int64_t od = 0; od < out[0]; ++od)
+              for (int64_t oh = 0; oh < out[1]; ++oh)
+                for (int64_t ow = 0; ow < out[2]; ++ow)
+                  *yp++ = xp[(taps[0].idx[od] * in[1] + taps[1].idx[oh]) * in[2] + taps[2].idx[ow]];
+          }
+        },
+        1);
+  });
+}
+
+std::unique_ptr<Kernel> MakeInterp(const ir::Op& op) {
+  DType dt = InDType(op);
+  bool int_nearest =
+      (dt == DType::kI32 || dt == DType::kI64) && op.attrs.Str("method", "") == "nearest";
+  if (dt != DType::kF32 && !int_nearest)
+    Unsupported(op, "dtype {} not supported for method {}", DTypeName(dt),
+                op.attrs.Str("method", ""));
+  const Shape& is = op.inputs[0]->shape();
+  const Shape& os = op.outputs[0]->shape();
+  std::string method = op.attrs.Str("method", "");
+  bool align_corners = op.attrs.Bool("align_corners", false);
+  int64_t align_mode = op.attrs.Int("align_mode", 1);
+  auto ratios = op.attrs.Floats("ratios");
+  int nd = static_cast<int>(is.size()) - 2;
+  // Padded to 3 spatial dims; a missing dim is one position with one tap.
+  std::array<Taps, 3> taps;
+  std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1};
+  for (int d = 0; d < 3; ++d) {
+    int sd = d - (3 - nd);
+    if (sd < 0) {
+      taps[d].idx = {0};
+      taps[d].w = {1.0f};
+      continue;
+    }
+    in[d] = is[2 + sd];
+    out[d] = os[2 + sd];
+    taps[d] =
+        MakeTaps(method, in[d], out[d], static_cast<float>(ratios[sd]), align_corners, align_mode);
+  }
+  int64_t planes = is[0] * is[1];
+  if (dt == DType::kI32) return MakeNearestGather<int32_t>(taps, in, out, planes);
+  if (dt == DType::kI64) return MakeNearestGather<int64_t>(taps, in, out, planes);
+  int64_t plane_in = in[0] * in[1] * in[2], plane_out = out[0] * out[1] * out[2];
+  int64_t work = plane_out * taps[0].n * taps[1].n * taps[2].n;
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    const Taps &td = taps[0], &th = taps[1], &tw = taps[2];
+    ParallelRange(
+        planes, work,
+        [&](int64_t b, int64_t e) {
+          for (int64_t c = b; c < e; ++c) {
+            const float* xp = x + c * plane_in;
+            float* yp = y + c * plane_out;
+            for (int64_t od = 0; od < out[0]; ++od) {
+              for (int64_t oh = 0; oh < out[1]; ++oh) {
+                for (int64_t ow = 0; ow < out[2]; ++ow) {
+                  float acc = 0.0f;
+                  for (int a = 0; a < td.n; ++a) {
+                    const float wd = td.w[od * td.n + a];
+                    const float* xd = xp + td.idx[od * td.n + a] * in[1] * in[2];
+                    for (int bb = 0; bb < th.n; ++bb) {
+                      const float wh = wd * th.w[oh * th.n + bb];
+                      const float* xh = xd + th.idx[oh * th.n + bb] * in[2];
+                      float row = 0.0f;
+                      for (int cc = 0; cc < tw.n; ++cc)
+                        row += tw.w[ow * tw.n + cc] * xh[tw.idx[ow * tw.n + cc]];
+                      acc += wh * row;
+                    }
+                  }
+                  yp[(od * out[1] + oh) * out[2] + ow] = acc;
+                }
+              }
+            }
+          }
+        },
+        1);
+  });
+}
+
+TILLER_CPU_KERNEL("interp", MakeInterp);
+
+}  // namespace
+}  // namespace tiller::cpu

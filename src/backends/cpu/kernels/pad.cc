@@ -1,0 +1,74 @@
+// pad_nd: constant / reflect / replicate / circular padding of any rank.
+// Every output coordinate along a dim maps to one input coordinate (or to
+// the constant, -1), so the maps are built per dim at creation and Run()
+// walks output rows, gathering the innermost dim through its map.
+#include "backends/cpu/kernels/kernel_utils.h"
+
+namespace tiller::cpu {
+namespace {
+
+int64_t SourceIndex(int64_t i, int64_t n, const std::string& mode) {
+  if (i >= 0 && i < n) return i;
+  if (mode == "constant") return -1;
+  if (mode == "replicate") return i < 0 ? 0 : n - 1;
+  if (mode == "circular") return ((i % n) + n) % n;
+  return i < 0 ? -i : 2 * (n - 1) - i;  // reflect (pads < n)
+}
+
+std::unique_ptr<Kernel> MakePadNd(const ir::Op& op) {
+  const Shape& is = op.inputs[0]->shape();
+  const Shape& os = op.outputs[0]->shape();
+  auto pads = op.attrs.Ints("pads");
+  std::string mode = op.attrs.Str("mode", "constant");
+  double value = op.attrs.Float("value", 0.0);
+  int rank = static_cast<int>(is.size());
+  std::vector<std::vector<int64_t>> maps(rank);
+  std::vector<int64_t> in_strides(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * is[d + 1];
+  for (int d = 0; d < rank; ++d) {
+    for (int64_t o = 0; o < os[d]; ++o)
+      maps[d].push_back(SourceIndex(o - pads[2 * d], is[d], mode));
+  }
+  std::unique_ptr<Kernel> k;
+  bool ok = DispatchDType<float, double, int32_t, int64_t>(InDType(op), [&](auto tag) {
+    using T = decltype(tag);
+    const T fill = static_cast<T>(value);
+    k = std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      T* y = static_cast<T*>(args.outputs[0]);
+      if (rank == 0) {
+        y[0] = x[0];
+        return;
+      }
+      const int64_t inner = os[rank - 1];
+      const int64_t rows = inner == 0 ? 0 : NumElements(os) / inner;
+      ParallelRange(
+          rows, inner,
+          [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) {
+              // Decompose the row index into outer output coordinates.
+              int64_t rem = r, base = 0;
+              bool empty = false;
+              for (int d = rank - 2; d >= 0; --d) {
+                int64_t src = maps[d][rem % os[d]];
+                rem /= os[d];
+                if (src < 0) empty = true;
+                base += src * in_strides[d];
+              }
+              T* yr = y + r * inner;
+              const std::vector<int64_t>& m = maps[rank - 1];
+              for (int64_t j = 0; j < inner; ++j)
+                yr[j] = (empty || m[j] < 0) ? fill : x[base + m[j]];
+            }
+          },
+          1);
+    });
+  });
+  if (!ok) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
+  return k;
+}
+
+TILLER_CPU_KERNEL("pad_nd", MakePadNd);
+
+}  // namespace
+}  // namespace tiller::cpu

@@ -1,0 +1,89 @@
+// Seeded random generators: random_normal and random_uniform. Each run
+// draws the same numbers from the op's seed (see ir/ops/tensor_ops.cc).
+#include <numbers>
+
+#include "backends/cpu/kernels/kernel_utils.h"
+
+namespace tiller::cpu {
+namespace {
+
+// Counter-based generator: element i's bits are a hash of (seed, i), so the
+// numbers do not depend on how the work is split between threads.
+inline uint64_t Mix(uint64_t seed, uint64_t i) {
+  uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+// Uniform in [0, 1) with 53 random bits.
+inline double Unit(uint64_t seed, uint64_t i) {
+  return static_cast<double>(Mix(seed, i) >> 11) * 0x1.0p-53;
+}
+
+template <typename T>
+void Store(T* out, int64_t i, double v) {
+  if constexpr (std::is_same_v<T, float>) {
+    out[i] = static_cast<float>(v);
+  } else {
+    out[i] = v;
+  }
+}
+
+template <typename T>
+std::unique_ptr<Kernel> Uniform(int64_t n, uint64_t seed, double lo, double hi) {
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    T* out = static_cast<T*>(args.outputs[0]);
+    ParallelRange(n, 8, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        double v = lo + (hi - lo) * Unit(seed, static_cast<uint64_t>(i));
+        // float rounding can reach `hi`; keep the interval half-open.
+        if constexpr (std::is_same_v<T, float>) {
+          float f = static_cast<float>(v);
+          out[i] = f >= static_cast<float>(hi) && hi > lo
+                       ? std::nextafter(f, static_cast<float>(lo))
+                       : f;
+        } else {
+          out[i] = v;
+        }
+      }
+    });
+  });
+}
+
+// Box-Muller on pairs: elements 2j and 2j+1 share two uniforms.
+template <typename T>
+std::unique_ptr<Kernel> Normal(int64_t n, uint64_t seed, double mean, double std) {
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    T* out = static_cast<T*>(args.outputs[0]);
+    ParallelRange(n, 32, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        uint64_t j = static_cast<uint64_t>(i) / 2;
+        double u1 = 1.0 - Unit(seed, 2 * j), u2 = Unit(seed, 2 * j + 1);  // u1 in (0, 1]
+        double r = std::sqrt(-2.0 * std::log(u1)), t = 2.0 * std::numbers::pi * u2;
+        Store(out, i, mean + std * r * (i % 2 == 0 ? std::cos(t) : std::sin(t)));
+      }
+    });
+  });
+}
+
+std::unique_ptr<Kernel> MakeRandom(const ir::Op& op, bool normal) {
+  int64_t n = NumElements(op.outputs[0]->shape());
+  auto seed = static_cast<uint64_t>(op.attrs.Int("seed", 0));
+  std::unique_ptr<Kernel> k;
+  DispatchDType<float, double>(OutDType(op), [&](auto tag) {
+    using T = decltype(tag);
+    k = normal ? Normal<T>(n, seed, op.attrs.Float("mean", 0.0), op.attrs.Float("std", 1.0))
+               : Uniform<T>(n, seed, op.attrs.Float("min", -1.0), op.attrs.Float("max", 1.0));
+  });
+  if (!k) Unsupported(op, "dtype {} not supported (float32, float64)", DTypeName(OutDType(op)));
+  return k;
+}
+
+const bool kRegistered = [] {
+  RegisterKernel("random_normal", [](const ir::Op& op) { return MakeRandom(op, true); });
+  RegisterKernel("random_uniform", [](const ir::Op& op) { return MakeRandom(op, false); });
+  return true;
+}();
+
+}  // namespace
+}  // namespace tiller::cpu

@@ -1,0 +1,127 @@
+// More neural-network ops (channel-first layouts; translators transpose
+// channel-last inputs).
+//   group_norm(x [N, C, *], scale? [C], bias? [C]){groups, epsilon}: statistics
+//     over each group of C/groups channels and all spatial positions
+//   max_pool2d_with_index(x NCHW){ksize[2], strides[2], pads[4] = top, bottom,
+//     left, right, ceil_mode, adaptive, with_mask} -> (out, mask int32: h * W + w
+//     of the max; only when with_mask)
+//   conv2d_transpose(x NCHW, w [C, O/groups, KH, KW], bias? [O]){strides[2],
+//     pads[4] as conv2d, dilations[2], groups, output_size[2]: the output H, W
+//     (>= the size the window arithmetic gives, < that + stride)}
+//   interp(x [N, C, spatial...] with 1..3 spatial dims){method "nearest" |
+//     "linear" | "cubic", out_size[ndims], ratios[ndims] (source step per output
+//     step), align_corners, align_mode}: Paddle's *_interp_v2 resampling
+//   pad_nd(x){pads[2 * rank]: before/after per dim, mode "constant" | "reflect"
+//     | "replicate" | "circular", value}
+#include "ir/op_schema.h"
+#include "ir/ops/op_helpers.h"
+
+namespace tiller::ir {
+namespace {
+
+void InferGroupNorm(InferContext& c) {
+  const TensorType& x = c.input(0);
+  if (x.shape.size() < 2) c.Fail("input rank must be >= 2, got {}", ShapeToString(x.shape));
+  int64_t groups = c.attrs().Int("groups", 1);
+  if (groups < 1 || x.shape[1] % groups != 0)
+    c.Fail("channels {} not divisible by groups {}", x.shape[1], groups);
+  for (size_t i = 1; i < 3; ++i) {
+    if (c.has_input(i) && NumElements(c.input(i).shape) != x.shape[1])
+      c.Fail("scale/bias size {} != channels {}", NumElements(c.input(i).shape), x.shape[1]);
+  }
+  c.AddOutput(x);
+}
+
+void InferMaxPoolWithIndex(InferContext& c) {
+  const TensorType& x = c.input(0);
+  if (x.shape.size() != 4) c.Fail("needs 4-D input, got {}", ShapeToString(x.shape));
+  auto k = c.attrs().Ints("ksize");
+  if (k.size() != 2) c.Fail("ksize must have 2 values");
+  Shape out{x.shape[0], x.shape[1], k[0], k[1]};
+  if (!c.attrs().Bool("adaptive", false)) {
+    auto s = c.attrs().Ints("strides", {1, 1});
+    auto p = c.attrs().Ints("pads", {0, 0, 0, 0});
+    if (s.size() != 2 || p.size() != 4) c.Fail("bad strides/pads");
+    bool ceil = c.attrs().Bool("ceil_mode", false);
+    out[2] = WindowOutputSize(x.shape[2], k[0], s[0], p[0], p[1], 1, ceil);
+    out[3] = WindowOutputSize(x.shape[3], k[1], s[1], p[2], p[3], 1, ceil);
+  }
+  if (out[2] <= 0 || out[3] <= 0) c.Fail("empty output for input {}", ShapeToString(x.shape));
+  c.AddOutput({x.dtype, out});
+  if (c.attrs().Bool("with_mask", true)) c.AddOutput({DType::kI32, out});
+}
+
+void InferConvTranspose(InferContext& c) {
+  const TensorType& x = c.input(0);
+  const TensorType& w = c.input(1);
+  if (x.shape.size() != 4 || w.shape.size() != 4)
+    c.Fail("needs 4-D input and filter, got {} and {}", ShapeToString(x.shape),
+           ShapeToString(w.shape));
+  int64_t groups = c.attrs().Int("groups", 1);
+  auto strides = c.attrs().Ints("strides", {1, 1});
+  auto pads = c.attrs().Ints("pads", {0, 0, 0, 0});
+  auto dil = c.attrs().Ints("dilations", {1, 1});
+  auto size = c.attrs().Ints("output_size");
+  if (strides.size() != 2 || pads.size() != 4 || dil.size() != 2 || size.size() != 2 || groups < 1)
+    c.Fail("bad strides/pads/dilations/output_size/groups");
+  if (x.shape[1] != w.shape[0] || w.shape[0] % groups != 0)
+    c.Fail("channels {} do not match filter {} with groups {}", x.shape[1], ShapeToString(w.shape),
+           groups);
+  int64_t oc = w.shape[1] * groups;
+  if (c.has_input(2) && NumElements(c.input(2).shape) != oc) c.Fail("bias size mismatch");
+  for (int d = 0; d < 2; ++d) {
+    int64_t base = (x.shape[2 + d] - 1) * strides[d] - pads[2 * d] - pads[2 * d + 1] +
+                   dil[d] * (w.shape[2 + d] - 1) + 1;
+    if (base <= 0 || size[d] < base || size[d] >= base + std::max<int64_t>(strides[d], 1))
+      c.Fail("output size {} not in [{}, {}) for dim {}", size[d], base, base + strides[d], d);
+  }
+  c.AddOutput({x.dtype, {x.shape[0], oc, size[0], size[1]}});
+}
+
+void InferInterp(InferContext& c) {
+  const TensorType& x = c.input(0);
+  auto size = c.attrs().Ints("out_size");
+  auto ratios = c.attrs().Floats("ratios");
+  if (x.shape.size() < 3 || x.shape.size() > 5 || size.size() != x.shape.size() - 2 ||
+      ratios.size() != size.size())
+    c.Fail("input {} needs 1-3 spatial dims matching out_size/ratios", ShapeToString(x.shape));
+  std::string m = c.attrs().Str("method", "");
+  if (m != "nearest" && m != "linear" && m != "cubic") c.Fail("unknown method '{}'", m);
+  Shape out{x.shape[0], x.shape[1]};
+  for (int64_t s : size) {
+    if (s <= 0) c.Fail("output size {} must be positive", s);
+    out.push_back(s);
+  }
+  c.AddOutput({x.dtype, out});
+}
+
+void InferPadNd(InferContext& c) {
+  const TensorType& x = c.input(0);
+  auto pads = c.attrs().Ints("pads");
+  if (pads.size() != 2 * x.shape.size()) c.Fail("pads needs {} values", 2 * x.shape.size());
+  std::string mode = c.attrs().Str("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "replicate" && mode != "circular")
+    c.Fail("unknown mode '{}'", mode);
+  Shape out = x.shape;
+  for (size_t d = 0; d < out.size(); ++d) {
+    int64_t b = pads[2 * d], e = pads[2 * d + 1];
+    if (mode == "reflect" && (b >= x.shape[d] || e >= x.shape[d]))
+      c.Fail("reflect pads {}, {} must be < dim {}", b, e, x.shape[d]);
+    if (mode != "constant" && (b < 0 || e < 0 || ((b > 0 || e > 0) && x.shape[d] == 0)))
+      c.Fail("pads {}, {} invalid for dim {} in mode {}", b, e, x.shape[d], mode);
+    if (mode == "circular" && (b > x.shape[d] || e > x.shape[d]))
+      c.Fail("circular pads {}, {} exceed dim {}", b, e, x.shape[d]);
+    out[d] += b + e;
+    if (out[d] < 0) c.Fail("negative output dim");
+  }
+  c.AddOutput({x.dtype, out});
+}
+
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"group_norm", 1, 3, InferGroupNorm});
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"max_pool2d_with_index", 1, 1, InferMaxPoolWithIndex});
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"conv2d_transpose", 2, 3, InferConvTranspose});
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"interp", 1, 1, InferInterp});
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"pad_nd", 1, 1, InferPadNd});
+
+}  // namespace
+}  // namespace tiller::ir
