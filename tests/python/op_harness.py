@@ -81,13 +81,15 @@ def _build_legacy(paddle, case: Case, feeds: dict):
     inputs = {slot: [feeds[n] for n in names] for slot, names in in_slots.items()}
     first = next(iter(feeds.values()))
     outputs = {}
-    for slot in out_slots:
-        dtype = first.dtype
-        if isinstance(slot, tuple):  # (slot, dtype) for outputs of another dtype
-            slot, dtype = slot
-        outputs[slot] = [helper.create_variable_for_type_inference(dtype=dtype)]
+    for spec in out_slots:
+        # "Out", or (slot, dtype) for another dtype, or (slot, dtype, n) for a
+        # slot holding n variables (split, unstack, meshgrid).
+        slot, dtype, count = (spec, first.dtype, 1) if not isinstance(spec, tuple) else \
+            (spec + (1,) if len(spec) == 2 else spec)
+        outputs[slot] = [helper.create_variable_for_type_inference(dtype=dtype or first.dtype)
+                         for _ in range(count)]
     helper.append_op(type=op_type, inputs=inputs, outputs=outputs, attrs=attrs)
-    return [outputs[s if not isinstance(s, tuple) else s[0]][0] for s in out_slots]
+    return [v for spec in out_slots for v in outputs[spec if not isinstance(spec, tuple) else spec[0]]]
 
 
 def generate_written_case(case: Case, out: Path) -> None:

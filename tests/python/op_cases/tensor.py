@@ -170,13 +170,15 @@ for i, (shape, num, sections, axis) in enumerate([((6, 4), 3, [], 0), ((2, 9), 0
     nout = num or len(sections)
     CASES.append(C("split", f"{i}", {"x": x(shape, np.int64 if i == 1 else np.float32)},
                    api=lambda p, v, n=num, s=sections, a=axis: p.split(v, n or s, a),
-                   legacy=("split", {"X": ["x"]}, ["Out"] if nout == 1 else ["Out"],
-                           {"num": num, "sections": sections, "axis": axis}),
-                   formats=("pir",)))
+                   # Paddle 3.3's legacy split kernel rejects a negative axis
+                   # ("Expected idx >= 0"), so legacy programs get it normalized.
+                   legacy=("split", {"X": ["x"]}, [("Out", None, nout)],
+                           {"num": num, "sections": sections, "axis": axis % len(shape)})))
 for i, (shape, axis) in enumerate([((3, 4), 0), ((2, 3, 4), -1), ((2, 1, 3), 1)]):
     n = shape[axis]
     CASES.append(C("unstack", f"{i}", {"x": x(shape)},
-                   api=lambda p, v, a=axis: p.unstack(v, a), legacy=None, formats=("pir",)))
+                   api=lambda p, v, a=axis: p.unstack(v, a),
+                   legacy=("unstack", {"X": ["x"]}, [("Y", None, n)], {"axis": axis, "num": n})))
 
 # ---- slice / strided_slice -----------------------------------------------------
 for i, (shape, axes, starts, ends, dec) in enumerate([
@@ -245,7 +247,7 @@ for i, (shape, axes, dt) in enumerate([((3, 4), [0], np.float32), ((3, 4, 5), [0
 for i, (sizes, dt) in enumerate([((3, 4), np.float32), ((2, 1, 3), np.int64), ((5,), np.float32)]):
     ins = {f"x{k}": x((n,), dt) for k, n in enumerate(sizes)}
     CASES.append(C("meshgrid", f"{i}", ins, api=lambda p, *vs: p.meshgrid(*vs),
-                   legacy=("meshgrid", {"X": list(ins)}, ["Out"], {}), formats=("pir",)))
+                   legacy=("meshgrid", {"X": list(ins)}, [("Out", None, len(ins))], {})))
 
 # ---- shape / assign / share_data / fill_* / assign_value --------------------------
 for i, (shape, dt) in enumerate([((2, 3), np.float32), ((1, 4, 5), np.int64), ((7,), np.float32)]):
