@@ -35,8 +35,9 @@ bench: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_inference.py
 
 build-asan: setup
-	@cmake -S . -B build-asan $(CMAKE_ARGS) -DTILLER_SANITIZE=ON -DTILLER_BUILD_PYTHON=OFF > build-asan.configure.log 2>&1 || (cat build-asan.configure.log; exit 1)
-	@ninja -C build-asan -j $(JOBS) tiller_tests tiller_cli
+	@# Debug (-O0) compiles about twice as fast as -O3, and the tests are small.
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPython3_EXECUTABLE=$(PY) -DTILLER_SANITIZE=ON -DTILLER_BUILD_PYTHON=OFF > build-asan.configure.log 2>&1 || (cat build-asan.configure.log; exit 1)
+	@ninja -C build-asan -j $(JOBS) tiller_tests
 
 asan: build-asan
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)

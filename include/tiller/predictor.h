@@ -58,12 +58,18 @@ class Config {
   // Accepted for Paddle compatibility; Tiller always uses its CPU backend.
   void DisableGpu() {}
   void SwitchIrOptim(bool on = true) { ir_optim_ = on; }
+  // Seed of random ops (gaussian_random, uniform_random, ...) whose own seed
+  // attribute is 0: the IPU `random_seed` option. 0 (default) keeps a fixed
+  // per-model seed, so runs repeat; a seed picks another fixed stream.
+  void SetRandomSeed(uint64_t seed) { random_seed_ = seed; }
+  uint64_t random_seed() const { return random_seed_; }
   bool ir_optim() const { return ir_optim_; }
 
  private:
   std::string prog_file_, params_file_, model_dir_;
   int threads_ = 1;
   bool ir_optim_ = true;
+  uint64_t random_seed_ = 0;
 };
 
 class Predictor;

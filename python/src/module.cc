@@ -94,6 +94,8 @@ PYBIND11_MODULE(_tiller, m) {
       .def("load_custom_op_library", &Config::LoadCustomOpLibrary, py::arg("path"))
       .def("disable_gpu", &Config::DisableGpu)
       .def("switch_ir_optim", &Config::SwitchIrOptim, py::arg("x") = true)
+      .def("set_random_seed", &Config::SetRandomSeed, py::arg("seed"))
+      .def("random_seed", &Config::random_seed)
       .def("ir_optim", &Config::ir_optim)
       .def("prog_file", &Config::prog_file)
       .def("params_file", &Config::params_file)

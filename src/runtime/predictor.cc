@@ -119,7 +119,9 @@ struct Predictor::Impl {
     }
     auto it = cache.find(key);
     if (it == cache.end()) {
-      auto graph = paddle::Translate(model, feeds, runtime::FoldWithCpuKernels);
+      paddle::TranslateOptions translate_options;
+      translate_options.random_seed = config.random_seed();
+      auto graph = paddle::Translate(model, feeds, runtime::FoldWithCpuKernels, translate_options);
       if (config.ir_optim()) passes::RunPipeline(*graph, passes::InferencePipeline());
       runtime::CompileOptions options;
       options.num_threads = config.cpu_math_library_num_threads();

@@ -24,8 +24,11 @@ import tiller.inference as ti
 SHAPE = (64, 125)  # 8000 samples
 
 
-def _run(model, params=""):
-    pred = ti.create_predictor(ti.Config(str(model), str(params)))
+def _run(model, params="", random_seed=None):
+    config = ti.Config(str(model), str(params))
+    if random_seed is not None:
+        config.set_random_seed(random_seed)
+    pred = ti.create_predictor(config)
     names = pred.get_input_names()
     return pred.run([np.zeros((1,), np.float32) for _ in names])
 
@@ -111,6 +114,20 @@ def test_unseeded_ops_differ_and_runs_repeat_pir(tmp_path):
     a2, b2 = _run(model)
     np.testing.assert_array_equal(a, a2)
     np.testing.assert_array_equal(b, b2)
+
+
+def test_random_seed_option_pir(tmp_path):
+    """Config.set_random_seed (the IPU `random_seed` option) picks the stream
+    of ops whose own seed is 0; ops with their own seed keep it."""
+    model = _pir_model(tmp_path, lambda p: [p.rand(list(SHAPE)), p.uniform(list(SHAPE), seed=7)])
+    default_a, own = _run(model)
+    s1_a, s1_own = _run(model, random_seed=1234)
+    s1_again, _ = _run(model, random_seed=1234)
+    s2_a, _ = _run(model, random_seed=99)
+    np.testing.assert_array_equal(s1_a, s1_again)
+    assert not np.array_equal(s1_a, s2_a) and not np.array_equal(s1_a, default_a)
+    np.testing.assert_array_equal(own, s1_own)
+    _check_uniform(s2_a.astype(np.float64), 0.0, 1.0)
 
 
 def test_seeded_ops_pir(tmp_path):

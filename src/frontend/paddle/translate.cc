@@ -209,7 +209,7 @@ void CheckSupported(const Program& program) {
 }
 
 std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::TensorType>& feeds,
-                                     ir::Graph::Folder folder) {
+                                     ir::Graph::Folder folder, const TranslateOptions& options) {
   const Program& program = model.program;
   CheckSupported(program);
   TILLER_CHECK(feeds.size() == program.feed_names.size(), "{} feed types for {} feeds",
@@ -218,6 +218,7 @@ std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::T
   auto graph = std::make_unique<ir::Graph>();
   graph->set_folder(std::move(folder));
   TranslateContext ctx(program, *graph);
+  ctx.set_random_seed(options.random_seed);
   for (size_t i = 0; i < feeds.size(); ++i) {
     ctx.Bind(program.feed_names[i], graph->AddInput(program.feed_names[i], feeds[i]));
   }

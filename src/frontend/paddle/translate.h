@@ -22,6 +22,10 @@ class TranslateContext {
 
   ir::Graph& graph() { return graph_; }
   const Program& program() const { return program_; }
+  // Seed for random ops whose own seed attribute is 0 (the `random_seed`
+  // option); 0 when unset.
+  uint64_t random_seed() const { return random_seed_; }
+  void set_random_seed(uint64_t seed) { random_seed_ = seed; }
 
   // The IR value bound to argument `idx` of input slot `slot`; fails naming
   // the op when the slot is empty or the variable was never produced.
@@ -69,6 +73,7 @@ class TranslateContext {
   const Program& program_;
   ir::Graph& graph_;
   std::map<std::string, ir::Value*> vars_;
+  uint64_t random_seed_ = 0;
 };
 
 using Translator = std::function<void(TranslateContext&, const OpDesc&)>;
@@ -90,8 +95,12 @@ void CheckSupported(const Program& program);
 
 // Builds the IR graph for the given feed types (one per program.feed_names).
 // Fails listing every unsupported op type with its count before translating.
+struct TranslateOptions {
+  uint64_t random_seed = 0;  // 0: random ops use a fixed per-model default
+};
+
 std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::TensorType>& feeds,
-                                     ir::Graph::Folder folder);
+                                     ir::Graph::Folder folder, const TranslateOptions& options = {});
 
 // Paddle's VarType enum value for a dtype (the legacy `dtype`/`out_dtype`
 // attributes) or a PIR dtype string; fails on an unknown one.

@@ -209,8 +209,8 @@ void Random(TranslateContext& ctx, const OpDesc& op, bool normal) {
     ctx.Unsupported(op, "dtype = {} (float32 and float64 are supported)", DTypeName(dt));
   int64_t seed = op.attrs.Int("seed", 0);
   if (seed == 0) {
-    seed = static_cast<int64_t>(kDefaultSeed +
-                                0x9e3779b97f4a7c15ull * static_cast<uint64_t>(op.index + 1));
+    uint64_t base = ctx.random_seed() ? ctx.random_seed() : kDefaultSeed;
+    seed = static_cast<int64_t>(base + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(op.index + 1));
   }
   ir::AttrMap a{{"shape", shape}, {"dtype", std::string(DTypeName(dt))}, {"seed", seed}};
   if (normal) {
