@@ -18,6 +18,22 @@ void AlignForAxis(TranslateContext& ctx, const OpDesc& op, ir::Value** x, ir::Va
   *small = ctx.Reshape(op, *small, s);
 }
 
+std::vector<int64_t> IntsFrom(TranslateContext& ctx, const OpDesc& op, const std::string& attr,
+                              const std::string& tensor_slot, const std::string& list_slot) {
+  if (!tensor_slot.empty()) {
+    if (ir::Value* t = ctx.InOpt(op, tensor_slot)) return ctx.ConstInts(op, t);
+  }
+  if (!list_slot.empty() && op.HasInput(list_slot)) {
+    std::vector<int64_t> out;
+    for (ir::Value* t : ctx.Ins(op, list_slot)) {
+      auto v = ctx.ConstInts(op, t);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  }
+  return op.attrs.Ints(attr);
+}
+
 Shape ResolveTargetShape(TranslateContext& ctx, const OpDesc& op, const Shape& in,
                          const std::vector<int64_t>& target) {
   Shape out(target.begin(), target.end());

@@ -10,6 +10,12 @@ namespace tiller::paddle {
 // by reshaping it with size-1 dims.
 void AlignForAxis(TranslateContext& ctx, const OpDesc& op, ir::Value** x, ir::Value** y);
 
+// An int list given as attribute `attr`, or as compile-time-known tensor
+// operands: one 1-D tensor in `tensor_slot`, or 1-element tensors in
+// `list_slot` (either slot name may be empty). Shapes, axes, slice bounds.
+std::vector<int64_t> IntsFrom(TranslateContext& ctx, const OpDesc& op, const std::string& attr,
+                              const std::string& tensor_slot, const std::string& list_slot);
+
 // Resolves a Paddle target shape (0 copies the input dim, -1 is inferred).
 Shape ResolveTargetShape(TranslateContext& ctx, const OpDesc& op, const Shape& in,
                          const std::vector<int64_t>& target);

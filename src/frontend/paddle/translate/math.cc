@@ -188,14 +188,7 @@ void Scale(TranslateContext& ctx, const OpDesc& op) {
 
 // Reduction axes from `dim` or, in PIR programs, a compile-time tensor.
 std::vector<int64_t> ReduceAxes(TranslateContext& ctx, const OpDesc& op) {
-  std::vector<int64_t> axes = op.attrs.Ints("dim");
-  if (ir::Value* t = ctx.InOpt(op, "DimTensor")) axes = ctx.ConstInts(op, t);
-  std::vector<ir::Value*> list =
-      op.HasInput("DimTensorList") ? ctx.Ins(op, "DimTensorList") : std::vector<ir::Value*>{};
-  if (!list.empty()) {
-    axes.clear();
-    for (ir::Value* v : list) axes.push_back(ctx.ConstInts(op, v).at(0));
-  }
+  std::vector<int64_t> axes = IntsFrom(ctx, op, "dim", "DimTensor", "DimTensorList");
   if (op.attrs.Bool("reduce_all", false)) axes.clear();
   return axes;
 }

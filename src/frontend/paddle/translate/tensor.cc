@@ -10,24 +10,6 @@
 namespace tiller::paddle {
 namespace {
 
-// A list of ints given either as an attribute or as tensor operands (one
-// tensor, or a list of 1-element tensors), which must be compile-time known.
-std::vector<int64_t> IntsFrom(TranslateContext& ctx, const OpDesc& op, const std::string& attr,
-                              const std::string& tensor_slot, const std::string& list_slot) {
-  if (!tensor_slot.empty()) {
-    if (ir::Value* t = ctx.InOpt(op, tensor_slot)) return ctx.ConstInts(op, t);
-  }
-  if (!list_slot.empty() && op.HasInput(list_slot)) {
-    std::vector<int64_t> out;
-    for (ir::Value* t : ctx.Ins(op, list_slot)) {
-      auto v = ctx.ConstInts(op, t);
-      out.insert(out.end(), v.begin(), v.end());
-    }
-    return out;
-  }
-  return op.attrs.Ints(attr);
-}
-
 void Reshape(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
   auto target = IntsFrom(ctx, op, "shape", "Shape", "ShapeTensor");

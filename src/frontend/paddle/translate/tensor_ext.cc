@@ -16,22 +16,6 @@ namespace {
 // different numbers while a model always draws the same ones.
 constexpr uint64_t kDefaultSeed = 0x5eed7111e5ull;
 
-// An int list from an attribute or from compile-time-known tensor operands
-// (one 1-D tensor in `tensor_slot`, or 1-element tensors in `list_slot`).
-std::vector<int64_t> IntList(TranslateContext& ctx, const OpDesc& op, const std::string& attr,
-                             const std::string& tensor_slot, const std::string& list_slot) {
-  if (ir::Value* t = ctx.InOpt(op, tensor_slot)) return ctx.ConstInts(op, t);
-  if (op.HasInput(list_slot)) {
-    std::vector<int64_t> out;
-    for (ir::Value* t : ctx.Ins(op, list_slot)) {
-      auto v = ctx.ConstInts(op, t);
-      out.insert(out.end(), v.begin(), v.end());
-    }
-    return out;
-  }
-  return op.attrs.Ints(attr);
-}
-
 // Repeats x `reps[i]` times along dim i (numpy tile): x is viewed as
 // [1, d0, 1, d1, ...], broadcast to [r0, d0, r1, d1, ...] and viewed back.
 ir::Value* TileValue(TranslateContext& ctx, const OpDesc& op, ir::Value* x,
@@ -58,14 +42,14 @@ ir::Value* TileValue(TranslateContext& ctx, const OpDesc& op, ir::Value* x,
 }
 
 void Tile(TranslateContext& ctx, const OpDesc& op) {
-  auto reps = IntList(ctx, op, "repeat_times", "RepeatTimes", "repeat_times_tensor");
+  auto reps = IntsFrom(ctx, op, "repeat_times", "RepeatTimes", "repeat_times_tensor");
   ctx.SetOut(op, "Out", TileValue(ctx, op, ctx.In(op, "X"), reps));
 }
 
 // expand (v1): tile with one count per input dim.
 void ExpandV1(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
-  auto times = IntList(ctx, op, "expand_times", "ExpandTimes", "expand_times_tensor");
+  auto times = IntsFrom(ctx, op, "expand_times", "ExpandTimes", "expand_times_tensor");
   if (static_cast<int>(times.size()) != x->rank())
     ctx.Invalid(op, "expand_times has {} entries, input rank is {}", times.size(), x->rank());
   ctx.SetOut(op, "Out", TileValue(ctx, op, x, times));
@@ -202,7 +186,7 @@ void Argsort(TranslateContext& ctx, const OpDesc& op) {
 }
 
 void Random(TranslateContext& ctx, const OpDesc& op, bool normal) {
-  auto shape = IntList(ctx, op, "shape", "ShapeTensor", "ShapeTensorList");
+  auto shape = IntsFrom(ctx, op, "shape", "ShapeTensor", "ShapeTensorList");
   DType dt = DType::kF32;
   if (op.attrs.Has("dtype")) dt = PaddleAttrDType(ctx, op, "dtype");
   if (dt != DType::kF32 && dt != DType::kF64)
