@@ -8,6 +8,8 @@
 PY      := $(CURDIR)/.venv/bin/python
 BUILD   := build
 JOBS    ?= $(shell nproc)
+# ccache keys on paths relative to the checkout, so clones share the cache.
+export CCACHE_BASEDIR := $(CURDIR)
 CMAKE_ARGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
 
 .PHONY: setup build build-asan test test-cpp test-python demo bench asan clean
