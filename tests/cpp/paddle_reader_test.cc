@@ -4,6 +4,8 @@
 // independent check of framework.proto (and the test then needs no libprotobuf).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "paddle_wire.h"
 #include <unistd.h>
 
 #include <cstring>
@@ -22,102 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-// ---- Protobuf wire encoding -------------------------------------------------
-
-class Pb {
- public:
-  Pb& Int(int field, int64_t v) {  // int32/int64/enum/bool (negatives: 10 bytes)
-    Key(field, 0);
-    Varint(static_cast<uint64_t>(v));
-    return *this;
-  }
-  Pb& Float(int field, float f) {
-    Key(field, 5);
-    Raw(&f, 4);
-    return *this;
-  }
-  Pb& Double(int field, double d) {
-    Key(field, 1);
-    Raw(&d, 8);
-    return *this;
-  }
-  Pb& Bytes(int field, const std::string& s) {
-    Key(field, 2);
-    Varint(s.size());
-    s_ += s;
-    return *this;
-  }
-  Pb& Msg(int field, const Pb& m) { return Bytes(field, m.s_); }
-  const std::string& str() const { return s_; }
-
- private:
-  void Key(int field, int wire) { Varint(static_cast<uint64_t>(field) << 3 | wire); }
-  void Varint(uint64_t v) {
-    do {
-      uint8_t b = v & 0x7f;
-      v >>= 7;
-      s_.push_back(static_cast<char>(b | (v ? 0x80 : 0)));
-    } while (v);
-  }
-  void Raw(const void* p, size_t n) { s_.append(static_cast<const char*>(p), n); }
-  std::string s_;
-};
-
-// VarType.Type codes and AttrType codes from framework.proto.
-enum : int {
-  kBool = 0,
-  kI32 = 2,
-  kI64 = 3,
-  kF16 = 4,
-  kF32 = 5,
-  kDense = 7,
-  kFeed = 9,
-  kFetch = 10
-};
-enum : int {
-  aInt = 0,
-  aFloat = 1,
-  aString = 2,
-  aInts = 3,
-  aFloats = 4,
-  aStrings = 5,
-  aBoolean = 6,
-  aBooleans = 7,
-  aBlock = 8,
-  aLong = 9,
-  aLongs = 11,
-  aFloat64s = 12,
-  aFloat64 = 15,
-  aScalar = 16,
-  aScalars = 17
-};
-
-Pb TensorDesc(int dtype, const std::vector<int64_t>& dims) {
-  Pb t;
-  t.Int(1, dtype);
-  for (int64_t d : dims) t.Int(2, d);
-  return t;
-}
-
-Pb Var(const std::string& name, int dtype, const std::vector<int64_t>& dims,
-       bool persistable = false) {
-  Pb type;
-  type.Int(1, kDense).Msg(3, Pb().Msg(1, TensorDesc(dtype, dims)));
-  Pb v;
-  v.Bytes(1, name).Msg(2, type).Int(3, persistable);
-  return v;
-}
-
-Pb ListVar(const std::string& name, int type) {
-  return Pb().Bytes(1, name).Msg(2, Pb().Int(1, type)).Int(3, true);
-}
-
-Pb Slot(const std::string& slot, const std::vector<std::string>& args) {
-  Pb s;
-  s.Bytes(1, slot);
-  for (const auto& a : args) s.Bytes(2, a);
-  return s;
-}
+using namespace ::tiller::paddle_wire;  // NOLINT: test helpers
+using ::tiller::paddle_wire::Slot;       // not paddle::Slot, the program type
 
 Pb Attr(const std::string& name, int type) {
   return Pb().Bytes(1, name).Int(2, type);
@@ -143,10 +51,6 @@ std::string Program(const std::vector<Pb>& vars, const std::vector<Pb>& ops) {
 
 // ---- Tensor records -------------------------------------------------------
 
-template <typename T>
-void Put(std::string& s, T v) {
-  s.append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
 
 std::string Record(int dtype, const std::vector<int64_t>& dims, const std::string& data,
                    const std::vector<std::vector<uint64_t>>& lod = {}) {

@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "paddle_wire.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,89 +35,23 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// ---- Protobuf wire encoding -------------------------------------------------
-
-class Pb {
- public:
-  // int32/int64/enum/bool; negatives take 10 bytes, as protobuf writes them.
-  Pb& Int(int field, int64_t v) {
-    Key(field, 0);
-    Varint(static_cast<uint64_t>(v));
-    return *this;
-  }
-  Pb& Bytes(int field, const std::string& s) {
-    Key(field, 2);
-    Varint(s.size());
-    s_ += s;
-    return *this;
-  }
-  Pb& Msg(int field, const Pb& m) { return Bytes(field, m.s_); }
-  const std::string& str() const { return s_; }
-
- private:
-  void Key(int field, int wire) { Varint(static_cast<uint64_t>(field) << 3 | wire); }
-  void Varint(uint64_t v) {
-    do {
-      uint8_t b = v & 0x7f;
-      v >>= 7;
-      s_.push_back(static_cast<char>(b | (v ? 0x80 : 0)));
-    } while (v);
-  }
-  std::string s_;
-};
-
-// VarType.Type and AttrType codes from framework.proto.
-constexpr int kI64 = 3;
-constexpr int kF32 = 5;
-constexpr int kDenseTensor = 7;
-constexpr int kFeedMinibatch = 9;
-constexpr int kFetchList = 10;
-constexpr int kAttrInt = 0;
-constexpr int kAttrString = 2;
-constexpr int kAttrInts = 3;
-constexpr int kAttrBoolean = 6;
-
-Pb TensorDesc(int dtype, const std::vector<int64_t>& dims) {
-  Pb t;
-  t.Int(1, dtype);
-  for (int64_t d : dims) t.Int(2, d);
-  return t;
-}
-
-// VarDesc of a dense tensor: VarType{type=DENSE_TENSOR, dense_tensor{tensor}}.
-Pb Var(const std::string& name, int dtype, const std::vector<int64_t>& dims,
-       bool persistable = false) {
-  Pb type;
-  type.Int(1, kDenseTensor).Msg(3, Pb().Msg(1, TensorDesc(dtype, dims)));
-  return Pb().Bytes(1, name).Msg(2, type).Int(3, persistable);
-}
-
-// The `feed` / `fetch` list variables every exported program declares.
-Pb ListVar(const std::string& name, int type) {
-  return Pb().Bytes(1, name).Msg(2, Pb().Int(1, type)).Int(3, true);
-}
-
-Pb Slot(const std::string& slot, const std::vector<std::string>& args) {
-  Pb s;
-  s.Bytes(1, slot);
-  for (const auto& a : args) s.Bytes(2, a);
-  return s;
-}
+using namespace ::tiller::paddle_wire;  // NOLINT: test helpers
+using ::tiller::paddle_wire::Slot;       // not paddle::Slot, the program type
 
 Pb IntAttr(const std::string& name, int64_t v) {
-  return Pb().Bytes(1, name).Int(2, kAttrInt).Int(3, v);
+  return Pb().Bytes(1, name).Int(2, aInt).Int(3, v);
 }
 Pb IntsAttr(const std::string& name, const std::vector<int64_t>& v) {
   Pb a;
-  a.Bytes(1, name).Int(2, kAttrInts);
+  a.Bytes(1, name).Int(2, aInts);
   for (int64_t x : v) a.Int(6, x);
   return a;
 }
 Pb BoolAttr(const std::string& name, bool v) {
-  return Pb().Bytes(1, name).Int(2, kAttrBoolean).Int(10, v);
+  return Pb().Bytes(1, name).Int(2, aBoolean).Int(10, v);
 }
 Pb StringAttr(const std::string& name, const std::string& v) {
-  return Pb().Bytes(1, name).Int(2, kAttrString).Bytes(5, v);
+  return Pb().Bytes(1, name).Int(2, aString).Bytes(5, v);
 }
 
 Pb Op(const std::string& type, const std::vector<Pb>& ins, const std::vector<Pb>& outs,
@@ -150,10 +86,6 @@ std::string ProgramBytes(const std::vector<Pb>& vars, const std::vector<Pb>& ops
 
 // ---- Tensor records -------------------------------------------------------
 
-template <typename T>
-void Put(std::string& s, T v) {
-  s.append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
 
 // One .pdiparams record: version, no LoD, tensor version, TensorDesc, data.
 template <typename T>
@@ -208,8 +140,8 @@ Weights RandomWeights(std::mt19937& rng) {
 // input order must come from `col`, not from op order.
 std::string MlpProgram() {
   std::vector<Pb> vars = {
-      ListVar("feed", kFeedMinibatch),
-      ListVar("fetch", kFetchList),
+      ListVar("feed", kFeed),
+      ListVar("fetch", kFetch),
       Var("x", kF32, {-1, kIn}),
       Var("ids", kI64, {-1, kSeq}),
       Var("fc1.w", kF32, {kIn, kHidden}, true),
@@ -551,7 +483,7 @@ TEST_F(PredictorTest, OutputReadBeforeRun) {
 
 TEST_F(PredictorTest, UnsupportedOpsListedWithCounts) {
   std::vector<Pb> vars = {
-      ListVar("feed", kFeedMinibatch), ListVar("fetch", kFetchList),
+      ListVar("feed", kFeed), ListVar("fetch", kFetch),
       Var("x", kF32, {-1, 4}),         Var("t0", kF32, {-1, 4}),
       Var("t1", kF32, {-1, 4}),        Var("t2", kF32, {-1, 4}),
       Var("t3", kF32, {-1, 4}),

@@ -233,7 +233,7 @@ bool RegisterPirOpCompat(const std::string& pir_name, PirOpCompat entry) {
   return true;
 }
 
-const Table& FullTable() {
+static const Table& FullTable() {
   static const Table kTable = [] {
     Table t = BuildTable();
     for (auto& [k, v] : Registered()) {
