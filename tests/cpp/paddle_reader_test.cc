@@ -86,10 +86,7 @@ class PaddleReaderTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::string Write(const std::string& name, const std::string& bytes) {
-    fs::path p = dir_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p.string();
+    return WriteFile(dir_, name, bytes);
   }
   fs::path dir_;
 };

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -99,6 +101,15 @@ inline Pb Slot(const std::string& slot, const std::vector<std::string>& args) {
 template <typename T>
 void Put(std::string& s, T v) {
   s.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+// Writes `bytes` to dir/name (creating folders); returns the path.
+inline std::string WriteFile(const std::filesystem::path& dir, const std::string& name,
+                             const std::string& bytes) {
+  std::filesystem::path p = dir / name;
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << bytes;
+  return p.string();
 }
 
 }  // namespace tiller::paddle_wire

@@ -55,6 +55,18 @@ class Case:
         return f"{self.op}/{self.name}"
 
 
+def exact_case(op, name, inputs, api, legacy, **kw) -> Case:
+    """A case whose results must match bit for bit (data movement, integers)."""
+    kw.setdefault("exact", True)
+    return Case(op, name, inputs, api=api, legacy=legacy, **kw)
+
+
+def written_case(op, name, inputs, legacy, reference, **kw) -> Case:
+    """A legacy-only case written directly, checked exactly against `reference`."""
+    return Case(op, name, inputs, legacy=legacy, reference=reference, formats=("legacy",),
+                exact=True, **kw)
+
+
 def all_cases() -> list[Case]:
     """Every case of every module in op_cases/, in a stable order."""
     sys.path.insert(0, str(HERE))

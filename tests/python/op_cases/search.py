@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from op_harness import Case
+from op_harness import Case, exact_case, written_case
 
 rng = np.random.default_rng(2468)
 
@@ -27,14 +27,8 @@ def distinct(shape, dtype=np.float32):
     return v.reshape(shape).astype(dtype)
 
 
-def C(op, name, inputs, api, legacy, **kw):
-    kw.setdefault("exact", True)
-    return Case(op, name, inputs, api=api, legacy=legacy, **kw)
-
-
-def written(op, name, inputs, legacy, reference, **kw):
-    return Case(op, name, inputs, legacy=legacy, reference=reference, formats=("legacy",),
-                exact=True, **kw)
+C = exact_case
+written = written_case
 
 
 CASES: list[Case] = []

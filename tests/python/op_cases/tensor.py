@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from op_harness import Case
+from op_harness import exact_case, written_case
 
 rng = np.random.default_rng(777)
 
@@ -24,14 +24,8 @@ def x(shape, dtype=np.float32):
     return rng.integers(-50, 50, size=shape).astype(dtype)
 
 
-def C(op, name, inputs, api, legacy, **kw):
-    kw.setdefault("exact", True)
-    return Case(op, name, inputs, api=api, legacy=legacy, **kw)
-
-
-def written(op, name, inputs, legacy, reference, **kw):
-    return Case(op, name, inputs, legacy=legacy, reference=reference, formats=("legacy",),
-                exact=True, **kw)
+C = exact_case
+written = written_case
 
 
 def pir_and_written(op, name, inputs, api, ref, legacy_op, in_slots, attrs, params=None):
