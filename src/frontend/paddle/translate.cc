@@ -219,6 +219,7 @@ std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::T
   graph->set_folder(std::move(folder));
   TranslateContext ctx(program, *graph);
   ctx.set_random_seed(options.random_seed);
+  ctx.set_training(options.training);
   for (size_t i = 0; i < feeds.size(); ++i) {
     ctx.Bind(program.feed_names[i], graph->AddInput(program.feed_names[i], feeds[i]));
   }

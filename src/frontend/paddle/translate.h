@@ -26,6 +26,11 @@ class TranslateContext {
   // option); 0 when unset.
   uint64_t random_seed() const { return random_seed_; }
   void set_random_seed(uint64_t seed) { random_seed_ = seed; }
+  // Training compilation: ops honour is_test = false (dropout draws a mask,
+  // batch_norm uses batch statistics and updates its running ones). For
+  // inference every op runs in test mode, as Paddle Inference does.
+  bool training() const { return training_; }
+  void set_training(bool on) { training_ = on; }
 
   // The IR value bound to argument `idx` of input slot `slot`; fails naming
   // the op when the slot is empty or the variable was never produced.
@@ -74,6 +79,7 @@ class TranslateContext {
   ir::Graph& graph_;
   std::map<std::string, ir::Value*> vars_;
   uint64_t random_seed_ = 0;
+  bool training_ = false;
 };
 
 using Translator = std::function<void(TranslateContext&, const OpDesc&)>;
@@ -97,6 +103,7 @@ void CheckSupported(const Program& program);
 // Fails listing every unsupported op type with its count before translating.
 struct TranslateOptions {
   uint64_t random_seed = 0;  // 0: random ops use a fixed per-model default
+  bool training = false;     // see TranslateContext::training()
 };
 
 std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::TensorType>& feeds,
