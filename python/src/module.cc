@@ -5,6 +5,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <vector>
+
+#include "bindings.h"
 #include "frontend/paddle/translate.h"
 #include "tiller/custom_op.h"
 #include "tiller/predictor.h"
@@ -15,7 +18,17 @@ using tiller::inference::DataType;
 using tiller::inference::Predictor;
 using tiller::inference::Tensor;
 
-namespace {
+namespace tiller::python {
+
+std::vector<Binder>& Binders() {
+  static std::vector<Binder> binders;
+  return binders;
+}
+
+bool RegisterBinder(Binder binder) {
+  Binders().push_back(binder);
+  return true;
+}
 
 DataType FromNumpy(const py::dtype& dt, const std::string& name) {
   char kind = dt.kind();
@@ -49,6 +62,13 @@ py::dtype ToNumpy(DataType t) {
   }
   return py::dtype("float32");
 }
+
+}  // namespace tiller::python
+
+namespace {
+
+using tiller::python::FromNumpy;
+using tiller::python::ToNumpy;
 
 void CopyFrom(Tensor& t, const py::array& arr) {
   py::array c = py::array::ensure(arr, py::array::c_style);
@@ -154,4 +174,5 @@ PYBIND11_MODULE(_tiller, m) {
   m.def("load_custom_op_library", &tiller::LoadCustomOpLibrary, py::arg("path"),
         "Load a shared library of custom ops (see include/tiller/custom_op.h).");
   m.def("supported_paddle_ops", &tiller::paddle::SupportedPaddleOps);
+  for (tiller::python::Binder bind : tiller::python::Binders()) bind(m);
 }
