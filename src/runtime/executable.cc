@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 
 #include "core/error.h"
@@ -12,7 +13,8 @@
 namespace tiller::runtime {
 
 std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
-                                              const CompileOptions& options) {
+                                              const CompileOptions& options,
+                                              const StateStorage& states) {
   auto exe = std::unique_ptr<Executable>(new Executable());
   exe->graph_ = std::move(graph);
   exe->num_threads_ = std::max(1, options.num_threads);
@@ -36,6 +38,13 @@ std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
     auto alias = plan.alias_of.find(v);
     const ir::Value* r = alias == plan.alias_of.end() ? v : alias->second;
     if (r->data) return const_cast<std::byte*>(r->data->data());
+    auto in_state = plan.in_state.find(r);
+    if (in_state != plan.in_state.end()) r = in_state->second;
+    if (r->kind == ir::ValueKind::kState) {
+      auto it = states.find(r->name);
+      TILLER_CHECK(it != states.end() && it->second, "state '{}' has no storage", r->name);
+      return it->second;
+    }
     auto it = plan.offset.find(r);
     TILLER_CHECK(it != plan.offset.end(), "value %{} ({}) has no address", r->id, r->name);
     return base + it->second;
@@ -48,6 +57,9 @@ std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
   }
   for (const ir::Value* in : g.inputs()) exe->inputs_.push_back({in->name, in->type, address(in)});
   for (const auto& [name, v] : g.outputs()) exe->outputs_.push_back({name, v->type, address(v)});
+  for (const auto& [v, state] : plan.copy_back) {
+    exe->copy_back_.push_back({address(v), address(state), state->bytes()});
+  }
   return exe;
 }
 
@@ -57,6 +69,7 @@ void Executable::Run() {
     for (Step& s : steps_) {
       if (s.kernel) s.kernel->Run(s.args);
     }
+    CopyBack();
     return;
   }
   step_ms_.resize(steps_.size(), 0.0);
@@ -66,7 +79,14 @@ void Executable::Run() {
     steps_[i].kernel->Run(steps_[i].args);
     step_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
+  CopyBack();
   ++profiled_runs_;
+}
+
+void Executable::CopyBack() {
+  for (const Copy& c : copy_back_) {
+    if (c.from != c.to) std::memcpy(c.to, c.from, c.bytes);
+  }
 }
 
 std::vector<Executable::ProfileEntry> Executable::Profile() const {

@@ -3,6 +3,7 @@
 // what kernels write, and allocates nothing.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,11 @@ struct CompileOptions {
   int num_threads = 1;
 };
 
+// Storage the caller owns for the graph's state values (ir::ValueKind::kState),
+// by value name; each buffer holds exactly the state's bytes and outlives the
+// executable.
+using StateStorage = std::map<std::string, void*>;
+
 struct TensorSlot {
   std::string name;
   ir::TensorType type;
@@ -27,9 +33,11 @@ class Executable {
  public:
   // Takes ownership of the graph; builds kernels, plans memory and binds addresses.
   static std::unique_ptr<Executable> Build(std::unique_ptr<ir::Graph> graph,
-                                           const CompileOptions& options);
+                                           const CompileOptions& options,
+                                           const StateStorage& states = {});
 
   // Runs every step. Inputs must have been written into inputs()[i].data.
+  // State updates are in the states' storage when it returns.
   void Run();
 
   // Per-op-type wall time, accumulated over runs while profiling is on.
@@ -58,6 +66,13 @@ class Executable {
   compile::MemoryPlan plan_;
   AlignedBuffer arena_;
   std::vector<Step> steps_;
+  struct Copy {
+    const void* from;
+    void* to;
+    size_t bytes;
+  };
+  std::vector<Copy> copy_back_;  // state updates not written in place
+  void CopyBack();
   std::vector<TensorSlot> inputs_, outputs_;
   int num_threads_ = 1;
   bool profiling_ = false;
