@@ -34,6 +34,11 @@ struct SessionOptions {
   int num_threads = 1;
   // Seed of random ops (dropout masks, random init ops) whose own seed is 0.
   uint64_t random_seed = 0;
+  // Check every op's output for NaN/Inf (Paddle's FLAGS_check_nan_inf); the
+  // first one stops the step naming the step number and the op. Off, only
+  // the loss is checked, before any update; a non-finite loss then re-runs
+  // the step with the full check to name the first op, and updates nothing.
+  bool check_nan_inf = false;
 };
 
 struct TensorInfo {
@@ -60,6 +65,8 @@ class TrainingSession {
   // The variable the program minimizes, and the variables it trains.
   const std::string& LossName() const;
   std::vector<std::string> TrainedNames() const;
+  // Training steps run so far (eval steps not counted).
+  int64_t StepCount() const;
 
   // Copies `bytes` of host data into a state; dtype and element count must
   // match the program's declaration.

@@ -37,18 +37,20 @@ void BindTraining(py::module_& m) {
 
   py::class_<TrainingSession>(m, "TrainingSession")
       .def(py::init([](const std::string& path, std::vector<std::string> feeds, std::vector<std::string> fetches,
-                       int num_threads, uint64_t random_seed) {
+                       int num_threads, uint64_t random_seed, bool check_nan_inf) {
              SessionOptions o;
              o.num_threads = num_threads;
              o.random_seed = random_seed;
+             o.check_nan_inf = check_nan_inf;
              return std::make_unique<TrainingSession>(path, std::move(feeds), std::move(fetches), o);
            }),
            py::arg("program_path"), py::arg("feed_names"), py::arg("fetch_names"), py::arg("num_threads") = 1,
-           py::arg("random_seed") = 0)
+           py::arg("random_seed") = 0, py::arg("check_nan_inf") = false)
       .def("state_info", &TrainingSession::StateInfo)
       .def("state_names", &TrainingSession::StateNames)
       .def_property_readonly("loss_name", &TrainingSession::LossName)
       .def("trained_names", &TrainingSession::TrainedNames)
+      .def_property_readonly("step_count", &TrainingSession::StepCount)
       .def_property_readonly("feed_names", &TrainingSession::FeedNames)
       .def_property_readonly("fetch_names", &TrainingSession::FetchNames)
       .def("set_state",

@@ -21,6 +21,7 @@ PIR programs (the default) and legacy ProgramDesc programs
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 import warnings
 
@@ -48,6 +49,10 @@ _HONOURED = {
     "use_no_bias_optimizer": False,
     "enable_replicated_graphs": False,
     "replicated_graph_count": 1,
+    # Check every op's output for NaN/Inf, naming the step and the first op
+    # (PopART's floating-point checks; Paddle's FLAGS_check_nan_inf). Off,
+    # only the loss is checked, before any update.
+    "enable_floating_point_checks": False,
     # Tiller's own: CPU threads of the step (Paddle's CPU executor uses its
     # math-library thread setting the same way).
     "num_threads": 0,
@@ -78,7 +83,7 @@ _NO_EFFECT = {
     "accumulation_and_replication_reduction_type", "auto_recomputation",
     "enable_stochastic_rounding", "enable_outlining", "global_replication_factor",
     "global_replica_offset", "enable_distributed_replicated_graphs",
-    "enable_floating_point_checks", "automatic_loss_scaling_settings.enabled",
+    "automatic_loss_scaling_settings.enabled",
     "automatic_loss_scaling_settings.bin_edge_location",
     "automatic_loss_scaling_settings.threshold_upper_count_proportion",
     "partials_type_matmuls", "enable_prefetch_datastreams", "default_prefetch_buffering_depth",
@@ -218,8 +223,10 @@ class IpuCompiledProgram:
             fetch_names = [_fetch_name(f) for f in fetch_list]
         opts = self._strategy._options
         threads = int(opts.get("num_threads") or 0) or (os.cpu_count() or 1)
-        self._session = _tiller.TrainingSession(path, feed_names, fetch_names, num_threads=threads,
-                                                random_seed=int(opts.get("random_seed") or 0))
+        self._session = _tiller.TrainingSession(
+            path, feed_names, fetch_names, num_threads=threads,
+            random_seed=int(opts.get("random_seed") or 0),
+            check_nan_inf=bool(opts.get("enable_floating_point_checks")))
         self.weights_to_device()
         return self
 
@@ -286,6 +293,82 @@ class IpuCompiledProgram:
             if old_shape != tuple(value.shape) and int(np.prod(old_shape, dtype=np.int64)) == value.size:
                 value = value.reshape(old_shape)
             t.set(value, place)
+
+    # -- checkpoints -------------------------------------------------------
+    def _split_state(self):
+        """(parameter names, optimizer-state names) the way paddle.static.save
+        splits them between .pdparams and .pdopt."""
+        program = self.org_program
+        if _is_pir(program):
+            from paddle.static.pir_io import get_pir_parameters
+            params, opts = get_pir_parameters(program)
+            params = [v.name for v in params if v.persistable]
+            opts = [v.name for v in opts if v.persistable]
+        else:
+            from paddle.framework.io_utils import is_belong_to_optimizer, is_parameter
+            params = [v.name for v in program.list_vars() if is_parameter(v)]
+            opts = [v.name for v in program.list_vars() if is_belong_to_optimizer(v)]
+        return params, opts
+
+    def save(self, path_prefix, protocol=4):
+        """Writes a checkpoint in paddle.static.save's format from Tiller's
+        state: <prefix>.pdparams (parameters) and <prefix>.pdopt (optimizer
+        state, learning rate), pickles of name -> numpy array, so
+        paddle.static.load / set_program_state or load() resume from it. Each
+        file is written to a temporary name and renamed, so an interrupted
+        save never leaves a truncated checkpoint."""
+        if self._session is None:
+            raise TillerError("save() before compile()")
+        params, opts = self._split_state()
+        known = set(self._session.state_names())
+        param_dict = {n: self._session.get_state(n) for n in params if n in known}
+        opt_dict = {n: self._session.get_state(n) for n in opts if n in known}
+        directory = os.path.dirname(path_prefix)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        for suffix, obj in ((".pdparams", param_dict), (".pdopt", opt_dict)):
+            final = path_prefix + suffix
+            tmp = f"{final}.tmp-{os.getpid()}"
+            with open(tmp, "wb") as f:
+                pickle.dump(obj, f, protocol=protocol)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+
+    def load(self, path_prefix):
+        """Sets Tiller's state from a checkpoint written by save() or by
+        paddle.static.save (<prefix>.pdparams and, when the optimizer has
+        state, <prefix>.pdopt). Every persistable variable of the program must
+        be in it, with its shape."""
+        if self._session is None:
+            raise TillerError("load() before compile()")
+        values = {}
+        for suffix, required in ((".pdparams", True), (".pdopt", False)):
+            path = path_prefix + suffix
+            if not os.path.exists(path):
+                if required:
+                    raise TillerError(f"checkpoint file '{path}' not found")
+                continue
+            try:
+                with open(path, "rb") as f:
+                    loaded = pickle.load(f)
+            except Exception as e:  # truncated or not a pickle
+                raise TillerError(f"checkpoint file '{path}' is corrupt: {e}") from e
+            if not isinstance(loaded, dict):
+                raise TillerError(f"checkpoint file '{path}' does not hold a dict of arrays")
+            values.update(loaded)
+        infos = self._session.state_info()
+        missing = [i.name for i in infos if i.name not in values]
+        if missing:
+            raise TillerError(f"checkpoint '{path_prefix}' lacks {len(missing)} variable(s) of the "
+                              f"program: {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}")
+        for info in infos:
+            value = np.asarray(values[info.name])
+            if value.size != int(np.prod(info.shape, dtype=np.int64)):
+                raise TillerError(f"checkpoint '{path_prefix}': '{info.name}' has shape "
+                                  f"{list(value.shape)}, the program declares {list(info.shape)}")
+            self._session.set_state(info.name, np.ascontiguousarray(value.reshape(info.shape),
+                                                                    dtype=info.dtype))
 
     def _set_learning_rate(self):
         program = self.org_program

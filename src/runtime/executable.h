@@ -47,6 +47,15 @@ class Executable {
     int64_t calls = 0;
   };
   void EnableProfiling(bool on) { profiling_ = on; }
+  // After every kernel, scans its floating-point outputs; the first NaN or
+  // Inf stops the run with kNonFinite naming the op, the output and the
+  // element (Paddle's FLAGS_check_nan_inf). Costs one read of every output.
+  void EnableNanInfCheck(bool on) { check_nan_inf_ = on; }
+  // Checks one value (e.g. the loss) right after the op producing it, even
+  // with the full check off: a non-finite value stops the run there, before
+  // later ops (optimizer updates) consume it. Returns the step position of
+  // that op, or -1 when `v` is not produced by a kernel.
+  int GuardFinite(const ir::Value* v);
   std::vector<ProfileEntry> Profile() const;  // sorted by total time, largest first
 
   std::vector<TensorSlot>& inputs() { return inputs_; }
@@ -76,6 +85,9 @@ class Executable {
   std::vector<TensorSlot> inputs_, outputs_;
   int num_threads_ = 1;
   bool profiling_ = false;
+  bool check_nan_inf_ = false;
+  void CheckFinite(const Step& s) const;
+  std::vector<int> guarded_outputs_;  // per step: output index to check, or -1
   std::vector<double> step_ms_;  // per step, while profiling
   int64_t profiled_runs_ = 0;
 };

@@ -3,6 +3,8 @@
 // state buffers, which the session owns.
 #include "tiller/training.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <map>
 
@@ -42,6 +44,14 @@ struct TrainingSession::Impl {
   std::map<std::pair<bool, std::vector<Shape>>, std::unique_ptr<runtime::Executable>> cache;
   runtime::Executable* last = nullptr;
   bool last_eval = false;
+  int64_t steps = 0;
+  // Per compiled step: where the loss is checked, and whether the diagnostic
+  // re-run is safe (no state written in place before that point).
+  struct Guard {
+    int loss_step = -1;
+    bool rerun_safe = false;
+  };
+  std::map<const runtime::Executable*, Guard> guards;
 
   State& FindState(const std::string& name) {
     auto it = states.find(name);
@@ -69,6 +79,17 @@ struct TrainingSession::Impl {
     runtime::CompileOptions co;
     co.num_threads = options.num_threads;
     auto exe = runtime::Executable::Build(std::move(graph), co, storage);
+    exe->EnableNanInfCheck(options.check_nan_inf);
+    Guard guard;
+    guard.loss_step = exe->GuardFinite(exe->graph().outputs().back().second);
+    guard.rerun_safe = guard.loss_step >= 0;
+    for (const auto& [value, state] : exe->plan().in_state) {
+      for (size_t i = 0; i < exe->graph().ops().size(); ++i) {
+        if (exe->graph().ops()[i].get() == value->producer && static_cast<int>(i) <= guard.loss_step)
+          guard.rerun_safe = false;
+      }
+    }
+    guards[exe.get()] = guard;
     return *cache.emplace(key, std::move(exe)).first->second;
   }
 };
@@ -190,15 +211,39 @@ void TrainingSession::Run(bool eval) {
   for (size_t i = 0; i < s.feeds.size(); ++i) {
     if (s.feeds[i].type.bytes()) std::memcpy(exe.inputs()[i].data, s.feeds[i].data.data(), s.feeds[i].type.bytes());
   }
-  exe.Run();
+  int64_t step = s.steps + 1;
+  try {
+    exe.Run();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kNonFinite) throw;
+    std::string where = e.what();
+    const Impl::Guard& guard = s.guards.at(&exe);
+    if (!s.options.check_nan_inf && guard.rerun_safe) {
+      // Only the loss was checked and nothing was updated: run the step again
+      // checking every op, to name the first one that went non-finite.
+      exe.EnableNanInfCheck(true);
+      try {
+        exe.Run();
+      } catch (const Error& detail) {
+        if (detail.kind() != ErrorKind::kNonFinite) throw;
+        where = fmt::format("the loss '{}' is not finite; first non-finite output: {}", s.info.loss, detail.what());
+      }
+      exe.EnableNanInfCheck(false);
+    }
+    Fail(ErrorKind::kNonFinite, "{}: {} step {}: {}", s.program.path, eval ? "eval" : "training", step, where);
+  }
+  if (!eval) s.steps = step;
   s.last = &exe;
   s.last_eval = eval;
 }
 
+int64_t TrainingSession::StepCount() const { return impl_->steps; }
+
 TensorInfo TrainingSession::FetchInfo(size_t i) const {
   const runtime::Executable* exe = impl_->last;
   if (!exe) Fail(ErrorKind::kInvalidArgument, "fetches read before Run()");
-  if (i >= exe->outputs().size()) Fail(ErrorKind::kInvalidArgument, "fetch {} of {}", i, exe->outputs().size());
+  if (i >= impl_->fetch_names.size())
+    Fail(ErrorKind::kInvalidArgument, "fetch {} of {}", i, impl_->fetch_names.size());
   const auto& slot = exe->outputs()[i];
   return {slot.name, ToApi(slot.type.dtype), slot.type.shape};
 }

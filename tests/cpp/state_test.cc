@@ -96,5 +96,46 @@ TEST(State, UpdateMustKeepTheType) {
   EXPECT_THROW(g.SetStateUpdate(s, wrong), Error);
 }
 
+TEST(NanInfCheck, NamesTheFirstOpThatWentNonFinite) {
+  auto g = std::make_unique<Graph>();
+  Value* x = g->AddInput("x", {DType::kF32, {3}});
+  Value* l = g->Add1("log", {x}, {}, "log (out: bad)");  // log(-1) = nan
+  g->AddOutput("y", g->Add1("exp", {l}));
+  auto exe = Executable::Build(std::move(g), {});
+  float xs[3] = {1, -1, 2};
+  std::memcpy(exe->inputs()[0].data, xs, sizeof(xs));
+  exe->Run();  // off: runs through
+  exe->EnableNanInfCheck(true);
+  try {
+    exe->Run();
+    FAIL() << "expected a kNonFinite error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kNonFinite);
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("log (out: bad)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("element 1"), std::string::npos) << msg;
+  }
+}
+
+TEST(NanInfCheck, GuardStopsBeforeLaterOpsRun) {
+  // The guarded value goes non-finite; the state update after it must not happen.
+  auto g = std::make_unique<Graph>();
+  Value* x = g->AddInput("x", {DType::kF32, {2}});
+  Value* s = g->AddState("s", {DType::kF32, {2}});
+  Value* loss = g->Add1("log", {x});
+  Value* next = g->Add1("add", {x, loss});
+  g->SetStateUpdate(s, next);
+  g->AddOutput("loss", loss);
+  std::vector<float> storage{5, 6};
+  auto exe = Executable::Build(std::move(g), {}, {{"s", storage.data()}});
+  const Value* loss_value = exe->graph().outputs()[0].second;
+  EXPECT_EQ(exe->GuardFinite(loss_value), 0);
+  float xs[2] = {-1, 1};
+  std::memcpy(exe->inputs()[0].data, xs, sizeof(xs));
+  EXPECT_THROW(exe->Run(), Error);
+  EXPECT_EQ(storage[0], 5);
+  EXPECT_EQ(storage[1], 6);
+}
+
 }  // namespace
 }  // namespace tiller::runtime

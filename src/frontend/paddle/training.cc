@@ -273,6 +273,7 @@ std::unique_ptr<ir::Graph> TranslateTraining(const Program& program, const Train
            name, options.eval ? "eval" : "training");
     graph->AddOutput(name, v);
   }
+  graph->AddOutput(info.loss, loss);
   if (!options.eval) {
     for (const std::string& name : info.state) {
       ir::Value* now = ctx.Lookup(name);

@@ -50,7 +50,7 @@ struct TrainingGraphOptions {
 
 // Builds the training step graph: feeds are graph inputs, every variable in
 // info.state a graph state (types from `state_types`), fetches graph
-// outputs. Unsupported op types of the forward and update parts are listed
+// outputs, followed by one more output: the loss (kept so a run can check it). Unsupported op types of the forward and update parts are listed
 // with counts before translating.
 std::unique_ptr<ir::Graph> TranslateTraining(const Program& program, const TrainingProgramInfo& info,
                                              const std::map<std::string, ir::TensorType>& state_types,
