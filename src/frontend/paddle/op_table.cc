@@ -36,6 +36,10 @@ const std::map<std::string, const char*>& Notes() {
       {"bmm", "integer operands: mul + reduce_sum"},
       {"scale", "integer x: mul + add"},
       {"assign_value", "constant: float32/64, int32/64, bool"},
+      {"linear_interp_v2", "float32 (interp takes int32/int64 for nearest only)"},
+      {"bilinear_interp_v2", "float32 (interp takes int32/int64 for nearest only)"},
+      {"bicubic_interp_v2", "float32 (interp takes int32/int64 for nearest only)"},
+      {"trilinear_interp_v2", "float32 (interp takes int32/int64 for nearest only)"},
   };
   return r;
 }
