@@ -47,11 +47,13 @@ using KernelFactory = std::function<std::unique_ptr<Kernel>(const ir::Op&)>;
 //   gather, embedding    the data (input 0); indices are int32|int64
 //   embedding_grad       dy (input 1); the ids (input 0) are int32|int64
 // The list must be non-empty and name only dtypes the factory really runs:
-// tests/cpp/kernel_dtypes_test.cc runs every declared dtype of the
-// elementwise, reduce, cast, comparison and data-movement kernels against
-// scalar references. A factory may still refuse a declared dtype for some
-// attribute values (e.g. integer interp only for method = nearest), with
-// the reason.
+// tests/cpp/kernel_dtypes_test.cc runs every declared dtype of each kernel
+// that declares more than float32 against scalar references (except
+// `custom`: it declares the custom-op ABI's dtypes and runs a library's
+// code). A factory may still refuse a declared dtype for some attribute
+// values (integer interp only for method = nearest), with the reason.
+// Registrations written before this list existed (two arguments) add it:
+// read the factory's dispatch.
 //
 //   RegisterKernel("softmax", MakeSoftmax, {DType::kF32});
 //   TILLER_CPU_KERNEL("embedding_grad", MakeEmbeddingGrad, {DType::kF32}, 1);
