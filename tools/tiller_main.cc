@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "backends/cpu/kernel.h"
 #include "core/error.h"
 #include "frontend/paddle/op_table.h"
 #include "frontend/paddle/program.h"
@@ -236,18 +237,43 @@ int Bench(const std::string& model, const std::string& params, int64_t batch, in
   return 0;
 }
 
+// The dtypes a Paddle op's translation runs with: those every IR op it can
+// emit has a CPU kernel for (kernel.h says which tensor each declaration
+// constrains). IR ops without a kernel (reshape, a view) constrain nothing,
+// so pass-through and view-only translations give "all". A dtype-dependent
+// lowering (integer matmul as mul + reduce_sum) is understated, not
+// overstated: the intersection takes the float path's kernels too.
+std::string TranslationDTypes(const tiller::paddle::OpTableRow& r) {
+  if (!r.ir_ops_declared) return "-";
+  std::vector<tiller::DType> dtypes = tiller::cpu::AllDTypes();
+  bool any_kernel = false;
+  for (const std::string& ir : r.ir_ops) {
+    const std::vector<tiller::DType>* k = tiller::cpu::KernelDTypes(ir);
+    if (!k) continue;
+    any_kernel = true;
+    std::erase_if(dtypes,
+                  [&](tiller::DType t) { return std::find(k->begin(), k->end(), t) == k->end(); });
+  }
+  if (!any_kernel || dtypes.size() == tiller::cpu::AllDTypes().size()) return "all";
+  if (dtypes.empty()) return "none";
+  std::string out;
+  for (tiller::DType t : dtypes)
+    out += (out.empty() ? "" : ",") + std::string(tiller::DTypeName(t));
+  return out;
+}
+
 int Ops() {
   // One row per Paddle op type with a translator (frontend/paddle/op_table.h).
   auto rows = tiller::paddle::PaddleOpTable();
-  fmt::print("{:<36} {:<36} {:<34} {}\n", "paddle op (legacy)", "pir name(s)", "ir op(s)", "notes");
+  fmt::print("{:<36} {:<36} {:<40} {:<36} {}\n", "paddle op (legacy)", "pir name(s)", "ir op(s)",
+             "dtypes", "notes");
   for (const auto& r : rows) {
-    std::string pir;
-    for (const auto& n : r.pir_names) {
-      if (!pir.empty()) pir += ',';
-      pir += n;
-    }
+    std::string pir, ir;
+    for (const auto& n : r.pir_names) pir += (pir.empty() ? "" : ",") + n;
     if (pir.empty()) pir = "-";
-    fmt::print("{:<36} {:<36} {:<34} {}\n", r.paddle_op, pir, r.ir_ops.empty() ? "-" : r.ir_ops,
+    for (const auto& n : r.ir_ops) ir += (ir.empty() ? "" : ",") + n;
+    if (ir.empty()) ir = r.ir_ops_declared ? "(none)" : "-";
+    fmt::print("{:<36} {:<36} {:<40} {:<36} {}\n", r.paddle_op, pir, ir, TranslationDTypes(r),
                r.notes);
   }
   fmt::print("{} Paddle op types\n", rows.size());

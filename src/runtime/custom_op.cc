@@ -171,7 +171,8 @@ void LoadLocked(const std::string& path) {
     Ops()[d->paddle_type] = {d, path};
     paddle::RegisterTranslator(
         d->paddle_type,
-        [d](paddle::TranslateContext& c, const paddle::OpDesc& op) { TranslateCustom(d, c, op); });
+        [d](paddle::TranslateContext& c, const paddle::OpDesc& op) { TranslateCustom(d, c, op); },
+        {"custom"});
   }
 }
 

@@ -6,12 +6,13 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "tiller/custom_op.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/translate.h"
+#include "ir/op_schema.h"
 #include "passes/pass.h"
 #include "runtime/api_types.h"
 #include "runtime/executable.h"
+#include "tiller/custom_op.h"
 
 namespace tiller::inference {
 namespace {
@@ -79,25 +80,80 @@ struct Predictor::Impl {
 
   runtime::Executable& Compile() {
     std::vector<Shape> key;
-    std::vector<ir::TensorType> feeds;
     for (const Input& in : inputs) {
       if (!in.has_data)
         Fail(ErrorKind::kInvalidArgument, "input '{}' was not set before Run()", in.name);
       key.push_back(in.shape);
-      feeds.push_back({in.dtype, in.shape});
     }
-    auto it = cache.find(key);
+    return CompileFor(key);
+  }
+
+  std::vector<ir::TensorType> FeedTypes(const std::vector<Shape>& shapes) const {
+    std::vector<ir::TensorType> feeds;
+    for (size_t i = 0; i < inputs.size(); ++i) feeds.push_back({inputs[i].dtype, shapes[i]});
+    return feeds;
+  }
+
+  std::unique_ptr<ir::Graph> TranslateFor(const std::vector<Shape>& shapes) const {
+    paddle::TranslateOptions translate_options;
+    translate_options.random_seed = config.random_seed();
+    return paddle::Translate(model, FeedTypes(shapes), runtime::FoldWithCpuKernels,
+                             translate_options);
+  }
+
+  // The executable for one set of input shapes, compiled on first use.
+  runtime::Executable& CompileFor(const std::vector<Shape>& shapes) {
+    auto it = cache.find(shapes);
     if (it == cache.end()) {
-      paddle::TranslateOptions translate_options;
-      translate_options.random_seed = config.random_seed();
-      auto graph = paddle::Translate(model, feeds, runtime::FoldWithCpuKernels, translate_options);
+      auto graph = TranslateFor(shapes);
       if (config.ir_optim()) passes::RunPipeline(*graph, passes::InferencePipeline());
       runtime::CompileOptions options;
       options.num_threads = config.cpu_math_library_num_threads();
-      it = cache.emplace(key, runtime::Executable::Build(std::move(graph), options)).first;
+      it = cache.emplace(shapes, runtime::Executable::Build(std::move(graph), options)).first;
       it->second->EnableProfiling(profiling);
     }
     return *it->second;
+  }
+
+  // Translation runs per set of input shapes, but an op Tiller cannot run
+  // (an attribute value, a dtype) must fail at creation, as Paddle Inference
+  // does. So the model is translated once here with the declared shapes:
+  // - all static: compiled and cached, so the first Run reuses it and every
+  //   error is real (these are the only shapes the model accepts);
+  // - dynamic dims: each replaced by 1, then every op's kernel checked for
+  //   its dtype (kernel.h). kUnimplemented does not depend on sizes
+  //   (attributes, dtypes, compile-time constness, ranks are all real), so it
+  //   propagates; other errors can be artefacts of the placeholder (a
+  //   reshape or broadcast that only fits the real sizes) and are left for
+  //   Run to report with the real shapes.
+  // A feed without declared dims (unknown rank) skips the check: a guessed
+  // rank could make even kUnimplemented an artefact.
+  void CheckAtLoad() {
+    std::vector<Shape> shapes;
+    bool placeholder = false;
+    for (const Input& in : inputs) {
+      if (in.declared.empty()) return;
+      Shape s = in.declared;
+      for (int64_t& d : s) {
+        if (d < 0) {
+          d = 1;
+          placeholder = true;
+        }
+      }
+      shapes.push_back(std::move(s));
+    }
+    if (!placeholder) {
+      CompileFor(shapes);
+      return;
+    }
+    try {
+      auto graph = TranslateFor(shapes);
+      for (const auto& op : graph->ops()) {
+        if (!ir::FindOpSchema(op->type)->is_view) cpu::CheckKernelSupports(*op);
+      }
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kUnimplemented) throw;
+    }
   }
 };
 
@@ -122,6 +178,7 @@ Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
     in.declared = v->dims;
     impl_->inputs.push_back(std::move(in));
   }
+  impl_->CheckAtLoad();
 }
 
 Predictor::~Predictor() = default;

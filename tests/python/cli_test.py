@@ -61,6 +61,41 @@ def test_ops_lists_the_translators():
         assert op in out
 
 
+def _ops_table():
+    """`tiller ops` rows as {paddle op: (pir names, ir ops, dtypes)}."""
+    lines = tiller("ops").stdout.splitlines()
+    assert lines[0].split()[-3:] == ["op(s)", "dtypes", "notes"], lines[0]
+    rows = {}
+    for line in lines[1:-1]:
+        paddle_op, pir, ir_ops, dtypes = line.split()[:4]
+        rows[paddle_op] = (pir, ir_ops.split(","), dtypes)
+    assert lines[-1] == f"{len(rows)} Paddle op types"
+    return rows
+
+
+def test_ops_names_the_ir_ops_and_their_kernel_dtypes():
+    rows = _ops_table()
+    # Every translator declares the IR ops it emits (translate.h).
+    assert not [op for op, (_, ir, _) in rows.items() if ir == ["-"]]
+    assert rows["softmax"][1:] == (["softmax"], "float32")
+    assert rows["layer_norm"][1:] == (["layer_norm"], "float32")
+    assert rows["conv2d"][1] == ["conv2d", "transpose"]
+    assert rows["matmul_v2"][1][0] == "matmul"
+    # The dtypes of the IR ops' CPU kernels (backends/cpu/kernels).
+    assert rows["relu"][2] == "float32,float64,int32,int64"  # exact on integers
+    assert rows["gelu"][2] == "float32,float64"
+    assert rows["equal"][2] == "float32,float64,int8,uint8,int16,int32,int64,bool"
+    assert rows["less_than"][2] == "float32,float64,int8,uint8,int16,int32,int64"
+    assert rows["cast"][2] == "all" and rows["transpose2"][2] == "all"
+    assert rows["one_hot_v2"][2] == "int32,int64"  # the ids' dtype
+    assert rows["where"][2] == "all"  # x and y; the condition is bool
+    # Several IR ops: the dtypes all of them run (p_norm: sqrt is float-only).
+    assert rows["p_norm"][2] == "float32,float64"
+    # Views and pass-through ops run no kernel.
+    assert rows["reshape2"][1:] == (["reshape"], "all")
+    assert rows["assign"][1:] == (["(none)"], "all")
+
+
 def test_errors_exit_2_with_names(bert, tmp_path):
     res = tiller("info", tmp_path / "missing.pdmodel", check=False)
     assert res.returncode == 2 and "missing.pdmodel" in res.stderr

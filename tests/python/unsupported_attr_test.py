@@ -1,8 +1,13 @@
 """An op used with an attribute value Tiller does not handle must fail when
-the model is loaded, naming the op, the attribute and the value — never run
-and give a wrong answer. Programs are written directly (legacy_writer.py) so
-any attribute value can be expressed."""
+the model is loaded (create_predictor, before any run), naming the op, the
+attribute and the value — never run and give a wrong answer. That holds for
+models with static feed shapes and with a dynamic batch dim, while a valid
+dynamic-shape model whose translation only fits its real sizes still loads
+and runs. Programs are written directly (legacy_writer.py) so any attribute
+value and any declared feed shape can be expressed."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,28 +17,70 @@ import tiller.inference as ti
 
 X = np.zeros((1, 2, 4, 4), np.float32)
 
+# (op, inputs, output shape, attributes, attribute named, value named)
 CASES = [
     ("pool2d", {"X": ["x"]}, (1, 2, 2, 2),
-     {"pooling_type": "lp", "ksize": [2, 2], "strides": [2, 2], "paddings": [0, 0]}, "lp"),
+     {"pooling_type": "lp", "ksize": [2, 2], "strides": [2, 2], "paddings": [0, 0]},
+     "pooling_type", "lp"),
     ("pool2d", {"X": ["x"]}, (1, 2, 2, 2),
      {"pooling_type": "avg", "ksize": [2, 2], "strides": [2, 2], "paddings": [0, 0],
-      "padding_algorithm": "BOGUS"}, "BOGUS"),
+      "padding_algorithm": "BOGUS"}, "padding_algorithm", "BOGUS"),
     ("dropout", {"X": ["x"]}, X.shape,
-     {"dropout_prob": 0.5, "is_test": True, "dropout_implementation": "sideways"}, "sideways"),
-    ("prelu", {"X": ["x"], "Alpha": ["alpha"]}, X.shape, {"mode": "diagonal"}, "diagonal"),
-    ("matmul", {"X": ["x"], "Y": ["x"]}, (1, 2, 4, 4), {"head_number": 4}, "head_number"),
+     {"dropout_prob": 0.5, "is_test": True, "dropout_implementation": "sideways"},
+     "dropout_implementation", "sideways"),
+    ("prelu", {"X": ["x"], "Alpha": ["alpha"]}, X.shape, {"mode": "diagonal"}, "mode", "diagonal"),
+    ("matmul", {"X": ["x"], "Y": ["x"]}, (1, 2, 4, 4), {"head_number": 4}, "head_number", "4"),
 ]
 
 
-@pytest.mark.parametrize("op,inputs,out_shape,attrs,value", CASES,
-                         ids=[f"{c[0]}-{c[4]}" for c in CASES])
-def test_unhandled_attribute_fails_at_load(tmp_path, op, inputs, out_shape, attrs, value):
+def _feed(batch):
+    """The feed as the program declares it: X's shape, or batch -1 (dynamic)."""
+    return X if batch == "static" else SimpleNamespace(dtype=X.dtype, shape=(-1,) + X.shape[1:])
+
+
+@pytest.mark.parametrize("batch", ["static", "dynamic"])
+@pytest.mark.parametrize("op,inputs,out_shape,attrs,attr,value", CASES,
+                         ids=[f"{c[0]}-{c[5]}" for c in CASES])
+def test_unhandled_attribute_fails_at_create_predictor(tmp_path, op, inputs, out_shape, attrs,
+                                                       attr, value, batch):
     params = {"alpha": np.ones((1,), np.float32)} if "Alpha" in inputs else {}
     model, params_path = legacy_writer.write_program(
-        tmp_path, op, {"x": X}, params, inputs, {"Out": (["out"], np.float32, out_shape)}, attrs)
+        tmp_path, op, {"x": _feed(batch)}, params, inputs,
+        {"Out": (["out"], np.float32, out_shape)}, attrs)
     config = ti.Config(str(model), str(params_path) if params else "")
-    predictor = ti.create_predictor(config)
     with pytest.raises(ti.TillerError) as info:
-        predictor.run([X])  # compiling for the feed shapes is where attributes are read
+        ti.create_predictor(config)
     msg = str(info.value)
-    assert op in msg and value in msg and str(model) in msg, msg
+    assert op in msg and attr in msg and value in msg and str(model) in msg, msg
+
+
+def test_dynamic_batch_model_whose_shapes_only_fit_real_sizes_creates_and_runs(tmp_path):
+    # reshape2 to [2, -1, 3] needs a batch divisible by 2: the batch-1
+    # placeholder translated at load cannot be reshaped, yet the model is
+    # valid. It must load, run with batch 4 and match numpy; batch 1 is
+    # then refused at run, naming the reshape.
+    model, _ = legacy_writer.write_program(
+        tmp_path, "reshape2", {"x": SimpleNamespace(dtype=np.float32, shape=(-1, 3))}, {},
+        {"X": ["x"]}, {"Out": (["out"], np.float32, (2, -1, 3))}, {"shape": [2, -1, 3]})
+    predictor = ti.create_predictor(ti.Config(str(model), ""))
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    (out,) = predictor.run([x])
+    np.testing.assert_array_equal(out, x.reshape(2, -1, 3))
+    with pytest.raises(ti.TillerError) as info:
+        predictor.run([np.ones((1, 3), np.float32)])
+    assert "reshape" in str(info.value) and "[1, 3]" in str(info.value), str(info.value)
+
+
+def test_dynamic_batch_model_creates_and_runs_each_batch(tmp_path):
+    attrs = {"pooling_type": "avg", "ksize": [2, 2], "strides": [2, 2], "paddings": [0, 0]}
+    model, _ = legacy_writer.write_program(
+        tmp_path, "pool2d", {"x": _feed("dynamic")}, {}, {"X": ["x"]},
+        {"Out": (["out"], np.float32, (-1, 2, 2, 2))}, attrs)
+    predictor = ti.create_predictor(ti.Config(str(model), ""))
+    rng = np.random.default_rng(0)
+    for batch in (3, 1):
+        x = rng.standard_normal((batch, 2, 4, 4)).astype(np.float32)
+        (out,) = predictor.run([x])
+        want = x.reshape(batch, 2, 2, 2, 2, 2).mean(axis=(3, 5))
+        # Four float32 additions and one division: a few ulp.
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)

@@ -1,6 +1,6 @@
-// Builds the `tiller ops` table. Translators are opaque functions, so the
-// IR-op column and notes come from the records below (kept next to the
-// family that owns them); the PIR column inverts the pir_compat table.
+// Builds the `tiller ops` table. The IR-op column is what each translator
+// declares at registration (translate.h; checked while translating); notes
+// come from the records below; the PIR column inverts the pir_compat table.
 #include "frontend/paddle/op_table.h"
 
 #include <algorithm>
@@ -13,31 +13,33 @@
 namespace tiller::paddle {
 namespace {
 
-
-struct Record {
-  const char* ir_ops;
-  const char* notes;
-};
-
-// IR ops and notes per Paddle op (losses and other ops; other families may
-// add theirs here).
-const std::map<std::string, Record>& Records() {
-  static const std::map<std::string, Record> r = {
-      {"softmax_with_cross_entropy", {"softmax, cross_entropy", "hard/soft labels, any axis"}},
-      {"cross_entropy", {"cross_entropy", "probabilities in"}},
-      {"cross_entropy2", {"cross_entropy{match}", "legacy only; XShape not produced"}},
-      {"sigmoid_cross_entropy_with_logits", {"sigmoid_cross_entropy", "pos_weight, normalize"}},
-      {"kldiv_loss", {"kldiv, reduce_sum|reduce_mean, div", "reduction none/batchmean/mean/sum"}},
-      {"bce_loss", {"bce", "log clamped at -100"}},
-      {"huber_loss", {"huber, sub", "Out and Residual"}},
-      {"rank_loss", {"rank_loss", "legacy only (no Paddle 3 op)"}},
-      {"warpctc", {"ctc_loss", "padded [T, B, C] with lengths; forward loss only"}},
-      {"identity_loss", {"reduce_sum|reduce_mean", "reduction 0 sum, 1 mean, 2 none"}},
-      {"print", {"print", "logs to stderr every run"}},
-      {"checkpointoutput", {"identity{checkpoint}", "recompute boundary mark"}},
-      {"identity", {"(none)", "pass-through"}},
-      {"detach", {"(none)", "pass-through"}},
-      {"yolo_box", {"yolo_box{output}", "iou_aware, scale_x_y, clip_bbox"}},
+// Notes per Paddle op (losses and other ops; other families may add theirs).
+const std::map<std::string, const char*>& Notes() {
+  static const std::map<std::string, const char*> r = {
+      {"softmax_with_cross_entropy", "hard/soft labels, any axis"},
+      {"cross_entropy", "probabilities in"},
+      {"cross_entropy2", "legacy only; MatchX via cross_entropy{match}; XShape not produced"},
+      {"sigmoid_cross_entropy_with_logits", "pos_weight, normalize"},
+      {"kldiv_loss", "reduction none/batchmean/mean/sum"},
+      {"bce_loss", "log clamped at -100"},
+      {"huber_loss", "Out and Residual"},
+      {"rank_loss", "legacy only (no Paddle 3 op)"},
+      {"warpctc", "padded [T, B, C] with lengths; forward loss only"},
+      {"identity_loss", "reduction 0 sum, 1 mean, 2 none"},
+      {"print", "logs to stderr every run"},
+      {"checkpointoutput", "recompute boundary mark (identity{checkpoint})"},
+      {"identity", "pass-through"},
+      {"detach", "pass-through"},
+      {"yolo_box", "iou_aware, scale_x_y, clip_bbox; one yolo_box per output"},
+      {"matmul_v2", "integer operands: mul + reduce_sum"},
+      {"matmul", "integer operands: mul + reduce_sum"},
+      {"bmm", "integer operands: mul + reduce_sum"},
+      {"scale", "integer x: mul + add"},
+      {"assign_value", "constant: float32/64, int32/64, bool"},
+      {"linear_interp_v2", "float32 (interp takes int32/int64 for nearest only)"},
+      {"bilinear_interp_v2", "float32 (interp takes int32/int64 for nearest only)"},
+      {"bicubic_interp_v2", "float32 (interp takes int32/int64 for nearest only)"},
+      {"trilinear_interp_v2", "float32 (interp takes int32/int64 for nearest only)"},
   };
   return r;
 }
@@ -57,16 +59,15 @@ std::vector<OpTableRow> PaddleOpTable() {
     row.paddle_op = op;
     auto p = pir.find(op);
     if (p != pir.end()) row.pir_names = p->second;
-    auto it = Records().find(op);
-    if (it != Records().end()) {
-      row.ir_ops = it->second.ir_ops;
-      row.notes = it->second.notes;
+    if (const std::vector<std::string>* ir = TranslatorIrOps(op)) {
+      row.ir_ops = *ir;
+      row.ir_ops_declared = true;
+      std::sort(row.ir_ops.begin(), row.ir_ops.end());
     }
+    auto it = Notes().find(op);
+    if (it != Notes().end()) row.notes = it->second;
     auto c = custom.find(op);
-    if (c != custom.end()) {
-      row.ir_ops = "custom";
-      row.notes = "custom op from " + c->second;
-    }
+    if (c != custom.end()) row.notes = "custom op from " + c->second;
     rows.push_back(std::move(row));
   }
   return rows;

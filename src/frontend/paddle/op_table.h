@@ -1,5 +1,6 @@
 // The table `tiller ops` prints: per Paddle op type with a translator, the
-// PIR (pd_op) names that map onto it, the IR ops it becomes and notes.
+// PIR (pd_op) names that map onto it, the IR ops it becomes (as its
+// translator declares them) and notes.
 #pragma once
 
 #include <string>
@@ -10,7 +11,8 @@ namespace tiller::paddle {
 struct OpTableRow {
   std::string paddle_op;               // legacy spelling
   std::vector<std::string> pir_names;  // pd_op names (without "pd_op."); may be empty
-  std::string ir_ops;                  // IR op(s) the translator emits, when recorded
+  std::vector<std::string> ir_ops;     // IR ops the translator can emit (sorted)
+  bool ir_ops_declared = false;        // false: the translator did not declare them
   std::string notes;
 };
 

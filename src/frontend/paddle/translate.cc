@@ -2,14 +2,20 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "ir/op_schema.h"
 
 namespace tiller::paddle {
 namespace {
 
-std::map<std::string, Translator>& Registry() {
-  static std::map<std::string, Translator> registry;
+struct Entry {
+  Translator fn;
+  std::optional<std::vector<std::string>> ir_ops;
+};
+
+std::map<std::string, Entry>& Registry() {
+  static std::map<std::string, Entry> registry;
   return registry;
 }
 
@@ -39,15 +45,27 @@ std::shared_ptr<AlignedBuffer> MakeBuffer(const std::vector<T>& values) {
 
 }  // namespace
 
+bool RegisterTranslator(const std::string& paddle_type, Translator fn,
+                        std::vector<std::string> ir_ops) {
+  bool inserted = Registry().emplace(paddle_type, Entry{std::move(fn), std::move(ir_ops)}).second;
+  TILLER_CHECK(inserted, "translator for '{}' registered twice", paddle_type);
+  return true;
+}
+
 bool RegisterTranslator(const std::string& paddle_type, Translator fn) {
-  bool inserted = Registry().emplace(paddle_type, std::move(fn)).second;
+  bool inserted = Registry().emplace(paddle_type, Entry{std::move(fn), std::nullopt}).second;
   TILLER_CHECK(inserted, "translator for '{}' registered twice", paddle_type);
   return true;
 }
 
 const Translator* FindTranslator(const std::string& paddle_type) {
   auto it = Registry().find(paddle_type);
-  return it == Registry().end() ? nullptr : &it->second;
+  return it == Registry().end() ? nullptr : &it->second.fn;
+}
+
+const std::vector<std::string>* TranslatorIrOps(const std::string& paddle_type) {
+  auto it = Registry().find(paddle_type);
+  return it == Registry().end() || !it->second.ir_ops ? nullptr : &*it->second.ir_ops;
 }
 
 std::vector<std::string> SupportedPaddleOps() {
@@ -97,6 +115,13 @@ void TranslateContext::SetOut(const OpDesc& op, const std::string& slot, ir::Val
 
 ir::Op* TranslateContext::AddOp(const OpDesc& op, const std::string& type,
                                 std::vector<ir::Value*> inputs, ir::AttrMap attrs) {
+  // Keeps the declarations `tiller ops` prints true (the op harness runs
+  // every translator through here).
+  const std::vector<std::string>* declared = TranslatorIrOps(op.type);
+  TILLER_CHECK(!declared || std::find(declared->begin(), declared->end(), type) != declared->end(),
+               "translator of Paddle op {} emitted IR op {}, which its registration does not "
+               "declare",
+               op.type, type);
   ir::Op* added = graph_.AddOp(type, std::move(inputs), std::move(attrs), op.Describe());
   // Manual sharding set by Paddle's ipu_shard_guard travels with every IR op
   // the Paddle op becomes (-1 means unset, as in Paddle).

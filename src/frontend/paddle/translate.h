@@ -84,15 +84,25 @@ class TranslateContext {
 
 using Translator = std::function<void(TranslateContext&, const OpDesc&)>;
 
+// `ir_ops` lists every IR op type the translator can emit, whatever the
+// attributes and dtypes (none for pass-through ops). `tiller ops` prints
+// them and the dtypes their CPU kernels declare; translation checks the list:
+// emitting an unlisted type is an internal error naming both.
+bool RegisterTranslator(const std::string& paddle_type, Translator fn,
+                        std::vector<std::string> ir_ops);
+// Undeclared IR ops: nothing is checked and `tiller ops` shows none.
 bool RegisterTranslator(const std::string& paddle_type, Translator fn);
 const Translator* FindTranslator(const std::string& paddle_type);
+// The IR op types declared for paddle_type's translator; nullptr if it is
+// unknown or did not declare them.
+const std::vector<std::string>* TranslatorIrOps(const std::string& paddle_type);
 std::vector<std::string> SupportedPaddleOps();
 
 #define TILLER_PADDLE_CONCAT2(a, b) a##b
 #define TILLER_PADDLE_CONCAT(a, b) TILLER_PADDLE_CONCAT2(a, b)
-#define TILLER_PADDLE_OP(type, fn)                                          \
+#define TILLER_PADDLE_OP(type, fn, ...)                                    \
   static const bool TILLER_PADDLE_CONCAT(tiller_paddle_op_, __COUNTER__) = \
-      ::tiller::paddle::RegisterTranslator(type, fn)
+      ::tiller::paddle::RegisterTranslator(type, fn __VA_OPT__(, ) __VA_ARGS__)
 
 // Op types in the program that have no translator, with their counts.
 std::map<std::string, int> UnsupportedOps(const Program& program);

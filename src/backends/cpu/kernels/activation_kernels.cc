@@ -132,9 +132,9 @@ const bool kRegistered = [] {
   for (const char* name :
        {"acos", "asin", "atan", "cosh", "sinh", "tan", "log2", "log10", "softsign", "logsigmoid",
         "tanh_shrink", "mish", "selu", "hard_shrink", "softshrink", "thresholded_relu", "brelu"}) {
-    RegisterKernel(name, MakeActivation);
+    RegisterKernel(name, MakeActivation, {DType::kF32, DType::kF64});
   }
-  RegisterKernel("prelu", MakePrelu);
+  RegisterKernel("prelu", MakePrelu, {DType::kF32, DType::kF64});
   return true;
 }();
 

@@ -70,7 +70,7 @@ std::unique_ptr<Kernel> MakeConvTranspose(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("conv2d_transpose", MakeConvTranspose);
+TILLER_CPU_KERNEL("conv2d_transpose", MakeConvTranspose, {DType::kF32});
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -101,7 +101,7 @@ std::unique_ptr<Kernel> MakeCtc(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("ctc_loss", MakeCtc);
+  RegisterKernel("ctc_loss", MakeCtc, {DType::kF32});
   return true;
 }();
 

@@ -140,8 +140,11 @@ std::unique_ptr<Kernel> MakePrint(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("custom", MakeCustom);
-  RegisterKernel("print", MakePrint);
+  using enum DType;
+  // custom: the custom-op ABI's dtypes (custom_op::ToAbi); the library's
+  // infer function decides which of them an op accepts.
+  RegisterKernel("custom", MakeCustom, {kF32, kF64, kI32, kI64, kBool});
+  RegisterKernel("print", MakePrint, {kF32, kF64, kI32, kI64, kBool});
   return true;
 }();
 

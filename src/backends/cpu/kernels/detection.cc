@@ -94,7 +94,7 @@ std::unique_ptr<Kernel> MakeYoloBox(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("yolo_box", MakeYoloBox);
+  RegisterKernel("yolo_box", MakeYoloBox, {DType::kF32});
   return true;
 }();
 

@@ -172,11 +172,15 @@ std::unique_ptr<Kernel> MakeLogic(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
+  using enum DType;
   for (const char* n : {"add", "sub", "mul", "div", "max", "min", "pow", "mod", "floor_div"})
-    RegisterKernel(n, MakeArithmetic);
-  for (const char* n : {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
-    RegisterKernel(n, MakeCompare);
-  for (const char* n : {"logical_and", "logical_or", "logical_xor"}) RegisterKernel(n, MakeLogic);
+    RegisterKernel(n, MakeArithmetic, {kF32, kF64, kI32, kI64});
+  for (const char* n : {"equal", "not_equal"})
+    RegisterKernel(n, MakeCompare, {kF32, kF64, kI8, kU8, kI16, kI32, kI64, kBool});
+  for (const char* n : {"less", "less_equal", "greater", "greater_equal"})
+    RegisterKernel(n, MakeCompare, {kF32, kF64, kI8, kU8, kI16, kI32, kI64});
+  for (const char* n : {"logical_and", "logical_or", "logical_xor"})
+    RegisterKernel(n, MakeLogic, {kBool, kF32, kI32, kI64});
   return true;
 }();
 

@@ -51,7 +51,8 @@ std::unique_ptr<Kernel> MakeEmbedding(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("embedding", MakeEmbedding);
+// Rows move as bytes: any table dtype (input 0); ids are int32|int64.
+TILLER_CPU_KERNEL("embedding", MakeEmbedding, AllDTypes());
 
 }  // namespace
 }  // namespace tiller::cpu

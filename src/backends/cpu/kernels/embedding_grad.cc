@@ -58,7 +58,7 @@ std::unique_ptr<Kernel> MakeEmbeddingGrad(const ir::Op& op) {
        DTypeName(ids->dtype()));
 }
 
-TILLER_CPU_KERNEL("embedding_grad", MakeEmbeddingGrad);
+TILLER_CPU_KERNEL("embedding_grad", MakeEmbeddingGrad, {DType::kF32}, /*dtype_input=*/1);
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -165,7 +165,8 @@ std::unique_ptr<Kernel> MakeInterp(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("interp", MakeInterp);
+// Integer inputs only with method = nearest (checked by MakeInterp).
+TILLER_CPU_KERNEL("interp", MakeInterp, {DType::kF32, DType::kI32, DType::kI64});
 
 }  // namespace
 }  // namespace tiller::cpu

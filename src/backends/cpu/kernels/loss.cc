@@ -168,12 +168,12 @@ std::unique_ptr<Kernel> MakeRankLoss(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("cross_entropy", MakeCrossEntropy);
-  RegisterKernel("sigmoid_cross_entropy", MakeSigmoidCE);
-  RegisterKernel("kldiv", MakeKLDiv);
-  RegisterKernel("bce", MakeBCE);
-  RegisterKernel("huber", MakeHuber);
-  RegisterKernel("rank_loss", MakeRankLoss);
+  RegisterKernel("cross_entropy", MakeCrossEntropy, {DType::kF32});
+  RegisterKernel("sigmoid_cross_entropy", MakeSigmoidCE, {DType::kF32});
+  RegisterKernel("kldiv", MakeKLDiv, {DType::kF32});
+  RegisterKernel("bce", MakeBCE, {DType::kF32});
+  RegisterKernel("huber", MakeHuber, {DType::kF32});
+  RegisterKernel("rank_loss", MakeRankLoss, {DType::kF32});
   return true;
 }();
 

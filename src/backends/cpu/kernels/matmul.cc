@@ -261,9 +261,9 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op) {
   return std::make_unique<BlockedConvKernel>(pd, x_md, y_md, std::move(weights));
 }
 
-TILLER_CPU_KERNEL("matmul", MakeMatmul);
-TILLER_CPU_KERNEL("linear", MakeLinear);
-TILLER_CPU_KERNEL("conv2d", MakeConv2d);
+TILLER_CPU_KERNEL("matmul", MakeMatmul, {DType::kF32});
+TILLER_CPU_KERNEL("linear", MakeLinear, {DType::kF32});
+TILLER_CPU_KERNEL("conv2d", MakeConv2d, {DType::kF32});
 
 }  // namespace
 }  // namespace tiller::cpu

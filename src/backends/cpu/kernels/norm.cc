@@ -160,9 +160,9 @@ std::unique_ptr<Kernel> MakeGroupNorm(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("group_norm", MakeGroupNorm);
-  RegisterKernel("layer_norm", MakeLayerNorm);
-  RegisterKernel("batch_norm", MakeBatchNorm);
+  RegisterKernel("group_norm", MakeGroupNorm, {DType::kF32});
+  RegisterKernel("layer_norm", MakeLayerNorm, {DType::kF32});
+  RegisterKernel("batch_norm", MakeBatchNorm, {DType::kF32});
   return true;
 }();
 

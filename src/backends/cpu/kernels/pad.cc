@@ -68,7 +68,7 @@ std::unique_ptr<Kernel> MakePadNd(const ir::Op& op) {
   return k;
 }
 
-TILLER_CPU_KERNEL("pad_nd", MakePadNd);
+TILLER_CPU_KERNEL("pad_nd", MakePadNd, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
 
 }  // namespace
 }  // namespace tiller::cpu

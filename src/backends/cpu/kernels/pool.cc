@@ -204,8 +204,8 @@ std::unique_ptr<Kernel> MakeMaxPoolWithIndex(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("pool2d", MakePool2d);
-TILLER_CPU_KERNEL("max_pool2d_with_index", MakeMaxPoolWithIndex);
+TILLER_CPU_KERNEL("pool2d", MakePool2d, {DType::kF32});
+TILLER_CPU_KERNEL("max_pool2d_with_index", MakeMaxPoolWithIndex, {DType::kF32});
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -80,8 +80,11 @@ std::unique_ptr<Kernel> MakeRandom(const ir::Op& op, bool normal) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("random_normal", [](const ir::Op& op) { return MakeRandom(op, true); });
-  RegisterKernel("random_uniform", [](const ir::Op& op) { return MakeRandom(op, false); });
+  // No inputs: the declaration is the output's dtype.
+  RegisterKernel("random_normal", [](const ir::Op& op) { return MakeRandom(op, true); },
+                 {DType::kF32, DType::kF64});
+  RegisterKernel("random_uniform", [](const ir::Op& op) { return MakeRandom(op, false); },
+                 {DType::kF32, DType::kF64});
   return true;
 }();
 

@@ -311,9 +311,9 @@ std::unique_ptr<Kernel> MakeArg(const ir::Op& op) {
 
 const bool kRegistered = [] {
   for (const char* n : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"})
-    RegisterKernel(n, MakeReduce);
-  RegisterKernel("argmax", MakeArg);
-  RegisterKernel("argmin", MakeArg);
+    RegisterKernel(n, MakeReduce, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
+  RegisterKernel("argmax", MakeArg, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
+  RegisterKernel("argmin", MakeArg, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
   return true;
 }();
 

@@ -59,7 +59,7 @@ std::unique_ptr<Kernel> MakeCumsum(const ir::Op& op) {
   }
 }
 
-TILLER_CPU_KERNEL("cumsum", MakeCumsum);
+TILLER_CPU_KERNEL("cumsum", MakeCumsum, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -122,8 +122,9 @@ std::unique_ptr<Kernel> MakeArgsort(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("top_k", MakeTopK);
-  RegisterKernel("argsort", MakeArgsort);
+  using enum DType;
+  RegisterKernel("top_k", MakeTopK, {kF32, kF64, kI32, kI64, kI16, kI8, kU8});
+  RegisterKernel("argsort", MakeArgsort, {kF32, kF64, kI32, kI64, kI16, kI8, kU8});
   return true;
 }();
 

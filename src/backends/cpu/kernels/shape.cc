@@ -310,15 +310,19 @@ std::unique_ptr<Kernel> MakeWhere(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("transpose", MakeTranspose);
-  RegisterKernel("slice", MakeSlice);
-  RegisterKernel("expand", MakeExpand);
-  RegisterKernel("identity", MakeIdentity);
-  RegisterKernel("concat", [](const ir::Op& op) { return MakeConcatSplit(op, false); });
-  RegisterKernel("split", [](const ir::Op& op) { return MakeConcatSplit(op, true); });
-  RegisterKernel("gather", MakeGather);
-  RegisterKernel("cast", MakeCast);
-  RegisterKernel("where", MakeWhere);
+  // Byte movers take every dtype; cast converts between all of them (source
+  // declared); where selects x/y (input 1) elements of any size.
+  RegisterKernel("transpose", MakeTranspose, AllDTypes());
+  RegisterKernel("slice", MakeSlice, AllDTypes());
+  RegisterKernel("expand", MakeExpand, AllDTypes());
+  RegisterKernel("identity", MakeIdentity, AllDTypes());
+  RegisterKernel(
+      "concat", [](const ir::Op& op) { return MakeConcatSplit(op, false); }, AllDTypes());
+  RegisterKernel(
+      "split", [](const ir::Op& op) { return MakeConcatSplit(op, true); }, AllDTypes());
+  RegisterKernel("gather", MakeGather, AllDTypes());
+  RegisterKernel("cast", MakeCast, AllDTypes());
+  RegisterKernel("where", MakeWhere, AllDTypes(), /*dtype_input=*/1);
   return true;
 }();
 

@@ -103,8 +103,8 @@ std::unique_ptr<Kernel> MakeSoftmax(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("softmax", MakeSoftmax);
-  RegisterKernel("log_softmax", MakeSoftmax);
+  RegisterKernel("softmax", MakeSoftmax, {DType::kF32});
+  RegisterKernel("log_softmax", MakeSoftmax, {DType::kF32});
   return true;
 }();
 

@@ -36,7 +36,7 @@ std::unique_ptr<Kernel> MakeOneHot(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("one_hot", MakeOneHot);
+  RegisterKernel("one_hot", MakeOneHot, {DType::kI32, DType::kI64});
   return true;
 }();
 

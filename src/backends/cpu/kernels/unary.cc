@@ -481,15 +481,20 @@ std::unique_ptr<Kernel> MakeLogicalNot(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
+  using enum DType;
+  // Float only: the ops MakeInt does not define.
   for (const char* name :
-       {"relu",       "gelu",       "tanh",  "sigmoid",    "exp",          "log",    "sqrt",
-        "rsqrt",      "abs",        "neg",   "erf",        "reciprocal",   "square", "silu",
-        "swish",      "leaky_relu", "elu",   "hard_swish", "hard_sigmoid", "relu6",  "softplus",
-        "sin",        "cos",        "floor", "ceil",       "round",        "sign",   "log1p",
-        "pow_scalar", "scale",      "clip"}) {
-    RegisterKernel(name, MakeUnary);
+       {"gelu",         "tanh",       "sigmoid",  "exp",   "log",        "sqrt",  "rsqrt",
+        "erf",          "reciprocal", "silu",     "swish", "leaky_relu", "elu",   "hard_swish",
+        "hard_sigmoid", "relu6",      "softplus", "sin",   "cos",        "log1p", "scale"}) {
+    RegisterKernel(name, MakeUnary, {kF32, kF64});
   }
-  RegisterKernel("logical_not", MakeLogicalNot);
+  // Exact on integers (MakeInt).
+  for (const char* name :
+       {"relu", "abs", "neg", "square", "sign", "pow_scalar", "floor", "ceil", "round", "clip"}) {
+    RegisterKernel(name, MakeUnary, {kF32, kF64, kI32, kI64});
+  }
+  RegisterKernel("logical_not", MakeLogicalNot, {kBool, kF32, kF64, kI8, kU8, kI32, kI64});
   return true;
 }();
 

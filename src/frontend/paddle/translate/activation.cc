@@ -13,13 +13,15 @@ using Renames = std::vector<std::pair<std::string, std::string>>;
 // Unary op: X -> Out, with the listed attributes copied (Paddle name -> IR name).
 void RegisterUnary(const char* paddle, const char* ir_type, Renames attrs = {}) {
   std::string t = ir_type;
-  RegisterTranslator(paddle, [t, attrs](TranslateContext& c, const OpDesc& op) {
-    ir::AttrMap a;
-    for (const auto& [from, to] : attrs) {
-      if (const ir::Attribute* v = op.attrs.Find(from)) a.Set(to, *v);
-    }
-    c.SetOut(op, "Out", c.Add1(op, t, {c.In(op, "X")}, a));
-  });
+  RegisterTranslator(paddle,
+                     [t, attrs](TranslateContext& c, const OpDesc& op) {
+                       ir::AttrMap a;
+                       for (const auto& [from, to] : attrs) {
+                         if (const ir::Attribute* v = op.attrs.Find(from)) a.Set(to, *v);
+                       }
+                       c.SetOut(op, "Out", c.Add1(op, t, {c.In(op, "X")}, a));
+                     },
+                     {t});
 }
 
 // mish's softplus threshold: `threshold` in legacy programs; PIR programs
@@ -148,10 +150,10 @@ const bool kRegistered = [] {
   RegisterUnary("thresholded_relu", "thresholded_relu",
                 {{"threshold", "threshold"}, {"value", "value"}});
   RegisterUnary("brelu", "brelu", {{"t_min", "t_min"}, {"t_max", "t_max"}});
-  RegisterTranslator("mish", Mish);
-  RegisterTranslator("prelu", Prelu);
-  RegisterTranslator("pow", Pow);
-  RegisterTranslator("clip", Clip);
+  RegisterTranslator("mish", Mish, {"mish"});
+  RegisterTranslator("prelu", Prelu, {"reshape", "prelu"});
+  RegisterTranslator("pow", Pow, {"pow_scalar", "pow", "reshape", "cast"});
+  RegisterTranslator("clip", Clip, {"clip", "max", "min", "reshape", "cast"});
 
   // PIR spellings missing from the built-in table (pir_compat.cc).
   for (const char* name : {"acos", "asin", "atan", "cosh", "sinh", "tan", "log2", "log10",

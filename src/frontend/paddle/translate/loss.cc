@@ -140,37 +140,44 @@ void WarpCtc(TranslateContext& ctx, const OpDesc& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterTranslator("softmax_with_cross_entropy", SoftmaxWithCrossEntropy);
+  RegisterTranslator("softmax_with_cross_entropy", SoftmaxWithCrossEntropy,
+                     {"softmax", "cross_entropy", "reshape"});
   RegisterPirOpCompat(
       "cross_entropy_with_softmax",
       {"softmax_with_cross_entropy", {T("Logits"), T("Label")}, {"Softmax", "Loss"}, {}, {}});
-  RegisterTranslator("cross_entropy", CrossEntropyProb);
-  RegisterTranslator("cross_entropy2", CrossEntropyProb);
-  RegisterTranslator("sigmoid_cross_entropy_with_logits", SigmoidCrossEntropy);
+  RegisterTranslator("cross_entropy", CrossEntropyProb, {"cross_entropy", "reshape"});
+  RegisterTranslator("cross_entropy2", CrossEntropyProb, {"cross_entropy", "reshape"});
+  RegisterTranslator("sigmoid_cross_entropy_with_logits", SigmoidCrossEntropy,
+                     {"sigmoid_cross_entropy"});
   RegisterPirOpCompat("sigmoid_cross_entropy_with_logits", {"sigmoid_cross_entropy_with_logits",
                                                             {T("X"), T("Label"), T("pos_weight")},
                                                             {"Out"},
                                                             {},
                                                             {}});
-  RegisterTranslator("kldiv_loss", KLDiv);
+  RegisterTranslator("kldiv_loss", KLDiv, {"kldiv", "reduce_sum", "reduce_mean", "div"});
   RegisterPirOpCompat("kldiv_loss", {"kldiv_loss", {T("X"), T("Target")}, {"Loss"}, {}, {}});
-  RegisterTranslator("bce_loss", [](TranslateContext& c, const OpDesc& op) {
-    c.SetOut(op, "Out", c.Add1(op, "bce", {c.In(op, "X"), c.In(op, "Label")}));
-  });
+  RegisterTranslator("bce_loss",
+                     [](TranslateContext& c, const OpDesc& op) {
+                       c.SetOut(op, "Out", c.Add1(op, "bce", {c.In(op, "X"), c.In(op, "Label")}));
+                     },
+                     {"bce"});
   RegisterPirOpCompat("bce_loss", {"bce_loss", {T("X"), T("Label")}, {"Out"}, {}, {}});
-  RegisterTranslator("huber_loss", Huber);
+  RegisterTranslator("huber_loss", Huber, {"huber", "sub"});
   RegisterPirOpCompat("huber_loss", {"huber_loss", {T("X"), T("Y")}, {"Out", "Residual"}, {}, {}});
-  RegisterTranslator("rank_loss", [](TranslateContext& c, const OpDesc& op) {
-    c.SetOut(op, "Out",
-             c.Add1(op, "rank_loss", {c.In(op, "Label"), c.In(op, "Left"), c.In(op, "Right")}));
-  });
-  RegisterTranslator("warpctc", WarpCtc);
+  RegisterTranslator(
+      "rank_loss",
+      [](TranslateContext& c, const OpDesc& op) {
+        c.SetOut(op, "Out",
+                 c.Add1(op, "rank_loss", {c.In(op, "Label"), c.In(op, "Left"), c.In(op, "Right")}));
+      },
+      {"rank_loss"});
+  RegisterTranslator("warpctc", WarpCtc, {"ctc_loss", "reshape"});
   RegisterPirOpCompat("warpctc", {"warpctc",
                                   {T("Logits"), T("Label"), T("LogitsLength"), T("LabelLength")},
                                   {"Loss", "WarpCTCGrad"},
                                   {},
                                   {}});
-  RegisterTranslator("identity_loss", IdentityLoss);
+  RegisterTranslator("identity_loss", IdentityLoss, {"reduce_sum", "reduce_mean"});
   RegisterPirOpCompat("identity_loss", {"identity_loss", {T("X")}, {"Out"}, {}, {}});
   return true;
 }();

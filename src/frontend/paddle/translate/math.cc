@@ -47,7 +47,8 @@ void Binary(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type)
 
 void RegisterBinary(const char* paddle, const char* ir_type) {
   std::string t = ir_type;
-  RegisterTranslator(paddle, [t](TranslateContext& c, const OpDesc& op) { Binary(c, op, t); });
+  RegisterTranslator(paddle, [t](TranslateContext& c, const OpDesc& op) { Binary(c, op, t); },
+                     {t, "reshape"});
 }
 
 // Swaps the last two dims.
@@ -327,7 +328,7 @@ void Dist(TranslateContext& ctx, const OpDesc& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterTranslator("cumsum", Cumsum);
+  RegisterTranslator("cumsum", Cumsum, {"cumsum", "reshape"});
   RegisterBinary("elementwise_add", "add");
   RegisterBinary("elementwise_sub", "sub");
   RegisterBinary("elementwise_mul", "mul");
@@ -346,36 +347,53 @@ const bool kRegistered = [] {
   RegisterBinary("logical_and", "logical_and");
   RegisterBinary("logical_or", "logical_or");
   RegisterBinary("logical_xor", "logical_xor");
-  RegisterTranslator("logical_not", [](TranslateContext& c, const OpDesc& op) {
-    c.SetOut(op, "Out", c.Add1(op, "logical_not", {c.In(op, "X")}));
-  });
-  RegisterTranslator("matmul_v2", [](TranslateContext& c, const OpDesc& op) {
-    Matmul(c, op, op.attrs.Bool("trans_x", false), op.attrs.Bool("trans_y", false), 1.0);
-  });
-  RegisterTranslator("matmul", MatmulV1);
-  RegisterTranslator("bmm", Bmm);
-  RegisterTranslator("dot", Dot);
-  RegisterTranslator("p_norm", PNormOp);
-  RegisterTranslator("dist", Dist);
+  RegisterTranslator("logical_not",
+                     [](TranslateContext& c, const OpDesc& op) {
+                       c.SetOut(op, "Out", c.Add1(op, "logical_not", {c.In(op, "X")}));
+                     },
+                     {"logical_not"});
+  // Float operands become one matmul; integer ones mul + reduce_sum.
+  const std::vector<std::string> matmul_ops = {"matmul", "reshape", "transpose", "mul",
+                                               "reduce_sum"};
+  RegisterTranslator(
+      "matmul_v2",
+      [](TranslateContext& c, const OpDesc& op) {
+        Matmul(c, op, op.attrs.Bool("trans_x", false), op.attrs.Bool("trans_y", false), 1.0);
+      },
+      matmul_ops);
+  RegisterTranslator("matmul", MatmulV1, matmul_ops);
+  RegisterTranslator("bmm", Bmm, matmul_ops);
+  RegisterTranslator("dot", Dot, {"mul", "reduce_sum"});
+  const std::vector<std::string> pnorm_ops = {"abs",        "reduce_sum", "reduce_max",
+                                              "reduce_min", "square",     "sqrt",
+                                              "pow_scalar", "not_equal",  "cast"};
+  RegisterTranslator("p_norm", PNormOp, pnorm_ops);
+  std::vector<std::string> dist_ops = pnorm_ops;
+  dist_ops.push_back("sub");
+  RegisterTranslator("dist", Dist, dist_ops);
   RegisterPirOpCompat("dot", {"dot", {pir::T("X"), pir::T("Y")}, {"Out"}, {}, {}});
   RegisterPirOpCompat("dist", {"dist", {pir::T("X"), pir::T("Y")}, {"Out"}, {}, {}});
   RegisterPirOpCompat("p_norm", pir::Unary("p_norm"));
-  RegisterTranslator("scale", Scale);
-  RegisterTranslator("mul", Mul);
-  RegisterTranslator("sum", Sum);
-  RegisterTranslator("mean", Mean);
+  // Integer scale is composed from mul and add.
+  RegisterTranslator("scale", Scale, {"scale", "mul", "add"});
+  RegisterTranslator("mul", Mul, {"reshape", "matmul"});
+  RegisterTranslator("sum", Sum, {"add", "identity"});
+  RegisterTranslator("mean", Mean, {"reduce_mean"});
   for (auto [paddle, ir_type] : {std::pair{"reduce_sum", "reduce_sum"},
                                  {"reduce_mean", "reduce_mean"},
                                  {"reduce_max", "reduce_max"},
                                  {"reduce_min", "reduce_min"},
                                  {"reduce_prod", "reduce_prod"}}) {
     std::string t = ir_type;
-    RegisterTranslator(paddle, [t](TranslateContext& c, const OpDesc& op) { Reduce(c, op, t); });
+    RegisterTranslator(paddle, [t](TranslateContext& c, const OpDesc& op) { Reduce(c, op, t); },
+                       {t, "cast"});
   }
   RegisterTranslator("arg_max",
-                     [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmax"); });
+                     [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmax"); },
+                     {"argmax", "reshape"});
   RegisterTranslator("arg_min",
-                     [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmin"); });
+                     [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmin"); },
+                     {"argmin", "reshape"});
   return true;
 }();
 

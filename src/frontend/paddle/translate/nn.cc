@@ -140,20 +140,24 @@ void Embedding(TranslateContext& ctx, const OpDesc& op, bool squeeze_last) {
 }
 
 const bool kRegistered = [] {
-  RegisterTranslator("layer_norm", LayerNorm);
+  RegisterTranslator("layer_norm", LayerNorm, {"layer_norm"});
   RegisterTranslator("softmax",
-                     [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "softmax"); });
+                     [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "softmax"); },
+                     {"softmax"});
   RegisterTranslator("log_softmax",
-                     [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "log_softmax"); });
-  RegisterTranslator("dropout", Dropout);
-  RegisterTranslator("conv2d", Conv2d);
-  RegisterTranslator("depthwise_conv2d", Conv2d);
-  RegisterTranslator("batch_norm", BatchNorm);
-  RegisterTranslator("pool2d", Pool2d);
+                     [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "log_softmax"); },
+                     {"log_softmax"});
+  RegisterTranslator("dropout", Dropout, {"scale"});
+  RegisterTranslator("conv2d", Conv2d, {"conv2d", "transpose"});
+  RegisterTranslator("depthwise_conv2d", Conv2d, {"conv2d", "transpose"});
+  RegisterTranslator("batch_norm", BatchNorm, {"batch_norm", "transpose"});
+  RegisterTranslator("pool2d", Pool2d, {"pool2d", "transpose"});
   RegisterTranslator("lookup_table_v2",
-                     [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, false); });
+                     [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, false); },
+                     {"embedding"});
   RegisterTranslator("lookup_table",
-                     [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, true); });
+                     [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, true); },
+                     {"embedding", "reshape"});
   return true;
 }();
 

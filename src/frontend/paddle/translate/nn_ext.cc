@@ -272,25 +272,34 @@ void Pad3d(TranslateContext& ctx, const OpDesc& op) {
 
 const bool kRegistered = [] {
   RegisterTranslator("group_norm",
-                     [](TranslateContext& c, const OpDesc& op) { GroupNorm(c, op, false); });
+                     [](TranslateContext& c, const OpDesc& op) { GroupNorm(c, op, false); },
+                     {"group_norm", "transpose"});
   RegisterTranslator("instance_norm",
-                     [](TranslateContext& c, const OpDesc& op) { GroupNorm(c, op, true); });
-  RegisterTranslator("affine_channel", AffineChannel);
-  RegisterTranslator("data_norm", DataNorm);
-  RegisterTranslator("max_pool2d_with_index", MaxPoolWithIndex);
-  RegisterTranslator("conv2d_transpose", ConvTranspose);
-  RegisterTranslator("depthwise_conv2d_transpose", ConvTranspose);
-  RegisterTranslator("nearest_interp_v2",
-                     [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 2, "nearest"); });
-  RegisterTranslator("bilinear_interp_v2",
-                     [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 2, "linear"); });
-  RegisterTranslator("bicubic_interp_v2",
-                     [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 2, "cubic"); });
-  RegisterTranslator("linear_interp_v2",
-                     [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 1, "linear"); });
-  RegisterTranslator("trilinear_interp_v2",
-                     [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 3, "linear"); });
-  RegisterTranslator("pad3d", Pad3d);
+                     [](TranslateContext& c, const OpDesc& op) { GroupNorm(c, op, true); },
+                     {"group_norm"});
+  RegisterTranslator("affine_channel", AffineChannel, {"mul", "add", "reshape"});
+  RegisterTranslator("data_norm", DataNorm, {"div", "sqrt", "sub", "mul", "add"});
+  RegisterTranslator("max_pool2d_with_index", MaxPoolWithIndex, {"max_pool2d_with_index"});
+  RegisterTranslator("conv2d_transpose", ConvTranspose, {"conv2d_transpose", "transpose"});
+  RegisterTranslator("depthwise_conv2d_transpose", ConvTranspose,
+                     {"conv2d_transpose", "transpose"});
+  const std::vector<std::string> interp_ops = {"interp", "transpose"};
+  RegisterTranslator(
+      "nearest_interp_v2",
+      [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 2, "nearest"); }, interp_ops);
+  RegisterTranslator(
+      "bilinear_interp_v2",
+      [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 2, "linear"); }, interp_ops);
+  RegisterTranslator(
+      "bicubic_interp_v2", [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 2, "cubic"); },
+      interp_ops);
+  RegisterTranslator(
+      "linear_interp_v2", [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 1, "linear"); },
+      interp_ops);
+  RegisterTranslator(
+      "trilinear_interp_v2",
+      [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 3, "linear"); }, interp_ops);
+  RegisterTranslator("pad3d", Pad3d, {"pad_nd"});
 
   using pir::T;
   RegisterPirOpCompat(

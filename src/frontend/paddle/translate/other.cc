@@ -67,12 +67,12 @@ void YoloBox(TranslateContext& ctx, const OpDesc& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterTranslator("print", Print);
+  RegisterTranslator("print", Print, {"print"});
   RegisterPirOpCompat("print", {"print", {T("In")}, {"Out"}, {}, {}});
-  RegisterTranslator("identity", PassThrough);
-  RegisterTranslator("detach", PassThrough);
-  RegisterTranslator("checkpointoutput", CheckpointOutput);
-  RegisterTranslator("yolo_box", YoloBox);
+  RegisterTranslator("identity", PassThrough, {});
+  RegisterTranslator("detach", PassThrough, {});
+  RegisterTranslator("checkpointoutput", CheckpointOutput, {"identity"});
+  RegisterTranslator("yolo_box", YoloBox, {"yolo_box"});
   RegisterPirOpCompat("yolo_box",
                       {"yolo_box", {T("X"), T("ImgSize")}, {"Boxes", "Scores"}, {}, {}});
   return true;

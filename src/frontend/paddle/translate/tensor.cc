@@ -324,35 +324,39 @@ void Where(TranslateContext& ctx, const OpDesc& op) {
 void PassThrough(TranslateContext& ctx, const OpDesc& op) { ctx.SetOut(op, "Out", ctx.In(op, "X")); }
 
 const bool kRegistered = [] {
-  RegisterTranslator("reshape2", Reshape);
-  RegisterTranslator("reshape", Reshape);
-  RegisterTranslator("transpose2", Transpose);
-  RegisterTranslator("transpose", Transpose);
-  RegisterTranslator("unsqueeze2", Unsqueeze);
-  RegisterTranslator("unsqueeze", Unsqueeze);
-  RegisterTranslator("squeeze2", Squeeze);
-  RegisterTranslator("squeeze", Squeeze);
-  RegisterTranslator("flatten_contiguous_range", FlattenRange);
-  RegisterTranslator("flatten2", Flatten2);
-  RegisterTranslator("flatten", Flatten2);
-  RegisterTranslator("slice", [](TranslateContext& c, const OpDesc& op) { Slice(c, op, false); });
-  RegisterTranslator("strided_slice", [](TranslateContext& c, const OpDesc& op) { Slice(c, op, true); });
-  RegisterTranslator("concat", Concat);
-  RegisterTranslator("stack", Stack);
-  RegisterTranslator("split", Split);
-  RegisterTranslator("cast", Cast);
-  RegisterTranslator("fill_constant", FillConstant);
-  RegisterTranslator("fill_any_like", FillAnyLike);
-  RegisterTranslator("shape", [](TranslateContext& c, const OpDesc& op) { ShapeOp(c, op, DType::kI32); });
-  RegisterTranslator("shape64", [](TranslateContext& c, const OpDesc& op) { ShapeOp(c, op, DType::kI64); });
-  RegisterTranslator("assign_value", AssignValue);
-  RegisterTranslator("range", Range);
-  RegisterTranslator("expand_v2", Expand);
-  RegisterTranslator("expand_as_v2", ExpandAs);
-  RegisterTranslator("gather", Gather);
-  RegisterTranslator("where", Where);
-  RegisterTranslator("assign", PassThrough);
-  RegisterTranslator("share_data", PassThrough);
+  for (const char* t : {"reshape2", "reshape"}) RegisterTranslator(t, Reshape, {"reshape"});
+  for (const char* t : {"transpose2", "transpose"}) RegisterTranslator(t, Transpose, {"transpose"});
+  for (const char* t : {"unsqueeze2", "unsqueeze"}) RegisterTranslator(t, Unsqueeze, {"reshape"});
+  for (const char* t : {"squeeze2", "squeeze"}) RegisterTranslator(t, Squeeze, {"reshape"});
+  RegisterTranslator("flatten_contiguous_range", FlattenRange, {"reshape"});
+  RegisterTranslator("flatten2", Flatten2, {"reshape"});
+  RegisterTranslator("flatten", Flatten2, {"reshape"});
+  RegisterTranslator("slice", [](TranslateContext& c, const OpDesc& op) { Slice(c, op, false); },
+                     {"slice", "reshape"});
+  RegisterTranslator("strided_slice",
+                     [](TranslateContext& c, const OpDesc& op) { Slice(c, op, true); },
+                     {"slice", "reshape"});
+  RegisterTranslator("concat", Concat, {"concat"});
+  RegisterTranslator("stack", Stack, {"concat", "reshape"});
+  RegisterTranslator("split", Split, {"split"});
+  RegisterTranslator("cast", Cast, {"cast"});
+  // Constants: the IR ops fold while the graph is built.
+  RegisterTranslator("fill_constant", FillConstant, {"cast", "expand"});
+  RegisterTranslator("fill_any_like", FillAnyLike, {"cast", "expand"});
+  RegisterTranslator("shape",
+                     [](TranslateContext& c, const OpDesc& op) { ShapeOp(c, op, DType::kI32); },
+                     {"cast"});
+  RegisterTranslator("shape64",
+                     [](TranslateContext& c, const OpDesc& op) { ShapeOp(c, op, DType::kI64); },
+                     {"cast"});
+  RegisterTranslator("assign_value", AssignValue, {});
+  RegisterTranslator("range", Range, {"cast"});
+  RegisterTranslator("expand_v2", Expand, {"expand"});
+  RegisterTranslator("expand_as_v2", ExpandAs, {"expand"});
+  RegisterTranslator("gather", Gather, {"gather"});
+  RegisterTranslator("where", Where, {"where"});
+  RegisterTranslator("assign", PassThrough, {});
+  RegisterTranslator("share_data", PassThrough, {});
   return true;
 }();
 

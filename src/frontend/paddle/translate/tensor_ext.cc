@@ -217,22 +217,27 @@ const bool kRegistered = [] {
   using pir::IntArray;
   using pir::Scalar;
   using pir::T;
-  RegisterTranslator("tile", Tile);
-  RegisterTranslator("expand", ExpandV1);
-  RegisterTranslator("flip", Flip);
-  RegisterTranslator("meshgrid", Meshgrid);
-  RegisterTranslator("unstack", Unstack);
-  RegisterTranslator("one_hot",
-                     [](TranslateContext& c, const OpDesc& op) { OneHot(c, op, false); });
+  RegisterTranslator("tile", Tile, {"expand", "reshape"});
+  RegisterTranslator("expand", ExpandV1, {"expand", "reshape"});
+  RegisterTranslator("flip", Flip, {"slice"});
+  RegisterTranslator("meshgrid", Meshgrid, {"expand", "reshape"});
+  RegisterTranslator("unstack", Unstack, {"split", "reshape"});
+  RegisterTranslator("one_hot", [](TranslateContext& c, const OpDesc& op) { OneHot(c, op, false); },
+                     {"one_hot", "reshape"});
   RegisterTranslator("one_hot_v2",
-                     [](TranslateContext& c, const OpDesc& op) { OneHot(c, op, true); });
-  RegisterTranslator("top_k", [](TranslateContext& c, const OpDesc& op) { TopK(c, op, false); });
-  RegisterTranslator("top_k_v2", [](TranslateContext& c, const OpDesc& op) { TopK(c, op, true); });
-  RegisterTranslator("argsort", Argsort);
+                     [](TranslateContext& c, const OpDesc& op) { OneHot(c, op, true); },
+                     {"one_hot"});
+  RegisterTranslator("top_k", [](TranslateContext& c, const OpDesc& op) { TopK(c, op, false); },
+                     {"top_k"});
+  RegisterTranslator("top_k_v2", [](TranslateContext& c, const OpDesc& op) { TopK(c, op, true); },
+                     {"top_k"});
+  RegisterTranslator("argsort", Argsort, {"argsort"});
   RegisterTranslator("gaussian_random",
-                     [](TranslateContext& c, const OpDesc& op) { Random(c, op, true); });
+                     [](TranslateContext& c, const OpDesc& op) { Random(c, op, true); },
+                     {"random_normal"});
   RegisterTranslator("uniform_random",
-                     [](TranslateContext& c, const OpDesc& op) { Random(c, op, false); });
+                     [](TranslateContext& c, const OpDesc& op) { Random(c, op, false); },
+                     {"random_uniform"});
 
   RegisterPirOpCompat("flip", pir::Unary("flip"));
   RegisterPirOpCompat("meshgrid", {"meshgrid", {T("X")}, {"Out"}, {}, {}});
