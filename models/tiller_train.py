@@ -1,0 +1,83 @@
+"""The Tiller side of the training tests and benchmark: trains the programs
+of models/training.py with ``tiller.IpuCompiledProgram`` exactly as a Paddle
+IPU script would (same program, same scope initialisation, same batches, LR
+scheduler stepped by the caller), and returns the same record as
+models.training.paddle_reference so the two compare directly.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from . import training as T
+
+
+def _compile(built, scope, threads: int, check_nan_inf: bool = False):
+    import tiller
+
+    strategy = tiller.IpuStrategy()
+    strategy.set_graph_config(is_training=True, micro_batch_size=1)
+    strategy.set_options({"num_threads": threads, "enable_floating_point_checks": check_nan_inf})
+    return tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
+        built.feed_names, built.fetch_list)
+
+
+def _tiller_here(kind, opt_spec, cfg=None, n_steps=10, batch_size=4, seed=0, data_seed=None,
+                 distinct=None, save_at=None, ckpt_dir=None, threads=1,
+                 eval_batches=0) -> T.ReferenceRun:
+    import paddle
+
+    data_seed = seed + 1 if data_seed is None else data_seed
+    batches = T.make_batches(kind, cfg, n_steps, batch_size, data_seed, distinct)
+    built = T.build(kind, cfg, opt_spec, seed)
+    scope = paddle.static.Scope()
+    T.init_scope(built, scope)
+    init_state = T.read_state(built, scope)
+    prog = _compile(built, scope, threads)
+    losses, lrs = [], []
+    for i, feed in enumerate(batches):
+        if save_at is not None and i == save_at:
+            # An interruption: Tiller writes the checkpoint, a fresh program
+            # and scope (as a restarted script builds them) load it.
+            prefix = Path(ckpt_dir) / "tiller_ckpt"
+            prefix.parent.mkdir(parents=True, exist_ok=True)
+            prog.save(str(prefix))
+            if built.lr_scheduler is not None:
+                Path(str(prefix) + ".lr.json").write_text(json.dumps(built.lr_scheduler.state_dict()))
+            built = T.build(kind, cfg, built.opt_spec, seed)
+            scope = paddle.static.Scope()
+            T.init_scope(built, scope)
+            prog = _compile(built, scope, threads)
+            prog.load(str(prefix))
+            if built.lr_scheduler is not None:
+                built.lr_scheduler.set_state_dict(json.loads(Path(str(prefix) + ".lr.json").read_text()))
+        lrs.append(float(built.lr_scheduler()) if built.lr_scheduler else built.opt_spec.peak_lr)
+        outs = prog.run(feed=feed)
+        if built.lr_scheduler is not None:
+            built.lr_scheduler.step()
+        losses.append([float(np.asarray(o).reshape(())) for o in outs])
+    prog.weights_to_host()
+    return T.ReferenceRun(kind, built.fmt, built.fetch_names, np.asarray(losses, np.float32), lrs,
+                          init_state, T.read_state(built, scope), built.param_names,
+                          built.notes, {})
+
+
+def _tillers_here(requests: list[dict]) -> list[T.ReferenceRun]:
+    with T.static_mode():
+        return [_tiller_here(**r) for r in requests]
+
+
+def tiller_runs(fmt: str | None, *requests: dict) -> list[T.ReferenceRun]:
+    """Tiller counterparts of models.training.paddle_references (same keyword
+    dicts, plus ``threads``), in one process of program form ``fmt``."""
+    reqs = []
+    for r in requests:
+        r = dict(r)
+        r["opt_spec"] = T.opt_spec_of(r.get("opt_spec", "adam"))
+        if r.get("ckpt_dir") is not None:
+            r["ckpt_dir"] = str(r["ckpt_dir"])
+        reqs.append(r)
+    return T.call_in_format(fmt or T.current_format(), "models.tiller_train:_tillers_here",
+                            requests=reqs)
