@@ -83,7 +83,10 @@ PRETRAIN_PRESETS = {
 }
 
 
-def pretrain_config(cfg) -> PretrainConfig:
+def pretrain_config(cfg=None) -> PretrainConfig:
+    """A PretrainConfig from itself, a preset name or None ("bert-tiny")."""
+    if cfg is None:
+        cfg = "bert-tiny"
     if isinstance(cfg, PretrainConfig):
         return cfg
     if cfg not in PRETRAIN_PRESETS:
@@ -329,13 +332,15 @@ def current_format() -> str:
     return current_process_format()
 
 
-def _build(kind: str, cfg, spec, seed: int) -> BuiltProgram:
+def _build(kind: str, cfg, spec, seed: int, legacy_compat: bool = True) -> BuiltProgram:
+    """legacy_compat False: build legacy programs without models._legacy_compat
+    (scripts/dump_training_programs.py shows what then fails)."""
     import paddle
     import paddle.nn.functional as F
 
     fmt = current_format()
     notes = []
-    if fmt == "legacy":
+    if fmt == "legacy" and legacy_compat:
         from . import _legacy_compat
 
         _legacy_compat.install()
