@@ -36,8 +36,8 @@ def parse_args(argv=None):
     ap.add_argument("--optimizer", default="adam")
     ap.add_argument("--clip-norm", type=float, default=0.0,
                     help="global-norm clipping (0 = none, the plain Adam step)")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--format", default="pir", choices=["pir", "legacy"],
                     help="program form; Paddle reads FLAGS_enable_pir_api at import")

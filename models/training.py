@@ -90,7 +90,8 @@ def pretrain_config(cfg=None) -> PretrainConfig:
     if isinstance(cfg, PretrainConfig):
         return cfg
     if cfg not in PRETRAIN_PRESETS:
-        raise KeyError(f"unknown BERT pretraining preset {cfg!r}; known: {sorted(PRETRAIN_PRESETS)}")
+        raise KeyError(f"unknown BERT pretraining preset {cfg!r}; "
+                       f"known: {sorted(PRETRAIN_PRESETS)}")
     return PRETRAIN_PRESETS[cfg]
 
 
@@ -513,7 +514,13 @@ def write_state(scope, state: dict[str, np.ndarray]) -> None:
         var = scope.find_var(name)
         if var is None:
             raise KeyError(f"{name} is not a variable of the scope")
-        var.get_tensor().set(np.ascontiguousarray(a), paddle.CPUPlace())
+        t = var.get_tensor()
+        if t._is_initialized():
+            have = np.array(t)
+            if have.shape != a.shape or have.dtype != a.dtype:
+                raise ValueError(f"{name}: scope holds {have.dtype}{list(have.shape)}, "
+                                 f"state gives {a.dtype}{list(a.shape)}")
+        t.set(np.ascontiguousarray(a), paddle.CPUPlace())
 
 
 def init_scope(built: BuiltProgram, scope, exe=None):
@@ -551,10 +558,11 @@ class ReferenceRun:
     final_state: dict[str, np.ndarray]
     param_names: list[str]
     notes: list[str]
+    snapshots: dict[int, dict[str, np.ndarray]]   # step k -> state before step k
 
 
 def _reference_here(kind, opt_spec, cfg=None, n_steps=10, batch_size=4, seed=0, data_seed=None,
-                    distinct=None, save_at=None, ckpt_dir=None) -> ReferenceRun:
+                    distinct=None, save_at=None, ckpt_dir=None, snapshot_at=()) -> ReferenceRun:
     import paddle
 
     if save_at is not None and ckpt_dir is None:
@@ -565,15 +573,18 @@ def _reference_here(kind, opt_spec, cfg=None, n_steps=10, batch_size=4, seed=0, 
     scope = paddle.static.Scope()
     exe = init_scope(built, scope)
     init_state = read_state(built, scope)
-    losses, lrs = [], []
+    losses, lrs, snapshots = [], [], {}
     for i, feed in enumerate(batches):
+        if i in snapshot_at:
+            snapshots[i] = read_state(built, scope)
         if save_at is not None and i == save_at:
             built, scope, exe = _save_and_resume(built, scope, exe, ckpt_dir, kind, cfg, seed)
         lrs.append(float(built.lr_scheduler()) if built.lr_scheduler else built.opt_spec.peak_lr)
         outs = run_step(built, exe, scope, feed)
         losses.append([float(np.asarray(o).reshape(())) for o in outs])
     return ReferenceRun(kind, built.fmt, built.fetch_names, np.asarray(losses, np.float32), lrs,
-                        init_state, read_state(built, scope), built.param_names, built.notes)
+                        init_state, read_state(built, scope), built.param_names, built.notes,
+                        snapshots)
 
 
 def _references_here(requests: list[dict]) -> list[ReferenceRun]:
@@ -626,7 +637,8 @@ def _save_and_resume(built, scope, exe, ckpt_dir, kind, cfg, seed):
 def paddle_reference(kind: str, opt_spec="adam", cfg=None, fmt: str | None = None,
                      n_steps: int = 10, batch_size: int = 4, seed: int = 0,
                      data_seed: int | None = None, distinct: int | None = None,
-                     save_at: int | None = None, ckpt_dir=None) -> ReferenceRun:
+                     save_at: int | None = None, ckpt_dir=None,
+                     snapshot_at: tuple = ()) -> ReferenceRun:
     """Train ``n_steps`` with Paddle's CPU executor from the seeded initial
     state (``build(kind, cfg, opt_spec, seed)``) on make_batches(kind, cfg,
     n_steps, batch_size, data_seed (default seed + 1), distinct).
@@ -634,12 +646,13 @@ def paddle_reference(kind: str, opt_spec="adam", cfg=None, fmt: str | None = Non
     With ``save_at`` = k the run is interrupted before step k:
     paddle.static.save to ``ckpt_dir``/ckpt.* (+ ckpt.lr.json), rebuild,
     startup + paddle.static.load into a fresh scope, continue; the files stay
-    for others to load. ``fmt`` None = this process's form; the other form
-    runs in a child process."""
+    for others to load. ``snapshot_at``: steps k whose state (before step k)
+    is kept in ``snapshots``. ``fmt`` None = this process's form; the other
+    form runs in a child process."""
     return paddle_references(fmt, dict(
         kind=kind, opt_spec=opt_spec, cfg=cfg, n_steps=n_steps, batch_size=batch_size,
         seed=seed, data_seed=data_seed, distinct=distinct, save_at=save_at,
-        ckpt_dir=ckpt_dir))[0]
+        ckpt_dir=ckpt_dir, snapshot_at=tuple(snapshot_at)))[0]
 
 
 def paddle_references(fmt: str | None, *requests: dict) -> list[ReferenceRun]:
@@ -760,6 +773,7 @@ def _write_case_here(out_dir, kind, opt_spec, cfg, n_steps, batch_size, seed, da
     np.savez(out / "batches.npz", **{f"{i}/{k}": v for i, b in enumerate(batches)
                                      for k, v in b.items()})
     np.savez(out / "reference.npz", losses=ref.losses, lrs=np.asarray(ref.lrs, np.float64),
+             **{f"init/{k}": v for k, v in ref.init_state.items()},
              **{f"final/{k}": v for k, v in ref.final_state.items()})
     return str(out)
 
@@ -769,8 +783,9 @@ def write_training_case(out_dir, kind: str, opt_spec="adam", cfg=None, fmt: str 
                         data_seed: int | None = None, distinct: int | None = None) -> str:
     """Everything a C++ test needs, in ``out_dir``: the training program and
     its initial state (save_training_program), batches.npz ("<step>/<feed>"
-    arrays) and reference.npz (losses [n_steps, n_fetch], lrs [n_steps],
-    "final/<name>" for every persistable after the last step) from Paddle."""
+    arrays) and reference.npz from Paddle: losses [n_steps, n_fetch], lrs
+    [n_steps], "init/<name>" and "final/<name>" for every persistable before
+    the first and after the last step."""
     return call_in_format(fmt or current_format(), "models.training:_write_case_here",
                           out_dir=str(Path(out_dir).resolve()), kind=kind,
                           opt_spec=opt_spec_of(opt_spec), cfg=cfg, n_steps=n_steps,

@@ -1,7 +1,8 @@
 """Print the facts docs/TRAINING_PROGRAMS.md states about Paddle 3.3.1 static
 training programs, from programs built and run here (models/training.py).
 
-    /work/main/.venv/bin/python scripts/dump_training_programs.py [--sections a,b] [--forms pir,legacy]
+    /work/main/.venv/bin/python scripts/dump_training_programs.py \
+        [--sections a,b] [--forms pir,legacy]
 
 Sections: roles, seed, grads, order, optimizers, lr, save, batch_norm,
 dropout, no_shim, onednn. Each form runs in its own child process
@@ -156,7 +157,8 @@ def sec_seed():
         for op in users:
             print("user of the loss value:", describe(op))
             if op.name() == "pd_op.full_like":
-                print("  its fill value comes from:", describe(op.operand_source(1).get_defining_op()))
+                fill = op.operand_source(1).get_defining_op()
+                print("  its fill value comes from:", describe(fill))
         print("loss value shape:", loss.shape)
     else:
         for op in ops:
@@ -171,8 +173,9 @@ def sec_grads():
     word = "embedding_0.w_0"
     if is_pir():
         grads = [op for op in ops if op.name().endswith("_grad")]
-        print(f"{len(grads)} *_grad ops; accumulation ops after the first one: "
-              f"{collections.Counter(op.name() for op in ops[ops.index(grads[0]):] if op.name() in ('pd_op.add_n', 'pd_op.add_', 'pd_op.add'))}")
+        sums = collections.Counter(op.name() for op in ops[ops.index(grads[0]):]
+                                   if op.name() in ("pd_op.add_n", "pd_op.add_", "pd_op.add"))
+        print(f"{len(grads)} *_grad ops; accumulation ops after the first one: {dict(sums)}")
         sgd = [op for op in ops if op.name().startswith("pd_op.sgd") and
                op.operand_source(0).name == word][0]
         print(f"{word} (tied: lookup + MLM decoder) update: {describe(sgd)}")
@@ -189,15 +192,25 @@ def sec_order():
     cases = [("cnn", "adam", dict(weight_decay=0.01)), ("cnn", "momentum", dict(weight_decay=0.01)),
              ("cnn", "adamw", dict(weight_decay=0.01)), ("cnn", "lamb", dict(weight_decay=0.01)),
              ("cnn", "adam", dict(weight_decay=0.01, clip_norm=None))]
+    cases.append(("cnn", "adamax", dict(clip_norm=None)))
     for kind, opt, kw in cases:
         b = build(kind, opt, **kw)
         ops = ops_of(b.main)
         last_grad = max(i for i, op in enumerate(ops) if op_type(op).endswith("_grad"))
         tail = [op_type(op) for op in ops[last_grad + 1:]]
         print(f"[{kind} {opt} {kw}] after the last *_grad op: {run_length(tail)}")
+    upd = [op for op in ops if op_type(op).split(".")[-1].rstrip("_") == "adamax"]
+    params = [value_label(op.operand_source(0)) if is_pir() else op.input("Param")[0] for op in upd]
+    print(f"  parameter order of the update ops: {params} (sorted: {params == sorted(params)})")
+    if not is_pir():
+        for op in ops[ops.index(upd[-1]) + 1:][:2]:
+            print("  after the update ops:", describe(op))
 
 
 def sec_optimizers():
+    import paddle
+
+    from models import training as T
     from models.training import OPTIMIZERS
 
     for opt in OPTIMIZERS:
@@ -212,6 +225,11 @@ def sec_optimizers():
             p = value_label(op.operand_source(0)) if is_pir() else op.input("Param")[0]
             by_param[p] = op
         print(f"[{opt} {kw}] {len(first_opt)} optimizer ops ({op_type(first_opt[0])})")
+        scope = paddle.static.Scope()
+        T.init_scope(b, scope)
+        acc = {n: np.unique(np.array(scope.find_var(n).get_tensor())).tolist()[:3]
+               for n in T.persistable_names(b) if n.startswith("linear_0.w_0_")}
+        print(f"  accumulators of linear_0.w_0 after startup (distinct values): {acc}")
         for p in ("linear_0.w_0", "linear_0.b_0"):
             print(f"  param {p}: {describe(by_param[p], p)}")
 
@@ -234,11 +252,13 @@ def sec_lr():
         print("program.lr_name:", b.main.lr_name)
     else:
         v = b.main.global_block().var("learning_rate_0")
-        print(f"main var learning_rate_0: shape {v.shape} dtype {v.dtype} persistable {v.persistable}")
+        print(f"main var learning_rate_0: shape {v.shape} dtype {v.dtype} "
+              f"persistable {v.persistable}")
         for op in ops_of(b.startup):
             if "learning_rate_0" in op.output_arg_names:
                 print("startup:", describe(op))
-    print("program.lr_scheduler is the optimizer's scheduler:", b.main.lr_scheduler is b.lr_scheduler)
+    print("program.lr_scheduler is the optimizer's scheduler:",
+          b.main.lr_scheduler is b.lr_scheduler)
     scope = paddle.static.Scope()
     exe = T.init_scope(b, scope)
     feed = T.make_batches("cnn", None, 3, 2, 0)

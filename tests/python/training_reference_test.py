@@ -55,23 +55,22 @@ def run_kwargs(kind: str, name: str, **kw) -> dict:
 @pytest.fixture(scope="module")
 def references(tmp_path_factory):
     """(kind, fmt) -> dict of ReferenceRun, computed once per module:
-    "<opt>" for each optimizer, "repeat" (first optimizer again), "resumed"
-    (interrupted at SAVE_AT; checkpoint in "ckpt_dir") and "prefix" (the
-    first SAVE_AT steps only)."""
+    "<opt>" for each optimizer (the first one keeps a snapshot of the state
+    before step SAVE_AT), "repeat" (first optimizer again) and "resumed"
+    (interrupted at SAVE_AT; checkpoint in "ckpt_dir")."""
     cache = {}
 
     def get(kind: str, fmt: str):
         if (kind, fmt) not in cache:
             ckpt = tmp_path_factory.mktemp(f"ckpt-{kind}-{fmt}")
             first = OPTIMIZERS[kind][0]
-            reqs = [run_kwargs(kind, o) for o in OPTIMIZERS[kind]]
+            reqs = [run_kwargs(kind, o, snapshot_at=(SAVE_AT,) if o == first else ())
+                    for o in OPTIMIZERS[kind]]
             reqs += [run_kwargs(kind, first),
-                     run_kwargs(kind, first, save_at=SAVE_AT, ckpt_dir=ckpt),
-                     dict(run_kwargs(kind, first), n_steps=SAVE_AT)]
+                     run_kwargs(kind, first, save_at=SAVE_AT, ckpt_dir=ckpt)]
             runs = T.paddle_references(fmt, *reqs)
             out = dict(zip(OPTIMIZERS[kind], runs))
-            out.update(repeat=runs[-3], resumed=runs[-2], prefix=runs[-1], ckpt_dir=ckpt,
-                       first=out[first])
+            out.update(repeat=runs[-2], resumed=runs[-1], ckpt_dir=ckpt, first=out[first])
             cache[(kind, fmt)] = out
         return cache[(kind, fmt)]
 
@@ -100,7 +99,8 @@ def test_loss_decreases(references, kind, fmt):
         # have lowered the loss on both batches after 8 updates.
         for i in range(DISTINCT):
             later = i + N_STEPS - DISTINCT
-            assert loss[later] < loss[i], f"{name}: step {later} {loss[later]} >= step {i} {loss[i]}"
+            assert loss[later] < loss[i], \
+                f"{name}: step {later} {loss[later]} >= step {i} {loss[i]}"
         changed = [p for p in refs[name].param_names
                    if not np.array_equal(refs[name].init_state[p], refs[name].final_state[p])]
         assert changed == refs[name].param_names, f"{name}: parameters never updated"
@@ -117,12 +117,13 @@ def test_paddle_is_deterministic(references, kind, fmt):
 @pytest.mark.parametrize("kind,fmt", KINDS_FMTS)
 def test_save_load_resume_reproduces_trajectory(references, kind, fmt):
     refs = references(kind, fmt)
-    full, resumed, prefix = refs["first"], refs["resumed"], refs["prefix"]
+    full, resumed = refs["first"], refs["resumed"]
     assert resumed.losses.tobytes() == full.losses.tobytes(), \
         np.abs(resumed.losses - full.losses).max()
     assert _same_state(resumed.final_state, full.final_state) == []
-    # The checkpoint is exactly the state after SAVE_AT steps: .pdparams and
-    # .pdopt are pickles of name -> ndarray; together every persistable.
+    # The checkpoint is exactly the uninterrupted run's state after SAVE_AT
+    # steps: .pdparams and .pdopt are pickles of name -> ndarray; together
+    # every persistable.
     ckpt = refs["ckpt_dir"] / "ckpt"
     saved = {}
     for ext in (".pdparams", ".pdopt"):
@@ -130,7 +131,7 @@ def test_save_load_resume_reproduces_trajectory(references, kind, fmt):
             part = pickle.load(f)
         assert not set(part) & set(saved)
         saved.update(part)
-    assert _same_state(saved, prefix.final_state) == []
+    assert _same_state(saved, full.snapshots[SAVE_AT]) == []
     lr_state = json.loads((refs["ckpt_dir"] / "ckpt.lr.json").read_text())
     assert lr_state["last_epoch"] == SAVE_AT
     # Resuming matters: the state after SAVE_AT steps is not the initial one.
@@ -218,14 +219,15 @@ def test_saved_training_program(tmp_path, fmt):
         with open(out / f"train{ext}", "rb") as f:
             state.update(pickle.load(f))
     assert sorted(state) == info["persistables"]
-    ref = T.paddle_reference("bert", spec_for("lamb"), fmt=fmt, n_steps=0)
-    assert _same_state(state, ref.init_state) == []
+    with np.load(out / "reference.npz") as z:
+        # The saved files hold the state Paddle's reference run started from.
+        init = {k[len("init/"):]: z[k] for k in z.files if k.startswith("init/")}
+        assert _same_state(state, init) == []
+        assert z["losses"].shape == (2, 3) and np.all(np.isfinite(z["losses"]))
     facts = T.call_in_format(fmt, "models.training:describe_saved_program", out_dir=str(out))
     assert [c for _, c in facts["fetch"]] == [0, 1, 2]
     assert [n for n, _ in facts["fetch"]] == info["fetch_vars"]
     assert facts["op_counts"]["pd_op.lamb_" if fmt == "pir" else "lamb"] == len(info["param_names"])
-    with np.load(out / "reference.npz") as z:
-        assert z["losses"].shape == (2, 3) and np.all(np.isfinite(z["losses"]))
     with np.load(out / "batches.npz") as z:
         assert set(z.files) == {f"{i}/{k}" for i in range(2)
                                 for k in info["feeds"]}
