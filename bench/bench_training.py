@@ -17,8 +17,10 @@ weight gradient per forward matmul), 2 FLOPs per multiply-add:
 Embeddings, softmax, LayerNorm, GELU and the optimizer update are not
 counted (they are memory-bound, a few % of the FLOPs).
 
-The default run (2 warm-up + 5 timed Paddle steps of BERT-Base) takes about
-2-3 minutes on 2 threads. Tiller's side is ``tiller_step_time`` below.
+The default run is 1 warm-up + 3 timed Paddle steps of BERT-Base: Paddle's
+CPU executor needs 45-80 s per step on the shared 2-core machine (about
+8 GFLOP/s; its matmul kernels dominate), so 3-6 minutes in all. Tiller's
+side is ``tiller_step_time`` below.
 """
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--format", default="pir", choices=["pir", "legacy"],
                     help="program form; Paddle reads FLAGS_enable_pir_api at import")
+    ap.add_argument("--profile", action="store_true",
+                    help="one more Paddle step under paddle.profiler: time by op type")
     return ap.parse_args(argv)
 
 
@@ -87,6 +91,22 @@ def paddle_step_times(built: T.BuiltProgram, batches: list, warmup: int):
     return times, np.asarray(losses)
 
 
+def paddle_profile(built: T.BuiltProgram, feed: dict) -> None:
+    """Paddle's own per-op-type CPU time for one step (after the timed ones)."""
+    import paddle
+    import paddle.profiler as profiler
+
+    scope = paddle.static.Scope()
+    exe = T.init_scope(built, scope)
+    T.run_step(built, exe, scope, feed)                # warm-up in this scope
+    prof = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU])
+    prof.start()
+    T.run_step(built, exe, scope, feed)
+    prof.step()
+    prof.stop()
+    prof.summary(op_detail=False, sorted_by=profiler.SortedKeys.CPUTotal, time_unit="ms")
+
+
 def tiller_step_time(built: T.BuiltProgram, batches: list, warmup: int, threads: int):
     """Tiller's side: compile ``built.main`` for training (from a scope
     initialised like Paddle's: T.init_scope(built, scope)), run every batch
@@ -110,10 +130,12 @@ def main(args) -> int:
     built = T.build_bert_pretrain(cfg, spec, seed=0)
     batches = T.make_batches("bert", cfg, n, args.batch, seed=1)
     print(f"built in {time.perf_counter() - t0:.1f} s; Paddle ...", flush=True)
+    lr_start = built.lr_scheduler.state_dict()
     p_times, p_losses = paddle_step_times(built, batches, args.warmup)
     p_ms = statistics.median(p_times)
     t_ms, why = None, ""
     try:
+        T.set_lr_state(built, lr_start)    # Tiller's run starts at step 0 too
         t_times, t_losses = tiller_step_time(built, batches, args.warmup, args.threads)
         t_ms = statistics.median(t_times)
         loss_diff = float(np.max(np.abs(t_losses - p_losses) / np.abs(p_losses)))
@@ -136,6 +158,9 @@ def main(args) -> int:
         print(f"target: Tiller >= 2x Paddle -> {'met' if p_ms / t_ms >= 2 else 'NOT met'}")
     else:
         print(why)
+    if args.profile:
+        T.set_lr_state(built, lr_start)
+        paddle_profile(built, batches[0])
     return 0
 
 

@@ -14,6 +14,17 @@ step for step::
     ref.losses            # [n_steps, len(fetch_names)] float32; total loss first
     ref.final_state       # name -> ndarray: params, optimizer state, BN stats, LR
 
+    # Driving a live program step by step (what a Tiller run replaces):
+    scope = paddle.static.Scope()
+    exe = T.init_scope(built, scope)          # startup + the seeded initial state
+    losses = T.run_step(built, exe, scope, batches[0])   # exe.run + scheduler.step()
+    T.read_state(built, scope)                # every persistable, by name
+
+Also: paddle_reference(..., save_at=k, ckpt_dir=d) (interrupted at step k,
+paddle.static.save + load, continued), save_training_program /
+write_training_case (files for C++ tests; ``python -m models.training``),
+call_in_format (run any function in a process of the other form).
+
 Program forms: "pir" (Paddle 3's default) or "legacy" (ProgramDesc). Paddle
 fixes the form when it is imported (``FLAGS_enable_pir_api``), so functions
 asked for the other form run in a child process (:func:`call_in_format`).
@@ -610,13 +621,18 @@ def load_checkpoint(built: BuiltProgram, scope, prefix, exe) -> None:
     with paddle.static.scope_guard(scope):
         exe.run(built.startup)
         paddle.static.load(built.main, str(prefix), exe)
-    lr_file = Path(str(prefix) + ".lr.json")
     if built.lr_scheduler is not None:
-        with warnings.catch_warnings():
-            # LinearWarmup's state nests its inner scheduler's; the base
-            # class warns about that key before LinearWarmup restores it.
-            warnings.filterwarnings("ignore", "There are some unused values in state_dict")
-            built.lr_scheduler.set_state_dict(json.loads(lr_file.read_text()))
+        set_lr_state(built, json.loads(Path(str(prefix) + ".lr.json").read_text()))
+
+
+def set_lr_state(built: BuiltProgram, state: dict) -> None:
+    """built.lr_scheduler.set_state_dict(state) (e.g. to rewind it to a
+    state_dict() taken earlier)."""
+    with warnings.catch_warnings():
+        # LinearWarmup's state nests its inner scheduler's; the base class
+        # warns about that key before LinearWarmup restores it.
+        warnings.filterwarnings("ignore", "There are some unused values in state_dict")
+        built.lr_scheduler.set_state_dict(state)
 
 
 def _save_and_resume(built, scope, exe, ckpt_dir, kind, cfg, seed):
