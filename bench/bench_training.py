@@ -25,6 +25,7 @@ side is ``tiller_step_time`` below.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -35,6 +36,8 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="bert-base", help="models.training PRETRAIN_PRESETS")
     ap.add_argument("--batch", type=int, default=8, help="micro-batch size")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="override the preset's encoder layers (quick runs)")
     ap.add_argument("--optimizer", default="adam")
     ap.add_argument("--clip-norm", type=float, default=0.0,
                     help="global-norm clipping (0 = none, the plain Adam step)")
@@ -121,9 +124,11 @@ def fmt_ms(v):
 
 def main(args) -> int:
     cfg = T.pretrain_config(args.preset)
+    if args.layers:
+        cfg = dataclasses.replace(cfg, bert=dataclasses.replace(cfg.bert, num_layers=args.layers))
     spec = T.OptSpec(args.optimizer, lr=1e-4, clip_norm=args.clip_norm or None)
     n = args.warmup + args.iters
-    print(f"{args.preset} seq {cfg.seq_len} batch {args.batch} {args.optimizer} fp32, "
+    print(f"{args.preset} ({cfg.bert.num_layers} layers) seq {cfg.seq_len} batch {args.batch} {args.optimizer} fp32, "
           f"{args.format} program, {args.threads} threads; {args.warmup} warm-up + "
           f"{args.iters} timed steps", flush=True)
     t0 = time.perf_counter()
