@@ -102,7 +102,8 @@ def paddle_profile(built: T.BuiltProgram, feed: dict) -> None:
     scope = paddle.static.Scope()
     exe = T.init_scope(built, scope)
     T.run_step(built, exe, scope, feed)                # warm-up in this scope
-    prof = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU])
+    # on_trace_ready: no chrome trace files (default: ./profiler_log)
+    prof = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU], on_trace_ready=lambda p: None)
     prof.start()
     T.run_step(built, exe, scope, feed)
     prof.step()
