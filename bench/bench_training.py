@@ -129,8 +129,8 @@ def main(args) -> int:
         cfg = dataclasses.replace(cfg, bert=dataclasses.replace(cfg.bert, num_layers=args.layers))
     spec = T.OptSpec(args.optimizer, lr=1e-4, clip_norm=args.clip_norm or None)
     n = args.warmup + args.iters
-    print(f"{args.preset} ({cfg.bert.num_layers} layers) seq {cfg.seq_len} batch {args.batch} {args.optimizer} fp32, "
-          f"{args.format} program, {args.threads} threads; {args.warmup} warm-up + "
+    print(f"{args.preset} ({cfg.bert.num_layers} layers) seq {cfg.seq_len} batch {args.batch} "
+          f"{args.optimizer} fp32, {args.format} program, {args.threads} threads; {args.warmup} warm-up + "
           f"{args.iters} timed steps", flush=True)
     t0 = time.perf_counter()
     built = T.build_bert_pretrain(cfg, spec, seed=0)
