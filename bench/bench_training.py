@@ -130,8 +130,8 @@ def main(args) -> int:
     spec = T.OptSpec(args.optimizer, lr=1e-4, clip_norm=args.clip_norm or None)
     n = args.warmup + args.iters
     print(f"{args.preset} ({cfg.bert.num_layers} layers) seq {cfg.seq_len} batch {args.batch} "
-          f"{args.optimizer} fp32, {args.format} program, {args.threads} threads; {args.warmup} warm-up + "
-          f"{args.iters} timed steps", flush=True)
+          f"{args.optimizer} fp32, {args.format} program, {args.threads} threads; "
+          f"{args.warmup} warm-up + {args.iters} timed steps", flush=True)
     t0 = time.perf_counter()
     built = T.build_bert_pretrain(cfg, spec, seed=0)
     batches = T.make_batches("bert", cfg, n, args.batch, seed=1)
