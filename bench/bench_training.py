@@ -1,0 +1,174 @@
+"""Training benchmark (issue 4): one BERT pretraining step (MLM + NSP),
+BERT-Base, seq 128, micro-batch 8, Adam, fp32 — Paddle's CPU static
+executor vs Tiller on the same program, same initial parameters, same
+batches, same process and thread count. Prints the median step time after
+warm-up, achieved GFLOP/s and Tiller's speedup over Paddle.
+
+    .venv/bin/python bench/bench_training.py [--preset bert-base] [--batch 8]
+        [--optimizer adam] [--warmup 2] [--iters 5] [--threads 2] [--format pir]
+
+FLOPs (stated, not measured): a training step is counted as 3x the forward
+matmul FLOPs (backward = one matmul for the input gradient and one for the
+weight gradient per forward matmul), 2 FLOPs per multiply-add:
+  encoder   B*L*[2*S*(4h^2 + 2*h*I) + 4*S^2*h]   (QKV/out projections, FFN,
+                                                  QK^T and PV)
+  heads     2*B*h^2 (pooler) + 4*B*h (NSP) + 2*P*h^2 (MLM transform)
+            + 2*P*h*V (decoder tied to the word embeddings), P = B*max_predictions
+Embeddings, softmax, LayerNorm, GELU and the optimizer update are not
+counted (they are memory-bound, a few % of the FLOPs).
+
+The default run is 1 warm-up + 3 timed Paddle steps of BERT-Base: Paddle's
+CPU executor needs 45-80 s per step on the shared 2-core machine (about
+8 GFLOP/s; its matmul kernels dominate), so 3-6 minutes in all. Tiller's
+side is ``tiller_step_time`` below.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import time
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", default="bert-base", help="models.training PRETRAIN_PRESETS")
+    ap.add_argument("--batch", type=int, default=8, help="micro-batch size")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="override the preset's encoder layers (quick runs)")
+    ap.add_argument("--optimizer", default="adam")
+    ap.add_argument("--clip-norm", type=float, default=0.0,
+                    help="global-norm clipping (0 = none, the plain Adam step)")
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--format", default="pir", choices=["pir", "legacy"],
+                    help="program form; Paddle reads FLAGS_enable_pir_api at import")
+    ap.add_argument("--profile", action="store_true",
+                    help="one more Paddle step under paddle.profiler: time by op type")
+    return ap.parse_args(argv)
+
+
+ARGS = parse_args() if __name__ == "__main__" else None
+if ARGS is not None:
+    # Paddle's CPU kernels (MKL / Eigen / oneDNN) size their OpenMP pools
+    # when Paddle is imported: the thread count must be in the environment
+    # first. FLAGS_paddle_num_threads is Paddle's own math-library setting.
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "FLAGS_paddle_num_threads"):
+        os.environ[var] = str(ARGS.threads)
+    os.environ["FLAGS_enable_pir_api"] = "1" if ARGS.format == "pir" else "0"
+    os.environ.setdefault("GLOG_minloglevel", "2")
+
+import common  # noqa: E402  (puts the repository on sys.path)
+import numpy as np  # noqa: E402
+
+from models import training as T  # noqa: E402
+
+
+def train_gflop(cfg: T.PretrainConfig, batch: int) -> float:
+    """GFLOP of one training step by the formula in the module docstring."""
+    c, s = cfg.bert, cfg.seq_len
+    h, inter, vocab = c.hidden_size, c.intermediate_size, c.vocab_size
+    encoder = common.bert_gflop(c.num_layers, h, inter, s, batch) * 1e9
+    p = batch * cfg.max_predictions
+    heads = 2 * batch * h * h + 4 * batch * h + 2 * p * h * h + 2 * p * h * vocab
+    return 3 * (encoder + heads) / 1e9
+
+
+def paddle_step_times(built: T.BuiltProgram, batches: list, warmup: int):
+    """Paddle's executor: ms per step (exe.run + scheduler step) after
+    ``warmup`` steps, and every step's losses."""
+    import paddle
+
+    scope = paddle.static.Scope()
+    exe = T.init_scope(built, scope)
+    times, losses = [], []
+    for i, feed in enumerate(batches):
+        t0 = time.perf_counter()
+        outs = T.run_step(built, exe, scope, feed)
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+        losses.append([float(np.asarray(o).reshape(())) for o in outs])
+    return times, np.asarray(losses)
+
+
+def paddle_profile(built: T.BuiltProgram, feed: dict) -> None:
+    """Paddle's own per-op-type CPU time for one step (after the timed ones)."""
+    import paddle
+    import paddle.profiler as profiler
+
+    scope = paddle.static.Scope()
+    exe = T.init_scope(built, scope)
+    T.run_step(built, exe, scope, feed)                # warm-up in this scope
+    # on_trace_ready: no chrome trace files (default: ./profiler_log)
+    prof = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU], on_trace_ready=lambda p: None)
+    prof.start()
+    T.run_step(built, exe, scope, feed)
+    prof.step()
+    prof.stop()
+    prof.summary(op_detail=False, sorted_by=profiler.SortedKeys.CPUTotal, time_unit="ms")
+
+
+def tiller_step_time(built: T.BuiltProgram, batches: list, warmup: int, threads: int):
+    """Tiller's side: compile ``built.main`` for training (from a scope
+    initialised like Paddle's: T.init_scope(built, scope)), run every batch
+    in order, and return (ms per step after ``warmup`` steps, losses
+    [n_steps, n_fetch]) like paddle_step_times."""
+    raise NotImplementedError("wired by the lead")
+
+
+def fmt_ms(v):
+    return f"{v:9.1f}" if v is not None else "      n/a"
+
+
+def main(args) -> int:
+    cfg = T.pretrain_config(args.preset)
+    if args.layers:
+        cfg = dataclasses.replace(cfg, bert=dataclasses.replace(cfg.bert, num_layers=args.layers))
+    spec = T.OptSpec(args.optimizer, lr=1e-4, clip_norm=args.clip_norm or None)
+    n = args.warmup + args.iters
+    print(f"{args.preset} ({cfg.bert.num_layers} layers) seq {cfg.seq_len} batch {args.batch} "
+          f"{args.optimizer} fp32, {args.format} program, {args.threads} threads; "
+          f"{args.warmup} warm-up + {args.iters} timed steps", flush=True)
+    t0 = time.perf_counter()
+    built = T.build_bert_pretrain(cfg, spec, seed=0)
+    batches = T.make_batches("bert", cfg, n, args.batch, seed=1)
+    print(f"built in {time.perf_counter() - t0:.1f} s; Paddle ...", flush=True)
+    lr_start = built.lr_scheduler.state_dict()
+    p_times, p_losses = paddle_step_times(built, batches, args.warmup)
+    p_ms = statistics.median(p_times)
+    t_ms, why = None, ""
+    try:
+        T.set_lr_state(built, lr_start)    # Tiller's run starts at step 0 too
+        t_times, t_losses = tiller_step_time(built, batches, args.warmup, args.threads)
+        t_ms = statistics.median(t_times)
+        loss_diff = float(np.max(np.abs(t_losses - p_losses) / np.abs(p_losses)))
+    except NotImplementedError as e:
+        why = f"Tiller: {e}"
+    gflop = train_gflop(cfg, args.batch)
+    print(f"\ntraining step = {gflop:.1f} GFLOP (3x forward matmuls); machine fp32 peak "
+          f"~{common.PEAK_FP32_GFLOPS_2T:.0f} GFLOP/s on 2 threads")
+    print(f"Paddle step times (ms): {' '.join(f'{t:.0f}' for t in p_times)}")
+    print(f"Paddle losses: {' '.join(f'{v:.4f}' for v in p_losses[:, 0])}")
+    head = (f"{'model':<10} {'batch':>5} {'Paddle ms':>9} {'GFLOP/s':>8} {'Tiller ms':>9} "
+            f"{'GFLOP/s':>8} {'speedup':>8}")
+    print("\n" + head + "\n" + "-" * len(head))
+    t_gf = f"{gflop / (t_ms / 1e3):8.1f}" if t_ms else "     n/a"
+    ratio = f"{p_ms / t_ms:7.2f}x" if t_ms else "     n/a"
+    print(f"{args.preset:<10} {args.batch:>5} {fmt_ms(p_ms)} {gflop / (p_ms / 1e3):8.1f} "
+          f"{fmt_ms(t_ms)} {t_gf} {ratio}")
+    if t_ms:
+        print(f"max relative loss difference Tiller vs Paddle over {n} steps: {loss_diff:.2e}")
+        print(f"target: Tiller >= 2x Paddle -> {'met' if p_ms / t_ms >= 2 else 'NOT met'}")
+    else:
+        print(why)
+    if args.profile:
+        T.set_lr_state(built, lr_start)
+        paddle_profile(built, batches[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(ARGS))
