@@ -115,8 +115,30 @@ def tiller_step_time(built: T.BuiltProgram, batches: list, warmup: int, threads:
     """Tiller's side: compile ``built.main`` for training (from a scope
     initialised like Paddle's: T.init_scope(built, scope)), run every batch
     in order, and return (ms per step after ``warmup`` steps, losses
-    [n_steps, n_fetch]) like paddle_step_times."""
-    raise NotImplementedError("wired by the lead")
+    [n_steps, n_fetch]) like paddle_step_times. The first step includes
+    compilation, so keep warmup >= 1."""
+    import paddle
+
+    from models.tiller_train import _compile
+
+    scope = paddle.static.Scope()
+    T.init_scope(built, scope)
+    prog = _compile(built, scope, threads)
+    times, losses = [], []
+    for i, feed in enumerate(batches):
+        t0 = time.perf_counter()
+        outs = prog.run(feed=feed)
+        if built.lr_scheduler is not None:
+            built.lr_scheduler.step()
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+        losses.append([float(np.asarray(o).reshape(())) for o in outs])
+    summary = prog.session.summary()
+    print(f"Tiller step memory: {summary.arena_bytes / 2**20:.0f} MiB activations/gradients/workspace, "
+          f"{summary.state_bytes / 2**20:.0f} MiB parameters + optimizer state; "
+          f"{summary.in_place_updates} state updates in place, {summary.copied_updates} copied",
+          flush=True)
+    return times, np.asarray(losses)
 
 
 def fmt_ms(v):
