@@ -12,6 +12,7 @@ enum class ErrorKind {
   kDataLoss,         // truncated or corrupt model/params file
   kUnimplemented,    // unsupported op or attribute value
   kInternal,         // a bug in Tiller
+  kNonFinite,        // a NaN or Inf appeared while checking was on (check_nan_inf)
 };
 
 const char* ErrorKindName(ErrorKind kind);

@@ -6,9 +6,13 @@
     config = infer.Config("model.json", "model.pdiparams")
     predictor = infer.create_predictor(config)
     outputs = predictor.run([input_ids, token_type_ids])
+
+``tiller.IpuStrategy`` / ``tiller.IpuCompiledProgram`` mirror Paddle's IPU
+static-graph API for training (see ``tiller.ipu``).
 """
 from . import inference
 from ._tiller import TillerError
+from .ipu import IpuCompiledProgram, IpuStrategy
 
-__all__ = ["inference", "TillerError"]
+__all__ = ["inference", "TillerError", "IpuStrategy", "IpuCompiledProgram"]
 __version__ = "0.1.0"

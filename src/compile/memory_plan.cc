@@ -25,26 +25,73 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace) 
     auto it = plan.alias_of.find(v);
     return it == plan.alias_of.end() ? v : it->second;
   };
+  const auto& ops = g.ops();
+  // Views first: every value's root, so reads of a state through a reshape count.
+  for (const auto& op : ops) {
+    if (ir::FindOpSchema(op->type)->is_view) plan.alias_of[op->outputs[0]] = root(op->inputs[0]);
+  }
+  std::unordered_map<const ir::Value*, int> position;  // producer position of op outputs
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    for (const ir::Value* out : ops[i]->outputs) position[out] = i;
+  }
+  // Last position reading each state (graph outputs read at the very end).
+  std::unordered_map<const ir::Value*, int> last_read;
+  std::unordered_map<const ir::Value*, int> readers_at_last;  // how many inputs at that position
+  auto read = [&](const ir::Value* v, int pos) {
+    const ir::Value* r = root(v);
+    if (r->kind != ir::ValueKind::kState) return;
+    auto [it, fresh] = last_read.try_emplace(r, pos);
+    if (fresh || pos > it->second) {
+      it->second = pos;
+      readers_at_last[r] = 1;
+    } else if (pos == it->second) {
+      ++readers_at_last[r];
+    }
+  };
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    for (const ir::Value* in : ops[i]->inputs) {
+      if (in) read(in, i);
+    }
+  }
+  for (const auto& [name, v] : g.outputs()) read(v, INT_MAX);
+  for (const auto& [state, v] : g.state_updates()) {
+    auto at = position.find(v);
+    bool own_value = root(v) == v && at != position.end() && v->kind == ir::ValueKind::kIntermediate;
+    bool taken = false;
+    for (const auto& [value, s] : plan.in_state) taken = taken || value == v;
+    if (own_value && !taken) {
+      int p = at->second;
+      auto last = last_read.find(state);
+      bool dead = last == last_read.end() || last->second < p;
+      bool last_reader = last != last_read.end() && last->second == p && readers_at_last[state] == 1 &&
+                         ir::FindOpSchema(ops[p]->type)->inplace_safe;
+      if (dead || last_reader) {
+        plan.in_state[v] = state;
+        continue;
+      }
+    }
+    plan.copy_back.emplace_back(v, state);
+  }
+
   std::unordered_map<const ir::Value*, Interval> live;
   auto touch = [&](const ir::Value* v, int pos) {
     const ir::Value* r = root(v);
-    if (r->kind == ir::ValueKind::kParam || r->kind == ir::ValueKind::kConstant) return;
+    if (r->kind == ir::ValueKind::kParam || r->kind == ir::ValueKind::kConstant ||
+        r->kind == ir::ValueKind::kState || plan.in_state.count(r))
+      return;
     auto [it, fresh] = live.try_emplace(r, Interval{r, AlignUp(r->bytes()), pos, pos});
     if (!fresh) it->second.last = std::max(it->second.last, pos);
   };
   for (const ir::Value* in : g.inputs()) touch(in, -1);
-  const auto& ops = g.ops();
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
     const ir::Op& op = *ops[i];
-    if (ir::FindOpSchema(op.type)->is_view) {
-      plan.alias_of[op.outputs[0]] = root(op.inputs[0]);
-    }
     for (const ir::Value* in : op.inputs) {
       if (in) touch(in, i);
     }
     for (const ir::Value* out : op.outputs) touch(out, i);
   }
   for (const auto& [name, v] : g.outputs()) touch(v, INT_MAX);
+  for (const auto& [v, state] : plan.copy_back) touch(v, INT_MAX);
 
   // Greedy by size, largest first: each tensor goes to the lowest offset that
   // does not collide with an already placed tensor whose lifetime overlaps.

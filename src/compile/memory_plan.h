@@ -1,7 +1,14 @@
 // Liveness-based memory planning: every run-time tensor of a device gets an
 // offset in one arena. Two tensors share bytes only when their lifetimes do
 // not overlap. Views (ops whose schema is_view) take their source's bytes and
-// extend its lifetime. Weights and folded constants live outside the arena.
+// extend its lifetime. Weights and folded constants live outside the arena,
+// and so do state values (ir::ValueKind::kState), which the caller owns.
+//
+// A state update (Graph::SetStateUpdate) is written in place when nothing
+// reads the old state after the op producing the new value (or that op is
+// the last reader and its schema is inplace_safe): the new value then takes
+// the state's storage and never enters the arena. Otherwise the new value is
+// kept live to the end and copied into the state after the run.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +25,10 @@ struct MemoryPlan {
   std::unordered_map<const ir::Value*, size_t> offset;
   // For a view, the value whose bytes it reuses (transitively resolved).
   std::unordered_map<const ir::Value*, const ir::Value*> alias_of;
+  // New state values written straight into their state's storage: value -> state.
+  std::unordered_map<const ir::Value*, const ir::Value*> in_state;
+  // (new value, state) pairs copied after the run, in update order.
+  std::vector<std::pair<const ir::Value*, const ir::Value*>> copy_back;
   size_t tensor_bytes = 0;     // arena bytes for tensors
   size_t workspace_bytes = 0;  // one scratch region shared by all kernels, after the tensors
   size_t naive_bytes = 0;      // what one buffer per tensor would take

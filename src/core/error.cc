@@ -9,6 +9,7 @@ const char* ErrorKindName(ErrorKind kind) {
     case ErrorKind::kDataLoss: return "data loss";
     case ErrorKind::kUnimplemented: return "unimplemented";
     case ErrorKind::kInternal: return "internal error";
+    case ErrorKind::kNonFinite: return "non-finite value";
   }
   return "error";
 }

@@ -30,6 +30,28 @@ Value* Graph::AddInput(const std::string& name, TensorType type) {
   return v;
 }
 
+Value* Graph::AddState(const std::string& name, TensorType type) {
+  Value* v = NewValue(name, std::move(type), ValueKind::kState);
+  states_.push_back(v);
+  return v;
+}
+
+void Graph::SetStateUpdate(Value* state, Value* new_value) {
+  TILLER_CHECK(state && state->kind == ValueKind::kState, "'{}' is not a state value",
+               state ? state->name : "null");
+  TILLER_CHECK(new_value && new_value->type.dtype == state->type.dtype &&
+                   new_value->type.shape == state->type.shape,
+               "state '{}' ({}) cannot take a value of type {}", state->name, state->type.ToString(),
+               new_value ? new_value->type.ToString() : "null");
+  for (auto& [s, v] : state_updates_) {
+    if (s == state) {
+      v = new_value;
+      return;
+    }
+  }
+  state_updates_.emplace_back(state, new_value);
+}
+
 Value* Graph::AddData(const std::string& name, TensorType type, ValueKind kind,
                       std::shared_ptr<const AlignedBuffer> data) {
   TILLER_CHECK(kind == ValueKind::kParam || kind == ValueKind::kConstant,
@@ -114,11 +136,15 @@ void Graph::ReplaceAllUses(Value* from, Value* to) {
   for (auto& [name, v] : outputs_) {
     if (v == from) v = to;
   }
+  for (auto& [state, v] : state_updates_) {
+    if (v == from) v = to;
+  }
 }
 
 void Graph::RemoveDeadCode() {
   std::unordered_set<const Value*> live;
   for (const auto& [name, v] : outputs_) live.insert(v);
+  for (const auto& [state, v] : state_updates_) live.insert(v);
   std::unordered_set<const Op*> live_ops;
   for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
     Op* op = it->get();
@@ -136,9 +162,10 @@ void Graph::RemoveDeadCode() {
   for (auto& v : values_) {
     std::erase_if(v->users, [&](const Op* op) { return live_ops.count(op) == 0; });
   }
-  // Inputs stay even when unused: the user still feeds them.
+  // Inputs and states stay even when unused: the user still feeds them, and
+  // states keep their storage.
   std::erase_if(values_, [&](const std::unique_ptr<Value>& v) {
-    return live.count(v.get()) == 0 && v->kind != ValueKind::kInput;
+    return live.count(v.get()) == 0 && v->kind != ValueKind::kInput && v->kind != ValueKind::kState;
   });
 }
 
@@ -157,6 +184,8 @@ std::string Graph::ToString() const {
     out += fmt::format("{} = {}({}){}  # {}\n", outs, op->type, ins, attrs, op->name);
   }
   for (const auto& [name, v] : outputs_) out += fmt::format("output {} = {}\n", name, name_of(v));
+  for (const auto& [state, v] : state_updates_)
+    out += fmt::format("state {} <- {}\n", state->name, name_of(v));
   return out;
 }
 

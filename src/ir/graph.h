@@ -22,6 +22,9 @@ enum class ValueKind {
   kParam,         // a weight loaded from the parameter file
   kConstant,      // data known at compile time (folded or a literal)
   kIntermediate,  // produced by an op at run time
+  kState,         // persists across runs in storage the caller owns (training:
+                  // parameters, optimizer moments, learning rate, running
+                  // statistics); read like an input, never folded or prepacked
 };
 
 struct TensorType {
@@ -87,6 +90,12 @@ class Graph {
   Value* Add1(const std::string& type, std::vector<Value*> inputs, AttrMap attrs = {},
               const std::string& name = "");
   void AddOutput(const std::string& name, Value* v);
+  // A persistent tensor (kState). Its new value after a run is set with
+  // SetStateUpdate; without one it is read-only.
+  Value* AddState(const std::string& name, TensorType type);
+  // After each run, `state` holds `new_value` (same type). The executable
+  // writes it in place when it can (see runtime/executable.h).
+  void SetStateUpdate(Value* state, Value* new_value);
   // Ops added from now on go right before `op` (nullptr: at the end). Passes
   // use it to put a replacement where the ops it replaces were.
   void SetInsertionPoint(const Op* op) { insert_before_ = op; }
@@ -101,6 +110,9 @@ class Graph {
   const std::vector<std::unique_ptr<Op>>& ops() const { return ops_; }
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<std::pair<std::string, Value*>>& outputs() const { return outputs_; }
+  const std::vector<Value*>& states() const { return states_; }
+  // (state, new value) pairs, in the order they were set.
+  const std::vector<std::pair<Value*, Value*>>& state_updates() const { return state_updates_; }
   const std::vector<std::unique_ptr<Value>>& values() const { return values_; }
 
   std::string ToString() const;  // one line per op, for debugging and `tiller info`
@@ -112,6 +124,8 @@ class Graph {
   std::vector<std::unique_ptr<Op>> ops_;
   std::vector<Value*> inputs_;
   std::vector<std::pair<std::string, Value*>> outputs_;
+  std::vector<Value*> states_;
+  std::vector<std::pair<Value*, Value*>> state_updates_;
   // Ops removed by folding; kept alive so callers may still read the Op* that
   // AddOp returned (its outputs are the constants).
   std::vector<std::unique_ptr<Op>> folded_ops_;

@@ -47,6 +47,16 @@ struct OpSchema {
   std::function<void(InferContext&)> infer;
   // Output 0 is input 0's bytes reinterpreted (reshape): no copy, no kernel work.
   bool is_view;
+  // The kernel stays correct when an output shares storage with an input of
+  // the same type (it reads each element before writing it). Lets the
+  // executable write a state update (an optimizer's new parameter) straight
+  // into the state's storage; see compile/memory_plan.h.
+  bool inplace_safe = false;
+
+  OpSchema InPlaceSafe() && {
+    inplace_safe = true;
+    return std::move(*this);
+  }
 };
 
 // Registers a schema; called from static initializers in ir/ops/*.cc.

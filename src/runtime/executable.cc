@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <map>
 
 #include "core/error.h"
@@ -12,7 +14,8 @@
 namespace tiller::runtime {
 
 std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
-                                              const CompileOptions& options) {
+                                              const CompileOptions& options,
+                                              const StateStorage& states) {
   auto exe = std::unique_ptr<Executable>(new Executable());
   exe->graph_ = std::move(graph);
   exe->num_threads_ = std::max(1, options.num_threads);
@@ -36,6 +39,13 @@ std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
     auto alias = plan.alias_of.find(v);
     const ir::Value* r = alias == plan.alias_of.end() ? v : alias->second;
     if (r->data) return const_cast<std::byte*>(r->data->data());
+    auto in_state = plan.in_state.find(r);
+    if (in_state != plan.in_state.end()) r = in_state->second;
+    if (r->kind == ir::ValueKind::kState) {
+      auto it = states.find(r->name);
+      TILLER_CHECK(it != states.end() && it->second, "state '{}' has no storage", r->name);
+      return it->second;
+    }
     auto it = plan.offset.find(r);
     TILLER_CHECK(it != plan.offset.end(), "value %{} ({}) has no address", r->id, r->name);
     return base + it->second;
@@ -48,15 +58,22 @@ std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
   }
   for (const ir::Value* in : g.inputs()) exe->inputs_.push_back({in->name, in->type, address(in)});
   for (const auto& [name, v] : g.outputs()) exe->outputs_.push_back({name, v->type, address(v)});
+  for (const auto& [v, state] : plan.copy_back) {
+    exe->copy_back_.push_back({address(v), address(state), state->bytes()});
+  }
   return exe;
 }
 
 void Executable::Run() {
   omp_set_num_threads(num_threads_);
   if (!profiling_) {
-    for (Step& s : steps_) {
-      if (s.kernel) s.kernel->Run(s.args);
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      Step& s = steps_[i];
+      if (!s.kernel) continue;
+      s.kernel->Run(s.args);
+      if (check_nan_inf_ || (!guarded_outputs_.empty() && guarded_outputs_[i] >= 0)) CheckFinite(s);
     }
+    CopyBack();
     return;
   }
   step_ms_.resize(steps_.size(), 0.0);
@@ -64,9 +81,56 @@ void Executable::Run() {
     if (!steps_[i].kernel) continue;
     auto t0 = std::chrono::steady_clock::now();
     steps_[i].kernel->Run(steps_[i].args);
+    if (check_nan_inf_ || (!guarded_outputs_.empty() && guarded_outputs_[i] >= 0)) CheckFinite(steps_[i]);
     step_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
+  CopyBack();
   ++profiled_runs_;
+}
+
+int Executable::GuardFinite(const ir::Value* v) {
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const auto& outs = steps_[i].op->outputs;
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (outs[o] != v || !steps_[i].kernel) continue;
+      guarded_outputs_.resize(steps_.size(), -1);
+      guarded_outputs_[i] = static_cast<int>(o);
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+// Scans the float outputs of a step (all of them: a guarded op's other
+// outputs are as cheap to check as the guarded one).
+void Executable::CheckFinite(const Step& s) const {
+  for (size_t o = 0; o < s.op->outputs.size(); ++o) {
+    const ir::Value* v = s.op->outputs[o];
+    if (v->dtype() != DType::kF32 && v->dtype() != DType::kF64) continue;
+    int64_t n = NumElements(v->shape());
+    int64_t bad = -1;
+    double value = 0;
+    if (v->dtype() == DType::kF32) {
+      const float* p = static_cast<const float*>(s.args.outputs[o]);
+      for (int64_t i = 0; i < n && bad < 0; ++i) {
+        if (!std::isfinite(p[i])) bad = i, value = p[i];
+      }
+    } else {
+      const double* p = static_cast<const double*>(s.args.outputs[o]);
+      for (int64_t i = 0; i < n && bad < 0; ++i) {
+        if (!std::isfinite(p[i])) bad = i, value = p[i];
+      }
+    }
+    if (bad >= 0)
+      Fail(ErrorKind::kNonFinite, "op {} ({}) wrote {} into output {} ({}) at element {}", s.op->type,
+           s.op->name, value, o, v->type.ToString(), bad);
+  }
+}
+
+void Executable::CopyBack() {
+  for (const Copy& c : copy_back_) {
+    if (c.from != c.to) std::memcpy(c.to, c.from, c.bytes);
+  }
 }
 
 std::vector<Executable::ProfileEntry> Executable::Profile() const {

@@ -3,6 +3,7 @@
 // what kernels write, and allocates nothing.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,11 @@ struct CompileOptions {
   int num_threads = 1;
 };
 
+// Storage the caller owns for the graph's state values (ir::ValueKind::kState),
+// by value name; each buffer holds exactly the state's bytes and outlives the
+// executable.
+using StateStorage = std::map<std::string, void*>;
+
 struct TensorSlot {
   std::string name;
   ir::TensorType type;
@@ -27,9 +33,11 @@ class Executable {
  public:
   // Takes ownership of the graph; builds kernels, plans memory and binds addresses.
   static std::unique_ptr<Executable> Build(std::unique_ptr<ir::Graph> graph,
-                                           const CompileOptions& options);
+                                           const CompileOptions& options,
+                                           const StateStorage& states = {});
 
   // Runs every step. Inputs must have been written into inputs()[i].data.
+  // State updates are in the states' storage when it returns.
   void Run();
 
   // Per-op-type wall time, accumulated over runs while profiling is on.
@@ -39,6 +47,15 @@ class Executable {
     int64_t calls = 0;
   };
   void EnableProfiling(bool on) { profiling_ = on; }
+  // After every kernel, scans its floating-point outputs; the first NaN or
+  // Inf stops the run with kNonFinite naming the op, the output and the
+  // element (Paddle's FLAGS_check_nan_inf). Costs one read of every output.
+  void EnableNanInfCheck(bool on) { check_nan_inf_ = on; }
+  // Checks one value (e.g. the loss) right after the op producing it, even
+  // with the full check off: a non-finite value stops the run there, before
+  // later ops (optimizer updates) consume it. Returns the step position of
+  // that op, or -1 when `v` is not produced by a kernel.
+  int GuardFinite(const ir::Value* v);
   std::vector<ProfileEntry> Profile() const;  // sorted by total time, largest first
 
   std::vector<TensorSlot>& inputs() { return inputs_; }
@@ -58,9 +75,19 @@ class Executable {
   compile::MemoryPlan plan_;
   AlignedBuffer arena_;
   std::vector<Step> steps_;
+  struct Copy {
+    const void* from;
+    void* to;
+    size_t bytes;
+  };
+  std::vector<Copy> copy_back_;  // state updates not written in place
+  void CopyBack();
   std::vector<TensorSlot> inputs_, outputs_;
   int num_threads_ = 1;
   bool profiling_ = false;
+  bool check_nan_inf_ = false;
+  void CheckFinite(const Step& s) const;
+  std::vector<int> guarded_outputs_;  // per step: output index to check, or -1
   std::vector<double> step_ms_;  // per step, while profiling
   int64_t profiled_runs_ = 0;
 };

@@ -31,13 +31,6 @@ bool LooksLikeJson(const std::string& path) {
   return false;
 }
 
-Program ReadProgramAny(const std::string& path) {
-  if (!IsFile(path)) Fail(ErrorKind::kNotFound, "Paddle model '{}' not found", path);
-  std::string ext = fs::path(path).extension().string();
-  if (ext == ".json") return ReadPirProgram(path);
-  if (ext == ".pdmodel") return ReadProgramDesc(path);
-  return LooksLikeJson(path) ? ReadPirProgram(path) : ReadProgramDesc(path);
-}
 
 struct Located {
   std::string program;
@@ -112,7 +105,7 @@ void CheckParams(const Program& prog, const ParamMap& params, const std::string&
 Model LoadModel(const std::string& model_path, const std::string& params_path) {
   Located loc = Locate(model_path, params_path);
   Model model;
-  model.program = ReadProgramAny(loc.program);
+  model.program = ReadProgramFile(loc.program);
   const auto& names = model.program.param_names;
   // Paddle writes no params file for a program without parameters.
   std::error_code ec;
@@ -126,6 +119,14 @@ Model LoadModel(const std::string& model_path, const std::string& params_path) {
       loc.separate ? ReadSeparateParams(loc.params, names) : ReadCombinedParams(loc.params, names);
   CheckParams(model.program, model.params, loc.params);
   return model;
+}
+
+Program ReadProgramFile(const std::string& path) {
+  if (!IsFile(path)) Fail(ErrorKind::kNotFound, "Paddle model '{}' not found", path);
+  std::string ext = fs::path(path).extension().string();
+  if (ext == ".json") return ReadPirProgram(path);
+  if (ext == ".pdmodel") return ReadProgramDesc(path);
+  return LooksLikeJson(path) ? ReadPirProgram(path) : ReadProgramDesc(path);
 }
 
 }  // namespace tiller::paddle

@@ -28,6 +28,7 @@ struct Value {
   const json* type = nullptr;
   std::string producer;        // op name, e.g. "1.matmul", "p"
   bool is_vec = false;         // a vector of values: combine result or multi-output
+  bool rebinds = false;        // an in-place result reusing its operand's variable
   std::vector<int64_t> parts;  // element value ids when is_vec
   // Constant producers, for folding IntArray / Scalar operands.
   bool is_int_array = false;  // pd_op.full_int_array
@@ -266,6 +267,22 @@ void PirReader::Scan(const json& op) {
   } else if (op_name_ == "1.data") {
     if (results.size() != 1) Corrupt("data op must have one result");
     values_[results[0].first].name = attrs.Str("name", values_[results[0].first].name);
+  } else if (op_name_.size() > 3 && op_name_.rfind("1.", 0) == 0 && op_name_.back() == '_') {
+    // In-place op (adam_, batch_norm_): result <X>Out overwrites operand <X>,
+    // so it takes that variable's name, as the legacy form writes it.
+    const PirOpCompat* compat = FindPirOpCompat(op_name_.substr(2));
+    for (size_t i = 0; compat && i < results.size() && i < compat->outputs.size(); ++i) {
+      const std::string& out = compat->outputs[i];
+      if (out.size() <= 3 || out.compare(out.size() - 3, 3, "Out") != 0) continue;
+      std::string in = out.substr(0, out.size() - 3);
+      for (size_t j = 0; j < operands.size() && j < compat->operands.size(); ++j) {
+        if (compat->operands[j].kind == OperandKind::kTensor && compat->operands[j].slot == in &&
+            operands[j] != 0) {
+          values_[results[i].first].name = Get(operands[j]).name;
+          values_[results[i].first].rebinds = true;
+        }
+      }
+    }
   } else if (op_name_ == "0.combine") {
     if (results.size() != 1) Corrupt("combine must have one result");
     for (int64_t id : operands) Get(id);  // defined before use
@@ -421,6 +438,7 @@ void PirReader::Emit(const json& op, int index, Program& prog) {
   auto add_result_vars = [&]() {
     for (const auto& [id, type] : results) {
       const Value& v = values_.at(id);
+      if (v.rebinds) continue;  // the variable exists already
       if (!v.is_vec) {
         AddVar(prog, VarFromType(v.name, v.type));
         continue;
@@ -443,6 +461,25 @@ void PirReader::Emit(const json& op, int index, Program& prog) {
     return;
   }
   if (op_name_ == "1.data") {
+    // A persistable data op is training state (optimizer moments, running
+    // statistics), not a feed.
+    const json* oa = op.contains("OA") ? &op.at("OA") : nullptr;
+    bool persistable = false;
+    if (oa && oa->is_array()) {
+      for (const json& a : *oa) {
+        if (a.is_object() && a.value("N", "") == "persistable" && a.contains("AT")) {
+          const json& d = a.at("AT").value("D", json());
+          persistable = d.is_array() && !d.empty() && d[0].is_object() && d[0].value("D", false) == true;
+        }
+      }
+    }
+    if (persistable) {
+      VarInfo var = VarFromType(values_.at(results[0].first).name, results[0].second);
+      var.persistable = true;
+      prog.param_names.push_back(var.name);
+      AddVar(prog, var);
+      return;
+    }
     add_result_vars();
     prog.feed_names.push_back(values_.at(results[0].first).name);
     return;

@@ -69,6 +69,9 @@ using ParamMap = std::map<std::string, ParamTensor>;
 // missing, truncated or corrupt input.
 Program ReadProgramDesc(const std::string& path);  // model.pdmodel / __model__
 Program ReadPirProgram(const std::string& path);   // model.json
+// A .json (PIR) or .pdmodel/__model__ (ProgramDesc) file, told apart by
+// extension or, failing that, by content.
+Program ReadProgramFile(const std::string& path);
 // Combined .pdiparams: one record per name in `names`, in that order; the
 // file must end exactly after the last one.
 ParamMap ReadCombinedParams(const std::string& path, const std::vector<std::string>& names);

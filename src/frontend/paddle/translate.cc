@@ -208,6 +208,20 @@ void CheckSupported(const Program& program) {
        missing.size(), total, list);
 }
 
+void TranslateOp(TranslateContext& ctx, const OpDesc& op) {
+  const Translator* fn = FindTranslator(op.type);
+  if (!fn) Fail(ErrorKind::kUnimplemented, "{}: op {} is not supported", ctx.program().path, op.Describe());
+  try {
+    (*fn)(ctx, op);
+  } catch (const Error& e) {
+    // Shape errors raised by IR schemas name the IR op; add the file.
+    std::string msg = e.what();
+    const std::string& path = ctx.program().path;
+    if (msg.find(path) == std::string::npos) msg = path + ": " + msg;
+    throw Error(e.kind(), msg);
+  }
+}
+
 std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::TensorType>& feeds,
                                      ir::Graph::Folder folder, const TranslateOptions& options) {
   const Program& program = model.program;
@@ -229,16 +243,7 @@ std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::T
     const ParamTensor& p = it->second;
     ctx.Bind(name, graph->AddData(name, {p.dtype, p.dims}, ir::ValueKind::kParam, p.data));
   }
-  for (const OpDesc& op : program.ops) {
-    try {
-      (*FindTranslator(op.type))(ctx, op);
-    } catch (const Error& e) {
-      // Shape errors raised by IR schemas name the IR op; add the file.
-      std::string msg = e.what();
-      if (msg.find(program.path) == std::string::npos) msg = program.path + ": " + msg;
-      throw Error(e.kind(), msg);
-    }
-  }
+  for (const OpDesc& op : program.ops) TranslateOp(ctx, op);
   for (const std::string& name : program.fetch_names) {
     ir::Value* v = ctx.Lookup(name);
     if (!v) Fail(ErrorKind::kInvalidArgument, "{}: fetch target '{}' is never produced", program.path, name);

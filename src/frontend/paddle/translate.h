@@ -109,6 +109,9 @@ struct TranslateOptions {
 std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::TensorType>& feeds,
                                      ir::Graph::Folder folder, const TranslateOptions& options = {});
 
+// Translates one op into ctx's graph; errors name the program file.
+void TranslateOp(TranslateContext& ctx, const OpDesc& op);
+
 // Paddle's VarType enum value for a dtype (the legacy `dtype`/`out_dtype`
 // attributes) or a PIR dtype string; fails on an unknown one.
 DType PaddleAttrDType(const TranslateContext& ctx, const OpDesc& op, const std::string& attr);

@@ -1,0 +1,293 @@
+#include "frontend/paddle/training.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "core/error.h"
+#include "frontend/paddle/translate.h"
+#include "passes/autodiff.h"
+
+namespace tiller::paddle {
+namespace {
+
+// Legacy op_role bits (paddle/fluid/framework/op_proto_maker.h).
+constexpr int64_t kRoleBackward = 0x1;
+constexpr int64_t kRoleLoss = 0x100;
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::vector<std::string> AllInputs(const OpDesc& op) {
+  std::vector<std::string> out;
+  for (const auto& [slot, args] : op.inputs) out.insert(out.end(), args.begin(), args.end());
+  return out;
+}
+
+std::vector<std::string> AllOutputs(const OpDesc& op) {
+  std::vector<std::string> out;
+  for (const auto& [slot, args] : op.outputs) out.insert(out.end(), args.begin(), args.end());
+  return out;
+}
+
+// Legacy programs mark every op with op_role; the seed is the fill_constant
+// of role Backward|Loss that writes <loss>@GRAD.
+void SplitLegacy(const Program& p, TrainingProgramInfo& info) {
+  bool found = false;
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    int64_t role = p.ops[i].attrs.Int("op_role", 0);
+    info.backward[i] = (role & kRoleBackward) != 0;
+    if (!found && (role & (kRoleBackward | kRoleLoss)) == (kRoleBackward | kRoleLoss)) {
+      const OpDesc& op = p.ops[i];
+      const auto& outs = op.Outputs("Out");
+      if (outs.size() != 1 || !EndsWith(outs[0], "@GRAD"))
+        Fail(ErrorKind::kInvalidArgument, "{}: op {} seeds the backward pass but does not write <loss>@GRAD",
+             p.path, op.Describe());
+      info.seed_op = i;
+      info.loss = outs[0].substr(0, outs[0].size() - 5);
+      info.loss_grad_seed = op.attrs.Float("value", 1.0);
+      found = true;
+    }
+  }
+  if (!found)
+    Fail(ErrorKind::kInvalidArgument,
+         "{}: not a training program: no op seeds a backward pass (op_role Backward|Loss); "
+         "call optimizer.minimize(loss) before compiling",
+         p.path);
+}
+
+// PIR programs carry no op roles. The backward part starts at the full_like
+// that seeds d(loss) right before the first *_grad op, and holds the *_grad
+// ops plus the sums (add_n) that accumulate their results.
+void SplitPir(const Program& p, TrainingProgramInfo& info) {
+  size_t first_grad = p.ops.size();
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    if (EndsWith(p.ops[i].type, "_grad")) {
+      first_grad = i;
+      break;
+    }
+  }
+  if (first_grad == p.ops.size())
+    Fail(ErrorKind::kInvalidArgument,
+         "{}: not a training program: it has no gradient ops; call optimizer.minimize(loss) "
+         "before compiling",
+         p.path);
+  size_t seed = first_grad;
+  for (size_t i = first_grad; i-- > 0;) {
+    if (p.ops[i].type == "fill_any_like") {
+      seed = i;
+      break;
+    }
+  }
+  if (seed == first_grad)
+    Fail(ErrorKind::kInvalidArgument, "{}: no full_like seeds the backward pass before op {}", p.path,
+         p.ops[first_grad].Describe());
+  const OpDesc& s = p.ops[seed];
+  info.seed_op = seed;
+  info.loss = s.Inputs("X").at(0);
+  info.loss_grad_seed = s.attrs.Float("value", 1.0);
+  std::set<std::string> grads;
+  for (const std::string& o : AllOutputs(s)) grads.insert(o);
+  info.backward[seed] = true;
+  for (size_t i = seed + 1; i < p.ops.size(); ++i) {
+    const OpDesc& op = p.ops[i];
+    bool bwd = EndsWith(op.type, "_grad");
+    if (!bwd && (op.type == "sum" || op.type == "assign")) {
+      auto ins = AllInputs(op);
+      bwd = !ins.empty() && std::all_of(ins.begin(), ins.end(), [&](const std::string& n) { return grads.count(n) != 0; });
+    }
+    if (!bwd) continue;
+    info.backward[i] = true;
+    for (const std::string& o : AllOutputs(op)) grads.insert(o);
+  }
+}
+
+}  // namespace
+
+TrainingProgramInfo AnalyzeTrainingProgram(const Program& p) {
+  TrainingProgramInfo info;
+  info.backward.assign(p.ops.size(), false);
+  info.state = p.param_names;
+  bool legacy = std::any_of(p.ops.begin(), p.ops.end(), [](const OpDesc& op) { return op.attrs.Has("op_role"); });
+  if (legacy)
+    SplitLegacy(p, info);
+  else
+    SplitPir(p, info);
+  if (!p.FindVar(info.loss))
+    Fail(ErrorKind::kInvalidArgument, "{}: loss variable '{}' is not declared", p.path, info.loss);
+
+  // Variables written by Paddle's backward ops: the gradients.
+  std::set<std::string> grads;
+  for (size_t i = info.seed_op; i < p.ops.size(); ++i) {
+    if (!info.backward[i]) continue;
+    for (const std::string& o : AllOutputs(p.ops[i])) grads.insert(o);
+  }
+  // Producer of each variable among the update ops, for tracing in PIR.
+  std::map<std::string, size_t> producer;
+  for (size_t i = info.seed_op + 1; i < p.ops.size(); ++i) {
+    if (info.backward[i]) continue;
+    for (const std::string& o : AllOutputs(p.ops[i])) producer.emplace(o, i);
+  }
+  auto dims_of = [&](const std::string& n) {
+    const VarInfo* v = p.FindVar(n);
+    return v ? v->dims : Shape{-2};
+  };
+  if (!legacy) {
+    // An optimizer op's Grad is the parameter's gradient after clipping and
+    // regularization: follow same-shaped operands back to a backward result.
+    for (size_t i = info.seed_op + 1; i < p.ops.size(); ++i) {
+      const OpDesc& op = p.ops[i];
+      if (info.backward[i] || !op.HasInput("Param") || !op.HasInput("Grad")) continue;
+      const std::string& param = op.Inputs("Param")[0];
+      Shape shape = dims_of(param);
+      std::set<std::string> seen;
+      std::function<void(const std::string&)> walk = [&](const std::string& v) {
+        if (!seen.insert(v).second) return;
+        if (grads.count(v)) {
+          auto [it, fresh] = info.grad_of.emplace(v, param);
+          if (!fresh && it->second != param)
+            Fail(ErrorKind::kInvalidArgument, "{}: gradient {} feeds the updates of both '{}' and '{}'",
+                 p.path, v, it->second, param);
+          return;
+        }
+        auto prod = producer.find(v);
+        if (prod == producer.end() || prod->second >= i) return;
+        for (const std::string& in : AllInputs(p.ops[prod->second])) {
+          if (dims_of(in) == shape) walk(in);
+        }
+      };
+      walk(op.Inputs("Grad")[0]);
+    }
+  }
+  for (size_t i = info.seed_op + 1; i < p.ops.size(); ++i) {
+    if (info.backward[i]) continue;
+    const OpDesc& op = p.ops[i];
+    for (const std::string& in : AllInputs(op)) {
+      if (!grads.count(in)) continue;
+      if (legacy && !info.grad_of.count(in)) {
+        std::string base = in.substr(0, in.find("@GRAD"));
+        if (!EndsWith(in, "@GRAD") || !p.FindVar(base))
+          Fail(ErrorKind::kInvalidArgument, "{}: op {} reads '{}', a backward variable that is not the gradient of a forward variable",
+               p.path, op.Describe(), in);
+        info.grad_of[in] = base;
+      }
+      auto it = info.grad_of.find(in);
+      if (it == info.grad_of.end())
+        Fail(ErrorKind::kInvalidArgument,
+             "{}: op {} reads gradient {}, which cannot be traced to the parameter of an optimizer op",
+             p.path, op.Describe(), in);
+      if (std::find(info.trained.begin(), info.trained.end(), it->second) == info.trained.end())
+        info.trained.push_back(it->second);
+    }
+  }
+  if (info.trained.empty())
+    Fail(ErrorKind::kInvalidArgument, "{}: no op after the backward part reads a gradient (no optimizer ops?)",
+         p.path);
+  return info;
+}
+
+std::unique_ptr<ir::Graph> TranslateTraining(const Program& program, const TrainingProgramInfo& info,
+                                             const std::map<std::string, ir::TensorType>& state_types,
+                                             const std::vector<std::string>& feed_names,
+                                             const std::vector<ir::TensorType>& feed_types,
+                                             const std::vector<std::string>& fetch_names,
+                                             ir::Graph::Folder folder, const TrainingGraphOptions& options) {
+  TILLER_CHECK(feed_names.size() == feed_types.size(), "{} feed types for {} feeds", feed_types.size(),
+               feed_names.size());
+  auto translated = [&](size_t i) {
+    if (options.eval) return i < info.seed_op;
+    return !info.backward[i];
+  };
+  std::map<std::string, int> missing;
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    if (translated(i) && !FindTranslator(program.ops[i].type)) ++missing[program.ops[i].type];
+  }
+  if (!missing.empty()) {
+    std::string list;
+    int total = 0;
+    for (const auto& [type, count] : missing) {
+      list += fmt::format("\n  {} (x{})", type, count);
+      total += count;
+    }
+    Fail(ErrorKind::kUnimplemented, "{}: {} unsupported op type(s), {} op(s) in all:{}", program.path,
+         missing.size(), total, list);
+  }
+
+  auto graph = std::make_unique<ir::Graph>();
+  graph->set_folder(std::move(folder));
+  TranslateContext ctx(program, *graph);
+  ctx.set_random_seed(options.random_seed);
+  ctx.set_training(!options.eval);
+  for (size_t i = 0; i < feed_names.size(); ++i) {
+    if (std::find(info.state.begin(), info.state.end(), feed_names[i]) != info.state.end())
+      Fail(ErrorKind::kInvalidArgument, "{}: '{}' is a persistable variable, not a feed", program.path,
+           feed_names[i]);
+    ctx.Bind(feed_names[i], graph->AddInput(feed_names[i], feed_types[i]));
+  }
+  std::map<std::string, ir::Value*> initial;
+  for (const std::string& name : info.state) {
+    auto it = state_types.find(name);
+    TILLER_CHECK(it != state_types.end(), "no type for state '{}'", name);
+    ir::Value* v = graph->AddState(name, it->second);
+    initial[name] = v;
+    ctx.Bind(name, v);
+  }
+
+  for (size_t i = 0; i < info.seed_op; ++i) TranslateOp(ctx, program.ops[i]);
+  ir::Value* loss = ctx.Lookup(info.loss);
+  if (!loss) Fail(ErrorKind::kInvalidArgument, "{}: loss '{}' is never computed", program.path, info.loss);
+
+  if (!options.eval) {
+    std::vector<ir::Value*> wrt;
+    for (const std::string& name : info.trained) {
+      ir::Value* v = ctx.Lookup(name);
+      if (!v) Fail(ErrorKind::kInvalidArgument, "{}: trained variable '{}' is never defined", program.path, name);
+      if (!IsFloat(v->dtype()))
+        Fail(ErrorKind::kInvalidArgument, "{}: trained variable '{}' has dtype {}", program.path, name,
+             DTypeName(v->dtype()));
+      wrt.push_back(v);
+    }
+    auto grads = passes::BuildBackward(*graph, loss, wrt);
+    std::map<std::string, ir::Value*> grad_by_name;
+    for (size_t k = 0; k < wrt.size(); ++k) {
+      ir::Value* g = grads.at(wrt[k]);
+      // Paddle seeds d(loss) with its fill value (a loss scale under AMP).
+      if (info.loss_grad_seed != 1.0)
+        g = graph->Add1("scale", {g}, {{"scale", info.loss_grad_seed}, {"bias", 0.0}},
+                        info.trained[k] + "@GRAD (loss seed)");
+      grad_by_name[info.trained[k]] = g;
+    }
+    for (const auto& [grad_var, fwd] : info.grad_of) ctx.Bind(grad_var, grad_by_name.at(fwd));
+    for (size_t i = info.seed_op + 1; i < program.ops.size(); ++i) {
+      if (!info.backward[i]) TranslateOp(ctx, program.ops[i]);
+    }
+  }
+
+  for (const std::string& name : fetch_names) {
+    ir::Value* v = ctx.Lookup(name);
+    if (!v)
+      Fail(ErrorKind::kInvalidArgument, "{}: fetch target '{}' is not computed by the {} step", program.path,
+           name, options.eval ? "eval" : "training");
+    graph->AddOutput(name, v);
+  }
+  graph->AddOutput(info.loss, loss);
+  if (!options.eval) {
+    for (const std::string& name : info.state) {
+      ir::Value* now = ctx.Lookup(name);
+      ir::Value* was = initial.at(name);
+      if (now == was) continue;
+      if (now->dtype() != was->dtype() || now->shape() != was->shape())
+        Fail(ErrorKind::kInvalidArgument, "{}: persistable '{}' is {} but the step writes {} into it",
+             program.path, name, was->type.ToString(), now->type.ToString());
+      graph->SetStateUpdate(was, now);
+    }
+  }
+  graph->RemoveDeadCode();
+  ir::Verify(*graph);
+  return graph;
+}
+
+}  // namespace tiller::paddle

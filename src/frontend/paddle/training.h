@@ -1,0 +1,62 @@
+// Compiling a Paddle training program (forward + loss + optimizer.minimize).
+//
+// Paddle writes its own backward ops into the program; Tiller drops them and
+// differentiates the forward graph itself (passes/autodiff). The program is
+// split in three parts:
+//   forward   ops before the loss-gradient seed: translated as for inference
+//             (with training semantics: dropout masks, batch statistics);
+//   backward  Paddle's gradient ops: dropped;
+//   update    everything after them that reads gradients or state: gradient
+//             clipping, regularization, optimizer ops. Translated with
+//             Paddle's gradient variables bound to Tiller's gradients.
+// Persistable variables (parameters, optimizer moments, learning rate,
+// running statistics) become graph state; a persistable name that an op
+// rebinds (ParamOut written to Param's name) becomes a state update.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frontend/paddle/program.h"
+#include "ir/graph.h"
+
+namespace tiller::paddle {
+
+struct TrainingProgramInfo {
+  std::string loss;            // the variable the program minimizes
+  double loss_grad_seed = 1;   // Paddle's initial d(loss) (1 unless the loss is scaled)
+  size_t seed_op = 0;          // index of the op that seeds the backward part
+  std::vector<bool> backward;  // per op: Paddle's backward (dropped)
+  // Gradient variables read by the update part -> the forward variable they
+  // are the gradient of.
+  std::map<std::string, std::string> grad_of;
+  std::vector<std::string> trained;  // forward variables whose gradients are used, first use order
+  std::vector<std::string> state;    // persistable variables (program.param_names)
+};
+
+// Finds the loss, Paddle's backward ops and which gradient each update op
+// reads. Fails (kInvalidArgument) naming the file when the program has no
+// backward part or a gradient cannot be traced to a forward variable.
+TrainingProgramInfo AnalyzeTrainingProgram(const Program& program);
+
+struct TrainingGraphOptions {
+  // Forward only, in test mode (dropout off, running statistics), no
+  // gradients and no state updates: runtime_options.enable_eval.
+  bool eval = false;
+  uint64_t random_seed = 0;
+};
+
+// Builds the training step graph: feeds are graph inputs, every variable in
+// info.state a graph state (types from `state_types`), fetches graph
+// outputs, followed by one more output: the loss (kept so a run can check it). Unsupported op types of the forward and update parts are listed
+// with counts before translating.
+std::unique_ptr<ir::Graph> TranslateTraining(const Program& program, const TrainingProgramInfo& info,
+                                             const std::map<std::string, ir::TensorType>& state_types,
+                                             const std::vector<std::string>& feed_names,
+                                             const std::vector<ir::TensorType>& feed_types,
+                                             const std::vector<std::string>& fetch_names,
+                                             ir::Graph::Folder folder, const TrainingGraphOptions& options);
+
+}  // namespace tiller::paddle

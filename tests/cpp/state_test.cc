@@ -1,0 +1,141 @@
+// State values (training parameters, optimizer state): they live in storage
+// the caller owns, keep their contents across runs, and take their updates
+// in place when nothing reads the old value afterwards, else by a copy after
+// the run.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "compile/memory_plan.h"
+#include "core/error.h"
+#include "runtime/executable.h"
+
+namespace tiller::runtime {
+namespace {
+
+using ir::Graph;
+using ir::Value;
+
+TEST(State, UpdateWrittenInPlaceWhenOldValueIsDead) {
+  // s <- x + 1: the op producing the new value never reads s.
+  auto g = std::make_unique<Graph>();
+  Value* x = g->AddInput("x", {DType::kF32, {4}});
+  Value* s = g->AddState("s", {DType::kF32, {4}});
+  Value* y = g->Add1("mul", {x, s});
+  Value* one = g->AddData("one", {DType::kF32, {}}, ir::ValueKind::kConstant, [] {
+    auto b = std::make_shared<AlignedBuffer>(4);
+    b->as<float>()[0] = 1.f;
+    return b;
+  }());
+  Value* next = g->Add1("add", {x, one});
+  g->SetStateUpdate(s, next);
+  g->AddOutput("y", y);
+  std::vector<float> storage{1, 2, 3, 4};
+  auto exe = Executable::Build(std::move(g), {}, {{"s", storage.data()}});
+  EXPECT_EQ(exe->plan().in_state.size(), 1u);
+  EXPECT_TRUE(exe->plan().copy_back.empty());
+  float xs[4] = {10, 20, 30, 40};
+  std::memcpy(exe->inputs()[0].data, xs, sizeof(xs));
+  exe->Run();
+  const float* out = static_cast<const float*>(exe->outputs()[0].data);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(out[i], xs[i] * static_cast<float>(i + 1));  // read the old state
+    EXPECT_EQ(storage[i], xs[i] + 1);                       // then replaced it
+  }
+}
+
+TEST(State, UpdateCopiedWhenOldValueIsReadLater) {
+  // s <- 2 s, but a later op still reads the old s: the new value must not
+  // overwrite it before that op ran.
+  auto g = std::make_unique<Graph>();
+  Value* s = g->AddState("s", {DType::kF32, {3}});
+  Value* doubled = g->Add1("scale", {s}, {{"scale", 2.0}, {"bias", 0.0}});
+  Value* later = g->Add1("sub", {doubled, s});  // 2s - s = s (old s)
+  g->SetStateUpdate(s, doubled);
+  g->AddOutput("later", later);
+  std::vector<float> storage{1, 2, 3};
+  auto exe = Executable::Build(std::move(g), {}, {{"s", storage.data()}});
+  EXPECT_TRUE(exe->plan().in_state.empty());
+  ASSERT_EQ(exe->plan().copy_back.size(), 1u);
+  for (int run = 1; run <= 3; ++run) {
+    std::vector<float> before = storage;
+    exe->Run();
+    const float* out = static_cast<const float*>(exe->outputs()[0].data);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(out[i], before[i]) << "run " << run;
+      EXPECT_EQ(storage[i], 2 * before[i]) << "run " << run;
+    }
+  }
+}
+
+TEST(State, LastReaderWritesInPlaceOnlyWhenItsKernelAllowsIt) {
+  // scale is not declared inplace_safe, so s <- scale(s) is copied back even
+  // though scale is the last op reading s.
+  Graph g;
+  Value* s = g.AddState("s", {DType::kF32, {8}});
+  Value* next = g.Add1("scale", {s}, {{"scale", 0.5}, {"bias", 0.0}});
+  g.SetStateUpdate(s, next);
+  compile::MemoryPlan plan = compile::PlanMemory(g, std::vector<size_t>(g.ops().size(), 0));
+  EXPECT_TRUE(plan.in_state.empty());
+  EXPECT_EQ(plan.copy_back.size(), 1u);
+  EXPECT_EQ(plan.offset.count(s), 0u) << "states never live in the arena";
+}
+
+TEST(State, MissingStorageIsAnError) {
+  auto g = std::make_unique<Graph>();
+  Value* s = g->AddState("s", {DType::kF32, {2}});
+  g->AddOutput("y", g->Add1("relu", {s}));
+  EXPECT_THROW(Executable::Build(std::move(g), {}, {}), Error);
+}
+
+TEST(State, UpdateMustKeepTheType) {
+  Graph g;
+  Value* s = g.AddState("s", {DType::kF32, {2}});
+  Value* wrong = g.AddInput("w", {DType::kF32, {3}});
+  EXPECT_THROW(g.SetStateUpdate(s, wrong), Error);
+}
+
+TEST(NanInfCheck, NamesTheFirstOpThatWentNonFinite) {
+  auto g = std::make_unique<Graph>();
+  Value* x = g->AddInput("x", {DType::kF32, {3}});
+  Value* l = g->Add1("log", {x}, {}, "log (out: bad)");  // log(-1) = nan
+  g->AddOutput("y", g->Add1("exp", {l}));
+  auto exe = Executable::Build(std::move(g), {});
+  float xs[3] = {1, -1, 2};
+  std::memcpy(exe->inputs()[0].data, xs, sizeof(xs));
+  exe->Run();  // off: runs through
+  exe->EnableNanInfCheck(true);
+  try {
+    exe->Run();
+    FAIL() << "expected a kNonFinite error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kNonFinite);
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("log (out: bad)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("element 1"), std::string::npos) << msg;
+  }
+}
+
+TEST(NanInfCheck, GuardStopsBeforeLaterOpsRun) {
+  // The guarded value goes non-finite; the state update after it must not happen.
+  auto g = std::make_unique<Graph>();
+  Value* x = g->AddInput("x", {DType::kF32, {2}});
+  Value* s = g->AddState("s", {DType::kF32, {2}});
+  Value* loss = g->Add1("log", {x});
+  Value* next = g->Add1("add", {x, loss});
+  g->SetStateUpdate(s, next);
+  g->AddOutput("loss", loss);
+  std::vector<float> storage{5, 6};
+  auto exe = Executable::Build(std::move(g), {}, {{"s", storage.data()}});
+  const Value* loss_value = exe->graph().outputs()[0].second;
+  EXPECT_EQ(exe->GuardFinite(loss_value), 0);
+  float xs[2] = {-1, 1};
+  std::memcpy(exe->inputs()[0].data, xs, sizeof(xs));
+  EXPECT_THROW(exe->Run(), Error);
+  EXPECT_EQ(storage[0], 5);
+  EXPECT_EQ(storage[1], 6);
+}
+
+}  // namespace
+}  // namespace tiller::runtime
