@@ -12,7 +12,10 @@ outputs, and compares every step.
 A second part builds small training programs with every optimizer (plus
 gradient clipping and weight decay), in PIR and legacy form, and checks that
 every op after Paddle's backward ops reads into a translatable op and that
-each optimizer op's outputs are <X>Out of its state inputs X.
+each optimizer op's outputs are <X>Out of its state inputs X. A third trains
+a small net 5 steps with each of them through tiller.IpuCompiledProgram and
+compares losses and every persistable (parameters and optimizer state) with
+Paddle's executor.
 
 Run as a script (python optimizer_ops_test.py OUT_DIR) it is the generator.
 """
@@ -426,6 +429,106 @@ def test_training_optimizer_section_translatable(tmp_path, name, fmt):
         assert outs <= {s + "Out" for s in state}, (op["type"], sorted(outs))
         for slot in state & {k for k, v in op["inputs"].items() if v}:
             assert slot + "Out" in outs, (op["type"], slot, sorted(outs))
+
+
+# ---- Training steps: Tiller's compiled step against Paddle's executor --------
+
+STEP_SCRIPT = """
+import json, sys, numpy as np, paddle
+sys.path.insert(0, sys.argv[1])
+import tiller
+from paddle.framework import in_pir_mode
+paddle.enable_static()
+O = paddle.optimizer
+clip = paddle.nn.ClipGradByGlobalNorm(1.0) if in_pir_mode() else paddle.nn.ClipGradByNorm(1.0)
+l2 = paddle.regularizer.L2Decay(0.01)
+rng = np.random.default_rng(0)
+batches = [rng.standard_normal((8, 6)).astype("float32") for _ in range(5)]
+
+def build(expr):
+    paddle.seed(1)
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    # Fresh names per build, so both programs name their variables alike.
+    with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
+        x = paddle.static.data("x", [8, 6], "float32")
+        h = paddle.nn.functional.relu(paddle.nn.Linear(6, 5)(x))
+        o = paddle.nn.Linear(5, 3)(h)
+        loss = paddle.mean(o * o)
+        eval(expr).minimize(loss)
+    return main, startup, loss
+
+exe = paddle.static.Executor(paddle.CPUPlace())
+results = {}
+for name, expr in json.loads(sys.argv[2]).items():
+    try:
+        main, startup, loss = build(expr)
+        ref_scope = paddle.static.Scope()
+        with paddle.static.scope_guard(ref_scope):
+            exe.run(startup)
+            ref = [float(np.asarray(exe.run(main, feed={"x": b}, fetch_list=[loss])[0]))
+                   for b in batches]
+        main, startup, loss = build(expr)
+        scope = paddle.static.Scope()
+        with paddle.static.scope_guard(scope):
+            exe.run(startup)
+        strategy = tiller.IpuStrategy()
+        strategy.set_graph_config(is_training=True, micro_batch_size=8)
+        prog = tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=strategy).compile(
+            ["x"], [loss])
+        got = [float(np.asarray(prog.run(feed={"x": b})[0])) for b in batches]
+        state = {}
+        for n in prog._session.state_names():
+            want = np.array(ref_scope.find_var(n).get_tensor())
+            have = prog._session.get_state(n).reshape(want.shape)
+            state[n] = float(np.max(np.abs(have - want)))
+        results[name] = {"paddle": ref, "tiller": got, "state": state, "error": ""}
+    except Exception as e:
+        results[name] = {"error": repr(e)[-2000:]}
+print("RESULTS" + json.dumps(results))
+"""
+
+# 5 steps: losses within rel 1e-5, and every persistable (parameters,
+# moments, beta powers, learning rate) within 1e-5 absolute of Paddle's
+# (values are O(1)). Paddle's matmuls, reductions and Eigen sqrt round
+# differently from Tiller's; after 5 steps on this net the worst seen is
+# 1.6e-6 relative on a loss and 1.8e-6 absolute on a state (rmsprop). The
+# issue's acceptance bound over 50 steps is 1e-4.
+STEP_RTOL, STATE_ATOL = 1e-5, 1e-5
+
+# Paddle 3.3.1's PIR Adamax advances beta1_pow with pd_op.scale_(beta1_pow),
+# whose result Tiller's PIR reader does not bind back to beta1_pow (its
+# in-place rule maps result <X>Out to operand <X>; scale_'s slots are X/Out),
+# so beta1_pow never advances. Strict: the test reports when that is fixed.
+KNOWN_BROKEN = {("adamax", "pir"): "PIR reader: pd_op.scale_ result not bound back to beta1_pow"}
+STEP_PARAMS = [pytest.param(n, f, id=f"{n}[{f}]", marks=[pytest.mark.xfail(
+    strict=True, reason=KNOWN_BROKEN[(n, f)])] if (n, f) in KNOWN_BROKEN else [])
+    for n, f in TRAIN_FORMATS]
+
+
+@pytest.fixture(scope="module")
+def trained():
+    out = {}
+    for fmt in ("pir", "legacy"):
+        names = {n: e for n, e in TRAIN_OPTIMIZERS.items() if (n, fmt) in TRAIN_FORMATS}
+        env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0")
+        res = subprocess.run([sys.executable, "-c", STEP_SCRIPT, str(HERE.parents[1] / "python"),
+                              json.dumps(names)], env=env, capture_output=True, text=True,
+                             timeout=900)
+        line = [l for l in res.stdout.splitlines() if l.startswith("RESULTS")]
+        assert res.returncode == 0 and line, res.stderr[-3000:]
+        out[fmt] = json.loads(line[0][len("RESULTS"):])
+    return out
+
+
+@pytest.mark.parametrize("name,fmt", STEP_PARAMS)
+def test_training_steps_match_paddle(trained, name, fmt):
+    r = trained[fmt][name]
+    assert r["error"] == "", r["error"]
+    np.testing.assert_allclose(r["tiller"], r["paddle"], rtol=STEP_RTOL, err_msg="losses")
+    assert len(r["state"]) > 4, r["state"]  # parameters and optimizer state
+    bad = {n: d for n, d in r["state"].items() if d > STATE_ATOL}
+    assert not bad, f"state differs from Paddle's after {len(r['paddle'])} steps: {bad}"
+
 
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE))

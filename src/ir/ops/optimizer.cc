@@ -88,8 +88,11 @@ void InferOptimizer(InferContext& c, const Layout& l) {
 const bool kRegistered = [] {
   for (const Layout& l : kLayouts) {
     int min_in = 3 + l.state + l.scalars;
-    RegisterOpSchema(
-        {l.name, min_in, min_in + l.optional, [l](InferContext& c) { InferOptimizer(c, l); }});
+    // The kernels read every element before writing it: an update can go
+    // straight into its state's storage.
+    RegisterOpSchema(OpSchema(l.name, min_in, min_in + l.optional, [l](InferContext& c) {
+                       InferOptimizer(c, l);
+                     }).InPlaceSafe());
   }
   return true;
 }();
