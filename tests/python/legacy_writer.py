@@ -92,8 +92,10 @@ def write_program(out_dir: Path, op_type: str, feeds: dict, params: dict, inputs
                   outputs: dict, attrs: dict) -> tuple[Path, Path]:
     """One-op program: feeds (name -> array) are inputs, params (name ->
     array) persistable; `inputs`/`outputs` map slots to variable names;
-    `outputs` values are (names, dtype, shape) per slot. Every output var is
-    fetched, in slot order. Returns (model.pdmodel, model.pdiparams)."""
+    `outputs` values are (names, dtype, shape) per slot; an output may name
+    an input variable (an in-place update, as Paddle writes optimizer ops).
+    Every output var is fetched, in slot order. Returns (model.pdmodel,
+    model.pdiparams)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     prog = fpb.ProgramDesc()
     block = prog.blocks.add()
@@ -111,7 +113,8 @@ def write_program(out_dir: Path, op_type: str, feeds: dict, params: dict, inputs
     out_names = []
     for slot, (names, dtype, shape) in outputs.items():
         for n in names:
-            _tensor_var(block, n, dtype, shape)
+            if n not in feeds and n not in params:
+                _tensor_var(block, n, dtype, shape)
             out_names.append(n)
     for col, name in enumerate(feeds):
         _add_op(block, "feed", {"X": ["feed"]}, {"Out": [name]}, {"col": col})

@@ -1,0 +1,109 @@
+// Optimizer update ops: functional forms of Paddle's optimizer ops, with
+// Paddle's CPU update rules (backends/cpu/kernels/optimizer.cc has the
+// formulas). Every op takes (param, grad, lr, state...) and returns
+// (param_out, state_out...): output 0 is the new value of input 0 and output
+// k >= 1 the new value of input k + 2 (OptimizerUpdatedInput). A training
+// compiler binds each output to its input's storage, so every kernel is
+// correct when output k aliases that input: it reads all inputs of an element
+// before writing any output of it. lr and the beta powers hold one element
+// (shape [1] or []); param, grad and the per-element state share param's
+// shape; float32 or float64, one dtype for all operands.
+//
+//   sgd(param, grad, lr) -> param
+//   momentum(param, grad, lr, velocity) -> (param, velocity)
+//     {mu, use_nesterov, l2_decay: coefficient of an L2 term added to the
+//      gradient, 0 for none}
+//   adam(param, grad, lr, moment1, moment2, beta1_pow, beta2_pow, moment2_max?)
+//     -> (param, moment1, moment2, beta1_pow, beta2_pow, moment2_max?)
+//     {beta1, beta2, epsilon, update_beta_pow (false: the pow outputs copy
+//      the inputs, Paddle's use_global_beta_pow), weight_decay and lr_ratio
+//      (AdamW's decoupled decay, 0 for Adam)}; moment2_max present = AMSGrad
+//   adamax(param, grad, lr, moment, inf_norm, beta1_pow)
+//     -> (param, moment, inf_norm) {beta1, beta2, epsilon}; beta1_pow is
+//     read only (Paddle advances it with a separate scale op)
+//   lamb(param, grad, lr, moment1, moment2, beta1_pow, beta2_pow)
+//     -> (param, moment1, moment2, beta1_pow, beta2_pow)
+//     {beta1, beta2, epsilon, weight_decay, always_adapt}
+//   adagrad(param, grad, lr, moment) -> (param, moment) {epsilon}
+//   adadelta(param, grad, lr, avg_squared_grad, avg_squared_update)
+//     -> (param, avg_squared_grad, avg_squared_update) {rho, epsilon}
+//   rmsprop(param, grad, lr, mean_square, moment, mean_grad?)
+//     -> (param, mean_square, moment, mean_grad?) {epsilon, decay, momentum};
+//     mean_grad present = centered
+#include "ir/ops/optimizer.h"
+
+#include <array>
+
+#include "ir/op_schema.h"
+
+namespace tiller::ir {
+namespace {
+
+struct Layout {
+  const char* name;
+  int state;     // per-element state inputs after (param, grad, lr)
+  int scalars;   // one-element state inputs after those (beta powers)
+  int optional;  // trailing optional per-element state inputs
+  int outputs;   // outputs when every optional input is present
+};
+
+constexpr std::array<Layout, 8> kLayouts = {{{"sgd", 0, 0, 0, 1},
+                                             {"momentum", 1, 0, 0, 2},
+                                             {"adam", 2, 2, 1, 6},
+                                             {"adamax", 2, 1, 0, 3},
+                                             {"lamb", 2, 2, 0, 5},
+                                             {"adagrad", 1, 0, 0, 2},
+                                             {"adadelta", 2, 0, 0, 3},
+                                             {"rmsprop", 2, 0, 1, 4}}};
+
+const char* kSlotNames[] = {"param", "grad", "lr"};
+
+std::string OperandName(size_t i) {
+  return i < 3 ? kSlotNames[i] : fmt::format("state operand {}", i);
+}
+
+void InferOptimizer(InferContext& c, const Layout& l) {
+  const TensorType& param = c.input(0);
+  if (param.dtype != DType::kF32 && param.dtype != DType::kF64)
+    c.Fail("param must be float32 or float64, got {}", param.ToString());
+  const size_t scalar_begin = 3 + l.state, scalar_end = scalar_begin + l.scalars;
+  for (size_t i = 1; i < c.num_inputs(); ++i) {
+    if (!c.has_input(i)) continue;
+    const TensorType& t = c.input(i);
+    if (t.dtype != param.dtype)
+      c.Fail("{} is {}, expected dtype {}", OperandName(i), t.ToString(), DTypeName(param.dtype));
+    bool one = i == 2 || (i >= scalar_begin && i < scalar_end);
+    if (one && NumElements(t.shape) != 1)
+      c.Fail("{} must hold one element, got {}", OperandName(i), t.ToString());
+    if (!one && t.shape != param.shape)
+      c.Fail("{} is {}, expected param's shape {}", OperandName(i), t.ToString(),
+             ShapeToString(param.shape));
+  }
+  // The output list follows the inputs; adamax's beta1_pow has no output.
+  int outputs = l.outputs - (l.optional && !c.has_input(scalar_end) ? 1 : 0);
+  c.AddOutput(param);
+  for (int k = 1; k < outputs; ++k) c.AddOutput(c.input(OptimizerUpdatedInput(k)));
+}
+
+const bool kRegistered = [] {
+  for (const Layout& l : kLayouts) {
+    int min_in = 3 + l.state + l.scalars;
+    // The kernels read every element before writing it: an update can go
+    // straight into its state's storage.
+    RegisterOpSchema(OpSchema(l.name, min_in, min_in + l.optional, [l](InferContext& c) {
+                       InferOptimizer(c, l);
+                     }).InPlaceSafe());
+  }
+  return true;
+}();
+
+}  // namespace
+
+bool IsOptimizerOp(const std::string& type) {
+  for (const Layout& l : kLayouts) {
+    if (type == l.name) return true;
+  }
+  return false;
+}
+
+}  // namespace tiller::ir
