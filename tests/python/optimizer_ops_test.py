@@ -318,9 +318,9 @@ def test_unhandled_adam_input_fails_at_load(tmp_path, name, attrs, extra, needle
     import tiller.inference as ti
 
     model, feeds = _adam_program(tmp_path, extra, **attrs)
-    predictor = ti.create_predictor(ti.Config(str(model), ""))
+    # Unhandled attributes fail when the predictor is created (issue 3).
     with pytest.raises(ti.TillerError) as info:
-        predictor.run([feeds[n] for n in predictor.get_input_names()])
+        ti.create_predictor(ti.Config(str(model), ""))
     msg = str(info.value)
     assert "adam" in msg and needle in msg and str(model) in msg, msg
 
@@ -337,9 +337,9 @@ def test_momentum_l1_regularization_fails_at_load(tmp_path):
     outputs = {"ParamOut": (["param"], "float32", SMALL), "VelocityOut": (["velocity"], "float32", SMALL)}
     model, _ = legacy_writer.write_program(tmp_path, "momentum", feeds, {}, inputs, outputs,
                                            {"mu": 0.9, "regularization_method": "l1_decay"})
-    predictor = ti.create_predictor(ti.Config(str(model), ""))
+    # Unhandled attributes fail when the predictor is created (issue 3).
     with pytest.raises(ti.TillerError) as info:
-        predictor.run([feeds[n] for n in predictor.get_input_names()])
+        ti.create_predictor(ti.Config(str(model), ""))
     assert "momentum" in str(info.value) and "l1_decay" in str(info.value), str(info.value)
 
 
@@ -495,14 +495,9 @@ print("RESULTS" + json.dumps(results))
 # issue's acceptance bound over 50 steps is 1e-4.
 STEP_RTOL, STATE_ATOL = 1e-5, 1e-5
 
-# Paddle 3.3.1's PIR Adamax advances beta1_pow with pd_op.scale_(beta1_pow),
-# whose result Tiller's PIR reader does not bind back to beta1_pow (its
-# in-place rule maps result <X>Out to operand <X>; scale_'s slots are X/Out),
-# so beta1_pow never advances. Strict: the test reports when that is fixed.
-KNOWN_BROKEN = {("adamax", "pir"): "PIR reader: pd_op.scale_ result not bound back to beta1_pow"}
-STEP_PARAMS = [pytest.param(n, f, id=f"{n}[{f}]", marks=[pytest.mark.xfail(
-    strict=True, reason=KNOWN_BROKEN[(n, f)])] if (n, f) in KNOWN_BROKEN else [])
-    for n, f in TRAIN_FORMATS]
+# Paddle 3.3.1's PIR Adamax advances beta1_pow with pd_op.scale_(beta1_pow):
+# the PIR reader binds an in-place result Out back to operand X, so it counts.
+STEP_PARAMS = [pytest.param(n, f, id=f"{n}[{f}]") for n, f in TRAIN_FORMATS]
 
 
 @pytest.fixture(scope="module")

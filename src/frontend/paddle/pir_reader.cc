@@ -268,13 +268,15 @@ void PirReader::Scan(const json& op) {
     if (results.size() != 1) Corrupt("data op must have one result");
     values_[results[0].first].name = attrs.Str("name", values_[results[0].first].name);
   } else if (op_name_.size() > 3 && op_name_.rfind("1.", 0) == 0 && op_name_.back() == '_') {
-    // In-place op (adam_, batch_norm_): result <X>Out overwrites operand <X>,
-    // so it takes that variable's name, as the legacy form writes it.
+    // In-place op (adam_, batch_norm_, scale_): result <X>Out overwrites
+    // operand <X>, so it takes that variable's name, as the legacy form
+    // writes it.
     const PirOpCompat* compat = FindPirOpCompat(op_name_.substr(2));
     for (size_t i = 0; compat && i < results.size() && i < compat->outputs.size(); ++i) {
       const std::string& out = compat->outputs[i];
-      if (out.size() <= 3 || out.compare(out.size() - 3, 3, "Out") != 0) continue;
-      std::string in = out.substr(0, out.size() - 3);
+      if (out.size() < 3 || out.compare(out.size() - 3, 3, "Out") != 0) continue;
+      // Out overwrites X (scale_, relu_); <X>Out overwrites <X> (adam_'s ParamOut).
+      std::string in = out == "Out" ? "X" : out.substr(0, out.size() - 3);
       for (size_t j = 0; j < operands.size() && j < compat->operands.size(); ++j) {
         if (compat->operands[j].kind == OperandKind::kTensor && compat->operands[j].slot == in &&
             operands[j] != 0) {
@@ -370,7 +372,8 @@ Program PirReader::Read(const json& root) {
   std::set<int64_t> renamed;
   for (const Fetch& f : fetches_) {
     Value& v = values_[f.value];
-    bool plain = v.producer != "p" && v.producer != "1.data" && !v.is_vec;
+    // An in-place result keeps its variable's name (the state it updates).
+    bool plain = v.producer != "p" && v.producer != "1.data" && !v.is_vec && !v.rebinds;
     if (plain && fetch_count[f.value] == 1 && !f.name.empty() && !names.count(f.name)) {
       names.insert(f.name);
       v.name = f.name;

@@ -348,14 +348,14 @@ struct Rmsprop {
 };
 
 const bool kRegistered = [] {
-  RegisterKernel("sgd", ForDType<Sgd>);
-  RegisterKernel("momentum", ForDType<Momentum>);
-  RegisterKernel("adam", ForDType<Adam>);
-  RegisterKernel("adamax", ForDType<Adamax>);
-  RegisterKernel("lamb", ForDType<Lamb>);
-  RegisterKernel("adagrad", ForDType<Adagrad>);
-  RegisterKernel("adadelta", ForDType<Adadelta>);
-  RegisterKernel("rmsprop", ForDType<Rmsprop>);
+  RegisterKernel("sgd", ForDType<Sgd>, {DType::kF32, DType::kF64});
+  RegisterKernel("momentum", ForDType<Momentum>, {DType::kF32, DType::kF64});
+  RegisterKernel("adam", ForDType<Adam>, {DType::kF32, DType::kF64});
+  RegisterKernel("adamax", ForDType<Adamax>, {DType::kF32, DType::kF64});
+  RegisterKernel("lamb", ForDType<Lamb>, {DType::kF32, DType::kF64});
+  RegisterKernel("adagrad", ForDType<Adagrad>, {DType::kF32, DType::kF64});
+  RegisterKernel("adadelta", ForDType<Adadelta>, {DType::kF32, DType::kF64});
+  RegisterKernel("rmsprop", ForDType<Rmsprop>, {DType::kF32, DType::kF64});
   return true;
 }();
 

@@ -268,17 +268,17 @@ void RegisterPir() {
 }
 
 const bool kRegistered = [] {
-  RegisterTranslator("sgd", Sgd);
-  RegisterTranslator("momentum", Momentum);
-  RegisterTranslator("adam", Adam);
-  RegisterTranslator("adamw", Adam);
-  RegisterTranslator("adamax", Adamax);
-  RegisterTranslator("lamb", Lamb);
-  RegisterTranslator("adagrad", Adagrad);
-  RegisterTranslator("adadelta", Adadelta);
-  RegisterTranslator("rmsprop", Rmsprop);
-  RegisterTranslator("squared_l2_norm", SquaredL2Norm);
-  RegisterTranslator("clip_by_norm", ClipByNorm);
+  RegisterTranslator("sgd", Sgd, {"sgd"});
+  RegisterTranslator("momentum", Momentum, {"momentum"});
+  RegisterTranslator("adam", Adam, {"adam"});
+  RegisterTranslator("adamw", Adam, {"adam"});
+  RegisterTranslator("adamax", Adamax, {"adamax"});
+  RegisterTranslator("lamb", Lamb, {"lamb"});
+  RegisterTranslator("adagrad", Adagrad, {"adagrad"});
+  RegisterTranslator("adadelta", Adadelta, {"adadelta"});
+  RegisterTranslator("rmsprop", Rmsprop, {"rmsprop"});
+  RegisterTranslator("squared_l2_norm", SquaredL2Norm, {"square", "reduce_sum", "reshape"});
+  RegisterTranslator("clip_by_norm", ClipByNorm, {"square", "reduce_sum", "sqrt", "less_equal", "where", "div", "mul"});
   RegisterPir();
   return true;
 }();
