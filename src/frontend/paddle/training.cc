@@ -59,16 +59,18 @@ void SplitLegacy(const Program& p, TrainingProgramInfo& info) {
          p.path);
 }
 
-// PIR programs carry no op roles. The backward part starts at the full_like
-// that seeds d(loss) right before the first *_grad op, and holds the *_grad
-// ops plus the sums (add_n) that accumulate their results.
+// PIR programs carry no op roles. Paddle appends the whole backward part
+// before any clipping, regularization or optimizer op, so the backward part
+// runs from the full_like that seeds d(loss) (right before the first *_grad
+// op) through the last *_grad op, plus the sums (add_n) right after it that
+// accumulate gradients. Inside it are also plain ops that differentiate
+// simple ones (scale for scale, reshape, cast, full).
 void SplitPir(const Program& p, TrainingProgramInfo& info) {
-  size_t first_grad = p.ops.size();
+  size_t first_grad = p.ops.size(), last_grad = 0;
   for (size_t i = 0; i < p.ops.size(); ++i) {
-    if (EndsWith(p.ops[i].type, "_grad")) {
-      first_grad = i;
-      break;
-    }
+    if (!EndsWith(p.ops[i].type, "_grad")) continue;
+    first_grad = std::min(first_grad, i);
+    last_grad = i;
   }
   if (first_grad == p.ops.size())
     Fail(ErrorKind::kInvalidArgument,
@@ -90,16 +92,16 @@ void SplitPir(const Program& p, TrainingProgramInfo& info) {
   info.loss = s.Inputs("X").at(0);
   info.loss_grad_seed = s.attrs.Float("value", 1.0);
   std::set<std::string> grads;
-  for (const std::string& o : AllOutputs(s)) grads.insert(o);
-  info.backward[seed] = true;
-  for (size_t i = seed + 1; i < p.ops.size(); ++i) {
+  for (size_t i = seed; i <= last_grad; ++i) {
+    info.backward[i] = true;
+    for (const std::string& o : AllOutputs(p.ops[i])) grads.insert(o);
+  }
+  for (size_t i = last_grad + 1; i < p.ops.size(); ++i) {
     const OpDesc& op = p.ops[i];
-    bool bwd = EndsWith(op.type, "_grad");
-    if (!bwd && (op.type == "sum" || op.type == "assign")) {
-      auto ins = AllInputs(op);
-      bwd = !ins.empty() && std::all_of(ins.begin(), ins.end(), [&](const std::string& n) { return grads.count(n) != 0; });
-    }
-    if (!bwd) continue;
+    auto ins = AllInputs(op);
+    bool accumulates = (op.type == "sum" || op.type == "assign") && !ins.empty() &&
+                       std::all_of(ins.begin(), ins.end(), [&](const std::string& n) { return grads.count(n) != 0; });
+    if (!accumulates) break;
     info.backward[i] = true;
     for (const std::string& o : AllOutputs(op)) grads.insert(o);
   }
