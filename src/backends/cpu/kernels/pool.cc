@@ -9,33 +9,11 @@
 // empty window (possible with large pads) gives -FLT_MAX for max, as Paddle,
 // and 0 for avg.
 #include "backends/cpu/kernels/kernel_utils.h"
+#include "backends/cpu/kernels/pool_windows.h"
 #include "ir/ops/op_helpers.h"
 
 namespace tiller::cpu {
 namespace {
-
-struct Windows {
-  std::vector<int64_t> begin, end;  // clipped input range per output index
-};
-
-Windows MakeWindows(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad,
-                    bool adaptive) {
-  Windows w;
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t b, e;
-    if (adaptive) {
-      b = o * in / out;
-      e = ((o + 1) * in + out - 1) / out;
-    } else {
-      b = o * stride - pad;
-      e = std::min(b + k, in);
-      b = std::max<int64_t>(b, 0);
-    }
-    w.begin.push_back(b);
-    w.end.push_back(std::max(b, e));
-  }
-  return w;
-}
 
 // Fixed (non-adaptive) windows. Each output row accumulates in place one
 // (h, kx) tap at a time, so the inner loop walks output columns with a fixed
