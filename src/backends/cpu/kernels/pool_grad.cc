@@ -27,11 +27,12 @@ std::unique_ptr<Kernel> MakePool2dGrad(const ir::Op& op) {
   Windows ww = MakeWindows(iw, ow, k[1], s[1], p[2], adaptive);
   std::vector<float> scale;  // avg: 1 / divisor per output, 0 for empty windows
   if (!is_max) {
-    float fixed = (!adaptive && !exclusive) ? static_cast<float>(k[0] * k[1]) : 0.0f;
+    bool inclusive = !adaptive && !exclusive;
     for (int64_t i = 0; i < oh; ++i) {
       for (int64_t j = 0; j < ow; ++j) {
         float area = static_cast<float>((wh.end[i] - wh.begin[i]) * (ww.end[j] - ww.begin[j]));
-        scale.push_back(area == 0 ? 0.0f : 1.0f / (fixed > 0 ? fixed : area));
+        float span = static_cast<float>(wh.span[i] * ww.span[j]);
+        scale.push_back(area == 0 ? 0.0f : 1.0f / (inclusive ? span : area));
       }
     }
   }
