@@ -11,11 +11,15 @@
 //   fetch: further program variables to return in `fetched` (the loss is
 //     always there), e.g. a batch_norm's MeanOut after the step
 //   step: the value of the training step input (dropout masks), if any
+//   loss_weight: if given (loss-shaped float32), differentiates
+//     sum(loss * loss_weight) instead of sum(loss), so every element of a
+//     non-scalar output matters
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <optional>
 
 #include "bindings.h"
 #include "frontend/paddle/program.h"
@@ -55,7 +59,8 @@ py::array ToArray(const runtime::TensorSlot& s) {
 py::tuple ComputeGradients(const std::string& model_path, const std::string& params_path,
                            const py::dict& feeds, std::string loss_name,
                            const std::vector<std::string>& wrt, bool training,
-                           const std::vector<std::string>& fetch, int64_t step) {
+                           const std::vector<std::string>& fetch, int64_t step,
+                           const std::optional<py::array>& loss_weight) {
   paddle::Model model = paddle::LoadModel(model_path, params_path);
   paddle::Program& program = model.program;
   if (loss_name.empty()) {
@@ -80,6 +85,18 @@ py::tuple ComputeGradients(const std::string& model_path, const std::string& par
   options.training = training;
   auto graph = paddle::Translate(model, types, runtime::FoldWithCpuKernels, options);
   ir::Value* loss = graph->outputs()[0].second;
+  if (loss_weight) {
+    py::array w = py::array::ensure(*loss_weight, py::array::c_style);
+    if (FeedDType(w, "loss_weight") != loss->dtype() ||
+        w.nbytes() != static_cast<py::ssize_t>(loss->bytes()))
+      Fail(ErrorKind::kInvalidArgument, "loss_weight must be {} like the loss",
+           loss->type.ToString());
+    auto buf = std::make_shared<AlignedBuffer>(loss->bytes());
+    std::memcpy(buf->data(), w.data(), loss->bytes());
+    ir::Value* r = graph->AddData("loss_weight", loss->type, ir::ValueKind::kConstant, buf);
+    loss = graph->Add1("reduce_sum", {graph->Add1("mul", {loss, r})},
+                       {{"axes", std::vector<int64_t>{}}, {"keepdim", false}});
+  }
   std::vector<ir::Value*> targets;
   for (const std::string& name : wrt) targets.push_back(FindWrt(*graph, name));
   auto grads = passes::BuildBackward(*graph, loss, targets);
@@ -117,7 +134,7 @@ void BindGradients(py::module_& m) {
   m.def("compute_gradients", &ComputeGradients, py::arg("model_path"), py::arg("params_path"),
         py::arg("feeds"), py::arg("loss_name") = "", py::arg("wrt") = std::vector<std::string>{},
         py::arg("training") = true, py::arg("fetch") = std::vector<std::string>{},
-        py::arg("step") = 0,
+        py::arg("step") = 0, py::arg("loss_weight") = py::none(),
         "Tiller's gradients of a program's loss: returns (grads by wrt name, fetched values)");
 }
 

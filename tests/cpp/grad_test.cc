@@ -195,7 +195,7 @@ TEST(Gradients, MoreUnary) {
       {{{10}, 0, 0, DType::kF32, true, false, off_threshold}});
 }
 
-TEST(Gradients, PreluWherePow) {
+TEST(Gradients, PreluWhereModPow) {
   CheckGradient(
       [](Graph& g, auto& in) {
         return Op1(g, "prelu", {in[0], in[1]});
@@ -207,6 +207,14 @@ TEST(Gradients, PreluWherePow) {
         return Op1(g, "where", {cond, in[0], in[1]});
       },
       {{{3, 4}}, {{4}}, {{3, 4}, -1, 1, DType::kF32, false}});
+  // floor(a / b) stays constant within +-h of these a and b.
+  std::vector<float> a = {0.3f, -0.45f, 1.1f, 1.4f, -1.2f, 2.2f, 0.05f, -0.2f};
+  std::vector<float> b = {0.65f, 0.8f, 0.75f, 0.9f};
+  CheckGradient(
+      [](Graph& g, auto& in) {
+        return Op1(g, "mod", {in[0], in[1]});
+      },
+      {{{2, 4}, 0, 0, DType::kF32, true, false, a}, {{4}, 0, 0, DType::kF32, true, false, b}});
   CheckGradient(
       [](Graph& g, auto& in) {
         return Op1(g, "pow", {in[0], in[1]});

@@ -168,18 +168,20 @@ TRAIN_OPS = {"batch_norm", "batch_norm_", "dropout", "pd_op.batch_norm", "pd_op.
 
 
 def _mark_training(paddle, prefix, exe, pir):
-    """Reloads the saved inference program and sets is_test = false again on
-    the ops save_inference_model switched to test mode."""
+    """Reloads a saved inference program and gives batch_norm and dropout the
+    attributes of a training program: is_test = false (save_inference_model
+    sets it true) and use_global_stats = false (an eval-mode layer exports it
+    true)."""
     prog = paddle.static.load_inference_model(prefix, exe)[0]
+    for op in prog.global_block().ops:
+        if (op.name() if pir else op.type) not in TRAIN_OPS:
+            continue
+        for attr in ("is_test", "use_global_stats"):
+            if op.has_attr(attr):
+                op.set_bool_attr(attr, False) if pir else op._set_attr(attr, False)
     if pir:
-        for op in prog.global_block().ops:
-            if op.name() in TRAIN_OPS and op.has_attr("is_test"):
-                op.set_bool_attr("is_test", False)
         paddle.core.serialize_pir_program(prog, prefix + ".json", True, False, True)
     else:
-        for op in prog.global_block().ops:
-            if op.type in TRAIN_OPS and op.has_attr("is_test"):
-                op._set_attr("is_test", False)
         Path(prefix + ".pdmodel").write_bytes(prog.desc.serialize_to_string())
 
 
@@ -323,5 +325,84 @@ def test_training_dropout_draws_a_mask_per_step(built):
     assert abs(np.mean((g1 != 0) != kept) - 2 * p * (1 - p)) < 6 * np.sqrt(0.42 * 0.58 / n)
 
 
+@pytest.mark.parametrize("fmt", ["pir", "legacy"])
+@pytest.mark.parametrize("preset", ["bert-tiny", "ernie-tiny", "resnet-tiny"])
+def test_zoo_model_gradients_match_eager_paddle(zoo, preset, fmt):
+    """Every op of the exported BERT, ERNIE and ResNet programs has a rule:
+    d sum(first output * R) / d every parameter matches the eager model's
+    backward (eval mode: the exported programs are inference programs)."""
+    import paddle
+    import tiller.inference as ti
+    from models import build_model, get_spec, make_inputs
+    from tiller import _tiller
+
+    exp = zoo.export(preset, fmt, batch=2, seq_len=8)
+    spec = get_spec(preset)
+    inputs = make_inputs(preset, 2, 8)
+    model = build_model(preset)  # the export's weights (same seed, same names)
+    outs = model(*[paddle.to_tensor(inputs[n]) for n, _ in spec.inputs])
+    y = outs[0] if isinstance(outs, (tuple, list)) else outs
+    r = np.random.default_rng(5).uniform(-1, 1, y.shape).astype(np.float32)
+    (y * paddle.to_tensor(r)).sum().backward()
+    ref = {p.name: p.grad.numpy() for p in model.parameters() if p.grad is not None}
+    assert len(ref) > 10
+
+    first = ti.create_predictor(ti.Config(exp.model_file, exp.params_file)).get_output_names()[0]
+    grads, _ = _tiller.compute_gradients(exp.model_file, exp.params_file, inputs, first,
+                                         sorted(ref), False, [], 0, r)
+    case_scale = max(float(np.max(np.abs(g))) for g in ref.values())
+    for name, want in ref.items():
+        _compare(f"{preset}/{fmt} d loss / d {name}", grads[name], want, case_scale)
+
+
+@pytest.mark.parametrize("fmt", ["pir", "legacy"])
+def test_resnet_training_mode_matches_eager_paddle(zoo, tmp_path, fmt):
+    """ResNet with batch_norm in training mode (batch statistics): the export
+    re-marked is_test = false against the eager model in train(); the
+    legacy program also yields the running-statistics update."""
+    import shutil
+
+    import paddle
+    from models import build_model, get_spec, make_inputs
+    from tiller import _tiller
+
+    exp = zoo.export("resnet-tiny", fmt, batch=4)
+    prefix = tmp_path / "model"
+    for f in (exp.model_file, exp.params_file):
+        shutil.copy(f, tmp_path / Path(f).name)
+    env = dict(os.environ, FLAGS_enable_pir_api="0" if fmt == "legacy" else "1")
+    proc = subprocess.run([sys.executable, __file__, "--mark-training", str(prefix), fmt], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    spec = get_spec("resnet-tiny")
+    inputs = make_inputs("resnet-tiny", 4)
+    model = build_model("resnet-tiny")
+    model.train()
+    y = model(*[paddle.to_tensor(inputs[n]) for n, _ in spec.inputs])
+    r = np.random.default_rng(5).uniform(-1, 1, y.shape).astype(np.float32)
+    (y * paddle.to_tensor(r)).sum().backward()
+    ref = {p.name: p.grad.numpy() for p in model.parameters() if p.grad is not None}
+    bns = [m for m in model.sublayers() if isinstance(m, paddle.nn.layer.norm._BatchNormBase)]
+    stats = {s.name: s.numpy() for m in bns for s in (m._mean, m._variance)}
+    assert len(stats) > 5
+    fetch = sorted(stats) if fmt == "legacy" else []
+    model_file = str(prefix) + (".json" if fmt == "pir" else ".pdmodel")
+    grads, fetched = _tiller.compute_gradients(model_file, str(prefix) + ".pdiparams", inputs, "",
+                                               sorted(ref), True, fetch, 0, r)
+    case_scale = max(float(np.max(np.abs(g))) for g in ref.values())
+    for name, want in ref.items():
+        _compare(f"resnet-tiny/{fmt} train d loss / d {name}", grads[name], want, case_scale)
+    for name in fetch:
+        _compare(f"resnet-tiny/{fmt} running {name}", fetched[name], stats[name])
+
+
 if __name__ == "__main__":
-    _child(sys.argv[1])
+    if sys.argv[1] == "--mark-training":
+        import paddle
+
+        paddle.enable_static()
+        _mark_training(paddle, sys.argv[2], paddle.static.Executor(paddle.CPUPlace()),
+                       sys.argv[3] == "pir")
+    else:
+        _child(sys.argv[1])

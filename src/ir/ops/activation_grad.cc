@@ -46,6 +46,7 @@ Value* PassOutside(GradContext& c, Value* g, Value* x, double t) {
 
 const bool kRegistered = [] {
   Unary("identity", [](GradContext&, Value* g) { return g; });
+  Unary("print", [](GradContext&, Value* g) { return g; });  // prints the forward value only
   Unary("neg", [](GradContext& c, Value* g) { return c.Add("neg", {g}); });
   Unary("scale",
         [](GradContext& c, Value* g) { return Scaled(c, g, c.op().attrs.Float("scale", 1.0)); });

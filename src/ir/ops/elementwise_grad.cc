@@ -41,6 +41,16 @@ void MinMax(GradContext& c, const char* pick_a) {
   SetBoth(c, ga, c.needs_grad(1) ? c.Add("sub", {g, ga}) : nullptr);
 }
 TILLER_REGISTER_GRAD("max", [](GradContext& c) { MinMax(c, "greater_equal"); });
+// mod(a, b) = a - floor(a / b) b: d a = g, d b = -g floor(a / b) (almost
+// everywhere); floor_div is piecewise constant: no gradient.
+TILLER_REGISTER_GRAD("mod", [](GradContext& c) {
+  Value* g = c.out_grad();
+  Value* gb = c.needs_grad(1)
+                  ? c.Add("neg", {c.Add("mul", {g, c.Add("floor_div", {c.input(0), c.input(1)})})})
+                  : nullptr;
+  SetBoth(c, g, gb);
+});
+TILLER_REGISTER_GRAD("floor_div", [](GradContext&) {});
 // where(cond, x, y): the gradient goes to the operand that was picked.
 TILLER_REGISTER_GRAD("where", [](GradContext& c) {
   Value* g = c.out_grad();
