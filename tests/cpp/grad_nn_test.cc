@@ -283,6 +283,36 @@ TEST(Gradients, GroupNorm) {
       {{{2, 4, 3, 2}, -2, 2}, {{4}, 0.5f, 1.5f}, {{4}}}, -1, 3e-2f, 5e-3f);
 }
 
+TEST(Gradients, InterpNearestLinearCubic) {
+  struct I {
+    const char* method;
+    Shape in;
+    std::vector<int64_t> size;
+    std::vector<double> ratios;
+    bool align_corners;
+    int64_t align_mode;
+  };
+  std::vector<I> cases = {
+      {"nearest", {1, 2, 3, 4}, {5, 7}, {3.0 / 5, 4.0 / 7}, false, 1},
+      {"linear", {2, 1, 4, 3}, {7, 5}, {3.0 / 6, 2.0 / 4}, true, 1},   // align_corners
+      {"linear", {1, 2, 5, 4}, {3, 6}, {5.0 / 3, 4.0 / 6}, false, 0},  // half-pixel, down in H
+      {"linear", {1, 2, 6}, {9}, {6.0 / 9}, false, 1},                 // 1 spatial dim
+      {"cubic", {1, 1, 4, 4}, {6, 7}, {4.0 / 6, 4.0 / 7}, false, 0}};
+  for (const auto& k : cases) {
+    SCOPED_TRACE(std::string(k.method) + " " + ShapeToString(k.in));
+    CheckGradient(
+        [&](Graph& g, auto& in) {
+          return Op1(g, "interp", {in[0]},
+                     {{"method", std::string(k.method)},
+                      {"out_size", k.size},
+                      {"ratios", k.ratios},
+                      {"align_corners", k.align_corners},
+                      {"align_mode", k.align_mode}});
+        },
+        {{k.in}});
+  }
+}
+
 TEST(Gradients, PadConstantGrowsAndCrops) {
   CheckGradient(
       [](Graph& g, auto& in) {

@@ -20,6 +20,8 @@
 //     dim: dy scattered back, repeated indices accumulating
 //   slice_grad(dy){slice's axes/starts/ends/steps, input_shape}: dy written
 //     where slice read it, zeros elsewhere
+//   interp_grad(dy){interp's attributes, input_shape}: dy scattered back
+//     through interp's taps and weights
 #include "ir/op_schema.h"
 #include "ir/ops/op_helpers.h"
 
@@ -182,6 +184,19 @@ void InferSliceGrad(InferContext& c) {
   c.AddOutput({c.input(0).dtype, in});
 }
 
+void InferInterpGrad(InferContext& c) {
+  const TensorType& dy = c.input(0);
+  Shape in = c.attrs().Ints("input_shape");
+  auto size = c.attrs().Ints("out_size");
+  if (in.size() != dy.shape.size() || in.size() < 3 || size.size() != in.size() - 2 ||
+      in[0] != dy.shape[0] || in[1] != dy.shape[1])
+    c.Fail("dy {} does not fit input_shape {} / out_size", dy.ToString(), ShapeToString(in));
+  for (size_t d = 0; d < size.size(); ++d) {
+    if (dy.shape[2 + d] != size[d]) c.Fail("dy {} is not of out_size", dy.ToString());
+  }
+  c.AddOutput({dy.dtype, in});
+}
+
 const bool kRegistered = [] {
   RegisterOpSchema({"conv2d_grad_input", 2, 2, InferConvGradInput});
   RegisterOpSchema({"conv2d_grad_filter", 2, 2, InferConvGradFilter});
@@ -192,6 +207,7 @@ const bool kRegistered = [] {
   RegisterOpSchema({"sigmoid_cross_entropy_grad", 3, 4, InferSigmoidCEGrad});
   RegisterOpSchema({"gather_grad", 2, 2, InferGatherGrad});
   RegisterOpSchema({"slice_grad", 1, 1, InferSliceGrad});
+  RegisterOpSchema({"interp_grad", 1, 1, InferInterpGrad});
   return true;
 }();
 

@@ -1,5 +1,5 @@
 // Gradients of the ops in nn_ext.cc: group_norm, conv2d_transpose,
-// max_pool2d_with_index and pad_nd (constant mode). interp has none yet.
+// max_pool2d_with_index, pad_nd (constant mode) and interp (interp_grad).
 #include "ir/grad.h"
 
 namespace tiller::ir {
@@ -99,11 +99,19 @@ void PadGrad(GradContext& c) {
                           {{"pads", pads}, {"mode", std::string("constant")}, {"value", 0.0}}));
 }
 
+// interp is linear in x: its gradient scatters dy back through the same taps.
+void InterpGrad(GradContext& c) {
+  AttrMap a = c.op().attrs;
+  a.Set("input_shape", ShapeAttr(c.input(0)->shape()));
+  c.SetInputGrad(0, c.Add("interp_grad", {c.out_grad()}, a));
+}
+
 const bool kRegistered = [] {
   RegisterGrad("group_norm", GroupNormGrad);
   RegisterGrad("conv2d_transpose", ConvTransposeGrad);
   RegisterGrad("max_pool2d_with_index", MaxPoolWithIndexGrad);
   RegisterGrad("pad_nd", PadGrad);
+  RegisterGrad("interp", InterpGrad);
   return true;
 }();
 
