@@ -313,7 +313,8 @@ TEST(Gradients, InterpNearestLinearCubic) {
   }
 }
 
-TEST(Gradients, PadConstantGrowsAndCrops) {
+TEST(Gradients, PadAllModes) {
+  // Constant: grows and crops; the others repeat inputs, whose gradients sum.
   CheckGradient(
       [](Graph& g, auto& in) {
         return Op1(g, "pad_nd", {in[0]},
@@ -322,6 +323,16 @@ TEST(Gradients, PadConstantGrowsAndCrops) {
                     {"value", 0.5}});
       },
       {{{3, 2, 4}}});
+  for (const char* mode : {"reflect", "replicate", "circular"}) {
+    SCOPED_TRACE(mode);
+    CheckGradient(
+        [&](Graph& g, auto& in) {
+          return Op1(
+              g, "pad_nd", {in[0]},
+              {{"pads", std::vector<int64_t>{0, 0, 2, 1, 1, 3}}, {"mode", std::string(mode)}});
+        },
+        {{{2, 3, 4}}});
+  }
 }
 
 }  // namespace

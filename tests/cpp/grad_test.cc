@@ -174,7 +174,8 @@ TEST(Gradients, MoreUnary) {
                         {"mish", -3, 3, {{"threshold", 2.0}}},
                         {"softshrink", -1, 1, {{"lambda", 0.3}}},
                         {"pow_scalar", 0.5f, 2, {{"factor", 2.5}}},
-                        {"floor", 0.1f, 0.9f, {}},
+                        {"gelu", -3, 3, {{"approximate", true}}},
+      {"floor", 0.1f, 0.9f, {}},
                         {"sign", 0.1f, 0.9f, {}}};
   for (const auto& u : ops) {
     SCOPED_TRACE(u.op);

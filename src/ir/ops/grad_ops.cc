@@ -22,6 +22,8 @@
 //     where slice read it, zeros elsewhere
 //   interp_grad(dy){interp's attributes, input_shape}: dy scattered back
 //     through interp's taps and weights
+//   pad_nd_grad(dy){pads, mode, input_shape}: each dy element added to the
+//     input element pad_nd copied it from (reflect/replicate/circular)
 #include "ir/op_schema.h"
 #include "ir/ops/op_helpers.h"
 
@@ -197,6 +199,19 @@ void InferInterpGrad(InferContext& c) {
   c.AddOutput({dy.dtype, in});
 }
 
+void InferPadGrad(InferContext& c) {
+  const TensorType& dy = c.input(0);
+  Shape in = c.attrs().Ints("input_shape");
+  auto pads = c.attrs().Ints("pads");
+  if (in.size() != dy.shape.size() || pads.size() != 2 * in.size())
+    c.Fail("dy {} does not fit input_shape {} and pads", dy.ToString(), ShapeToString(in));
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (in[d] + pads[2 * d] + pads[2 * d + 1] != dy.shape[d])
+      c.Fail("dy {} is not input_shape {} padded", dy.ToString(), ShapeToString(in));
+  }
+  c.AddOutput({dy.dtype, in});
+}
+
 const bool kRegistered = [] {
   RegisterOpSchema({"conv2d_grad_input", 2, 2, InferConvGradInput});
   RegisterOpSchema({"conv2d_grad_filter", 2, 2, InferConvGradFilter});
@@ -208,6 +223,7 @@ const bool kRegistered = [] {
   RegisterOpSchema({"gather_grad", 2, 2, InferGatherGrad});
   RegisterOpSchema({"slice_grad", 1, 1, InferSliceGrad});
   RegisterOpSchema({"interp_grad", 1, 1, InferInterpGrad});
+  RegisterOpSchema({"pad_nd_grad", 1, 1, InferPadGrad});
   return true;
 }();
 

@@ -1,5 +1,5 @@
 // Gradients of the ops in nn_ext.cc: group_norm, conv2d_transpose,
-// max_pool2d_with_index, pad_nd (constant mode) and interp (interp_grad).
+// max_pool2d_with_index, pad_nd and interp.
 #include "ir/grad.h"
 
 namespace tiller::ir {
@@ -86,14 +86,19 @@ void MaxPoolWithIndexGrad(GradContext& c) {
                           {{"input_shape", ShapeAttr(c.input(0)->shape())}}));
 }
 
-// Constant padding is linear: its adjoint crops what it added and pads with
-// zeros what it cropped (negative pads), i.e. pad_nd with negated pads.
+// Constant padding's adjoint crops what it added and pads with zeros what
+// it cropped (negative pads): pad_nd with negated pads. The other modes read
+// some inputs several times: pad_nd_grad sums those reads.
 void PadGrad(GradContext& c) {
   std::string mode = c.op().attrs.Str("mode", "constant");
-  if (mode != "constant")
-    Fail(ErrorKind::kUnimplemented, "pad_nd ({}): gradient of mode '{}' is not implemented",
-         c.op().name, mode);
   std::vector<int64_t> pads = c.op().attrs.Ints("pads");
+  if (mode != "constant") {
+    c.SetInputGrad(
+        0,
+        c.Add("pad_nd_grad", {c.out_grad()},
+              {{"pads", pads}, {"mode", mode}, {"input_shape", ShapeAttr(c.input(0)->shape())}}));
+    return;
+  }
   for (int64_t& p : pads) p = -p;
   c.SetInputGrad(0, c.Add("pad_nd", {c.out_grad()},
                           {{"pads", pads}, {"mode", std::string("constant")}, {"value", 0.0}}));
