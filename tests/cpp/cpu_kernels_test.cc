@@ -612,7 +612,8 @@ std::vector<double> RefPool(const std::vector<float>& x, const Shape& is, const 
           h0 = i * s[0] - p[0], w0 = j * s[1] - p[2];
           // Non-exclusive divisor: the window clipped at in + pad_begin
           // (Paddle's pool2d, checked against its executor in both formats).
-          span = (std::min(h0 + k[0], is[2] + p[0]) - h0) * (std::min(w0 + k[1], is[3] + p[2]) - w0);
+          span =
+              (std::min(h0 + k[0], is[2] + p[0]) - h0) * (std::min(w0 + k[1], is[3] + p[2]) - w0);
           h1 = std::min(h0 + k[0], is[2]), w1 = std::min(w0 + k[1], is[3]);
           h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
         }
@@ -622,8 +623,7 @@ std::vector<double> RefPool(const std::vector<float>& x, const Shape& is, const 
             double v = x[(c * is[2] + h) * is[3] + w];
             acc = is_max ? std::max(acc, v) : acc + v;
           }
-        if (!is_max)
-          acc /= (exclusive || adaptive) ? double((h1 - h0) * (w1 - w0)) : double(span);
+        if (!is_max) acc /= (exclusive || adaptive) ? double((h1 - h0) * (w1 - w0)) : double(span);
         out.push_back(acc);
       }
     }

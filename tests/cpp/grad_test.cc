@@ -175,7 +175,7 @@ TEST(Gradients, MoreUnary) {
                         {"softshrink", -1, 1, {{"lambda", 0.3}}},
                         {"pow_scalar", 0.5f, 2, {{"factor", 2.5}}},
                         {"gelu", -3, 3, {{"approximate", true}}},
-      {"floor", 0.1f, 0.9f, {}},
+                        {"floor", 0.1f, 0.9f, {}},
                         {"sign", 0.1f, 0.9f, {}}};
   for (const auto& u : ops) {
     SCOPED_TRACE(u.op);
