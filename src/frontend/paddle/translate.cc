@@ -137,6 +137,11 @@ ir::Value* TranslateContext::Add1(const OpDesc& op, const std::string& type,
   return added->outputs[0];
 }
 
+ir::Value* TranslateContext::StepCounter() {
+  if (!step_) step_ = graph_.AddInput(kStepInput, {DType::kI64, {1}});
+  return step_;
+}
+
 ir::Value* TranslateContext::Reshape(const OpDesc& op, ir::Value* x, const Shape& shape) {
   if (x->shape() == shape) return x;
   return Add1(op, "reshape", {x}, {{"shape", std::vector<int64_t>(shape)}});

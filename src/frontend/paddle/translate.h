@@ -31,6 +31,12 @@ class TranslateContext {
   // inference every op runs in test mode, as Paddle Inference does.
   bool training() const { return training_; }
   void set_training(bool on) { training_ = on; }
+  // The training step number: an int64 [1] graph input named kStepInput,
+  // added on first use (after the feeds). Random training ops (dropout) read
+  // it so their draws change from step to step; a training session feeds it
+  // and increments it once per step.
+  static constexpr const char* kStepInput = "tiller.step";
+  ir::Value* StepCounter();
 
   // The IR value bound to argument `idx` of input slot `slot`; fails naming
   // the op when the slot is empty or the variable was never produced.
@@ -80,6 +86,7 @@ class TranslateContext {
   std::map<std::string, ir::Value*> vars_;
   uint64_t random_seed_ = 0;
   bool training_ = false;
+  ir::Value* step_ = nullptr;
 };
 
 using Translator = std::function<void(TranslateContext&, const OpDesc&)>;

@@ -41,6 +41,40 @@ void MinMax(GradContext& c, const char* pick_a) {
   SetBoth(c, ga, c.needs_grad(1) ? c.Add("sub", {g, ga}) : nullptr);
 }
 TILLER_REGISTER_GRAD("max", [](GradContext& c) { MinMax(c, "greater_equal"); });
+// mod(a, b) = a - floor(a / b) b: d a = g, d b = -g floor(a / b) (almost
+// everywhere); floor_div is piecewise constant: no gradient.
+TILLER_REGISTER_GRAD("mod", [](GradContext& c) {
+  Value* g = c.out_grad();
+  Value* gb = c.needs_grad(1)
+                  ? c.Add("neg", {c.Add("mul", {g, c.Add("floor_div", {c.input(0), c.input(1)})})})
+                  : nullptr;
+  SetBoth(c, g, gb);
+});
+TILLER_REGISTER_GRAD("floor_div", [](GradContext&) {});
+// where(cond, x, y): the gradient goes to the operand that was picked.
+TILLER_REGISTER_GRAD("where", [](GradContext& c) {
+  Value* g = c.out_grad();
+  Value* cond = c.input(0);
+  Value* zero = c.Constant(0.0, g->dtype());
+  if (c.needs_grad(1))
+    c.SetInputGrad(1, c.ReduceTo(c.Add("where", {cond, g, zero}), c.input(1)->shape()));
+  if (c.needs_grad(2))
+    c.SetInputGrad(2, c.ReduceTo(c.Add("where", {cond, zero, g}), c.input(2)->shape()));
+});
+// pow(a, b): d a = g b a^(b - 1), d b = g out log(a), Paddle's formulas.
+TILLER_REGISTER_GRAD("pow", [](GradContext& c) {
+  Value* a = c.input(0);
+  Value* b = c.input(1);
+  Value* g = c.out_grad();
+  Value* ga = nullptr;
+  if (c.needs_grad(0)) {
+    Value* bm1 = c.Add("sub", {b, c.Constant(1.0, b->dtype())});
+    ga = c.Add("mul", {g, c.Add("mul", {b, c.Add("pow", {a, bm1})})});
+  }
+  Value* gb =
+      c.needs_grad(1) ? c.Add("mul", {g, c.Add("mul", {c.output(), c.Add("log", {a})})}) : nullptr;
+  SetBoth(c, ga, gb);
+});
 TILLER_REGISTER_GRAD("min", [](GradContext& c) { MinMax(c, "less_equal"); });
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Gradients of data-movement ops and reductions.
+// Gradients of data-movement ops, reductions and cumsum (scan.cc).
 #include <numeric>
 
 #include "ir/grad.h"
@@ -7,7 +7,9 @@
 namespace tiller::ir {
 namespace {
 
-std::vector<int64_t> ShapeAttr(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }
+std::vector<int64_t> ShapeAttr(const Shape& s) {
+  return std::vector<int64_t>(s.begin(), s.end());
+}
 
 // Gradient of a reduction's output, broadcast back over the input's shape.
 Value* Unreduce(GradContext& c, Value* g) {
@@ -20,7 +22,8 @@ Value* Unreduce(GradContext& c, Value* g) {
 
 const bool kRegistered = [] {
   RegisterGrad("reshape", [](GradContext& c) {
-    c.SetInputGrad(0, c.Add("reshape", {c.out_grad()}, {{"shape", ShapeAttr(c.input(0)->shape())}}));
+    c.SetInputGrad(0,
+                   c.Add("reshape", {c.out_grad()}, {{"shape", ShapeAttr(c.input(0)->shape())}}));
   });
   RegisterGrad("transpose", [](GradContext& c) {
     auto perm = c.op().attrs.Ints("perm");
@@ -61,6 +64,40 @@ const bool kRegistered = [] {
       parts.push_back(g);
     }
     c.SetInputGrad(0, c.Add("concat", parts, {{"axis", c.op().attrs.Int("axis", 0)}}));
+  });
+  RegisterGrad("slice", [](GradContext& c) {
+    AttrMap a;
+    for (const char* n : {"axes", "starts", "ends", "steps"}) {
+      if (const Attribute* v = c.op().attrs.Find(n)) a.Set(n, *v);
+    }
+    a.Set("input_shape", ShapeAttr(c.input(0)->shape()));
+    c.SetInputGrad(0, c.Add("slice_grad", {c.out_grad()}, a));
+  });
+  RegisterGrad("gather", [](GradContext& c) {
+    const Shape& x = c.input(0)->shape();
+    int64_t axis = NormalizeAxis(c.op().attrs.Int("axis", 0), static_cast<int>(x.size()));
+    c.SetInputGrad(
+        0, c.Add("gather_grad", {c.input(1), c.out_grad()}, {{"axis", axis}, {"dim", x[axis]}}));
+  });
+  // max/min: every input equal to the result gets the gradient (ties
+  // included), as Paddle's reduce_max/min gradients.
+  for (const char* op : {"reduce_max", "reduce_min"}) {
+    RegisterGrad(op, [](GradContext& c) {
+      Value* x = c.input(0);
+      Value* hit = c.Add("equal", {x, Unreduce(c, c.output())});
+      Value* mask = c.Add("cast", {hit}, {{"dtype", std::string(DTypeName(x->dtype()))}});
+      c.SetInputGrad(0, c.Add("mul", {Unreduce(c, c.out_grad()), mask}));
+    });
+  }
+  // cumsum's adjoint sums the other way: a cumsum with `reverse` flipped.
+  RegisterGrad("cumsum", [](GradContext& c) {
+    AttrMap a = c.op().attrs;
+    a.Set("reverse", !c.op().attrs.Bool("reverse", false));
+    c.SetInputGrad(0, c.Add("cumsum", {c.out_grad()}, a));
+  });
+  RegisterGrad("reduce_prod", [](GradContext& c) {  // g prod / x (Paddle's; undefined at x = 0)
+    Value* ratio = c.Add("div", {Unreduce(c, c.output()), c.input(0)});
+    c.SetInputGrad(0, c.Add("mul", {Unreduce(c, c.out_grad()), ratio}));
   });
   return true;
 }();

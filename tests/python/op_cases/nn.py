@@ -128,6 +128,12 @@ def pool_cases():
         ((2, 3, 5, 6), "avg", [1, 1], [1, 1], [0, 0], False, True, False, True, "EXPLICIT", "NCHW"),
         ((2, 5, 6, 3), "max", [2, 2], [2, 2], [0, 0], False, True, False, False, "EXPLICIT", "NHWC"),
         ((2, 5, 6, 3), "avg", [2, 2], [1, 1], [1, 1], False, False, False, False, "EXPLICIT", "NHWC"),
+        # Not exclusive, windows hanging past the input + pad_begin (ceil_mode,
+        # or a bottom pad larger than the top one): Paddle divides by the part
+        # of the window that ends there, not by ksize.
+        ((1, 2, 5, 5), "avg", [2, 2], [2, 2], [0, 0], True, False, False, False, "EXPLICIT", "NCHW"),
+        ((1, 2, 5, 6), "avg", [3, 2], [2, 2], [0, 2, 1, 0], False, False, False, False, "EXPLICIT",
+         "NCHW"),
     ]
     for i, (xs, t, k, s, pd, ceil, excl, adapt, glob, algo, fmt) in enumerate(specs):
         attrs = {"pooling_type": t, "ksize": k, "strides": s, "paddings": pd, "ceil_mode": ceil,

@@ -7,68 +7,11 @@
 // align_mode 0; cubic convolution with A = -0.75 and clamped borders), and
 // Run() sums the products over the tap grid. Nearest's single tap has weight
 // 1, so it copies exactly.
+#include "backends/cpu/kernels/interp_taps.h"
 #include "backends/cpu/kernels/kernel_utils.h"
 
 namespace tiller::cpu {
 namespace {
-
-struct Taps {
-  int n = 1;  // taps per output position
-  std::vector<int64_t> idx;
-  std::vector<float> w;
-};
-
-float Cubic1(float x, float a) {
-  return ((a + 2) * x - (a + 3)) * x * x + 1;
-}
-float Cubic2(float x, float a) {
-  return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
-}
-
-Taps MakeTaps(const std::string& method, int64_t in, int64_t out, float ratio, bool align_corners,
-              int64_t align_mode) {
-  Taps t;
-  auto clamp = [&](int64_t i) { return std::max<int64_t>(0, std::min(i, in - 1)); };
-  if (method == "nearest") {
-    for (int64_t o = 0; o < out; ++o) {
-      float f =
-          align_corners ? ratio * static_cast<float>(o) + 0.5f : ratio * static_cast<float>(o);
-      t.idx.push_back(clamp(static_cast<int64_t>(f)));
-      t.w.push_back(1.0f);
-    }
-    return t;
-  }
-  if (method == "linear") {
-    t.n = 2;
-    bool half = align_mode == 0 && !align_corners;
-    for (int64_t o = 0; o < out; ++o) {
-      float src = static_cast<float>(ratio * (o + 0.5) - 0.5);
-      int64_t lo =
-          half ? static_cast<int64_t>(src) : static_cast<int64_t>(ratio * static_cast<float>(o));
-      lo = std::max<int64_t>(lo, 0);
-      int64_t hi = std::min(lo + 1, in - 1);
-      src = std::max(src, 0.0f);
-      float d = half ? src - static_cast<float>(lo)
-                     : ratio * static_cast<float>(o) - static_cast<float>(lo);
-      t.idx.insert(t.idx.end(), {clamp(lo), clamp(hi)});
-      t.w.insert(t.w.end(), {1.0f - d, d});
-    }
-    return t;
-  }
-  t.n = 4;  // cubic
-  const float a = -0.75f;
-  for (int64_t o = 0; o < out; ++o) {
-    float src =
-        align_corners ? ratio * static_cast<float>(o) : static_cast<float>(ratio * (o + 0.5) - 0.5);
-    float fl = std::floor(src);
-    float x = src - fl;
-    int64_t i0 = static_cast<int64_t>(fl);
-    for (int j = 0; j < 4; ++j) t.idx.push_back(clamp(i0 - 1 + j));
-    t.w.insert(t.w.end(),
-               {Cubic2(x + 1.0f, a), Cubic1(x, a), Cubic1(1.0f - x, a), Cubic2(2.0f - x, a)});
-  }
-  return t;
-}
 
 // Nearest on integer tensors: a pure gather through the single taps.
 template <typename T>
@@ -104,27 +47,11 @@ std::unique_ptr<Kernel> MakeInterp(const ir::Op& op) {
                 op.attrs.Str("method", ""));
   const Shape& is = op.inputs[0]->shape();
   const Shape& os = op.outputs[0]->shape();
-  std::string method = op.attrs.Str("method", "");
-  bool align_corners = op.attrs.Bool("align_corners", false);
-  int64_t align_mode = op.attrs.Int("align_mode", 1);
-  auto ratios = op.attrs.Floats("ratios");
-  int nd = static_cast<int>(is.size()) - 2;
-  // Padded to 3 spatial dims; a missing dim is one position with one tap.
-  std::array<Taps, 3> taps;
-  std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1};
-  for (int d = 0; d < 3; ++d) {
-    int sd = d - (3 - nd);
-    if (sd < 0) {
-      taps[d].idx = {0};
-      taps[d].w = {1.0f};
-      continue;
-    }
-    in[d] = is[2 + sd];
-    out[d] = os[2 + sd];
-    taps[d] =
-        MakeTaps(method, in[d], out[d], static_cast<float>(ratios[sd]), align_corners, align_mode);
-  }
-  int64_t planes = is[0] * is[1];
+  InterpGeometry geo = MakeInterpGeometry(op.attrs, is, os);
+  const std::array<Taps, 3>& taps = geo.taps;
+  const std::array<int64_t, 3>& in = geo.in;
+  const std::array<int64_t, 3>& out = geo.out;
+  int64_t planes = geo.planes;
   if (dt == DType::kI32) return MakeNearestGather<int32_t>(taps, in, out, planes);
   if (dt == DType::kI64) return MakeNearestGather<int64_t>(taps, in, out, planes);
   int64_t plane_in = in[0] * in[1] * in[2], plane_out = out[0] * out[1] * out[2];

@@ -3,17 +3,10 @@
 // the constant, -1), so the maps are built per dim at creation and Run()
 // walks output rows, gathering the innermost dim through its map.
 #include "backends/cpu/kernels/kernel_utils.h"
+#include "backends/cpu/kernels/pad_index.h"
 
 namespace tiller::cpu {
 namespace {
-
-int64_t SourceIndex(int64_t i, int64_t n, const std::string& mode) {
-  if (i >= 0 && i < n) return i;
-  if (mode == "constant") return -1;
-  if (mode == "replicate") return i < 0 ? 0 : n - 1;
-  if (mode == "circular") return ((i % n) + n) % n;
-  return i < 0 ? -i : 2 * (n - 1) - i;  // reflect (pads < n)
-}
 
 std::unique_ptr<Kernel> MakePadNd(const ir::Op& op) {
   const Shape& is = op.inputs[0]->shape();

@@ -3,39 +3,18 @@
 //
 // Follows Paddle's CPU pooling exactly: a window is [o*stride - pad_begin,
 // + ksize) clipped to the input (not to the padded input), and a
-// non-exclusive average divides by ksize_h * ksize_w even where ceil_mode
-// makes the window hang past the padding. Adaptive bins are
+// non-exclusive average divides by the window clipped at in + pad_begin
+// (Windows::span): ksize_h * ksize_w except where ceil_mode makes the window
+// hang past that point. Adaptive bins are
 // [floor(i*H/out), ceil((i+1)*H/out)) and always average over the bin. An
 // empty window (possible with large pads) gives -FLT_MAX for max, as Paddle,
 // and 0 for avg.
 #include "backends/cpu/kernels/kernel_utils.h"
+#include "backends/cpu/kernels/pool_windows.h"
 #include "ir/ops/op_helpers.h"
 
 namespace tiller::cpu {
 namespace {
-
-struct Windows {
-  std::vector<int64_t> begin, end;  // clipped input range per output index
-};
-
-Windows MakeWindows(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad,
-                    bool adaptive) {
-  Windows w;
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t b, e;
-    if (adaptive) {
-      b = o * in / out;
-      e = ((o + 1) * in + out - 1) / out;
-    } else {
-      b = o * stride - pad;
-      e = std::min(b + k, in);
-      b = std::max<int64_t>(b, 0);
-    }
-    w.begin.push_back(b);
-    w.end.push_back(std::max(b, e));
-  }
-  return w;
-}
 
 // Fixed (non-adaptive) windows. Each output row accumulates in place one
 // (h, kx) tap at a time, so the inner loop walks output columns with a fixed
@@ -90,8 +69,7 @@ std::unique_ptr<Kernel> MakePool2d(const ir::Op& op) {
   int64_t planes = is[0] * is[1], ih = is[2], iw = is[3], oh = os[2], ow = os[3];
   Windows wh = MakeWindows(ih, oh, k[0], s[0], p[0], adaptive);
   Windows ww = MakeWindows(iw, ow, k[1], s[1], p[2], adaptive);
-  // Non-exclusive, non-adaptive averages divide by the full kernel area.
-  float fixed_div = (!adaptive && !exclusive) ? static_cast<float>(k[0] * k[1]) : 0.0f;
+  bool inclusive = !adaptive && !exclusive;  // divides by Windows::span, not the clipped area
   TapGeom geom{ih, iw, oh, ow, k[1], s[1], p[2], {}, {}, {}};
   for (int64_t kx = 0; kx < k[1]; ++kx) {
     int64_t lo = p[2] - kx, hi = iw - 1 - kx + p[2];  // need lo <= j*sw <= hi
@@ -101,7 +79,8 @@ std::unique_ptr<Kernel> MakePool2d(const ir::Op& op) {
   for (int64_t i = 0; i < oh; ++i) {
     for (int64_t j = 0; j < ow; ++j) {
       float area = static_cast<float>((wh.end[i] - wh.begin[i]) * (ww.end[j] - ww.begin[j]));
-      geom.div.push_back(area == 0 ? 0.0f : fixed_div > 0 ? fixed_div : area);
+      float span = static_cast<float>(wh.span[i] * ww.span[j]);
+      geom.div.push_back(area == 0 ? 0.0f : inclusive ? span : area);
     }
   }
   bool whole_plane = oh == 1 && ow == 1 && wh.begin[0] == 0 && wh.end[0] == ih &&
@@ -116,8 +95,7 @@ std::unique_ptr<Kernel> MakePool2d(const ir::Op& op) {
           [&](int64_t b, int64_t e) {
             for (int64_t c = b; c < e; ++c) {
               const float* xp = x + c * plane_in;
-              y[c] = is_max ? RowMax(xp, plane_in)
-                            : RowSum(xp, plane_in) / (fixed_div > 0 ? fixed_div : float(plane_in));
+              y[c] = is_max ? RowMax(xp, plane_in) : RowSum(xp, plane_in) / geom.div[0];
             }
           },
           1);

@@ -32,15 +32,42 @@ void Softmax(TranslateContext& ctx, const OpDesc& op, const char* ir_type) {
   ctx.SetOut(op, "Out", ctx.Add1(op, ir_type, {ctx.In(op, "X")}, a));
 }
 
-// Inference dropout: "upscale_in_train" is the identity; the older
-// "downgrade_in_infer" scales by the keep probability.
+// Seed of a random training op: Paddle's own when fix_seed pins it (or a
+// constant Seed operand), else one derived from the `random_seed` option (or
+// a fixed default) and the op's position, so two dropouts draw differently.
+int64_t DropoutSeed(TranslateContext& ctx, const OpDesc& op) {
+  if (ir::Value* t = ctx.InOpt(op, "Seed")) return ctx.ConstInts(op, t).at(0);
+  int64_t seed = op.attrs.Int("seed", 0);
+  if (op.attrs.Bool("fix_seed", false) && seed != 0) return seed;
+  constexpr uint64_t kDefaultSeed = 0xd50b0e7a11ull;
+  uint64_t base = ctx.random_seed() ? ctx.random_seed() : kDefaultSeed;
+  return static_cast<int64_t>(base + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(op.index + 1));
+}
+
+// Inference: "upscale_in_train" is the identity; the older
+// "downgrade_in_infer" scales by the keep probability. Training (is_test =
+// false): the dropout op draws a mask per step (ir/ops/training.cc).
 void Dropout(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
   std::string impl = op.attrs.Str("dropout_implementation", "downgrade_in_infer");
   double p = op.attrs.Float("dropout_prob", 0.5);
   if (ir::Value* t = ctx.InOpt(op, "DropoutProbTensor")) p = ctx.ConstFloats(op, t).at(0);
-  // is_test = false still runs as inference, as Paddle Inference does (its
-  // passes mark every op is_test); Seed only matters in training.
+  if (ctx.training() && !op.attrs.Bool("is_test", false)) {
+    if (impl != "upscale_in_train" && impl != "downgrade_in_infer")
+      ctx.Unsupported(op, "dropout_implementation = \"{}\"", impl);
+    if (!(p >= 0.0 && p <= 1.0)) ctx.Invalid(op, "dropout_prob = {} is not in [0, 1]", p);
+    if (p == 0.0) {  // keeps everything; Mask (all ones) only feeds Paddle's own backward
+      ctx.SetOut(op, "Out", x);
+      return;
+    }
+    ir::Op* d = ctx.AddOp(op, "dropout", {x, ctx.StepCounter()},
+                          {{"p", p}, {"mode", impl}, {"seed", DropoutSeed(ctx, op)}});
+    ctx.SetOut(op, "Out", d->outputs[0]);
+    ctx.SetOut(op, "Mask", d->outputs[1]);
+    return;
+  }
+  // is_test = false outside training still runs as inference, as Paddle
+  // Inference does (its passes mark every op is_test).
   if (impl == "upscale_in_train" || p == 0.0) {
     ctx.SetOut(op, "Out", x);
   } else if (impl == "downgrade_in_infer") {
@@ -83,10 +110,27 @@ void BatchNorm(TranslateContext& ctx, const OpDesc& op) {
   for (int i = 2; i < r; ++i) to_last.push_back(i);
   to_last.push_back(1);
   if (nhwc) x = ctx.Add1(op, "transpose", {x}, {{"perm", to_first}});
-  ir::Value* y = ctx.Add1(
-      op, "batch_norm",
-      {x, ctx.In(op, "Scale"), ctx.In(op, "Bias"), ctx.In(op, "Mean"), ctx.In(op, "Variance")},
-      {{"epsilon", op.attrs.Float("epsilon", 1e-5)}});
+  std::vector<ir::Value*> ins{x, ctx.In(op, "Scale"), ctx.In(op, "Bias"), ctx.In(op, "Mean"),
+                              ctx.In(op, "Variance")};
+  double eps = op.attrs.Float("epsilon", 1e-5);
+  // Paddle's CPU kernel uses batch statistics unless is_test (without
+  // trainable_statistics) or use_global_stats asks for the running ones.
+  bool test_mode = op.attrs.Bool("is_test", false) && !op.attrs.Bool("trainable_statistics", false);
+  ir::Value* y;
+  if (ctx.training() && !test_mode && !op.attrs.Bool("use_global_stats", false)) {
+    double momentum = op.attrs.Float("momentum", 0.9);
+    if (ir::Value* t = ctx.InOpt(op, "MomentumTensor")) momentum = ctx.ConstFloats(op, t).at(0);
+    ir::Op* bn = ctx.AddOp(op, "batch_norm_train", ins, {{"epsilon", eps}, {"momentum", momentum}});
+    y = bn->outputs[0];
+    // MeanOut/VarianceOut usually name the same variables as Mean/Variance:
+    // rebinding them is the running-statistics update.
+    ctx.SetOut(op, "MeanOut", bn->outputs[1]);
+    ctx.SetOut(op, "VarianceOut", bn->outputs[2]);
+    ctx.SetOut(op, "SavedMean", bn->outputs[3]);
+    ctx.SetOut(op, "SavedVariance", bn->outputs[4]);
+  } else {
+    y = ctx.Add1(op, "batch_norm", ins, {{"epsilon", eps}});
+  }
   ctx.SetOut(op, "Y", nhwc ? ctx.Add1(op, "transpose", {y}, {{"perm", to_last}}) : y);
 }
 
