@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/training.h"
+#include "frontend/paddle/translate.h"
 #include "runtime/api_types.h"
 #include "runtime/executable.h"
 
@@ -210,6 +211,14 @@ void TrainingSession::Run(bool eval) {
   runtime::Executable& exe = s.Compile(eval);
   for (size_t i = 0; i < s.feeds.size(); ++i) {
     if (s.feeds[i].type.bytes()) std::memcpy(exe.inputs()[i].data, s.feeds[i].data.data(), s.feeds[i].type.bytes());
+  }
+  // Random training ops (dropout) draw from (seed, step number), so masks
+  // change every step and repeat for the same seed.
+  for (size_t i = s.feeds.size(); i < exe.inputs().size(); ++i) {
+    runtime::TensorSlot& slot = exe.inputs()[i];
+    TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput, "unexpected graph input '{}'", slot.name);
+    int64_t step_index = s.steps;
+    std::memcpy(slot.data, &step_index, sizeof(step_index));
   }
   int64_t step = s.steps + 1;
   try {

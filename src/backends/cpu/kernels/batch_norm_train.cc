@@ -139,8 +139,8 @@ std::unique_ptr<Kernel> MakeBatchNormGrad(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("batch_norm_train", MakeBatchNormTrain);
-TILLER_CPU_KERNEL("batch_norm_grad", MakeBatchNormGrad);
+TILLER_CPU_KERNEL("batch_norm_train", MakeBatchNormTrain, {DType::kF32});
+TILLER_CPU_KERNEL("batch_norm_grad", MakeBatchNormGrad, {DType::kF32});
 
 }  // namespace
 }  // namespace tiller::cpu

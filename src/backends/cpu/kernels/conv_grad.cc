@@ -161,8 +161,8 @@ std::unique_ptr<Kernel> MakeConvGradFilter(const ir::Op& op) {
                                               pd.scratchpad_desc());
 }
 
-TILLER_CPU_KERNEL("conv2d_grad_input", MakeConvGradInput);
-TILLER_CPU_KERNEL("conv2d_grad_filter", MakeConvGradFilter);
+TILLER_CPU_KERNEL("conv2d_grad_input", MakeConvGradInput, {DType::kF32});
+TILLER_CPU_KERNEL("conv2d_grad_filter", MakeConvGradFilter, {DType::kF32});
 
 }  // namespace
 }  // namespace tiller::cpu

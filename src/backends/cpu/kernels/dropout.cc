@@ -34,7 +34,7 @@ std::unique_ptr<Kernel> MakeDropout(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("dropout", MakeDropout);
+TILLER_CPU_KERNEL("dropout", MakeDropout, {DType::kF32});
 
 }  // namespace
 }  // namespace tiller::cpu

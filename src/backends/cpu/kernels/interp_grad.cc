@@ -51,7 +51,7 @@ std::unique_ptr<Kernel> MakeInterpGrad(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("interp_grad", MakeInterpGrad);
+TILLER_CPU_KERNEL("interp_grad", MakeInterpGrad, {DType::kF32});
 
 }  // namespace
 }  // namespace tiller::cpu

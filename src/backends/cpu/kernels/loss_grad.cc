@@ -105,8 +105,8 @@ std::unique_ptr<Kernel> MakeSigmoidCEGrad(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("cross_entropy_grad", MakeCrossEntropyGrad);
-TILLER_CPU_KERNEL("sigmoid_cross_entropy_grad", MakeSigmoidCEGrad);
+TILLER_CPU_KERNEL("cross_entropy_grad", MakeCrossEntropyGrad, {DType::kF32});
+TILLER_CPU_KERNEL("sigmoid_cross_entropy_grad", MakeSigmoidCEGrad, {DType::kF32});
 
 }  // namespace
 }  // namespace tiller::cpu

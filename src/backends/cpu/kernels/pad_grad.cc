@@ -51,7 +51,7 @@ std::unique_ptr<Kernel> MakePadGrad(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("pad_nd_grad", MakePadGrad);
+TILLER_CPU_KERNEL("pad_nd_grad", MakePadGrad, {DType::kF32});
 
 }  // namespace
 }  // namespace tiller::cpu

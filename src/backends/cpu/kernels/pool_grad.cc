@@ -105,8 +105,8 @@ std::unique_ptr<Kernel> MakeMaxPoolIndexGrad(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("pool2d_grad", MakePool2dGrad);
-TILLER_CPU_KERNEL("max_pool2d_with_index_grad", MakeMaxPoolIndexGrad);
+TILLER_CPU_KERNEL("pool2d_grad", MakePool2dGrad, {DType::kF32});
+TILLER_CPU_KERNEL("max_pool2d_with_index_grad", MakeMaxPoolIndexGrad, {DType::kF32}, /*dtype_input=*/1);
 
 }  // namespace
 }  // namespace tiller::cpu

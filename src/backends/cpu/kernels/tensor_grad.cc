@@ -88,8 +88,8 @@ std::unique_ptr<Kernel> MakeSliceGrad(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("gather_grad", MakeGatherGrad);
-TILLER_CPU_KERNEL("slice_grad", MakeSliceGrad);
+TILLER_CPU_KERNEL("gather_grad", MakeGatherGrad, {DType::kF32}, /*dtype_input=*/1);
+TILLER_CPU_KERNEL("slice_grad", MakeSliceGrad, {DType::kF32});
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -191,10 +191,10 @@ const bool kRegistered = [] {
   RegisterTranslator("log_softmax",
                      [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "log_softmax"); },
                      {"log_softmax"});
-  RegisterTranslator("dropout", Dropout, {"scale"});
+  RegisterTranslator("dropout", Dropout, {"scale", "dropout"});
   RegisterTranslator("conv2d", Conv2d, {"conv2d", "transpose"});
   RegisterTranslator("depthwise_conv2d", Conv2d, {"conv2d", "transpose"});
-  RegisterTranslator("batch_norm", BatchNorm, {"batch_norm", "transpose"});
+  RegisterTranslator("batch_norm", BatchNorm, {"batch_norm", "batch_norm_train", "transpose"});
   RegisterTranslator("pool2d", Pool2d, {"pool2d", "transpose"});
   RegisterTranslator("lookup_table_v2",
                      [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, false); },
