@@ -73,6 +73,13 @@ void BindTraining(py::module_& m) {
            py::arg("name"))
       .def("run",
            [](TrainingSession& s, const py::dict& feed, bool eval) {
+             // Every step is fed whole, as Executor.run is.
+             std::string missing;
+             for (const std::string& name : s.FeedNames()) {
+               if (!feed.contains(name)) missing += (missing.empty() ? "" : ", ") + name;
+             }
+             if (!missing.empty())
+               throw tiller::Error(tiller::ErrorKind::kInvalidArgument, "feed lacks " + missing);
              for (const auto& [key, value] : feed) {
                std::string name = py::str(key);
                py::array c = py::array::ensure(value, py::array::c_style);

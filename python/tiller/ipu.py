@@ -362,13 +362,20 @@ class IpuCompiledProgram:
         if missing:
             raise TillerError(f"checkpoint '{path_prefix}' lacks {len(missing)} variable(s) of the "
                               f"program: {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}")
+        # Check everything before setting anything: a bad checkpoint leaves
+        # the state as it was.
+        checked = []
         for info in infos:
             value = np.asarray(values[info.name])
             if value.size != int(np.prod(info.shape, dtype=np.int64)):
                 raise TillerError(f"checkpoint '{path_prefix}': '{info.name}' has shape "
                                   f"{list(value.shape)}, the program declares {list(info.shape)}")
-            self._session.set_state(info.name, np.ascontiguousarray(value.reshape(info.shape),
-                                                                    dtype=info.dtype))
+            if value.dtype != info.dtype:
+                raise TillerError(f"checkpoint '{path_prefix}': '{info.name}' is {value.dtype}, "
+                                  f"the program declares {info.dtype}")
+            checked.append((info.name, np.ascontiguousarray(value.reshape(info.shape))))
+        for name, value in checked:
+            self._session.set_state(name, value)
 
     def _set_learning_rate(self):
         program = self.org_program

@@ -71,7 +71,7 @@ void Executable::Run() {
       Step& s = steps_[i];
       if (!s.kernel) continue;
       s.kernel->Run(s.args);
-      if (check_nan_inf_ || (!guarded_outputs_.empty() && guarded_outputs_[i] >= 0)) CheckFinite(s);
+      if (check_nan_inf_ || (!guarded_outputs_.empty() && guarded_outputs_[i] >= 0)) CheckFinite(s, !check_nan_inf_);
     }
     CopyBack();
     return;
@@ -81,31 +81,34 @@ void Executable::Run() {
     if (!steps_[i].kernel) continue;
     auto t0 = std::chrono::steady_clock::now();
     steps_[i].kernel->Run(steps_[i].args);
-    if (check_nan_inf_ || (!guarded_outputs_.empty() && guarded_outputs_[i] >= 0)) CheckFinite(steps_[i]);
+    if (check_nan_inf_ || (!guarded_outputs_.empty() && guarded_outputs_[i] >= 0))
+      CheckFinite(steps_[i], !check_nan_inf_);
     step_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   CopyBack();
   ++profiled_runs_;
 }
 
-int Executable::GuardFinite(const ir::Value* v) {
+int Executable::GuardFinite(const ir::Value* v, const std::string& label) {
   for (size_t i = 0; i < steps_.size(); ++i) {
     const auto& outs = steps_[i].op->outputs;
     for (size_t o = 0; o < outs.size(); ++o) {
       if (outs[o] != v || !steps_[i].kernel) continue;
       guarded_outputs_.resize(steps_.size(), -1);
       guarded_outputs_[i] = static_cast<int>(o);
+      guard_labels_[{i, o}] = label;
       return static_cast<int>(i);
     }
   }
   return -1;
 }
 
-// Scans the float outputs of a step (all of them: a guarded op's other
-// outputs are as cheap to check as the guarded one).
-void Executable::CheckFinite(const Step& s) const {
+// Scans the float outputs of a step, or only its guarded ones.
+void Executable::CheckFinite(const Step& s, bool guarded_only) const {
+  size_t index = static_cast<size_t>(&s - steps_.data());
   for (size_t o = 0; o < s.op->outputs.size(); ++o) {
     const ir::Value* v = s.op->outputs[o];
+    if (guarded_only && !guard_labels_.count({index, o})) continue;
     if (v->dtype() != DType::kF32 && v->dtype() != DType::kF64) continue;
     int64_t n = NumElements(v->shape());
     int64_t bad = -1;
@@ -121,9 +124,12 @@ void Executable::CheckFinite(const Step& s) const {
         if (!std::isfinite(p[i])) bad = i, value = p[i];
       }
     }
-    if (bad >= 0)
-      Fail(ErrorKind::kNonFinite, "op {} ({}) wrote {} into output {} ({}) at element {}", s.op->type,
-           s.op->name, value, o, v->type.ToString(), bad);
+    if (bad < 0) continue;
+    std::string what = fmt::format("op {} ({}) wrote {} into output {} ({}) at element {}", s.op->type,
+                                   s.op->name, value, o, v->type.ToString(), bad);
+    auto label = guard_labels_.find({index, o});
+    if (label != guard_labels_.end()) what = label->second + " is not finite: " + what;
+    Fail(ErrorKind::kNonFinite, "{}", what);
   }
 }
 

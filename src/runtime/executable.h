@@ -55,7 +55,8 @@ class Executable {
   // with the full check off: a non-finite value stops the run there, before
   // later ops (optimizer updates) consume it. Returns the step position of
   // that op, or -1 when `v` is not produced by a kernel.
-  int GuardFinite(const ir::Value* v);
+  // `label` names the value in the error ("the loss 'mean_0.tmp_0'").
+  int GuardFinite(const ir::Value* v, const std::string& label);
   std::vector<ProfileEntry> Profile() const;  // sorted by total time, largest first
 
   std::vector<TensorSlot>& inputs() { return inputs_; }
@@ -86,8 +87,9 @@ class Executable {
   int num_threads_ = 1;
   bool profiling_ = false;
   bool check_nan_inf_ = false;
-  void CheckFinite(const Step& s) const;
-  std::vector<int> guarded_outputs_;  // per step: output index to check, or -1
+  void CheckFinite(const Step& s, bool guarded_only) const;
+  std::vector<int> guarded_outputs_;  // per step: a guarded output index, or -1
+  std::map<std::pair<size_t, size_t>, std::string> guard_labels_;  // (step, output) -> label
   std::vector<double> step_ms_;  // per step, while profiling
   int64_t profiled_runs_ = 0;
 };

@@ -49,7 +49,6 @@ struct TrainingSession::Impl {
   // Per compiled step: where the loss is checked, and whether the diagnostic
   // re-run is safe (no state written in place before that point).
   struct Guard {
-    int loss_step = -1;
     bool rerun_safe = false;
   };
   std::map<const runtime::Executable*, Guard> guards;
@@ -75,19 +74,23 @@ struct TrainingSession::Impl {
     paddle::TrainingGraphOptions o;
     o.eval = eval;
     o.random_seed = options.random_seed;
-    auto graph = paddle::TranslateTraining(program, info, state_types, feed_names, types, fetch_names,
-                                           runtime::FoldWithCpuKernels, o);
+    paddle::TrainingGraph tg = paddle::TranslateTraining(program, info, state_types, feed_names, types,
+                                                        fetch_names, runtime::FoldWithCpuKernels, o);
     runtime::CompileOptions co;
     co.num_threads = options.num_threads;
-    auto exe = runtime::Executable::Build(std::move(graph), co, storage);
+    auto exe = runtime::Executable::Build(std::move(tg.graph), co, storage);
     exe->EnableNanInfCheck(options.check_nan_inf);
+    // The loss and every gradient are checked right after they are computed,
+    // before any update reads them.
     Guard guard;
-    guard.loss_step = exe->GuardFinite(exe->graph().outputs().back().second);
-    guard.rerun_safe = guard.loss_step >= 0;
+    int last_guard = exe->GuardFinite(tg.loss, fmt::format("the loss '{}'", info.loss));
+    for (const auto& [name, g] : tg.gradients)
+      last_guard = std::max(last_guard, exe->GuardFinite(g, fmt::format("the gradient of '{}'", name)));
+    guard.rerun_safe = true;
+    const auto& ops = exe->graph().ops();
     for (const auto& [value, state] : exe->plan().in_state) {
-      for (size_t i = 0; i < exe->graph().ops().size(); ++i) {
-        if (exe->graph().ops()[i].get() == value->producer && static_cast<int>(i) <= guard.loss_step)
-          guard.rerun_safe = false;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (ops[i].get() == value->producer && static_cast<int>(i) <= last_guard) guard.rerun_safe = false;
       }
     }
     guards[exe.get()] = guard;
@@ -235,7 +238,7 @@ void TrainingSession::Run(bool eval) {
         exe.Run();
       } catch (const Error& detail) {
         if (detail.kind() != ErrorKind::kNonFinite) throw;
-        where = fmt::format("the loss '{}' is not finite; first non-finite output: {}", s.info.loss, detail.what());
+        where = fmt::format("{}; the first op that went non-finite: {}", where, detail.what());
       }
       exe.EnableNanInfCheck(false);
     }

@@ -129,7 +129,7 @@ TEST(NanInfCheck, GuardStopsBeforeLaterOpsRun) {
   std::vector<float> storage{5, 6};
   auto exe = Executable::Build(std::move(g), {}, {{"s", storage.data()}});
   const Value* loss_value = exe->graph().outputs()[0].second;
-  EXPECT_EQ(exe->GuardFinite(loss_value), 0);
+  EXPECT_EQ(exe->GuardFinite(loss_value, "the loss"), 0);
   float xs[2] = {-1, 1};
   std::memcpy(exe->inputs()[0].data, xs, sizeof(xs));
   EXPECT_THROW(exe->Run(), Error);

@@ -191,12 +191,13 @@ TrainingProgramInfo AnalyzeTrainingProgram(const Program& p) {
   return info;
 }
 
-std::unique_ptr<ir::Graph> TranslateTraining(const Program& program, const TrainingProgramInfo& info,
-                                             const std::map<std::string, ir::TensorType>& state_types,
-                                             const std::vector<std::string>& feed_names,
-                                             const std::vector<ir::TensorType>& feed_types,
-                                             const std::vector<std::string>& fetch_names,
-                                             ir::Graph::Folder folder, const TrainingGraphOptions& options) {
+TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInfo& info,
+                                const std::map<std::string, ir::TensorType>& state_types,
+                                const std::vector<std::string>& feed_names,
+                                const std::vector<ir::TensorType>& feed_types,
+                                const std::vector<std::string>& fetch_names, ir::Graph::Folder folder,
+                                const TrainingGraphOptions& options) {
+  TrainingGraph result;
   TILLER_CHECK(feed_names.size() == feed_types.size(), "{} feed types for {} feeds", feed_types.size(),
                feed_names.size());
   auto translated = [&](size_t i) {
@@ -261,6 +262,7 @@ std::unique_ptr<ir::Graph> TranslateTraining(const Program& program, const Train
         g = graph->Add1("scale", {g}, {{"scale", info.loss_grad_seed}, {"bias", 0.0}},
                         info.trained[k] + "@GRAD (loss seed)");
       grad_by_name[info.trained[k]] = g;
+      result.gradients.emplace_back(info.trained[k], g);
     }
     for (const auto& [grad_var, fwd] : info.grad_of) ctx.Bind(grad_var, grad_by_name.at(fwd));
     for (size_t i = info.seed_op + 1; i < program.ops.size(); ++i) {
@@ -289,7 +291,9 @@ std::unique_ptr<ir::Graph> TranslateTraining(const Program& program, const Train
   }
   graph->RemoveDeadCode();
   ir::Verify(*graph);
-  return graph;
+  result.loss = loss;
+  result.graph = std::move(graph);
+  return result;
 }
 
 }  // namespace tiller::paddle

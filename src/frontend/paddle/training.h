@@ -48,15 +48,26 @@ struct TrainingGraphOptions {
   uint64_t random_seed = 0;
 };
 
+// The compiled form of one training (or eval) step.
+struct TrainingGraph {
+  std::unique_ptr<ir::Graph> graph;
+  ir::Value* loss = nullptr;
+  // Gradient of each trained variable as the update part reads it (after
+  // Paddle's loss seed, before clipping): a run checks them before any
+  // update so a non-finite value never reaches the parameters.
+  std::vector<std::pair<std::string, ir::Value*>> gradients;
+};
+
 // Builds the training step graph: feeds are graph inputs, every variable in
 // info.state a graph state (types from `state_types`), fetches graph
-// outputs, followed by one more output: the loss (kept so a run can check it). Unsupported op types of the forward and update parts are listed
-// with counts before translating.
-std::unique_ptr<ir::Graph> TranslateTraining(const Program& program, const TrainingProgramInfo& info,
-                                             const std::map<std::string, ir::TensorType>& state_types,
-                                             const std::vector<std::string>& feed_names,
-                                             const std::vector<ir::TensorType>& feed_types,
-                                             const std::vector<std::string>& fetch_names,
-                                             ir::Graph::Folder folder, const TrainingGraphOptions& options);
+// outputs, followed by one more output: the loss (kept so a run can check
+// it). Unsupported op types of the forward and update parts are listed with
+// counts before translating.
+TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInfo& info,
+                                const std::map<std::string, ir::TensorType>& state_types,
+                                const std::vector<std::string>& feed_names,
+                                const std::vector<ir::TensorType>& feed_types,
+                                const std::vector<std::string>& fetch_names, ir::Graph::Folder folder,
+                                const TrainingGraphOptions& options);
 
 }  // namespace tiller::paddle
