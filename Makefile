@@ -5,6 +5,7 @@
 #               C++ tests again under AddressSanitizer/UBSan
 #   make build  configure and build only
 #   make asan   build with AddressSanitizer/UBSan and run the C++ tests
+#   make bench / bench-train   inference / training benchmarks against Paddle
 PY      := $(CURDIR)/.venv/bin/python
 BUILD   := build
 JOBS    ?= $(shell nproc)
@@ -12,7 +13,7 @@ JOBS    ?= $(shell nproc)
 export CCACHE_BASEDIR := $(CURDIR)
 CMAKE_ARGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
 
-.PHONY: setup build build-asan test test-cpp test-python demo bench asan clean
+.PHONY: setup build build-asan test test-cpp test-python demo bench bench-train asan clean
 
 setup:
 	@bash scripts/setup.sh
@@ -35,6 +36,9 @@ demo: build
 
 bench: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_inference.py
+
+bench-train: build
+	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_training.py
 
 build-asan: setup
 	@# Debug (-O0) compiles about twice as fast as -O3, and the tests are small.

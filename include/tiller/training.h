@@ -39,6 +39,9 @@ struct SessionOptions {
   // the loss is checked, before any update; a non-finite loss then re-runs
   // the step with the full check to name the first op, and updates nothing.
   bool check_nan_inf = false;
+  // Adam, AdamW and Lamb without bias correction (the IPU option
+  // use_no_bias_optimizer).
+  bool no_bias_optimizer = false;
 };
 
 struct TensorInfo {

@@ -37,15 +37,16 @@ void BindTraining(py::module_& m) {
 
   py::class_<TrainingSession>(m, "TrainingSession")
       .def(py::init([](const std::string& path, std::vector<std::string> feeds, std::vector<std::string> fetches,
-                       int num_threads, uint64_t random_seed, bool check_nan_inf) {
+                       int num_threads, uint64_t random_seed, bool check_nan_inf, bool no_bias_optimizer) {
              SessionOptions o;
              o.num_threads = num_threads;
              o.random_seed = random_seed;
              o.check_nan_inf = check_nan_inf;
+             o.no_bias_optimizer = no_bias_optimizer;
              return std::make_unique<TrainingSession>(path, std::move(feeds), std::move(fetches), o);
            }),
            py::arg("program_path"), py::arg("feed_names"), py::arg("fetch_names"), py::arg("num_threads") = 1,
-           py::arg("random_seed") = 0, py::arg("check_nan_inf") = false)
+           py::arg("random_seed") = 0, py::arg("check_nan_inf") = false, py::arg("no_bias_optimizer") = false)
       .def("state_info", &TrainingSession::StateInfo)
       .def("state_names", &TrainingSession::StateNames)
       .def_property_readonly("loss_name", &TrainingSession::LossName)

@@ -66,7 +66,6 @@ _NOT_YET = {
     "accumulation_factor": 1,
     "enable_fp16": False,
     "loss_scaling": 1.0,
-    "use_no_bias_optimizer": False,
     "enable_replicated_graphs": False,
     "replicated_graph_count": 1,
     "batches_per_step": 1,
@@ -226,7 +225,8 @@ class IpuCompiledProgram:
         self._session = _tiller.TrainingSession(
             path, feed_names, fetch_names, num_threads=threads,
             random_seed=int(opts.get("random_seed") or 0),
-            check_nan_inf=bool(opts.get("enable_floating_point_checks")))
+            check_nan_inf=bool(opts.get("enable_floating_point_checks")),
+            no_bias_optimizer=bool(opts.get("use_no_bias_optimizer")))
         self.weights_to_device()
         return self
 

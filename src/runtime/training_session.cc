@@ -74,6 +74,7 @@ struct TrainingSession::Impl {
     paddle::TrainingGraphOptions o;
     o.eval = eval;
     o.random_seed = options.random_seed;
+    o.no_bias_optimizer = options.no_bias_optimizer;
     paddle::TrainingGraph tg = paddle::TranslateTraining(program, info, state_types, feed_names, types,
                                                         fetch_names, runtime::FoldWithCpuKernels, o);
     runtime::CompileOptions co;

@@ -201,3 +201,39 @@ def test_strategy_options():
         s.set_pipelining_config(enable_pipelining=True)
     with pytest.warns(UserWarning, match="no effect"):
         s.set_options({"available_memory_proportion": 0.5})
+
+
+@pytest.mark.parametrize("opt", ["adam", "lamb"])
+def test_no_bias_optimizer_matches_paddle_with_zero_beta_powers(opt):
+    """use_no_bias_optimizer: Adam/Lamb without bias correction. Paddle has
+    no such switch, but its kernels with beta1_pow = beta2_pow = 0 (which
+    stay 0, being multiplied by beta each step) compute exactly that."""
+    import paddle
+
+    with T.static_mode():
+        built = T.build("cnn", None, T.OptSpec(opt, schedule="constant", clip_norm=None), 0)
+        batches = T.make_batches("cnn", None, 5, 4, 1)
+        pows = [n for n in T.persistable_names(built) if "_pow_acc_" in n]
+        assert pows, "no beta power accumulators found"
+
+        ref_scope = paddle.static.Scope()
+        exe = T.init_scope(built, ref_scope)
+        for n in pows:
+            t = ref_scope.find_var(n).get_tensor()
+            t.set(np.zeros_like(np.array(t)), paddle.CPUPlace())
+        want = [T.run_step(built, exe, ref_scope, f)[0] for f in batches]
+
+        scope = paddle.static.Scope()
+        T.init_scope(built, scope)
+        strategy = tiller.IpuStrategy()
+        strategy.set_options({"use_no_bias_optimizer": True, "num_threads": 1})
+        prog = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
+            built.feed_names, built.fetch_list)
+        got = [prog.run(feed=f)[0] for f in batches]
+        np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-5)
+        # And it differs from bias-corrected training (the option does something).
+        plain = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=None)
+        T.init_scope(built, scope)
+        plain.compile(built.feed_names, built.fetch_list)
+        corrected = [plain.run(feed=f)[0] for f in batches]
+        assert not np.allclose(np.array(corrected)[1:], np.array(want)[1:], rtol=1e-5)

@@ -103,3 +103,37 @@ def test_checkpoints_cross_between_tiller_and_paddle(fmt, tmp_path):
                                             prefix=tmp_path / "tiller" / "tiller_ckpt",
                                             start_step=SAVE_AT)
     _compare(tail, paddle_from_tiller, f"{fmt}: Paddle resuming Tiller's checkpoint")
+
+
+@pytest.mark.parametrize("fmt", T.FORMATS)
+def test_session_trains_from_saved_program_files(fmt, tmp_path):
+    """No live program: the training program and state as paddle.static.save
+    wrote them (.json/.pdmodel + .pdparams + .pdopt) into a TrainingSession,
+    with the learning rate set from Paddle's schedule each step."""
+    import json
+
+    import tiller._tiller as tt
+
+    out = T.write_training_case(tmp_path, "cnn", "momentum", fmt=fmt, n_steps=6)
+    info = json.loads(open(os.path.join(out, "training_info.json")).read())
+    program = os.path.join(out, "train.json" if fmt == "pir" else "train.pdmodel")
+    feeds = list(info["feeds"])
+    session = tt.TrainingSession(program, feeds, info["fetch_vars"][:1])
+    state = {}
+    for suffix in (".pdparams", ".pdopt"):
+        path = os.path.join(out, "train" + suffix)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                state.update(pickle.load(f))
+    for si in session.state_info():
+        session.set_state(si.name, np.asarray(state[si.name], dtype=si.dtype).reshape(si.shape))
+    batches = np.load(os.path.join(out, "batches.npz"))
+    ref = np.load(os.path.join(out, "reference.npz"))
+    for step in range(6):
+        lr = session.get_state("learning_rate_0")
+        session.set_state("learning_rate_0", np.full_like(lr, ref["lrs"][step]))
+        loss, = session.run({n: batches[f"{step}/{n}"] for n in feeds})
+        np.testing.assert_allclose(loss, ref["losses"][step, 0], rtol=LOSS_RTOL, err_msg=f"step {step}")
+    for name in info["param_names"]:
+        np.testing.assert_allclose(session.get_state(name), ref[f"final/{name}"], atol=STATE_ATOL,
+                                   err_msg=name)

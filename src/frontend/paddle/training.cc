@@ -224,6 +224,7 @@ TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInf
   TranslateContext ctx(program, *graph);
   ctx.set_random_seed(options.random_seed);
   ctx.set_training(!options.eval);
+  ctx.set_no_bias_optimizer(options.no_bias_optimizer);
   for (size_t i = 0; i < feed_names.size(); ++i) {
     if (std::find(info.state.begin(), info.state.end(), feed_names[i]) != info.state.end())
       Fail(ErrorKind::kInvalidArgument, "{}: '{}' is a persistable variable, not a feed", program.path,

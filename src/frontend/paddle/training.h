@@ -46,6 +46,7 @@ struct TrainingGraphOptions {
   // gradients and no state updates: runtime_options.enable_eval.
   bool eval = false;
   uint64_t random_seed = 0;
+  bool no_bias_optimizer = false;  // see TranslateContext::no_bias_optimizer()
 };
 
 // The compiled form of one training (or eval) step.

@@ -31,6 +31,10 @@ class TranslateContext {
   // inference every op runs in test mode, as Paddle Inference does.
   bool training() const { return training_; }
   void set_training(bool on) { training_ = on; }
+  // The IPU `use_no_bias_optimizer` option: Adam, AdamW and Lamb skip bias
+  // correction (as if beta1_pow and beta2_pow were 0).
+  bool no_bias_optimizer() const { return no_bias_optimizer_; }
+  void set_no_bias_optimizer(bool on) { no_bias_optimizer_ = on; }
   // The training step number: an int64 [1] graph input named kStepInput,
   // added on first use (after the feeds). Random training ops (dropout) read
   // it so their draws change from step to step; a training session feeds it
@@ -86,6 +90,7 @@ class TranslateContext {
   std::map<std::string, ir::Value*> vars_;
   uint64_t random_seed_ = 0;
   bool training_ = false;
+  bool no_bias_optimizer_ = false;
   ir::Value* step_ = nullptr;
 };
 

@@ -17,13 +17,15 @@
 //     -> (param, moment1, moment2, beta1_pow, beta2_pow, moment2_max?)
 //     {beta1, beta2, epsilon, update_beta_pow (false: the pow outputs copy
 //      the inputs, Paddle's use_global_beta_pow), weight_decay and lr_ratio
-//      (AdamW's decoupled decay, 0 for Adam)}; moment2_max present = AMSGrad
+//      (AdamW's decoupled decay, 0 for Adam), bias_correction (false: as if
+//      beta1_pow = beta2_pow = 0, the IPU use_no_bias_optimizer)};
+//     moment2_max present = AMSGrad
 //   adamax(param, grad, lr, moment, inf_norm, beta1_pow)
 //     -> (param, moment, inf_norm) {beta1, beta2, epsilon}; beta1_pow is
 //     read only (Paddle advances it with a separate scale op)
 //   lamb(param, grad, lr, moment1, moment2, beta1_pow, beta2_pow)
 //     -> (param, moment1, moment2, beta1_pow, beta2_pow)
-//     {beta1, beta2, epsilon, weight_decay, always_adapt}
+//     {beta1, beta2, epsilon, weight_decay, always_adapt, bias_correction}
 //   adagrad(param, grad, lr, moment) -> (param, moment) {epsilon}
 //   adadelta(param, grad, lr, avg_squared_grad, avg_squared_update)
 //     -> (param, avg_squared_grad, avg_squared_update) {rho, epsilon}

@@ -93,6 +93,7 @@ struct Momentum {
 //   p = p - lr * lr_ratio * weight_decay * p       (AdamW only)
 //   p = p - lr_t * m / (sqrt(v or vmax) + eps_t)
 //   b1p *= b1, b2p *= b2 (unless update_beta_pow is false).
+// bias_correction = false (use_no_bias_optimizer) computes with b1p = b2p = 0.
 // Paddle's CPU AdamW applies lr_ratio to the decay term only. On CPUs with
 // AVX-512 Paddle runs float Adam/AdamW through its jit kernel
 // (funcs/jit/gen/adam.cc, adamw.cc), which fuses the steps below into FMAs;
@@ -113,6 +114,7 @@ struct Adam {
     const T wd = static_cast<T>(AttrF(op, "weight_decay", 0));
     const T lr_ratio = static_cast<T>(AttrF(op, "lr_ratio", 1));
     const bool update_pow = op.attrs.Bool("update_beta_pow", true);
+    const bool bias_correction = op.attrs.Bool("bias_correction", true);
     const bool amsgrad = op.input(7) != nullptr;
     constexpr bool jit = kPaddleAdamJit && std::is_same_v<T, float>;
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
@@ -121,8 +123,9 @@ struct Adam {
       const T lr = In<T>(a, 2)[0], b1p = In<T>(a, 5)[0], b2p = In<T>(a, 6)[0];
       T *po = Out<T>(a, 0), *mo = Out<T>(a, 1), *vo = Out<T>(a, 2);
       T* vmaxo = amsgrad ? Out<T>(a, 5) : nullptr;
-      const T lr_t = lr * (std::sqrt(T(1) - b2p) / (T(1) - b1p));
-      const T eps_t = eps * std::sqrt(T(1) - b2p);
+      const T c1 = bias_correction ? b1p : T(0), c2 = bias_correction ? b2p : T(0);
+      const T lr_t = lr * (std::sqrt(T(1) - c2) / (T(1) - c1));
+      const T eps_t = eps * std::sqrt(T(1) - c2);
       const T decay = lr * lr_ratio * wd;
       const T omb1 = T(1) - b1, omb2 = T(1) - b2;
       ParallelRange(n, kWorkPerElement, [&](int64_t b, int64_t e) {
@@ -198,6 +201,7 @@ struct Lamb {
     const T eps = static_cast<T>(AttrF(op, "epsilon", 1e-6));
     const T wd = static_cast<T>(AttrF(op, "weight_decay", 0.01));
     const bool adapt = wd > T(0) || op.attrs.Bool("always_adapt", false);
+    const bool bias_correction = op.attrs.Bool("bias_correction", true);
     const int max_threads = std::max(1, omp_get_max_threads());
     const size_t ws = 2 * sizeof(double) * max_threads;
     return std::make_unique<LambdaKernel>(
@@ -205,9 +209,10 @@ struct Lamb {
           const T *p = In<T>(a, 0), *g = In<T>(a, 1), *m = In<T>(a, 3), *v = In<T>(a, 4);
           const T lr = In<T>(a, 2)[0], b1p = In<T>(a, 5)[0], b2p = In<T>(a, 6)[0];
           T *po = Out<T>(a, 0), *mo = Out<T>(a, 1), *vo = Out<T>(a, 2);
+          const T c1 = bias_correction ? b1p : T(0), c2 = bias_correction ? b2p : T(0);
           auto ratio = [&](T mi, T vi, T pi) {
-            T m_hat = mi / (T(1) - b1p);
-            T v_hat = vi / (T(1) - b2p);
+            T m_hat = mi / (T(1) - c1);
+            T v_hat = vi / (T(1) - c2);
             return m_hat / (std::sqrt(v_hat) + eps) + wd * pi;
           };
           double* part = static_cast<double*>(a.workspace);

@@ -103,6 +103,7 @@ void Adam(TranslateContext& ctx, const OpDesc& op) {
     attrs.Set("weight_decay", op.attrs.Float("coeff", 0.01));
     attrs.Set("lr_ratio", op.attrs.Float("lr_ratio", 1.0));
   }
+  if (ctx.no_bias_optimizer()) attrs.Set("bias_correction", false);
   ir::Op* o = ctx.AddOp(op, "adam", in, std::move(attrs));
   BindOuts(ctx, op, o, {"ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"});
   if (amsgrad) ctx.SetOut(op, "Moment2MaxOut", o->outputs[5]);
@@ -128,7 +129,8 @@ void Lamb(TranslateContext& ctx, const OpDesc& op) {
                          {"beta2", op.attrs.Float("beta2", 0.999)},
                          {"epsilon", op.attrs.Float("epsilon", 1e-6)},
                          {"weight_decay", op.attrs.Float("weight_decay", 0.01)},
-                         {"always_adapt", op.attrs.Bool("always_adapt", false)}});
+                         {"always_adapt", op.attrs.Bool("always_adapt", false)},
+                         {"bias_correction", !ctx.no_bias_optimizer()}});
   BindOuts(ctx, op, o, {"ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"});
 }
 
