@@ -12,7 +12,7 @@ static-graph API for training (see ``tiller.ipu``).
 """
 from . import inference
 from ._tiller import TillerError
-from .ipu import IpuCompiledProgram, IpuStrategy
+from .ipu import Executor, IpuCompiledProgram, IpuStrategy
 
-__all__ = ["inference", "TillerError", "IpuStrategy", "IpuCompiledProgram"]
+__all__ = ["inference", "TillerError", "IpuStrategy", "IpuCompiledProgram", "Executor"]
 __version__ = "0.1.0"

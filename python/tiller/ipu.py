@@ -30,7 +30,7 @@ import numpy as np
 from . import _tiller
 from ._tiller import TillerError
 
-__all__ = ["IpuStrategy", "IpuCompiledProgram", "TillerError"]
+__all__ = ["IpuStrategy", "IpuCompiledProgram", "Executor", "TillerError"]
 
 # Options Tiller honours, with Paddle's defaults.
 _HONOURED = {
@@ -412,3 +412,22 @@ class IpuCompiledProgram:
     def session(self):
         """The underlying tiller TrainingSession (state access, summary)."""
         return self._session
+
+
+class Executor:
+    """``paddle.static.Executor`` that also runs IpuCompiledPrograms, so the
+    IPU script idiom ``exe.run(compiled, feed=..., fetch_list=[loss])``
+    works unchanged; any other program (the startup program, an eval
+    clone) goes to Paddle's executor."""
+
+    def __init__(self, place=None):
+        import paddle
+        self._paddle = paddle.static.Executor(place if place is not None else paddle.CPUPlace())
+
+    def run(self, program=None, feed=None, fetch_list=None, **kwargs):
+        if isinstance(program, IpuCompiledProgram):
+            return program.run(feed=feed, fetch_list=fetch_list)
+        return self._paddle.run(program, feed=feed, fetch_list=fetch_list, **kwargs)
+
+    def close(self):
+        self._paddle.close()

@@ -237,3 +237,34 @@ def test_no_bias_optimizer_matches_paddle_with_zero_beta_powers(opt):
         plain.compile(built.feed_names, built.fetch_list)
         corrected = [plain.run(feed=f)[0] for f in batches]
         assert not np.allclose(np.array(corrected)[1:], np.array(want)[1:], rtol=1e-5)
+
+
+def test_ipu_script_idiom_runs_with_the_import_changed():
+    """The shape of a Paddle IPU training script: startup through the
+    executor, IpuStrategy + IpuCompiledProgram, exe.run(compiled, feed,
+    fetch_list) each step; compared with the same script on Paddle's own
+    executor (no IPU)."""
+    import paddle
+
+    def script(use_tiller):
+        with T.static_mode():
+            built = T.build("cnn", None, T.OptSpec("sgd", schedule="constant", clip_norm=None), 0)
+            scope = paddle.static.Scope()
+            batches = T.make_batches("cnn", None, 3, 4, 1)
+            losses = []
+            with paddle.static.scope_guard(scope):
+                exe = tiller.Executor(paddle.CPUPlace()) if use_tiller else \
+                    paddle.static.Executor(paddle.CPUPlace())
+                exe.run(built.startup)
+                T.write_state(scope, built.init_state)
+                program = built.main
+                if use_tiller:
+                    strategy = tiller.IpuStrategy()
+                    strategy.set_graph_config(num_ipus=1, is_training=True, micro_batch_size=4)
+                    program = tiller.IpuCompiledProgram(built.main, ipu_strategy=strategy).compile(
+                        built.feed_names, built.fetch_list)
+                for feed in batches:
+                    losses.append(exe.run(program, feed=feed, fetch_list=built.fetch_list)[0])
+            return np.array(losses)
+
+    np.testing.assert_allclose(script(True), script(False), rtol=1e-5)
