@@ -208,16 +208,7 @@ TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInf
   for (size_t i = 0; i < program.ops.size(); ++i) {
     if (translated(i) && !FindTranslator(program.ops[i].type)) ++missing[program.ops[i].type];
   }
-  if (!missing.empty()) {
-    std::string list;
-    int total = 0;
-    for (const auto& [type, count] : missing) {
-      list += fmt::format("\n  {} (x{})", type, count);
-      total += count;
-    }
-    Fail(ErrorKind::kUnimplemented, "{}: {} unsupported op type(s), {} op(s) in all:{}", program.path,
-         missing.size(), total, list);
-  }
+  FailUnsupportedOps(program.path, missing);
 
   auto graph = std::make_unique<ir::Graph>();
   graph->set_folder(std::move(folder));

@@ -225,8 +225,7 @@ std::map<std::string, int> UnsupportedOps(const Program& program) {
   return missing;
 }
 
-void CheckSupported(const Program& program) {
-  auto missing = UnsupportedOps(program);
+void FailUnsupportedOps(const std::string& path, const std::map<std::string, int>& missing) {
   if (missing.empty()) return;
   std::string list;
   int total = 0;
@@ -234,9 +233,11 @@ void CheckSupported(const Program& program) {
     list += fmt::format("\n  {} (x{})", type, count);
     total += count;
   }
-  Fail(ErrorKind::kUnimplemented, "{}: {} unsupported op type(s), {} op(s) in all:{}", program.path,
+  Fail(ErrorKind::kUnimplemented, "{}: {} unsupported op type(s), {} op(s) in all:{}", path,
        missing.size(), total, list);
 }
+
+void CheckSupported(const Program& program) { FailUnsupportedOps(program.path, UnsupportedOps(program)); }
 
 void TranslateOp(TranslateContext& ctx, const OpDesc& op) {
   const Translator* fn = FindTranslator(op.type);

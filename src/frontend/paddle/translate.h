@@ -120,6 +120,9 @@ std::vector<std::string> SupportedPaddleOps();
 std::map<std::string, int> UnsupportedOps(const Program& program);
 // Fails (kUnimplemented) listing every unsupported op type with its count.
 void CheckSupported(const Program& program);
+// The same failure for a list gathered by the caller (type -> count); returns
+// when it is empty.
+void FailUnsupportedOps(const std::string& path, const std::map<std::string, int>& missing);
 
 // Builds the IR graph for the given feed types (one per program.feed_names).
 // Fails listing every unsupported op type with its count before translating.

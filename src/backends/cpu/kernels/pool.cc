@@ -57,18 +57,12 @@ void PoolTaps(const float* xp, float* yp, const TapGeom& g, const Windows& wh) {
 
 std::unique_ptr<Kernel> MakePool2d(const ir::Op& op) {
   if (InDType(op) != DType::kF32) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
-  const Shape& is = op.inputs[0]->shape();
-  const Shape& os = op.outputs[0]->shape();
-  bool is_max = op.attrs.Str("pooling_type", "max") == "max";
-  bool adaptive = op.attrs.Bool("adaptive", false);
-  bool exclusive = op.attrs.Bool("exclusive", true);
-  std::vector<int64_t> k = op.attrs.Ints("ksize");
-  std::vector<int64_t> s = op.attrs.Ints("strides", {1, 1});
-  std::vector<int64_t> p = op.attrs.Ints("pads", {0, 0, 0, 0});
   if (op.attrs.Bool("global_pooling", false)) Unsupported(op, "global_pooling must be lowered");
-  int64_t planes = is[0] * is[1], ih = is[2], iw = is[3], oh = os[2], ow = os[3];
-  Windows wh = MakeWindows(ih, oh, k[0], s[0], p[0], adaptive);
-  Windows ww = MakeWindows(iw, ow, k[1], s[1], p[2], adaptive);
+  Pool2dGeometry g = ReadPool2d(op, op.inputs[0]->shape(), op.outputs[0]->shape());
+  const bool is_max = g.is_max, adaptive = g.adaptive, exclusive = g.exclusive;
+  const std::vector<int64_t>&k = g.k, &s = g.s, &p = g.p;
+  const int64_t planes = g.planes, ih = g.ih, iw = g.iw, oh = g.oh, ow = g.ow;
+  const Windows &wh = g.wh, &ww = g.ww;
   bool inclusive = !adaptive && !exclusive;  // divides by Windows::span, not the clipped area
   TapGeom geom{ih, iw, oh, ow, k[1], s[1], p[2], {}, {}, {}};
   for (int64_t kx = 0; kx < k[1]; ++kx) {

@@ -14,17 +14,10 @@ namespace {
 
 std::unique_ptr<Kernel> MakePool2dGrad(const ir::Op& op) {
   if (InDType(op) != DType::kF32) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
-  const Shape& is = op.inputs[0]->shape();
-  const Shape& os = op.inputs[1]->shape();
-  bool is_max = op.attrs.Str("pooling_type", "max") == "max";
-  bool adaptive = op.attrs.Bool("adaptive", false);
-  bool exclusive = op.attrs.Bool("exclusive", true);
-  std::vector<int64_t> k = op.attrs.Ints("ksize");
-  std::vector<int64_t> s = op.attrs.Ints("strides", {1, 1});
-  std::vector<int64_t> p = op.attrs.Ints("pads", {0, 0, 0, 0});
-  int64_t planes = is[0] * is[1], ih = is[2], iw = is[3], oh = os[2], ow = os[3];
-  Windows wh = MakeWindows(ih, oh, k[0], s[0], p[0], adaptive);
-  Windows ww = MakeWindows(iw, ow, k[1], s[1], p[2], adaptive);
+  Pool2dGeometry g = ReadPool2d(op, op.inputs[0]->shape(), op.inputs[1]->shape());
+  const bool is_max = g.is_max, adaptive = g.adaptive, exclusive = g.exclusive;
+  const int64_t planes = g.planes, ih = g.ih, iw = g.iw, oh = g.oh, ow = g.ow;
+  const Windows &wh = g.wh, &ww = g.ww;
   std::vector<float> scale;  // avg: 1 / divisor per output, 0 for empty windows
   if (!is_max) {
     bool inclusive = !adaptive && !exclusive;

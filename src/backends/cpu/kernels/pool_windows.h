@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ir/graph.h"
+
 namespace tiller::cpu {
 
 struct Windows {
@@ -39,6 +41,30 @@ inline Windows MakeWindows(int64_t in, int64_t out, int64_t k, int64_t stride, i
     w.span.push_back(span);
   }
   return w;
+}
+
+// pool2d's attributes and windows, read one way by the forward kernel and
+// its gradient. x and y are the NCHW input and output shapes.
+struct Pool2dGeometry {
+  bool is_max = true, adaptive = false, exclusive = true;
+  std::vector<int64_t> k, s, p;  // ksize, strides, pads (top, bottom, left, right)
+  int64_t planes = 0, ih = 0, iw = 0, oh = 0, ow = 0;
+  Windows wh, ww;
+};
+
+inline Pool2dGeometry ReadPool2d(const ir::Op& op, const Shape& x, const Shape& y) {
+  Pool2dGeometry g;
+  g.is_max = op.attrs.Str("pooling_type", "max") == "max";
+  g.adaptive = op.attrs.Bool("adaptive", false);
+  g.exclusive = op.attrs.Bool("exclusive", true);
+  g.k = op.attrs.Ints("ksize");
+  g.s = op.attrs.Ints("strides", {1, 1});
+  g.p = op.attrs.Ints("pads", {0, 0, 0, 0});
+  g.planes = x[0] * x[1];
+  g.ih = x[2], g.iw = x[3], g.oh = y[2], g.ow = y[3];
+  g.wh = MakeWindows(g.ih, g.oh, g.k[0], g.s[0], g.p[0], g.adaptive);
+  g.ww = MakeWindows(g.iw, g.ow, g.k[1], g.s[1], g.p[2], g.adaptive);
+  return g;
 }
 
 }  // namespace tiller::cpu
