@@ -137,3 +137,15 @@ def test_session_trains_from_saved_program_files(fmt, tmp_path):
     for name in info["param_names"]:
         np.testing.assert_allclose(session.get_state(name), ref[f"final/{name}"], atol=STATE_ATOL,
                                    err_msg=name)
+
+
+@pytest.mark.parametrize("fmt", T.FORMATS)
+def test_weight_decay_forms_match_paddle(fmt):
+    """L2 regularization (sgd/adam: scale + sum ops after clipping; momentum:
+    folded into its op), AdamW's decoupled decay and Lamb's, with biases and
+    norm parameters excluded through apply_decay_param_fun /
+    exclude_from_weight_decay_fn."""
+    reqs = [dict(kind="bert", opt_spec=T.OptSpec(o, weight_decay=0.01), n_steps=20)
+            for o in ("sgd", "momentum", "adam", "adamw", "lamb")]
+    for req, ref, got in zip(reqs, T.paddle_references(fmt, *reqs), TT.tiller_runs(fmt, *reqs)):
+        _compare(ref, got, f"{fmt} bert {req['opt_spec'].name} weight_decay=0.01")
