@@ -26,6 +26,49 @@ TEST(Gradients, CrossEntropyHardLabelsWithIgnoreIndex) {
       {{{2, 4, 3}, -2, 2}});
 }
 
+TEST(Gradients, CrossEntropyOnLogProbabilities) {
+  // log_input (training's softmax_with_cross_entropy): log_softmax feeding
+  // cross_entropy, hard labels with an ignored row, and soft labels.
+  CheckGradient(
+      [](Graph& g, auto& in) {
+        Value* label = Const<int64_t>(g, DType::kI64, {4, 1}, {2, 1, 0, 4});
+        Value* lp = Op1(g, "log_softmax", {in[0]}, {{"axis", -1}});
+        return Op1(g, "cross_entropy", {lp, label},
+                   {{"axis", -1}, {"ignore_index", 1}, {"log_input", true}});
+      },
+      {{{4, 5}, -2, 2}});
+  CheckGradient(
+      [](Graph& g, auto& in) {
+        Value* lp = Op1(g, "log_softmax", {in[0]}, {{"axis", -1}});
+        return Op1(g, "cross_entropy", {lp, in[1]},
+                   {{"axis", -1}, {"soft_label", true}, {"log_input", true}});
+      },
+      {{{3, 4}, -2, 2}, {{3, 4}, 0.f, 1.f}});
+}
+
+TEST(Gradients, CrossEntropyOnLogProbabilitiesStaysFiniteWhenAProbabilityUnderflows) {
+  // The label's probability is exp(-200) = 0 in float: through softmax the
+  // rule divides by it; through log_softmax the gradient is softmax - onehot.
+  auto g = std::make_unique<Graph>();
+  Value* x = g->AddInput("x", {DType::kF32, {1, 3}});
+  Value* label = Const<int64_t>(*g, DType::kI64, {1, 1}, {0});
+  Value* lp = g->Add1("log_softmax", {x}, {{"axis", -1}});
+  Value* loss = g->Add1("cross_entropy", {lp, label}, {{"axis", -1}, {"log_input", true}});
+  Value* total = g->Add1("reduce_sum", {loss}, {{"axes", std::vector<int64_t>{}}, {"keepdim", false}});
+  g->AddOutput("loss", total);
+  auto grads = BuildBackward(*g, total, {x});
+  g->AddOutput("dx", grads.at(x));
+  auto exe = runtime::Executable::Build(std::move(g), {});
+  float xs[3] = {0.f, 200.f, 0.f};
+  std::memcpy(exe->inputs()[0].data, xs, sizeof(xs));
+  exe->Run();
+  EXPECT_FLOAT_EQ(static_cast<const float*>(exe->outputs()[0].data)[0], 200.f);
+  const float* dx = static_cast<const float*>(exe->outputs()[1].data);
+  EXPECT_FLOAT_EQ(dx[0], -1.f);
+  EXPECT_FLOAT_EQ(dx[1], 1.f);
+  EXPECT_FLOAT_EQ(dx[2], 0.f);
+}
+
 TEST(Gradients, CrossEntropySoftLabels) {
   CheckGradient(
       [](Graph& g, auto& in) {

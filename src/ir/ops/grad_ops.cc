@@ -13,7 +13,8 @@
 //     dbias: the gradient of batch_norm_train (batch statistics), channel dim 1
 //   cross_entropy_grad(prob, label, dloss){cross_entropy's attributes} ->
 //     dprob: hard labels -dloss / prob at the label (0 for ignore_index rows),
-//     soft labels -dloss * label / prob
+//     soft labels -dloss * label / prob; with log_input, the gradient with
+//     respect to the log-probabilities: -dloss at the label, -dloss * label
 //   sigmoid_cross_entropy_grad(x, label, dloss, pos_weight?){normalize,
 //     ignore_index} -> dx
 //   gather_grad(index int, dy){axis, dim}: dx of gather with x.shape[axis] =

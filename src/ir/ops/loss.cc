@@ -5,7 +5,11 @@
 //     The output has prob's shape with dim `axis` = 1; hard labels are
 //     int32/int64 of that shape, soft labels are float of prob's shape.
 //     match = true outputs the picked probability instead (cross_entropy2's
-//     MatchX). Ops have one output each: softmax is the softmax op.
+//     MatchX). log_input = true takes log-probabilities (log_softmax) and
+//     uses them as they are: training translates softmax_with_cross_entropy
+//     that way, so the gradient (softmax - onehot) stays finite where a
+//     probability underflows. Ops have one output each: softmax is the
+//     softmax op.
 //   sigmoid_cross_entropy(x, label, pos_weight?) {normalize, ignore_index}
 //   kldiv(x, target) {log_target}: elementwise; reductions are separate ops
 //   bce(x, label); huber(x, y){delta} (the residual y - x is a sub op)

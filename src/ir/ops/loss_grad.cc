@@ -31,11 +31,13 @@ void CrossEntropyGrad(GradContext& c) {
   if (c.needs_grad(0)) {
     AttrMap ga{{"axis", a.Int("axis", -1)},
                {"soft_label", a.Bool("soft_label", false)},
-               {"ignore_index", a.Int("ignore_index", -100)}};
+               {"ignore_index", a.Int("ignore_index", -100)},
+               {"log_input", a.Bool("log_input", false)}};
     c.SetInputGrad(0, c.Add("cross_entropy_grad", {prob, label, g}, ga));
   }
   if (c.needs_grad(1)) {  // soft labels only (hard ones are integers): -g log(prob)
-    c.SetInputGrad(1, c.Add("neg", {c.Add("mul", {g, c.Add("log", {prob})})}));
+    Value* log_prob = a.Bool("log_input", false) ? prob : c.Add("log", {prob});
+    c.SetInputGrad(1, c.Add("neg", {c.Add("mul", {g, log_prob})}));
   }
 }
 

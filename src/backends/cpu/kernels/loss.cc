@@ -33,8 +33,11 @@ std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
   for (int d = axis + 1; d < static_cast<int>(s.size()); ++d) inner *= s[d];
   bool soft = op.attrs.Bool("soft_label", false);
   bool match = op.attrs.Bool("match", false);
+  // log_input: input 0 holds log-probabilities (log_softmax), read as they are.
+  bool log_input = op.attrs.Bool("log_input", false);
   int64_t ignore = op.attrs.Int("ignore_index", -100);
   DType ldt = InDType(op, 1);
+  if (match && log_input) Unsupported(op, "match with log_input");
   if (soft && (ldt != DType::kF32 || match))
     Unsupported(op, "soft label dtype {} / match {}", DTypeName(ldt), match);
   if (!soft && ldt != DType::kI64 && ldt != DType::kI32)
@@ -53,7 +56,7 @@ std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
               const float* lr = static_cast<const float*>(label) + base;
               float acc = 0;
               for (int64_t i = 0; i < n; ++i)
-                acc += lr[i * inner] * Tolerable(std::log(pr[i * inner]));
+                acc += lr[i * inner] * (log_input ? pr[i * inner] : Tolerable(std::log(pr[i * inner])));
               out[r] = -acc;
               continue;
             }
@@ -65,7 +68,7 @@ std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
               out[r] = std::numeric_limits<float>::quiet_NaN();
             } else {
               float v = pr[lbl * inner];
-              out[r] = match ? v : -Tolerable(std::log(v));
+              out[r] = match ? v : log_input ? -v : -Tolerable(std::log(v));
             }
           }
         },

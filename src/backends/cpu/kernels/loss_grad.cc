@@ -26,6 +26,9 @@ std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
   for (int d = 0; d < axis; ++d) outer *= s[d];
   for (int d = axis + 1; d < static_cast<int>(s.size()); ++d) inner *= s[d];
   bool soft = op.attrs.Bool("soft_label", false);
+  // log_input: the gradient with respect to log-probabilities, which needs
+  // no division (finite where a probability underflowed to 0).
+  bool log_input = op.attrs.Bool("log_input", false);
   int64_t ignore = op.attrs.Int("ignore_index", -100);
   DType ldt = InDType(op, 1);
   if (soft && ldt != DType::kF32) Unsupported(op, "soft label dtype {}", DTypeName(ldt));
@@ -45,7 +48,8 @@ std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
             float* dr = dp + base;
             if (soft) {
               const float* lr = static_cast<const float*>(label) + base;
-              for (int64_t i = 0; i < n; ++i) dr[i * inner] = -g[r] * lr[i * inner] / pr[i * inner];
+              for (int64_t i = 0; i < n; ++i)
+                dr[i * inner] = log_input ? -g[r] * lr[i * inner] : -g[r] * lr[i * inner] / pr[i * inner];
               continue;
             }
             int64_t lbl = ldt == DType::kI64 ? static_cast<const int64_t*>(label)[r]
@@ -53,7 +57,7 @@ std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
             bool bad = lbl != ignore && (lbl < 0 || lbl >= n);
             float fill = bad ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
             for (int64_t i = 0; i < n; ++i) dr[i * inner] = fill;
-            if (lbl != ignore && !bad) dr[lbl * inner] = -g[r] / pr[lbl * inner];
+            if (lbl != ignore && !bad) dr[lbl * inner] = log_input ? -g[r] : -g[r] / pr[lbl * inner];
           }
         },
         1);

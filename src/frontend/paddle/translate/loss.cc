@@ -29,11 +29,14 @@ ir::Value* HardLabel(TranslateContext& ctx, const OpDesc& op, ir::Value* label, 
 
 // -log(prob) against the label; `match` gives the picked probability.
 ir::Value* CrossEntropy(TranslateContext& ctx, const OpDesc& op, ir::Value* prob, ir::Value* label,
-                        int axis, bool soft, int64_t ignore, bool match = false) {
+                        int axis, bool soft, int64_t ignore, bool match = false, bool log_input = false) {
   if (!soft) label = HardLabel(ctx, op, label, prob->shape(), axis);
-  return ctx.Add1(
-      op, "cross_entropy", {prob, label},
-      {{"axis", int64_t{axis}}, {"soft_label", soft}, {"ignore_index", ignore}, {"match", match}});
+  return ctx.Add1(op, "cross_entropy", {prob, label},
+                  {{"axis", int64_t{axis}},
+                   {"soft_label", soft},
+                   {"ignore_index", ignore},
+                   {"match", match},
+                   {"log_input", log_input}});
 }
 
 int Axis(TranslateContext& ctx, const OpDesc& op, const ir::Value* x, int64_t axis) {
@@ -47,6 +50,17 @@ void SoftmaxWithCrossEntropy(TranslateContext& ctx, const OpDesc& op) {
   // same. Paddle's CPU kernel takes the log of the softmax it outputs.
   ir::Value* x = ctx.In(op, "Logits");
   int axis = Axis(ctx, op, x, op.attrs.Int("axis", -1));
+  if (ctx.training() && op.attrs.Bool("use_softmax", true)) {
+    // Training differentiates the loss: from log_softmax the gradient is
+    // softmax - label with no division by a probability that can underflow
+    // to 0 (Paddle's fused gradient is the same expression).
+    ir::Value* log_prob = ctx.Add1(op, "log_softmax", {x}, {{"axis", int64_t{axis}}});
+    ctx.SetOut(op, "Softmax", ctx.Add1(op, "exp", {log_prob}));
+    ctx.SetOut(op, "Loss",
+               CrossEntropy(ctx, op, log_prob, ctx.In(op, "Label"), axis, op.attrs.Bool("soft_label", false),
+                            op.attrs.Int("ignore_index", -100), false, /*log_input=*/true));
+    return;
+  }
   ir::Value* prob = op.attrs.Bool("use_softmax", true)
                         ? ctx.Add1(op, "softmax", {x}, {{"axis", int64_t{axis}}})
                         : x;
@@ -141,7 +155,7 @@ void WarpCtc(TranslateContext& ctx, const OpDesc& op) {
 
 const bool kRegistered = [] {
   RegisterTranslator("softmax_with_cross_entropy", SoftmaxWithCrossEntropy,
-                     {"softmax", "cross_entropy", "reshape"});
+                     {"softmax", "log_softmax", "exp", "cross_entropy", "reshape"});
   RegisterPirOpCompat(
       "cross_entropy_with_softmax",
       {"softmax_with_cross_entropy", {T("Logits"), T("Label")}, {"Softmax", "Loss"}, {}, {}});
