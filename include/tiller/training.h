@@ -35,9 +35,11 @@ struct SessionOptions {
   // Seed of random ops (dropout masks, random init ops) whose own seed is 0.
   uint64_t random_seed = 0;
   // Check every op's output for NaN/Inf (Paddle's FLAGS_check_nan_inf); the
-  // first one stops the step naming the step number and the op. Off, only
-  // the loss is checked, before any update; a non-finite loss then re-runs
-  // the step with the full check to name the first op, and updates nothing.
+  // first one stops the step naming the step number and the op. Off, the
+  // loss and every gradient are checked as they are computed, before any
+  // update reads them; a non-finite one stops the step (parameters and
+  // optimizer state untouched) and the step is re-run with the full check
+  // to name the first op that went non-finite.
   bool check_nan_inf = false;
   // Adam, AdamW and Lamb without bias correction (the IPU option
   // use_no_bias_optimizer).
@@ -89,10 +91,10 @@ class TrainingSession {
   const std::vector<std::string>& FeedNames() const;
 
   struct Summary {
-    size_t arena_bytes = 0;   // activations, gradients, workspace of the step
-    size_t state_bytes = 0;   // parameters and optimizer state
+    size_t arena_bytes = 0;  // activations, gradients, workspace of the step
+    size_t state_bytes = 0;  // parameters and optimizer state
     size_t in_place_updates = 0, copied_updates = 0;
-    std::string graph;        // the compiled step, one op per line
+    std::string graph;  // the compiled step, one op per line
   };
   Summary GetSummary() const;  // of the step run last
 

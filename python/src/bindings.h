@@ -25,6 +25,6 @@ pybind11::dtype ToNumpy(inference::DataType t);
 
 #define TILLER_PY_CONCAT2(a, b) a##b
 #define TILLER_PY_CONCAT(a, b) TILLER_PY_CONCAT2(a, b)
-#define TILLER_PY_BINDINGS(fn)                                           \
+#define TILLER_PY_BINDINGS(fn)                                         \
   static const bool TILLER_PY_CONCAT(tiller_py_binder_, __COUNTER__) = \
       ::tiller::python::RegisterBinder(fn)

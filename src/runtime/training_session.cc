@@ -1,8 +1,6 @@
 // TrainingSession: the program is analysed once; each set of feed shapes
 // (and eval/train) compiles its own step, and all of them bind the same
 // state buffers, which the session owns.
-#include "tiller/training.h"
-
 #include <fmt/format.h>
 
 #include <cstring>
@@ -15,6 +13,7 @@
 #include "frontend/paddle/translate.h"
 #include "runtime/api_types.h"
 #include "runtime/executable.h"
+#include "tiller/training.h"
 
 namespace tiller::training {
 
@@ -46,8 +45,8 @@ struct TrainingSession::Impl {
   runtime::Executable* last = nullptr;
   bool last_eval = false;
   int64_t steps = 0;
-  // Per compiled step: where the loss is checked, and whether the diagnostic
-  // re-run is safe (no state written in place before that point).
+  // Per compiled step: whether the diagnostic re-run after a failed check is
+  // safe (no state is written in place before the last checked value).
   struct Guard {
     bool rerun_safe = false;
   };
@@ -56,7 +55,8 @@ struct TrainingSession::Impl {
   State& FindState(const std::string& name) {
     auto it = states.find(name);
     if (it == states.end())
-      Fail(ErrorKind::kNotFound, "{}: '{}' is not a persistable variable of the program", program.path, name);
+      Fail(ErrorKind::kNotFound, "{}: '{}' is not a persistable variable of the program",
+           program.path, name);
     return it->second;
   }
 
@@ -64,7 +64,8 @@ struct TrainingSession::Impl {
     std::vector<Shape> shapes;
     std::vector<ir::TensorType> types;
     for (size_t i = 0; i < feeds.size(); ++i) {
-      if (!feeds[i].set) Fail(ErrorKind::kInvalidArgument, "feed '{}' was not set before Run()", feed_names[i]);
+      if (!feeds[i].set)
+        Fail(ErrorKind::kInvalidArgument, "feed '{}' was not set before Run()", feed_names[i]);
       shapes.push_back(feeds[i].type.shape);
       types.push_back(feeds[i].type);
     }
@@ -75,8 +76,8 @@ struct TrainingSession::Impl {
     o.eval = eval;
     o.random_seed = options.random_seed;
     o.no_bias_optimizer = options.no_bias_optimizer;
-    paddle::TrainingGraph tg = paddle::TranslateTraining(program, info, state_types, feed_names, types,
-                                                        fetch_names, runtime::FoldWithCpuKernels, o);
+    paddle::TrainingGraph tg = paddle::TranslateTraining(
+        program, info, state_types, feed_names, types, fetch_names, runtime::FoldWithCpuKernels, o);
     runtime::CompileOptions co;
     co.num_threads = options.num_threads;
     auto exe = runtime::Executable::Build(std::move(tg.graph), co, storage);
@@ -86,12 +87,14 @@ struct TrainingSession::Impl {
     Guard guard;
     int last_guard = exe->GuardFinite(tg.loss, fmt::format("the loss '{}'", info.loss));
     for (const auto& [name, g] : tg.gradients)
-      last_guard = std::max(last_guard, exe->GuardFinite(g, fmt::format("the gradient of '{}'", name)));
+      last_guard =
+          std::max(last_guard, exe->GuardFinite(g, fmt::format("the gradient of '{}'", name)));
     guard.rerun_safe = true;
     const auto& ops = exe->graph().ops();
     for (const auto& [value, state] : exe->plan().in_state) {
       for (size_t i = 0; i < ops.size(); ++i) {
-        if (ops[i].get() == value->producer && static_cast<int>(i) <= last_guard) guard.rerun_safe = false;
+        if (ops[i].get() == value->producer && static_cast<int>(i) <= last_guard)
+          guard.rerun_safe = false;
       }
     }
     guards[exe.get()] = guard;
@@ -99,8 +102,10 @@ struct TrainingSession::Impl {
   }
 };
 
-TrainingSession::TrainingSession(const std::string& program_path, std::vector<std::string> feed_names,
-                                 std::vector<std::string> fetch_names, const SessionOptions& options)
+TrainingSession::TrainingSession(const std::string& program_path,
+                                 std::vector<std::string> feed_names,
+                                 std::vector<std::string> fetch_names,
+                                 const SessionOptions& options)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.program = paddle::ReadProgramFile(program_path);
@@ -110,11 +115,12 @@ TrainingSession::TrainingSession(const std::string& program_path, std::vector<st
   s.fetch_names = std::move(fetch_names);
   for (const std::string& name : s.info.state) {
     const paddle::VarInfo* v = s.program.FindVar(name);
-    if (!v) Fail(ErrorKind::kDataLoss, "{}: persistable '{}' has no variable", s.program.path, name);
+    if (!v)
+      Fail(ErrorKind::kDataLoss, "{}: persistable '{}' has no variable", s.program.path, name);
     for (int64_t d : v->dims) {
       if (d < 0)
-        Fail(ErrorKind::kInvalidArgument, "{}: persistable '{}' has a dynamic shape {}", s.program.path,
-             name, ShapeToString(v->dims));
+        Fail(ErrorKind::kInvalidArgument, "{}: persistable '{}' has a dynamic shape {}",
+             s.program.path, name, ShapeToString(v->dims));
     }
     Impl::State st;
     st.type = {v->dtype, v->dims};
@@ -125,7 +131,9 @@ TrainingSession::TrainingSession(const std::string& program_path, std::vector<st
   }
   for (const std::string& name : s.feed_names) {
     const paddle::VarInfo* v = s.program.FindVar(name);
-    if (!v) Fail(ErrorKind::kNotFound, "{}: feed '{}' is not a variable of the program", s.program.path, name);
+    if (!v)
+      Fail(ErrorKind::kNotFound, "{}: feed '{}' is not a variable of the program", s.program.path,
+           name);
     Impl::Feed f;
     f.type.dtype = v->dtype;
     f.type.shape = v->dims;
@@ -133,7 +141,8 @@ TrainingSession::TrainingSession(const std::string& program_path, std::vector<st
   }
   for (const std::string& name : s.fetch_names) {
     if (!s.program.FindVar(name))
-      Fail(ErrorKind::kNotFound, "{}: fetch '{}' is not a variable of the program", s.program.path, name);
+      Fail(ErrorKind::kNotFound, "{}: fetch '{}' is not a variable of the program", s.program.path,
+           name);
   }
 }
 
@@ -148,20 +157,31 @@ std::vector<TensorInfo> TrainingSession::StateInfo() const {
   return out;
 }
 
-std::vector<std::string> TrainingSession::StateNames() const { return impl_->info.state; }
-const std::string& TrainingSession::LossName() const { return impl_->info.loss; }
-std::vector<std::string> TrainingSession::TrainedNames() const { return impl_->info.trained; }
-const std::vector<std::string>& TrainingSession::FetchNames() const { return impl_->fetch_names; }
-const std::vector<std::string>& TrainingSession::FeedNames() const { return impl_->feed_names; }
+std::vector<std::string> TrainingSession::StateNames() const {
+  return impl_->info.state;
+}
+const std::string& TrainingSession::LossName() const {
+  return impl_->info.loss;
+}
+std::vector<std::string> TrainingSession::TrainedNames() const {
+  return impl_->info.trained;
+}
+const std::vector<std::string>& TrainingSession::FetchNames() const {
+  return impl_->fetch_names;
+}
+const std::vector<std::string>& TrainingSession::FeedNames() const {
+  return impl_->feed_names;
+}
 
-void TrainingSession::SetState(const std::string& name, const void* data, DataType dtype, size_t bytes) {
+void TrainingSession::SetState(const std::string& name, const void* data, DataType dtype,
+                               size_t bytes) {
   Impl::State& st = impl_->FindState(name);
   if (FromApi(dtype) != st.type.dtype)
     Fail(ErrorKind::kInvalidArgument, "state '{}' is {}, got {}", name, st.type.ToString(),
          inference::DataTypeName(dtype));
   if (bytes != st.type.bytes())
-    Fail(ErrorKind::kInvalidArgument, "state '{}' ({}) needs {} bytes, got {}", name, st.type.ToString(),
-         st.type.bytes(), bytes);
+    Fail(ErrorKind::kInvalidArgument, "state '{}' ({}) needs {} bytes, got {}", name,
+         st.type.ToString(), st.type.bytes(), bytes);
   if (bytes) std::memcpy(st.data.data(), data, bytes);
   st.set = true;
 }
@@ -169,8 +189,8 @@ void TrainingSession::SetState(const std::string& name, const void* data, DataTy
 void TrainingSession::GetState(const std::string& name, void* data, size_t bytes) const {
   Impl::State& st = impl_->FindState(name);
   if (bytes != st.type.bytes())
-    Fail(ErrorKind::kInvalidArgument, "state '{}' ({}) has {} bytes, buffer has {}", name, st.type.ToString(),
-         st.type.bytes(), bytes);
+    Fail(ErrorKind::kInvalidArgument, "state '{}' ({}) has {} bytes, buffer has {}", name,
+         st.type.ToString(), st.type.bytes(), bytes);
   if (bytes) std::memcpy(data, st.data.data(), bytes);
 }
 
@@ -189,7 +209,8 @@ void TrainingSession::SetFeed(const std::string& name, const void* data, DataTyp
     Fail(ErrorKind::kInvalidArgument, "feed '{}' expects {}, got {}", name, DTypeName(v->dtype),
          inference::DataTypeName(dtype));
   bool ok = v->dims.size() == shape.size();
-  for (size_t d = 0; ok && d < shape.size(); ++d) ok = shape[d] >= 0 && (v->dims[d] < 0 || v->dims[d] == shape[d]);
+  for (size_t d = 0; ok && d < shape.size(); ++d)
+    ok = shape[d] >= 0 && (v->dims[d] < 0 || v->dims[d] == shape[d]);
   if (!ok)
     Fail(ErrorKind::kInvalidArgument, "feed '{}': shape {} does not match the program's {}", name,
          ShapeToString(shape), ShapeToString(v->dims));
@@ -214,13 +235,15 @@ void TrainingSession::Run(bool eval) {
   }
   runtime::Executable& exe = s.Compile(eval);
   for (size_t i = 0; i < s.feeds.size(); ++i) {
-    if (s.feeds[i].type.bytes()) std::memcpy(exe.inputs()[i].data, s.feeds[i].data.data(), s.feeds[i].type.bytes());
+    if (s.feeds[i].type.bytes())
+      std::memcpy(exe.inputs()[i].data, s.feeds[i].data.data(), s.feeds[i].type.bytes());
   }
   // Random training ops (dropout) draw from (seed, step number), so masks
   // change every step and repeat for the same seed.
   for (size_t i = s.feeds.size(); i < exe.inputs().size(); ++i) {
     runtime::TensorSlot& slot = exe.inputs()[i];
-    TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput, "unexpected graph input '{}'", slot.name);
+    TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput, "unexpected graph input '{}'",
+                 slot.name);
     int64_t step_index = s.steps;
     std::memcpy(slot.data, &step_index, sizeof(step_index));
   }
@@ -243,14 +266,17 @@ void TrainingSession::Run(bool eval) {
       }
       exe.EnableNanInfCheck(false);
     }
-    Fail(ErrorKind::kNonFinite, "{}: {} step {}: {}", s.program.path, eval ? "eval" : "training", step, where);
+    Fail(ErrorKind::kNonFinite, "{}: {} step {}: {}", s.program.path, eval ? "eval" : "training",
+         step, where);
   }
   if (!eval) s.steps = step;
   s.last = &exe;
   s.last_eval = eval;
 }
 
-int64_t TrainingSession::StepCount() const { return impl_->steps; }
+int64_t TrainingSession::StepCount() const {
+  return impl_->steps;
+}
 
 TensorInfo TrainingSession::FetchInfo(size_t i) const {
   const runtime::Executable* exe = impl_->last;
@@ -265,7 +291,8 @@ void TrainingSession::GetFetch(size_t i, void* data, size_t bytes) const {
   FetchInfo(i);
   const auto& slot = impl_->last->outputs()[i];
   if (bytes != slot.type.bytes())
-    Fail(ErrorKind::kInvalidArgument, "fetch '{}' has {} bytes, buffer has {}", slot.name, slot.type.bytes(), bytes);
+    Fail(ErrorKind::kInvalidArgument, "fetch '{}' has {} bytes, buffer has {}", slot.name,
+         slot.type.bytes(), bytes);
   if (bytes) std::memcpy(data, slot.data, bytes);
 }
 

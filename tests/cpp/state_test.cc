@@ -41,7 +41,7 @@ TEST(State, UpdateWrittenInPlaceWhenOldValueIsDead) {
   const float* out = static_cast<const float*>(exe->outputs()[0].data);
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(out[i], xs[i] * static_cast<float>(i + 1));  // read the old state
-    EXPECT_EQ(storage[i], xs[i] + 1);                       // then replaced it
+    EXPECT_EQ(storage[i], xs[i] + 1);                      // then replaced it
   }
 }
 

@@ -18,7 +18,8 @@ constexpr int64_t kRoleBackward = 0x1;
 constexpr int64_t kRoleLoss = 0x100;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::vector<std::string> AllInputs(const OpDesc& op) {
@@ -44,8 +45,9 @@ void SplitLegacy(const Program& p, TrainingProgramInfo& info) {
       const OpDesc& op = p.ops[i];
       const auto& outs = op.Outputs("Out");
       if (outs.size() != 1 || !EndsWith(outs[0], "@GRAD"))
-        Fail(ErrorKind::kInvalidArgument, "{}: op {} seeds the backward pass but does not write <loss>@GRAD",
-             p.path, op.Describe());
+        Fail(ErrorKind::kInvalidArgument,
+             "{}: op {} seeds the backward pass but does not write <loss>@GRAD", p.path,
+             op.Describe());
       info.seed_op = i;
       info.loss = outs[0].substr(0, outs[0].size() - 5);
       info.loss_grad_seed = op.attrs.Float("value", 1.0);
@@ -85,8 +87,8 @@ void SplitPir(const Program& p, TrainingProgramInfo& info) {
     }
   }
   if (seed == first_grad)
-    Fail(ErrorKind::kInvalidArgument, "{}: no full_like seeds the backward pass before op {}", p.path,
-         p.ops[first_grad].Describe());
+    Fail(ErrorKind::kInvalidArgument, "{}: no full_like seeds the backward pass before op {}",
+         p.path, p.ops[first_grad].Describe());
   const OpDesc& s = p.ops[seed];
   info.seed_op = seed;
   info.loss = s.Inputs("X").at(0);
@@ -100,7 +102,8 @@ void SplitPir(const Program& p, TrainingProgramInfo& info) {
     const OpDesc& op = p.ops[i];
     auto ins = AllInputs(op);
     bool accumulates = (op.type == "sum" || op.type == "assign") && !ins.empty() &&
-                       std::all_of(ins.begin(), ins.end(), [&](const std::string& n) { return grads.count(n) != 0; });
+                       std::all_of(ins.begin(), ins.end(),
+                                   [&](const std::string& n) { return grads.count(n) != 0; });
     if (!accumulates) break;
     info.backward[i] = true;
     for (const std::string& o : AllOutputs(op)) grads.insert(o);
@@ -113,7 +116,8 @@ TrainingProgramInfo AnalyzeTrainingProgram(const Program& p) {
   TrainingProgramInfo info;
   info.backward.assign(p.ops.size(), false);
   info.state = p.param_names;
-  bool legacy = std::any_of(p.ops.begin(), p.ops.end(), [](const OpDesc& op) { return op.attrs.Has("op_role"); });
+  bool legacy = std::any_of(p.ops.begin(), p.ops.end(),
+                            [](const OpDesc& op) { return op.attrs.Has("op_role"); });
   if (legacy)
     SplitLegacy(p, info);
   else
@@ -151,8 +155,9 @@ TrainingProgramInfo AnalyzeTrainingProgram(const Program& p) {
         if (grads.count(v)) {
           auto [it, fresh] = info.grad_of.emplace(v, param);
           if (!fresh && it->second != param)
-            Fail(ErrorKind::kInvalidArgument, "{}: gradient {} feeds the updates of both '{}' and '{}'",
-                 p.path, v, it->second, param);
+            Fail(ErrorKind::kInvalidArgument,
+                 "{}: gradient {} feeds the updates of both '{}' and '{}'", p.path, v, it->second,
+                 param);
           return;
         }
         auto prod = producer.find(v);
@@ -172,22 +177,25 @@ TrainingProgramInfo AnalyzeTrainingProgram(const Program& p) {
       if (legacy && !info.grad_of.count(in)) {
         std::string base = in.substr(0, in.find("@GRAD"));
         if (!EndsWith(in, "@GRAD") || !p.FindVar(base))
-          Fail(ErrorKind::kInvalidArgument, "{}: op {} reads '{}', a backward variable that is not the gradient of a forward variable",
+          Fail(ErrorKind::kInvalidArgument,
+               "{}: op {} reads '{}', a backward variable that is not the gradient of a forward "
+               "variable",
                p.path, op.Describe(), in);
         info.grad_of[in] = base;
       }
       auto it = info.grad_of.find(in);
       if (it == info.grad_of.end())
         Fail(ErrorKind::kInvalidArgument,
-             "{}: op {} reads gradient {}, which cannot be traced to the parameter of an optimizer op",
+             "{}: op {} reads gradient {}, which cannot be traced to the parameter of an optimizer "
+             "op",
              p.path, op.Describe(), in);
       if (std::find(info.trained.begin(), info.trained.end(), it->second) == info.trained.end())
         info.trained.push_back(it->second);
     }
   }
   if (info.trained.empty())
-    Fail(ErrorKind::kInvalidArgument, "{}: no op after the backward part reads a gradient (no optimizer ops?)",
-         p.path);
+    Fail(ErrorKind::kInvalidArgument,
+         "{}: no op after the backward part reads a gradient (no optimizer ops?)", p.path);
   return info;
 }
 
@@ -195,11 +203,11 @@ TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInf
                                 const std::map<std::string, ir::TensorType>& state_types,
                                 const std::vector<std::string>& feed_names,
                                 const std::vector<ir::TensorType>& feed_types,
-                                const std::vector<std::string>& fetch_names, ir::Graph::Folder folder,
-                                const TrainingGraphOptions& options) {
+                                const std::vector<std::string>& fetch_names,
+                                ir::Graph::Folder folder, const TrainingGraphOptions& options) {
   TrainingGraph result;
-  TILLER_CHECK(feed_names.size() == feed_types.size(), "{} feed types for {} feeds", feed_types.size(),
-               feed_names.size());
+  TILLER_CHECK(feed_names.size() == feed_types.size(), "{} feed types for {} feeds",
+               feed_types.size(), feed_names.size());
   auto translated = [&](size_t i) {
     if (options.eval) return i < info.seed_op;
     return !info.backward[i];
@@ -218,8 +226,8 @@ TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInf
   ctx.set_no_bias_optimizer(options.no_bias_optimizer);
   for (size_t i = 0; i < feed_names.size(); ++i) {
     if (std::find(info.state.begin(), info.state.end(), feed_names[i]) != info.state.end())
-      Fail(ErrorKind::kInvalidArgument, "{}: '{}' is a persistable variable, not a feed", program.path,
-           feed_names[i]);
+      Fail(ErrorKind::kInvalidArgument, "{}: '{}' is a persistable variable, not a feed",
+           program.path, feed_names[i]);
     ctx.Bind(feed_names[i], graph->AddInput(feed_names[i], feed_types[i]));
   }
   std::map<std::string, ir::Value*> initial;
@@ -233,16 +241,19 @@ TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInf
 
   for (size_t i = 0; i < info.seed_op; ++i) TranslateOp(ctx, program.ops[i]);
   ir::Value* loss = ctx.Lookup(info.loss);
-  if (!loss) Fail(ErrorKind::kInvalidArgument, "{}: loss '{}' is never computed", program.path, info.loss);
+  if (!loss)
+    Fail(ErrorKind::kInvalidArgument, "{}: loss '{}' is never computed", program.path, info.loss);
 
   if (!options.eval) {
     std::vector<ir::Value*> wrt;
     for (const std::string& name : info.trained) {
       ir::Value* v = ctx.Lookup(name);
-      if (!v) Fail(ErrorKind::kInvalidArgument, "{}: trained variable '{}' is never defined", program.path, name);
+      if (!v)
+        Fail(ErrorKind::kInvalidArgument, "{}: trained variable '{}' is never defined",
+             program.path, name);
       if (!IsFloat(v->dtype()))
-        Fail(ErrorKind::kInvalidArgument, "{}: trained variable '{}' has dtype {}", program.path, name,
-             DTypeName(v->dtype()));
+        Fail(ErrorKind::kInvalidArgument, "{}: trained variable '{}' has dtype {}", program.path,
+             name, DTypeName(v->dtype()));
       wrt.push_back(v);
     }
     auto grads = passes::BuildBackward(*graph, loss, wrt);
@@ -265,8 +276,8 @@ TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInf
   for (const std::string& name : fetch_names) {
     ir::Value* v = ctx.Lookup(name);
     if (!v)
-      Fail(ErrorKind::kInvalidArgument, "{}: fetch target '{}' is not computed by the {} step", program.path,
-           name, options.eval ? "eval" : "training");
+      Fail(ErrorKind::kInvalidArgument, "{}: fetch target '{}' is not computed by the {} step",
+           program.path, name, options.eval ? "eval" : "training");
     graph->AddOutput(name, v);
   }
   graph->AddOutput(info.loss, loss);
@@ -276,8 +287,9 @@ TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInf
       ir::Value* was = initial.at(name);
       if (now == was) continue;
       if (now->dtype() != was->dtype() || now->shape() != was->shape())
-        Fail(ErrorKind::kInvalidArgument, "{}: persistable '{}' is {} but the step writes {} into it",
-             program.path, name, was->type.ToString(), now->type.ToString());
+        Fail(ErrorKind::kInvalidArgument,
+             "{}: persistable '{}' is {} but the step writes {} into it", program.path, name,
+             was->type.ToString(), now->type.ToString());
       graph->SetStateUpdate(was, now);
     }
   }

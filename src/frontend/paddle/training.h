@@ -68,7 +68,7 @@ TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInf
                                 const std::map<std::string, ir::TensorType>& state_types,
                                 const std::vector<std::string>& feed_names,
                                 const std::vector<ir::TensorType>& feed_types,
-                                const std::vector<std::string>& fetch_names, ir::Graph::Folder folder,
-                                const TrainingGraphOptions& options);
+                                const std::vector<std::string>& fetch_names,
+                                ir::Graph::Folder folder, const TrainingGraphOptions& options);
 
 }  // namespace tiller::paddle
