@@ -60,18 +60,10 @@ _HONOURED = {
 
 # Options that change results; accepted only at their defaults until Tiller
 # implements them, so a script never silently trains something else.
-_NOT_YET = {
-    "enable_pipelining": False,
-    "enable_gradient_accumulation": False,
-    "accumulation_factor": 1,
-    "enable_fp16": False,
-    "loss_scaling": 1.0,
-    "enable_replicated_graphs": False,
-    "replicated_graph_count": 1,
-    "batches_per_step": 1,
-    "num_ipus": 1,
-    "enable_manual_shard": False,
-}
+_NOT_YET = {k: _HONOURED[k] for k in (
+    "enable_pipelining", "enable_gradient_accumulation", "accumulation_factor", "enable_fp16",
+    "loss_scaling", "enable_replicated_graphs", "replicated_graph_count", "batches_per_step",
+    "num_ipus", "enable_manual_shard")}
 
 # Paddle/PopART options that tune the IPU toolchain and have no meaning on
 # Tiller's backends: accepted, with one note.

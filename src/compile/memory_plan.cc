@@ -9,7 +9,9 @@ namespace tiller::compile {
 namespace {
 
 constexpr size_t kAlign = 64;
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t AlignUp(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 struct Interval {
   const ir::Value* value;
@@ -56,14 +58,15 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace) 
   for (const auto& [name, v] : g.outputs()) read(v, INT_MAX);
   for (const auto& [state, v] : g.state_updates()) {
     auto at = position.find(v);
-    bool own_value = root(v) == v && at != position.end() && v->kind == ir::ValueKind::kIntermediate;
-    bool taken = false;
-    for (const auto& [value, s] : plan.in_state) taken = taken || value == v;
-    if (own_value && !taken) {
+    bool own_value =
+        root(v) == v && at != position.end() && v->kind == ir::ValueKind::kIntermediate;
+    // A value already taking one state's storage cannot take another's.
+    if (own_value && !plan.in_state.count(v)) {
       int p = at->second;
       auto last = last_read.find(state);
       bool dead = last == last_read.end() || last->second < p;
-      bool last_reader = last != last_read.end() && last->second == p && readers_at_last[state] == 1 &&
+      bool last_reader = last != last_read.end() && last->second == p &&
+                         readers_at_last[state] == 1 &&
                          ir::FindOpSchema(ops[p]->type)->inplace_safe;
       if (dead || last_reader) {
         plan.in_state[v] = state;
@@ -105,7 +108,8 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace) 
     plan.naive_bytes += iv.bytes;
     std::vector<std::pair<size_t, size_t>> busy;  // [begin, end) of overlapping tensors
     for (const auto& [off, other] : placed) {
-      if (other->first <= iv.last && iv.first <= other->last) busy.emplace_back(off, off + other->bytes);
+      if (other->first <= iv.last && iv.first <= other->last)
+        busy.emplace_back(off, off + other->bytes);
     }
     std::sort(busy.begin(), busy.end());
     size_t offset = 0;

@@ -71,7 +71,8 @@ void Executable::Run() {
       Step& s = steps_[i];
       if (!s.kernel) continue;
       s.kernel->Run(s.args);
-      if (check_nan_inf_ || (!guarded_outputs_.empty() && guarded_outputs_[i] >= 0)) CheckFinite(s, !check_nan_inf_);
+      if (check_nan_inf_ || (!guarded_step_.empty() && guarded_step_[i]))
+        CheckFinite(s, !check_nan_inf_);
     }
     CopyBack();
     return;
@@ -81,9 +82,10 @@ void Executable::Run() {
     if (!steps_[i].kernel) continue;
     auto t0 = std::chrono::steady_clock::now();
     steps_[i].kernel->Run(steps_[i].args);
-    if (check_nan_inf_ || (!guarded_outputs_.empty() && guarded_outputs_[i] >= 0))
+    if (check_nan_inf_ || (!guarded_step_.empty() && guarded_step_[i]))
       CheckFinite(steps_[i], !check_nan_inf_);
-    step_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    step_ms_[i] +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   CopyBack();
   ++profiled_runs_;
@@ -94,8 +96,8 @@ int Executable::GuardFinite(const ir::Value* v, const std::string& label) {
     const auto& outs = steps_[i].op->outputs;
     for (size_t o = 0; o < outs.size(); ++o) {
       if (outs[o] != v || !steps_[i].kernel) continue;
-      guarded_outputs_.resize(steps_.size(), -1);
-      guarded_outputs_[i] = static_cast<int>(o);
+      guarded_step_.resize(steps_.size(), false);
+      guarded_step_[i] = true;
       guard_labels_[{i, o}] = label;
       return static_cast<int>(i);
     }
@@ -125,8 +127,8 @@ void Executable::CheckFinite(const Step& s, bool guarded_only) const {
       }
     }
     if (bad < 0) continue;
-    std::string what = fmt::format("op {} ({}) wrote {} into output {} ({}) at element {}", s.op->type,
-                                   s.op->name, value, o, v->type.ToString(), bad);
+    std::string what = fmt::format("op {} ({}) wrote {} into output {} ({}) at element {}",
+                                   s.op->type, s.op->name, value, o, v->type.ToString(), bad);
     auto label = guard_labels_.find({index, o});
     if (label != guard_labels_.end()) what = label->second + " is not finite: " + what;
     Fail(ErrorKind::kNonFinite, "{}", what);
@@ -144,7 +146,8 @@ std::vector<Executable::ProfileEntry> Executable::Profile() const {
   for (size_t i = 0; i < step_ms_.size(); ++i) {
     const ir::Op* op = steps_[i].op;
     std::string key = op->type;
-    if (op->type == "linear" && op->attrs.Has("activation")) key += "+" + op->attrs.Str("activation", "");
+    if (op->type == "linear" && op->attrs.Has("activation"))
+      key += "+" + op->attrs.Str("activation", "");
     ProfileEntry& e = by_type[key];
     e.op_type = key;
     e.total_ms += step_ms_[i];
@@ -152,7 +155,8 @@ std::vector<Executable::ProfileEntry> Executable::Profile() const {
   }
   std::vector<ProfileEntry> out;
   for (auto& [k, e] : by_type) out.push_back(e);
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
   return out;
 }
 

@@ -88,8 +88,10 @@ class Executable {
   bool profiling_ = false;
   bool check_nan_inf_ = false;
   void CheckFinite(const Step& s, bool guarded_only) const;
-  std::vector<int> guarded_outputs_;  // per step: a guarded output index, or -1
-  std::map<std::pair<size_t, size_t>, std::string> guard_labels_;  // (step, output) -> label
+  // (step, output) -> label of each guarded value; guarded_step_ flags the
+  // steps that have one, so the run loop tests a bit rather than the map.
+  std::map<std::pair<size_t, size_t>, std::string> guard_labels_;
+  std::vector<bool> guarded_step_;
   std::vector<double> step_ms_;  // per step, while profiling
   int64_t profiled_runs_ = 0;
 };

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "core/aligned_buffer.h"
 #include "core/error.h"
@@ -89,13 +90,13 @@ struct TrainingSession::Impl {
     for (const auto& [name, g] : tg.gradients)
       last_guard =
           std::max(last_guard, exe->GuardFinite(g, fmt::format("the gradient of '{}'", name)));
-    guard.rerun_safe = true;
+    std::set<const ir::Op*> in_place_writers;
+    for (const auto& [value, state] : exe->plan().in_state)
+      in_place_writers.insert(value->producer);
     const auto& ops = exe->graph().ops();
-    for (const auto& [value, state] : exe->plan().in_state) {
-      for (size_t i = 0; i < ops.size(); ++i) {
-        if (ops[i].get() == value->producer && static_cast<int>(i) <= last_guard)
-          guard.rerun_safe = false;
-      }
+    guard.rerun_safe = true;
+    for (int i = 0; i <= last_guard && i < static_cast<int>(ops.size()); ++i) {
+      if (in_place_writers.count(ops[i].get())) guard.rerun_safe = false;
     }
     guards[exe.get()] = guard;
     return *cache.emplace(key, std::move(exe)).first->second;

@@ -18,15 +18,9 @@ Layout ChannelLayout(const Shape& x) {
   return {x[0], x[1], s};
 }
 
-void RequireF32(const ir::Op& op) {
-  for (const ir::Value* v : op.inputs) {
-    if (v->dtype() != DType::kF32)
-      Unsupported(op, "dtype {} not supported (float32 only)", DTypeName(v->dtype()));
-  }
-}
 
 std::unique_ptr<Kernel> MakeBatchNormTrain(const ir::Op& op) {
-  RequireF32(op);
+  RequireF32Inputs(op);
   Layout l = ChannelLayout(op.inputs[0]->shape());
   float eps = static_cast<float>(op.attrs.Float("epsilon", 1e-5));
   float momentum = static_cast<float>(op.attrs.Float("momentum", 0.9));
@@ -90,7 +84,7 @@ std::unique_ptr<Kernel> MakeBatchNormTrain(const ir::Op& op) {
 // dbias = sum dy, dscale = sum dy * xhat, and with M = N * S values per channel
 // dx = scale * inv_std / M * (M dy - dbias - xhat * dscale), xhat = (x - mean) * inv_std.
 std::unique_ptr<Kernel> MakeBatchNormGrad(const ir::Op& op) {
-  RequireF32(op);
+  RequireF32Inputs(op);
   Layout l = ChannelLayout(op.inputs[0]->shape());
   return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
     const float* x = static_cast<const float*>(a.inputs[0]);

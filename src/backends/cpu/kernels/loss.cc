@@ -16,21 +16,11 @@ float Tolerable(float v) {
   return v;
 }
 
-void RequireF32(const ir::Op& op, size_t count = SIZE_MAX) {
-  for (size_t i = 0; i < std::min(count, op.inputs.size()); ++i) {
-    if (op.inputs[i] && op.inputs[i]->dtype() != DType::kF32)
-      Unsupported(op, "input {} dtype {} not supported (float32 only)", i,
-                  DTypeName(op.inputs[i]->dtype()));
-  }
-}
 
 std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
-  RequireF32(op, 1);
-  const Shape& s = op.inputs[0]->shape();
-  int axis = NormalizeAxis(op.attrs.Int("axis", -1), static_cast<int>(s.size()));
-  int64_t outer = 1, n = s[axis], inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= s[d];
-  for (int d = axis + 1; d < static_cast<int>(s.size()); ++d) inner *= s[d];
+  RequireF32Inputs(op, {0});
+  const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
+  const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
   bool soft = op.attrs.Bool("soft_label", false);
   bool match = op.attrs.Bool("match", false);
   // log_input: input 0 holds log-probabilities (log_softmax), read as they are.
@@ -79,7 +69,7 @@ std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
 // An elementwise loss over `count` same-shape float inputs: f(in, i) -> out[i].
 template <typename F>
 std::unique_ptr<Kernel> Elementwise(const ir::Op& op, F f) {
-  RequireF32(op);
+  RequireF32Inputs(op);
   int64_t n = NumElements(op.outputs[0]->shape());
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     ParallelRange(n, 8, [&](int64_t b, int64_t e) {
@@ -89,7 +79,7 @@ std::unique_ptr<Kernel> Elementwise(const ir::Op& op, F f) {
 }
 
 std::unique_ptr<Kernel> MakeSigmoidCE(const ir::Op& op) {
-  RequireF32(op);
+  RequireF32Inputs(op);
   int64_t n = NumElements(op.outputs[0]->shape());
   bool normalize = op.attrs.Bool("normalize", false);
   int ignore = static_cast<int>(op.attrs.Int("ignore_index", -100));

@@ -10,21 +10,11 @@
 namespace tiller::cpu {
 namespace {
 
-void RequireF32(const ir::Op& op, std::initializer_list<size_t> inputs) {
-  for (size_t i : inputs) {
-    if (op.input(i) && op.input(i)->dtype() != DType::kF32)
-      Unsupported(op, "input {} dtype {} not supported (float32 only)", i,
-                  DTypeName(op.input(i)->dtype()));
-  }
-}
 
 std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
-  RequireF32(op, {0, 2});
-  const Shape& s = op.inputs[0]->shape();
-  int axis = NormalizeAxis(op.attrs.Int("axis", -1), static_cast<int>(s.size()));
-  int64_t outer = 1, n = s[axis], inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= s[d];
-  for (int d = axis + 1; d < static_cast<int>(s.size()); ++d) inner *= s[d];
+  RequireF32Inputs(op, {0, 2});
+  const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
+  const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
   bool soft = op.attrs.Bool("soft_label", false);
   // log_input: the gradient with respect to log-probabilities, which needs
   // no division (finite where a probability underflowed to 0).
@@ -65,7 +55,7 @@ std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
 }
 
 std::unique_ptr<Kernel> MakeSigmoidCEGrad(const ir::Op& op) {
-  RequireF32(op, {0, 1, 2, 3});
+  RequireF32Inputs(op, {0, 1, 2, 3});
   int64_t n = NumElements(op.outputs[0]->shape());
   bool normalize = op.attrs.Bool("normalize", false);
   int ignore = static_cast<int>(op.attrs.Int("ignore_index", -100));

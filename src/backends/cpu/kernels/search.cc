@@ -11,24 +11,6 @@
 namespace tiller::cpu {
 namespace {
 
-struct RowLayout {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-
-RowLayout Layout(const ir::Op& op, const Shape& s) {
-  RowLayout l;
-  int rank = static_cast<int>(s.size());
-  if (rank == 0) return l;
-  int axis = NormalizeAxis(op.attrs.Int("axis", -1), rank);
-  if (axis < 0) Unsupported(op, "axis out of range");
-  for (int d = 0; d < rank; ++d) {
-    if (d < axis) l.outer *= s[d];
-    if (d > axis) l.inner *= s[d];
-  }
-  l.n = s[axis];
-  return l;
-}
-
 template <typename T>
 bool IsNan(T v) {
   if constexpr (std::is_floating_point_v<T>) {
@@ -59,7 +41,7 @@ struct Before {
 // Shared body: for each row, order indices and write the first `k`.
 template <typename T>
 std::unique_ptr<Kernel> MakeRowSort(const ir::Op& op, int64_t k, bool desc, bool partial) {
-  RowLayout l = Layout(op, op.inputs[0]->shape());
+  RowLayout l = AxisRows(op, op.inputs[0]->shape());
   int threads = omp_get_max_threads();
   size_t ws = static_cast<size_t>(threads) * static_cast<size_t>(l.n) * sizeof(int64_t);
   const int vi = op.attrs.Bool("values", true) ? 0 : -1;

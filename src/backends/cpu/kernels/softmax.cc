@@ -68,12 +68,8 @@ void SoftmaxColumns(const float* x, float* y, int64_t n, int64_t inner, int64_t 
 
 std::unique_ptr<Kernel> MakeSoftmax(const ir::Op& op) {
   if (InDType(op) != DType::kF32) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
-  const Shape& s = op.inputs[0]->shape();
-  int axis = NormalizeAxis(op.attrs.Int("axis", -1), static_cast<int>(s.size()));
-  if (axis < 0) Unsupported(op, "axis out of range");
-  int64_t outer = 1, n = s[axis], inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= s[d];
-  for (int d = axis + 1; d < static_cast<int>(s.size()); ++d) inner *= s[d];
+  const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
+  const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
   bool log = op.type == "log_softmax";
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
