@@ -1,28 +1,23 @@
-#include "tools/npy.h"
+#include "npy.h"
+
+#include <fmt/format.h>
 
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
-#include "core/error.h"
-
 namespace tiller::tools {
 namespace {
 
-const char* Descr(DType t) {
-  switch (t) {
-    case DType::kF32: return "<f4";
-    case DType::kF64: return "<f8";
-    case DType::kF16: return "<f2";
-    case DType::kI8: return "|i1";
-    case DType::kU8: return "|u1";
-    case DType::kI16: return "<i2";
-    case DType::kI32: return "<i4";
-    case DType::kI64: return "<i8";
-    case DType::kBool: return "|b1";
-    case DType::kBF16: return "<u2";
-  }
-  return "?";
+template <typename... Args>
+[[noreturn]] void Fail(ErrorKind kind, fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(kind, fmt::format(format, std::forward<Args>(args)...));
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
 }
 
 // Value of `'key': value` in the header dict, up to the next top-level comma.
@@ -37,7 +32,7 @@ std::string Field(const std::string& header, const std::string& key, const std::
 
 }  // namespace
 
-NpyArray ReadNpy(const std::string& path) {
+HostTensor ReadNpy(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) Fail(ErrorKind::kNotFound, "{}: cannot open", path);
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -62,16 +57,12 @@ NpyArray ReadNpy(const std::string& path) {
   std::string shape_str = Field(header, "shape", path);
   if (fortran.find("True") != std::string::npos)
     Fail(ErrorKind::kInvalidArgument, "{}: Fortran-order arrays are not supported", path);
-  NpyArray a;
-  bool found = false;
-  for (DType t : {DType::kF32, DType::kF64, DType::kF16, DType::kI8, DType::kU8, DType::kI16,
-                  DType::kI32, DType::kI64, DType::kBool}) {
-    if (descr.find(Descr(t)) != std::string::npos) {
-      a.dtype = t;
-      found = true;
-    }
-  }
-  if (!found) Fail(ErrorKind::kInvalidArgument, "{}: unsupported dtype {}", path, descr);
+  HostTensor a;
+  // The descr field keeps its quotes: '<f4'. uint16 (numpy's spelling of
+  // bfloat16 bits) is refused: nothing says the file holds bfloat16.
+  std::string d = descr.size() >= 2 ? descr.substr(1, descr.size() - 2) : descr;
+  if (!ParseNumpyDescr(d, &a.dtype) || a.dtype == DataType::BFLOAT16)
+    Fail(ErrorKind::kInvalidArgument, "{}: unsupported dtype {}", path, descr);
   for (size_t i = 0; i < shape_str.size();) {
     size_t j = shape_str.find_first_of("0123456789", i);
     if (j == std::string::npos) break;
@@ -79,23 +70,24 @@ NpyArray ReadNpy(const std::string& path) {
     a.shape.push_back(std::stoll(shape_str.substr(j, e - j)));
     i = e;
   }
-  size_t need = static_cast<size_t>(NumElements(a.shape)) * DTypeSize(a.dtype);
+  size_t need = static_cast<size_t>(a.numel()) * SizeOf(a.dtype);
   size_t data_at = offset + header_len;
   if (bytes.size() - data_at != need)
     Fail(ErrorKind::kDataLoss, "{}: {} data bytes, shape {} needs {}", path, bytes.size() - data_at,
-         ShapeToString(a.shape), need);
-  a.data.Resize(need);
+         ShapeString(a.shape), need);
+  a.data.resize(need);
   if (need) std::memcpy(a.data.data(), bytes.data() + data_at, need);
   return a;
 }
 
-void WriteNpy(const std::string& path, DType dtype, const Shape& shape, const void* data) {
+void WriteNpy(const std::string& path, DataType dtype, const std::vector<int64_t>& shape,
+              const void* data) {
   // Python tuple syntax: "()", "(3,)", "(2, 3)".
   std::string shape_str = "(";
   for (size_t i = 0; i < shape.size(); ++i) shape_str += (i ? ", " : "") + std::to_string(shape[i]);
   shape_str += shape.size() == 1 ? ",)" : ")";
   std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
-                                   Descr(dtype), shape_str);
+                                   NumpyDescr(dtype), shape_str);
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
@@ -105,8 +97,9 @@ void WriteNpy(const std::string& path, DType dtype, const Shape& shape, const vo
   uint16_t len = static_cast<uint16_t>(header.size());
   f.write(reinterpret_cast<const char*>(&len), 2);
   f << header;
-  f.write(static_cast<const char*>(data),
-          static_cast<std::streamsize>(NumElements(shape) * static_cast<int64_t>(DTypeSize(dtype))));
+  int64_t n = 1;
+  for (int64_t dim : shape) n *= dim;
+  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n * SizeOf(dtype)));
   if (!f) Fail(ErrorKind::kDataLoss, "{}: write failed", path);
 }
 

@@ -5,21 +5,15 @@
 #include <string>
 #include <vector>
 
-#include "core/aligned_buffer.h"
-#include "core/dtype.h"
-#include "core/shape.h"
+#include "tiller/data_type.h"
+#include "tiller/error.h"
 
 namespace tiller::tools {
 
-struct NpyArray {
-  DType dtype = DType::kF32;
-  Shape shape;
-  AlignedBuffer data;
-};
-
 // Throws tiller::Error naming the file on a missing, malformed or
 // unsupported (Fortran order, big-endian, object) file.
-NpyArray ReadNpy(const std::string& path);
-void WriteNpy(const std::string& path, DType dtype, const Shape& shape, const void* data);
+HostTensor ReadNpy(const std::string& path);
+void WriteNpy(const std::string& path, DataType dtype, const std::vector<int64_t>& shape,
+              const void* data);
 
 }  // namespace tiller::tools

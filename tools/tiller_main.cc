@@ -3,6 +3,8 @@
 //   tiller run MODEL --input name=file.npy... --output-dir DIR
 //   tiller bench MODEL --batch N --seq-len L --threads T
 //   tiller ops
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -12,25 +14,28 @@
 #include <random>
 #include <set>
 
-#include "backends/cpu/kernel.h"
-#include "core/error.h"
-#include "frontend/paddle/op_table.h"
-#include "frontend/paddle/program.h"
-#include "frontend/paddle/translate.h"
-#include "ir/op_schema.h"
+#include "npy.h"
+#include "tiller/inspect.h"
 #include "tiller/predictor.h"
-#include "tools/npy.h"
 
 namespace {
 
+using tiller::ErrorKind;
 using tiller::inference::Config;
 using tiller::inference::DataType;
 using tiller::inference::Predictor;
 
+template <typename... Args>
+[[noreturn]] void Fail(ErrorKind kind, fmt::format_string<Args...> format, Args&&... args) {
+  throw tiller::Error(kind, fmt::format(format, std::forward<Args>(args)...));
+}
+
 Config MakeConfig(const std::string& model, const std::string& params, int threads) {
   Config c;
-  if (std::filesystem::is_directory(model)) c.SetModelDir(model);
-  else c.SetModel(model, params);
+  if (std::filesystem::is_directory(model))
+    c.SetModelDir(model);
+  else
+    c.SetModel(model, params);
   c.SetCpuMathLibraryNumThreads(threads);
   return c;
 }
@@ -39,7 +44,7 @@ Config MakeConfig(const std::string& model, const std::string& params, int threa
 std::pair<std::string, std::vector<int64_t>> ParseShapeArg(const std::string& arg) {
   size_t eq = arg.find('=');
   if (eq == std::string::npos)
-    tiller::Fail(tiller::ErrorKind::kInvalidArgument, "--shape '{}' is not NAME=DxDx...", arg);
+    Fail(ErrorKind::kInvalidArgument, "--shape '{}' is not NAME=DxDx...", arg);
   std::vector<int64_t> dims;
   std::string rest = arg.substr(eq + 1);
   size_t pos = 0;
@@ -49,7 +54,7 @@ std::pair<std::string, std::vector<int64_t>> ParseShapeArg(const std::string& ar
     try {
       dims.push_back(std::stoll(tok));
     } catch (const std::exception&) {
-      tiller::Fail(tiller::ErrorKind::kInvalidArgument, "--shape '{}': '{}' is not a number", arg, tok);
+      Fail(ErrorKind::kInvalidArgument, "--shape '{}': '{}' is not a number", arg, tok);
     }
     if (x == std::string::npos) break;
     pos = x + 1;
@@ -67,11 +72,13 @@ std::vector<int64_t> ChooseShape(Predictor& p, const std::string& name,
   std::vector<int64_t> dims = p.GetInputShape(name);
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] >= 0) continue;
-    if (i == 0) dims[i] = batch;
-    else if (i == 1) dims[i] = seq_len;
+    if (i == 0)
+      dims[i] = batch;
+    else if (i == 1)
+      dims[i] = seq_len;
     else
-      tiller::Fail(tiller::ErrorKind::kInvalidArgument,
-                   "input '{}' has dynamic dim {}: give it with --shape {}=...", name, i, name);
+      Fail(ErrorKind::kInvalidArgument,
+           "input '{}' has dynamic dim {}: give it with --shape {}=...", name, i, name);
   }
   return dims;
 }
@@ -108,8 +115,8 @@ void FillSynthetic(Predictor& p, const std::map<std::string, std::vector<int64_t
         break;
       }
       default:
-        tiller::Fail(tiller::ErrorKind::kUnimplemented, "bench: cannot synthesize input '{}' of type {}",
-                     name, tiller::inference::DataTypeName(p.GetInputType(name)));
+        Fail(ErrorKind::kUnimplemented, "bench: cannot synthesize input '{}' of type {}", name,
+             tiller::inference::DataTypeName(p.GetInputType(name)));
     }
   }
 }
@@ -120,41 +127,39 @@ std::string Dims(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
-std::string Mib(size_t bytes) { return fmt::format("{:.2f} MiB", bytes / 1048576.0); }
+std::string Mib(size_t bytes) {
+  return fmt::format("{:.2f} MiB", bytes / 1048576.0);
+}
 
-int Info(const std::string& model, const std::string& params, const std::vector<std::string>& shape_args) {
+int Info(const std::string& model, const std::string& params,
+         const std::vector<std::string>& shape_args) {
   // Describe the program before compiling, so a model with unsupported ops
   // still gets its op histogram.
-  tiller::paddle::Model loaded = tiller::paddle::LoadModel(model, params);
-  const tiller::paddle::Program& prog = loaded.program;
+  tiller::ModelInfo m = tiller::InspectModel(model, params);
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& a : shape_args) shapes.insert(ParseShapeArg(a));
-  fmt::print("model: {} ({} format)\ninputs:\n", prog.path, prog.format);
-  for (const auto& n : prog.feed_names) {
-    const tiller::paddle::VarInfo* v = prog.FindVar(n);
-    fmt::print("  {:<24} {:<8} {}\n", n, v ? tiller::DTypeName(v->dtype) : "?", v ? Dims(v->dims) : "?");
-  }
+  fmt::print("model: {} ({} format)\ninputs:\n", m.path, m.format);
+  for (const auto& in : m.inputs)
+    fmt::print("  {:<24} {:<8} {}\n", in.name, tiller::DataTypeName(in.dtype), Dims(in.dims));
   fmt::print("outputs:\n");
-  for (const auto& n : prog.fetch_names) fmt::print("  {}\n", n);
-  std::map<std::string, int> hist;
-  for (const auto& op : prog.ops) ++hist[op.type];
-  fmt::print("ops: {} in {} types\n", prog.ops.size(), hist.size());
-  std::vector<std::pair<std::string, int>> sorted(hist.begin(), hist.end());
+  for (const auto& n : m.outputs) fmt::print("  {}\n", n);
+  fmt::print("ops: {} in {} types\n", m.num_ops, m.op_histogram.size());
+  std::vector<std::pair<std::string, int>> sorted(m.op_histogram.begin(), m.op_histogram.end());
   std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  std::set<std::string> unsupported(m.unsupported_ops.begin(), m.unsupported_ops.end());
   for (const auto& [t, c] : sorted) {
-    bool ok = tiller::paddle::FindTranslator(t) != nullptr;
+    bool ok = !unsupported.count(t);
     fmt::print("  {:<32} {:>5}{}\n", t, c, ok ? "" : "   (unsupported)");
   }
-  size_t param_bytes = 0;
-  for (const auto& [name, t] : loaded.params) param_bytes += t.data ? t.data->size() : 0;
-  fmt::print("parameters: {} tensors, {}\n", loaded.params.size(), Mib(param_bytes));
+  fmt::print("parameters: {} tensors, {}\n", m.num_params, Mib(m.param_bytes));
   std::fflush(stdout);
   auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, 1));
   FillSynthetic(*p, shapes, 1, 128);
   p->Run();
   auto s = p->GetSummary();
   fmt::print("compiled for:");
-  for (const auto& n : p->GetInputNames()) fmt::print(" {}={}", n, Dims(p->GetInputHandle(n)->shape()));
+  for (const auto& n : p->GetInputNames())
+    fmt::print(" {}={}", n, Dims(p->GetInputHandle(n)->shape()));
   fmt::print("\n  kernels: {}\n  planned activation memory: {} (one buffer per tensor: {})\n",
              s.num_kernels, Mib(s.arena_bytes), Mib(s.naive_bytes));
   return 0;
@@ -167,21 +172,20 @@ int Run(const std::string& model, const std::string& params, const std::vector<s
   for (const auto& arg : inputs) {
     size_t eq = arg.find('=');
     if (eq == std::string::npos)
-      tiller::Fail(tiller::ErrorKind::kInvalidArgument, "--input '{}' is not NAME=FILE.npy", arg);
+      Fail(ErrorKind::kInvalidArgument, "--input '{}' is not NAME=FILE.npy", arg);
     std::string name = arg.substr(0, eq);
     auto arr = tiller::tools::ReadNpy(arg.substr(eq + 1));
     auto h = p->GetInputHandle(name);
     h->Reshape(arr.shape);
     DataType dt = p->GetInputType(name);
-    if (tiller::DTypeSize(arr.dtype) != tiller::inference::SizeOf(dt) ||
-        std::string(tiller::DTypeName(arr.dtype)) != tiller::inference::DataTypeName(dt))
-      tiller::Fail(tiller::ErrorKind::kInvalidArgument, "input '{}' expects {}, {} holds {}", name,
-                   tiller::inference::DataTypeName(dt), arg.substr(eq + 1), tiller::DTypeName(arr.dtype));
+    if (arr.dtype != dt)
+      Fail(ErrorKind::kInvalidArgument, "input '{}' expects {}, {} holds {}", name,
+           tiller::DataTypeName(dt), arg.substr(eq + 1), tiller::DataTypeName(arr.dtype));
     h->CopyFromCpuBytes(arr.data.data(), dt, arr.data.size());
     given.insert(name);
   }
   for (const auto& n : p->GetInputNames()) {
-    if (!given.count(n)) tiller::Fail(tiller::ErrorKind::kInvalidArgument, "missing --input {}=FILE.npy", n);
+    if (!given.count(n)) Fail(ErrorKind::kInvalidArgument, "missing --input {}=FILE.npy", n);
   }
   p->Run();
   std::filesystem::create_directories(out_dir);
@@ -189,12 +193,10 @@ int Run(const std::string& model, const std::string& params, const std::vector<s
     auto h = p->GetOutputHandle(n);
     std::vector<std::byte> buf(h->numel() * tiller::inference::SizeOf(h->type()));
     h->CopyToCpuBytes(buf.data(), buf.size());
-    tiller::DType dt;
-    tiller::ParseDType(tiller::inference::DataTypeName(h->type()), &dt);
     std::string file = n;
     std::replace(file.begin(), file.end(), '/', '_');
     std::string path = (std::filesystem::path(out_dir) / (file + ".npy")).string();
-    tiller::tools::WriteNpy(path, dt, h->shape(), buf.data());
+    tiller::tools::WriteNpy(path, h->type(), h->shape(), buf.data());
     fmt::print("{} {} -> {}\n", n, Dims(h->shape()), path);
   }
   return 0;
@@ -209,62 +211,42 @@ int Bench(const std::string& model, const std::string& params, int64_t batch, in
   FillSynthetic(*p, shapes, batch, seq_len);
   auto t0 = std::chrono::steady_clock::now();
   p->Run();
-  double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("compile + first run: {:.1f} ms\n", compile_ms);
   for (int i = 0; i < warmup; ++i) p->Run();
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
     auto s = std::chrono::steady_clock::now();
     p->Run();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
-    if (iters >= 20 && (i + 1) % (iters / 4) == 0) fmt::print(stderr, "  {}/{} runs\n", i + 1, iters);
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+    if (iters >= 20 && (i + 1) % (iters / 4) == 0)
+      fmt::print(stderr, "  {}/{} runs\n", i + 1, iters);
   }
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2];
   fmt::print("threads {}  batch {}  seq_len {}\n", threads, batch, seq_len);
-  fmt::print("latency: median {:.3f} ms  min {:.3f} ms  max {:.3f} ms  ({} runs)\n", median, ms.front(),
-             ms.back(), iters);
+  fmt::print("latency: median {:.3f} ms  min {:.3f} ms  max {:.3f} ms  ({} runs)\n", median,
+             ms.front(), ms.back(), iters);
   fmt::print("throughput: {:.1f} samples/s\n", batch * 1000.0 / median);
   if (profile) {
     p->EnableProfiling(true);
     for (int i = 0; i < iters; ++i) p->Run();
-    fmt::print("profile ({} runs, per run):\n  {:<24} {:>10} {:>7} {:>6}\n", iters, "op", "ms", "%", "calls");
+    fmt::print("profile ({} runs, per run):\n  {:<24} {:>10} {:>7} {:>6}\n", iters, "op", "ms", "%",
+               "calls");
     double total = 0;
     for (const auto& [type, ms, calls] : p->GetProfile()) total += ms;
     for (const auto& [type, ms, calls] : p->GetProfile())
-      fmt::print("  {:<24} {:>10.3f} {:>6.1f}% {:>6}\n", type, ms / iters, 100.0 * ms / total, calls / iters);
+      fmt::print("  {:<24} {:>10.3f} {:>6.1f}% {:>6}\n", type, ms / iters, 100.0 * ms / total,
+                 calls / iters);
   }
   return 0;
 }
 
-// The dtypes a Paddle op's translation runs with: those every IR op it can
-// emit has a CPU kernel for (kernel.h says which tensor each declaration
-// constrains). IR ops without a kernel (reshape, a view) constrain nothing,
-// so pass-through and view-only translations give "all". A dtype-dependent
-// lowering (integer matmul as mul + reduce_sum) is understated, not
-// overstated: the intersection takes the float path's kernels too.
-std::string TranslationDTypes(const tiller::paddle::OpTableRow& r) {
-  if (!r.ir_ops_declared) return "-";
-  std::vector<tiller::DType> dtypes = tiller::cpu::AllDTypes();
-  bool any_kernel = false;
-  for (const std::string& ir : r.ir_ops) {
-    const std::vector<tiller::DType>* k = tiller::cpu::KernelDTypes(ir);
-    if (!k) continue;
-    any_kernel = true;
-    std::erase_if(dtypes,
-                  [&](tiller::DType t) { return std::find(k->begin(), k->end(), t) == k->end(); });
-  }
-  if (!any_kernel || dtypes.size() == tiller::cpu::AllDTypes().size()) return "all";
-  if (dtypes.empty()) return "none";
-  std::string out;
-  for (tiller::DType t : dtypes)
-    out += (out.empty() ? "" : ",") + std::string(tiller::DTypeName(t));
-  return out;
-}
-
 int Ops() {
   // One row per Paddle op type with a translator (frontend/paddle/op_table.h).
-  auto rows = tiller::paddle::PaddleOpTable();
+  auto rows = tiller::SupportedOps();
   fmt::print("{:<36} {:<36} {:<40} {:<36} {}\n", "paddle op (legacy)", "pir name(s)", "ir op(s)",
              "dtypes", "notes");
   for (const auto& r : rows) {
@@ -273,8 +255,7 @@ int Ops() {
     if (pir.empty()) pir = "-";
     for (const auto& n : r.ir_ops) ir += (ir.empty() ? "" : ",") + n;
     if (ir.empty()) ir = r.ir_ops_declared ? "(none)" : "-";
-    fmt::print("{:<36} {:<36} {:<40} {:<36} {}\n", r.paddle_op, pir, ir, TranslationDTypes(r),
-               r.notes);
+    fmt::print("{:<36} {:<36} {:<40} {:<36} {}\n", r.paddle_op, pir, ir, r.dtypes, r.notes);
   }
   fmt::print("{} Paddle op types\n", rows.size());
   return 0;
@@ -290,10 +271,12 @@ int main(int argc, char** argv) {
   int threads = 1, warmup = 3, iters = 20;
   int64_t batch = 1, seq_len = 128;
 
-  auto* info = app.add_subcommand("info", "inputs, outputs, op histogram, parameters, planned memory");
+  auto* info =
+      app.add_subcommand("info", "inputs, outputs, op histogram, parameters, planned memory");
   info->add_option("model", model, "model file (.pdmodel/.json) or directory")->required();
   info->add_option("--params", params, "parameter file (default: derived from the model path)");
-  info->add_option("--shape", shapes, "input shape NAME=DxD... (dynamic dims default to 1 and 128)");
+  info->add_option("--shape", shapes,
+                   "input shape NAME=DxD... (dynamic dims default to 1 and 128)");
 
   auto* run = app.add_subcommand("run", "run a model on .npy inputs, write .npy outputs");
   run->add_option("model", model)->required();
@@ -306,7 +289,8 @@ int main(int argc, char** argv) {
   bench->add_option("model", model)->required();
   bench->add_option("--params", params);
   bench->add_option("--batch", batch, "value of a dynamic first dim")->check(CLI::PositiveNumber);
-  bench->add_option("--seq-len", seq_len, "value of a dynamic second dim")->check(CLI::PositiveNumber);
+  bench->add_option("--seq-len", seq_len, "value of a dynamic second dim")
+      ->check(CLI::PositiveNumber);
   bench->add_option("--threads", threads)->check(CLI::PositiveNumber);
   bench->add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
   bench->add_option("--iters", iters)->check(CLI::PositiveNumber);
@@ -320,7 +304,8 @@ int main(int argc, char** argv) {
   try {
     if (info->parsed()) return Info(model, params, shapes);
     if (run->parsed()) return Run(model, params, inputs, out_dir, threads);
-    if (bench->parsed()) return Bench(model, params, batch, seq_len, threads, warmup, iters, shapes, profile);
+    if (bench->parsed())
+      return Bench(model, params, batch, seq_len, threads, warmup, iters, shapes, profile);
     return Ops();
   } catch (const tiller::Error& e) {
     fmt::print(stderr, "tiller: error ({}): {}\n", tiller::ErrorKindName(e.kind()), e.what());

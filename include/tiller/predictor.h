@@ -25,15 +25,16 @@
 #include <tuple>
 #include <vector>
 
+#include "tiller/data_type.h"
 #include "tiller/error.h"
 
 namespace tiller {
 
 namespace inference {
 
-enum class DataType { FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT8, UINT8, INT16, INT32, INT64, BOOL };
-size_t SizeOf(DataType t);
-const char* DataTypeName(DataType t);
+using ::tiller::DataType;
+using ::tiller::DataTypeName;
+using ::tiller::SizeOf;
 
 class Config {
  public:

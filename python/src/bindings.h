@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "tiller/data_type.h"
 #include "tiller/predictor.h"
 
 namespace tiller::python {
@@ -20,6 +21,9 @@ bool RegisterBinder(Binder binder);
 // numpy dtype <-> API dtype; FromNumpy fails naming `what` (a tensor name).
 inference::DataType FromNumpy(const pybind11::dtype& dt, const std::string& what);
 pybind11::dtype ToNumpy(inference::DataType t);
+// numpy array <-> host tensor (copies); ToHostTensor fails naming `what`.
+HostTensor ToHostTensor(const pybind11::array& a, const std::string& what);
+pybind11::array ToArray(const HostTensor& t);
 
 }  // namespace tiller::python
 

@@ -5,11 +5,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <vector>
 
 #include "bindings.h"
-#include "frontend/paddle/translate.h"
 #include "tiller/custom_op.h"
+#include "tiller/inspect.h"
 #include "tiller/predictor.h"
 
 namespace py = pybind11;
@@ -31,36 +32,37 @@ bool RegisterBinder(Binder binder) {
 }
 
 DataType FromNumpy(const py::dtype& dt, const std::string& name) {
-  char kind = dt.kind();
-  size_t size = dt.itemsize();
-  if (kind == 'f' && size == 4) return DataType::FLOAT32;
-  if (kind == 'f' && size == 8) return DataType::FLOAT64;
-  if (kind == 'f' && size == 2) return DataType::FLOAT16;
-  if (kind == 'i' && size == 8) return DataType::INT64;
-  if (kind == 'i' && size == 4) return DataType::INT32;
-  if (kind == 'i' && size == 2) return DataType::INT16;
-  if (kind == 'i' && size == 1) return DataType::INT8;
-  if (kind == 'u' && size == 1) return DataType::UINT8;
-  if (kind == 'b') return DataType::BOOL;
-  throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
-                      "input '" + name + "': numpy dtype " + py::repr(dt).cast<std::string>() +
-                          " is not supported");
+  DataType t;
+  // numpy's bfloat16 does not exist: uint16 arrays are not taken for it.
+  std::string descr = py::str(dt.attr("str"));
+  if (dt.kind() != 'u' || dt.itemsize() != 2) {
+    if (ParseNumpyDescr(descr, &t)) return t;
+  }
+  throw tiller::Error(tiller::ErrorKind::kInvalidArgument, "input '" + name + "': numpy dtype " +
+                                                               py::repr(dt).cast<std::string>() +
+                                                               " is not supported");
 }
 
 py::dtype ToNumpy(DataType t) {
-  switch (t) {
-    case DataType::FLOAT32: return py::dtype("float32");
-    case DataType::FLOAT64: return py::dtype("float64");
-    case DataType::FLOAT16: return py::dtype("float16");
-    case DataType::INT64: return py::dtype("int64");
-    case DataType::INT32: return py::dtype("int32");
-    case DataType::INT16: return py::dtype("int16");
-    case DataType::INT8: return py::dtype("int8");
-    case DataType::UINT8: return py::dtype("uint8");
-    case DataType::BOOL: return py::dtype("bool");
-    case DataType::BFLOAT16: return py::dtype("uint16");  // raw bits; numpy has no bfloat16
-  }
-  return py::dtype("float32");
+  return py::dtype(std::string(NumpyDescr(t)));
+}
+
+HostTensor ToHostTensor(const py::array& a, const std::string& what) {
+  py::array c = py::array::ensure(a, py::array::c_style);
+  if (!c)
+    throw tiller::Error(tiller::ErrorKind::kInvalidArgument, "'" + what + "' is not an array");
+  HostTensor t;
+  t.dtype = FromNumpy(c.dtype(), what);
+  t.shape.assign(c.shape(), c.shape() + c.ndim());
+  t.data.resize(static_cast<size_t>(c.nbytes()));
+  if (!t.data.empty()) std::memcpy(t.data.data(), c.data(), t.data.size());
+  return t;
+}
+
+py::array ToArray(const HostTensor& t) {
+  py::array out(ToNumpy(t.dtype), t.shape);
+  if (!t.data.empty()) std::memcpy(out.mutable_data(), t.data.data(), t.data.size());
+  return out;
 }
 
 }  // namespace tiller::python
@@ -96,7 +98,8 @@ PYBIND11_MODULE(_tiller, m) {
       if (p) std::rethrow_exception(p);
     } catch (const tiller::Error& e) {
       std::string what = e.what();
-      PyObject* msg = PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()), "replace");
+      PyObject* msg =
+          PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()), "replace");
       PyErr_SetObject(error_type.ptr(), msg);
       Py_XDECREF(msg);
     }
@@ -127,36 +130,38 @@ PYBIND11_MODULE(_tiller, m) {
       .def("copy_to_cpu", &CopyTo)
       .def("shape", &Tensor::shape)
       .def("name", &Tensor::name)
-      .def("type", [](const Tensor& t) { return std::string(tiller::inference::DataTypeName(t.type())); });
+      .def("type",
+           [](const Tensor& t) { return std::string(tiller::inference::DataTypeName(t.type())); });
 
   py::class_<Predictor, std::shared_ptr<Predictor>>(m, "Predictor")
       .def("get_input_names", &Predictor::GetInputNames)
       .def("get_output_names", &Predictor::GetOutputNames)
       .def("get_input_handle", &Predictor::GetInputHandle)
       .def("get_output_handle", &Predictor::GetOutputHandle)
-      .def("run",
-           [](Predictor& p, py::object inputs) -> py::object {
-             if (inputs.is_none()) {
-               py::gil_scoped_release release;
-               p.Run();
-               return py::none();
-             }
-             auto list = inputs.cast<std::vector<py::array>>();
-             auto names = p.GetInputNames();
-             if (list.size() != names.size())
-               throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
-                                   "run() got " + std::to_string(list.size()) +
-                                       " inputs, the model has " + std::to_string(names.size()));
-             for (size_t i = 0; i < list.size(); ++i) CopyFrom(*p.GetInputHandle(names[i]), list[i]);
-             {
-               py::gil_scoped_release release;
-               p.Run();
-             }
-             py::list outs;
-             for (const auto& n : p.GetOutputNames()) outs.append(CopyTo(*p.GetOutputHandle(n)));
-             return outs;
-           },
-           py::arg("inputs") = py::none())
+      .def(
+          "run",
+          [](Predictor& p, py::object inputs) -> py::object {
+            if (inputs.is_none()) {
+              py::gil_scoped_release release;
+              p.Run();
+              return py::none();
+            }
+            auto list = inputs.cast<std::vector<py::array>>();
+            auto names = p.GetInputNames();
+            if (list.size() != names.size())
+              throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
+                                  "run() got " + std::to_string(list.size()) +
+                                      " inputs, the model has " + std::to_string(names.size()));
+            for (size_t i = 0; i < list.size(); ++i) CopyFrom(*p.GetInputHandle(names[i]), list[i]);
+            {
+              py::gil_scoped_release release;
+              p.Run();
+            }
+            py::list outs;
+            for (const auto& n : p.GetOutputNames()) outs.append(CopyTo(*p.GetOutputHandle(n)));
+            return outs;
+          },
+          py::arg("inputs") = py::none())
       .def("get_input_shape", &Predictor::GetInputShape)
       .def("op_histogram", &Predictor::OpHistogram)
       .def("summary", [](const Predictor& p) {
@@ -173,6 +178,6 @@ PYBIND11_MODULE(_tiller, m) {
   m.def("create_predictor", &tiller::inference::CreatePredictor, py::arg("config"));
   m.def("load_custom_op_library", &tiller::LoadCustomOpLibrary, py::arg("path"),
         "Load a shared library of custom ops (see include/tiller/custom_op.h).");
-  m.def("supported_paddle_ops", &tiller::paddle::SupportedPaddleOps);
+  m.def("supported_paddle_ops", &tiller::SupportedPaddleOps);
   for (tiller::python::Binder bind : tiller::python::Binders()) bind(m);
 }

@@ -6,30 +6,27 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
-#include "frontend/paddle/program.h"
-#include "frontend/paddle/translate.h"
+#include "tiller/inspect.h"
 
 namespace py = pybind11;
 
 namespace tiller::python {
 namespace {
 
-py::dict Slots(const std::vector<paddle::Slot>& slots) {
+py::dict Slots(const ProgramOp::Slots& slots) {
   py::dict d;
   for (const auto& [name, args] : slots) d[py::str(name)] = args;
   return d;
 }
 
 py::list ReadOps(const std::string& path) {
-  bool pir = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
-  paddle::Program prog = pir ? paddle::ReadPirProgram(path) : paddle::ReadProgramDesc(path);
   py::list ops;
-  for (const paddle::OpDesc& op : prog.ops) {
+  for (const ProgramOp& op : ReadProgramOps(path)) {
     py::dict d;
     d["type"] = op.type;
     d["inputs"] = Slots(op.inputs);
     d["outputs"] = Slots(op.outputs);
-    d["translatable"] = paddle::FindTranslator(op.type) != nullptr;
+    d["translatable"] = op.translatable;
     ops.append(std::move(d));
   }
   return ops;

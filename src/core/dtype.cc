@@ -4,49 +4,62 @@
 #include <utility>
 
 namespace tiller {
+namespace {
 
-size_t DTypeSize(DType t) {
-  switch (t) {
-    case DType::kF64:
-    case DType::kI64: return 8;
-    case DType::kF32:
-    case DType::kI32: return 4;
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kI16: return 2;
-    case DType::kI8:
-    case DType::kU8:
-    case DType::kBool: return 1;
+// Indexed by DType's value.
+constexpr std::array<DTypeInfo, 10> kTable = {{
+    {DType::kF32, "float32", 4, "<f4", true, false},
+    {DType::kF16, "float16", 2, "<f2", true, false},
+    {DType::kBF16, "bfloat16", 2, "<u2", true, false},
+    {DType::kF64, "float64", 8, "<f8", true, false},
+    {DType::kI8, "int8", 1, "|i1", false, true},
+    {DType::kU8, "uint8", 1, "|u1", false, true},
+    {DType::kI16, "int16", 2, "<i2", false, true},
+    {DType::kI32, "int32", 4, "<i4", false, true},
+    {DType::kI64, "int64", 8, "<i8", false, true},
+    {DType::kBool, "bool", 1, "|b1", false, false},
+}};
+
+constexpr bool TableInOrder() {
+  for (size_t i = 0; i < kTable.size(); ++i) {
+    if (static_cast<size_t>(kTable[i].type) != i) return false;
   }
-  return 0;
+  return true;
+}
+static_assert(TableInOrder(), "kTable rows must follow DType's order");
+
+}  // namespace
+
+const DTypeInfo& Info(DType t) {
+  return kTable[static_cast<size_t>(t)];
 }
 
-const char* DTypeName(DType t) {
-  switch (t) {
-    case DType::kF32: return "float32";
-    case DType::kF16: return "float16";
-    case DType::kBF16: return "bfloat16";
-    case DType::kF64: return "float64";
-    case DType::kI8: return "int8";
-    case DType::kU8: return "uint8";
-    case DType::kI16: return "int16";
-    case DType::kI32: return "int32";
-    case DType::kI64: return "int64";
-    case DType::kBool: return "bool";
-  }
-  return "?";
+const std::vector<DType>& AllDTypes() {
+  static const std::vector<DType> all = [] {
+    std::vector<DType> v;
+    for (const DTypeInfo& i : kTable) v.push_back(i.type);
+    return v;
+  }();
+  return all;
 }
 
 bool ParseDType(std::string_view name, DType* out) {
-  static const std::array<std::pair<std::string_view, DType>, 17> kNames = {{
-      {"float32", DType::kF32}, {"fp32", DType::kF32},    {"float16", DType::kF16},
-      {"fp16", DType::kF16},    {"bfloat16", DType::kBF16}, {"bf16", DType::kBF16},
-      {"float64", DType::kF64}, {"fp64", DType::kF64},    {"int8", DType::kI8},
-      {"uint8", DType::kU8},    {"int16", DType::kI16},   {"int32", DType::kI32},
-      {"int64", DType::kI64},   {"bool", DType::kBool},   {"float", DType::kF32},
-      {"double", DType::kF64},  {"long", DType::kI64},
+  for (const DTypeInfo& i : kTable) {
+    if (name == i.name) {
+      *out = i.type;
+      return true;
+    }
+  }
+  static const std::array<std::pair<std::string_view, DType>, 7> kAliases = {{
+      {"fp32", DType::kF32},
+      {"fp16", DType::kF16},
+      {"bf16", DType::kBF16},
+      {"fp64", DType::kF64},
+      {"float", DType::kF32},
+      {"double", DType::kF64},
+      {"long", DType::kI64},
   }};
-  for (const auto& [n, t] : kNames) {
+  for (const auto& [n, t] : kAliases) {
     if (n == name) {
       *out = t;
       return true;
@@ -55,13 +68,23 @@ bool ParseDType(std::string_view name, DType* out) {
   return false;
 }
 
-bool IsFloat(DType t) {
-  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF64;
+bool ParseNumpyDescr(std::string_view descr, DType* out) {
+  if (descr.size() < 2) return false;
+  char order = descr[0];
+  if (order != '<' && order != '|' && order != '=') return false;
+  for (const DTypeInfo& i : kTable) {
+    if (descr.substr(1) == std::string_view(i.descr).substr(1)) {
+      *out = i.type;
+      return true;
+    }
+  }
+  return false;
 }
 
-bool IsInteger(DType t) {
-  return t == DType::kI8 || t == DType::kU8 || t == DType::kI16 || t == DType::kI32 ||
-         t == DType::kI64;
+std::string DTypeList(const std::vector<DType>& types) {
+  std::string s;
+  for (DType t : types) s += (s.empty() ? "" : ", ") + std::string(DTypeName(t));
+  return s;
 }
 
 }  // namespace tiller

@@ -1,5 +1,7 @@
 // Typed op attributes. Frontends convert framework attributes into these
-// seven kinds; IR op schemas read them with defaults.
+// seven kinds; each IR op schema declares its attributes with kind and
+// default (op_schema.h), and ir::Op reads them typed (graph.h). AttrMap's
+// getters with a fallback are for framework attributes (Paddle OpDesc).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,17 @@ namespace tiller::ir {
 
 using Attribute = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>,
                                std::vector<double>, std::vector<std::string>>;
+
+// The seven kinds, in the variant's order (Attribute::index()).
+enum class AttrKind : uint8_t { kBool, kInt, kFloat, kString, kInts, kFloats, kStrings };
+const char* AttrKindName(AttrKind k);
+inline AttrKind KindOf(const Attribute& a) {
+  return static_cast<AttrKind>(a.index());
+}
+// Converts `a` to `kind` where no information is lost (int -> float,
+// 0/1 -> bool, bool -> int, a whole float -> int, a scalar -> a one-element
+// list, an empty list -> any list); false otherwise.
+bool ConvertAttribute(const Attribute& a, AttrKind kind, Attribute* out);
 
 std::string AttributeToString(const Attribute& a);
 

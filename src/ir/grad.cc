@@ -46,11 +46,20 @@ Value* GradContext::Add(const std::string& type, std::vector<Value*> inputs, Att
 Value* GradContext::Constant(double value, DType dtype) {
   auto buf = std::make_shared<AlignedBuffer>(DTypeSize(dtype));
   switch (dtype) {
-    case DType::kF32: *buf->as<float>() = static_cast<float>(value); break;
-    case DType::kF64: *buf->as<double>() = value; break;
-    case DType::kI64: *buf->as<int64_t>() = static_cast<int64_t>(value); break;
-    case DType::kI32: *buf->as<int32_t>() = static_cast<int32_t>(value); break;
-    default: Fail(ErrorKind::kUnimplemented, "gradient constant of dtype {}", DTypeName(dtype));
+    case DType::kF32:
+      *buf->as<float>() = static_cast<float>(value);
+      break;
+    case DType::kF64:
+      *buf->as<double>() = value;
+      break;
+    case DType::kI64:
+      *buf->as<int64_t>() = static_cast<int64_t>(value);
+      break;
+    case DType::kI32:
+      *buf->as<int32_t>() = static_cast<int32_t>(value);
+      break;
+    default:
+      Fail(ErrorKind::kUnimplemented, "gradient constant of dtype {}", DTypeName(dtype));
   }
   return g_.AddData("grad.const", {dtype, {}}, ValueKind::kConstant, buf);
 }

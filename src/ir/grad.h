@@ -15,9 +15,11 @@ namespace tiller::ir {
 
 class GradContext {
  public:
-  GradContext(Graph& g, const Op& op, std::vector<Value*> out_grads,
-              std::vector<bool> needs_grad)
-      : g_(g), op_(op), out_grads_(std::move(out_grads)), needs_(std::move(needs_grad)),
+  GradContext(Graph& g, const Op& op, std::vector<Value*> out_grads, std::vector<bool> needs_grad)
+      : g_(g),
+        op_(op),
+        out_grads_(std::move(out_grads)),
+        needs_(std::move(needs_grad)),
         in_grads_(op.inputs.size(), nullptr) {}
 
   const Op& op() const { return op_; }
@@ -55,7 +57,7 @@ std::vector<std::string> DifferentiableOps();
 
 #define TILLER_GRAD_CONCAT2(a, b) a##b
 #define TILLER_GRAD_CONCAT(a, b) TILLER_GRAD_CONCAT2(a, b)
-#define TILLER_REGISTER_GRAD(op_type, fn)                                   \
+#define TILLER_REGISTER_GRAD(op_type, fn)                           \
   static const bool TILLER_GRAD_CONCAT(tiller_grad_, __COUNTER__) = \
       ::tiller::ir::RegisterGrad(op_type, fn)
 

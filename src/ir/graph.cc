@@ -1,14 +1,73 @@
 #include "ir/graph.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 #include <unordered_set>
 
-#include <fmt/format.h>
-
 #include "ir/op_schema.h"
 
 namespace tiller::ir {
+
+const char* PhaseName(Phase p) {
+  switch (p) {
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kUpdate:
+      return "update";
+  }
+  return "?";
+}
+
+const Attribute& Op::GetAttr(std::string_view attr, AttrKind kind) const {
+  TILLER_CHECK(schema, "op {} ({}) has no schema", type, name);
+  const AttrDecl* d = schema->FindAttr(attr);
+  TILLER_CHECK(d, "op {} ({}) reads attribute '{}', which its schema does not declare", type, name,
+               attr);
+  TILLER_CHECK(d->kind == kind, "op {} ({}) reads attribute '{}' as a {}, it is declared a {}",
+               type, name, attr, AttrKindName(kind), AttrKindName(d->kind));
+  const Attribute* a = attrs.Find(std::string(attr));
+  if (!a) {
+    TILLER_CHECK(d->default_value, "op {} ({}) lacks required attribute '{}'", type, name, attr);
+    return *d->default_value;
+  }
+  // AddOp converted it to the declared kind; a later direct write may not have.
+  TILLER_CHECK(KindOf(*a) == kind, "op {} ({}): attribute '{}' = {} is not a {}", type, name, attr,
+               AttributeToString(*a), AttrKindName(kind));
+  return *a;
+}
+
+bool Op::GetBool(std::string_view n) const {
+  return std::get<bool>(GetAttr(n, AttrKind::kBool));
+}
+int64_t Op::GetInt(std::string_view n) const {
+  return std::get<int64_t>(GetAttr(n, AttrKind::kInt));
+}
+double Op::GetFloat(std::string_view n) const {
+  return std::get<double>(GetAttr(n, AttrKind::kFloat));
+}
+const std::string& Op::GetStr(std::string_view n) const {
+  return std::get<std::string>(GetAttr(n, AttrKind::kString));
+}
+const std::vector<int64_t>& Op::GetInts(std::string_view n) const {
+  return std::get<std::vector<int64_t>>(GetAttr(n, AttrKind::kInts));
+}
+const std::vector<double>& Op::GetFloats(std::string_view n) const {
+  return std::get<std::vector<double>>(GetAttr(n, AttrKind::kFloats));
+}
+const std::vector<std::string>& Op::GetStrs(std::string_view n) const {
+  return std::get<std::vector<std::string>>(GetAttr(n, AttrKind::kStrings));
+}
+
+void Graph::SetInsertionPoint(const Op* op) {
+  if (op && !insert_before_) scope_before_insertion_ = scope_;
+  if (!op && insert_before_) scope_ = scope_before_insertion_;
+  insert_before_ = op;
+  if (op) scope_ = op->placement;
+}
 
 std::string TensorType::ToString() const {
   return fmt::format("{}{}", DTypeName(dtype), ShapeToString(shape));
@@ -41,8 +100,8 @@ void Graph::SetStateUpdate(Value* state, Value* new_value) {
                state ? state->name : "null");
   TILLER_CHECK(new_value && new_value->type.dtype == state->type.dtype &&
                    new_value->type.shape == state->type.shape,
-               "state '{}' ({}) cannot take a value of type {}", state->name, state->type.ToString(),
-               new_value ? new_value->type.ToString() : "null");
+               "state '{}' ({}) cannot take a value of type {}", state->name,
+               state->type.ToString(), new_value ? new_value->type.ToString() : "null");
   for (auto& [s, v] : state_updates_) {
     if (s == state) {
       v = new_value;
@@ -73,6 +132,9 @@ Op* Graph::AddOp(const std::string& type, std::vector<Value*> inputs, AttrMap at
   op->name = name.empty() ? type : name;
   op->inputs = std::move(inputs);
   op->attrs = std::move(attrs);
+  op->schema = schema;
+  op->placement = scope_;
+  CheckAttributes(*schema, op->name, op->attrs);
   int n = static_cast<int>(op->inputs.size());
   if (n < schema->min_inputs || n > schema->max_inputs) {
     Fail(ErrorKind::kInternal, "op {} ({}) takes {}..{} inputs, got {}", type, op->name,
@@ -123,7 +185,9 @@ Value* Graph::Add1(const std::string& type, std::vector<Value*> inputs, AttrMap 
   return op->outputs[0];
 }
 
-void Graph::AddOutput(const std::string& name, Value* v) { outputs_.emplace_back(name, v); }
+void Graph::AddOutput(const std::string& name, Value* v) {
+  outputs_.emplace_back(name, v);
+}
 
 void Graph::ReplaceAllUses(Value* from, Value* to) {
   for (Op* user : from->users) {
@@ -180,8 +244,14 @@ std::string Graph::ToString() const {
     for (const Value* v : op->outputs) outs += (outs.empty() ? "" : ", ") + name_of(v);
     for (const Value* v : op->inputs) ins += (ins.empty() ? "" : ", ") + name_of(v);
     std::string attrs;
-    for (const auto& [k, a] : op->attrs.all()) attrs += fmt::format(" {}={}", k, AttributeToString(a));
-    out += fmt::format("{} = {}({}){}  # {}\n", outs, op->type, ins, attrs, op->name);
+    for (const auto& [k, a] : op->attrs.all())
+      attrs += fmt::format(" {}={}", k, AttributeToString(a));
+    std::string where;
+    const Placement& p = op->placement;
+    if (op->device >= 0) where += fmt::format(" @{}", op->device);
+    if (p.shard || p.stage) where += fmt::format(" shard {} stage {}", p.shard, p.stage);
+    if (p.phase != Phase::kForward) where += fmt::format(" {}", PhaseName(p.phase));
+    out += fmt::format("{} = {}({}){}{}  # {}\n", outs, op->type, ins, attrs, where, op->name);
   }
   for (const auto& [name, v] : outputs_) out += fmt::format("output {} = {}\n", name, name_of(v));
   for (const auto& [state, v] : state_updates_)
@@ -197,6 +267,15 @@ void Verify(const Graph& g) {
   for (const auto& op : g.ops()) {
     const OpSchema* schema = FindOpSchema(op->type);
     TILLER_CHECK(schema, "unknown op type '{}'", op->type);
+    TILLER_CHECK(op->schema == schema, "op {} ({}) points at another schema", op->type, op->name);
+    if (schema->attrs_declared && !schema->open_attrs) {
+      for (const auto& [key, value] : op->attrs.all()) {
+        const AttrDecl* d = schema->FindAttr(key);
+        TILLER_CHECK(d && d->kind == KindOf(value),
+                     "op {} ({}): attribute '{}' = {} is undeclared or of another kind", op->type,
+                     op->name, key, AttributeToString(value));
+      }
+    }
     for (const Value* in : op->inputs) {
       if (!in) continue;
       TILLER_CHECK(defined.count(in), "op {} ({}) uses %{} before it is defined", op->type,

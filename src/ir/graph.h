@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -55,18 +56,60 @@ struct Value {
   }
 };
 
+struct OpSchema;
+
+// Which part of a training step an op belongs to. Accumulation and
+// replication act at these boundaries: gradients leave the backward part,
+// the update part runs once per (accumulated, reduced) gradient.
+enum class Phase : uint8_t {
+  kForward,   // the model and the loss (all of an inference graph)
+  kBackward,  // gradients (autodiff)
+  kUpdate,    // clipping, regularization, optimizer updates
+};
+const char* PhaseName(Phase p);
+
+// Where an op belongs, as the user and the frontend say it: a virtual device
+// (Paddle's ipu_index, "shard") and a pipeline stage (ipu_stage), plus its
+// phase. Graph::AddOp copies the graph's current placement scope into every
+// new op, so passes, gradient rules and autodiff keep placements without
+// doing anything (see Graph::SetInsertionPoint, ScopedPlacement).
+struct Placement {
+  int shard = 0;
+  int stage = 0;
+  Phase phase = Phase::kForward;
+  bool operator==(const Placement&) const = default;
+};
+
 struct Op {
   int id = 0;
-  std::string type;  // IR op name (see ir/ops/)
-  std::string name;  // where it came from, e.g. "matmul_v2 (out: linear_1.tmp_0)"
+  std::string type;            // IR op name (see ir/ops/)
+  std::string name;            // where it came from, e.g. "matmul_v2 (out: linear_1.tmp_0)"
   std::vector<Value*> inputs;  // nullptr marks an absent optional input
   std::vector<Value*> outputs;
   AttrMap attrs;
-  int device = 0;  // placement: shard index (ipu_index)
-  int stage = 0;   // pipeline stage (ipu_stage)
+  Placement placement;
+  // The compile device (an index into the compile's device list) the op
+  // runs on; -1 until placement (compile/placement.h) assigns it.
+  int device = -1;
+  const OpSchema* schema = nullptr;  // set by AddOp
 
   Value* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
   Value* output(size_t i = 0) const { return outputs[i]; }
+
+  // Typed attribute reads: the value set on the op, else the default its
+  // schema declares (op_schema.h). Reading an attribute the schema does not
+  // declare, or with another kind, is an internal error: every default is
+  // written once, in the schema.
+  bool GetBool(std::string_view name) const;
+  int64_t GetInt(std::string_view name) const;
+  double GetFloat(std::string_view name) const;
+  const std::string& GetStr(std::string_view name) const;
+  const std::vector<int64_t>& GetInts(std::string_view name) const;
+  const std::vector<double>& GetFloats(std::string_view name) const;
+  const std::vector<std::string>& GetStrs(std::string_view name) const;
+
+ private:
+  const Attribute& GetAttr(std::string_view name, AttrKind kind) const;
 };
 
 class Graph {
@@ -96,9 +139,15 @@ class Graph {
   // After each run, `state` holds `new_value` (same type). The executable
   // writes it in place when it can (see runtime/executable.h).
   void SetStateUpdate(Value* state, Value* new_value);
-  // Ops added from now on go right before `op` (nullptr: at the end). Passes
-  // use it to put a replacement where the ops it replaces were.
-  void SetInsertionPoint(const Op* op) { insert_before_ = op; }
+  // Ops added from now on go right before `op` and take its placement
+  // (nullptr: at the end, with the placement in force before the first
+  // call). Passes use it to put a replacement where, and as placed as, the
+  // ops it replaces were.
+  void SetInsertionPoint(const Op* op);
+  // The placement new ops take (see Placement); ScopedPlacement sets it for
+  // a block.
+  const Placement& placement_scope() const { return scope_; }
+  void set_placement_scope(const Placement& p) { scope_ = p; }
 
   // Replaces every use of `from` (op inputs and graph outputs) by `to`.
   void ReplaceAllUses(Value* from, Value* to);
@@ -131,12 +180,30 @@ class Graph {
   std::vector<std::unique_ptr<Op>> folded_ops_;
   Folder folder_;
   const Op* insert_before_ = nullptr;
+  Placement scope_;
+  Placement scope_before_insertion_;  // restored by SetInsertionPoint(nullptr)
   int next_value_id_ = 0;
   int next_op_id_ = 0;
 };
 
-// Checks structural invariants (use lists, topological order, schema arity).
-// Throws kInternal on a violation.
+// Sets the graph's placement scope for its lifetime, then restores it:
+//   { ir::ScopedPlacement s(g, {shard, stage, ir::Phase::kBackward}); ... }
+class ScopedPlacement {
+ public:
+  ScopedPlacement(Graph& g, const Placement& p) : g_(g), saved_(g.placement_scope()) {
+    g_.set_placement_scope(p);
+  }
+  ~ScopedPlacement() { g_.set_placement_scope(saved_); }
+  ScopedPlacement(const ScopedPlacement&) = delete;
+  ScopedPlacement& operator=(const ScopedPlacement&) = delete;
+
+ private:
+  Graph& g_;
+  Placement saved_;
+};
+
+// Checks structural invariants (use lists, topological order, schema arity,
+// declared attributes). Throws kInternal on a violation.
 void Verify(const Graph& g);
 
 }  // namespace tiller::ir

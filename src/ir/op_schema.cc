@@ -18,6 +18,82 @@ const TensorType& InferContext::input(size_t i) const {
   return v->type;
 }
 
+const char* PrecisionRuleName(PrecisionRule r) {
+  switch (r) {
+    case PrecisionRule::kUndeclared:
+      return "undeclared";
+    case PrecisionRule::kAlwaysF32:
+      return "always_fp32";
+    case PrecisionRule::kHalfSafe:
+      return "half_safe";
+    case PrecisionRule::kFollowsInput:
+      return "follows_input";
+  }
+  return "?";
+}
+
+const char* LayoutRuleName(LayoutRule r) {
+  switch (r) {
+    case LayoutRule::kUndeclared:
+      return "undeclared";
+    case LayoutRule::kAgnostic:
+      return "agnostic";
+    case LayoutRule::kAxisAttrs:
+      return "axis_attrs";
+    case LayoutRule::kDataFormat:
+      return "data_format";
+    case LayoutRule::kFixed:
+      return "fixed";
+  }
+  return "?";
+}
+
+const AttrDecl* OpSchema::FindAttr(std::string_view attr) const {
+  for (const AttrDecl& d : attrs) {
+    if (d.name == attr) return &d;
+  }
+  return nullptr;
+}
+
+void OpSchema::AddAttr(std::string attr, Attribute default_value) {
+  TILLER_CHECK(!FindAttr(attr), "op schema '{}' declares attribute '{}' twice", name, attr);
+  AttrKind kind = KindOf(default_value);
+  attrs.push_back({std::move(attr), kind, std::move(default_value)});
+  attrs_declared = true;
+}
+
+OpSchema& OpSchema::RequiredAttr(std::string attr, AttrKind kind) & {
+  TILLER_CHECK(!FindAttr(attr), "op schema '{}' declares attribute '{}' twice", name, attr);
+  attrs.push_back({std::move(attr), kind, std::nullopt});
+  attrs_declared = true;
+  return *this;
+}
+
+void CheckAttributes(const OpSchema& schema, const std::string& op_name, AttrMap& attrs) {
+  if (!schema.attrs_declared) return;  // not yet migrated: anything goes
+  for (const auto& [key, value] : attrs.all()) {
+    const AttrDecl* d = schema.FindAttr(key);
+    if (!d) {
+      if (schema.open_attrs) continue;
+      std::string declared;
+      for (const AttrDecl& a : schema.attrs) declared += (declared.empty() ? "" : ", ") + a.name;
+      Fail(ErrorKind::kInternal, "op {} ({}): attribute '{}' is not declared by its schema ({})",
+           schema.name, op_name, key, declared.empty() ? "it declares none" : declared);
+    }
+    if (KindOf(value) == d->kind) continue;
+    Attribute converted;
+    if (!ConvertAttribute(value, d->kind, &converted))
+      Fail(ErrorKind::kInternal, "op {} ({}): attribute '{}' = {} is not a {}", schema.name,
+           op_name, key, AttributeToString(value), AttrKindName(d->kind));
+    attrs.Set(key, std::move(converted));
+  }
+  for (const AttrDecl& d : schema.attrs) {
+    if (!d.default_value && !attrs.Has(d.name))
+      Fail(ErrorKind::kInternal, "op {} ({}): required attribute '{}' is missing", schema.name,
+           op_name, d.name);
+  }
+}
+
 bool RegisterOpSchema(OpSchema schema) {
   auto [it, inserted] = Registry().emplace(schema.name, std::move(schema));
   TILLER_CHECK(inserted, "op schema '{}' registered twice", it->first);

@@ -1,9 +1,15 @@
-// Op schemas: each IR op is declared once, with its arity and a pure
-// shape/dtype inference function that runs when the op is added to a graph.
+// Op schemas: each IR op is declared once, with its arity, its attributes
+// (kinds and defaults), a pure shape/dtype inference function that runs when
+// the op is added to a graph, and the traits generic passes read (mixed
+// precision, layout). Its gradient rule (ir/grad.h) and kernels (one per
+// backend) are registered next to their own code.
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -35,10 +41,41 @@ class InferContext {
   std::vector<TensorType>* outputs_;
 };
 
+// An attribute an op takes: its kind and its default (none: required).
+struct AttrDecl {
+  std::string name;
+  AttrKind kind = AttrKind::kInt;
+  std::optional<Attribute> default_value;
+};
+
+// How the mixed-precision pass may treat an op (issue: bf16/fp16).
+enum class PrecisionRule : uint8_t {
+  kUndeclared,
+  kAlwaysF32,     // numerically sensitive (softmax, norms, losses, exp/log, reductions,
+                  // optimizers): runs in float32; half inputs are cast up
+  kHalfSafe,      // gains from half precision and keeps float32 accumulation (matmul, conv)
+  kFollowsInput,  // runs in whatever precision its inputs have (elementwise, data movement)
+};
+const char* PrecisionRuleName(PrecisionRule r);
+
+// How a layout pass (e.g. keeping NHWC between convolutions) may treat an op.
+enum class LayoutRule : uint8_t {
+  kUndeclared,
+  kAgnostic,    // elementwise over same-shaped (or scalar) operands: any layout, if all share it
+  kAxisAttrs,   // reads axes from attributes (axis_attrs): the pass remaps them
+  kDataFormat,  // has a data_format / data_layout attribute the pass may switch
+  kFixed,       // its meaning depends on the dim order (reshape, matmul, flatten): the
+                // default layout must be restored before it
+};
+const char* LayoutRuleName(LayoutRule r);
+
 struct OpSchema {
   OpSchema(std::string n, int min_in, int max_in, std::function<void(InferContext&)> fn,
            bool view = false)
-      : name(std::move(n)), min_inputs(min_in), max_inputs(max_in), infer(std::move(fn)),
+      : name(std::move(n)),
+        min_inputs(min_in),
+        max_inputs(max_in),
+        infer(std::move(fn)),
         is_view(view) {}
 
   std::string name;
@@ -53,11 +90,88 @@ struct OpSchema {
   // into the state's storage; see compile/memory_plan.h.
   bool inplace_safe = false;
 
+  // Attributes, declared once here: ir::Op's typed getters return the
+  // default when an op does not set one, and Graph::AddOp refuses an
+  // undeclared attribute or one of another kind (converting where nothing
+  // is lost, e.g. an int for a float).
+  std::vector<AttrDecl> attrs;
+  bool attrs_declared = false;  // Attr / RequiredAttr / NoAttrs / OpenAttrs was called
+  bool open_attrs = false;      // also takes undeclared attributes (custom ops carry theirs)
+  PrecisionRule precision = PrecisionRule::kUndeclared;
+  LayoutRule layout = LayoutRule::kUndeclared;
+  std::vector<std::string> axis_attrs;  // for LayoutRule::kAxisAttrs
+
+  const AttrDecl* FindAttr(std::string_view attr) const;
+
+  // Builders, chained on a temporary or a named schema:
+  //   OpSchema{"layer_norm", 1, 3, InferLayerNorm}
+  //       .Attr("epsilon", 1e-5).Attr("begin_norm_axis", int64_t{1})
+  //       .Precision(PrecisionRule::kAlwaysF32).Layout(LayoutRule::kAxisAttrs, {"begin_norm_axis"})
+  // Attr's default fixes the kind: bool, an integer type (int64_t), a
+  // floating type (double), a string, std::vector<int64_t|double|std::string>.
+  template <typename T>
+  OpSchema& Attr(std::string attr, T default_value) & {
+    AddAttr(std::move(attr), ToAttribute(std::move(default_value)));
+    return *this;
+  }
+  template <typename T>
+  OpSchema&& Attr(std::string attr, T default_value) && {
+    return std::move(Attr(std::move(attr), std::move(default_value)));
+  }
+  OpSchema& RequiredAttr(std::string attr, AttrKind kind) &;
+  OpSchema&& RequiredAttr(std::string attr, AttrKind kind) && {
+    return std::move(RequiredAttr(std::move(attr), kind));
+  }
+  OpSchema& NoAttrs() & {
+    attrs_declared = true;
+    return *this;
+  }
+  OpSchema&& NoAttrs() && { return std::move(NoAttrs()); }
+  OpSchema& OpenAttrs() & {
+    attrs_declared = open_attrs = true;
+    return *this;
+  }
+  OpSchema&& OpenAttrs() && { return std::move(OpenAttrs()); }
+  OpSchema& Precision(PrecisionRule r) & {
+    precision = r;
+    return *this;
+  }
+  OpSchema&& Precision(PrecisionRule r) && { return std::move(Precision(r)); }
+  OpSchema& Layout(LayoutRule r, std::vector<std::string> axes = {}) & {
+    layout = r;
+    axis_attrs = std::move(axes);
+    return *this;
+  }
+  OpSchema&& Layout(LayoutRule r, std::vector<std::string> axes = {}) && {
+    return std::move(Layout(r, std::move(axes)));
+  }
   OpSchema InPlaceSafe() && {
     inplace_safe = true;
     return std::move(*this);
   }
+
+ private:
+  void AddAttr(std::string attr, Attribute default_value);
+  template <typename T>
+  static Attribute ToAttribute(T v) {
+    if constexpr (std::is_same_v<T, bool>) {
+      return v;
+    } else if constexpr (std::is_integral_v<T>) {
+      return static_cast<int64_t>(v);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return static_cast<double>(v);
+    } else if constexpr (std::is_convertible_v<T, std::string>) {
+      return std::string(v);
+    } else {
+      return Attribute(std::move(v));
+    }
+  }
 };
+
+// Checks an op's attributes against its schema and converts each to the
+// declared kind (see OpSchema::attrs). Fails with kInternal naming the op:
+// a translator, pass or rule set something its schema does not declare.
+void CheckAttributes(const OpSchema& schema, const std::string& op_name, AttrMap& attrs);
 
 // Registers a schema; called from static initializers in ir/ops/*.cc.
 bool RegisterOpSchema(OpSchema schema);
@@ -69,7 +183,7 @@ std::vector<std::string> AllOpSchemaNames();
 //   TILLER_REGISTER_OP_SCHEMA(OpSchema{"softmax", 1, 1, InferSoftmax});
 #define TILLER_OP_CONCAT2(a, b) a##b
 #define TILLER_OP_CONCAT(a, b) TILLER_OP_CONCAT2(a, b)
-#define TILLER_REGISTER_OP_SCHEMA(...)                                     \
+#define TILLER_REGISTER_OP_SCHEMA(...)                                 \
   static const bool TILLER_OP_CONCAT(tiller_op_schema_, __COUNTER__) = \
       ::tiller::ir::RegisterOpSchema(__VA_ARGS__)
 

@@ -66,6 +66,11 @@ std::map<const ir::Value*, ir::Value*> BuildBackward(ir::Graph& g, ir::Value* lo
     if (!rule)
       Fail(ErrorKind::kUnimplemented, "op {} ({}) has no gradient rule, but the loss depends on it",
            op->type, op->name);
+    // Gradient ops run where their forward op runs, in the backward phase;
+    // the sums of fan-out gradients too (they belong to the consumer's rule).
+    ir::Placement where = op->placement;
+    where.phase = ir::Phase::kBackward;
+    ir::ScopedPlacement scope(g, where);
     ir::GradContext ctx(g, *op, out_grads, needs);
     (*rule)(ctx);
     for (size_t i = 0; i < op->inputs.size(); ++i) {

@@ -5,13 +5,14 @@
 #include <cstring>
 #include <filesystem>
 
+#include "backend/kernel.h"
+#include "compile/executable.h"
 #include "core/error.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/translate.h"
 #include "ir/op_schema.h"
 #include "passes/pass.h"
 #include "runtime/api_types.h"
-#include "runtime/executable.h"
 #include "tiller/custom_op.h"
 
 namespace tiller::inference {
@@ -19,25 +20,48 @@ namespace {
 
 template <typename T>
 DataType TypeOf();
-template <> DataType TypeOf<float>() { return DataType::FLOAT32; }
-template <> DataType TypeOf<double>() { return DataType::FLOAT64; }
-template <> DataType TypeOf<int8_t>() { return DataType::INT8; }
-template <> DataType TypeOf<uint8_t>() { return DataType::UINT8; }
-template <> DataType TypeOf<int16_t>() { return DataType::INT16; }
-template <> DataType TypeOf<int32_t>() { return DataType::INT32; }
-template <> DataType TypeOf<int64_t>() { return DataType::INT64; }
-template <> DataType TypeOf<bool>() { return DataType::BOOL; }
+template <>
+DataType TypeOf<float>() {
+  return DataType::FLOAT32;
+}
+template <>
+DataType TypeOf<double>() {
+  return DataType::FLOAT64;
+}
+template <>
+DataType TypeOf<int8_t>() {
+  return DataType::INT8;
+}
+template <>
+DataType TypeOf<uint8_t>() {
+  return DataType::UINT8;
+}
+template <>
+DataType TypeOf<int16_t>() {
+  return DataType::INT16;
+}
+template <>
+DataType TypeOf<int32_t>() {
+  return DataType::INT32;
+}
+template <>
+DataType TypeOf<int64_t>() {
+  return DataType::INT64;
+}
+template <>
+DataType TypeOf<bool>() {
+  return DataType::BOOL;
+}
 
 }  // namespace
-
-size_t SizeOf(DataType t) { return DTypeSize(FromApi(t)); }
-const char* DataTypeName(DataType t) { return DTypeName(FromApi(t)); }
 
 Config::Config(const std::string& prog_file, const std::string& params_file) {
   SetModel(prog_file, params_file);
 }
 Config::Config(const std::string& model_dir) : model_dir_(model_dir) {}
-void Config::LoadCustomOpLibrary(const std::string& path) { tiller::LoadCustomOpLibrary(path); }
+void Config::LoadCustomOpLibrary(const std::string& path) {
+  tiller::LoadCustomOpLibrary(path);
+}
 
 void Config::SetModel(const std::string& prog_file, const std::string& params_file) {
   prog_file_ = prog_file;
@@ -56,8 +80,8 @@ struct Predictor::Impl {
     AlignedBuffer data;
   };
   std::vector<Input> inputs;
-  std::map<std::vector<Shape>, std::unique_ptr<runtime::Executable>> cache;
-  runtime::Executable* current = nullptr;
+  std::map<std::vector<Shape>, std::unique_ptr<compile::Executable>> cache;
+  compile::Executable* current = nullptr;
   bool profiling = false;
 
   size_t InputIndex(const std::string& name) const {
@@ -78,7 +102,7 @@ struct Predictor::Impl {
     Fail(ErrorKind::kNotFound, "model has no output named '{}' (outputs: {})", name, names);
   }
 
-  runtime::Executable& Compile() {
+  compile::Executable& Compile() {
     std::vector<Shape> key;
     for (const Input& in : inputs) {
       if (!in.has_data)
@@ -97,19 +121,19 @@ struct Predictor::Impl {
   std::unique_ptr<ir::Graph> TranslateFor(const std::vector<Shape>& shapes) const {
     paddle::TranslateOptions translate_options;
     translate_options.random_seed = config.random_seed();
-    return paddle::Translate(model, FeedTypes(shapes), runtime::FoldWithCpuKernels,
+    return paddle::Translate(model, FeedTypes(shapes), compile::FoldWithCpuKernels,
                              translate_options);
   }
 
   // The executable for one set of input shapes, compiled on first use.
-  runtime::Executable& CompileFor(const std::vector<Shape>& shapes) {
+  compile::Executable& CompileFor(const std::vector<Shape>& shapes) {
     auto it = cache.find(shapes);
     if (it == cache.end()) {
       auto graph = TranslateFor(shapes);
       if (config.ir_optim()) passes::RunPipeline(*graph, passes::InferencePipeline());
-      runtime::CompileOptions options;
+      compile::CompileOptions options;
       options.num_threads = config.cpu_math_library_num_threads();
-      it = cache.emplace(shapes, runtime::Executable::Build(std::move(graph), options)).first;
+      it = cache.emplace(shapes, compile::Executable::Build(std::move(graph), options)).first;
       it->second->EnableProfiling(profiling);
     }
     return *it->second;
@@ -149,7 +173,7 @@ struct Predictor::Impl {
     try {
       auto graph = TranslateFor(shapes);
       for (const auto& op : graph->ops()) {
-        if (!ir::FindOpSchema(op->type)->is_view) cpu::CheckKernelSupports(*op);
+        if (!ir::FindOpSchema(op->type)->is_view) backend::CheckKernelSupports(*op);
       }
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::kUnimplemented) throw;
@@ -183,8 +207,12 @@ Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
 
 Predictor::~Predictor() = default;
 
-std::vector<std::string> Predictor::GetInputNames() const { return impl_->model.program.feed_names; }
-std::vector<std::string> Predictor::GetOutputNames() const { return impl_->model.program.fetch_names; }
+std::vector<std::string> Predictor::GetInputNames() const {
+  return impl_->model.program.feed_names;
+}
+std::vector<std::string> Predictor::GetOutputNames() const {
+  return impl_->model.program.fetch_names;
+}
 
 std::unique_ptr<Tensor> Predictor::GetInputHandle(const std::string& name) {
   size_t i = impl_->InputIndex(name);
@@ -197,10 +225,10 @@ std::unique_ptr<Tensor> Predictor::GetOutputHandle(const std::string& name) {
 }
 
 bool Predictor::Run() {
-  runtime::Executable& exe = impl_->Compile();
+  compile::Executable& exe = impl_->Compile();
   for (size_t i = 0; i < impl_->inputs.size(); ++i) {
     const Impl::Input& in = impl_->inputs[i];
-    runtime::TensorSlot& slot = exe.inputs()[i];
+    compile::TensorSlot& slot = exe.inputs()[i];
     std::memcpy(slot.data, in.data.data(), in.data.size());
   }
   exe.Run();
@@ -217,7 +245,7 @@ DataType Predictor::GetInputType(const std::string& name) const {
 
 Predictor::Summary Predictor::GetSummary() const {
   Summary s;
-  runtime::Executable* exe = impl_->current;
+  compile::Executable* exe = impl_->current;
   if (!exe) Fail(ErrorKind::kInvalidArgument, "GetSummary() needs a Run() first");
   for (const auto& op : exe->graph().ops()) s.num_kernels += op->type != "reshape";
   s.arena_bytes = exe->plan().arena_bytes();
@@ -267,7 +295,8 @@ void Tensor::Reshape(const std::vector<int64_t>& shape) {
 }
 
 void Tensor::CopyFromCpuBytes(const void* data, DataType type, size_t bytes) {
-  if (!is_input_) Fail(ErrorKind::kInvalidArgument, "'{}' is an output; copy into inputs only", name_);
+  if (!is_input_)
+    Fail(ErrorKind::kInvalidArgument, "'{}' is an output; copy into inputs only", name_);
   auto& in = owner_->impl_->inputs[index_];
   if (!in.has_shape) {
     bool static_shape = !in.declared.empty();
@@ -297,11 +326,12 @@ void Tensor::CopyToCpuBytes(void* data, size_t bytes) const {
     std::memcpy(data, in.data.data(), bytes);
     return;
   }
-  runtime::Executable* exe = owner_->impl_->current;
+  compile::Executable* exe = owner_->impl_->current;
   if (!exe) Fail(ErrorKind::kInvalidArgument, "output '{}' read before Run()", name_);
-  const runtime::TensorSlot& slot = exe->outputs()[index_];
+  const compile::TensorSlot& slot = exe->outputs()[index_];
   if (bytes != slot.type.bytes())
-    Fail(ErrorKind::kInvalidArgument, "output '{}' has {} bytes, buffer has {}", name_, slot.type.bytes(), bytes);
+    Fail(ErrorKind::kInvalidArgument, "output '{}' has {} bytes, buffer has {}", name_,
+         slot.type.bytes(), bytes);
   if (bytes) std::memcpy(data, slot.data, bytes);
 }
 
@@ -309,13 +339,15 @@ template <typename T>
 void Tensor::CopyFromCpu(const T* data) {
   auto& in = owner_->impl_->inputs[index_];
   Shape shape = in.has_shape ? in.shape : in.declared;
-  CopyFromCpuBytes(data, TypeOf<T>(), static_cast<size_t>(std::max<int64_t>(NumElements(shape), 0)) * sizeof(T));
+  CopyFromCpuBytes(data, TypeOf<T>(),
+                   static_cast<size_t>(std::max<int64_t>(NumElements(shape), 0)) * sizeof(T));
 }
 
 template <typename T>
 void Tensor::CopyToCpu(T* data) const {
   if (TypeOf<T>() != type())
-    Fail(ErrorKind::kInvalidArgument, "'{}' is {}, not {}", name_, DataTypeName(type()), DataTypeName(TypeOf<T>()));
+    Fail(ErrorKind::kInvalidArgument, "'{}' is {}, not {}", name_, DataTypeName(type()),
+         DataTypeName(TypeOf<T>()));
   CopyToCpuBytes(data, static_cast<size_t>(numel()) * sizeof(T));
 }
 
@@ -324,23 +356,25 @@ std::vector<int64_t> Tensor::shape() const {
     const auto& in = owner_->impl_->inputs[index_];
     return in.has_shape ? in.shape : in.declared;
   }
-  runtime::Executable* exe = owner_->impl_->current;
+  compile::Executable* exe = owner_->impl_->current;
   if (!exe) Fail(ErrorKind::kInvalidArgument, "output '{}' has no shape before Run()", name_);
   return exe->outputs()[index_].type.shape;
 }
 
-int64_t Tensor::numel() const { return NumElements(shape()); }
+int64_t Tensor::numel() const {
+  return NumElements(shape());
+}
 
 DataType Tensor::type() const {
   if (is_input_) return ToApi(owner_->impl_->inputs[index_].dtype);
-  runtime::Executable* exe = owner_->impl_->current;
+  compile::Executable* exe = owner_->impl_->current;
   if (!exe) Fail(ErrorKind::kInvalidArgument, "output '{}' has no type before Run()", name_);
   return ToApi(exe->outputs()[index_].type.dtype);
 }
 
-#define TILLER_INSTANTIATE(T)                            \
-  template void Tensor::CopyFromCpu<T>(const T* data);  \
-  template void Tensor::CopyToCpu<T>(T* data) const;
+#define TILLER_INSTANTIATE(T)                          \
+  template void Tensor::CopyFromCpu<T>(const T* data); \
+  template void Tensor::CopyToCpu<T>(T * data) const;
 TILLER_INSTANTIATE(float)
 TILLER_INSTANTIATE(double)
 TILLER_INSTANTIATE(int8_t)

@@ -7,13 +7,14 @@
 #include <map>
 #include <set>
 
+#include "compile/executable.h"
 #include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/training.h"
 #include "frontend/paddle/translate.h"
+#include "passes/autodiff.h"
 #include "runtime/api_types.h"
-#include "runtime/executable.h"
 #include "tiller/training.h"
 
 namespace tiller::training {
@@ -34,7 +35,7 @@ struct TrainingSession::Impl {
   };
   std::map<std::string, State> states;
   std::map<std::string, ir::TensorType> state_types;
-  runtime::StateStorage storage;
+  compile::StateStorage storage;
 
   struct Feed {
     ir::TensorType type;
@@ -42,8 +43,8 @@ struct TrainingSession::Impl {
     bool set = false;
   };
   std::vector<Feed> feeds;
-  std::map<std::pair<bool, std::vector<Shape>>, std::unique_ptr<runtime::Executable>> cache;
-  runtime::Executable* last = nullptr;
+  std::map<std::pair<bool, std::vector<Shape>>, std::unique_ptr<compile::Executable>> cache;
+  compile::Executable* last = nullptr;
   bool last_eval = false;
   int64_t steps = 0;
   // Per compiled step: whether the diagnostic re-run after a failed check is
@@ -51,7 +52,7 @@ struct TrainingSession::Impl {
   struct Guard {
     bool rerun_safe = false;
   };
-  std::map<const runtime::Executable*, Guard> guards;
+  std::map<const compile::Executable*, Guard> guards;
 
   State& FindState(const std::string& name) {
     auto it = states.find(name);
@@ -61,7 +62,7 @@ struct TrainingSession::Impl {
     return it->second;
   }
 
-  runtime::Executable& Compile(bool eval) {
+  compile::Executable& Compile(bool eval) {
     std::vector<Shape> shapes;
     std::vector<ir::TensorType> types;
     for (size_t i = 0; i < feeds.size(); ++i) {
@@ -77,11 +78,20 @@ struct TrainingSession::Impl {
     o.eval = eval;
     o.random_seed = options.random_seed;
     o.no_bias_optimizer = options.no_bias_optimizer;
-    paddle::TrainingGraph tg = paddle::TranslateTraining(
-        program, info, state_types, feed_names, types, fetch_names, runtime::FoldWithCpuKernels, o);
-    runtime::CompileOptions co;
+    paddle::TrainingTranslation t(program, info, state_types, feed_names, types, fetch_names,
+                                  compile::FoldWithCpuKernels, o);
+    ir::Value* loss = t.Forward();
+    if (!eval) {
+      std::vector<ir::Value*> wrt = t.Trained();
+      auto grads = passes::BuildBackward(t.graph(), loss, wrt);
+      std::vector<ir::Value*> g;
+      for (ir::Value* v : wrt) g.push_back(grads.at(v));
+      t.Update(g);
+    }
+    paddle::TrainingGraph tg = t.Finish();
+    compile::CompileOptions co;
     co.num_threads = options.num_threads;
-    auto exe = runtime::Executable::Build(std::move(tg.graph), co, storage);
+    auto exe = compile::Executable::Build(std::move(tg.graph), co, storage);
     exe->EnableNanInfCheck(options.check_nan_inf);
     // The loss and every gradient are checked right after they are computed,
     // before any update reads them.
@@ -234,7 +244,7 @@ void TrainingSession::Run(bool eval) {
     if (unset.size() > 8) list += fmt::format(", ... ({} in all)", unset.size());
     Fail(ErrorKind::kInvalidArgument, "{}: state not set before Run(): {}", s.program.path, list);
   }
-  runtime::Executable& exe = s.Compile(eval);
+  compile::Executable& exe = s.Compile(eval);
   for (size_t i = 0; i < s.feeds.size(); ++i) {
     if (s.feeds[i].type.bytes())
       std::memcpy(exe.inputs()[i].data, s.feeds[i].data.data(), s.feeds[i].type.bytes());
@@ -242,7 +252,7 @@ void TrainingSession::Run(bool eval) {
   // Random training ops (dropout) draw from (seed, step number), so masks
   // change every step and repeat for the same seed.
   for (size_t i = s.feeds.size(); i < exe.inputs().size(); ++i) {
-    runtime::TensorSlot& slot = exe.inputs()[i];
+    compile::TensorSlot& slot = exe.inputs()[i];
     TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput, "unexpected graph input '{}'",
                  slot.name);
     int64_t step_index = s.steps;
@@ -280,7 +290,7 @@ int64_t TrainingSession::StepCount() const {
 }
 
 TensorInfo TrainingSession::FetchInfo(size_t i) const {
-  const runtime::Executable* exe = impl_->last;
+  const compile::Executable* exe = impl_->last;
   if (!exe) Fail(ErrorKind::kInvalidArgument, "fetches read before Run()");
   if (i >= impl_->fetch_names.size())
     Fail(ErrorKind::kInvalidArgument, "fetch {} of {}", i, impl_->fetch_names.size());
@@ -298,7 +308,7 @@ void TrainingSession::GetFetch(size_t i, void* data, size_t bytes) const {
 }
 
 TrainingSession::Summary TrainingSession::GetSummary() const {
-  const runtime::Executable* exe = impl_->last;
+  const compile::Executable* exe = impl_->last;
   if (!exe) Fail(ErrorKind::kInvalidArgument, "GetSummary() needs a Run() first");
   Summary s;
   s.arena_bytes = exe->plan().arena_bytes();

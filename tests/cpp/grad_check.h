@@ -18,7 +18,7 @@
 
 #include "ir/grad.h"
 #include "passes/autodiff.h"
-#include "runtime/executable.h"
+#include "compile/executable.h"
 
 namespace tiller::passes::grad_check {
 
@@ -58,7 +58,7 @@ inline std::unique_ptr<Graph> BuildForward(const Builder& build,
   return g;
 }
 
-inline std::unique_ptr<runtime::Executable> Compile(const Builder& build,
+inline std::unique_ptr<compile::Executable> Compile(const Builder& build,
                                                     const std::vector<InputSpec>& specs,
                                                     bool with_grads,
                                                     const std::vector<float>& weights) {
@@ -80,7 +80,7 @@ inline std::unique_ptr<runtime::Executable> Compile(const Builder& build,
     for (Value* v : wrt) g->AddOutput(v->name + ".grad", grads.at(v));
   }
   ir::Verify(*g);
-  return runtime::Executable::Build(std::move(g), {});
+  return compile::Executable::Build(std::move(g), {});
 }
 
 inline std::vector<float> InputData(const InputSpec& s, std::mt19937& rng) {
@@ -122,7 +122,7 @@ inline void CheckGradient(const Builder& build, const std::vector<InputSpec>& sp
 
   auto exe = Compile(build, specs, true, weights);
   auto plain = Compile(build, specs, false, weights);
-  auto feed = [&](runtime::Executable& e) {
+  auto feed = [&](compile::Executable& e) {
     for (size_t i = 0; i < specs.size(); ++i) {
       void* dst = e.inputs()[i].data;
       if (specs[i].dtype == DType::kF32) {

@@ -58,7 +58,7 @@ TEST(Gradients, CrossEntropyOnLogProbabilitiesStaysFiniteWhenAProbabilityUnderfl
   g->AddOutput("loss", total);
   auto grads = BuildBackward(*g, total, {x});
   g->AddOutput("dx", grads.at(x));
-  auto exe = runtime::Executable::Build(std::move(g), {});
+  auto exe = compile::Executable::Build(std::move(g), {});
   float xs[3] = {0.f, 200.f, 0.f};
   std::memcpy(exe->inputs()[0].data, xs, sizeof(xs));
   exe->Run();

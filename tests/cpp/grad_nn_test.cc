@@ -158,7 +158,7 @@ TEST(BatchNormTrain, StatisticsAndRunningUpdateMatchReference) {
       g->AddOp("batch_norm_train", ins, {{"epsilon", double(eps)}, {"momentum", double(momentum)}});
   const char* names[] = {"y", "mean_out", "var_out", "saved_mean", "saved_inv_std"};
   for (int i = 0; i < 5; ++i) g->AddOutput(names[i], op->outputs[i]);
-  auto exe = runtime::Executable::Build(std::move(g), {});
+  auto exe = compile::Executable::Build(std::move(g), {});
   std::vector<std::vector<float>> in{Random(n * c * s, 1, -3, 5), Random(c, 2, 0.5f, 1.5f),
                                      Random(c, 3, -1, 1), Random(c, 4, -1, 1),
                                      Random(c, 5, 0.5f, 2)};
@@ -203,7 +203,7 @@ DropoutRun RunDropout(const std::vector<float>& x, double p, const std::string& 
   ir::Op* op = g->AddOp("dropout", {xv, sv}, {{"p", p}, {"mode", mode}, {"seed", seed}});
   g->AddOutput("out", op->outputs[0]);
   g->AddOutput("mask", op->outputs[1]);
-  auto exe = runtime::Executable::Build(std::move(g), {});
+  auto exe = compile::Executable::Build(std::move(g), {});
   std::memcpy(exe->inputs()[0].data, x.data(), x.size() * sizeof(float));
   *static_cast<int64_t*>(exe->inputs()[1].data) = step;
   exe->Run();

@@ -2,7 +2,7 @@
 // empty list, CreateKernel refuses an undeclared dtype before the factory
 // runs, and every dtype the elementwise, reduce, cast, comparison, logic,
 // scan, search and data-movement kernels declare really runs: one-op graphs
-// per declared dtype, compiled by runtime::Executable, against scalar
+// per declared dtype, compiled by compile::Executable, against scalar
 // references computed here in double. The loops read the declarations, so
 // adding a dtype a kernel cannot run makes these tests fail.
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "ir/graph.h"
 #include "ir/op_schema.h"
-#include "runtime/executable.h"
+#include "compile/executable.h"
 
 namespace tiller::cpu {
 namespace {
@@ -101,7 +101,7 @@ double Rounded(DType t, double x) {
 }
 
 // Builds a graph with one `type` op over `ins` (graph inputs), compiles it
-// with runtime::Executable and runs it once.
+// with compile::Executable and runs it once.
 std::vector<Data> RunOne(const std::string& type, const std::vector<Data>& ins,
                          AttrMap attrs = {}) {
   auto g = std::make_unique<ir::Graph>();
@@ -111,7 +111,7 @@ std::vector<Data> RunOne(const std::string& type, const std::vector<Data>& ins,
   ir::Op* op = g->AddOp(type, vals, std::move(attrs), "test " + type);
   for (size_t i = 0; i < op->outputs.size(); ++i)
     g->AddOutput("out" + std::to_string(i), op->outputs[i]);
-  auto exe = runtime::Executable::Build(std::move(g), {});
+  auto exe = compile::Executable::Build(std::move(g), {});
   for (size_t i = 0; i < ins.size(); ++i) {
     EXPECT_EQ(NumElements(ins[i].shape), static_cast<int64_t>(ins[i].v.size()));
     for (size_t j = 0; j < ins[i].v.size(); ++j)

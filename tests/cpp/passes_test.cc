@@ -6,7 +6,7 @@
 #include <random>
 
 #include "passes/pass.h"
-#include "runtime/executable.h"
+#include "compile/executable.h"
 
 namespace tiller::passes {
 namespace {
@@ -44,7 +44,7 @@ Compared RunBothWays(Build build, int (*pass)(Graph&), const Shape& in_shape) {
       ir::Verify(*g);
       for (const auto& op : g->ops()) c.ops_after.push_back(op->type);
     }
-    auto exe = runtime::Executable::Build(std::move(g), {});
+    auto exe = compile::Executable::Build(std::move(g), {});
     std::memcpy(exe->inputs()[0].data, input->data(), input->size());
     exe->Run();
     const auto& out = exe->outputs()[0];

@@ -9,9 +9,9 @@
 
 #include "compile/memory_plan.h"
 #include "core/error.h"
-#include "runtime/executable.h"
+#include "compile/executable.h"
 
-namespace tiller::runtime {
+namespace tiller::compile {
 namespace {
 
 using ir::Graph;
@@ -138,4 +138,4 @@ TEST(NanInfCheck, GuardStopsBeforeLaterOpsRun) {
 }
 
 }  // namespace
-}  // namespace tiller::runtime
+}  // namespace tiller::compile

@@ -8,7 +8,7 @@
 
 #include "frontend/paddle/pir_compat.h"
 #include "frontend/paddle/translate.h"
-#include "runtime/custom_op_registry.h"
+#include "ir/custom_op_registry.h"
 
 namespace tiller::paddle {
 namespace {

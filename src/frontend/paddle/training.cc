@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "frontend/paddle/translate.h"
-#include "passes/autodiff.h"
 
 namespace tiller::paddle {
 namespace {
@@ -199,13 +198,31 @@ TrainingProgramInfo AnalyzeTrainingProgram(const Program& p) {
   return info;
 }
 
-TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInfo& info,
-                                const std::map<std::string, ir::TensorType>& state_types,
-                                const std::vector<std::string>& feed_names,
-                                const std::vector<ir::TensorType>& feed_types,
-                                const std::vector<std::string>& fetch_names,
-                                ir::Graph::Folder folder, const TrainingGraphOptions& options) {
-  TrainingGraph result;
+struct TrainingTranslation::Impl {
+  const Program& program;
+  const TrainingProgramInfo& info;
+  std::vector<std::string> fetch_names;
+  TrainingGraphOptions options;
+  std::unique_ptr<ir::Graph> graph;
+  std::unique_ptr<TranslateContext> ctx;
+  std::map<std::string, ir::Value*> initial;
+  ir::Value* loss = nullptr;
+  std::vector<std::pair<std::string, ir::Value*>> gradients;
+
+  Impl(const Program& p, const TrainingProgramInfo& i) : program(p), info(i) {}
+};
+
+TrainingTranslation::TrainingTranslation(const Program& program, const TrainingProgramInfo& info,
+                                         const std::map<std::string, ir::TensorType>& state_types,
+                                         const std::vector<std::string>& feed_names,
+                                         const std::vector<ir::TensorType>& feed_types,
+                                         const std::vector<std::string>& fetch_names,
+                                         ir::Graph::Folder folder,
+                                         const TrainingGraphOptions& options)
+    : impl_(std::make_unique<Impl>(program, info)) {
+  Impl& t = *impl_;
+  t.fetch_names = fetch_names;
+  t.options = options;
   TILLER_CHECK(feed_names.size() == feed_types.size(), "{} feed types for {} feeds",
                feed_types.size(), feed_names.size());
   auto translated = [&](size_t i) {
@@ -218,9 +235,10 @@ TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInf
   }
   FailUnsupportedOps(program.path, missing);
 
-  auto graph = std::make_unique<ir::Graph>();
-  graph->set_folder(std::move(folder));
-  TranslateContext ctx(program, *graph);
+  t.graph = std::make_unique<ir::Graph>();
+  t.graph->set_folder(std::move(folder));
+  t.ctx = std::make_unique<TranslateContext>(program, *t.graph);
+  TranslateContext& ctx = *t.ctx;
   ctx.set_random_seed(options.random_seed);
   ctx.set_training(!options.eval);
   ctx.set_no_bias_optimizer(options.no_bias_optimizer);
@@ -228,75 +246,104 @@ TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInf
     if (std::find(info.state.begin(), info.state.end(), feed_names[i]) != info.state.end())
       Fail(ErrorKind::kInvalidArgument, "{}: '{}' is a persistable variable, not a feed",
            program.path, feed_names[i]);
-    ctx.Bind(feed_names[i], graph->AddInput(feed_names[i], feed_types[i]));
+    ctx.Bind(feed_names[i], t.graph->AddInput(feed_names[i], feed_types[i]));
   }
-  std::map<std::string, ir::Value*> initial;
   for (const std::string& name : info.state) {
     auto it = state_types.find(name);
     TILLER_CHECK(it != state_types.end(), "no type for state '{}'", name);
-    ir::Value* v = graph->AddState(name, it->second);
-    initial[name] = v;
+    ir::Value* v = t.graph->AddState(name, it->second);
+    t.initial[name] = v;
     ctx.Bind(name, v);
   }
+}
 
-  for (size_t i = 0; i < info.seed_op; ++i) TranslateOp(ctx, program.ops[i]);
-  ir::Value* loss = ctx.Lookup(info.loss);
-  if (!loss)
-    Fail(ErrorKind::kInvalidArgument, "{}: loss '{}' is never computed", program.path, info.loss);
+TrainingTranslation::~TrainingTranslation() = default;
 
-  if (!options.eval) {
-    std::vector<ir::Value*> wrt;
-    for (const std::string& name : info.trained) {
-      ir::Value* v = ctx.Lookup(name);
-      if (!v)
-        Fail(ErrorKind::kInvalidArgument, "{}: trained variable '{}' is never defined",
-             program.path, name);
-      if (!IsFloat(v->dtype()))
-        Fail(ErrorKind::kInvalidArgument, "{}: trained variable '{}' has dtype {}", program.path,
-             name, DTypeName(v->dtype()));
-      wrt.push_back(v);
-    }
-    auto grads = passes::BuildBackward(*graph, loss, wrt);
-    std::map<std::string, ir::Value*> grad_by_name;
-    for (size_t k = 0; k < wrt.size(); ++k) {
-      ir::Value* g = grads.at(wrt[k]);
-      // Paddle seeds d(loss) with its fill value (a loss scale under AMP).
-      if (info.loss_grad_seed != 1.0)
-        g = graph->Add1("scale", {g}, {{"scale", info.loss_grad_seed}, {"bias", 0.0}},
-                        info.trained[k] + "@GRAD (loss seed)");
-      grad_by_name[info.trained[k]] = g;
-      result.gradients.emplace_back(info.trained[k], g);
-    }
-    for (const auto& [grad_var, fwd] : info.grad_of) ctx.Bind(grad_var, grad_by_name.at(fwd));
-    for (size_t i = info.seed_op + 1; i < program.ops.size(); ++i) {
-      if (!info.backward[i]) TranslateOp(ctx, program.ops[i]);
-    }
+ir::Graph& TrainingTranslation::graph() {
+  return *impl_->graph;
+}
+
+ir::Value* TrainingTranslation::Forward() {
+  Impl& t = *impl_;
+  for (size_t i = 0; i < t.info.seed_op; ++i) TranslateOp(*t.ctx, t.program.ops[i]);
+  t.loss = t.ctx->Lookup(t.info.loss);
+  if (!t.loss)
+    Fail(ErrorKind::kInvalidArgument, "{}: loss '{}' is never computed", t.program.path,
+         t.info.loss);
+  return t.loss;
+}
+
+std::vector<ir::Value*> TrainingTranslation::Trained() {
+  Impl& t = *impl_;
+  std::vector<ir::Value*> wrt;
+  for (const std::string& name : t.info.trained) {
+    ir::Value* v = t.ctx->Lookup(name);
+    if (!v)
+      Fail(ErrorKind::kInvalidArgument, "{}: trained variable '{}' is never defined",
+           t.program.path, name);
+    if (!IsFloat(v->dtype()))
+      Fail(ErrorKind::kInvalidArgument, "{}: trained variable '{}' has dtype {}", t.program.path,
+           name, DTypeName(v->dtype()));
+    wrt.push_back(v);
   }
+  return wrt;
+}
 
-  for (const std::string& name : fetch_names) {
-    ir::Value* v = ctx.Lookup(name);
+void TrainingTranslation::Update(const std::vector<ir::Value*>& gradients) {
+  Impl& t = *impl_;
+  TILLER_CHECK(!t.options.eval, "Update() of an eval step");
+  TILLER_CHECK(gradients.size() == t.info.trained.size(), "{} gradients for {} trained variables",
+               gradients.size(), t.info.trained.size());
+  std::map<std::string, ir::Value*> grad_by_name;
+  ir::Placement where = t.graph->placement_scope();
+  where.phase = ir::Phase::kBackward;
+  ir::ScopedPlacement backward(*t.graph, where);
+  for (size_t k = 0; k < gradients.size(); ++k) {
+    ir::Value* g = gradients[k];
+    // Paddle seeds d(loss) with its fill value (a loss scale under AMP).
+    if (t.info.loss_grad_seed != 1.0)
+      g = t.graph->Add1("scale", {g}, {{"scale", t.info.loss_grad_seed}, {"bias", 0.0}},
+                        t.info.trained[k] + "@GRAD (loss seed)");
+    grad_by_name[t.info.trained[k]] = g;
+    t.gradients.emplace_back(t.info.trained[k], g);
+  }
+  for (const auto& [grad_var, fwd] : t.info.grad_of) t.ctx->Bind(grad_var, grad_by_name.at(fwd));
+  where.phase = ir::Phase::kUpdate;
+  ir::ScopedPlacement update(*t.graph, where);
+  for (size_t i = t.info.seed_op + 1; i < t.program.ops.size(); ++i) {
+    if (!t.info.backward[i]) TranslateOp(*t.ctx, t.program.ops[i]);
+  }
+}
+
+TrainingGraph TrainingTranslation::Finish() {
+  Impl& t = *impl_;
+  ir::Graph& graph = *t.graph;
+  for (const std::string& name : t.fetch_names) {
+    ir::Value* v = t.ctx->Lookup(name);
     if (!v)
       Fail(ErrorKind::kInvalidArgument, "{}: fetch target '{}' is not computed by the {} step",
-           program.path, name, options.eval ? "eval" : "training");
-    graph->AddOutput(name, v);
+           t.program.path, name, t.options.eval ? "eval" : "training");
+    graph.AddOutput(name, v);
   }
-  graph->AddOutput(info.loss, loss);
-  if (!options.eval) {
-    for (const std::string& name : info.state) {
-      ir::Value* now = ctx.Lookup(name);
-      ir::Value* was = initial.at(name);
+  graph.AddOutput(t.info.loss, t.loss);
+  if (!t.options.eval) {
+    for (const std::string& name : t.info.state) {
+      ir::Value* now = t.ctx->Lookup(name);
+      ir::Value* was = t.initial.at(name);
       if (now == was) continue;
       if (now->dtype() != was->dtype() || now->shape() != was->shape())
         Fail(ErrorKind::kInvalidArgument,
-             "{}: persistable '{}' is {} but the step writes {} into it", program.path, name,
+             "{}: persistable '{}' is {} but the step writes {} into it", t.program.path, name,
              was->type.ToString(), now->type.ToString());
-      graph->SetStateUpdate(was, now);
+      graph.SetStateUpdate(was, now);
     }
   }
-  graph->RemoveDeadCode();
-  ir::Verify(*graph);
-  result.loss = loss;
-  result.graph = std::move(graph);
+  graph.RemoveDeadCode();
+  ir::Verify(graph);
+  TrainingGraph result;
+  result.loss = t.loss;
+  result.gradients = std::move(t.gradients);
+  result.graph = std::move(t.graph);
   return result;
 }
 

@@ -59,16 +59,44 @@ struct TrainingGraph {
   std::vector<std::pair<std::string, ir::Value*>> gradients;
 };
 
-// Builds the training step graph: feeds are graph inputs, every variable in
-// info.state a graph state (types from `state_types`), fetches graph
-// outputs, followed by one more output: the loss (kept so a run can check
-// it). Unsupported op types of the forward and update parts are listed with
-// counts before translating.
-TrainingGraph TranslateTraining(const Program& program, const TrainingProgramInfo& info,
-                                const std::map<std::string, ir::TensorType>& state_types,
-                                const std::vector<std::string>& feed_names,
-                                const std::vector<ir::TensorType>& feed_types,
-                                const std::vector<std::string>& fetch_names,
-                                ir::Graph::Folder folder, const TrainingGraphOptions& options);
+// Translates a training step in the two halves around the backward pass,
+// which the caller (the compile driver) builds in between, so the frontend
+// never runs autodiff itself:
+//   TrainingTranslation t(program, info, ...);
+//   ir::Value* loss = t.Forward();   // feeds, state, forward ops, the loss
+//   grads = d loss / d t.Trained()   // the driver, passes/autodiff
+//   t.Update(grads);                 // Paddle's loss seed, clipping, regularization, optimizers
+//   TrainingGraph step = t.Finish(); // fetches, state updates, dead code removed
+// Feeds are graph inputs, every variable in info.state a graph state (types
+// from `state_types`), fetches graph outputs, followed by one more output:
+// the loss (kept so a run can check it). Unsupported op types of the forward
+// and update parts are listed with counts at construction. In eval mode
+// Update is not called: the step is the forward part in test mode.
+class TrainingTranslation {
+ public:
+  TrainingTranslation(const Program& program, const TrainingProgramInfo& info,
+                      const std::map<std::string, ir::TensorType>& state_types,
+                      const std::vector<std::string>& feed_names,
+                      const std::vector<ir::TensorType>& feed_types,
+                      const std::vector<std::string>& fetch_names, ir::Graph::Folder folder,
+                      const TrainingGraphOptions& options);
+  ~TrainingTranslation();
+  TrainingTranslation(const TrainingTranslation&) = delete;
+  TrainingTranslation& operator=(const TrainingTranslation&) = delete;
+
+  ir::Graph& graph();
+  // Translates the forward part; returns the loss.
+  ir::Value* Forward();
+  // The variables whose gradients the update part reads (info.trained), as
+  // values of the forward graph. Fails naming a non-float or missing one.
+  std::vector<ir::Value*> Trained();
+  // Translates the update part with gradients[k] = d loss / d Trained()[k].
+  void Update(const std::vector<ir::Value*>& gradients);
+  TrainingGraph Finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace tiller::paddle

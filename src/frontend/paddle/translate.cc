@@ -122,12 +122,7 @@ ir::Op* TranslateContext::AddOp(const OpDesc& op, const std::string& type,
                "translator of Paddle op {} emitted IR op {}, which its registration does not "
                "declare",
                op.type, type);
-  ir::Op* added = graph_.AddOp(type, std::move(inputs), std::move(attrs), op.Describe());
-  // Manual sharding set by Paddle's ipu_shard_guard travels with every IR op
-  // the Paddle op becomes (-1 means unset, as in Paddle).
-  added->device = static_cast<int>(std::max<int64_t>(0, op.attrs.Int("ipu_index", 0)));
-  added->stage = static_cast<int>(std::max<int64_t>(0, op.attrs.Int("ipu_stage", 0)));
-  return added;
+  return graph_.AddOp(type, std::move(inputs), std::move(attrs), op.Describe());
 }
 
 ir::Value* TranslateContext::Add1(const OpDesc& op, const std::string& type,
@@ -242,6 +237,14 @@ void CheckSupported(const Program& program) { FailUnsupportedOps(program.path, U
 void TranslateOp(TranslateContext& ctx, const OpDesc& op) {
   const Translator* fn = FindTranslator(op.type);
   if (!fn) Fail(ErrorKind::kUnimplemented, "{}: op {} is not supported", ctx.program().path, op.Describe());
+  // Manual sharding set by Paddle's ipu_shard_guard travels with every IR op
+  // the Paddle op becomes (through the graph's placement scope); an op
+  // outside a guard (-1 or no attribute, as in Paddle) keeps the scope's.
+  ir::Placement where = ctx.graph().placement_scope();
+  int64_t shard = op.attrs.Int("ipu_index", -1), stage = op.attrs.Int("ipu_stage", -1);
+  if (shard >= 0) where.shard = static_cast<int>(shard);
+  if (stage >= 0) where.stage = static_cast<int>(stage);
+  ir::ScopedPlacement scope(ctx.graph(), where);
   try {
     (*fn)(ctx, op);
   } catch (const Error& e) {

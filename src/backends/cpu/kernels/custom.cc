@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "backends/cpu/kernels/kernel_utils.h"
-#include "runtime/custom_op_registry.h"
+#include "ir/custom_op_registry.h"
 
 namespace tiller::cpu {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/executable.h"
+#include "compile/executable.h"
 
 #include <omp.h>
 
@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "ir/op_schema.h"
 
-namespace tiller::runtime {
+namespace tiller::compile {
 
 std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
                                               const CompileOptions& options,
@@ -26,15 +26,15 @@ std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
   for (const auto& op : g.ops()) {
     Step step;
     step.op = op.get();
-    if (!ir::FindOpSchema(op->type)->is_view) step.kernel = cpu::CreateKernel(*op);
+    if (!ir::FindOpSchema(op->type)->is_view) step.kernel = backend::CreateKernel(*op);
     workspace.push_back(step.kernel ? step.kernel->workspace_bytes() : 0);
     exe->steps_.push_back(std::move(step));
   }
-  exe->plan_ = compile::PlanMemory(g, workspace);
+  exe->plan_ = PlanMemory(g, workspace);
   exe->arena_.Resize(exe->plan_.arena_bytes());
 
   std::byte* base = exe->arena_.data();
-  const compile::MemoryPlan& plan = exe->plan_;
+  const MemoryPlan& plan = exe->plan_;
   auto address = [&](const ir::Value* v) -> void* {
     auto alias = plan.alias_of.find(v);
     const ir::Value* r = alias == plan.alias_of.end() ? v : alias->second;
@@ -168,10 +168,10 @@ void FoldWithCpuKernels(ir::Graph& g, ir::Op& op) {
     out->kind = ir::ValueKind::kConstant;
     return;
   }
-  if (!cpu::HasKernel(op.type)) return;
-  auto kernel = cpu::CreateKernel(op);
+  if (!backend::HasKernel(op.type)) return;
+  auto kernel = backend::CreateKernel(op);
   AlignedBuffer scratch(kernel->workspace_bytes());
-  cpu::KernelArgs args;
+  backend::KernelArgs args;
   std::vector<std::shared_ptr<AlignedBuffer>> results;
   for (const ir::Value* in : op.inputs) args.inputs.push_back(in ? in->data->data() : nullptr);
   for (const ir::Value* out : op.outputs) {
@@ -187,4 +187,4 @@ void FoldWithCpuKernels(ir::Graph& g, ir::Op& op) {
   (void)g;
 }
 
-}  // namespace tiller::runtime
+}  // namespace tiller::compile

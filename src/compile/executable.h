@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/kernel.h"
+#include "backend/kernel.h"
 #include "compile/memory_plan.h"
 #include "ir/graph.h"
 
-namespace tiller::runtime {
+namespace tiller::compile {
 
 struct CompileOptions {
   int num_threads = 1;
@@ -62,18 +62,18 @@ class Executable {
   std::vector<TensorSlot>& inputs() { return inputs_; }
   const std::vector<TensorSlot>& outputs() const { return outputs_; }
   const ir::Graph& graph() const { return *graph_; }
-  const compile::MemoryPlan& plan() const { return plan_; }
+  const MemoryPlan& plan() const { return plan_; }
   size_t num_steps() const { return steps_.size(); }
 
  private:
   struct Step {
     const ir::Op* op;
-    std::unique_ptr<cpu::Kernel> kernel;  // null for views
-    cpu::KernelArgs args;
+    std::unique_ptr<backend::Kernel> kernel;  // null for views
+    backend::KernelArgs args;
   };
 
   std::unique_ptr<ir::Graph> graph_;
-  compile::MemoryPlan plan_;
+  MemoryPlan plan_;
   AlignedBuffer arena_;
   std::vector<Step> steps_;
   struct Copy {
@@ -100,4 +100,4 @@ class Executable {
 // inputs are all constants and turns its outputs into constants.
 void FoldWithCpuKernels(ir::Graph& g, ir::Op& op);
 
-}  // namespace tiller::runtime
+}  // namespace tiller::compile

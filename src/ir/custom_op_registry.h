@@ -1,8 +1,11 @@
 // Custom-op libraries loaded into this process (include/tiller/custom_op.h):
 // the op definitions by Paddle op type, and the attribute accessor handed to
-// a library's infer/compute functions.
+// a library's infer/compute functions. It sits in the IR layer so that the
+// frontend (translation), the IR `custom` op and every backend's kernel can
+// read it; the loader (dlopen) lives in the runtime.
 #pragma once
 
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +25,11 @@ namespace tiller::custom_op {
 const TillerCustomOpDef* Find(const std::string& paddle_type);
 // (Paddle op type, library path) of every loaded custom op, sorted by type.
 std::vector<std::pair<std::string, std::string>> Loaded();
+// Records a definition from `library` (the loader checked it). Call with
+// RegistryMutex() held.
+void Register(const TillerCustomOpDef* def, const std::string& library);
+// Serializes loading against lookups.
+std::mutex& RegistryMutex();
 // Reads ir::AttrMap through the C ABI.
 const TillerAttrApi* AttrApi();
 

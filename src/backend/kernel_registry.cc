@@ -1,10 +1,10 @@
 #include <algorithm>
 #include <map>
 
-#include "backends/cpu/kernel.h"
+#include "backend/kernel.h"
 #include "core/error.h"
 
-namespace tiller::cpu {
+namespace tiller::backend {
 namespace {
 
 struct Entry {
@@ -16,12 +16,6 @@ struct Entry {
 std::map<std::string, Entry>& Registry() {
   static std::map<std::string, Entry> registry;
   return registry;
-}
-
-std::string DTypeList(const std::vector<DType>& dtypes) {
-  std::string s;
-  for (DType t : dtypes) s += (s.empty() ? "" : ", ") + std::string(DTypeName(t));
-  return s;
 }
 
 }  // namespace
@@ -36,18 +30,13 @@ bool RegisterKernel(const std::string& op_type, KernelFactory factory, std::vect
   return true;
 }
 
-bool HasKernel(const std::string& op_type) { return Registry().count(op_type) != 0; }
+bool HasKernel(const std::string& op_type) {
+  return Registry().count(op_type) != 0;
+}
 
 const std::vector<DType>* KernelDTypes(const std::string& op_type) {
   auto it = Registry().find(op_type);
   return it == Registry().end() ? nullptr : &it->second.dtypes;
-}
-
-const std::vector<DType>& AllDTypes() {
-  static const std::vector<DType> all = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64,
-                                         DType::kI8,  DType::kU8,  DType::kI16,  DType::kI32,
-                                         DType::kI64, DType::kBool};
-  return all;
 }
 
 namespace {
@@ -84,4 +73,4 @@ std::unique_ptr<Kernel> CreateKernel(const ir::Op& op) {
   return CheckedEntry(op).factory(op);
 }
 
-}  // namespace tiller::cpu
+}  // namespace tiller::backend

@@ -1,0 +1,94 @@
+// include/tiller/inspect.h: model facts and the supported-op table.
+#include "tiller/inspect.h"
+
+#include <algorithm>
+
+#include "backend/kernel.h"
+#include "frontend/paddle/op_table.h"
+#include "frontend/paddle/program.h"
+#include "frontend/paddle/translate.h"
+#include "runtime/api_types.h"
+
+namespace tiller {
+namespace {
+
+// The dtypes a Paddle op's translation runs with: those every IR op it can
+// emit has a CPU kernel for (backend/kernel.h says which tensor each
+// declaration constrains). IR ops without a kernel (reshape, a view)
+// constrain nothing, so pass-through and view-only translations give "all".
+// A dtype-dependent lowering (integer matmul as mul + reduce_sum) is
+// understated, not overstated: the intersection takes the float path's
+// kernels too.
+std::string TranslationDTypes(const paddle::OpTableRow& r) {
+  if (!r.ir_ops_declared) return "-";
+  std::vector<DType> dtypes = AllDTypes();
+  bool any_kernel = false;
+  for (const std::string& ir : r.ir_ops) {
+    const std::vector<DType>* k = backend::KernelDTypes(ir);
+    if (!k) continue;
+    any_kernel = true;
+    std::erase_if(dtypes, [&](DType t) { return std::find(k->begin(), k->end(), t) == k->end(); });
+  }
+  if (!any_kernel || dtypes.size() == AllDTypes().size()) return "all";
+  if (dtypes.empty()) return "none";
+  std::string out;
+  for (DType t : dtypes) out += (out.empty() ? "" : ",") + std::string(DTypeName(t));
+  return out;
+}
+
+}  // namespace
+
+ModelInfo InspectModel(const std::string& model_path, const std::string& params_path) {
+  paddle::Model loaded = paddle::LoadModel(model_path, params_path);
+  const paddle::Program& prog = loaded.program;
+  ModelInfo m;
+  m.path = prog.path;
+  m.format = prog.format;
+  for (const std::string& n : prog.feed_names) {
+    const paddle::VarInfo* v = prog.FindVar(n);
+    if (!v) Fail(ErrorKind::kDataLoss, "{}: feed target '{}' has no variable", prog.path, n);
+    m.inputs.push_back({n, ToApi(v->dtype), v->dims});
+  }
+  m.outputs = prog.fetch_names;
+  m.num_ops = prog.ops.size();
+  for (const auto& op : prog.ops) ++m.op_histogram[op.type];
+  for (const auto& [type, count] : paddle::UnsupportedOps(prog)) m.unsupported_ops.push_back(type);
+  m.num_params = loaded.params.size();
+  for (const auto& [name, t] : loaded.params) m.param_bytes += t.data ? t.data->size() : 0;
+  return m;
+}
+
+std::vector<ProgramOp> ReadProgramOps(const std::string& program_path) {
+  paddle::Program prog = paddle::ReadProgramFile(program_path);
+  std::vector<ProgramOp> ops;
+  for (const paddle::OpDesc& op : prog.ops) {
+    ProgramOp p;
+    p.type = op.type;
+    p.inputs.assign(op.inputs.begin(), op.inputs.end());
+    p.outputs.assign(op.outputs.begin(), op.outputs.end());
+    p.translatable = paddle::FindTranslator(op.type) != nullptr;
+    ops.push_back(std::move(p));
+  }
+  return ops;
+}
+
+std::vector<OpSupport> SupportedOps() {
+  std::vector<OpSupport> out;
+  for (const paddle::OpTableRow& r : paddle::PaddleOpTable()) {
+    OpSupport s;
+    s.paddle_op = r.paddle_op;
+    s.pir_names = r.pir_names;
+    s.ir_ops = r.ir_ops;
+    s.ir_ops_declared = r.ir_ops_declared;
+    s.dtypes = TranslationDTypes(r);
+    s.notes = r.notes;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<std::string> SupportedPaddleOps() {
+  return paddle::SupportedPaddleOps();
+}
+
+}  // namespace tiller

@@ -1,0 +1,120 @@
+"""Checks that the build enforces the layers of src/ (CMakeLists.txt,
+tiller_layer): every layer compiles against an include view holding only
+itself and the layers it uses, so
+
+  * a header of a layer it does not use cannot be included (an include that
+    runs upward, such as ir including runtime, fails to build), and
+  * the headers of the layers it does use can.
+
+For each (layer, other layer) pair it compiles a one-line probe with the
+layer's own include flags and prints the matrix. It also reads every
+#include of each layer's sources and lists any that name a layer outside the
+layer's view (which the build would reject too), and checks that tools/ and
+python/src include public headers (tiller/...) only.
+
+Exit status 1 on any violation.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+# One header per layer, included by the probes.
+PROBE_HEADER = {
+    "core": "core/dtype.h",
+    "ir": "ir/graph.h",
+    "backend": "backend/kernel.h",
+    "passes": "passes/pass.h",
+    "compile": "compile/memory_plan.h",
+    "cpu": "backends/cpu/kernel.h",
+    "paddle": "frontend/paddle/program.h",
+    "runtime": "runtime/api_types.h",
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def probe(cxx: str, view: Path, extra: list[str], header: str) -> tuple[bool, str]:
+    proc = subprocess.run([cxx, "-std=c++20", "-fsyntax-only", "-x", "c++", "-", f"-I{view}", *extra],
+                          input=f'#include "{header}"\n', text=True, capture_output=True)
+    first = next((l for l in proc.stderr.splitlines() if "error" in l), "")
+    return proc.returncode == 0, first.strip()
+
+
+def layer_of(include: str, layers: list[dict]) -> str | None:
+    best = None
+    for layer in layers:
+        inner = layer["path"].removeprefix("src/") + "/"
+        if include.startswith(inner) and (best is None or len(inner) > len(best[1])):
+            best = (layer["name"], inner)
+    return best[0] if best else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True, type=Path)
+    ap.add_argument("--source", required=True, type=Path)
+    ap.add_argument("--cxx", default="c++")
+    args = ap.parse_args()
+    layers = json.loads((args.build / "layers" / "layers.json").read_text())
+    names = [l["name"] for l in layers]
+    missing = [n for n in names if n not in PROBE_HEADER]
+    if missing:
+        print(f"check_layers: no probe header for layer(s) {missing}: add them to PROBE_HEADER")
+        return 1
+    # The frontend's generated protobuf header lives outside the views.
+    extra = [f"-I{args.build / 'proto'}", f"-I{args.build / 'proto/src/frontend/paddle'}"]
+    failures = []
+    print("layer      may include                         probes (+ compiles, - refused)")
+    for layer in layers:
+        allowed = {layer["name"], *layer["uses"]}
+        view = args.build / "layers" / layer["name"]
+        marks = []
+        for other in names:
+            ok, err = probe(args.cxx, view, extra, PROBE_HEADER[other])
+            marks.append(("+" if ok else "-") + other)
+            if other in allowed and not ok:
+                failures.append(f"{layer['name']} may use {other} but '{PROBE_HEADER[other]}' "
+                                f"does not compile: {err}")
+            if other not in allowed and ok:
+                failures.append(f"{layer['name']} must not use {other}, yet "
+                                f"'{PROBE_HEADER[other]}' compiles in its view")
+        # Public API headers other than the two shared ones stay above the layers.
+        ok, _ = probe(args.cxx, view, extra, "tiller/predictor.h")
+        if ok and layer["name"] != "runtime":
+            failures.append(f"{layer['name']} can include tiller/predictor.h")
+        print(f"{layer['name']:<10} {','.join(sorted(allowed)):<35} {' '.join(marks)}")
+
+    # The sources themselves (what the build enforces, read directly).
+    for layer in layers:
+        allowed = {layer["name"], *layer["uses"]}
+        for f in sorted((args.source / layer["path"]).rglob("*")):
+            if f.suffix not in (".h", ".cc"):
+                continue
+            for inc in INCLUDE.findall(f.read_text()):
+                owner = layer_of(inc, layers)
+                if owner and owner not in allowed:
+                    failures.append(f"{f.relative_to(args.source)} includes {inc} "
+                                    f"(layer {owner}, not used by {layer['name']})")
+    # The CLI and the Python module use the public API only.
+    for folder in ("tools", "python/src"):
+        for f in sorted((args.source / folder).glob("*.*")):
+            for inc in INCLUDE.findall(f.read_text()):
+                if layer_of(inc, layers):
+                    failures.append(f"{f.relative_to(args.source)} includes internal header {inc}")
+
+    # Demonstration: an upward include in an ir source does not compile.
+    ok, err = probe(args.cxx, args.build / "layers" / "ir", extra, "runtime/api_types.h")
+    print(f"ir including runtime/api_types.h: {'COMPILES (wrong)' if ok else 'refused: ' + err}")
+    if failures:
+        print("\n".join(["layering violations:"] + ["  " + x for x in failures]))
+        return 1
+    print(f"layering: {len(layers)} layers, {len(layers) * (len(layers) + 1)} probes, no violations")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
