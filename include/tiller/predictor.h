@@ -56,7 +56,7 @@ class Config {
   // use the op types it defines; the analogue of IpuStrategy.add_custom_op.
   // Throws tiller::Error naming the path on failure.
   void LoadCustomOpLibrary(const std::string& path);
-  // Accepted for Paddle compatibility; Tiller always uses its CPU backend.
+  // Accepted for Paddle compatibility; devices are chosen with SetDevices.
   void DisableGpu() {}
   void SwitchIrOptim(bool on = true) { ir_optim_ = on; }
   // Seed of random ops (gaussian_random, uniform_random, ...) whose own seed
@@ -65,12 +65,24 @@ class Config {
   void SetRandomSeed(uint64_t seed) { random_seed_ = seed; }
   uint64_t random_seed() const { return random_seed_; }
   bool ir_optim() const { return ir_optim_; }
+  // The devices to compile for, by backend name ("cpu", or one a loaded
+  // backend library registers), in preference order; default {"cpu"}. Each
+  // CPU device gets the math-library thread count. With "first_supported"
+  // placement each op runs on the first device with a kernel for it (the
+  // others' ops fall back down the list); with "by_shard" (default) op
+  // shards (Paddle's ipu_index) map onto devices in order.
+  void SetDevices(const std::vector<std::string>& backends);
+  const std::vector<std::string>& devices() const { return devices_; }
+  void SetPlacement(const std::string& policy);
+  const std::string& placement() const { return placement_; }
 
  private:
   std::string prog_file_, params_file_, model_dir_;
   int threads_ = 1;
   bool ir_optim_ = true;
   uint64_t random_seed_ = 0;
+  std::vector<std::string> devices_ = {"cpu"};
+  std::string placement_ = "by_shard";
 };
 
 class Predictor;
@@ -130,6 +142,9 @@ class Predictor {
     size_t naive_bytes = 0;  // one buffer per tensor, for comparison
     size_t weight_bytes = 0;
     std::string graph;
+    // What each compile stage changed (autodiff, passes, placement,
+    // copies), one line each: what `tiller info --passes` prints.
+    std::string compile_report;
   };
   Summary GetSummary() const;
   // Per-op-type time over the runs made while profiling was on, sorted by

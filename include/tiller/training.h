@@ -94,7 +94,8 @@ class TrainingSession {
     size_t arena_bytes = 0;  // activations, gradients, workspace of the step
     size_t state_bytes = 0;  // parameters and optimizer state
     size_t in_place_updates = 0, copied_updates = 0;
-    std::string graph;  // the compiled step, one op per line
+    std::string graph;           // the compiled step, one op per line
+    std::string compile_report;  // what each compile stage changed
   };
   Summary GetSummary() const;  // of the step run last
 

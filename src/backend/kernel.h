@@ -1,15 +1,24 @@
-// CPU kernels. A kernel object is created once per op at compile time, when
-// shapes and attributes are known, so it can precompute everything (strides,
-// oneDNN primitives). Run() then only reads inputs and writes outputs at
-// addresses the memory planner chose: it never allocates; scratch memory it
-// needs is declared by workspace_bytes() and handed to it.
+// Kernels. A kernel object is created once per op at compile time, for one
+// device, when shapes and attributes are known, so it can precompute
+// everything (strides, oneDNN primitives, prepacked weights). Run() then
+// only reads inputs and writes outputs at addresses the memory planner
+// chose: it never allocates; scratch memory it needs is declared by
+// workspace_bytes() and handed to it.
+//
+// The registry is keyed by (backend, op type) and holds, per key, kernels
+// with dtype signatures over all of the op's tensors (signature.h); the
+// first whose signature fits the op is used. Kernels register next to their
+// code (the CPU's with TILLER_CPU_KERNEL, backends/cpu/kernel.h).
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
+#include "backend/signature.h"
 #include "ir/graph.h"
 
 namespace tiller::backend {
@@ -18,6 +27,7 @@ struct KernelArgs {
   std::vector<const void*> inputs;  // nullptr for an absent optional input
   std::vector<void*> outputs;
   void* workspace = nullptr;
+  Stream* stream = nullptr;  // the stream the kernel runs on
 };
 
 class Kernel {
@@ -27,48 +37,34 @@ class Kernel {
   virtual void Run(const KernelArgs& args) = 0;
 };
 
-// Creates the kernel for an op, or throws tiller::Error(kUnimplemented) with
-// the reason (e.g. "gelu: dtype int32 not supported").
-using KernelFactory = std::function<std::unique_ptr<Kernel>(const ir::Op&)>;
+// Creates the kernel of an op for a device, or throws
+// tiller::Error(kUnimplemented) with the reason (an attribute value the
+// kernel does not handle: "interp: integer input needs method = nearest").
+using KernelFactory = std::function<std::unique_ptr<Kernel>(const ir::Op&, Device&)>;
+// Most kernels need nothing from the device at creation.
+using OpKernelFactory = std::function<std::unique_ptr<Kernel>(const ir::Op&)>;
 
-// Each kernel declares the element types it runs, as the dtypes of ONE tensor
-// of the op: input `dtype_input` (default 0, the op's data operand), or the
-// first output when the op has no inputs (random_normal, random_uniform).
-// Ops whose other tensors must have fixed types check those in their factory
-// (index operands, the bool condition). Where the declared tensor is not the
-// obvious one:
-//   cast                 the source (input 0); every listed source casts to
-//                        every listed dtype
-//   comparisons, logical the operands (input 0); the output is bool
-//   where                x (input 1); the condition is bool
-//   one_hot              the ids (input 0); the output dtype is an attribute
-//   argmax/argmin        the values (input 0); the index dtype is int32|int64
-//   top_k/argsort        the values (input 0); indices are int64
-//   gather, embedding    the data (input 0); indices are int32|int64
-//   embedding_grad       dy (input 1); the ids (input 0) are int32|int64
-// The list must be non-empty and name only dtypes the factory really runs:
-// tests/cpp/kernel_dtypes_test.cc runs every declared dtype of each kernel
-// that declares more than float32 against scalar references (except
-// `custom`: it declares the custom-op ABI's dtypes and runs a library's
-// code). A factory may still refuse a declared dtype for some attribute
-// values (integer interp only for method = nearest), with the reason.
-// Registrations written before this list existed (two arguments) add it:
-// read the factory's dispatch.
-//
-//   RegisterKernel("softmax", MakeSoftmax, {DType::kF32});
-//   TILLER_CPU_KERNEL("embedding_grad", MakeEmbeddingGrad, {DType::kF32}, 1);
-bool RegisterKernel(const std::string& op_type, KernelFactory factory, std::vector<DType> dtypes,
-                    int dtype_input = 0);
-// Checks the op's declared tensor dtype against the declaration, then calls
-// the factory. Fails (kUnimplemented) naming the op, its IR type, the dtype
-// and the supported list when no kernel or no declared dtype fits.
-std::unique_ptr<Kernel> CreateKernel(const ir::Op& op);
-// CreateKernel's checks without the factory (cheap: the predictor checks a
-// whole model at load with it): a kernel exists and declares the dtype.
-void CheckKernelSupports(const ir::Op& op);
-bool HasKernel(const std::string& op_type);
-// The dtypes declared for op_type's kernel; nullptr when it has none.
-const std::vector<DType>* KernelDTypes(const std::string& op_type);
+// Registers a kernel of `backend` for `op_type`. The signature must give
+// dtypes for every type variable and name only dtypes the factory really
+// runs: tests/cpp/kernel_dtypes_test.cc runs every declared dtype of the
+// CPU kernels that declare more than float32 against scalar references.
+bool RegisterKernel(const std::string& backend, const std::string& op_type, Signature signature,
+                    KernelFactory factory);
+
+// Why `backend` cannot run the op (no kernel for its type, or no signature
+// fits: the message of the first kernel's mismatch); nullopt when it can.
+std::optional<std::string> KernelMismatch(const Backend& backend, const ir::Op& op);
+// Checks the signatures, then calls the first fitting kernel's factory.
+// Fails (kUnimplemented) naming the backend, the op, its IR type and, for a
+// dtype, the tensor and the supported list.
+std::unique_ptr<Kernel> CreateKernel(const Backend& backend, const ir::Op& op, Device& device);
+bool HasKernel(const std::string& backend, const std::string& op_type);
+// The primary dtypes of backend's first kernel for op_type (what `tiller
+// ops` lists); nullptr when it has none.
+const std::vector<DType>* KernelDTypes(const std::string& backend, const std::string& op_type);
+// Every signature registered for (backend, op_type), in registration order.
+std::vector<const Signature*> KernelSignatures(const std::string& backend,
+                                               const std::string& op_type);
 
 // A kernel from a lambda that captures what it precomputed.
 class LambdaKernel : public Kernel {

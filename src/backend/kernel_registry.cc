@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <map>
 
 #include "backend/kernel.h"
@@ -8,69 +7,79 @@ namespace tiller::backend {
 namespace {
 
 struct Entry {
+  Signature signature;
   KernelFactory factory;
-  std::vector<DType> dtypes;
-  int dtype_input;
 };
 
-std::map<std::string, Entry>& Registry() {
-  static std::map<std::string, Entry> registry;
+using Key = std::pair<std::string, std::string>;  // (backend, op type)
+
+std::map<Key, std::vector<Entry>>& Registry() {
+  static std::map<Key, std::vector<Entry>> registry;
   return registry;
 }
 
+const std::vector<Entry>* Find(const std::string& backend, const std::string& op_type) {
+  auto it = Registry().find({backend, op_type});
+  return it == Registry().end() ? nullptr : &it->second;
+}
+
+// The first fitting kernel, or the reason none fits.
+const Entry* Pick(const Backend& backend, const ir::Op& op, std::string* why) {
+  const std::vector<Entry>* entries = Find(backend.name(), op.type);
+  if (!entries) {
+    *why = fmt::format("no {} kernel for op {} ({})", backend.display_name(), op.type, op.name);
+    return nullptr;
+  }
+  std::optional<std::string> first;
+  for (const Entry& e : *entries) {
+    std::optional<std::string> m = e.signature.Mismatch(op);
+    if (!m) return &e;
+    if (!first) first = m;
+  }
+  *why = fmt::format("{} kernel {} ({}): {}", backend.display_name(), op.type, op.name, *first);
+  return nullptr;
+}
+
 }  // namespace
 
-bool RegisterKernel(const std::string& op_type, KernelFactory factory, std::vector<DType> dtypes,
-                    int dtype_input) {
-  TILLER_CHECK(!dtypes.empty(), "CPU kernel for '{}' declares no dtypes", op_type);
-  TILLER_CHECK(dtype_input >= 0, "CPU kernel for '{}': dtype_input {} < 0", op_type, dtype_input);
-  bool inserted =
-      Registry().emplace(op_type, Entry{std::move(factory), std::move(dtypes), dtype_input}).second;
-  TILLER_CHECK(inserted, "CPU kernel for '{}' registered twice", op_type);
+bool RegisterKernel(const std::string& backend, const std::string& op_type, Signature signature,
+                    KernelFactory factory) {
+  signature.Validate(fmt::format("{} kernel for '{}'", backend, op_type));
+  TILLER_CHECK(factory, "{} kernel for '{}' has no factory", backend, op_type);
+  Registry()[{backend, op_type}].push_back({std::move(signature), std::move(factory)});
   return true;
 }
 
-bool HasKernel(const std::string& op_type) {
-  return Registry().count(op_type) != 0;
+std::optional<std::string> KernelMismatch(const Backend& backend, const ir::Op& op) {
+  std::string why;
+  if (Pick(backend, op, &why)) return std::nullopt;
+  return why;
 }
 
-const std::vector<DType>* KernelDTypes(const std::string& op_type) {
-  auto it = Registry().find(op_type);
-  return it == Registry().end() ? nullptr : &it->second.dtypes;
+std::unique_ptr<Kernel> CreateKernel(const Backend& backend, const ir::Op& op, Device& device) {
+  std::string why;
+  const Entry* e = Pick(backend, op, &why);
+  if (!e) Fail(ErrorKind::kUnimplemented, "{}", why);
+  return e->factory(op, device);
 }
 
-namespace {
+bool HasKernel(const std::string& backend, const std::string& op_type) {
+  return Find(backend, op_type) != nullptr;
+}
 
-const Entry& CheckedEntry(const ir::Op& op) {
-  auto it = Registry().find(op.type);
-  if (it == Registry().end())
-    Fail(ErrorKind::kUnimplemented, "no CPU kernel for op {} ({})", op.type, op.name);
-  const Entry& e = it->second;
-  // The declared tensor: input dtype_input, or output 0 for ops without inputs.
-  const ir::Value* v = nullptr;
-  std::string which;
-  if (op.inputs.empty()) {
-    if (!op.outputs.empty()) v = op.outputs[0];
-    which = "output 0";
-  } else if (static_cast<size_t>(e.dtype_input) < op.inputs.size()) {
-    v = op.inputs[e.dtype_input];
-    which = fmt::format("input {}", e.dtype_input);
+const std::vector<DType>* KernelDTypes(const std::string& backend, const std::string& op_type) {
+  const std::vector<Entry>* entries = Find(backend, op_type);
+  if (!entries || entries->front().signature.primary_types().empty()) return nullptr;
+  return &entries->front().signature.primary_types();
+}
+
+std::vector<const Signature*> KernelSignatures(const std::string& backend,
+                                               const std::string& op_type) {
+  std::vector<const Signature*> out;
+  if (const std::vector<Entry>* entries = Find(backend, op_type)) {
+    for (const Entry& e : *entries) out.push_back(&e.signature);
   }
-  if (v && std::find(e.dtypes.begin(), e.dtypes.end(), v->dtype()) == e.dtypes.end())
-    Fail(ErrorKind::kUnimplemented,
-         "CPU kernel {} ({}): dtype {} of {} '{}' is not supported (supported: {})", op.type,
-         op.name, DTypeName(v->dtype()), which, v->name, DTypeList(e.dtypes));
-  return e;
-}
-
-}  // namespace
-
-void CheckKernelSupports(const ir::Op& op) {
-  CheckedEntry(op);
-}
-
-std::unique_ptr<Kernel> CreateKernel(const ir::Op& op) {
-  return CheckedEntry(op).factory(op);
+  return out;
 }
 
 }  // namespace tiller::backend

@@ -1,13 +1,12 @@
 #include "compile/executable.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
 
+#include "compile/placement.h"
 #include "core/error.h"
 #include "ir/op_schema.h"
 
@@ -16,79 +15,165 @@ namespace tiller::compile {
 std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
                                               const CompileOptions& options,
                                               const StateStorage& states) {
+  Validate(options);
+  std::vector<std::unique_ptr<backend::Device>> owned;
+  std::vector<backend::Device*> devices;
+  for (size_t i = 0; i < options.devices.size(); ++i) {
+    const DeviceSpec& spec = options.devices[i];
+    backend::Backend* b = backend::FindBackend(spec.backend);
+    TILLER_CHECK(b, "no backend '{}'", spec.backend);
+    owned.push_back(b->CreateDevice(static_cast<int>(i), {spec.threads, spec.memory_bytes}));
+    devices.push_back(owned.back().get());
+  }
+  PlaceOps(*graph, devices, options.placement);
+  InsertCopies(*graph, HostDevice(devices));
+  auto exe = BuildPlaced(std::move(graph), devices, states);
+  exe->owned_devices_ = std::move(owned);
+  return exe;
+}
+
+Executable::~Executable() {
+  // Kernels may hold device resources: release them before the devices.
+  steps_.clear();
+  arenas_.clear();
+  uploads_.clear();
+}
+
+std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> graph,
+                                                    const std::vector<backend::Device*>& devices,
+                                                    const StateStorage& states) {
   auto exe = std::unique_ptr<Executable>(new Executable());
+  exe->devices_ = devices;
   exe->graph_ = std::move(graph);
-  exe->num_threads_ = std::max(1, options.num_threads);
-  omp_set_num_threads(exe->num_threads_);
   const ir::Graph& g = *exe->graph_;
+  const int n = static_cast<int>(devices.size());
+  const int host = HostDevice(devices);
+  exe->host_ = host;
+  VerifyPlacement(g, n, host);
 
   std::vector<size_t> workspace;
   for (const auto& op : g.ops()) {
     Step step;
     step.op = op.get();
-    if (!ir::FindOpSchema(op->type)->is_view) step.kernel = backend::CreateKernel(*op);
+    step.device = op->device;
+    step.copy = op->type == "copy";
+    if (!step.copy && !op->schema->is_view) {
+      backend::Device& dev = *devices[op->device];
+      step.kernel = dev.backend().CreateKernel(*op, dev);
+    }
     workspace.push_back(step.kernel ? step.kernel->workspace_bytes() : 0);
     exe->steps_.push_back(std::move(step));
   }
-  exe->plan_ = PlanMemory(g, workspace);
-  exe->arena_.Resize(exe->plan_.arena_bytes());
+  // One arena per device; a single device plans every value (views included).
+  for (int d = 0; d < n; ++d) {
+    exe->plans_.push_back(PlanMemory(g, workspace, n == 1 ? -1 : d, host));
+    exe->arenas_.push_back(devices[d]->Allocate(exe->plans_.back().arena_bytes()));
+  }
+  const MemoryPlan& host_plan = exe->plans_[host];
 
-  std::byte* base = exe->arena_.data();
-  const MemoryPlan& plan = exe->plan_;
-  auto address = [&](const ir::Value* v) -> void* {
-    auto alias = plan.alias_of.find(v);
-    const ir::Value* r = alias == plan.alias_of.end() ? v : alias->second;
-    if (r->data) return const_cast<std::byte*>(r->data->data());
-    auto in_state = plan.in_state.find(r);
-    if (in_state != plan.in_state.end()) r = in_state->second;
+  // Weights and constants that a device without host access reads, uploaded
+  // once: (value, device) -> device address.
+  std::map<std::pair<const ir::Value*, int>, void*> uploaded;
+  auto address = [&](const ir::Value* v, int device) -> void* {
+    auto alias = host_plan.alias_of.find(v);
+    const ir::Value* r = alias == host_plan.alias_of.end() ? v : alias->second;
+    if (r->data) {
+      void* bytes = const_cast<std::byte*>(r->data->data());
+      if (devices[device]->host_accessible()) return bytes;
+      auto [it, fresh] = uploaded.try_emplace({r, device}, nullptr);
+      if (fresh) {
+        exe->uploads_.push_back(devices[device]->Allocate(r->bytes()));
+        devices[device]->CopyFromHost(exe->uploads_.back()->data(), bytes, r->bytes());
+        it->second = exe->uploads_.back()->data();
+      }
+      return it->second;
+    }
+    auto in_state = host_plan.in_state.find(r);
+    if (in_state != host_plan.in_state.end()) r = in_state->second;
     if (r->kind == ir::ValueKind::kState) {
       auto it = states.find(r->name);
       TILLER_CHECK(it != states.end() && it->second, "state '{}' has no storage", r->name);
       return it->second;
     }
-    auto it = plan.offset.find(r);
-    TILLER_CHECK(it != plan.offset.end(), "value %{} ({}) has no address", r->id, r->name);
-    return base + it->second;
+    int home = HomeDevice(r, host);
+    const MemoryPlan& own = exe->plans_[home];
+    auto it = own.offset.find(r);
+    TILLER_CHECK(it != own.offset.end(), "value %{} ({}) has no address on device {}", r->id,
+                 r->name, home);
+    return static_cast<std::byte*>(exe->arenas_[home]->data()) + it->second;
   };
-  void* workspace_base = base + plan.tensor_bytes;
   for (Step& s : exe->steps_) {
-    for (const ir::Value* in : s.op->inputs) s.args.inputs.push_back(in ? address(in) : nullptr);
-    for (const ir::Value* out : s.op->outputs) s.args.outputs.push_back(address(out));
-    s.args.workspace = workspace_base;
+    int d = s.device;
+    for (const ir::Value* in : s.op->inputs) {
+      // A copy reads its input where the input lives.
+      int where = s.copy ? HomeDevice(in, host) : d;
+      s.args.inputs.push_back(in ? address(in, where) : nullptr);
+    }
+    for (const ir::Value* out : s.op->outputs) s.args.outputs.push_back(address(out, d));
+    s.args.workspace =
+        static_cast<std::byte*>(exe->arenas_[d]->data()) + exe->plans_[d].tensor_bytes;
+    s.args.stream = &devices[d]->stream();
   }
-  for (const ir::Value* in : g.inputs()) exe->inputs_.push_back({in->name, in->type, address(in)});
-  for (const auto& [name, v] : g.outputs()) exe->outputs_.push_back({name, v->type, address(v)});
-  for (const auto& [v, state] : plan.copy_back) {
-    exe->copy_back_.push_back({address(v), address(state), state->bytes()});
+  for (size_t i = 0; i < exe->steps_.size(); ++i) {
+    int d = exe->steps_[i].device;
+    if (exe->segments_.empty() || exe->segments_.back().device != d)
+      exe->segments_.push_back({d, i, i});
+    exe->segments_.back().end = i + 1;
+  }
+  for (const ir::Value* in : g.inputs())
+    exe->inputs_.push_back({in->name, in->type, address(in, host)});
+  for (const auto& [name, v] : g.outputs())
+    exe->outputs_.push_back({name, v->type, address(v, host)});
+  for (const auto& [v, state] : host_plan.copy_back) {
+    exe->copy_back_.push_back({address(v, host), address(state, host), state->bytes()});
   }
   return exe;
 }
 
-void Executable::Run() {
-  omp_set_num_threads(num_threads_);
-  if (!profiling_) {
-    for (size_t i = 0; i < steps_.size(); ++i) {
-      Step& s = steps_[i];
-      if (!s.kernel) continue;
-      s.kernel->Run(s.args);
-      if (check_nan_inf_ || (!guarded_step_.empty() && guarded_step_[i]))
-        CheckFinite(s, !check_nan_inf_);
-    }
-    CopyBack();
+size_t Executable::arena_bytes() const {
+  size_t total = 0;
+  for (const MemoryPlan& p : plans_) total += p.arena_bytes();
+  return total;
+}
+
+void Executable::RunStep(size_t i) {
+  Step& s = steps_[i];
+  if (s.copy) {
+    const ir::Value* in = s.op->inputs[0];
+    backend::Device& from = *devices_[HomeDevice(in, host_)];
+    devices_[s.device]->CopyFrom(from, s.args.inputs[0], s.args.outputs[0], in->bytes());
     return;
   }
-  step_ms_.resize(steps_.size(), 0.0);
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    if (!steps_[i].kernel) continue;
+  if (!s.kernel) return;
+  s.kernel->Run(s.args);
+  if (check_nan_inf_ || (!guarded_step_.empty() && guarded_step_[i]))
+    CheckFinite(s, !check_nan_inf_);
+}
+
+void Executable::RunSegment(const Segment& seg) {
+  if (!profiling_) {
+    for (size_t i = seg.begin; i < seg.end; ++i) RunStep(i);
+    return;
+  }
+  for (size_t i = seg.begin; i < seg.end; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    steps_[i].kernel->Run(steps_[i].args);
-    if (check_nan_inf_ || (!guarded_step_.empty() && guarded_step_[i]))
-      CheckFinite(steps_[i], !check_nan_inf_);
+    RunStep(i);
     step_ms_[i] +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
+}
+
+void Executable::Run() {
+  if (profiling_) step_ms_.resize(steps_.size(), 0.0);
+  // Segments run one after another (each may read the previous one's
+  // results); each on its device's stream, with that device's threads.
+  for (const Segment& seg : segments_) {
+    backend::Stream& stream = devices_[seg.device]->stream();
+    stream.Submit([this, &seg] { RunSegment(seg); });
+    stream.Synchronize();
+  }
   CopyBack();
-  ++profiled_runs_;
+  if (profiling_) ++profiled_runs_;
 }
 
 int Executable::GuardFinite(const ir::Value* v, const std::string& label) {
@@ -107,6 +192,7 @@ int Executable::GuardFinite(const ir::Value* v, const std::string& label) {
 
 // Scans the float outputs of a step, or only its guarded ones.
 void Executable::CheckFinite(const Step& s, bool guarded_only) const {
+  if (!devices_[s.device]->host_accessible()) return;
   size_t index = static_cast<size_t>(&s - steps_.data());
   for (size_t o = 0; o < s.op->outputs.size(); ++o) {
     const ir::Value* v = s.op->outputs[o];
@@ -158,33 +244,6 @@ std::vector<Executable::ProfileEntry> Executable::Profile() const {
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
   return out;
-}
-
-void FoldWithCpuKernels(ir::Graph& g, ir::Op& op) {
-  const ir::OpSchema* schema = ir::FindOpSchema(op.type);
-  if (schema->is_view) {
-    ir::Value* out = op.outputs[0];
-    out->data = op.inputs[0]->data;
-    out->kind = ir::ValueKind::kConstant;
-    return;
-  }
-  if (!backend::HasKernel(op.type)) return;
-  auto kernel = backend::CreateKernel(op);
-  AlignedBuffer scratch(kernel->workspace_bytes());
-  backend::KernelArgs args;
-  std::vector<std::shared_ptr<AlignedBuffer>> results;
-  for (const ir::Value* in : op.inputs) args.inputs.push_back(in ? in->data->data() : nullptr);
-  for (const ir::Value* out : op.outputs) {
-    results.push_back(std::make_shared<AlignedBuffer>(out->bytes()));
-    args.outputs.push_back(results.back()->data());
-  }
-  args.workspace = scratch.data();
-  kernel->Run(args);
-  for (size_t i = 0; i < op.outputs.size(); ++i) {
-    op.outputs[i]->data = std::move(results[i]);
-    op.outputs[i]->kind = ir::ValueKind::kConstant;
-  }
-  (void)g;
 }
 
 }  // namespace tiller::compile

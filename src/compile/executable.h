@@ -1,6 +1,7 @@
-// A compiled graph for one device: the kernels in order, each bound to fixed
-// addresses in one preallocated arena. Running it moves no memory besides
-// what kernels write, and allocates nothing.
+// A compiled graph: per device, kernels bound to fixed addresses in that
+// device's preallocated arena, run as segments (runs of consecutive steps
+// on one device) on the device's stream. Running it moves no memory besides
+// what kernels and copy steps write, and allocates nothing.
 #pragma once
 
 #include <map>
@@ -10,13 +11,10 @@
 
 #include "backend/kernel.h"
 #include "compile/memory_plan.h"
+#include "compile/options.h"
 #include "ir/graph.h"
 
 namespace tiller::compile {
-
-struct CompileOptions {
-  int num_threads = 1;
-};
 
 // Storage the caller owns for the graph's state values (ir::ValueKind::kState),
 // by value name; each buffer holds exactly the state's bytes and outlives the
@@ -26,15 +24,24 @@ using StateStorage = std::map<std::string, void*>;
 struct TensorSlot {
   std::string name;
   ir::TensorType type;
-  void* data = nullptr;  // inside the arena, or a constant's bytes for outputs
+  void* data = nullptr;  // host memory: in the host device's arena, or a constant's bytes
 };
 
 class Executable {
  public:
-  // Takes ownership of the graph; builds kernels, plans memory and binds addresses.
+  // Takes ownership of a placed graph (every op has a device, copies
+  // inserted: compile/placement.h) and builds it for `devices`, which must
+  // outlive the executable: creates each op's kernel on its device, plans
+  // one arena per device and binds addresses.
+  static std::unique_ptr<Executable> BuildPlaced(std::unique_ptr<ir::Graph> graph,
+                                                 const std::vector<backend::Device*>& devices,
+                                                 const StateStorage& states = {});
+  // For tests and tools: creates the devices of `options` (owned by the
+  // executable), places the graph by its policy, inserts copies and builds.
   static std::unique_ptr<Executable> Build(std::unique_ptr<ir::Graph> graph,
                                            const CompileOptions& options,
                                            const StateStorage& states = {});
+  ~Executable();
 
   // Runs every step. Inputs must have been written into inputs()[i].data.
   // State updates are in the states' storage when it returns.
@@ -50,6 +57,7 @@ class Executable {
   // After every kernel, scans its floating-point outputs; the first NaN or
   // Inf stops the run with kNonFinite naming the op, the output and the
   // element (Paddle's FLAGS_check_nan_inf). Costs one read of every output.
+  // Outputs on devices that are not host-accessible are not scanned.
   void EnableNanInfCheck(bool on) { check_nan_inf_ = on; }
   // Checks one value (e.g. the loss) right after the op producing it, even
   // with the full check off: a non-finite value stops the run there, before
@@ -62,32 +70,53 @@ class Executable {
   std::vector<TensorSlot>& inputs() { return inputs_; }
   const std::vector<TensorSlot>& outputs() const { return outputs_; }
   const ir::Graph& graph() const { return *graph_; }
-  const MemoryPlan& plan() const { return plan_; }
+  // The memory plan of the host device, or of `device`.
+  const MemoryPlan& plan() const { return plans_.at(host_); }
+  const MemoryPlan& plan(size_t device) const { return plans_.at(device); }
+  int host_device() const { return host_; }
+  size_t num_devices() const { return devices_.size(); }
   size_t num_steps() const { return steps_.size(); }
+  // Total arena bytes over all devices.
+  size_t arena_bytes() const;
 
  private:
   struct Step {
     const ir::Op* op;
-    std::unique_ptr<backend::Kernel> kernel;  // null for views
+    int device = 0;
+    std::unique_ptr<backend::Kernel> kernel;  // null for views and copies
+    bool copy = false;
     backend::KernelArgs args;
   };
-
-  std::unique_ptr<ir::Graph> graph_;
-  MemoryPlan plan_;
-  AlignedBuffer arena_;
-  std::vector<Step> steps_;
+  // Consecutive steps on one device, submitted to its stream as one item.
+  struct Segment {
+    int device;
+    size_t begin, end;
+  };
   struct Copy {
     const void* from;
     void* to;
     size_t bytes;
   };
-  std::vector<Copy> copy_back_;  // state updates not written in place
+
+  void RunSegment(const Segment& seg);
+  void RunStep(size_t i);
   void CopyBack();
+  void CheckFinite(const Step& s, bool guarded_only) const;
+
+  std::vector<std::unique_ptr<backend::Device>> owned_devices_;  // Build(options) only
+  std::vector<backend::Device*> devices_;
+  int host_ = 0;
+  std::unique_ptr<ir::Graph> graph_;
+  std::vector<MemoryPlan> plans_;                         // per device
+  std::vector<std::unique_ptr<backend::Buffer>> arenas_;  // per device
+  // Weights and constants uploaded to devices that are not host-accessible.
+  std::vector<std::unique_ptr<backend::Buffer>> uploads_;
+  std::vector<Step> steps_;
+  std::vector<Segment> segments_;
+  std::vector<Copy> copy_back_;  // state updates not written in place
   std::vector<TensorSlot> inputs_, outputs_;
-  int num_threads_ = 1;
   bool profiling_ = false;
   bool check_nan_inf_ = false;
-  void CheckFinite(const Step& s, bool guarded_only) const;
   // (step, output) -> label of each guarded value; guarded_step_ flags the
   // steps that have one, so the run loop tests a bit rather than the map.
   std::map<std::pair<size_t, size_t>, std::string> guard_labels_;
@@ -95,9 +124,5 @@ class Executable {
   std::vector<double> step_ms_;  // per step, while profiling
   int64_t profiled_runs_ = 0;
 };
-
-// Constant folding for Graph::set_folder: runs the CPU kernel of an op whose
-// inputs are all constants and turns its outputs into constants.
-void FoldWithCpuKernels(ir::Graph& g, ir::Op& op);
 
 }  // namespace tiller::compile

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "compile/placement.h"
 #include "ir/op_schema.h"
 
 namespace tiller::compile {
@@ -21,8 +22,10 @@ struct Interval {
 
 }  // namespace
 
-MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace) {
+MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace, int device,
+                      int host) {
   MemoryPlan plan;
+  auto here = [&](const ir::Value* v) { return device < 0 || HomeDevice(v, host) == device; };
   auto root = [&](const ir::Value* v) {
     auto it = plan.alias_of.find(v);
     return it == plan.alias_of.end() ? v : it->second;
@@ -57,6 +60,7 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace) 
   }
   for (const auto& [name, v] : g.outputs()) read(v, INT_MAX);
   for (const auto& [state, v] : g.state_updates()) {
+    if (device >= 0 && device != host) break;  // placement keeps state updates on the host
     auto at = position.find(v);
     bool own_value =
         root(v) == v && at != position.end() && v->kind == ir::ValueKind::kIntermediate;
@@ -80,7 +84,7 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace) 
   auto touch = [&](const ir::Value* v, int pos) {
     const ir::Value* r = root(v);
     if (r->kind == ir::ValueKind::kParam || r->kind == ir::ValueKind::kConstant ||
-        r->kind == ir::ValueKind::kState || plan.in_state.count(r))
+        r->kind == ir::ValueKind::kState || plan.in_state.count(r) || !here(r))
       return;
     auto [it, fresh] = live.try_emplace(r, Interval{r, AlignUp(r->bytes()), pos, pos});
     if (!fresh) it->second.last = std::max(it->second.last, pos);
@@ -121,7 +125,10 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace) 
     plan.offset[iv.value] = offset;
     plan.tensor_bytes = std::max(plan.tensor_bytes, offset + iv.bytes);
   }
-  for (size_t w : workspace) plan.workspace_bytes = std::max(plan.workspace_bytes, AlignUp(w));
+  for (size_t i = 0; i < workspace.size(); ++i) {
+    if (device < 0 || ops[i]->device == device)
+      plan.workspace_bytes = std::max(plan.workspace_bytes, AlignUp(workspace[i]));
+  }
   return plan;
 }
 

@@ -1,5 +1,5 @@
 // Liveness-based memory planning: every run-time tensor of a device gets an
-// offset in one arena. Two tensors share bytes only when their lifetimes do
+// offset in that device's arena. Two tensors share bytes only when their lifetimes do
 // not overlap. Views (ops whose schema is_view) take their source's bytes and
 // extend its lifetime. Weights and folded constants live outside the arena,
 // and so do state values (ir::ValueKind::kState), which the caller owns.
@@ -35,7 +35,13 @@ struct MemoryPlan {
   size_t arena_bytes() const { return tensor_bytes + workspace_bytes; }
 };
 
-// `workspace` holds each op's scratch need, by position in g.ops().
-MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace);
+// `workspace` holds each op's scratch need, by position in g.ops(). With
+// `device` >= 0 only the values living on that device are planned (and only
+// its ops' workspace counts): one plan, one arena per device of a placed
+// graph (compile/placement.h), `host` being the host device. State updates
+// are planned with the host, where placement puts them; -1 plans every
+// value in one arena.
+MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace, int device = -1,
+                      int host = 0);
 
 }  // namespace tiller::compile

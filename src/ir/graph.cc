@@ -203,17 +203,42 @@ void Graph::ReplaceAllUses(Value* from, Value* to) {
   for (auto& [state, v] : state_updates_) {
     if (v == from) v = to;
   }
+  for (Value*& v : pins_) {
+    if (v == from) v = to;
+  }
+}
+
+size_t Graph::Pin(Value* v) {
+  pins_.push_back(v);
+  return pins_.size() - 1;
+}
+
+void Graph::ReplaceInput(Op* op, size_t i, Value* to) {
+  Value* from = op->inputs.at(i);
+  if (from == to) return;
+  op->inputs[i] = to;
+  if (from) {
+    auto it = std::find(from->users.begin(), from->users.end(), op);
+    if (it != from->users.end()) from->users.erase(it);
+  }
+  if (to) to->users.push_back(op);
+}
+
+void Graph::ReplaceOutput(size_t i, Value* to) {
+  outputs_.at(i).second = to;
 }
 
 void Graph::RemoveDeadCode() {
   std::unordered_set<const Value*> live;
   for (const auto& [name, v] : outputs_) live.insert(v);
   for (const auto& [state, v] : state_updates_) live.insert(v);
+  for (const Value* v : pins_) live.insert(v);
   std::unordered_set<const Op*> live_ops;
   for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
     Op* op = it->get();
-    bool used = std::any_of(op->outputs.begin(), op->outputs.end(),
-                            [&](const Value* v) { return live.count(v) != 0; });
+    bool used =
+        op->schema->side_effects || std::any_of(op->outputs.begin(), op->outputs.end(),
+                                                [&](const Value* v) { return live.count(v) != 0; });
     if (!used) continue;
     live_ops.insert(op);
     // A kept op keeps all its outputs, used or not: it still writes them.

@@ -151,6 +151,15 @@ class Graph {
 
   // Replaces every use of `from` (op inputs and graph outputs) by `to`.
   void ReplaceAllUses(Value* from, Value* to);
+  // Pins a value: dead-code removal keeps it (and what computes it), and
+  // ReplaceAllUses moves the pin to the replacement, so a compiler can find
+  // values it needs after passes ran (a training step's gradients, which it
+  // checks for NaN/Inf). Returns the pin's index for pin().
+  size_t Pin(Value* v);
+  Value* pin(size_t i) const { return pins_.at(i); }
+  // Replaces one use: input i of op, or graph output i.
+  void ReplaceInput(Op* op, size_t i, Value* to);
+  void ReplaceOutput(size_t i, Value* to);
   // Drops ops whose outputs nobody uses, and values no longer referenced.
   void RemoveDeadCode();
 
@@ -175,6 +184,7 @@ class Graph {
   std::vector<std::pair<std::string, Value*>> outputs_;
   std::vector<Value*> states_;
   std::vector<std::pair<Value*, Value*>> state_updates_;
+  std::vector<Value*> pins_;
   // Ops removed by folding; kept alive so callers may still read the Op* that
   // AddOp returned (its outputs are the constants).
   std::vector<std::unique_ptr<Op>> folded_ops_;

@@ -89,6 +89,8 @@ struct OpSchema {
   // executable write a state update (an optimizer's new parameter) straight
   // into the state's storage; see compile/memory_plan.h.
   bool inplace_safe = false;
+  // Kept by dead-code removal even without used outputs (send).
+  bool side_effects = false;
 
   // Attributes, declared once here: ir::Op's typed getters return the
   // default when an op does not set one, and Graph::AddOp refuses an
@@ -145,6 +147,11 @@ struct OpSchema {
   OpSchema&& Layout(LayoutRule r, std::vector<std::string> axes = {}) && {
     return std::move(Layout(r, std::move(axes)));
   }
+  OpSchema& SideEffects() & {
+    side_effects = true;
+    return *this;
+  }
+  OpSchema&& SideEffects() && { return std::move(SideEffects()); }
   OpSchema InPlaceSafe() && {
     inplace_safe = true;
     return std::move(*this);

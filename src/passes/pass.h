@@ -1,6 +1,13 @@
-// Graph passes: small named rewrites run from one declared pipeline.
+// Graph passes: small named rewrites, run in order from one declared list
+// for inference and training alike, each followed by the verifier. A pass
+// states its rewrite in its file's first lines (a three-line diagram) and
+// returns how many rewrites it made; RunPasses records what each changed.
+//
+// How to add a pass: docs/ARCHITECTURE.md, "Adding a pass".
 #pragma once
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -8,11 +15,46 @@
 
 namespace tiller::passes {
 
-struct Pass {
-  const char* name;
-  // Returns how many rewrites it made (for logs and tests).
-  int (*run)(ir::Graph& g);
+struct PassContext {
+  bool training = false;  // the graph holds a backward and an update part
 };
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual const char* name() const = 0;
+  // One line: what it rewrites into what.
+  virtual const char* summary() const = 0;
+  // Returns the number of rewrites.
+  virtual int Run(ir::Graph& g, const PassContext& ctx) = 0;
+};
+
+// A pass from a function, for rewrites that need no context.
+class FunctionPass : public Pass {
+ public:
+  FunctionPass(const char* name, const char* summary, int (*fn)(ir::Graph&))
+      : name_(name), summary_(summary), fn_(fn) {}
+  const char* name() const override { return name_; }
+  const char* summary() const override { return summary_; }
+  int Run(ir::Graph& g, const PassContext&) override { return fn_(g); }
+
+ private:
+  const char* name_;
+  const char* summary_;
+  int (*fn_)(ir::Graph&);
+};
+
+// What one pass did: its rewrites and the op types it added and removed.
+struct PassRecord {
+  std::string name;
+  std::string summary;
+  int rewrites = 0;
+  size_t ops_before = 0, ops_after = 0;
+  std::map<std::string, int> added, removed;  // op type -> count
+};
+
+// Runs `pass`, verifies the graph and records the change.
+PassRecord RunPass(Pass& pass, ir::Graph& g, const PassContext& ctx);
 
 // matmul(x, W const) [+ add(., b const)] -> linear(x, W, b)
 int FuseLinear(ir::Graph& g);
@@ -21,8 +63,8 @@ int FoldBatchNorm(ir::Graph& g);
 // conv2d|linear -> relu|tanh|gelu -> conv2d|linear{activation}
 int FuseActivation(ir::Graph& g);
 
-// The inference pipeline, in order. The verifier runs after each pass.
-const std::vector<Pass>& InferencePipeline();
-void RunPipeline(ir::Graph& g, const std::vector<Pass>& pipeline);
+// The optimization passes, in order (each is a no-op where its pattern
+// does not occur, as in training graphs whose weights are state).
+std::vector<std::unique_ptr<Pass>> OptimizationPasses();
 
 }  // namespace tiller::passes

@@ -1,21 +1,48 @@
 #include "passes/pass.h"
 
 namespace tiller::passes {
+namespace {
 
-const std::vector<Pass>& InferencePipeline() {
-  static const std::vector<Pass> pipeline = {
-      {"fuse_linear", FuseLinear},
-      {"fold_batch_norm", FoldBatchNorm},
-      {"fuse_activation", FuseActivation},
-  };
-  return pipeline;
+std::map<std::string, int> Histogram(const ir::Graph& g) {
+  std::map<std::string, int> h;
+  for (const auto& op : g.ops()) ++h[op->type];
+  return h;
 }
 
-void RunPipeline(ir::Graph& g, const std::vector<Pass>& pipeline) {
-  for (const Pass& p : pipeline) {
-    p.run(g);
-    ir::Verify(g);
+}  // namespace
+
+PassRecord RunPass(Pass& pass, ir::Graph& g, const PassContext& ctx) {
+  PassRecord r;
+  r.name = pass.name();
+  r.summary = pass.summary();
+  std::map<std::string, int> before = Histogram(g);
+  r.ops_before = g.ops().size();
+  r.rewrites = pass.Run(g, ctx);
+  ir::Verify(g);
+  r.ops_after = g.ops().size();
+  std::map<std::string, int> after = Histogram(g);
+  for (const auto& [type, n] : after) {
+    int was = before.count(type) ? before.at(type) : 0;
+    if (n > was) r.added[type] = n - was;
   }
+  for (const auto& [type, n] : before) {
+    int now = after.count(type) ? after.at(type) : 0;
+    if (n > now) r.removed[type] = n - now;
+  }
+  return r;
+}
+
+std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
+  std::vector<std::unique_ptr<Pass>> p;
+  p.push_back(std::make_unique<FunctionPass>(
+      "fuse_linear", "matmul(x, W const) [+ add(., b const)] -> linear(x, W, b)", FuseLinear));
+  p.push_back(std::make_unique<FunctionPass>(
+      "fold_batch_norm", "conv2d -> batch_norm (constant statistics) -> conv2d, weights folded",
+      FoldBatchNorm));
+  p.push_back(std::make_unique<FunctionPass>(
+      "fuse_activation", "conv2d|linear -> relu|tanh|gelu -> conv2d|linear{activation}",
+      FuseActivation));
+  return p;
 }
 
 }  // namespace tiller::passes

@@ -1,26 +1,18 @@
-// include/tiller/gradients.h: loads the model, translates it for the given
-// feeds (in training mode if asked), appends the backward graph, compiles
-// and runs it once.
+// include/tiller/gradients.h: the model is compiled by the compile driver
+// with its loss differentiated (runtime/paddle_steps.h) and run once.
 #include "tiller/gradients.h"
 
 #include <cstring>
 
-#include "compile/executable.h"
+#include "compile/driver.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/translate.h"
-#include "passes/autodiff.h"
 #include "runtime/api_types.h"
+#include "runtime/feeds.h"
+#include "runtime/paddle_steps.h"
 
 namespace tiller {
 namespace {
-
-ir::Value* FindWrt(const ir::Graph& g, const std::string& name) {
-  for (const auto& v : g.values()) {
-    if (v->name == name && (v->kind == ir::ValueKind::kParam || v->kind == ir::ValueKind::kInput))
-      return v.get();
-  }
-  Fail(ErrorKind::kNotFound, "'{}' is neither a parameter nor a feed the loss can depend on", name);
-}
 
 HostTensor ToHost(const compile::TensorSlot& s) {
   HostTensor t;
@@ -47,57 +39,50 @@ GradientResult ComputeGradients(const GradientRequest& request) {
   program.fetch_names = {loss_name};
   for (const std::string& f : request.fetch) program.fetch_names.push_back(f);
 
-  std::vector<ir::TensorType> types;
-  std::vector<const HostTensor*> feeds;
+  // Feeds are checked against their own values (any shape the program takes).
+  std::vector<runtime::FeedDecl> decls;
   for (const std::string& name : program.feed_names) {
     auto it = request.feeds.find(name);
     if (it == request.feeds.end()) Fail(ErrorKind::kInvalidArgument, "feed '{}' is missing", name);
-    const HostTensor& t = it->second;
-    ir::TensorType type{FromApi(t.dtype), t.shape};
-    if (t.data.size() != type.bytes())
-      Fail(ErrorKind::kInvalidArgument, "feed '{}' ({}) has {} bytes, needs {}", name,
-           type.ToString(), t.data.size(), type.bytes());
-    types.push_back(type);
-    feeds.push_back(&t);
+    const paddle::VarInfo* v = program.FindVar(name);
+    decls.push_back({name, FromApi(it->second.dtype), v ? v->dims : Shape{}});
+  }
+  runtime::FeedSet feeds(std::move(decls), {"feed", "program"});
+  std::vector<ir::TensorType> types;
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const HostTensor& t = request.feeds.at(feeds.decl(i).name);
+    feeds.SetShape(i, t.shape);
+    feeds.SetData(i, FromApi(t.dtype), t.data.data(), t.data.size());
+    types.push_back({FromApi(t.dtype), t.shape});
+  }
+  std::shared_ptr<AlignedBuffer> weight;
+  if (request.loss_weight) {
+    const HostTensor& w = *request.loss_weight;
+    if (w.dtype != DataType::FLOAT32)
+      Fail(ErrorKind::kInvalidArgument, "loss_weight must be float32, got {}",
+           DataTypeName(w.dtype));
+    weight = std::make_shared<AlignedBuffer>(w.data.size());
+    if (!w.data.empty()) std::memcpy(weight->data(), w.data.data(), w.data.size());
   }
   paddle::TranslateOptions options;
   options.training = request.training;
-  auto graph = paddle::Translate(model, types, compile::FoldWithCpuKernels, options);
-  ir::Value* loss = graph->outputs()[0].second;
-  if (request.loss_weight) {
-    const HostTensor& w = *request.loss_weight;
-    if (FromApi(w.dtype) != loss->dtype() || w.data.size() != loss->bytes())
-      Fail(ErrorKind::kInvalidArgument, "loss_weight must be {} like the loss",
-           loss->type.ToString());
-    auto buf = std::make_shared<AlignedBuffer>(loss->bytes());
-    std::memcpy(buf->data(), w.data.data(), loss->bytes());
-    ir::Value* r = graph->AddData("loss_weight", loss->type, ir::ValueKind::kConstant, buf);
-    loss = graph->Add1("reduce_sum", {graph->Add1("mul", {loss, r})},
-                       {{"axes", std::vector<int64_t>{}}, {"keepdim", false}});
-  }
-  std::vector<ir::Value*> targets;
-  for (const std::string& name : request.wrt) targets.push_back(FindWrt(*graph, name));
-  auto grads = passes::BuildBackward(*graph, loss, targets);
-  size_t first_grad = graph->outputs().size();
-  for (ir::Value* v : targets) graph->AddOutput(v->name + "@GRAD", grads.at(v));
-  ir::Verify(*graph);
-  compile::CompileOptions co;
-  co.num_threads = request.num_threads;
-  auto exe = compile::Executable::Build(std::move(graph), co);
+  compile::Compiler compiler(compile::CompileOptions::Cpu(request.num_threads));
+  runtime::PaddleGradientStep source(model, types, options, request.wrt, weight);
+  compile::CompiledStep step = compiler.Compile(source);
+  compile::Executable& exe = *step.exe;
 
-  for (compile::TensorSlot& in : exe->inputs()) {
+  for (compile::TensorSlot& in : exe.inputs()) {
     if (in.name == paddle::TranslateContext::kStepInput) {
       *static_cast<int64_t*>(in.data) = request.step;
       continue;
     }
-    size_t i = 0;
-    while (i < program.feed_names.size() && program.feed_names[i] != in.name) ++i;
-    TILLER_CHECK(i < program.feed_names.size(), "graph input '{}' is no feed", in.name);
-    if (in.type.bytes()) std::memcpy(in.data, feeds[i]->data.data(), in.type.bytes());
+    size_t i = feeds.Index(in.name);
+    if (in.type.bytes()) std::memcpy(in.data, feeds.data(i).data(), in.type.bytes());
   }
-  exe->Run();
+  exe.Run();
   GradientResult result;
-  const auto& outs = exe->outputs();
+  const auto& outs = exe.outputs();
+  const size_t first_grad = program.fetch_names.size();
   for (size_t i = 0; i < outs.size(); ++i) {
     if (i < first_grad)
       result.fetched.emplace_back(program.fetch_names[i], ToHost(outs[i]));

@@ -24,7 +24,7 @@ std::string TranslationDTypes(const paddle::OpTableRow& r) {
   std::vector<DType> dtypes = AllDTypes();
   bool any_kernel = false;
   for (const std::string& ir : r.ir_ops) {
-    const std::vector<DType>* k = backend::KernelDTypes(ir);
+    const std::vector<DType>* k = backend::KernelDTypes("cpu", ir);
     if (!k) continue;
     any_kernel = true;
     std::erase_if(dtypes, [&](DType t) { return std::find(k->begin(), k->end(), t) == k->end(); });

@@ -5,17 +5,22 @@
 #include <cstring>
 #include <filesystem>
 
-#include "backend/kernel.h"
-#include "compile/executable.h"
+#include "compile/driver.h"
+#include "compile/placement.h"
 #include "core/error.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/translate.h"
-#include "ir/op_schema.h"
-#include "passes/pass.h"
 #include "runtime/api_types.h"
+#include "runtime/feeds.h"
+#include "runtime/paddle_steps.h"
 #include "tiller/custom_op.h"
 
 namespace tiller::inference {
+
+using runtime::FeedDecl;
+using runtime::FeedSet;
+using runtime::PaddleInferenceStep;
+
 namespace {
 
 template <typename T>
@@ -68,30 +73,44 @@ void Config::SetModel(const std::string& prog_file, const std::string& params_fi
   params_file_ = params_file;
 }
 
+void Config::SetDevices(const std::vector<std::string>& backends) {
+  if (backends.empty()) Fail(ErrorKind::kInvalidArgument, "SetDevices: no devices given");
+  devices_ = backends;
+}
+
+void Config::SetPlacement(const std::string& policy) {
+  if (policy != "by_shard" && policy != "first_supported")
+    Fail(ErrorKind::kInvalidArgument,
+         "SetPlacement: unknown policy '{}' (by_shard, first_supported)", policy);
+  placement_ = policy;
+}
+
+namespace {
+
+compile::CompileOptions ToCompileOptions(const Config& c) {
+  compile::CompileOptions o;
+  o.devices.clear();
+  // CPU devices share the math-library thread setting.
+  for (const std::string& b : c.devices())
+    o.devices.push_back({b, c.cpu_math_library_num_threads()});
+  o.placement = c.placement() == "first_supported" ? compile::PlacementPolicy::kFirstSupported
+                                                   : compile::PlacementPolicy::kByShard;
+  o.optimize = c.ir_optim();
+  return o;
+}
+
+}  // namespace
+
 struct Predictor::Impl {
   Config config;
   paddle::Model model;
-  struct Input {
-    std::string name;
-    DType dtype;
-    Shape declared;  // -1 = dynamic
-    Shape shape;
-    bool has_shape = false, has_data = false;
-    AlignedBuffer data;
-  };
-  std::vector<Input> inputs;
-  std::map<std::vector<Shape>, std::unique_ptr<compile::Executable>> cache;
-  compile::Executable* current = nullptr;
+  std::unique_ptr<FeedSet> feeds;
+  std::unique_ptr<compile::Compiler> compiler;
+  // One compiled step per set of input shapes.
+  std::map<std::vector<Shape>, compile::CompiledStep> cache;
+  compile::CompiledStep* current = nullptr;
   bool profiling = false;
 
-  size_t InputIndex(const std::string& name) const {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i].name == name) return i;
-    }
-    std::string names;
-    for (const auto& in : inputs) names += (names.empty() ? "" : ", ") + in.name;
-    Fail(ErrorKind::kNotFound, "model has no input named '{}' (inputs: {})", name, names);
-  }
   size_t OutputIndex(const std::string& name) const {
     const auto& outs = model.program.fetch_names;
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -102,41 +121,27 @@ struct Predictor::Impl {
     Fail(ErrorKind::kNotFound, "model has no output named '{}' (outputs: {})", name, names);
   }
 
-  compile::Executable& Compile() {
-    std::vector<Shape> key;
-    for (const Input& in : inputs) {
-      if (!in.has_data)
-        Fail(ErrorKind::kInvalidArgument, "input '{}' was not set before Run()", in.name);
-      key.push_back(in.shape);
-    }
-    return CompileFor(key);
-  }
-
   std::vector<ir::TensorType> FeedTypes(const std::vector<Shape>& shapes) const {
-    std::vector<ir::TensorType> feeds;
-    for (size_t i = 0; i < inputs.size(); ++i) feeds.push_back({inputs[i].dtype, shapes[i]});
-    return feeds;
+    std::vector<ir::TensorType> types;
+    for (size_t i = 0; i < feeds->size(); ++i) types.push_back({feeds->decl(i).dtype, shapes[i]});
+    return types;
   }
 
-  std::unique_ptr<ir::Graph> TranslateFor(const std::vector<Shape>& shapes) const {
-    paddle::TranslateOptions translate_options;
-    translate_options.random_seed = config.random_seed();
-    return paddle::Translate(model, FeedTypes(shapes), compile::FoldWithCpuKernels,
-                             translate_options);
+  paddle::TranslateOptions TranslateOptions() const {
+    paddle::TranslateOptions o;
+    o.random_seed = config.random_seed();
+    return o;
   }
 
   // The executable for one set of input shapes, compiled on first use.
-  compile::Executable& CompileFor(const std::vector<Shape>& shapes) {
+  compile::CompiledStep& CompileFor(const std::vector<Shape>& shapes) {
     auto it = cache.find(shapes);
     if (it == cache.end()) {
-      auto graph = TranslateFor(shapes);
-      if (config.ir_optim()) passes::RunPipeline(*graph, passes::InferencePipeline());
-      compile::CompileOptions options;
-      options.num_threads = config.cpu_math_library_num_threads();
-      it = cache.emplace(shapes, compile::Executable::Build(std::move(graph), options)).first;
-      it->second->EnableProfiling(profiling);
+      PaddleInferenceStep step(model, FeedTypes(shapes), TranslateOptions());
+      it = cache.emplace(shapes, compiler->Compile(step)).first;
+      it->second.exe->EnableProfiling(profiling);
     }
-    return *it->second;
+    return it->second;
   }
 
   // Translation runs per set of input shapes, but an op Tiller cannot run
@@ -144,20 +149,20 @@ struct Predictor::Impl {
   // does. So the model is translated once here with the declared shapes:
   // - all static: compiled and cached, so the first Run reuses it and every
   //   error is real (these are the only shapes the model accepts);
-  // - dynamic dims: each replaced by 1, then every op's kernel checked for
-  //   its dtype (kernel.h). kUnimplemented does not depend on sizes
-  //   (attributes, dtypes, compile-time constness, ranks are all real), so it
-  //   propagates; other errors can be artefacts of the placeholder (a
-  //   reshape or broadcast that only fits the real sizes) and are left for
-  //   Run to report with the real shapes.
+  // - dynamic dims: each replaced by 1, then every op checked against the
+  //   devices' kernels (backend::Backend::Supports). kUnimplemented does not
+  //   depend on sizes (attributes, dtypes, compile-time constness, ranks are
+  //   all real), so it propagates; other errors can be artefacts of the
+  //   placeholder (a reshape or broadcast that only fits the real sizes) and
+  //   are left for Run to report with the real shapes.
   // A feed without declared dims (unknown rank) skips the check: a guessed
   // rank could make even kUnimplemented an artefact.
   void CheckAtLoad() {
     std::vector<Shape> shapes;
     bool placeholder = false;
-    for (const Input& in : inputs) {
-      if (in.declared.empty()) return;
-      Shape s = in.declared;
+    for (size_t i = 0; i < feeds->size(); ++i) {
+      if (feeds->decl(i).dims.empty()) return;
+      Shape s = feeds->decl(i).dims;
       for (int64_t& d : s) {
         if (d < 0) {
           d = 1;
@@ -171,10 +176,9 @@ struct Predictor::Impl {
       return;
     }
     try {
-      auto graph = TranslateFor(shapes);
-      for (const auto& op : graph->ops()) {
-        if (!ir::FindOpSchema(op->type)->is_view) backend::CheckKernelSupports(*op);
-      }
+      auto graph =
+          paddle::Translate(model, FeedTypes(shapes), compiler->folder(), TranslateOptions());
+      compile::PlaceOps(*graph, compiler->devices(), compiler->options().placement);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::kUnimplemented) throw;
     }
@@ -183,6 +187,7 @@ struct Predictor::Impl {
 
 Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
   impl_->config = config;
+  impl_->compiler = std::make_unique<compile::Compiler>(ToCompileOptions(config));
   if (!config.model_dir().empty()) {
     impl_->model = paddle::LoadModel(config.model_dir(), "");
   } else {
@@ -193,15 +198,13 @@ Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
   const paddle::Program& p = impl_->model.program;
   // Like Paddle Inference, refuse a model with unsupported ops at creation.
   paddle::CheckSupported(p);
+  std::vector<FeedDecl> decls;
   for (const std::string& name : p.feed_names) {
     const paddle::VarInfo* v = p.FindVar(name);
     if (!v) Fail(ErrorKind::kDataLoss, "{}: feed target '{}' has no variable", p.path, name);
-    Impl::Input in;
-    in.name = name;
-    in.dtype = v->dtype;
-    in.declared = v->dims;
-    impl_->inputs.push_back(std::move(in));
+    decls.push_back({name, v->dtype, v->dims});
   }
+  impl_->feeds = std::make_unique<FeedSet>(std::move(decls), FeedSet::Words{"input", "model"});
   impl_->CheckAtLoad();
 }
 
@@ -215,7 +218,7 @@ std::vector<std::string> Predictor::GetOutputNames() const {
 }
 
 std::unique_ptr<Tensor> Predictor::GetInputHandle(const std::string& name) {
-  size_t i = impl_->InputIndex(name);
+  size_t i = impl_->feeds->Index(name);
   return std::unique_ptr<Tensor>(new Tensor(this, name, true, i));
 }
 
@@ -225,45 +228,48 @@ std::unique_ptr<Tensor> Predictor::GetOutputHandle(const std::string& name) {
 }
 
 bool Predictor::Run() {
-  compile::Executable& exe = impl_->Compile();
-  for (size_t i = 0; i < impl_->inputs.size(); ++i) {
-    const Impl::Input& in = impl_->inputs[i];
-    compile::TensorSlot& slot = exe.inputs()[i];
-    std::memcpy(slot.data, in.data.data(), in.data.size());
+  FeedSet& feeds = *impl_->feeds;
+  compile::CompiledStep& step = impl_->CompileFor(feeds.Shapes());
+  compile::Executable& exe = *step.exe;
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const AlignedBuffer& data = feeds.data(i);
+    if (data.size()) std::memcpy(exe.inputs()[i].data, data.data(), data.size());
   }
   exe.Run();
-  impl_->current = &exe;
+  impl_->current = &step;
   return true;
 }
 
 std::vector<int64_t> Predictor::GetInputShape(const std::string& name) const {
-  return impl_->inputs[impl_->InputIndex(name)].declared;
+  return impl_->feeds->decl(impl_->feeds->Index(name)).dims;
 }
 DataType Predictor::GetInputType(const std::string& name) const {
-  return ToApi(impl_->inputs[impl_->InputIndex(name)].dtype);
+  return ToApi(impl_->feeds->decl(impl_->feeds->Index(name)).dtype);
 }
 
 Predictor::Summary Predictor::GetSummary() const {
   Summary s;
-  compile::Executable* exe = impl_->current;
-  if (!exe) Fail(ErrorKind::kInvalidArgument, "GetSummary() needs a Run() first");
+  if (!impl_->current) Fail(ErrorKind::kInvalidArgument, "GetSummary() needs a Run() first");
+  const compile::Executable* exe = impl_->current->exe.get();
   for (const auto& op : exe->graph().ops()) s.num_kernels += op->type != "reshape";
-  s.arena_bytes = exe->plan().arena_bytes();
-  s.naive_bytes = exe->plan().naive_bytes;
+  s.arena_bytes = exe->arena_bytes();
+  for (size_t d = 0; d < exe->num_devices(); ++d) s.naive_bytes += exe->plan(d).naive_bytes;
   for (const auto& [name, p] : impl_->model.params) s.weight_bytes += p.data ? p.data->size() : 0;
   s.graph = exe->graph().ToString();
+  s.compile_report = impl_->current->report.Format();
   return s;
 }
 
 void Predictor::EnableProfiling(bool on) {
   impl_->profiling = on;
-  for (auto& [key, exe] : impl_->cache) exe->EnableProfiling(on);
+  for (auto& [key, step] : impl_->cache) step.exe->EnableProfiling(on);
 }
 
 std::vector<std::tuple<std::string, double, int64_t>> Predictor::GetProfile() const {
   std::vector<std::tuple<std::string, double, int64_t>> out;
   if (!impl_->current) return out;
-  for (const auto& e : impl_->current->Profile()) out.emplace_back(e.op_type, e.total_ms, e.calls);
+  for (const auto& e : impl_->current->exe->Profile())
+    out.emplace_back(e.op_type, e.total_ms, e.calls);
   return out;
 }
 
@@ -281,54 +287,31 @@ std::shared_ptr<Predictor> CreatePredictor(const Config& config) {
 
 void Tensor::Reshape(const std::vector<int64_t>& shape) {
   if (!is_input_) Fail(ErrorKind::kInvalidArgument, "output '{}' cannot be reshaped", name_);
-  auto& in = owner_->impl_->inputs[index_];
-  const Shape& d = in.declared;
-  bool ok = d.empty() || d.size() == shape.size();
-  for (size_t i = 0; ok && i < d.size(); ++i) ok = d[i] < 0 || d[i] == shape[i];
-  for (int64_t s : shape) ok = ok && s >= 0;
-  if (!ok)
-    Fail(ErrorKind::kInvalidArgument, "input '{}': shape {} does not match the model's {}", name_,
-         ShapeToString(shape), ShapeToString(d));
-  in.shape = shape;
-  in.has_shape = true;
-  in.has_data = false;
+  owner_->impl_->feeds->SetShape(index_, shape);
 }
 
 void Tensor::CopyFromCpuBytes(const void* data, DataType type, size_t bytes) {
   if (!is_input_)
     Fail(ErrorKind::kInvalidArgument, "'{}' is an output; copy into inputs only", name_);
-  auto& in = owner_->impl_->inputs[index_];
-  if (!in.has_shape) {
-    bool static_shape = !in.declared.empty();
-    for (int64_t s : in.declared) static_shape = static_shape && s >= 0;
-    if (!static_shape)
-      Fail(ErrorKind::kInvalidArgument, "input '{}' has dynamic shape {}: call Reshape() first",
-           name_, ShapeToString(in.declared));
-    in.shape = in.declared;
-    in.has_shape = true;
-  }
-  if (FromApi(type) != in.dtype)
-    Fail(ErrorKind::kInvalidArgument, "input '{}' expects {}, got {}", name_, DTypeName(in.dtype),
-         DataTypeName(type));
-  size_t need = static_cast<size_t>(NumElements(in.shape)) * DTypeSize(in.dtype);
-  if (bytes != need)
-    Fail(ErrorKind::kInvalidArgument, "input '{}' of shape {} needs {} bytes, got {}", name_,
-         ShapeToString(in.shape), need, bytes);
-  if (in.data.size() != need) in.data.Resize(need);
-  if (need) std::memcpy(in.data.data(), data, need);
-  in.has_data = true;
+  owner_->impl_->feeds->SetData(index_, FromApi(type), data, bytes);
 }
+
+namespace {
+const compile::Executable& RunExecutable(const Predictor::Impl& impl, const std::string& output,
+                                         const char* what) {
+  if (!impl.current) Fail(ErrorKind::kInvalidArgument, "output '{}' {} before Run()", output, what);
+  return *impl.current->exe;
+}
+}  // namespace
 
 void Tensor::CopyToCpuBytes(void* data, size_t bytes) const {
   if (is_input_) {
-    const auto& in = owner_->impl_->inputs[index_];
-    if (bytes != in.data.size()) Fail(ErrorKind::kInvalidArgument, "size mismatch for '{}'", name_);
-    std::memcpy(data, in.data.data(), bytes);
+    const AlignedBuffer& in = owner_->impl_->feeds->data(index_);
+    if (bytes != in.size()) Fail(ErrorKind::kInvalidArgument, "size mismatch for '{}'", name_);
+    if (bytes) std::memcpy(data, in.data(), bytes);
     return;
   }
-  compile::Executable* exe = owner_->impl_->current;
-  if (!exe) Fail(ErrorKind::kInvalidArgument, "output '{}' read before Run()", name_);
-  const compile::TensorSlot& slot = exe->outputs()[index_];
+  const compile::TensorSlot& slot = RunExecutable(*owner_->impl_, name_, "read").outputs()[index_];
   if (bytes != slot.type.bytes())
     Fail(ErrorKind::kInvalidArgument, "output '{}' has {} bytes, buffer has {}", name_,
          slot.type.bytes(), bytes);
@@ -337,8 +320,7 @@ void Tensor::CopyToCpuBytes(void* data, size_t bytes) const {
 
 template <typename T>
 void Tensor::CopyFromCpu(const T* data) {
-  auto& in = owner_->impl_->inputs[index_];
-  Shape shape = in.has_shape ? in.shape : in.declared;
+  Shape shape = owner_->impl_->feeds->shape(index_);
   CopyFromCpuBytes(data, TypeOf<T>(),
                    static_cast<size_t>(std::max<int64_t>(NumElements(shape), 0)) * sizeof(T));
 }
@@ -352,13 +334,8 @@ void Tensor::CopyToCpu(T* data) const {
 }
 
 std::vector<int64_t> Tensor::shape() const {
-  if (is_input_) {
-    const auto& in = owner_->impl_->inputs[index_];
-    return in.has_shape ? in.shape : in.declared;
-  }
-  compile::Executable* exe = owner_->impl_->current;
-  if (!exe) Fail(ErrorKind::kInvalidArgument, "output '{}' has no shape before Run()", name_);
-  return exe->outputs()[index_].type.shape;
+  if (is_input_) return owner_->impl_->feeds->shape(index_);
+  return RunExecutable(*owner_->impl_, name_, "has no shape").outputs()[index_].type.shape;
 }
 
 int64_t Tensor::numel() const {
@@ -366,10 +343,8 @@ int64_t Tensor::numel() const {
 }
 
 DataType Tensor::type() const {
-  if (is_input_) return ToApi(owner_->impl_->inputs[index_].dtype);
-  compile::Executable* exe = owner_->impl_->current;
-  if (!exe) Fail(ErrorKind::kInvalidArgument, "output '{}' has no type before Run()", name_);
-  return ToApi(exe->outputs()[index_].type.dtype);
+  if (is_input_) return ToApi(owner_->impl_->feeds->decl(index_).dtype);
+  return ToApi(RunExecutable(*owner_->impl_, name_, "has no type").outputs()[index_].type.dtype);
 }
 
 #define TILLER_INSTANTIATE(T)                          \

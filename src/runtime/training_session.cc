@@ -7,17 +7,22 @@
 #include <map>
 #include <set>
 
-#include "compile/executable.h"
+#include "compile/driver.h"
 #include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/training.h"
 #include "frontend/paddle/translate.h"
-#include "passes/autodiff.h"
 #include "runtime/api_types.h"
+#include "runtime/feeds.h"
+#include "runtime/paddle_steps.h"
 #include "tiller/training.h"
 
 namespace tiller::training {
+
+using runtime::FeedDecl;
+using runtime::FeedSet;
+using runtime::PaddleTrainingStep;
 
 using inference::FromApi;
 using inference::ToApi;
@@ -37,22 +42,16 @@ struct TrainingSession::Impl {
   std::map<std::string, ir::TensorType> state_types;
   compile::StateStorage storage;
 
-  struct Feed {
-    ir::TensorType type;
-    AlignedBuffer data;
-    bool set = false;
-  };
-  std::vector<Feed> feeds;
-  std::map<std::pair<bool, std::vector<Shape>>, std::unique_ptr<compile::Executable>> cache;
-  compile::Executable* last = nullptr;
+  std::unique_ptr<FeedSet> feeds;
+  std::unique_ptr<compile::Compiler> compiler;
+  // One compiled step per (eval, feed shapes).
+  std::map<std::pair<bool, std::vector<Shape>>, compile::CompiledStep> cache;
+  compile::CompiledStep* last = nullptr;
   bool last_eval = false;
   int64_t steps = 0;
   // Per compiled step: whether the diagnostic re-run after a failed check is
   // safe (no state is written in place before the last checked value).
-  struct Guard {
-    bool rerun_safe = false;
-  };
-  std::map<const compile::Executable*, Guard> guards;
+  std::map<const compile::Executable*, bool> rerun_safe;
 
   State& FindState(const std::string& name) {
     auto it = states.find(name);
@@ -62,54 +61,38 @@ struct TrainingSession::Impl {
     return it->second;
   }
 
-  compile::Executable& Compile(bool eval) {
-    std::vector<Shape> shapes;
-    std::vector<ir::TensorType> types;
-    for (size_t i = 0; i < feeds.size(); ++i) {
-      if (!feeds[i].set)
-        Fail(ErrorKind::kInvalidArgument, "feed '{}' was not set before Run()", feed_names[i]);
-      shapes.push_back(feeds[i].type.shape);
-      types.push_back(feeds[i].type);
-    }
+  compile::CompiledStep& Compile(bool eval) {
+    std::vector<Shape> shapes = feeds->Shapes();
     auto key = std::make_pair(eval, shapes);
     auto it = cache.find(key);
-    if (it != cache.end()) return *it->second;
-    paddle::TrainingGraphOptions o;
-    o.eval = eval;
-    o.random_seed = options.random_seed;
-    o.no_bias_optimizer = options.no_bias_optimizer;
-    paddle::TrainingTranslation t(program, info, state_types, feed_names, types, fetch_names,
-                                  compile::FoldWithCpuKernels, o);
-    ir::Value* loss = t.Forward();
-    if (!eval) {
-      std::vector<ir::Value*> wrt = t.Trained();
-      auto grads = passes::BuildBackward(t.graph(), loss, wrt);
-      std::vector<ir::Value*> g;
-      for (ir::Value* v : wrt) g.push_back(grads.at(v));
-      t.Update(g);
-    }
-    paddle::TrainingGraph tg = t.Finish();
-    compile::CompileOptions co;
-    co.num_threads = options.num_threads;
-    auto exe = compile::Executable::Build(std::move(tg.graph), co, storage);
-    exe->EnableNanInfCheck(options.check_nan_inf);
-    // The loss and every gradient are checked right after they are computed,
-    // before any update reads them.
-    Guard guard;
-    int last_guard = exe->GuardFinite(tg.loss, fmt::format("the loss '{}'", info.loss));
-    for (const auto& [name, g] : tg.gradients)
-      last_guard =
-          std::max(last_guard, exe->GuardFinite(g, fmt::format("the gradient of '{}'", name)));
+    if (it != cache.end()) return it->second;
+    PaddleTrainingStep::Args args{&program, &info, &state_types, feed_names, {}, fetch_names, {}};
+    for (size_t i = 0; i < feeds->size(); ++i)
+      args.feed_types.push_back({feeds->decl(i).dtype, shapes[i]});
+    args.options.eval = eval;
+    args.options.random_seed = options.random_seed;
+    args.options.no_bias_optimizer = options.no_bias_optimizer;
+    PaddleTrainingStep source(std::move(args));
+    compile::CompiledStep step = compiler->Compile(source, storage);
+    compile::Executable& exe = *step.exe;
+    exe.EnableNanInfCheck(options.check_nan_inf);
+    // The loss (the step's last output) and every gradient are checked right
+    // after they are computed, before any update reads them.
+    const ir::Value* loss = exe.graph().outputs().back().second;
+    int last_guard = exe.GuardFinite(loss, fmt::format("the loss '{}'", info.loss));
+    for (size_t k = 0; k < step.gradients.size(); ++k)
+      last_guard = std::max(
+          last_guard,
+          exe.GuardFinite(step.gradients[k], fmt::format("the gradient of '{}'", info.trained[k])));
     std::set<const ir::Op*> in_place_writers;
-    for (const auto& [value, state] : exe->plan().in_state)
-      in_place_writers.insert(value->producer);
-    const auto& ops = exe->graph().ops();
-    guard.rerun_safe = true;
+    for (const auto& [value, state] : exe.plan().in_state) in_place_writers.insert(value->producer);
+    const auto& ops = exe.graph().ops();
+    bool safe = true;
     for (int i = 0; i <= last_guard && i < static_cast<int>(ops.size()); ++i) {
-      if (in_place_writers.count(ops[i].get())) guard.rerun_safe = false;
+      if (in_place_writers.count(ops[i].get())) safe = false;
     }
-    guards[exe.get()] = guard;
-    return *cache.emplace(key, std::move(exe)).first->second;
+    rerun_safe[&exe] = safe;
+    return cache.emplace(key, std::move(step)).first->second;
   }
 };
 
@@ -122,6 +105,8 @@ TrainingSession::TrainingSession(const std::string& program_path,
   s.program = paddle::ReadProgramFile(program_path);
   s.info = paddle::AnalyzeTrainingProgram(s.program);
   s.options = options;
+  s.compiler =
+      std::make_unique<compile::Compiler>(compile::CompileOptions::Cpu(options.num_threads));
   s.feed_names = std::move(feed_names);
   s.fetch_names = std::move(fetch_names);
   for (const std::string& name : s.info.state) {
@@ -140,16 +125,15 @@ TrainingSession::TrainingSession(const std::string& program_path,
     s.state_types[name] = it->second.type;
     s.storage[name] = it->second.data.data();
   }
+  std::vector<FeedDecl> decls;
   for (const std::string& name : s.feed_names) {
     const paddle::VarInfo* v = s.program.FindVar(name);
     if (!v)
       Fail(ErrorKind::kNotFound, "{}: feed '{}' is not a variable of the program", s.program.path,
            name);
-    Impl::Feed f;
-    f.type.dtype = v->dtype;
-    f.type.shape = v->dims;
-    s.feeds.push_back(std::move(f));
+    decls.push_back({name, v->dtype, v->dims});
   }
+  s.feeds = std::make_unique<FeedSet>(std::move(decls), FeedSet::Words{"feed", "program"});
   for (const std::string& name : s.fetch_names) {
     if (!s.program.FindVar(name))
       Fail(ErrorKind::kNotFound, "{}: fetch '{}' is not a variable of the program", s.program.path,
@@ -207,29 +191,8 @@ void TrainingSession::GetState(const std::string& name, void* data, size_t bytes
 
 void TrainingSession::SetFeed(const std::string& name, const void* data, DataType dtype,
                               const std::vector<int64_t>& shape) {
-  Impl& s = *impl_;
-  size_t i = 0;
-  while (i < s.feed_names.size() && s.feed_names[i] != name) ++i;
-  if (i == s.feed_names.size()) {
-    std::string names;
-    for (const auto& n : s.feed_names) names += (names.empty() ? "" : ", ") + n;
-    Fail(ErrorKind::kNotFound, "no feed named '{}' (feeds: {})", name, names);
-  }
-  const paddle::VarInfo* v = s.program.FindVar(name);
-  if (FromApi(dtype) != v->dtype)
-    Fail(ErrorKind::kInvalidArgument, "feed '{}' expects {}, got {}", name, DTypeName(v->dtype),
-         inference::DataTypeName(dtype));
-  bool ok = v->dims.size() == shape.size();
-  for (size_t d = 0; ok && d < shape.size(); ++d)
-    ok = shape[d] >= 0 && (v->dims[d] < 0 || v->dims[d] == shape[d]);
-  if (!ok)
-    Fail(ErrorKind::kInvalidArgument, "feed '{}': shape {} does not match the program's {}", name,
-         ShapeToString(shape), ShapeToString(v->dims));
-  Impl::Feed& f = s.feeds[i];
-  f.type = {v->dtype, shape};
-  f.data.Resize(f.type.bytes());
-  if (f.type.bytes()) std::memcpy(f.data.data(), data, f.type.bytes());
-  f.set = true;
+  FeedSet& feeds = *impl_->feeds;
+  feeds.Set(feeds.Index(name), FromApi(dtype), shape, data);
 }
 
 void TrainingSession::Run(bool eval) {
@@ -244,14 +207,15 @@ void TrainingSession::Run(bool eval) {
     if (unset.size() > 8) list += fmt::format(", ... ({} in all)", unset.size());
     Fail(ErrorKind::kInvalidArgument, "{}: state not set before Run(): {}", s.program.path, list);
   }
-  compile::Executable& exe = s.Compile(eval);
-  for (size_t i = 0; i < s.feeds.size(); ++i) {
-    if (s.feeds[i].type.bytes())
-      std::memcpy(exe.inputs()[i].data, s.feeds[i].data.data(), s.feeds[i].type.bytes());
+  compile::CompiledStep& compiled = s.Compile(eval);
+  compile::Executable& exe = *compiled.exe;
+  for (size_t i = 0; i < s.feeds->size(); ++i) {
+    const AlignedBuffer& data = s.feeds->data(i);
+    if (data.size()) std::memcpy(exe.inputs()[i].data, data.data(), data.size());
   }
   // Random training ops (dropout) draw from (seed, step number), so masks
   // change every step and repeat for the same seed.
-  for (size_t i = s.feeds.size(); i < exe.inputs().size(); ++i) {
+  for (size_t i = s.feeds->size(); i < exe.inputs().size(); ++i) {
     compile::TensorSlot& slot = exe.inputs()[i];
     TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput, "unexpected graph input '{}'",
                  slot.name);
@@ -264,8 +228,7 @@ void TrainingSession::Run(bool eval) {
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kNonFinite) throw;
     std::string where = e.what();
-    const Impl::Guard& guard = s.guards.at(&exe);
-    if (!s.options.check_nan_inf && guard.rerun_safe) {
+    if (!s.options.check_nan_inf && s.rerun_safe.at(&exe)) {
       // Only the loss was checked and nothing was updated: run the step again
       // checking every op, to name the first one that went non-finite.
       exe.EnableNanInfCheck(true);
@@ -281,7 +244,7 @@ void TrainingSession::Run(bool eval) {
          step, where);
   }
   if (!eval) s.steps = step;
-  s.last = &exe;
+  s.last = &compiled;
   s.last_eval = eval;
 }
 
@@ -290,8 +253,8 @@ int64_t TrainingSession::StepCount() const {
 }
 
 TensorInfo TrainingSession::FetchInfo(size_t i) const {
-  const compile::Executable* exe = impl_->last;
-  if (!exe) Fail(ErrorKind::kInvalidArgument, "fetches read before Run()");
+  if (!impl_->last) Fail(ErrorKind::kInvalidArgument, "fetches read before Run()");
+  const compile::Executable* exe = impl_->last->exe.get();
   if (i >= impl_->fetch_names.size())
     Fail(ErrorKind::kInvalidArgument, "fetch {} of {}", i, impl_->fetch_names.size());
   const auto& slot = exe->outputs()[i];
@@ -300,7 +263,7 @@ TensorInfo TrainingSession::FetchInfo(size_t i) const {
 
 void TrainingSession::GetFetch(size_t i, void* data, size_t bytes) const {
   FetchInfo(i);
-  const auto& slot = impl_->last->outputs()[i];
+  const auto& slot = impl_->last->exe->outputs()[i];
   if (bytes != slot.type.bytes())
     Fail(ErrorKind::kInvalidArgument, "fetch '{}' has {} bytes, buffer has {}", slot.name,
          slot.type.bytes(), bytes);
@@ -308,14 +271,15 @@ void TrainingSession::GetFetch(size_t i, void* data, size_t bytes) const {
 }
 
 TrainingSession::Summary TrainingSession::GetSummary() const {
-  const compile::Executable* exe = impl_->last;
-  if (!exe) Fail(ErrorKind::kInvalidArgument, "GetSummary() needs a Run() first");
+  if (!impl_->last) Fail(ErrorKind::kInvalidArgument, "GetSummary() needs a Run() first");
+  const compile::Executable* exe = impl_->last->exe.get();
   Summary s;
-  s.arena_bytes = exe->plan().arena_bytes();
+  s.arena_bytes = exe->arena_bytes();
   for (const auto& [name, st] : impl_->states) s.state_bytes += st.type.bytes();
   s.in_place_updates = exe->plan().in_state.size();
   s.copied_updates = exe->plan().copy_back.size();
   s.graph = exe->graph().ToString();
+  s.compile_report = impl_->last->report.Format();
   return s;
 }
 

@@ -1,15 +1,22 @@
-// The process-wide oneDNN CPU engine and stream. oneDNN's CPU runtime here is
-// OpenMP, so kernels run on the calling thread's OpenMP team.
+// oneDNN state of one CPU device: its engine and stream. oneDNN's CPU
+// runtime here is OpenMP, so primitives run on the OpenMP team of the
+// thread that executes them: the device's worker (cpu_backend.h).
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "backend/backend.h"
 #include "core/dtype.h"
 
 namespace tiller::cpu {
 
-dnnl::engine& DnnlEngine();
-dnnl::stream& DnnlStream();
+struct Dnnl {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+// The oneDNN state of a CPU device; an internal error for another backend's.
+Dnnl& DnnlOf(backend::Device& device);
 // Maps a Tiller dtype onto oneDNN's; throws kUnimplemented when oneDNN has none.
 dnnl::memory::data_type ToDnnl(DType t);
 

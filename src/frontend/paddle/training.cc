@@ -315,6 +315,12 @@ void TrainingTranslation::Update(const std::vector<ir::Value*>& gradients) {
   }
 }
 
+std::vector<ir::Value*> TrainingTranslation::ReadGradients() const {
+  std::vector<ir::Value*> out;
+  for (const auto& [name, g] : impl_->gradients) out.push_back(g);
+  return out;
+}
+
 TrainingGraph TrainingTranslation::Finish() {
   Impl& t = *impl_;
   ir::Graph& graph = *t.graph;

@@ -92,6 +92,8 @@ class TrainingTranslation {
   std::vector<ir::Value*> Trained();
   // Translates the update part with gradients[k] = d loss / d Trained()[k].
   void Update(const std::vector<ir::Value*>& gradients);
+  // The gradients as the update part reads them (after Paddle's loss seed).
+  std::vector<ir::Value*> ReadGradients() const;
   TrainingGraph Finish();
 
  private:

@@ -25,10 +25,10 @@ class ReorderedPrimitive : public Kernel {
     memory::desc plain, chosen;
   };
 
-  ReorderedPrimitive(dnnl::primitive prim, const std::vector<Arg>& args,
+  ReorderedPrimitive(Dnnl& dn, dnnl::primitive prim, const std::vector<Arg>& args,
                      const memory::desc& scratch_md)
-      : prim_(std::move(prim)) {
-    auto& eng = DnnlEngine();
+      : stream_(dn.stream), prim_(std::move(prim)) {
+    auto& eng = dn.engine;
     size_t off = 0;
     auto reserve = [&](size_t bytes) {
       size_t at = off;
@@ -54,7 +54,7 @@ class ReorderedPrimitive : public Kernel {
   size_t workspace_bytes() const override { return ws_; }
   void Run(const KernelArgs& a) override {
     auto* ws = static_cast<std::byte*>(a.workspace);
-    auto& stream = DnnlStream();
+    auto& stream = stream_;
     for (Bound& b : bound_) {
       b.plain.set_data_handle(b.output ? a.outputs[b.index] : const_cast<void*>(a.inputs[b.index]));
       if (b.reordered) b.chosen.set_data_handle(ws + b.offset);
@@ -79,6 +79,7 @@ class ReorderedPrimitive : public Kernel {
     size_t offset;
     bool reordered;
   };
+  dnnl::stream& stream_;
   dnnl::primitive prim_;
   std::vector<Bound> bound_;
   std::unordered_map<int, memory> args_;
@@ -115,11 +116,11 @@ struct ConvGeometry {
     pad_r = {p[1], p[3]};
   }
 
-  dnnl::convolution_forward::primitive_desc ForwardHint() const {
+  dnnl::convolution_forward::primitive_desc ForwardHint(const dnnl::engine& engine) const {
     dnnl::convolution_forward::desc fwd(dnnl::prop_kind::forward_training,
                                         dnnl::algorithm::convolution_direct, x_any, w_any, y_any,
                                         strides, dilates, pad_l, pad_r);
-    return {fwd, DnnlEngine()};
+    return {fwd, engine};
   }
 };
 
@@ -130,39 +131,43 @@ dnnl::primitive_attr UserScratchpad() {
 }
 
 // conv2d_grad_input(dy, w) -> dx
-std::unique_ptr<Kernel> MakeConvGradInput(const ir::Op& op) {
+std::unique_ptr<Kernel> MakeConvGradInput(const ir::Op& op, backend::Device& device) {
+  Dnnl& dn = DnnlOf(device);
   const Shape& y = op.inputs[0]->shape();
   ConvGeometry g(op, op.outputs[0]->shape(), op.inputs[1]->shape(), y);
   dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, g.x_any, g.w_any,
                                              g.y_any, g.strides, g.dilates, g.pad_l, g.pad_r);
-  dnnl::convolution_backward_data::primitive_desc pd(desc, UserScratchpad(), DnnlEngine(),
-                                                     g.ForwardHint());
+  dnnl::convolution_backward_data::primitive_desc pd(desc, UserScratchpad(), dn.engine,
+                                                     g.ForwardHint(dn.engine));
   std::vector<ReorderedPrimitive::Arg> args{
       {DNNL_ARG_DIFF_DST, false, 0, g.y_plain, pd.diff_dst_desc()},
       {DNNL_ARG_WEIGHTS, false, 1, g.w_plain, pd.weights_desc()},
       {DNNL_ARG_DIFF_SRC, true, 0, g.x_plain, pd.diff_src_desc()}};
-  return std::make_unique<ReorderedPrimitive>(dnnl::convolution_backward_data(pd), args,
+  return std::make_unique<ReorderedPrimitive>(dn, dnnl::convolution_backward_data(pd), args,
                                               pd.scratchpad_desc());
 }
 
 // conv2d_grad_filter(x, dy) -> dw
-std::unique_ptr<Kernel> MakeConvGradFilter(const ir::Op& op) {
+std::unique_ptr<Kernel> MakeConvGradFilter(const ir::Op& op, backend::Device& device) {
+  Dnnl& dn = DnnlOf(device);
   ConvGeometry g(op, op.inputs[0]->shape(), op.outputs[0]->shape(), op.inputs[1]->shape());
   dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, g.x_any,
                                                 g.w_any, g.y_any, g.strides, g.dilates, g.pad_l,
                                                 g.pad_r);
-  dnnl::convolution_backward_weights::primitive_desc pd(desc, UserScratchpad(), DnnlEngine(),
-                                                        g.ForwardHint());
+  dnnl::convolution_backward_weights::primitive_desc pd(desc, UserScratchpad(), dn.engine,
+                                                        g.ForwardHint(dn.engine));
   std::vector<ReorderedPrimitive::Arg> args{
       {DNNL_ARG_SRC, false, 0, g.x_plain, pd.src_desc()},
       {DNNL_ARG_DIFF_DST, false, 1, g.y_plain, pd.diff_dst_desc()},
       {DNNL_ARG_DIFF_WEIGHTS, true, 0, g.w_plain, pd.diff_weights_desc()}};
-  return std::make_unique<ReorderedPrimitive>(dnnl::convolution_backward_weights(pd), args,
+  return std::make_unique<ReorderedPrimitive>(dn, dnnl::convolution_backward_weights(pd), args,
                                               pd.scratchpad_desc());
 }
 
-TILLER_CPU_KERNEL("conv2d_grad_input", MakeConvGradInput, {DType::kF32});
-TILLER_CPU_KERNEL("conv2d_grad_filter", MakeConvGradFilter, {DType::kF32});
+TILLER_CPU_KERNEL("conv2d_grad_input", MakeConvGradInput,
+                  Signature("T, T -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("conv2d_grad_filter", MakeConvGradFilter,
+                  Signature("T, T -> T").Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu

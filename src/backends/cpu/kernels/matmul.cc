@@ -57,14 +57,15 @@ class DnnlKernel : public Kernel {
     bool prepacked = false;
   };
 
-  DnnlKernel(dnnl::primitive prim, std::vector<Slot> inputs, std::vector<Slot> outputs,
-             const memory::desc& scratch_md)
-      : prim_(std::move(prim)), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
+  DnnlKernel(Dnnl& dn, dnnl::primitive prim, std::vector<Slot> inputs,
+             std::vector<Slot> outputs, const memory::desc& scratch_md)
+      : stream_(dn.stream), prim_(std::move(prim)), inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)) {
     ws_ = scratch_md.get_size();
     for (auto& s : inputs_) args_.emplace(s.arg, s.mem);
     for (auto& s : outputs_) args_.emplace(s.arg, s.mem);
     if (ws_) {
-      scratch_ = memory(scratch_md, DnnlEngine(), DNNL_MEMORY_NONE);
+      scratch_ = memory(scratch_md, dn.engine, DNNL_MEMORY_NONE);
       args_.emplace(DNNL_ARG_SCRATCHPAD, scratch_);
     }
   }
@@ -75,11 +76,12 @@ class DnnlKernel : public Kernel {
     }
     for (size_t i = 0; i < outputs_.size(); ++i) outputs_[i].mem.set_data_handle(a.outputs[i]);
     if (ws_) scratch_.set_data_handle(a.workspace);
-    prim_.execute(DnnlStream(), args_);
-    DnnlStream().wait();
+    prim_.execute(stream_, args_);
+    stream_.wait();
   }
 
  private:
+  dnnl::stream& stream_;
   dnnl::primitive prim_;
   std::vector<Slot> inputs_, outputs_;
   memory scratch_;
@@ -89,16 +91,16 @@ class DnnlKernel : public Kernel {
 
 // Binds `v` to a memory of `chosen` layout. A constant whose plain layout
 // differs is reordered now and owned by the returned memory.
-DnnlKernel::Slot BindInput(int arg, const ir::Value* v, const memory::desc& plain,
+DnnlKernel::Slot BindInput(Dnnl& dn, int arg, const ir::Value* v, const memory::desc& plain,
                            const memory::desc& chosen) {
   if (IsConstant(v)) {
-    memory src(plain, DnnlEngine(), const_cast<std::byte*>(v->data->data()));
-    memory dst(chosen, DnnlEngine());  // allocated by oneDNN, lives with the kernel
-    dnnl::reorder(src, dst).execute(DnnlStream(), src, dst);
-    DnnlStream().wait();
+    memory src(plain, dn.engine, const_cast<std::byte*>(v->data->data()));
+    memory dst(chosen, dn.engine);  // allocated by oneDNN, lives with the kernel
+    dnnl::reorder(src, dst).execute(dn.stream, src, dst);
+    dn.stream.wait();
     return {arg, dst, true};
   }
-  return {arg, memory(chosen, DnnlEngine(), DNNL_MEMORY_NONE), false};
+  return {arg, memory(chosen, dn.engine, DNNL_MEMORY_NONE), false};
 }
 
 dnnl::primitive_attr MakeAttr(const ir::Op& op, float scale) {
@@ -122,8 +124,9 @@ void CheckF32(const ir::Op& op) {
   }
 }
 
-std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op) {
+std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
   CheckF32(op);
+  Dnnl& dn = DnnlOf(device);
   const ir::Value* a = op.inputs[0];
   const ir::Value* b = op.inputs[1];
   const ir::Value* out = op.outputs[0];
@@ -135,16 +138,17 @@ std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op) {
   // Prepack constant weights in oneDNN's preferred layout.
   memory::desc b_any = IsConstant(b) ? memory::desc(b_md.dims(), f32, memory::format_tag::any) : b_md;
   auto attr = MakeAttr(op, static_cast<float>(op.attrs.Float("alpha", 1.0)));
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), attr, DnnlEngine());
-  std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(a_md, DnnlEngine(), DNNL_MEMORY_NONE)},
-                                    BindInput(DNNL_ARG_WEIGHTS, b, b_md, pd.weights_desc())};
-  std::vector<DnnlKernel::Slot> outs{{DNNL_ARG_DST, memory(c_md, DnnlEngine(), DNNL_MEMORY_NONE)}};
-  return std::make_unique<DnnlKernel>(dnnl::matmul(pd), std::move(ins), std::move(outs),
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), attr, dn.engine);
+  std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(a_md, dn.engine, DNNL_MEMORY_NONE)},
+                                    BindInput(dn, DNNL_ARG_WEIGHTS, b, b_md, pd.weights_desc())};
+  std::vector<DnnlKernel::Slot> outs{{DNNL_ARG_DST, memory(c_md, dn.engine, DNNL_MEMORY_NONE)}};
+  return std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), std::move(ins), std::move(outs),
                                       pd.scratchpad_desc());
 }
 
-std::unique_ptr<Kernel> MakeLinear(const ir::Op& op) {
+std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   CheckF32(op);
+  Dnnl& dn = DnnlOf(device);
   const ir::Value* x = op.inputs[0];
   const ir::Value* w = op.inputs[1];
   const ir::Value* bias = op.input(2);
@@ -156,12 +160,12 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op) {
   memory::desc w_any = IsConstant(w) ? memory::desc({k, n}, f32, tag::any) : w_md;
   memory::desc b_md = bias ? memory::desc({1, n}, f32, tag::ab) : memory::desc();
   auto attr = MakeAttr(op, 1.0f);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_any, b_md, y_md), attr, DnnlEngine());
-  std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(x_md, DnnlEngine(), DNNL_MEMORY_NONE)},
-                                    BindInput(DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
-  if (bias) ins.push_back(BindInput(DNNL_ARG_BIAS, bias, b_md, b_md));
-  std::vector<DnnlKernel::Slot> outs{{DNNL_ARG_DST, memory(y_md, DnnlEngine(), DNNL_MEMORY_NONE)}};
-  return std::make_unique<DnnlKernel>(dnnl::matmul(pd), std::move(ins), std::move(outs),
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_any, b_md, y_md), attr, dn.engine);
+  std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(x_md, dn.engine, DNNL_MEMORY_NONE)},
+                                    BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
+  if (bias) ins.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
+  std::vector<DnnlKernel::Slot> outs{{DNNL_ARG_DST, memory(y_md, dn.engine, DNNL_MEMORY_NONE)}};
+  return std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), std::move(ins), std::move(outs),
                                       pd.scratchpad_desc());
 }
 
@@ -171,10 +175,11 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op) {
 // are skipped when the chosen layout is plain already.
 class BlockedConvKernel : public Kernel {
  public:
-  BlockedConvKernel(const dnnl::convolution_forward::primitive_desc& pd, const memory::desc& x_md,
-                    const memory::desc& y_md, std::vector<DnnlKernel::Slot> weights)
-      : conv_(pd), weights_(std::move(weights)) {
-    auto& eng = DnnlEngine();
+  BlockedConvKernel(Dnnl& dn, const dnnl::convolution_forward::primitive_desc& pd,
+                    const memory::desc& x_md, const memory::desc& y_md,
+                    std::vector<DnnlKernel::Slot> weights)
+      : stream_(dn.stream), conv_(pd), weights_(std::move(weights)) {
+    auto& eng = dn.engine;
     x_plain_ = memory(x_md, eng, DNNL_MEMORY_NONE);
     y_plain_ = memory(y_md, eng, DNNL_MEMORY_NONE);
     reorder_in_ = pd.src_desc() != x_md;
@@ -208,7 +213,7 @@ class BlockedConvKernel : public Kernel {
     if (reorder_in_) x_blocked_.set_data_handle(ws + src_off_);
     if (reorder_out_) y_blocked_.set_data_handle(ws + dst_off_);
     scratch_.set_data_handle(ws + scratch_off_);
-    auto& stream = DnnlStream();
+    auto& stream = stream_;
     if (reorder_in_) to_blocked_.execute(stream, x_plain_, x_blocked_);
     conv_.execute(stream, args_);
     if (reorder_out_) to_plain_.execute(stream, y_blocked_, y_plain_);
@@ -216,6 +221,7 @@ class BlockedConvKernel : public Kernel {
   }
 
  private:
+  dnnl::stream& stream_;
   dnnl::convolution_forward conv_;
   std::vector<DnnlKernel::Slot> weights_;
   memory x_plain_, y_plain_, x_blocked_, y_blocked_, scratch_;
@@ -225,8 +231,9 @@ class BlockedConvKernel : public Kernel {
   std::unordered_map<int, memory> args_;
 };
 
-std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op) {
+std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   CheckF32(op);
+  Dnnl& dn = DnnlOf(device);
   const ir::Value* x = op.inputs[0];
   const ir::Value* w = op.inputs[1];
   const ir::Value* bias = op.input(2);
@@ -255,15 +262,15 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op) {
   dnnl::convolution_forward::desc desc_any(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_any, w_any, b_md,
       y_any, Dims{strides[0], strides[1]}, d_dil, Dims{pads[0], pads[2]}, Dims{pads[1], pads[3]});
-  dnnl::convolution_forward::primitive_desc pd(desc_any, attr, DnnlEngine());
-  std::vector<DnnlKernel::Slot> weights{BindInput(DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
-  if (bias) weights.push_back(BindInput(DNNL_ARG_BIAS, bias, b_md, b_md));
-  return std::make_unique<BlockedConvKernel>(pd, x_md, y_md, std::move(weights));
+  dnnl::convolution_forward::primitive_desc pd(desc_any, attr, dn.engine);
+  std::vector<DnnlKernel::Slot> weights{BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
+  if (bias) weights.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
+  return std::make_unique<BlockedConvKernel>(dn, pd, x_md, y_md, std::move(weights));
 }
 
-TILLER_CPU_KERNEL("matmul", MakeMatmul, {DType::kF32});
-TILLER_CPU_KERNEL("linear", MakeLinear, {DType::kF32});
-TILLER_CPU_KERNEL("conv2d", MakeConv2d, {DType::kF32});
+TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("T, T -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("linear", MakeLinear, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("conv2d", MakeConv2d, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu

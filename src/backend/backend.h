@@ -1,0 +1,151 @@
+// The backend interface: what the compiler and the runtime need from a kind
+// of hardware, and nothing more. A Backend (the CPU, a test backend, later
+// CUDA) registers once per process and hands out Devices; a Device owns its
+// execution resources (threads, engine, streams) and its memory: nothing is
+// process-wide. Kernels come from the kernel registry (kernel.h), keyed by
+// (backend, op type) and picked by dtype signature.
+//
+//   backend::Backend* cpu = backend::FindBackend("cpu");
+//   auto dev = cpu->CreateDevice(0, {.threads = 2});
+//   auto kernel = cpu->CreateKernel(op, *dev);        // at compile time
+//   dev->stream().Submit([&] { kernel->Run(args); });  // at run time
+//   dev->stream().Synchronize();
+//
+// How to add a backend: docs/ARCHITECTURE.md, "Adding a backend".
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace tiller::backend {
+
+class Backend;
+class Kernel;
+
+// A queue of work on one device: items run one at a time, in submission
+// order, on the device's own execution resources.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual void Submit(std::function<void()> work) = 0;
+  // Waits for everything submitted so far. If an item threw, rethrows the
+  // first exception (tiller::Error keeps its kind); items queued after it
+  // were skipped.
+  virtual void Synchronize() = 0;
+};
+
+// A point in a stream that others can wait for (cross-device ordering).
+class Event {
+ public:
+  virtual ~Event() = default;
+  // Marks the current end of `stream`.
+  virtual void Record(Stream& stream) = 0;
+  // Blocks the calling thread until the recorded point is reached.
+  virtual void Wait() = 0;
+};
+
+// Device memory: `data` is what kernels of the device are handed.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual void* data() = 0;
+  virtual size_t size() const = 0;
+};
+
+struct DeviceOptions {
+  int threads = 1;          // execution threads (CPU: the size of its OpenMP team)
+  size_t memory_bytes = 0;  // memory the device may use; 0: the backend's default
+};
+
+class Device {
+ public:
+  Device(const Backend& backend, int ordinal) : backend_(backend), ordinal_(ordinal) {}
+  virtual ~Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const Backend& backend() const { return backend_; }
+  int ordinal() const { return ordinal_; }
+  std::string name() const;  // "cpu:0"
+
+  virtual size_t capacity_bytes() const = 0;
+  // Whether the device's memory is ordinary host memory the host (and other
+  // host-accessible devices) may read and write directly.
+  virtual bool host_accessible() const = 0;
+  virtual int threads() const { return 1; }
+  virtual std::unique_ptr<Buffer> Allocate(size_t bytes) = 0;
+  virtual Stream& stream() = 0;
+  virtual std::unique_ptr<Event> CreateEvent() = 0;
+  // Synchronous copies between host memory and this device's memory.
+  virtual void CopyFromHost(void* device_dst, const void* host_src, size_t bytes) = 0;
+  virtual void CopyToHost(void* host_dst, const void* device_src, size_t bytes) = 0;
+  // Copies `bytes` from `src` (memory of device `from`) into `dst` (this
+  // device's memory), synchronously. The default stages through the host;
+  // backends override it where the hardware has a direct path.
+  virtual void CopyFrom(Device& from, const void* src, void* dst, size_t bytes);
+
+ private:
+  const Backend& backend_;
+  int ordinal_;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // The registry key and the spelling in device names and options: "cpu".
+  virtual const std::string& name() const = 0;
+  // How messages name it: "CPU".
+  virtual std::string display_name() const { return name(); }
+  virtual std::unique_ptr<Device> CreateDevice(int ordinal, const DeviceOptions& options) const = 0;
+
+  // Whether a kernel is registered for the op's type and dtypes: nullopt,
+  // or the reason it is not ("no test kernel for op gelu", "dtype ...").
+  // Cheap: the compiler asks it for every op when placing.
+  std::optional<std::string> Supports(const ir::Op& op) const;
+  // The op's kernel for `device`; throws kUnimplemented with the reason.
+  std::unique_ptr<Kernel> CreateKernel(const ir::Op& op, Device& device) const;
+};
+
+// Backends register from a static initializer next to their code (the CPU
+// backend in backends/cpu, test backends in tests/); names are unique.
+bool RegisterBackend(std::unique_ptr<Backend> backend);
+// nullptr when none is registered under `name`.
+Backend* FindBackend(const std::string& name);
+std::vector<std::string> BackendNames();
+
+// A buffer of plain host memory (for host-accessible backends).
+class HostBuffer : public Buffer {
+ public:
+  explicit HostBuffer(size_t bytes);
+  ~HostBuffer() override;
+  void* data() override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A stream that runs each item on the calling thread, at Submit.
+class InlineStream : public Stream {
+ public:
+  void Submit(std::function<void()> work) override;
+  void Synchronize() override;
+
+ private:
+  std::exception_ptr error_;
+};
+
+// An event for streams that finish work before Submit returns.
+class CompletedEvent : public Event {
+ public:
+  void Record(Stream&) override {}
+  void Wait() override {}
+};
+
+}  // namespace tiller::backend

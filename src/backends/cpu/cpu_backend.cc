@@ -1,0 +1,222 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/kernel.h"
+#include "core/error.h"
+
+namespace tiller::cpu {
+namespace {
+
+class CpuBackendImpl : public backend::Backend {
+ public:
+  const std::string& name() const override {
+    static const std::string n = "cpu";
+    return n;
+  }
+  std::string display_name() const override { return "CPU"; }
+  std::unique_ptr<backend::Device> CreateDevice(
+      int ordinal, const backend::DeviceOptions& options) const override {
+    return std::make_unique<CpuDevice>(*this, ordinal, options);
+  }
+};
+
+// Signalled when the stream's work up to Record() has run.
+class WorkerEvent : public backend::Event {
+ public:
+  void Record(backend::Stream& stream) override {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->done = false;
+    }
+    auto state = state_;
+    stream.Submit([state] {
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->done = true;
+      state->cv.notify_all();
+    });
+  }
+  void Wait() override {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait(lock, [&] { return state_->done; });
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = true;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+size_t PhysicalMemory() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+}
+
+const bool kRegistered = backend::RegisterBackend(std::make_unique<CpuBackendImpl>());
+
+}  // namespace
+
+const backend::Backend& CpuBackend() {
+  (void)kRegistered;
+  return *backend::FindBackend("cpu");
+}
+
+WorkerStream::WorkerStream(int threads) : threads_(std::max(1, threads)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+WorkerStream::~WorkerStream() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void WorkerStream::Loop() {
+  // The OpenMP thread count is a per-thread setting: this sets the team size
+  // of every parallel region (ours and oneDNN's) this worker starts.
+  omp_set_num_threads(threads_);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping with nothing left
+    std::function<void()> work = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    bool skip = error_ != nullptr;
+    lock.unlock();
+    std::exception_ptr failed;
+    if (!skip) {
+      try {
+        work();
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    }
+    work = nullptr;
+    lock.lock();
+    if (failed && !error_) error_ = failed;
+    busy_ = false;
+    if (queue_.empty()) idle_.notify_all();
+  }
+}
+
+void WorkerStream::Submit(std::function<void()> work) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(work));
+  }
+  wake_.notify_one();
+}
+
+void WorkerStream::Synchronize() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  if (error_) {
+    std::exception_ptr e = error_;
+    error_ = nullptr;
+    std::rethrow_exception(e);
+  }
+}
+
+CpuDevice::CpuDevice(const backend::Backend& backend, int ordinal,
+                     const backend::DeviceOptions& options)
+    : Device(backend, ordinal),
+      threads_(std::max(1, options.threads)),
+      capacity_(options.memory_bytes ? options.memory_bytes : PhysicalMemory()),
+      stream_(threads_) {}
+
+std::unique_ptr<backend::Buffer> CpuDevice::Allocate(size_t bytes) {
+  return std::make_unique<backend::HostBuffer>(bytes);
+}
+
+std::unique_ptr<backend::Event> CpuDevice::CreateEvent() {
+  return std::make_unique<WorkerEvent>();
+}
+
+void CpuDevice::CopyFromHost(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+
+void CpuDevice::CopyToHost(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+
+Dnnl& DnnlOf(backend::Device& device) {
+  auto* cpu = dynamic_cast<CpuDevice*>(&device);
+  TILLER_CHECK(cpu, "device {} is not a CPU device", device.name());
+  return cpu->dnnl();
+}
+
+dnnl::memory::data_type ToDnnl(DType t) {
+  using dt = dnnl::memory::data_type;
+  switch (t) {
+    case DType::kF32:
+      return dt::f32;
+    case DType::kF16:
+      return dt::f16;
+    case DType::kBF16:
+      return dt::bf16;
+    case DType::kI32:
+      return dt::s32;
+    case DType::kI8:
+      return dt::s8;
+    case DType::kU8:
+      return dt::u8;
+    default:
+      Fail(ErrorKind::kUnimplemented, "oneDNN has no data type for {}", DTypeName(t));
+  }
+}
+
+// ---- kernel.h: the CPU registration conveniences ----
+
+bool RegisterKernel(const std::string& op_type, OpKernelFactory factory, std::vector<DType> dtypes,
+                    int dtype_input) {
+  TILLER_CHECK(!dtypes.empty(), "CPU kernel for '{}' declares no dtypes", op_type);
+  return RegisterKernel(op_type, std::move(factory),
+                        backend::Signature::OneInput(std::move(dtypes), dtype_input));
+}
+
+bool RegisterKernel(const std::string& op_type, OpKernelFactory factory,
+                    backend::Signature signature) {
+  TILLER_CHECK(factory, "CPU kernel for '{}' has no factory", op_type);
+  return backend::RegisterKernel(
+      "cpu", op_type, std::move(signature),
+      [f = std::move(factory)](const ir::Op& op, backend::Device&) { return f(op); });
+}
+
+bool RegisterKernel(const std::string& op_type, KernelFactory factory,
+                    backend::Signature signature) {
+  return backend::RegisterKernel("cpu", op_type, std::move(signature), std::move(factory));
+}
+
+std::unique_ptr<Kernel> CreateKernel(const ir::Op& op) {
+  // Kernels created here run on the caller's thread (tests, tools); the
+  // device only lends its oneDNN engine and stream.
+  static std::unique_ptr<backend::Device> scratch = CpuBackend().CreateDevice(0, {});
+  return backend::CreateKernel(CpuBackend(), op, *scratch);
+}
+
+void CheckKernelSupports(const ir::Op& op) {
+  if (auto why = backend::KernelMismatch(CpuBackend(), op))
+    Fail(ErrorKind::kUnimplemented, "{}", *why);
+}
+
+bool HasKernel(const std::string& op_type) {
+  return backend::HasKernel("cpu", op_type);
+}
+
+const std::vector<DType>* KernelDTypes(const std::string& op_type) {
+  return backend::KernelDTypes("cpu", op_type);
+}
+
+}  // namespace tiller::cpu

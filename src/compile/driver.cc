@@ -1,0 +1,151 @@
+#include "compile/driver.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "compile/fold.h"
+#include "compile/placement.h"
+#include "core/error.h"
+#include "passes/autodiff.h"
+
+namespace tiller::compile {
+namespace {
+
+// A stage the driver runs itself, recorded like a pass.
+class StagePass : public passes::Pass {
+ public:
+  StagePass(const char* name, const char* summary, std::function<int(ir::Graph&)> fn)
+      : name_(name), summary_(summary), fn_(std::move(fn)) {}
+  const char* name() const override { return name_; }
+  const char* summary() const override { return summary_; }
+  int Run(ir::Graph& g, const passes::PassContext&) override { return fn_(g); }
+
+ private:
+  const char* name_;
+  const char* summary_;
+  std::function<int(ir::Graph&)> fn_;
+};
+
+std::string Counts(const std::map<std::string, int>& m) {
+  std::string s;
+  for (const auto& [type, n] : m) s += fmt::format("{}{} x{}", s.empty() ? "" : ", ", type, n);
+  return s;
+}
+
+}  // namespace
+
+void Validate(const CompileOptions& o) {
+  if (o.devices.empty()) Fail(ErrorKind::kInvalidArgument, "compile options name no devices");
+  for (size_t i = 0; i < o.devices.size(); ++i) {
+    const DeviceSpec& d = o.devices[i];
+    if (!backend::FindBackend(d.backend)) {
+      std::string known;
+      for (const std::string& n : backend::BackendNames()) known += (known.empty() ? "" : ", ") + n;
+      Fail(ErrorKind::kInvalidArgument, "device {}: no backend named '{}' (registered: {})", i,
+           d.backend, known);
+    }
+    if (d.threads < 1)
+      Fail(ErrorKind::kInvalidArgument, "device {} ({}): threads must be >= 1, got {}", i,
+           d.backend, d.threads);
+  }
+  auto refuse = [](const char* what, const std::string& value) {
+    Fail(ErrorKind::kUnimplemented, "{} = {} is not implemented yet", what, value);
+  };
+  if (o.replicas != 1) refuse("replicas", std::to_string(o.replicas));
+  if (o.accumulation_steps != 1) refuse("accumulation steps", std::to_string(o.accumulation_steps));
+  if (o.batches_per_step != 1) refuse("batches per step", std::to_string(o.batches_per_step));
+  if (o.pipelining) refuse("pipelining", "true");
+  if (o.precision != Precision::kFloat32) refuse("precision", "half");
+  if (o.loss_scaling != 1.0) refuse("loss scaling", fmt::format("{}", o.loss_scaling));
+  if (o.recompute) refuse("recomputation", "true");
+}
+
+std::string CompileReport::Format() const {
+  std::string out = "devices:";
+  for (const std::string& d : devices) out += " " + d;
+  out += "\n";
+  for (const passes::PassRecord& r : stages) {
+    out += fmt::format("  {:<16} {:>5} rewrites  ops {:>5} -> {:<5}", r.name, r.rewrites,
+                       r.ops_before, r.ops_after);
+    if (!r.added.empty()) out += "  + " + Counts(r.added);
+    if (!r.removed.empty()) out += "  - " + Counts(r.removed);
+    out += "\n";
+  }
+  out += fmt::format("  arenas: {:.2f} MiB\n", static_cast<double>(arena_bytes) / 1048576.0);
+  return out;
+}
+
+Compiler::Compiler(CompileOptions options) : options_(std::move(options)) {
+  Validate(options_);
+  for (size_t i = 0; i < options_.devices.size(); ++i) {
+    const DeviceSpec& spec = options_.devices[i];
+    const backend::Backend* b = backend::FindBackend(spec.backend);
+    int ordinal = 0;
+    for (size_t j = 0; j < i; ++j) ordinal += options_.devices[j].backend == spec.backend;
+    owned_.push_back(b->CreateDevice(ordinal, {spec.threads, spec.memory_bytes}));
+    devices_.push_back(owned_.back().get());
+  }
+  host_ = HostDevice(devices_);
+}
+
+Compiler::~Compiler() = default;
+
+ir::Graph::Folder Compiler::folder() {
+  return MakeFolder(*devices_[host_]);
+}
+
+CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
+  CompiledStep step;
+  CompileReport& report = step.report;
+  passes::PassContext ctx;
+  std::optional<size_t> loss_pin;
+  std::vector<size_t> grad_pins;
+  StepSource::Forward fwd = source.BuildForward(folder());
+  TILLER_CHECK(fwd.graph, "the step source built no graph");
+  if (fwd.loss) {
+    ctx.training = true;
+    std::vector<ir::Value*> grads;
+    StagePass autodiff("autodiff", "d loss / d trained values (backward phase)", [&](ir::Graph& g) {
+      size_t before = g.ops().size();
+      auto by_value = passes::BuildBackward(g, fwd.loss, fwd.wrt);
+      for (ir::Value* v : fwd.wrt) grads.push_back(by_value.at(v));
+      return static_cast<int>(g.ops().size() - before);
+    });
+    report.stages.push_back(passes::RunPass(autodiff, *fwd.graph, ctx));
+    loss_pin = fwd.graph->Pin(fwd.loss);
+    {
+      ir::Placement p = fwd.graph->placement_scope();
+      p.phase = ir::Phase::kUpdate;
+      ir::ScopedPlacement update(*fwd.graph, p);
+      // The gradients as the update part reads them, pinned so the session
+      // finds them after the passes.
+      for (ir::Value* v : source.BuildUpdate(grads)) grad_pins.push_back(fwd.graph->Pin(v));
+    }
+  }
+  std::unique_ptr<ir::Graph> graph = source.Finish();
+
+  if (options_.optimize) {
+    for (auto& pass : passes::OptimizationPasses())
+      report.stages.push_back(passes::RunPass(*pass, *graph, ctx));
+  }
+  StagePass place("placement", "each op onto a device",
+                  [&](ir::Graph& g) { return PlaceOps(g, devices_, options_.placement); });
+  report.stages.push_back(passes::RunPass(place, *graph, ctx));
+  StagePass copies("insert_copies", "a copy where a value crosses devices",
+                   [&](ir::Graph& g) { return InsertCopies(g, host_); });
+  report.stages.push_back(passes::RunPass(copies, *graph, ctx));
+  VerifyPlacement(*graph, static_cast<int>(devices_.size()), host_);
+
+  // Passes move pins along with the values they replace.
+  if (loss_pin) step.loss = graph->pin(*loss_pin);
+  for (size_t pin : grad_pins) step.gradients.push_back(graph->pin(pin));
+  for (const backend::Device* d : devices_)
+    report.devices.push_back(
+        fmt::format("{} ({} thread{})", d->name(), d->threads(), d->threads() == 1 ? "" : "s"));
+  step.exe = Executable::BuildPlaced(std::move(graph), devices_, states);
+  report.arena_bytes = step.exe->arena_bytes();
+  return step;
+}
+
+}  // namespace tiller::compile

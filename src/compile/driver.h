@@ -1,0 +1,88 @@
+// The compile driver: the one path from a frontend's graph to an executable,
+// for inference, training and gradient queries alike.
+//
+//   source.BuildForward (frontend: translate, forward phase)
+//     -> autodiff (backward phase; when the source names a loss)
+//     -> source.BuildUpdate (frontend: clipping, regularization, optimizers)
+//     -> source.Finish (outputs, state updates)
+//     -> optimization passes (passes/pass.h), each verified
+//     -> placement + copies (compile/placement.h), verified
+//     -> memory plan per device + kernels per device (compile/executable.h)
+// Every stage after translation is recorded in a CompileReport, which
+// `tiller info --passes` prints.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "compile/executable.h"
+#include "compile/options.h"
+#include "passes/pass.h"
+
+namespace tiller::compile {
+
+// What the driver needs from a frontend for one step (the runtime adapts
+// the Paddle frontend to it). The graph belongs to the source until Finish.
+class StepSource {
+ public:
+  struct Forward {
+    ir::Graph* graph = nullptr;
+    ir::Value* loss = nullptr;    // set: the driver differentiates it
+    std::vector<ir::Value*> wrt;  // the values whose gradients BuildUpdate takes
+  };
+  virtual ~StepSource() = default;
+  // Builds inputs, state and the forward ops, folding constants with `folder`.
+  virtual Forward BuildForward(ir::Graph::Folder folder) = 0;
+  // Given d loss / d wrt[k] (same order), adds what consumes the gradients.
+  // Returns the gradients as the update reads them (a source may rescale
+  // them), which a training session checks for NaN/Inf before any update.
+  virtual std::vector<ir::Value*> BuildUpdate(const std::vector<ir::Value*>& gradients) {
+    return gradients;
+  }
+  // Adds outputs and state updates; hands over the graph.
+  virtual std::unique_ptr<ir::Graph> Finish() = 0;
+};
+
+struct CompileReport {
+  std::vector<passes::PassRecord> stages;  // autodiff, passes, placement, copies, in order
+  std::vector<std::string> devices;        // "cpu:0 (2 threads)"
+  size_t arena_bytes = 0;                  // all devices
+  // One line per stage: name, rewrites, ops before -> after, types added/removed.
+  std::string Format() const;
+};
+
+struct CompiledStep {
+  std::unique_ptr<Executable> exe;
+  const ir::Value* loss = nullptr;          // in exe->graph(), when differentiated
+  std::vector<const ir::Value*> gradients;  // d loss / d wrt, as BuildUpdate got them
+  CompileReport report;
+};
+
+class Compiler {
+ public:
+  // Validates the options and creates the devices (which the executables
+  // it compiles use: the compiler must outlive them). The first
+  // host-accessible device is the host: graph inputs, outputs and state
+  // live there, and constants are folded on it.
+  explicit Compiler(CompileOptions options);
+  ~Compiler();
+  Compiler(const Compiler&) = delete;
+  Compiler& operator=(const Compiler&) = delete;
+
+  const CompileOptions& options() const { return options_; }
+  const std::vector<backend::Device*>& devices() const { return devices_; }
+  // Constant folding on the host device (compile/fold.h).
+  ir::Graph::Folder folder();
+
+  CompiledStep Compile(StepSource& source, const StateStorage& states = {});
+
+ private:
+  CompileOptions options_;
+  std::vector<std::unique_ptr<backend::Device>> owned_;
+  std::vector<backend::Device*> devices_;
+  int host_ = 0;
+};
+
+}  // namespace tiller::compile

@@ -1,0 +1,40 @@
+#include "compile/fold.h"
+
+#include "backend/kernel.h"
+#include "core/error.h"
+#include "ir/op_schema.h"
+
+namespace tiller::compile {
+
+ir::Graph::Folder MakeFolder(backend::Device& device) {
+  TILLER_CHECK(device.host_accessible(), "folding needs a host-accessible device, not {}",
+               device.name());
+  return [&device](ir::Graph&, ir::Op& op) {
+    if (op.schema->is_view) {
+      ir::Value* out = op.outputs[0];
+      out->data = op.inputs[0]->data;
+      out->kind = ir::ValueKind::kConstant;
+      return;
+    }
+    if (device.backend().Supports(op)) return;  // no kernel: computed at run time
+    auto kernel = device.backend().CreateKernel(op, device);
+    auto scratch = device.Allocate(kernel->workspace_bytes());
+    backend::KernelArgs args;
+    std::vector<std::shared_ptr<AlignedBuffer>> results;
+    for (const ir::Value* in : op.inputs) args.inputs.push_back(in ? in->data->data() : nullptr);
+    for (const ir::Value* out : op.outputs) {
+      results.push_back(std::make_shared<AlignedBuffer>(out->bytes()));
+      args.outputs.push_back(results.back()->data());
+    }
+    args.workspace = scratch->data();
+    args.stream = &device.stream();
+    device.stream().Submit([&] { kernel->Run(args); });
+    device.stream().Synchronize();
+    for (size_t i = 0; i < op.outputs.size(); ++i) {
+      op.outputs[i]->data = std::move(results[i]);
+      op.outputs[i]->kind = ir::ValueKind::kConstant;
+    }
+  };
+}
+
+}  // namespace tiller::compile

@@ -1,0 +1,63 @@
+// What a compilation is asked to do: on which devices, with how many
+// replicas, micro-batches and which precision. One struct for inference and
+// training; the runtime fills it from Paddle's option names
+// (runtime/ipu_options.h) or from Config.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace tiller::compile {
+
+struct DeviceSpec {
+  std::string backend = "cpu";  // a registered backend (backend/backend.h)
+  int threads = 1;              // its execution threads (CPU: OpenMP team size)
+  size_t memory_bytes = 0;      // 0: the backend's default
+};
+
+// How ops are assigned to devices (compile/placement.h).
+enum class PlacementPolicy {
+  // Each op runs on the device of its shard (Paddle's ipu_index); with one
+  // device every shard runs there.
+  kByShard,
+  // Each op runs on the first device, in list order, whose backend has a
+  // kernel for it (a partial backend takes what it can, the rest falls back).
+  kFirstSupported,
+};
+
+enum class Precision { kFloat32, kFloat16, kBFloat16 };
+
+struct CompileOptions {
+  // The devices, in preference order for kFirstSupported and by shard for
+  // kByShard. The first host-accessible one is the host: graph inputs,
+  // outputs and state live there.
+  std::vector<DeviceSpec> devices = std::vector<DeviceSpec>(1);
+  PlacementPolicy placement = PlacementPolicy::kByShard;
+  bool optimize = true;  // run the optimization passes (Config::SwitchIrOptim)
+
+  // The IPU execution model (issue: sharding, pipelining, replication,
+  // accumulation); Validate refuses what is not implemented yet.
+  int replicas = 1;
+  int accumulation_steps = 1;
+  int batches_per_step = 1;
+  bool pipelining = false;
+  // Mixed precision (issue: bf16/fp16); float32 only so far.
+  Precision precision = Precision::kFloat32;
+  double loss_scaling = 1.0;
+  bool recompute = false;
+
+  // A single CPU device with `threads` threads.
+  static CompileOptions Cpu(int threads) {
+    CompileOptions o;
+    o.devices[0].threads = threads;
+    return o;
+  }
+};
+
+// Throws kInvalidArgument for a bad value (no devices, threads < 1) and
+// kUnimplemented, naming the option, for one that would change results and
+// is not implemented yet.
+void Validate(const CompileOptions& options);
+
+}  // namespace tiller::compile

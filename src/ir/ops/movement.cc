@@ -1,0 +1,119 @@
+// Data movement between devices, replicas and pipeline iterations: ordinary
+// IR ops, so placement, replication and pipelining are graph rewrites that
+// insert them (compile/placement.h inserts copies).
+//   copy(x) {to_device}: x's value on compile device `to_device` (the op runs
+//     there; its input lives on another device).
+//   send(x) {peer, tag}: hands x to rank/device `peer`; no outputs, never
+//     removed as dead code. recv() {peer, tag, dtype, shape}: the matching
+//     receive.
+//   all_reduce(x) {reduction: "sum"|"mean", group: replica ids (empty: all)}
+//   reduce_scatter(x) {reduction, group, axis, parts}: x reduced, then part
+//     `rank` of `parts` along `axis`.
+//   all_gather(x) {group, axis, parts}: the parts concatenated along `axis`.
+//   stash(x) {depth}: pushes x into a ring of `depth` slots (the activations
+//     a pipeline stage keeps for its backward pass); out [depth, ...x].
+//   restore(ring) {}: the oldest slot of a stash ring.
+#include "ir/op_schema.h"
+
+namespace tiller::ir {
+namespace {
+
+void InferSame(InferContext& ctx) {
+  ctx.AddOutput(ctx.input(0));
+}
+
+int Axis(InferContext& ctx, int rank) {
+  int64_t axis = ctx.op().GetInt("axis");
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) ctx.Fail("axis {} out of range for rank {}", axis, rank);
+  return static_cast<int>(axis);
+}
+
+void InferReduceScatter(InferContext& ctx) {
+  TensorType t = ctx.input(0);
+  int64_t parts = ctx.op().GetInt("parts");
+  int a = Axis(ctx, static_cast<int>(t.shape.size()));
+  if (parts < 1 || t.shape[a] % parts != 0)
+    ctx.Fail("dim {} ({}) does not split into {} parts", a, t.shape[a], parts);
+  t.shape[a] /= parts;
+  ctx.AddOutput(t);
+}
+
+void InferAllGather(InferContext& ctx) {
+  TensorType t = ctx.input(0);
+  int64_t parts = ctx.op().GetInt("parts");
+  if (parts < 1) ctx.Fail("parts {} < 1", parts);
+  t.shape[Axis(ctx, static_cast<int>(t.shape.size()))] *= parts;
+  ctx.AddOutput(t);
+}
+
+void InferRecv(InferContext& ctx) {
+  DType dtype;
+  if (!ParseDType(ctx.op().GetStr("dtype"), &dtype)) ctx.Fail("bad dtype");
+  ctx.AddOutput({dtype, ctx.op().GetInts("shape")});
+}
+
+void InferStash(InferContext& ctx) {
+  TensorType t = ctx.input(0);
+  int64_t depth = ctx.op().GetInt("depth");
+  if (depth < 1) ctx.Fail("depth {} < 1", depth);
+  t.shape.insert(t.shape.begin(), depth);
+  ctx.AddOutput(t);
+}
+
+void InferRestore(InferContext& ctx) {
+  TensorType t = ctx.input(0);
+  if (t.shape.empty()) ctx.Fail("a stash ring has rank >= 1");
+  t.shape.erase(t.shape.begin());
+  ctx.AddOutput(t);
+}
+
+constexpr auto kFollows = PrecisionRule::kFollowsInput;
+
+const bool kRegistered = [] {
+  RegisterOpSchema(OpSchema{"copy", 1, 1, InferSame}
+                       .RequiredAttr("to_device", AttrKind::kInt)
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kAgnostic));
+  RegisterOpSchema(OpSchema{"send", 1, 1, [](InferContext&) {}}
+                       .RequiredAttr("peer", AttrKind::kInt)
+                       .Attr("tag", int64_t{0})
+                       .SideEffects()
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kAgnostic));
+  RegisterOpSchema(OpSchema{"recv", 0, 0, InferRecv}
+                       .RequiredAttr("peer", AttrKind::kInt)
+                       .Attr("tag", int64_t{0})
+                       .RequiredAttr("dtype", AttrKind::kString)
+                       .RequiredAttr("shape", AttrKind::kInts)
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kAgnostic));
+  RegisterOpSchema(OpSchema{"all_reduce", 1, 1, InferSame}
+                       .Attr("reduction", "sum")
+                       .Attr("group", std::vector<int64_t>{})
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kAgnostic));
+  RegisterOpSchema(OpSchema{"reduce_scatter", 1, 1, InferReduceScatter}
+                       .Attr("reduction", "sum")
+                       .Attr("group", std::vector<int64_t>{})
+                       .Attr("axis", int64_t{0})
+                       .RequiredAttr("parts", AttrKind::kInt)
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kAxisAttrs, {"axis"}));
+  RegisterOpSchema(OpSchema{"all_gather", 1, 1, InferAllGather}
+                       .Attr("group", std::vector<int64_t>{})
+                       .Attr("axis", int64_t{0})
+                       .RequiredAttr("parts", AttrKind::kInt)
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kAxisAttrs, {"axis"}));
+  RegisterOpSchema(OpSchema{"stash", 1, 1, InferStash}
+                       .RequiredAttr("depth", AttrKind::kInt)
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kFixed));
+  RegisterOpSchema(OpSchema{"restore", 1, 1, InferRestore}.NoAttrs().Precision(kFollows).Layout(
+      LayoutRule::kFixed));
+  return true;
+}();
+
+}  // namespace
+}  // namespace tiller::ir
