@@ -337,6 +337,23 @@ TEST(PickleTest, HostileLengthsFailWithoutAllocating) {
         ParseArrayPickle(P4(head + "(K\x01K\x02\x85" + dtype + "\x89" + "C\x04" + "abcdtbs."), "x");
       },
       ErrorKind::kDataLoss, {"a float32 [2] array needs 8 bytes, the pickle holds 4"});
+  // One 4 KiB array under 10000 keys (BINGET): 40 MB for callers to copy
+  // from a 100 KB file. Twice is allowed (aliased weights exist).
+  std::string aliased =
+      "}(\x8c\x01"
+      "a"s +
+      recon + "(K\x01M\x00\x04\x85"s + dtype + "\x89" + "B\x00\x10\0\0"s + std::string(4096, 'x') +
+      "tb\x94"s;
+  for (int i = 0; i < 10000; ++i) aliased += "\x8c\x05" + fmt::format("k{:04d}", i) + "h\x00"s;
+  ExpectError([&] { ParseArrayPickle(P4(aliased + "u."), "x"); }, ErrorKind::kDataLoss,
+              {"repeated under several keys"});
+  auto two = ParseArrayPickle(P4(aliased.substr(0, aliased.size() - 9999 * 9) + "u."), "x");
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].name, "k0000");
+  EXPECT_EQ(two[1].shape, Shape{1024});
+  // Tuples nested a million deep would overflow the C++ stack when freed.
+  ExpectError([] { ParseArrayPickle(P4(")" + std::string(1000000, '\x85') + "."), "x"); },
+              ErrorKind::kDataLoss, {"TUPLE1", "nested deeper than 32"});
   // Deeply nested MARKs stop at the stack limit instead of growing forever.
   ExpectError([] { ParseArrayPickle(P4(std::string(70000, '(')), "x"); }, ErrorKind::kDataLoss,
               {"too many MARKs"});

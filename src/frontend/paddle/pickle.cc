@@ -14,6 +14,7 @@
 #include <fstream>
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 
 #include "core/error.h"
@@ -29,6 +30,10 @@ static_assert(std::endian::native == std::endian::little, "the pickle code assum
 // 2000 entries; a protocol-4 pickle memoizes about 8 objects per array.
 constexpr size_t kMaxStack = size_t{1} << 16;
 constexpr size_t kMaxMemo = size_t{1} << 22;
+// Tuples nest 2 deep in these pickles (the BUILD state holds the shape); a
+// chain of TUPLE1 opcodes could nest millions deep and overflow the stack
+// when destroyed.
+constexpr int kMaxDepth = 32;
 
 enum class Global : uint8_t {
   kReconstruct,
@@ -67,6 +72,7 @@ struct Obj {
   std::variant<NoneObj, bool, int64_t, std::string, BytesObj, std::vector<ObjPtr>, Global, DTypeObj,
                ArrayObj, DictObj>
       v;
+  int depth = 0;  // tuple nesting
 };
 
 const char* KindName(const Obj& o) {
@@ -159,6 +165,14 @@ class Parser {
     if (!ValidUtf8(utf8)) Corrupt("string is not valid UTF-8");
     return std::string(utf8);
   }
+  ObjPtr Tuple(std::vector<ObjPtr> items) {
+    int depth = 0;
+    for (const ObjPtr& o : items) depth = std::max(depth, o->depth);
+    if (depth >= kMaxDepth) Corrupt(fmt::format("tuples nested deeper than {}", kMaxDepth));
+    auto t = std::make_shared<Obj>(Obj{std::move(items)});
+    t->depth = depth + 1;
+    return t;
+  }
   ObjPtr BytesOf(std::string_view view) { return std::make_shared<Obj>(Obj{BytesObj{view, {}}}); }
   ObjPtr Resolve(const std::string& module, const std::string& name);
   void Step(uint8_t op);
@@ -178,6 +192,8 @@ class Parser {
   std::vector<ObjPtr> stack_;
   std::vector<size_t> marks_;
   std::vector<ObjPtr> memo_;
+  std::unordered_set<const AlignedBuffer*> seen_buffers_;
+  uint64_t repeated_bytes_ = 0;
 };
 
 ObjPtr Parser::Resolve(const std::string& module, const std::string& name) {
@@ -398,6 +414,18 @@ void Parser::SetItems(DictObj& dict, std::vector<ObjPtr>& items) {
                               KindName(*items[i + 1])));
     }
     if (!a->built) Corrupt(fmt::format("the array of '{}' has no state (BUILD)", key));
+    // One array under several keys (a memo reference) shares its bytes here
+    // but is copied by callers; bounding the repeats by the input size keeps
+    // a small hostile file from expanding into terabytes.
+    if (!seen_buffers_.insert(a->array.data.get()).second) {
+      repeated_bytes_ += a->array.data->size();
+      if (repeated_bytes_ > in_.size()) {
+        Corrupt(
+            fmt::format("arrays repeated under several keys ('{}' ...) add up to more bytes "
+                        "than the file holds",
+                        key));
+      }
+    }
     PickledArray entry = a->array;
     entry.name = key;
     // A repeated key replaces the value and keeps its first position.
@@ -470,10 +498,10 @@ void Parser::Step(uint8_t op) {
     case 0x87: {  // TUPLE1..3
       std::vector<ObjPtr> items(op - 0x84);
       for (size_t i = items.size(); i-- > 0;) items[i] = Pop();
-      return Push(std::make_shared<Obj>(Obj{std::move(items)}));
+      return Push(Tuple(std::move(items)));
     }
     case 't':
-      return Push(std::make_shared<Obj>(Obj{PopMark()}));
+      return Push(Tuple(PopMark()));
     case '}':
       return Push(std::make_shared<Obj>(Obj{DictObj{}}));
     case 's': {  // SETITEM
