@@ -110,8 +110,11 @@ def test_reader_matches_python_pickle(tmp_path, protocol):
 def test_writer_output_is_what_python_writes(tmp_path):
     want = {k: np.ascontiguousarray(v) if v.ndim else v for k, v in _sample(7).items()
             if k not in ("big_endian", "scalar", "fortran", "read_only")}
-    many = {f"p{i}": np.full((i % 3,), i, np.int32) for i in range(1005)}   # two SETITEMS batches
-    for arrays in (want, many, {}, {"one": np.zeros(3, np.float16)}):
+    # SETITEMS batches of 1000: a last batch of one, an empty last batch.
+    many = {f"p{i}": np.full((i % 3,), i, np.int32) for i in range(1001)}
+    # 4000 small arrays: frames pass 64 KiB in the middle of an array's opcodes.
+    small = {f"s{i}": np.full(i % 4, i % 100, DTYPES[i % len(DTYPES)]) for i in range(4000)}
+    for arrays in (want, many, small, {}, {"one": np.zeros(3, np.float16)}):
         path = tmp_path / "w.pdopt"
         tt.write_paddle_pickle(str(path), arrays)
         with open(path, "rb") as f:

@@ -39,6 +39,7 @@ class Emitter {
     Op(0x94);
     return memo_count_++;
   }
+  uint32_t memo_count() const { return memo_count_; }
   void Get(uint32_t index) {
     if (index < 256) {
       Op('h');
@@ -184,33 +185,61 @@ class DictWriter {
     e_.WriteUnframed(proto, sizeof(proto));
     e_.Op('}');
     e_.Memoize();
-    for (size_t start = 0; start < arrays.size(); start += kBatch) {
-      size_t n = std::min(kBatch, arrays.size() - start);
-      if (n > 1) e_.Op('(');
-      for (size_t i = start; i < start + n; ++i) {
-        e_.MaybeCommitFrame();
-        e_.Unicode(arrays[i].name);
-        e_.Memoize();
-        Array(arrays[i]);
-      }
-      e_.Op(n > 1 ? 'u' : 's');
+    // CPython's batch_dict_exact: one item is a SETITEM; otherwise MARK ...
+    // SETITEMS batches of 1000, repeated while a batch came out full (so a
+    // multiple of 1000 ends with an empty batch).
+    if (arrays.size() == 1) {
+      Str(arrays[0].name);
+      Array(arrays[0]);
+      e_.Op('s');
+    } else if (!arrays.empty()) {
+      size_t next = 0, in_batch;
+      do {
+        e_.Op('(');
+        for (in_batch = 0; in_batch < kBatch && next < arrays.size(); ++in_batch, ++next) {
+          Str(arrays[next].name);
+          Array(arrays[next]);
+        }
+        e_.Op('u');
+      } while (in_batch == kBatch);
     }
     e_.Finish();
   }
 
  private:
+  // Python's pickler starts every save() of an object, memoized or not, by
+  // committing the frame when it has reached the target size; each helper
+  // below that stands for one save() begins with Save(), so frames end
+  // where Python's do.
+  void Save() { e_.MaybeCommitFrame(); }
+  void Str(std::string_view s) {
+    Save();
+    e_.Unicode(s);
+    e_.Memoize();
+  }
+  void Int(int64_t v) {
+    Save();
+    e_.Int(v);
+  }
+  void Op(uint8_t op) {  // None, True, False
+    Save();
+    e_.Op(op);
+  }
+
   // STACK_GLOBAL of module.name, memoized once and then referenced. Python
   // interns module and global names, so a repeated one ("numpy" of
   // numpy.ndarray and numpy.dtype) is a BINGET of the first.
   void GlobalRef(int64_t& memo, const char* module, const char* name) {
+    Save();
     if (memo >= 0) return e_.Get(static_cast<uint32_t>(memo));
     for (const char* s : {module, name}) {
       auto it = names_.find(s);
       if (it != names_.end()) {
+        Save();
         e_.Get(it->second);
       } else {
-        e_.Unicode(s);
-        names_[s] = e_.Memoize();
+        Str(s);
+        names_[s] = e_.memo_count() - 1;
       }
     }
     e_.Op(0x93);
@@ -219,33 +248,36 @@ class DictWriter {
 
   // numpy.dtype('f4', False, True) + BUILD (3, '<', None, None, None, -1, -1, 0).
   void DType(std::string_view numpy_name) {
+    Save();
     auto it = dtypes_.find(std::string(numpy_name));
     if (it != dtypes_.end()) return e_.Get(it->second);
     GlobalRef(dtype_global_, "numpy", "dtype");
-    e_.Unicode(NumpyTypeByName(numpy_name)->code);
-    e_.Memoize();
-    e_.Op(0x89);  // align=False
-    e_.Op(0x88);  // copy=True
+    Save();  // the argument tuple
+    Str(NumpyTypeByName(numpy_name)->code);
+    Op(0x89);  // align=False
+    Op(0x88);  // copy=True
     e_.Op(0x87);
     e_.Memoize();
     e_.Op('R');
     dtypes_[std::string(numpy_name)] = e_.Memoize();
+    Save();  // the state tuple
     e_.Op('(');
-    e_.Int(3);
+    Int(3);
     char order = NumpyItemSize(numpy_name) == 1 ? '|' : '<';
     auto o = orders_.find(order);
     if (o != orders_.end()) {
+      Save();
       e_.Get(o->second);
     } else {
-      e_.Unicode(std::string_view(&order, 1));
-      orders_[order] = e_.Memoize();
+      Str(std::string_view(&order, 1));
+      orders_[order] = e_.memo_count() - 1;
     }
-    e_.Op('N');
-    e_.Op('N');
-    e_.Op('N');
-    e_.Int(-1);
-    e_.Int(-1);
-    e_.Int(0);
+    Op('N');
+    Op('N');
+    Op('N');
+    Int(-1);
+    Int(-1);
+    Int(0);
     e_.Op('t');
     e_.Memoize();
     e_.Op('b');
@@ -254,46 +286,54 @@ class DictWriter {
   // CPython keeps one object per bytes value of length 0 or 1, and the
   // pickler memoizes by object, so such values (the typecode b'b', the data
   // of one-byte arrays) are written once and then referenced.
-  void SmallBytes(std::string_view value) {
-    auto it = small_bytes_.find(std::string(value));
+  void Bytes(std::span<const std::byte> value) {
+    Save();
+    if (value.size() > 1) {
+      e_.Bytes(value.data(), value.size());
+      e_.Memoize();
+      return;
+    }
+    std::string key(reinterpret_cast<const char*>(value.data()), value.size());
+    auto it = small_bytes_.find(key);
     if (it != small_bytes_.end()) return e_.Get(it->second);
     e_.Bytes(value.data(), value.size());
-    small_bytes_[std::string(value)] = e_.Memoize();
+    small_bytes_[key] = e_.Memoize();
   }
 
   // numpy's ndarray.__reduce__: _reconstruct(ndarray, (0,), b'b') then
   // BUILD (1, shape, dtype, False, data).
   void Array(const ArrayView& a) {
+    Save();
     // numpy.core.multiarray, not numpy 2's numpy._core: numpy 2 keeps the
     // old name importable for pickles, numpy 1.x knows only the old one.
     GlobalRef(reconstruct_, "numpy.core.multiarray", "_reconstruct");
+    Save();  // the argument tuple
     GlobalRef(ndarray_, "numpy", "ndarray");
-    e_.Int(0);
+    Save();  // (0,)
+    Int(0);
     e_.Op(0x85);
     e_.Memoize();
-    SmallBytes(std::string_view("b"));
+    static constexpr std::byte kTypecode[] = {std::byte{'b'}};
+    Bytes(kTypecode);
     e_.Op(0x87);
     e_.Memoize();
     e_.Op('R');
     e_.Memoize();
+    Save();  // the state tuple
     e_.Op('(');
-    e_.Int(1);
+    Int(1);
+    Save();  // the shape
     if (a.shape.empty()) {
       e_.Op(')');  // Python does not memoize the empty tuple
     } else {
       if (a.shape.size() > 3) e_.Op('(');
-      for (int64_t d : a.shape) e_.Int(d);
+      for (int64_t d : a.shape) Int(d);
       e_.Op(a.shape.size() > 3 ? uint8_t{'t'} : static_cast<uint8_t>(0x84 + a.shape.size()));
       e_.Memoize();
     }
     DType(a.dtype);
-    e_.Op(0x89);  // C order
-    if (a.data.size() <= 1) {
-      SmallBytes({reinterpret_cast<const char*>(a.data.data()), a.data.size()});
-    } else {
-      e_.Bytes(a.data.data(), a.data.size());
-      e_.Memoize();
-    }
+    Op(0x89);  // C order
+    Bytes(a.data);
     e_.Op('t');
     e_.Memoize();
     e_.Op('b');
