@@ -5,7 +5,8 @@
 // The reader is a small, strict pickle machine for exactly what Python's
 // pickle writes for such a dict with numpy 1.x or 2.x, protocols 2 to 5 (5
 // with in-band buffers only): arrays through numpy's _reconstruct + BUILD
-// state, or (protocol 5) _frombuffer; dtypes through numpy.dtype + BUILD.
+// state, or (protocol 5) _frombuffer; dtypes through numpy.dtype + BUILD;
+// numpy scalars (multiarray.scalar) as 0-d arrays.
 // Any other opcode or global is refused with tiller::Error naming the
 // source, the byte offset and the opcode or global (kUnimplemented for a
 // well-formed pickle outside the subset, kDataLoss for corrupt or truncated
