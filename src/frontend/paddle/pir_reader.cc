@@ -459,6 +459,7 @@ void PirReader::Emit(const json& op, int index, Program& prog) {
     const json* oa = op.contains("OA") ? &op.at("OA") : nullptr;
     var.persistable = !(oa && oa->is_array() && !oa->empty() && (*oa)[0].is_number() &&
                         (*oa)[0].get<int64_t>() == 0);
+    var.is_parameter = true;
     if (var.persistable) prog.param_names.push_back(var.name);
     AddVar(prog, var);
     return;

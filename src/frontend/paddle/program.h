@@ -23,6 +23,15 @@ struct VarInfo {
   Shape dims;  // -1 marks a dynamic dim
   bool persistable = false;
   bool is_dense_tensor = true;  // false for feed/fetch lists and other non-tensor vars
+  // What paddle.static.save decides by (state_roles.cc). is_parameter:
+  // legacy VarDesc.is_parameter (a Python Parameter), PIR: the result of a
+  // builtin.parameter op. need_check_feed: legacy VarDesc.need_check_feed
+  // (a paddle.static.data input). var_type: legacy VarType.Type (7 =
+  // DENSE_TENSOR, 9 FEED_MINIBATCH, 10 FETCH_LIST, 15 READER); the PIR
+  // reader leaves 7.
+  bool is_parameter = false;
+  bool need_check_feed = false;
+  int64_t var_type = 7;
 };
 
 // One slot ("X", "Y", "Out") and the variable names bound to it.

@@ -115,7 +115,10 @@ VarInfo ConvertVar(const pb::VarDesc& v) {
   VarInfo info;
   info.name = v.name();
   info.persistable = v.persistable();
+  info.is_parameter = v.is_parameter();
+  info.need_check_feed = v.need_check_feed();
   const pb::VarType& t = v.type();
+  info.var_type = t.type();
   info.is_dense_tensor = t.type() == pb::VarType::DENSE_TENSOR && t.has_dense_tensor();
   if (info.is_dense_tensor) {
     const auto& td = t.dense_tensor().tensor();
