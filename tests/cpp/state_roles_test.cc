@@ -14,8 +14,6 @@
 namespace tiller::paddle {
 namespace {
 
-using checkpoint::SaveFile;
-using checkpoint::StateRole;
 
 VarInfo Var(const std::string& name, bool persistable, bool is_parameter = false) {
   VarInfo v;

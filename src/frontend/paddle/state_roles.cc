@@ -31,8 +31,6 @@
 namespace tiller::paddle {
 namespace {
 
-using checkpoint::SaveFile;
-using checkpoint::StateRole;
 
 // io_utils.is_persistable: persistable, and not a feed/fetch list or reader.
 bool IsPersistable(const VarInfo& v) {
@@ -56,7 +54,7 @@ SaveFile PaddleSaveFile(const Program& program, const VarInfo& var) {
   return SaveFile::kPdopt;
 }
 
-std::vector<checkpoint::StateVariable> ClassifyState(const Program& program) {
+std::vector<StateVariable> ClassifyState(const Program& program) {
   std::set<std::string> params, lrs, opt_state;
   for (const OpDesc& op : program.ops) {
     if (!op.HasInput("Param") || !op.HasInput("Grad")) continue;
@@ -74,7 +72,7 @@ std::vector<checkpoint::StateVariable> ClassifyState(const Program& program) {
       }
     }
   }
-  std::vector<checkpoint::StateVariable> out;
+  std::vector<StateVariable> out;
   for (const auto& [name, var] : program.vars) {
     SaveFile file = PaddleSaveFile(program, var);
     if (!IsPersistable(var) && file == SaveFile::kNone) continue;

@@ -72,8 +72,22 @@ const char* SaveFileSuffix(SaveFile file) {
   return "";
 }
 
+// The public enums list the frontend's values in the same order.
+static_assert(static_cast<int>(StateRole::kOther) == static_cast<int>(paddle::StateRole::kOther) &&
+              static_cast<int>(StateRole::kLearningRate) ==
+                  static_cast<int>(paddle::StateRole::kLearningRate) &&
+              static_cast<int>(StateRole::kOptimizerState) ==
+                  static_cast<int>(paddle::StateRole::kOptimizerState) &&
+              static_cast<int>(StateRole::kStatistic) ==
+                  static_cast<int>(paddle::StateRole::kStatistic));
+static_assert(static_cast<int>(SaveFile::kNone) == static_cast<int>(paddle::SaveFile::kNone) &&
+              static_cast<int>(SaveFile::kPdopt) == static_cast<int>(paddle::SaveFile::kPdopt));
+
 std::vector<StateVariable> PaddleStateRoles(const std::string& program_path) {
-  return paddle::ClassifyState(paddle::ReadProgramFile(program_path));
+  std::vector<StateVariable> out;
+  for (const paddle::StateVariable& v : paddle::ClassifyState(paddle::ReadProgramFile(program_path)))
+    out.push_back({v.name, static_cast<StateRole>(v.role), static_cast<SaveFile>(v.file)});
+  return out;
 }
 
 }  // namespace tiller::checkpoint
