@@ -100,6 +100,7 @@ const std::vector<DType>* Signature::TypesOf(const std::string& var) const {
 
 const std::vector<DType>& Signature::primary_types() const {
   static const std::vector<DType> none;
+  if (const std::vector<DType>* t = TypesOf("T")) return *t;
   return vars_.empty() ? none : vars_.front().second;
 }
 

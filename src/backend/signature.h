@@ -10,8 +10,9 @@
 //   "* -> T"              *: any dtype
 //   " -> T"               no inputs (random ops)
 // Type variables start with an upper-case letter; each needs a Where() with
-// the dtypes it may take. The first variable is the signature's "primary"
-// one: its dtypes are what `tiller ops` lists.
+// the dtypes it may take. The "primary" variable is T if there is one, else
+// the first: its dtypes are what `tiller ops` lists and what
+// tests/cpp/kernel_dtypes_test.cc runs, so T should be the data operand.
 #pragma once
 
 #include <optional>
