@@ -13,8 +13,10 @@
 #include <iostream>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "npy.h"
+#include "tiller/backends.h"
 #include "tiller/inspect.h"
 #include "tiller/predictor.h"
 
@@ -30,13 +32,29 @@ template <typename... Args>
   throw tiller::Error(kind, fmt::format(format, std::forward<Args>(args)...));
 }
 
-Config MakeConfig(const std::string& model, const std::string& params, int threads) {
+// Devices and placement of the subcommands that compile.
+struct DeviceArgs {
+  std::string devices = "cpu";  // comma-separated backends, preference order
+  std::string placement = "by_shard";
+  std::vector<std::string> libraries;
+};
+
+Config MakeConfig(const std::string& model, const std::string& params, int threads,
+                  const DeviceArgs& dev = {}) {
   Config c;
   if (std::filesystem::is_directory(model))
     c.SetModelDir(model);
   else
     c.SetModel(model, params);
   c.SetCpuMathLibraryNumThreads(threads);
+  for (const std::string& lib : dev.libraries) tiller::LoadBackendLibrary(lib);
+  std::vector<std::string> names;
+  std::stringstream ss(dev.devices);
+  for (std::string b; std::getline(ss, b, ',');) {
+    if (!b.empty()) names.push_back(b);
+  }
+  c.SetDevices(names);
+  c.SetPlacement(dev.placement);
   return c;
 }
 
@@ -132,7 +150,7 @@ std::string Mib(size_t bytes) {
 }
 
 int Info(const std::string& model, const std::string& params,
-         const std::vector<std::string>& shape_args) {
+         const std::vector<std::string>& shape_args, const DeviceArgs& dev, bool passes) {
   // Describe the program before compiling, so a model with unsupported ops
   // still gets its op histogram.
   tiller::ModelInfo m = tiller::InspectModel(model, params);
@@ -153,7 +171,7 @@ int Info(const std::string& model, const std::string& params,
   }
   fmt::print("parameters: {} tensors, {}\n", m.num_params, Mib(m.param_bytes));
   std::fflush(stdout);
-  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, 1));
+  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, 1, dev));
   FillSynthetic(*p, shapes, 1, 128);
   p->Run();
   auto s = p->GetSummary();
@@ -162,6 +180,9 @@ int Info(const std::string& model, const std::string& params,
     fmt::print(" {}={}", n, Dims(p->GetInputHandle(n)->shape()));
   fmt::print("\n  kernels: {}\n  planned activation memory: {} (one buffer per tensor: {})\n",
              s.num_kernels, Mib(s.arena_bytes), Mib(s.naive_bytes));
+  if (passes)
+    fmt::print("compile stages (rewrites, ops before -> after, op types added/removed):\n{}",
+               s.compile_report);
   return 0;
 }
 
@@ -277,6 +298,13 @@ int main(int argc, char** argv) {
   info->add_option("--params", params, "parameter file (default: derived from the model path)");
   info->add_option("--shape", shapes,
                    "input shape NAME=DxD... (dynamic dims default to 1 and 128)");
+  DeviceArgs dev;
+  bool passes = false;
+  info->add_flag("--passes", passes, "also print what each compile stage changed");
+  info->add_option("--devices", dev.devices,
+                   "backends to compile for, comma-separated, in preference order (default cpu)");
+  info->add_option("--placement", dev.placement, "by_shard (default) or first_supported");
+  info->add_option("--backend-library", dev.libraries, "load a backend library first");
 
   auto* run = app.add_subcommand("run", "run a model on .npy inputs, write .npy outputs");
   run->add_option("model", model)->required();
@@ -302,7 +330,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
-    if (info->parsed()) return Info(model, params, shapes);
+    if (info->parsed()) return Info(model, params, shapes, dev, passes);
     if (run->parsed()) return Run(model, params, inputs, out_dir, threads);
     if (bench->parsed())
       return Bench(model, params, batch, seq_len, threads, warmup, iters, shapes, profile);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "tiller/backends.h"
 #include "tiller/custom_op.h"
 #include "tiller/inspect.h"
 #include "tiller/predictor.h"
@@ -118,6 +119,12 @@ PYBIND11_MODULE(_tiller, m) {
       .def("disable_gpu", &Config::DisableGpu)
       .def("switch_ir_optim", &Config::SwitchIrOptim, py::arg("x") = true)
       .def("set_random_seed", &Config::SetRandomSeed, py::arg("seed"))
+      .def("set_devices", &Config::SetDevices, py::arg("backends"),
+           "Backends to compile for, in preference order (default ['cpu'])")
+      .def("devices", &Config::devices)
+      .def("set_placement", &Config::SetPlacement, py::arg("policy"),
+           "'by_shard' (default) or 'first_supported'")
+      .def("placement", &Config::placement)
       .def("random_seed", &Config::random_seed)
       .def("ir_optim", &Config::ir_optim)
       .def("prog_file", &Config::prog_file)
@@ -172,6 +179,7 @@ PYBIND11_MODULE(_tiller, m) {
         d["naive_bytes"] = s.naive_bytes;
         d["weight_bytes"] = s.weight_bytes;
         d["graph"] = s.graph;
+        d["compile_report"] = s.compile_report;
         return d;
       });
 
@@ -179,5 +187,8 @@ PYBIND11_MODULE(_tiller, m) {
   m.def("load_custom_op_library", &tiller::LoadCustomOpLibrary, py::arg("path"),
         "Load a shared library of custom ops (see include/tiller/custom_op.h).");
   m.def("supported_paddle_ops", &tiller::SupportedPaddleOps);
+  m.def("load_backend_library", &tiller::LoadBackendLibrary, py::arg("path"),
+        "Load a shared library that registers backends (see include/tiller/backends.h).");
+  m.def("backend_names", &tiller::BackendNames);
   for (tiller::python::Binder bind : tiller::python::Binders()) bind(m);
 }

@@ -71,6 +71,7 @@ std::string CompileReport::Format() const {
     if (!r.added.empty()) out += "  + " + Counts(r.added);
     if (!r.removed.empty()) out += "  - " + Counts(r.removed);
     out += "\n";
+    if (!r.detail.empty()) out += "      " + r.detail + "\n";
   }
   out += fmt::format("  arenas: {:.2f} MiB\n", static_cast<double>(arena_bytes) / 1048576.0);
   return out;
@@ -124,6 +125,12 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
     }
   }
   std::unique_ptr<ir::Graph> graph = source.Finish();
+  if (ctx.training) {
+    passes::FunctionPass place_updates(
+        "place_updates", "update ops -> the shard and stage of the weight they update",
+        passes::PlaceUpdateOps);
+    report.stages.push_back(passes::RunPass(place_updates, *graph, ctx));
+  }
 
   if (options_.optimize) {
     for (auto& pass : passes::OptimizationPasses())
@@ -132,6 +139,17 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
   StagePass place("placement", "each op onto a device",
                   [&](ir::Graph& g) { return PlaceOps(g, devices_, options_.placement); });
   report.stages.push_back(passes::RunPass(place, *graph, ctx));
+  {
+    std::vector<std::map<std::string, int>> per_device(devices_.size());
+    for (const auto& op : graph->ops()) ++per_device[op->device][op->type];
+    std::string& detail = report.stages.back().detail;
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      int n = 0;
+      for (const auto& [type, c] : per_device[d]) n += c;
+      detail += fmt::format("{}{}: {} ops ({})", detail.empty() ? "" : "; ", devices_[d]->name(), n,
+                            Counts(per_device[d]));
+    }
+  }
   StagePass copies("insert_copies", "a copy where a value crosses devices",
                    [&](ir::Graph& g) { return InsertCopies(g, host_); });
   report.stages.push_back(passes::RunPass(copies, *graph, ctx));

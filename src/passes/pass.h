@@ -51,6 +51,7 @@ struct PassRecord {
   int rewrites = 0;
   size_t ops_before = 0, ops_after = 0;
   std::map<std::string, int> added, removed;  // op type -> count
+  std::string detail;                         // stage-specific (placement: ops per device)
 };
 
 // Runs `pass`, verifies the graph and records the change.
@@ -62,6 +63,9 @@ int FuseLinear(ir::Graph& g);
 int FoldBatchNorm(ir::Graph& g);
 // conv2d|linear -> relu|tanh|gelu -> conv2d|linear{activation}
 int FuseActivation(ir::Graph& g);
+
+// update ops -> the shard and stage of the weight they update (training)
+int PlaceUpdateOps(ir::Graph& g);
 
 // The optimization passes, in order (each is a no-op where its pattern
 // does not occur, as in training graphs whose weights are state).

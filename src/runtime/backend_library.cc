@@ -1,0 +1,65 @@
+// include/tiller/backends.h: loading backend libraries.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "tiller/backends.h"
+
+namespace tiller {
+namespace {
+
+std::mutex& Mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::map<std::string, void*>& Libraries() {
+  static std::map<std::string, void*> libs;
+  return libs;
+}
+
+}  // namespace
+
+void LoadBackendLibrary(const std::string& path) {
+  std::lock_guard<std::mutex> lock(Mutex());
+  if (Libraries().count(path)) return;
+  size_t before = backend::BackendNames().size();
+  // Kept loaded for the process: backends, devices and kernels point into it.
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) Fail(ErrorKind::kInvalidArgument, "backend library {}: {}", path, dlerror());
+  if (backend::BackendNames().size() == before) {
+    dlclose(h);
+    Fail(ErrorKind::kInvalidArgument, "backend library {} registered no backend", path);
+  }
+  Libraries()[path] = h;
+}
+
+std::vector<std::string> BackendNames() {
+  return backend::BackendNames();
+}
+
+namespace {
+
+const bool kEnvLoaded = [] {
+  const char* env = std::getenv("TILLER_BACKENDS");
+  if (!env || !*env) return true;
+  std::stringstream ss(env);
+  std::string path;
+  while (std::getline(ss, path, ':')) {
+    if (path.empty()) continue;
+    try {
+      LoadBackendLibrary(path);
+    } catch (const Error& e) {
+      fmt::print(stderr, "tiller: TILLER_BACKENDS: {}\n", e.what());
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace tiller

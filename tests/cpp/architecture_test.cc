@@ -1,0 +1,312 @@
+// The pieces of the multi-device architecture on small graphs: typed
+// attributes, placement scopes through passes and autodiff, kernel
+// signatures, devices and streams, placement with copies between a
+// host-inaccessible test device and the CPU (tests/backend, loaded as a
+// library like any third-party backend), and the verifier.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "backend/backend.h"
+#include "backend/kernel.h"
+#include "backends/cpu/kernel.h"
+#include "compile/driver.h"
+#include "compile/placement.h"
+#include "core/error.h"
+#include "ir/op_schema.h"
+#include "passes/autodiff.h"
+#include "passes/pass.h"
+#include "tiller/backends.h"
+
+namespace tiller {
+namespace {
+
+using ir::Graph;
+using ir::Value;
+
+void LoadTestBackend() {
+  LoadBackendLibrary(TILLER_TEST_BACKEND);
+}
+
+std::shared_ptr<AlignedBuffer> Random(const Shape& shape, uint32_t seed) {
+  auto buf = std::make_shared<AlignedBuffer>(NumElements(shape) * sizeof(float));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  for (int64_t i = 0; i < NumElements(shape); ++i) buf->as<float>()[i] = d(rng);
+  return buf;
+}
+
+// ---- typed attributes -------------------------------------------------------
+
+const bool kSchemas = [] {
+  ir::RegisterOpSchema(
+      ir::OpSchema{"arch_test_op", 1, 1, [](ir::InferContext& c) { c.AddOutput(c.input(0)); }}
+          .Attr("alpha", 0.5)
+          .Attr("axis", int64_t{-1})
+          .Attr("mode", "fast")
+          .RequiredAttr("shape", ir::AttrKind::kInts)
+          .Precision(ir::PrecisionRule::kFollowsInput)
+          .Layout(ir::LayoutRule::kAxisAttrs, {"axis"}));
+  ir::RegisterOpSchema(ir::OpSchema{
+      "arch_test_pair", 2, 3, [](ir::InferContext& c) {
+        c.AddOutput(c.input(0));
+      }}.NoAttrs());
+  return true;
+}();
+
+TEST(TypedAttributes, DefaultsComeFromTheSchemaAndValuesAreConverted) {
+  ASSERT_TRUE(kSchemas);
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {2}});
+  // An int given for a float attribute is converted at AddOp.
+  ir::Op* op =
+      g.AddOp("arch_test_op", {x}, {{"shape", std::vector<int64_t>{2}}, {"alpha", int64_t{2}}});
+  EXPECT_EQ(op->GetFloat("alpha"), 2.0);
+  EXPECT_EQ(op->GetInt("axis"), -1);
+  EXPECT_EQ(op->GetStr("mode"), "fast");
+  EXPECT_EQ(op->GetInts("shape"), (std::vector<int64_t>{2}));
+  ir::Verify(g);
+}
+
+TEST(TypedAttributes, UndeclaredWrongKindAndMissingRequiredAreInternalErrors) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {2}});
+  auto expect_internal = [&](ir::AttrMap attrs, const char* fragment) {
+    try {
+      g.AddOp("arch_test_op", {x}, std::move(attrs), "probe");
+      FAIL() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  expect_internal({{"shape", std::vector<int64_t>{2}}, {"beta", 1.0}}, "'beta' is not declared");
+  expect_internal({{"shape", std::vector<int64_t>{2}}, {"axis", 1.5}}, "'axis' = 1.5 is not a int");
+  expect_internal({{"alpha", 1.0}}, "required attribute 'shape' is missing");
+  ir::Op* op = g.AddOp("arch_test_op", {x}, {{"shape", std::vector<int64_t>{2}}});
+  EXPECT_THROW(op->GetFloat("axis"), Error);   // declared an int
+  EXPECT_THROW(op->GetFloat("gamma"), Error);  // not declared
+}
+
+// ---- placement scopes ---------------------------------------------------------
+
+TEST(PlacementScope, OpsTakeTheScopeAndRewritesTakeThePlacementOfWhatTheyReplace) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {4, 8}});
+  Value* w = g.AddData("w", {DType::kF32, {8, 3}}, ir::ValueKind::kParam, Random({8, 3}, 1));
+  Value* b = g.AddData("b", {DType::kF32, {3}}, ir::ValueKind::kParam, Random({3}, 2));
+  Value* y;
+  {
+    ir::ScopedPlacement s(g, {1, 2, ir::Phase::kForward});
+    y = g.Add1("add", {g.Add1("matmul", {x, w}), b});
+  }
+  Value* z = g.Add1("relu", {y});
+  g.AddOutput("z", z);
+  EXPECT_EQ(y->producer->placement, (ir::Placement{1, 2, ir::Phase::kForward}));
+  EXPECT_EQ(z->producer->placement, ir::Placement{});
+  EXPECT_EQ(passes::FuseLinear(g), 1);
+  for (const auto& op : g.ops()) {
+    if (op->type == "linear") {
+      EXPECT_EQ(op->placement, (ir::Placement{1, 2, ir::Phase::kForward}));
+    }
+  }
+  EXPECT_EQ(g.placement_scope(), ir::Placement{});  // restored after the rewrite
+}
+
+TEST(PlacementScope, AutodiffPutsGradientsWithTheirForwardOpInTheBackwardPhase) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {4, 8}});
+  Value* h;
+  {
+    ir::ScopedPlacement s(g, {0, 0, ir::Phase::kForward});
+    h = g.Add1("tanh", {x});
+  }
+  Value* loss;
+  {
+    ir::ScopedPlacement s(g, {1, 1, ir::Phase::kForward});
+    loss = g.Add1("reduce_sum", {g.Add1("mul", {h, h})},
+                  {{"axes", std::vector<int64_t>{}}, {"keepdim", false}});
+  }
+  size_t forward_ops = g.ops().size();
+  passes::BuildBackward(g, loss, {x});
+  ASSERT_GT(g.ops().size(), forward_ops);
+  for (const auto& op : g.ops()) {
+    if (op->placement.phase == ir::Phase::kForward) continue;
+    EXPECT_EQ(op->placement.phase, ir::Phase::kBackward) << op->name;
+    // A rule's ops are named after the forward op they differentiate
+    // ("<forward>.grad"); sums of fan-out gradients belong to a consumer's rule.
+    if (op->name.find(".grad_sum") != std::string::npos) continue;
+    int want = op->name.rfind("tanh", 0) == 0 ? 0 : 1;
+    EXPECT_EQ(op->placement.stage, want) << op->type << " " << op->name;
+    EXPECT_EQ(op->placement.shard, want) << op->type << " " << op->name;
+  }
+}
+
+// ---- signatures ------------------------------------------------------------------
+
+TEST(Signature, MatchesEveryTensorAndSaysWhyNot) {
+  Graph g;
+  Value* f = g.AddInput("f", {DType::kF32, {2}});
+  Value* i = g.AddInput("i", {DType::kI64, {2}});
+  ir::Op* add = g.AddOp("arch_test_pair", {f, f});
+  ir::Op* mixed = g.AddOp("arch_test_pair", {f, i});
+  backend::Signature same("T, T -> T");
+  same.Where("T", {DType::kF32, DType::kF64});
+  EXPECT_FALSE(same.Mismatch(*add));
+  auto why = same.Mismatch(*mixed);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("dtype int64 of input 1 'i' is not supported (supported: float32)"),
+            std::string::npos)
+      << *why;
+  backend::Signature variadic = backend::Signature("T... -> T").Where("T", {DType::kF32});
+  EXPECT_FALSE(variadic.Mismatch(*add));
+  backend::Signature optional = backend::Signature("T, T, T? -> T").Where("T", {DType::kF32});
+  EXPECT_FALSE(optional.Mismatch(*add));
+  backend::Signature to_bool = backend::Signature("T, T -> bool").Where("T", {DType::kF32});
+  auto bad_out = to_bool.Mismatch(*add);
+  ASSERT_TRUE(bad_out);
+  EXPECT_NE(bad_out->find("of output 0"), std::string::npos) << *bad_out;
+  EXPECT_THROW(backend::Signature("T -> T").Validate("no dtypes for T"), Error);
+}
+
+// ---- devices and streams ----------------------------------------------------------
+
+TEST(CpuDevice, StreamRunsInOrderOnItsOwnThreadAndRethrowsTheFirstError) {
+  backend::Backend* cpu = backend::FindBackend("cpu");
+  ASSERT_NE(cpu, nullptr);
+  auto dev = cpu->CreateDevice(0, {2, 0});
+  EXPECT_TRUE(dev->host_accessible());
+  EXPECT_EQ(dev->name(), "cpu:0");
+  std::vector<int> order;
+  std::thread::id caller = std::this_thread::get_id(), worker;
+  for (int k = 0; k < 5; ++k) dev->stream().Submit([&, k] { order.push_back(k); });
+  dev->stream().Submit([&] { worker = std::this_thread::get_id(); });
+  dev->stream().Synchronize();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_TRUE(worker != caller);
+  bool ran_after = false;
+  dev->stream().Submit([] { Fail(ErrorKind::kNonFinite, "first"); });
+  dev->stream().Submit([&] { ran_after = true; });
+  try {
+    dev->stream().Synchronize();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kNonFinite);
+  }
+  EXPECT_FALSE(ran_after);  // skipped after the failure
+  dev->stream().Submit([&] { ran_after = true; });
+  dev->stream().Synchronize();  // the error was reported once
+  EXPECT_TRUE(ran_after);
+}
+
+// ---- placement and copies across two backends ------------------------------------
+
+// x -> add(x, c) -> tanh -> transpose -> out: the test device runs add and
+// transpose (it has no tanh), the CPU the rest.
+std::unique_ptr<Graph> SplitGraph() {
+  auto g = std::make_unique<Graph>();
+  Value* x = g->AddInput("x", {DType::kF32, {3, 5}});
+  Value* c = g->AddData("c", {DType::kF32, {5}}, ir::ValueKind::kConstant, Random({5}, 3));
+  Value* t = g->Add1("tanh", {g->Add1("add", {x, c})});
+  g->AddOutput("out", g->Add1("transpose", {t}, {{"perm", std::vector<int64_t>{1, 0}}}));
+  return g;
+}
+
+std::vector<float> RunWith(compile::CompileOptions options, const AlignedBuffer& input,
+                           int* copies = nullptr) {
+  auto exe = compile::Executable::Build(SplitGraph(), options);
+  if (copies) {
+    *copies = 0;
+    for (const auto& op : exe->graph().ops()) *copies += op->type == "copy";
+  }
+  std::memcpy(exe->inputs()[0].data, input.data(), input.size());
+  exe->Run();
+  const auto& out = exe->outputs()[0];
+  const float* p = static_cast<const float*>(out.data);
+  return {p, p + NumElements(out.type.shape)};
+}
+
+TEST(Placement, FirstSupportedSplitsAcrossBackendsWithCopiesAndMatchesCpuExactly) {
+  LoadTestBackend();
+  auto input = Random({3, 5}, 9);
+  std::vector<float> cpu = RunWith(compile::CompileOptions::Cpu(1), *input);
+  compile::CompileOptions split;
+  split.devices = {{"test"}, {"cpu"}};
+  split.placement = compile::PlacementPolicy::kFirstSupported;
+  int copies = 0;
+  std::vector<float> got = RunWith(split, *input, &copies);
+  EXPECT_EQ(got, cpu);
+  // x to test, add's result to cpu, tanh's result to test, the output back.
+  EXPECT_EQ(copies, 4);
+}
+
+TEST(Placement, VerifierRefusesACrossingWithoutCopy) {
+  LoadTestBackend();
+  auto g = SplitGraph();
+  auto cpu_dev = backend::FindBackend("cpu")->CreateDevice(0, {});
+  auto test_dev = backend::FindBackend("test")->CreateDevice(0, {});
+  std::vector<backend::Device*> devices = {test_dev.get(), cpu_dev.get()};
+  compile::PlaceOps(*g, devices, compile::PlacementPolicy::kFirstSupported);
+  EXPECT_THROW(compile::VerifyPlacement(*g, 2, 1), Error);
+  EXPECT_GT(compile::InsertCopies(*g, 1), 0);
+  EXPECT_NO_THROW(compile::VerifyPlacement(*g, 2, 1));
+  for (const auto& op : g->ops()) EXPECT_GE(op->device, 0) << op->name;
+}
+
+TEST(Placement, ShardsBeyondTheDevicesAndUnsupportedOpsAreRefused) {
+  LoadTestBackend();
+  auto cpu_dev = backend::FindBackend("cpu")->CreateDevice(0, {});
+  auto test_dev = backend::FindBackend("test")->CreateDevice(0, {});
+  {
+    auto g = SplitGraph();
+    for (const auto& op : g->ops()) op->placement.shard = 3;
+    try {
+      compile::PlaceOps(*g, {cpu_dev.get(), test_dev.get()}, compile::PlacementPolicy::kByShard);
+      FAIL() << "shard 3 placed on 2 devices";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("shard 3"), std::string::npos) << e.what();
+    }
+  }
+  {
+    auto g = SplitGraph();
+    try {
+      // By shard, every op goes to device 0: the test device, which has no tanh.
+      compile::PlaceOps(*g, {test_dev.get(), cpu_dev.get()}, compile::PlacementPolicy::kByShard);
+      FAIL() << "tanh placed on the test device";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUnimplemented);
+      EXPECT_NE(std::string(e.what()).find("no test kernel for op tanh"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(Placement, OptionsWithoutAHostDeviceOrWithUnknownBackendsAreRefused) {
+  LoadTestBackend();
+  compile::CompileOptions only_test;
+  only_test.devices = {{"test"}};
+  EXPECT_THROW(compile::Compiler{only_test}, Error);
+  compile::CompileOptions unknown;
+  unknown.devices = {{"tpu"}};
+  try {
+    compile::Compiler c(unknown);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("no backend named 'tpu'"), std::string::npos);
+  }
+  compile::CompileOptions replicas;
+  replicas.replicas = 4;
+  try {
+    compile::Compiler c(replicas);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnimplemented);
+    EXPECT_NE(std::string(e.what()).find("replicas = 4"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tiller
