@@ -815,6 +815,44 @@ def write_training_case(out_dir, kind: str, opt_spec="adam", cfg=None, fmt: str 
                           distinct=distinct)
 
 
+def _write_staged_here(out_dir, stages: int, opt_spec) -> dict:
+    """Legacy BERT-tiny pretraining with its forward ops split into `stages`
+    consecutive pipeline stages (ipu_index = ipu_stage = s, the attributes
+    Paddle's ipu_shard_guard writes; this Paddle build has no IPU, so they
+    are set on the ops directly). Saved with save_training_program; returns
+    {"forward": {op index: stage}, "seed": index of the backward seed,
+    "update_stage": {op index: stage of the weight it updates}}."""
+    with static_mode():
+        built = build("bert", "bert-tiny", opt_spec, seed=0)
+        ops = list(built.main.global_block().ops)
+        roles = [op.attr("op_role") if op.has_attr("op_role") else 0 for op in ops]
+        seed = next(i for i, r in enumerate(roles) if r & 0x101 == 0x101)
+        forward = list(range(seed))
+        stage_of = {}
+        for pos, i in enumerate(forward):
+            s = min(stages - 1, pos * stages // len(forward))
+            ops[i]._set_attr("ipu_index", s)
+            ops[i]._set_attr("ipu_stage", s)
+            stage_of[i] = s
+        first_reader = {}
+        for i in forward:
+            for name in ops[i].input_arg_names:
+                first_reader.setdefault(name, stage_of[i])
+        update_stage = {}
+        for i in range(seed + 1, len(ops)):
+            if "Param" in ops[i].input_names and ops[i].input("Param"):
+                update_stage[i] = first_reader[ops[i].input("Param")[0]]
+        save_training_program(built, out_dir)
+    return {"forward": stage_of, "seed": seed, "update_stage": update_stage}
+
+
+def write_staged_program(out_dir, stages: int = 2, opt_spec="adam") -> dict:
+    """_write_staged_here in a legacy-program process."""
+    return call_in_format("legacy", "models.training:_write_staged_here",
+                          out_dir=str(Path(out_dir).resolve()), stages=stages,
+                          opt_spec=opt_spec_of(opt_spec))
+
+
 # ---------------------------------------------------------------------------
 # Running a function in a process of the other program form
 

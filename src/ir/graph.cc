@@ -271,11 +271,10 @@ std::string Graph::ToString() const {
     std::string attrs;
     for (const auto& [k, a] : op->attrs.all())
       attrs += fmt::format(" {}={}", k, AttributeToString(a));
-    std::string where;
+    // Placement, always: [phase shard/stage @device] (device -1: not placed yet).
     const Placement& p = op->placement;
-    if (op->device >= 0) where += fmt::format(" @{}", op->device);
-    if (p.shard || p.stage) where += fmt::format(" shard {} stage {}", p.shard, p.stage);
-    if (p.phase != Phase::kForward) where += fmt::format(" {}", PhaseName(p.phase));
+    std::string where = fmt::format(" [{} {}/{} @{}]", PhaseName(p.phase), p.shard, p.stage,
+                                    op->device);
     out += fmt::format("{} = {}({}){}{}  # {}\n", outs, op->type, ins, attrs, where, op->name);
   }
   for (const auto& [name, v] : outputs_) out += fmt::format("output {} = {}\n", name, name_of(v));

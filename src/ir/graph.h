@@ -173,7 +173,10 @@ class Graph {
   const std::vector<std::pair<Value*, Value*>>& state_updates() const { return state_updates_; }
   const std::vector<std::unique_ptr<Value>>& values() const { return values_; }
 
-  std::string ToString() const;  // one line per op, for debugging and `tiller info`
+  // One line per op, for debugging and summaries:
+  //   %3:float32[2, 4] = relu(%2:float32[2, 4]) [forward 0/1 @0]  # relu_1 (...)
+  // the bracket being phase, shard/stage and compile device.
+  std::string ToString() const;
 
  private:
   Value* NewValue(const std::string& name, TensorType type, ValueKind kind);
