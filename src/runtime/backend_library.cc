@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "runtime/env_libraries.h"
 #include "tiller/backends.h"
 
 namespace tiller {
@@ -44,22 +45,8 @@ std::vector<std::string> BackendNames() {
 }
 
 namespace {
-
-const bool kEnvLoaded = [] {
-  const char* env = std::getenv("TILLER_BACKENDS");
-  if (!env || !*env) return true;
-  std::stringstream ss(env);
-  std::string path;
-  while (std::getline(ss, path, ':')) {
-    if (path.empty()) continue;
-    try {
-      LoadBackendLibrary(path);
-    } catch (const Error& e) {
-      fmt::print(stderr, "tiller: TILLER_BACKENDS: {}\n", e.what());
-    }
-  }
-  return true;
-}();
+// TILLER_BACKENDS=lib1.so:lib2.so (env_libraries.h).
+const bool kEnvLoaded = runtime::LoadLibrariesFromEnv("TILLER_BACKENDS", LoadBackendLibrary);
 
 }  // namespace
 }  // namespace tiller

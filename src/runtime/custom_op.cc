@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "frontend/paddle/translate.h"
 #include "ir/custom_op_registry.h"
+#include "runtime/env_libraries.h"
 
 namespace tiller {
 namespace custom_op {
@@ -109,23 +110,8 @@ void LoadLocked(const std::string& path) {
   }
 }
 
-// TILLER_CUSTOM_OPS=lib1.so:lib2.so loads libraries with Tiller itself, so
-// any front end (CLI, Python) can use them without an API call.
-const bool kEnvLoaded = [] {
-  const char* env = std::getenv("TILLER_CUSTOM_OPS");
-  if (!env || !*env) return true;
-  std::stringstream ss(env);
-  std::string path;
-  while (std::getline(ss, path, ':')) {
-    if (path.empty()) continue;
-    try {
-      LoadCustomOpLibrary(path);
-    } catch (const Error& e) {
-      fmt::print(stderr, "tiller: TILLER_CUSTOM_OPS: {}\n", e.what());
-    }
-  }
-  return true;
-}();
+// TILLER_CUSTOM_OPS=lib1.so:lib2.so (env_libraries.h).
+const bool kEnvLoaded = runtime::LoadLibrariesFromEnv("TILLER_CUSTOM_OPS", LoadCustomOpLibrary);
 
 }  // namespace
 

@@ -112,3 +112,15 @@ def test_a_device_that_cannot_run_an_op_is_refused_naming_it(zoo, test_backend):
     with pytest.raises(ti.TillerError, match=r"cannot run on test:0: no test kernel for op"):
         p = ti.create_predictor(config)
         p.run(_inputs())
+
+
+def test_tiller_backends_loads_libraries_for_any_front_end(zoo, tmp_path):
+    exp = zoo.export("bert-tiny", "pir", batch=2, seq_len=16)
+    env = dict(os.environ, TILLER_BACKENDS=f"{tmp_path / 'missing.so'}:{LIBRARY}")
+    out = subprocess.run([str(TILLER), "info", exp.model_file, "--passes", "--devices", "test,cpu",
+                          "--placement", "first_supported"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    # The bad path is reported and skipped; the good one is loaded.
+    assert "TILLER_BACKENDS" in out.stderr and "missing.so" in out.stderr
+    assert re.search(r"\+ copy x\d+", out.stdout), out.stdout
