@@ -59,6 +59,8 @@ PassRecord RunPass(Pass& pass, ir::Graph& g, const PassContext& ctx);
 
 // matmul(x, W const) [+ add(., b const)] -> linear(x, W, b)
 int FuseLinear(ir::Graph& g);
+// scale(x){power of two} -> matmul -> matmul{alpha}
+int FoldScaleIntoMatmul(ir::Graph& g);
 // conv2d -> batch_norm (inference, constant statistics) -> conv2d with folded weights
 int FoldBatchNorm(ir::Graph& g);
 // conv2d|linear -> relu|tanh|gelu -> conv2d|linear{activation}

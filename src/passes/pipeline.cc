@@ -36,6 +36,9 @@ std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
   std::vector<std::unique_ptr<Pass>> p;
   p.push_back(std::make_unique<FunctionPass>(
       "fuse_linear", "matmul(x, W const) [+ add(., b const)] -> linear(x, W, b)", FuseLinear));
+  // After fuse_linear, which leaves matmuls with alpha != 1 alone.
+  p.push_back(std::make_unique<FunctionPass>(
+      "fold_scale", "scale(x){power of two} -> matmul -> matmul{alpha}", FoldScaleIntoMatmul));
   p.push_back(std::make_unique<FunctionPass>(
       "fold_batch_norm", "conv2d -> batch_norm (constant statistics) -> conv2d, weights folded",
       FoldBatchNorm));

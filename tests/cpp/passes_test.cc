@@ -110,5 +110,27 @@ TEST(Passes, NoFusionWhenIntermediateIsAlsoAnOutput) {
   ExpectNear(c.plain, c.rewritten, 0.f);
 }
 
+// Attention's q * 2^-3 before q·kᵀ: folded into the matmul's alpha, bit for
+// bit; a scale that is not a power of two (rounding would move) is kept.
+TEST(Passes, FoldScaleIntoMatmulExactlyForPowersOfTwo) {
+  for (double s : {0.125, 0.1}) {
+    auto build = [s](Graph& g, std::mt19937& rng) {
+      Value* q = g.AddInput("q", {DType::kF32, {2, 3, 5, 8}});
+      Value* k = g.AddData("k", {DType::kF32, {2, 3, 5, 8}}, ir::ValueKind::kConstant,
+                           Random({2, 3, 5, 8}, rng));
+      Value* scaled = g.Add1("scale", {q}, {{"scale", s}, {"bias", 0.0}});
+      g.AddOutput("att", g.Add1("matmul", {scaled, k}, {{"transpose_b", true}}));
+    };
+    Compared c = RunBothWays(build, FoldScaleIntoMatmul, {2, 3, 5, 8});
+    if (s == 0.125) {
+      EXPECT_EQ(c.rewrites, 1);
+      EXPECT_EQ(c.ops_after, (std::vector<std::string>{"matmul"}));
+      EXPECT_EQ(c.plain, c.rewritten);
+    } else {
+      EXPECT_EQ(c.rewrites, 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tiller::passes
