@@ -3,19 +3,26 @@
 // and runs it. Paddle's backward ops are dropped and rebuilt by Tiller's
 // autodiff; the optimizer ops the program holds update the state in place.
 //
-//   tiller::training::TrainingSession s("main.json", {"x", "label"}, {"mean_0.tmp_0"});
-//   for (const auto& name : s.StateNames()) s.SetState(name, host_copy_of(name));
-//   s.SetFeed("x", x_data, DataType::FLOAT32, {8, 3, 16, 16});
-//   s.SetFeed("label", y_data, DataType::INT64, {8, 1});
-//   s.Run();                              // forward, backward, update
-//   s.GetFetch(0, &loss, sizeof(float));
-//   s.GetState("fc_0.w_0", host_buffer, bytes);   // weights back to the host
+//   tiller::training::IpuOptions options;                // Paddle's IpuStrategy names
+//   options.Set("num_threads", int64_t{2});
+//   tiller::training::TrainingSession s("train.json", {"x", "label"}, {"mean_0.tmp_0"},
+//                                       options);
+//   s.LoadCheckpoint("ckpt/init");        // .pdparams + .pdopt, as paddle.static.save wrote
+//   for (int step = 0; step < n; ++step) {
+//     s.SetLearningRate(schedule(step));  // every learning-rate variable of the program
+//     s.SetFeed("x", x_data, DataType::FLOAT32, {8, 3, 16, 16});
+//     s.SetFeed("label", y_data, DataType::INT64, {8, 1});
+//     s.Run();                            // forward, backward, update
+//     s.GetFetch(0, &loss, sizeof(float));
+//   }
+//   s.SaveCheckpoint("ckpt/step100");     // paddle.static.load reads it
 //
 // State is every persistable variable of the program: parameters, optimizer
-// moments and beta powers, the learning-rate variable (set it before a step
-// to follow a learning-rate schedule), batch-norm running statistics. It
-// lives in the session across steps and across compilations for different
-// feed shapes. Errors throw tiller::Error naming the file, op or tensor.
+// moments and beta powers, the learning-rate variable, batch-norm running
+// statistics. It lives in the session across steps and across compilations
+// for different feed shapes; set it from a checkpoint (LoadCheckpoint) or
+// variable by variable (SetState). Errors throw tiller::Error naming the
+// file, op or tensor.
 #pragma once
 
 #include <cstdint>
@@ -23,13 +30,17 @@
 #include <string>
 #include <vector>
 
+#include "tiller/checkpoint.h"
 #include "tiller/error.h"
+#include "tiller/ipu_options.h"
 #include "tiller/predictor.h"
 
 namespace tiller::training {
 
 using inference::DataType;
 
+// The session's settings in Tiller's terms (IpuOptions gives them by
+// Paddle's names).
 struct SessionOptions {
   int num_threads = 1;
   // Seed of random ops (dropout masks, random init ops) whose own seed is 0.
@@ -52,6 +63,14 @@ struct TensorInfo {
   std::vector<int64_t> shape;
 };
 
+// A persistable variable of the program, with what it holds and the file of
+// a checkpoint it goes to (paddle.static.save's split for the program's
+// form; see checkpoint::PaddleStateRoles).
+struct StateTensorInfo : TensorInfo {
+  checkpoint::StateRole role = checkpoint::StateRole::kOther;
+  checkpoint::SaveFile file = checkpoint::SaveFile::kNone;
+};
+
 class TrainingSession {
  public:
   // program_path: a training program saved by paddle.static.save (.json or
@@ -60,12 +79,19 @@ class TrainingSession {
   // fetch_names: variables returned by each step (usually the loss).
   TrainingSession(const std::string& program_path, std::vector<std::string> feed_names,
                   std::vector<std::string> fetch_names, const SessionOptions& options = {});
+  // The same with Paddle's IPU options (validated when they were set):
+  // num_threads (0: every hardware thread), random_seed,
+  // enable_floating_point_checks, use_no_bias_optimizer; Run() runs eval
+  // steps when is_training is false or runtime_options.enable_eval is true.
+  TrainingSession(const std::string& program_path, std::vector<std::string> feed_names,
+                  std::vector<std::string> fetch_names, const IpuOptions& options);
   ~TrainingSession();
   TrainingSession(const TrainingSession&) = delete;
   TrainingSession& operator=(const TrainingSession&) = delete;
 
-  // Persistable variables the step reads or writes, with their types.
-  std::vector<TensorInfo> StateInfo() const;
+  // Persistable variables the step reads or writes, with their types, roles
+  // and checkpoint files, in the order StateNames() lists them.
+  std::vector<StateTensorInfo> StateInfo() const;
   std::vector<std::string> StateNames() const;
   // The variable the program minimizes, and the variables it trains.
   const std::string& LossName() const;
@@ -78,12 +104,40 @@ class TrainingSession {
   void SetState(const std::string& name, const void* data, DataType dtype, size_t bytes);
   void GetState(const std::string& name, void* data, size_t bytes) const;
 
+  // Sets every learning-rate state (the LearningRate input of the program's
+  // optimizer ops; a program may have several) to `lr`, rounded to the
+  // state's dtype as numpy rounds (Paddle's executor writes its scheduler's
+  // value the same way before each step). Throws kNotFound when the program
+  // has no learning-rate variable.
+  void SetLearningRate(double lr);
+
+  // Writes a checkpoint of the state as paddle.static.save does:
+  // <prefix>.pdparams and <prefix>.pdopt, pickles of {name: numpy array}
+  // split by StateTensorInfo::file, so paddle.static.load and LoadCheckpoint
+  // read it. The directory of the prefix is created if needed; each file is
+  // replaced atomically (an interrupted save leaves the previous file).
+  void SaveCheckpoint(const std::string& path_prefix) const;
+  // Sets the state from a checkpoint written by SaveCheckpoint or by
+  // paddle.static.save (either program form): <prefix>.pdparams and, when
+  // it exists, <prefix>.pdopt (a program whose state is all in .pdparams
+  // needs none). Every state must be in one of them with the program's
+  // element count and dtype; everything is checked before anything is set,
+  // so a refused checkpoint leaves the state as it was.
+  // Throws kNotFound (.pdparams or variables missing), kDataLoss (a file is
+  // corrupt), kUnimplemented (a pickle of something else), kInvalidArgument
+  // (an element count or dtype that differs from the program's). The step
+  // counter (StepCount, which seeds dropout masks) is not part of Paddle's
+  // format: a new session resumed from a checkpoint counts from 0.
+  void LoadCheckpoint(const std::string& path_prefix);
+
   // Feeds for the next step, by position in feed_names or by name.
   void SetFeed(const std::string& name, const void* data, DataType dtype,
                const std::vector<int64_t>& shape);
   // One step. eval = true runs the forward part only, in test mode (dropout
-  // off, running statistics), without gradients or updates.
-  void Run(bool eval = false);
+  // off, running statistics), without gradients or updates. Run() decides by
+  // the options (IpuOptions::EvalOnly; a training step for SessionOptions).
+  void Run();
+  void Run(bool eval);
   // Fetch i of the last step.
   TensorInfo FetchInfo(size_t i) const;
   void GetFetch(size_t i, void* data, size_t bytes) const;

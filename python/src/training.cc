@@ -1,17 +1,29 @@
-// Binding of tiller::training::TrainingSession over numpy arrays; the
-// IpuStrategy / IpuCompiledProgram front door is python/tiller/ipu.py.
+// Bindings of tiller::training::TrainingSession over numpy arrays and of
+// tiller::training::IpuOptions; the IpuStrategy / IpuCompiledProgram front
+// door over them is python/tiller/ipu.py.
 #include "tiller/training.h"
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+
 #include "bindings.h"
+#include "tiller/ipu_options.h"
 
 namespace py = pybind11;
+using tiller::training::IpuOptions;
+using tiller::training::OptionSupport;
+using tiller::training::OptionValue;
 using tiller::training::SessionOptions;
+using tiller::training::StateTensorInfo;
 using tiller::training::TensorInfo;
 using tiller::training::TrainingSession;
+namespace ckpt = tiller::checkpoint;
 
 namespace {
 
@@ -19,7 +31,128 @@ py::array Empty(const TensorInfo& info) {
   return py::array(tiller::python::ToNumpy(info.dtype), info.shape);
 }
 
+// IpuOptions as tiller.IpuStrategy holds them. A no-effect option may be
+// given any Python object (engine_options is a dict): IpuOptions stores its
+// repr and get() returns the object itself.
+struct PyIpuOptions {
+  IpuOptions options;
+  std::map<std::string, py::object> objects;
+};
+
+// bool, int, float or str (numpy scalars included) as an OptionValue;
+// nullopt for anything else.
+std::optional<OptionValue> ToOptionValue(const py::handle& v) {
+  py::module_ np = py::module_::import("numpy");
+  if (py::isinstance<py::bool_>(v) || py::isinstance(v, np.attr("bool_")))
+    return OptionValue(v.cast<bool>());
+  if (py::isinstance<py::int_>(v) || py::isinstance(v, np.attr("integer"))) {
+    py::int_ i(py::reinterpret_borrow<py::object>(v));
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return OptionValue(py::repr(v).cast<std::string>());  // refused as not an integer
+    }
+    return OptionValue(static_cast<int64_t>(x));
+  }
+  if (py::isinstance<py::float_>(v) || py::isinstance(v, np.attr("floating")))
+    return OptionValue(v.cast<double>());
+  if (py::isinstance<py::str>(v)) return OptionValue(v.cast<std::string>());
+  return std::nullopt;
+}
+
+py::object ToPython(const OptionValue& v) {
+  return std::visit([](const auto& x) -> py::object { return py::cast(x); }, v);
+}
+
+// Sets one option; returns the note of a no-effect option, or None.
+py::object SetOption(PyIpuOptions& o, const std::string& name, const py::object& value) {
+  std::optional<OptionValue> v = ToOptionValue(value);
+  std::string note = o.options.Set(name, v ? *v : OptionValue(py::repr(value).cast<std::string>()));
+  if (v)
+    o.objects.erase(name);
+  else
+    o.objects[name] = value;
+  if (note.empty()) return py::none();
+  return py::str(note);
+}
+
+const char* SupportName(OptionSupport s) {
+  switch (s) {
+    case OptionSupport::kHonoured:
+      return "honoured";
+    case OptionSupport::kNotYet:
+      return "not_yet";
+    case OptionSupport::kNoEffect:
+      return "no_effect";
+  }
+  return "";
+}
+
+void BindOptions(py::module_& m) {
+  py::class_<PyIpuOptions>(m, "IpuOptions",
+                           "Paddle's IpuStrategy options, validated by Tiller "
+                           "(include/tiller/ipu_options.h).")
+      .def(py::init<>())
+      .def("set", &SetOption, py::arg("name"), py::arg("value"),
+           "Sets one option; returns the note of an option that has no effect on Tiller, else "
+           "None. Raises TillerError for unknown names, wrong types and options not "
+           "implemented yet set to other than their default.")
+      .def(
+          "get",
+          [](const PyIpuOptions& o, const std::string& name) -> py::object {
+            auto it = o.objects.find(name);
+            if (it != o.objects.end()) return it->second;
+            return ToPython(o.options.Get(name));
+          },
+          py::arg("name"))
+      .def(
+          "is_set",
+          [](const PyIpuOptions& o, const std::string& name) { return o.options.IsSet(name); },
+          py::arg("name"))
+      .def(
+          "set_graph_config",
+          [](PyIpuOptions& o, int64_t num_ipus, bool is_training, int64_t micro_batch_size,
+             bool enable_manual_shard) {
+            o.options.SetGraphConfig(num_ipus, is_training, micro_batch_size, enable_manual_shard);
+          },
+          py::arg("num_ipus") = 1, py::arg("is_training") = true, py::arg("micro_batch_size") = 1,
+          py::arg("enable_manual_shard") = false)
+      .def(
+          "set_pipelining_config",
+          [](PyIpuOptions& o, bool enable_pipelining, int64_t batches_per_step,
+             bool enable_gradient_accumulation, int64_t accumulation_factor) {
+            o.options.SetPipeliningConfig(enable_pipelining, batches_per_step,
+                                          enable_gradient_accumulation, accumulation_factor);
+          },
+          py::arg("enable_pipelining") = false, py::arg("batches_per_step") = 1,
+          py::arg("enable_gradient_accumulation") = false, py::arg("accumulation_factor") = 1)
+      .def(
+          "set_precision_config",
+          [](PyIpuOptions& o, bool enable_fp16) { o.options.SetPrecisionConfig(enable_fp16); },
+          py::arg("enable_fp16") = false)
+      .def_property_readonly("eval_only",
+                             [](const PyIpuOptions& o) { return o.options.EvalOnly(); })
+      .def_property_readonly("num_threads",
+                             [](const PyIpuOptions& o) { return o.options.NumThreads(); })
+      .def_static(
+          "specs",
+          []() {
+            py::list out;
+            for (const auto& spec : IpuOptions::Specs()) {
+              py::object dflt =
+                  spec.default_value ? ToPython(*spec.default_value) : py::object(py::none());
+              out.append(
+                  py::make_tuple(spec.name, SupportName(spec.support), dflt, spec.description));
+            }
+            return out;
+          },
+          "[(name, 'honoured' | 'not_yet' | 'no_effect', default or None, description)]");
+}
+
 void BindTraining(py::module_& m) {
+  BindOptions(m);
+
   py::class_<TensorInfo>(m, "TensorInfo")
       .def_readonly("name", &TensorInfo::name)
       .def_property_readonly("dtype",
@@ -31,6 +164,25 @@ void BindTraining(py::module_& m) {
                py::str(py::cast(t.shape)).cast<std::string>() + ")";
       });
 
+  py::class_<StateTensorInfo, TensorInfo>(m, "StateTensorInfo")
+      .def_property_readonly(
+          "role", [](const StateTensorInfo& t) { return ckpt::StateRoleName(t.role); },
+          "parameter, statistic, optimizer_state, learning_rate or other")
+      .def_property_readonly(
+          "file",
+          [](const StateTensorInfo& t) -> py::object {
+            if (t.file == ckpt::SaveFile::kNone) return py::none();
+            return py::str(ckpt::SaveFileSuffix(t.file));
+          },
+          "the checkpoint file paddle.static.save puts it in: '.pdparams', '.pdopt' or None")
+      .def("__repr__", [](const StateTensorInfo& t) {
+        return "StateTensorInfo(" + t.name + ", " +
+               py::str(tiller::python::ToNumpy(t.dtype)).cast<std::string>() + ", " +
+               py::str(py::cast(t.shape)).cast<std::string>() + ", " + ckpt::StateRoleName(t.role) +
+               ", " + (t.file == ckpt::SaveFile::kNone ? "None" : ckpt::SaveFileSuffix(t.file)) +
+               ")";
+      });
+
   py::class_<TrainingSession::Summary>(m, "TrainingSummary")
       .def_readonly("arena_bytes", &TrainingSession::Summary::arena_bytes)
       .def_readonly("state_bytes", &TrainingSession::Summary::state_bytes)
@@ -39,6 +191,14 @@ void BindTraining(py::module_& m) {
       .def_readonly("graph", &TrainingSession::Summary::graph);
 
   py::class_<TrainingSession>(m, "TrainingSession")
+      .def(py::init([](const std::string& path, std::vector<std::string> feeds,
+                       std::vector<std::string> fetches, const PyIpuOptions& options) {
+             py::gil_scoped_release release;
+             return std::make_unique<TrainingSession>(path, std::move(feeds), std::move(fetches),
+                                                      options.options);
+           }),
+           py::arg("program_path"), py::arg("feed_names"), py::arg("fetch_names"),
+           py::arg("options"))
       .def(py::init([](const std::string& path, std::vector<std::string> feeds,
                        std::vector<std::string> fetches, int num_threads, uint64_t random_seed,
                        bool check_nan_inf, bool no_bias_optimizer) {
@@ -81,9 +241,18 @@ void BindTraining(py::module_& m) {
                                 "'" + name + "' is not a persistable variable");
           },
           py::arg("name"))
+      .def("set_learning_rate", &TrainingSession::SetLearningRate, py::arg("lr"),
+           "Sets every learning-rate variable of the program to lr (as float32 for float32 "
+           "variables).")
+      .def("save_checkpoint", &TrainingSession::SaveCheckpoint, py::arg("path_prefix"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Writes <prefix>.pdparams and <prefix>.pdopt as paddle.static.save does (atomically).")
+      .def("load_checkpoint", &TrainingSession::LoadCheckpoint, py::arg("path_prefix"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Sets the state from <prefix>.pdparams / .pdopt, checking every variable first.")
       .def(
           "run",
-          [](TrainingSession& s, const py::dict& feed, bool eval) {
+          [](TrainingSession& s, const py::dict& feed, std::optional<bool> eval) {
             // Every step is fed whole, as Executor.run is.
             std::string missing;
             for (const std::string& name : s.FeedNames()) {
@@ -102,7 +271,10 @@ void BindTraining(py::module_& m) {
             }
             {
               py::gil_scoped_release release;
-              s.Run(eval);
+              if (eval)
+                s.Run(*eval);
+              else
+                s.Run();
             }
             py::list out;
             for (size_t i = 0; i < s.FetchNames().size(); ++i) {
@@ -112,8 +284,9 @@ void BindTraining(py::module_& m) {
             }
             return out;
           },
-          py::arg("feed"), py::arg("eval") = false,
-          "One step: feeds by name; returns the fetches (numpy) in fetch order.")
+          py::arg("feed"), py::arg("eval") = py::none(),
+          "One step: feeds by name; returns the fetches (numpy) in fetch order. eval None: as "
+          "the session's options say.")
       .def("summary", &TrainingSession::GetSummary);
 }
 

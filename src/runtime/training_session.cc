@@ -1,16 +1,22 @@
 // TrainingSession: the program is analysed once; each set of feed shapes
 // (and eval/train) compiles its own step, and all of them bind the same
-// state buffers, which the session owns.
+// state buffers, which the session owns. Checkpoints go through the pickle
+// code of the Paddle frontend (pickle.h) with the state roles and file split
+// of state_roles.h.
 #include <fmt/format.h>
 
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
+#include <system_error>
 
 #include "compile/driver.h"
 #include "core/aligned_buffer.h"
 #include "core/error.h"
+#include "frontend/paddle/pickle.h"
 #include "frontend/paddle/program.h"
+#include "frontend/paddle/state_roles.h"
 #include "frontend/paddle/training.h"
 #include "frontend/paddle/translate.h"
 #include "runtime/api_types.h"
@@ -31,6 +37,9 @@ struct TrainingSession::Impl {
   paddle::Program program;
   paddle::TrainingProgramInfo info;
   SessionOptions options;
+  bool default_eval = false;  // what Run() without arguments does
+  // Role and checkpoint file of every persistable variable, by name.
+  std::map<std::string, paddle::StateVariable> roles;
   std::vector<std::string> feed_names, fetch_names;
 
   struct State {
@@ -59,6 +68,24 @@ struct TrainingSession::Impl {
       Fail(ErrorKind::kNotFound, "{}: '{}' is not a persistable variable of the program",
            program.path, name);
     return it->second;
+  }
+
+  // Fails naming the states nothing has set yet (before `what`).
+  void RequireStateSet(const char* what) const {
+    std::vector<std::string> unset;
+    for (const auto& [name, st] : states) {
+      if (!st.set) unset.push_back(name);
+    }
+    if (unset.empty()) return;
+    std::string list;
+    for (size_t i = 0; i < unset.size() && i < 8; ++i) list += (i ? ", " : "") + unset[i];
+    if (unset.size() > 8) list += fmt::format(", ... ({} in all)", unset.size());
+    Fail(ErrorKind::kInvalidArgument, "{}: state not set before {}: {}", program.path, what, list);
+  }
+
+  const paddle::StateVariable* Role(const std::string& name) const {
+    auto it = roles.find(name);
+    return it == roles.end() ? nullptr : &it->second;
   }
 
   compile::CompiledStep& Compile(bool eval) {
@@ -139,15 +166,57 @@ TrainingSession::TrainingSession(const std::string& program_path,
       Fail(ErrorKind::kNotFound, "{}: fetch '{}' is not a variable of the program", s.program.path,
            name);
   }
+  for (paddle::StateVariable& v : paddle::ClassifyState(s.program)) {
+    std::string name = v.name;
+    s.roles.emplace(std::move(name), std::move(v));
+  }
+}
+
+namespace {
+
+SessionOptions FromIpuOptions(const IpuOptions& o) {
+  SessionOptions out;
+  out.num_threads = o.NumThreads();
+  out.random_seed = static_cast<uint64_t>(o.GetInt("random_seed"));
+  out.check_nan_inf = o.GetBool("enable_floating_point_checks");
+  out.no_bias_optimizer = o.GetBool("use_no_bias_optimizer");
+  return out;
+}
+
+// The public enums list the frontend's values in the same order
+// (checkpoint_api.cc asserts it).
+checkpoint::StateRole ApiRole(paddle::StateRole r) {
+  return static_cast<checkpoint::StateRole>(r);
+}
+checkpoint::SaveFile ApiFile(paddle::SaveFile f) {
+  return static_cast<checkpoint::SaveFile>(f);
+}
+
+}  // namespace
+
+TrainingSession::TrainingSession(const std::string& program_path,
+                                 std::vector<std::string> feed_names,
+                                 std::vector<std::string> fetch_names, const IpuOptions& options)
+    : TrainingSession(program_path, std::move(feed_names), std::move(fetch_names),
+                      FromIpuOptions(options)) {
+  impl_->default_eval = options.EvalOnly();
 }
 
 TrainingSession::~TrainingSession() = default;
 
-std::vector<TensorInfo> TrainingSession::StateInfo() const {
-  std::vector<TensorInfo> out;
+std::vector<StateTensorInfo> TrainingSession::StateInfo() const {
+  std::vector<StateTensorInfo> out;
   for (const std::string& name : impl_->info.state) {
     const auto& st = impl_->states.at(name);
-    out.push_back({name, ToApi(st.type.dtype), st.type.shape});
+    StateTensorInfo info;
+    info.name = name;
+    info.dtype = ToApi(st.type.dtype);
+    info.shape = st.type.shape;
+    if (const paddle::StateVariable* v = impl_->Role(name)) {
+      info.role = ApiRole(v->role);
+      info.file = ApiFile(v->file);
+    }
+    out.push_back(std::move(info));
   }
   return out;
 }
@@ -189,24 +258,144 @@ void TrainingSession::GetState(const std::string& name, void* data, size_t bytes
   if (bytes) std::memcpy(data, st.data.data(), bytes);
 }
 
+void TrainingSession::SetLearningRate(double lr) {
+  Impl& s = *impl_;
+  std::vector<Impl::State*> targets;
+  for (const std::string& name : s.info.state) {
+    const paddle::StateVariable* v = s.Role(name);
+    if (!v || v->role != paddle::StateRole::kLearningRate) continue;
+    Impl::State& st = s.FindState(name);
+    if (st.type.dtype != DType::kF32 && st.type.dtype != DType::kF64)
+      Fail(ErrorKind::kUnimplemented,
+           "{}: learning rate '{}' is {}; SetLearningRate sets float32 and float64 variables",
+           s.program.path, name, st.type.ToString());
+    targets.push_back(&st);
+  }
+  if (targets.empty())
+    Fail(ErrorKind::kNotFound,
+         "{}: the program has no learning-rate variable (the LearningRate input of an optimizer "
+         "op) to set",
+         s.program.path);
+  for (Impl::State* st : targets) {
+    const int64_t n = NumElements(st->type.shape);
+    if (st->type.dtype == DType::kF32) {
+      // Rounded to nearest, as numpy's float64 -> float32 cast.
+      const float v = static_cast<float>(lr);
+      float* p = reinterpret_cast<float*>(st->data.data());
+      for (int64_t i = 0; i < n; ++i) p[i] = v;
+    } else {
+      double* p = reinterpret_cast<double*>(st->data.data());
+      for (int64_t i = 0; i < n; ++i) p[i] = lr;
+    }
+    st->set = true;
+  }
+}
+
+void TrainingSession::SaveCheckpoint(const std::string& path_prefix) const {
+  const Impl& s = *impl_;
+  s.RequireStateSet("SaveCheckpoint()");
+  std::vector<paddle::ArrayView> params, opts;
+  for (const std::string& name : s.info.state) {
+    const paddle::StateVariable* v = s.Role(name);
+    if (!v || v->file == paddle::SaveFile::kNone) continue;
+    const Impl::State& st = s.states.at(name);
+    paddle::ArrayView view{name,
+                           paddle::NumpyNameOf(st.type.dtype),
+                           st.type.shape,
+                           {reinterpret_cast<const std::byte*>(st.data.data()), st.type.bytes()}};
+    (v->file == paddle::SaveFile::kPdparams ? params : opts).push_back(view);
+  }
+  std::filesystem::path dir = std::filesystem::path(path_prefix).parent_path();
+  if (!dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec)
+      Fail(ErrorKind::kNotFound, "checkpoint '{}': cannot create directory '{}': {}", path_prefix,
+           dir.string(), ec.message());
+  }
+  paddle::WriteArrayPickle(path_prefix + ".pdparams", params);
+  paddle::WriteArrayPickle(path_prefix + ".pdopt", opts);
+}
+
+void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
+  Impl& s = *impl_;
+  // Both files into one dict (a variable in both: .pdopt's value), so a
+  // checkpoint of either program form loads into the other (the learning
+  // rate is in .pdparams for PIR, in .pdopt for legacy programs).
+  std::map<std::string, paddle::PickledArray> values;
+  std::string absent;
+  for (const auto& [suffix, required] : {std::pair{".pdparams", true}, {".pdopt", false}}) {
+    const std::string path = path_prefix + suffix;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      if (required) Fail(ErrorKind::kNotFound, "checkpoint file '{}' not found", path);
+      absent = path;
+      continue;
+    }
+    std::vector<paddle::PickledArray> arrays;
+    try {
+      arrays = paddle::ReadArrayPickle(path);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kDataLoss)
+        Fail(ErrorKind::kDataLoss, "checkpoint file '{}' is corrupt: {}", path, e.what());
+      if (e.kind() == ErrorKind::kUnimplemented)
+        Fail(ErrorKind::kUnimplemented, "checkpoint file '{}' does not hold a dict of arrays: {}",
+             path, e.what());
+      throw;
+    }
+    for (paddle::PickledArray& a : arrays) {
+      std::string name = a.name;
+      values.insert_or_assign(std::move(name), std::move(a));
+    }
+  }
+  std::vector<std::string> missing;
+  for (const std::string& name : s.info.state) {
+    if (!values.count(name)) missing.push_back(name);
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (size_t i = 0; i < missing.size() && i < 8; ++i) list += (i ? ", " : "") + missing[i];
+    Fail(ErrorKind::kNotFound, "checkpoint '{}' lacks {} variable(s) of the program: {}{}{}",
+         path_prefix, missing.size(), list, missing.size() > 8 ? " ..." : "",
+         absent.empty() ? "" : fmt::format(" ('{}' not found)", absent));
+  }
+  // Check everything before setting anything: a refused checkpoint leaves
+  // the state as it was.
+  for (const std::string& name : s.info.state) {
+    const paddle::PickledArray& a = values.at(name);
+    const Impl::State& st = s.states.at(name);
+    if (NumElements(a.shape) != NumElements(st.type.shape))
+      Fail(ErrorKind::kInvalidArgument,
+           "checkpoint '{}': '{}' has shape {}, the program declares {}", path_prefix, name,
+           ShapeToString(a.shape), ShapeToString(st.type.shape));
+    const char* declared = paddle::NumpyNameOf(st.type.dtype);
+    if (a.dtype != declared)
+      Fail(ErrorKind::kInvalidArgument, "checkpoint '{}': '{}' is {}, the program declares {}",
+           path_prefix, name, a.dtype, declared);
+    TILLER_CHECK(a.data->size() == st.type.bytes(), "'{}': {} bytes for {}", name, a.data->size(),
+                 st.type.ToString());
+  }
+  for (const std::string& name : s.info.state) {
+    const paddle::PickledArray& a = values.at(name);
+    Impl::State& st = s.states.at(name);
+    if (st.type.bytes()) std::memcpy(st.data.data(), a.data->data(), st.type.bytes());
+    st.set = true;
+  }
+}
+
 void TrainingSession::SetFeed(const std::string& name, const void* data, DataType dtype,
                               const std::vector<int64_t>& shape) {
   FeedSet& feeds = *impl_->feeds;
   feeds.Set(feeds.Index(name), FromApi(dtype), shape, data);
 }
 
+void TrainingSession::Run() {
+  Run(impl_->default_eval);
+}
+
 void TrainingSession::Run(bool eval) {
   Impl& s = *impl_;
-  std::vector<std::string> unset;
-  for (const auto& [name, st] : s.states) {
-    if (!st.set) unset.push_back(name);
-  }
-  if (!unset.empty()) {
-    std::string list;
-    for (size_t i = 0; i < unset.size() && i < 8; ++i) list += (i ? ", " : "") + unset[i];
-    if (unset.size() > 8) list += fmt::format(", ... ({} in all)", unset.size());
-    Fail(ErrorKind::kInvalidArgument, "{}: state not set before Run(): {}", s.program.path, list);
-  }
+  s.RequireStateSet("Run()");
   compile::CompiledStep& compiled = s.Compile(eval);
   compile::Executable& exe = *compiled.exe;
   for (size_t i = 0; i < s.feeds->size(); ++i) {

@@ -1,0 +1,273 @@
+// include/tiller/ipu_options.h: Paddle's IpuStrategy option set, its
+// defaults (paddle/fluid/platform/device/ipu/ipu_strategy.h) and what
+// Tiller does with each option.
+#include "tiller/ipu_options.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "core/error.h"
+
+namespace tiller::training {
+namespace {
+
+using Support = OptionSupport;
+
+std::vector<OptionSpec> MakeSpecs() {
+  std::vector<OptionSpec> specs = {
+      // Honoured.
+      {"is_training", Support::kHonoured, true,
+       "false: Run() runs forward-only eval steps (no gradients, no updates)"},
+      {"micro_batch_size", Support::kHonoured, int64_t{1},
+       "the batch of one step; Tiller takes it from the feeds' shapes"},
+      {"random_seed", Support::kHonoured, int64_t{0},
+       "seed of random ops (dropout masks) whose own seed is 0"},
+      {"runtime_options.enable_eval", Support::kHonoured, false,
+       "true: Run() runs forward-only eval steps (dropout off, running statistics)"},
+      {"use_no_bias_optimizer", Support::kHonoured, false,
+       "Adam, AdamW and Lamb without bias correction"},
+      // PopART's floating-point checks (Paddle's FLAGS_check_nan_inf). Off,
+      // the loss and every gradient are still checked before any update.
+      {"enable_floating_point_checks", Support::kHonoured, false,
+       "check every op's output for NaN/Inf, naming the step and the first op"},
+      // Tiller's own (Paddle's CPU executor uses its math-library thread
+      // setting the same way).
+      {"num_threads", Support::kHonoured, int64_t{0},
+       "CPU threads of a step; 0: every hardware thread"},
+      // Would change results: only the default until implemented.
+      {"num_ipus", Support::kNotYet, int64_t{1}, "devices the program is sharded over"},
+      {"enable_manual_shard", Support::kNotYet, false, "shard the program by ipu_shard_guard"},
+      {"enable_pipelining", Support::kNotYet, false, "pipeline the shards"},
+      {"batches_per_step", Support::kNotYet, int64_t{1}, "micro-batches run by one step"},
+      {"enable_gradient_accumulation", Support::kNotYet, false,
+       "accumulate gradients over accumulation_factor micro-batches"},
+      {"accumulation_factor", Support::kNotYet, int64_t{1},
+       "micro-batches whose gradients one update applies"},
+      {"enable_fp16", Support::kNotYet, false, "float16 compute"},
+      {"loss_scaling", Support::kNotYet, 1.0, "static loss scale"},
+      {"enable_replicated_graphs", Support::kNotYet, false, "data-parallel replicas"},
+      {"replicated_graph_count", Support::kNotYet, int64_t{1}, "number of replicas"},
+  };
+  // Options of Paddle/PopART that tune the IPU toolchain: no meaning on
+  // Tiller's backends.
+  for (const char* name : {"need_avg_shard",
+                           "max_weight_norm",
+                           "accl1_type",
+                           "accl2_type",
+                           "accl3_type",
+                           "weight_decay_mode",
+                           "available_memory_proportion",
+                           "enable_distribution",
+                           "scaled_optimizer_state",
+                           "onnx_dump_path",
+                           "enable_half_partial",
+                           "accumulation_and_replication_reduction_type",
+                           "auto_recomputation",
+                           "enable_stochastic_rounding",
+                           "enable_outlining",
+                           "global_replication_factor",
+                           "global_replica_offset",
+                           "enable_distributed_replicated_graphs",
+                           "automatic_loss_scaling_settings.enabled",
+                           "automatic_loss_scaling_settings.bin_edge_location",
+                           "automatic_loss_scaling_settings.threshold_upper_count_proportion",
+                           "partials_type_matmuls",
+                           "enable_prefetch_datastreams",
+                           "default_prefetch_buffering_depth",
+                           "cache_path",
+                           "enable_engine_caching",
+                           "location_optimizer",
+                           "location_weight",
+                           "location_activation",
+                           "location_accumulator",
+                           "engine_options",
+                           "convolution_options"}) {
+    specs.push_back({name, Support::kNoEffect, std::nullopt, "IPU toolchain setting; no effect"});
+  }
+  std::sort(specs.begin(), specs.end(),
+            [](const OptionSpec& a, const OptionSpec& b) { return a.name < b.name; });
+  return specs;
+}
+
+const char* TypeWord(const OptionValue& v) {
+  switch (v.index()) {
+    case 0:
+      return "a bool";
+    case 1:
+      return "an integer";
+    case 2:
+      return "a number";
+    default:
+      return "a string";
+  }
+}
+
+// `value` as the type of `like`, where nothing is lost (see OptionValue).
+std::optional<OptionValue> Convert(const OptionValue& value, const OptionValue& like) {
+  if (value.index() == like.index()) return value;
+  if (std::holds_alternative<bool>(like)) {
+    if (const int64_t* i = std::get_if<int64_t>(&value); i && (*i == 0 || *i == 1))
+      return OptionValue(*i == 1);
+  } else if (std::holds_alternative<int64_t>(like)) {
+    const double* d = std::get_if<double>(&value);
+    if (d && std::isfinite(*d) && std::trunc(*d) == *d && std::abs(*d) < 9.0e15)
+      return OptionValue(static_cast<int64_t>(*d));
+  } else if (std::holds_alternative<double>(like)) {
+    if (const int64_t* i = std::get_if<int64_t>(&value))
+      return OptionValue(static_cast<double>(*i));
+  }
+  return std::nullopt;
+}
+
+const OptionSpec& Require(const std::string& name) {
+  const OptionSpec* spec = IpuOptions::FindSpec(name);
+  if (!spec) Fail(ErrorKind::kNotFound, "unknown option '{}'", name);
+  return *spec;
+}
+
+}  // namespace
+
+std::string OptionValueRepr(const OptionValue& value) {
+  if (const bool* b = std::get_if<bool>(&value)) return *b ? "True" : "False";
+  if (const int64_t* i = std::get_if<int64_t>(&value)) return fmt::format("{}", *i);
+  if (const double* d = std::get_if<double>(&value)) {
+    // Shortest round-trip digits, as Python's float repr; Python always
+    // shows a float as one ("1.0").
+    std::string s = fmt::format("{}", *d);
+    if (s.find_first_of(".eninf") == std::string::npos) s += ".0";
+    return s;
+  }
+  // Python quotes with ' unless the text holds ' and no ".
+  const std::string& s = std::get<std::string>(value);
+  const char quote =
+      s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
+  std::string out(1, quote);
+  for (char c : s) {
+    if (c == '\\' || c == quote) out += '\\';
+    out += c;
+  }
+  return out + quote;
+}
+
+const std::vector<OptionSpec>& IpuOptions::Specs() {
+  static const std::vector<OptionSpec> specs = MakeSpecs();
+  return specs;
+}
+
+const OptionSpec* IpuOptions::FindSpec(const std::string& name) {
+  const auto& specs = Specs();
+  auto it = std::lower_bound(specs.begin(), specs.end(), name,
+                             [](const OptionSpec& s, const std::string& n) { return s.name < n; });
+  return it != specs.end() && it->name == name ? &*it : nullptr;
+}
+
+IpuOptions::IpuOptions() {
+  for (const OptionSpec& spec : Specs()) {
+    if (spec.default_value) values_[spec.name] = *spec.default_value;
+  }
+}
+
+std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
+  const OptionSpec* spec = FindSpec(name);
+  if (!spec) {
+    std::string valid;
+    for (const OptionSpec& s : Specs()) valid += (valid.empty() ? "" : ", ") + s.name;
+    Fail(ErrorKind::kInvalidArgument, "unknown option '{}'; valid options: {}", name, valid);
+  }
+  if (spec->support == Support::kNoEffect) {
+    values_[name] = value;
+    set_.insert(name);
+    return fmt::format("option '{}' tunes the IPU toolchain and has no effect on Tiller", name);
+  }
+  std::optional<OptionValue> converted = Convert(value, *spec->default_value);
+  if (!converted)
+    Fail(ErrorKind::kInvalidArgument, "option '{}' takes {}, got {}", name,
+         TypeWord(*spec->default_value), OptionValueRepr(value));
+  if (spec->support == Support::kNotYet && *converted != *spec->default_value)
+    Fail(ErrorKind::kInvalidArgument,
+         "option {}={} is not implemented by Tiller yet (supported: {})", name,
+         OptionValueRepr(value), OptionValueRepr(*spec->default_value));
+  if (name == "num_threads" && std::get<int64_t>(*converted) < 0)
+    Fail(ErrorKind::kInvalidArgument,
+         "option 'num_threads' must be >= 0 (0: every hardware thread), got {}",
+         OptionValueRepr(value));
+  values_[name] = *converted;
+  set_.insert(name);
+  return "";
+}
+
+void IpuOptions::SetGraphConfig(int64_t num_ipus, bool is_training, int64_t micro_batch_size,
+                                bool enable_manual_shard) {
+  if (enable_manual_shard && num_ipus <= 1)
+    Fail(ErrorKind::kInvalidArgument, "set_graph_config: enable_manual_shard needs num_ipus > 1");
+  Set("num_ipus", num_ipus);
+  Set("is_training", is_training);
+  Set("micro_batch_size", micro_batch_size);
+  Set("enable_manual_shard", enable_manual_shard);
+}
+
+void IpuOptions::SetPipeliningConfig(bool enable_pipelining, int64_t batches_per_step,
+                                     bool enable_gradient_accumulation,
+                                     int64_t accumulation_factor) {
+  if (enable_pipelining && !GetBool("enable_manual_shard"))
+    Fail(ErrorKind::kInvalidArgument,
+         "set_pipelining_config: pipelining needs enable_manual_shard "
+         "(set_graph_config(enable_manual_shard=True))");
+  Set("enable_pipelining", enable_pipelining);
+  Set("batches_per_step", batches_per_step);
+  Set("enable_gradient_accumulation", enable_gradient_accumulation);
+  Set("accumulation_factor", accumulation_factor);
+}
+
+void IpuOptions::SetPrecisionConfig(bool enable_fp16) {
+  Set("enable_fp16", enable_fp16);
+}
+
+OptionValue IpuOptions::Get(const std::string& name) const {
+  const OptionSpec& spec = Require(name);
+  auto it = values_.find(name);
+  if (it == values_.end())
+    Fail(ErrorKind::kNotFound, "option '{}' has not been set (it has no effect on Tiller)",
+         spec.name);
+  return it->second;
+}
+
+bool IpuOptions::GetBool(const std::string& name) const {
+  OptionValue v = Get(name);
+  if (const bool* b = std::get_if<bool>(&v)) return *b;
+  Fail(ErrorKind::kInvalidArgument, "option '{}' is {}, not a bool", name, OptionValueRepr(v));
+}
+
+int64_t IpuOptions::GetInt(const std::string& name) const {
+  OptionValue v = Get(name);
+  if (const int64_t* i = std::get_if<int64_t>(&v)) return *i;
+  Fail(ErrorKind::kInvalidArgument, "option '{}' is {}, not an integer", name, OptionValueRepr(v));
+}
+
+double IpuOptions::GetDouble(const std::string& name) const {
+  OptionValue v = Get(name);
+  if (const double* d = std::get_if<double>(&v)) return *d;
+  if (const int64_t* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+  Fail(ErrorKind::kInvalidArgument, "option '{}' is {}, not a number", name, OptionValueRepr(v));
+}
+
+bool IpuOptions::IsSet(const std::string& name) const {
+  Require(name);
+  return set_.count(name) > 0;
+}
+
+bool IpuOptions::EvalOnly() const {
+  return GetBool("runtime_options.enable_eval") || !GetBool("is_training");
+}
+
+int IpuOptions::NumThreads() const {
+  int64_t n = GetInt("num_threads");
+  if (n > 0) return static_cast<int>(std::min<int64_t>(n, 1 << 16));
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw ? static_cast<int>(hw) : 1;
+}
+
+}  // namespace tiller::training

@@ -1,0 +1,139 @@
+// tiller::training::IpuOptions (include/tiller/ipu_options.h), through the
+// public header only: Paddle's option names and defaults, the messages
+// tiller.IpuStrategy shows (tests/python/training_api_test.py matches them
+// from Python), type conversions, and that a refused option changes nothing.
+#include "tiller/ipu_options.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <variant>
+
+namespace {
+
+using tiller::training::IpuOptions;
+using tiller::training::OptionSupport;
+using tiller::training::OptionValue;
+using tiller::training::OptionValueRepr;
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const tiller::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(IpuOptionsTest, DefaultsArePaddles) {
+  IpuOptions o;
+  EXPECT_TRUE(o.GetBool("is_training"));
+  EXPECT_EQ(o.GetInt("micro_batch_size"), 1);
+  EXPECT_EQ(o.GetInt("num_ipus"), 1);
+  EXPECT_EQ(o.GetInt("accumulation_factor"), 1);
+  EXPECT_EQ(o.GetDouble("loss_scaling"), 1.0);
+  EXPECT_FALSE(o.GetBool("runtime_options.enable_eval"));
+  EXPECT_FALSE(o.GetBool("enable_fp16"));
+  EXPECT_FALSE(o.EvalOnly());
+  EXPECT_GE(o.NumThreads(), 1);  // num_threads 0: every hardware thread
+  EXPECT_FALSE(o.IsSet("micro_batch_size"));
+}
+
+TEST(IpuOptionsTest, HonouredOptionsAreSetAndConverted) {
+  IpuOptions o;
+  EXPECT_EQ(o.Set("micro_batch_size", int64_t{8}), "");
+  EXPECT_EQ(o.GetInt("micro_batch_size"), 8);
+  EXPECT_TRUE(o.IsSet("micro_batch_size"));
+  o.Set("random_seed", 42.0);  // an integral double is an integer
+  EXPECT_EQ(o.GetInt("random_seed"), 42);
+  o.Set("enable_floating_point_checks", int64_t{1});  // 0/1 are bools, as in Python
+  EXPECT_TRUE(o.GetBool("enable_floating_point_checks"));
+  o.Set("num_threads", int64_t{3});
+  EXPECT_EQ(o.NumThreads(), 3);
+  o.Set("runtime_options.enable_eval", true);
+  EXPECT_TRUE(o.EvalOnly());
+  o.Set("runtime_options.enable_eval", false);
+  o.SetGraphConfig(1, /*is_training=*/false, 4);
+  EXPECT_TRUE(o.EvalOnly());
+  EXPECT_EQ(o.GetInt("micro_batch_size"), 4);
+  // The default of a not-yet option is accepted, in any lossless spelling.
+  o.Set("loss_scaling", int64_t{1});
+  o.Set("accumulation_factor", 1.0);
+  o.SetPipeliningConfig();
+  o.SetPrecisionConfig(false);
+}
+
+TEST(IpuOptionsTest, RefusalsNameTheOptionAndChangeNothing) {
+  IpuOptions o;
+  std::string msg = ErrorOf([&] { o.Set("no_such_option", int64_t{1}); });
+  EXPECT_NE(msg.find("unknown option 'no_such_option'; valid options: "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("accl3_type, accumulation_and_replication_reduction_type, "
+                     "accumulation_factor"),
+            std::string::npos)
+      << "sorted, honoured and no-effect names together: " << msg;
+  EXPECT_EQ(ErrorOf([&] { o.Set("enable_fp16", true); }),
+            "option enable_fp16=True is not implemented by Tiller yet (supported: False)");
+  EXPECT_EQ(ErrorOf([&] { o.Set("accumulation_factor", int64_t{4}); }),
+            "option accumulation_factor=4 is not implemented by Tiller yet (supported: 1)");
+  EXPECT_EQ(ErrorOf([&] { o.Set("loss_scaling", 128.0); }),
+            "option loss_scaling=128.0 is not implemented by Tiller yet (supported: 1.0)");
+  EXPECT_EQ(ErrorOf([&] { o.Set("micro_batch_size", std::string("eight")); }),
+            "option 'micro_batch_size' takes an integer, got 'eight'");
+  EXPECT_EQ(ErrorOf([&] { o.Set("is_training", int64_t{2}); }),
+            "option 'is_training' takes a bool, got 2");
+  EXPECT_EQ(ErrorOf([&] { o.SetGraphConfig(1, true, 1, /*enable_manual_shard=*/true); }),
+            "set_graph_config: enable_manual_shard needs num_ipus > 1");
+  EXPECT_EQ(ErrorOf([&] { o.SetPipeliningConfig(/*enable_pipelining=*/true); }),
+            "set_pipelining_config: pipelining needs enable_manual_shard "
+            "(set_graph_config(enable_manual_shard=True))");
+  EXPECT_EQ(ErrorOf([&] { o.Get("nope"); }), "unknown option 'nope'");
+  EXPECT_EQ(ErrorOf([&] { o.SetGraphConfig(2); }),
+            "option num_ipus=2 is not implemented by Tiller yet (supported: 1)");
+  EXPECT_FALSE(o.GetBool("enable_fp16"));
+  EXPECT_EQ(o.GetInt("micro_batch_size"), 1);
+  EXPECT_TRUE(o.GetBool("is_training"));
+  EXPECT_FALSE(o.GetBool("enable_pipelining"));
+}
+
+TEST(IpuOptionsTest, NoEffectOptionsAreKeptWithANote) {
+  IpuOptions o;
+  EXPECT_NE(ErrorOf([&] { o.Get("available_memory_proportion"); }), "(no error)");
+  EXPECT_EQ(o.Set("available_memory_proportion", 0.5),
+            "option 'available_memory_proportion' tunes the IPU toolchain and has no effect on "
+            "Tiller");
+  EXPECT_EQ(o.GetDouble("available_memory_proportion"), 0.5);
+  EXPECT_NE(o.Set("engine_options", std::string("{'debug.instrument': 'true'}")), "");
+  EXPECT_EQ(std::get<std::string>(o.Get("engine_options")), "{'debug.instrument': 'true'}");
+}
+
+TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
+  const auto& specs = IpuOptions::Specs();
+  int honoured = 0, not_yet = 0, no_effect = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i) {
+      EXPECT_LT(specs[i - 1].name, specs[i].name);
+    }
+    honoured += specs[i].support == OptionSupport::kHonoured;
+    not_yet += specs[i].support == OptionSupport::kNotYet;
+    no_effect += specs[i].support == OptionSupport::kNoEffect;
+    EXPECT_EQ(specs[i].default_value.has_value(), specs[i].support != OptionSupport::kNoEffect);
+    EXPECT_EQ(IpuOptions::FindSpec(specs[i].name), &specs[i]);
+  }
+  EXPECT_EQ(honoured, 7);
+  EXPECT_EQ(not_yet, 10);
+  EXPECT_EQ(no_effect, 32);
+  EXPECT_EQ(IpuOptions::FindSpec("nope"), nullptr);
+}
+
+TEST(IpuOptionsTest, ValuesReadLikePythonsRepr) {
+  EXPECT_EQ(OptionValueRepr(OptionValue(true)), "True");
+  EXPECT_EQ(OptionValueRepr(OptionValue(int64_t{-3})), "-3");
+  EXPECT_EQ(OptionValueRepr(OptionValue(1.0)), "1.0");
+  EXPECT_EQ(OptionValueRepr(OptionValue(0.1)), "0.1");
+  EXPECT_EQ(OptionValueRepr(OptionValue(1e-5)), "1e-05");
+  EXPECT_EQ(OptionValueRepr(OptionValue(std::string("it's"))), "\"it's\"");
+  EXPECT_EQ(OptionValueRepr(OptionValue(std::string("a'\""))), "'a\\'\"'");
+}
+
+}  // namespace
