@@ -43,7 +43,7 @@ bench-train: build
 build-asan: setup
 	@# Debug (-O0) compiles about twice as fast as -O3, and the tests are small.
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPython3_EXECUTABLE=$(PY) -DTILLER_SANITIZE=ON -DTILLER_BUILD_PYTHON=OFF > build-asan.configure.log 2>&1 || (cat build-asan.configure.log; exit 1)
-	@ninja -C build-asan -j $(JOBS) tiller_tests
+	@ninja -C build-asan -j $(JOBS) tiller_tests tiller_api_tests
 
 asan: build-asan
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)

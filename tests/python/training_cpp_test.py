@@ -32,7 +32,7 @@ from models import training as T
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-GTEST = Path(os.environ.get("TILLER_BUILD_DIR", REPO / "build")) / "bin" / "tiller_tests"
+GTEST = Path(os.environ.get("TILLER_BUILD_DIR", REPO / "build")) / "bin" / "tiller_api_tests"
 N_STEPS, SAVE_AT, BATCH, THREADS = 20, 10, 4, 1
 SPEC = T.OptSpec("lamb", weight_decay=0.01)
 
