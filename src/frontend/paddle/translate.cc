@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "frontend/paddle/dtype_codes.h"
 #include "ir/op_schema.h"
 
 namespace tiller::paddle {
@@ -17,23 +18,6 @@ struct Entry {
 std::map<std::string, Entry>& Registry() {
   static std::map<std::string, Entry> registry;
   return registry;
-}
-
-// Paddle's framework.proto VarType.Type numbering for tensor element types.
-bool AttrVarTypeToDType(int64_t t, DType* out) {
-  switch (t) {
-    case 0: *out = DType::kBool; return true;
-    case 1: *out = DType::kI16; return true;
-    case 2: *out = DType::kI32; return true;
-    case 3: *out = DType::kI64; return true;
-    case 4: *out = DType::kF16; return true;
-    case 5: *out = DType::kF32; return true;
-    case 6: *out = DType::kF64; return true;
-    case 20: *out = DType::kU8; return true;
-    case 21: *out = DType::kI8; return true;
-    case 22: *out = DType::kBF16; return true;
-    default: return false;
-  }
 }
 
 template <typename T>
@@ -143,17 +127,21 @@ ir::Value* TranslateContext::Reshape(const OpDesc& op, ir::Value* x, const Shape
 }
 
 ir::Value* TranslateContext::ConstI64(const std::vector<int64_t>& values, const Shape& shape) {
-  return graph_.AddData("const", {DType::kI64, shape}, ir::ValueKind::kConstant, MakeBuffer(values));
+  return graph_.AddData("const", {DType::kI64, shape}, ir::ValueKind::kConstant,
+                        MakeBuffer(values));
 }
 
 ir::Value* TranslateContext::ConstF32(const std::vector<float>& values, const Shape& shape) {
-  return graph_.AddData("const", {DType::kF32, shape}, ir::ValueKind::kConstant, MakeBuffer(values));
+  return graph_.AddData("const", {DType::kF32, shape}, ir::ValueKind::kConstant,
+                        MakeBuffer(values));
 }
 
 ir::Value* TranslateContext::ConstScalar(double value, DType dtype) {
   switch (dtype) {
-    case DType::kF32: return ConstF32({static_cast<float>(value)}, {});
-    case DType::kI64: return ConstI64({static_cast<int64_t>(value)}, {});
+    case DType::kF32:
+      return ConstF32({static_cast<float>(value)}, {});
+    case DType::kI64:
+      return ConstI64({static_cast<int64_t>(value)}, {});
     case DType::kF64:
       return graph_.AddData("const", {dtype, {}}, ir::ValueKind::kConstant,
                             MakeBuffer(std::vector<double>{value}));
@@ -176,9 +164,15 @@ std::vector<int64_t> TranslateContext::ConstInts(const OpDesc& op, const ir::Val
   std::vector<int64_t> out(n);
   for (int64_t i = 0; i < n; ++i) {
     switch (v->dtype()) {
-      case DType::kI64: out[i] = v->const_data<int64_t>()[i]; break;
-      case DType::kI32: out[i] = v->const_data<int32_t>()[i]; break;
-      default: Unsupported(op, "tensor '{}' has dtype {}, expected an integer", v->name, DTypeName(v->dtype()));
+      case DType::kI64:
+        out[i] = v->const_data<int64_t>()[i];
+        break;
+      case DType::kI32:
+        out[i] = v->const_data<int32_t>()[i];
+        break;
+      default:
+        Unsupported(op, "tensor '{}' has dtype {}, expected an integer", v->name,
+                    DTypeName(v->dtype()));
     }
   }
   return out;
@@ -190,11 +184,21 @@ std::vector<double> TranslateContext::ConstFloats(const OpDesc& op, const ir::Va
   std::vector<double> out(n);
   for (int64_t i = 0; i < n; ++i) {
     switch (v->dtype()) {
-      case DType::kF32: out[i] = v->const_data<float>()[i]; break;
-      case DType::kF64: out[i] = v->const_data<double>()[i]; break;
-      case DType::kI64: out[i] = static_cast<double>(v->const_data<int64_t>()[i]); break;
-      case DType::kI32: out[i] = v->const_data<int32_t>()[i]; break;
-      default: Unsupported(op, "tensor '{}' has dtype {}, expected a number", v->name, DTypeName(v->dtype()));
+      case DType::kF32:
+        out[i] = v->const_data<float>()[i];
+        break;
+      case DType::kF64:
+        out[i] = v->const_data<double>()[i];
+        break;
+      case DType::kI64:
+        out[i] = static_cast<double>(v->const_data<int64_t>()[i]);
+        break;
+      case DType::kI32:
+        out[i] = v->const_data<int32_t>()[i];
+        break;
+      default:
+        Unsupported(op, "tensor '{}' has dtype {}, expected a number", v->name,
+                    DTypeName(v->dtype()));
     }
   }
   return out;
@@ -207,9 +211,10 @@ DType PaddleAttrDType(const TranslateContext& ctx, const OpDesc& op, const std::
   if (auto* s = std::get_if<std::string>(a)) {
     if (ParseDType(*s, &out)) return out;
   } else if (auto* i = std::get_if<int64_t>(a)) {
-    if (AttrVarTypeToDType(*i, &out)) return out;
+    if (DTypeFromVarType(*i, &out)) return out;
   }
-  ctx.Unsupported(op, "attribute {} = {} is not a supported dtype", attr, ir::AttributeToString(*a));
+  ctx.Unsupported(op, "attribute {} = {} is not a supported dtype", attr,
+                  ir::AttributeToString(*a));
 }
 
 std::map<std::string, int> UnsupportedOps(const Program& program) {
@@ -232,11 +237,15 @@ void FailUnsupportedOps(const std::string& path, const std::map<std::string, int
        missing.size(), total, list);
 }
 
-void CheckSupported(const Program& program) { FailUnsupportedOps(program.path, UnsupportedOps(program)); }
+void CheckSupported(const Program& program) {
+  FailUnsupportedOps(program.path, UnsupportedOps(program));
+}
 
 void TranslateOp(TranslateContext& ctx, const OpDesc& op) {
   const Translator* fn = FindTranslator(op.type);
-  if (!fn) Fail(ErrorKind::kUnimplemented, "{}: op {} is not supported", ctx.program().path, op.Describe());
+  if (!fn)
+    Fail(ErrorKind::kUnimplemented, "{}: op {} is not supported", ctx.program().path,
+         op.Describe());
   // Manual sharding set by Paddle's ipu_shard_guard travels with every IR op
   // the Paddle op becomes (through the graph's placement scope); an op
   // outside a guard (-1 or no attribute, as in Paddle) keeps the scope's.
@@ -280,7 +289,9 @@ std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::T
   for (const OpDesc& op : program.ops) TranslateOp(ctx, op);
   for (const std::string& name : program.fetch_names) {
     ir::Value* v = ctx.Lookup(name);
-    if (!v) Fail(ErrorKind::kInvalidArgument, "{}: fetch target '{}' is never produced", program.path, name);
+    if (!v)
+      Fail(ErrorKind::kInvalidArgument, "{}: fetch target '{}' is never produced", program.path,
+           name);
     graph->AddOutput(name, v);
   }
   graph->RemoveDeadCode();
