@@ -18,7 +18,7 @@ int FuseActivation(ir::Graph& g) {
     ir::Op* act = SoleUser(g, p->outputs[0]);
     if (!act || (act->type != "relu" && act->type != "tanh" && act->type != "gelu")) continue;
     std::string name = act->type;
-    if (name == "gelu" && act->attrs.Bool("approximate", false)) name = "gelu_tanh";
+    if (name == "gelu" && act->GetBool("approximate")) name = "gelu_tanh";
     ir::AttrMap attrs = p->attrs;
     attrs.Set("activation", name);
     g.SetInsertionPoint(act);
