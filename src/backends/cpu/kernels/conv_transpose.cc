@@ -11,10 +11,6 @@ namespace tiller::cpu {
 namespace {
 
 std::unique_ptr<Kernel> MakeConvTranspose(const ir::Op& op) {
-  for (const ir::Value* v : op.inputs) {
-    if (v && v->dtype() != DType::kF32)
-      Unsupported(op, "dtype {} not supported", DTypeName(v->dtype()));
-  }
   const Shape& xs = op.inputs[0]->shape();
   const Shape& ws = op.inputs[1]->shape();
   const Shape& ys = op.outputs[0]->shape();
@@ -70,7 +66,8 @@ std::unique_ptr<Kernel> MakeConvTranspose(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("conv2d_transpose", MakeConvTranspose, {DType::kF32});
+TILLER_CPU_KERNEL("conv2d_transpose", MakeConvTranspose,
+                  Signature("T, T, T? -> T").Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu
