@@ -10,7 +10,7 @@ int FuseActivation(ir::Graph& g) {
   int rewrites = 0;
   std::vector<ir::Op*> producers;
   for (const auto& op : g.ops()) {
-    if ((op->type == "conv2d" || op->type == "linear") && !op->attrs.Has("activation"))
+    if ((op->type == "conv2d" || op->type == "linear") && op->GetStr("activation").empty())
       producers.push_back(op.get());
   }
   for (ir::Op* p : producers) {

@@ -232,10 +232,10 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   const ir::Value* w = op.inputs[1];
   const ir::Value* bias = op.input(2);
   const ir::Value* y = op.outputs[0];
-  int64_t groups = op.attrs.Int("groups", 1);
-  auto strides = op.attrs.Ints("strides", {1, 1});
-  auto pads = op.attrs.Ints("pads", {0, 0, 0, 0});
-  auto dil = op.attrs.Ints("dilations", {1, 1});
+  int64_t groups = op.GetInt("groups");
+  const auto& strides = op.GetInts("strides");
+  const auto& pads = op.GetInts("pads");
+  const auto& dil = op.GetInts("dilations");
   auto f32 = memory::data_type::f32;
   using tag = memory::format_tag;
   memory::desc x_md(x->shape(), f32, tag::nchw), y_md(y->shape(), f32, tag::nchw);
@@ -248,7 +248,7 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   memory::desc b_md = bias ? memory::desc({ws[0]}, f32, tag::a) : memory::desc();
   // oneDNN dilation counts the gaps: Paddle's 1 is oneDNN's 0.
   Dims d_dil{dil[0] - 1, dil[1] - 1};
-  auto attr = MakeAttr(op, 1.0f, op.attrs.Str("activation", ""));
+  auto attr = MakeAttr(op, 1.0f, op.GetStr("activation"));
   // Let oneDNN choose blocked activation layouts (nChw16c on AVX-512): its
   // direct kernels on them are several times faster than on plain NCHW, which
   // it can only serve with im2col + GEMM. The IR keeps plain NCHW between
