@@ -31,7 +31,7 @@ int FoldBatchNorm(ir::Graph& g) {
     const float* shift = bn->inputs[2]->const_data<float>();
     const float* mean = bn->inputs[3]->const_data<float>();
     const float* var = bn->inputs[4]->const_data<float>();
-    const double eps = bn->attrs.Float("epsilon", 1e-5);
+    const double eps = bn->GetFloat("epsilon");
     auto new_w = std::make_shared<AlignedBuffer>(w->bytes());
     auto new_b = std::make_shared<AlignedBuffer>(out_ch * sizeof(float));
     for (int64_t o = 0; o < out_ch; ++o) {
@@ -43,7 +43,8 @@ int FoldBatchNorm(ir::Graph& g) {
       new_b->as<float>()[o] = static_cast<float>((bias - mean[o]) * s + shift[o]);
     }
     ir::Value* w2 = g.AddData(w->name + ".bn_folded", w->type, ir::ValueKind::kConstant, new_w);
-    ir::Value* b2 = g.AddData(bn->name + ".bias", {DType::kF32, {out_ch}}, ir::ValueKind::kConstant, new_b);
+    ir::Value* b2 =
+        g.AddData(bn->name + ".bias", {DType::kF32, {out_ch}}, ir::ValueKind::kConstant, new_b);
     g.SetInsertionPoint(bn);
     ir::Value* folded = g.Add1("conv2d", {conv->inputs[0], w2, b2}, conv->attrs, conv->name);
     g.SetInsertionPoint(nullptr);

@@ -10,7 +10,7 @@ int FuseActivation(ir::Graph& g) {
   int rewrites = 0;
   std::vector<ir::Op*> producers;
   for (const auto& op : g.ops()) {
-    if ((op->type == "conv2d" || op->type == "linear") && !op->attrs.Has("activation"))
+    if ((op->type == "conv2d" || op->type == "linear") && op->GetStr("activation").empty())
       producers.push_back(op.get());
   }
   for (ir::Op* p : producers) {
@@ -18,7 +18,7 @@ int FuseActivation(ir::Graph& g) {
     ir::Op* act = SoleUser(g, p->outputs[0]);
     if (!act || (act->type != "relu" && act->type != "tanh" && act->type != "gelu")) continue;
     std::string name = act->type;
-    if (name == "gelu" && act->attrs.Bool("approximate", false)) name = "gelu_tanh";
+    if (name == "gelu" && act->GetBool("approximate")) name = "gelu_tanh";
     ir::AttrMap attrs = p->attrs;
     attrs.Set("activation", name);
     g.SetInsertionPoint(act);

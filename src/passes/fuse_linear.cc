@@ -16,9 +16,8 @@ int FuseLinear(ir::Graph& g) {
   for (ir::Op* mm : matmuls) {
     ir::Value* x = mm->inputs[0];
     ir::Value* w = mm->inputs[1];
-    if (mm->attrs.Bool("transpose_a", false) || mm->attrs.Bool("transpose_b", false) ||
-        mm->attrs.Float("alpha", 1.0) != 1.0 || !HasData(w) || w->rank() != 2 ||
-        x->dtype() != DType::kF32)
+    if (mm->GetBool("transpose_a") || mm->GetBool("transpose_b") || mm->GetFloat("alpha") != 1.0 ||
+        !HasData(w) || w->rank() != 2 || x->dtype() != DType::kF32)
       continue;
     ir::Value* out = mm->outputs[0];
     ir::Value* bias = nullptr;
@@ -34,7 +33,8 @@ int FuseLinear(ir::Graph& g) {
     }
     if (bias && bias->rank() != 1) {
       g.SetInsertionPoint(last);
-      bias = g.Add1("reshape", {bias}, {{"shape", std::vector<int64_t>{w->shape()[1]}}}, bias->name);
+      bias =
+          g.Add1("reshape", {bias}, {{"shape", std::vector<int64_t>{w->shape()[1]}}}, bias->name);
     }
     g.SetInsertionPoint(last);
     std::vector<ir::Value*> ins{x, w};

@@ -9,29 +9,38 @@
 // (shape [1] or []); param, grad and the per-element state share param's
 // shape; float32 or float64, one dtype for all operands.
 //
+// Attributes are floats unless a kind is named; the defaults are the Paddle
+// defaults translate/optimizer.cc falls back to.
 //   sgd(param, grad, lr) -> param
 //   momentum(param, grad, lr, velocity) -> (param, velocity)
-//     {mu, use_nesterov, l2_decay: coefficient of an L2 term added to the
-//      gradient, 0 for none}
+//     {mu = 0.9, use_nesterov: bool = false, l2_decay = 0: coefficient of an
+//      L2 term added to the gradient, 0 for none}
 //   adam(param, grad, lr, moment1, moment2, beta1_pow, beta2_pow, moment2_max?)
 //     -> (param, moment1, moment2, beta1_pow, beta2_pow, moment2_max?)
-//     {beta1, beta2, epsilon, update_beta_pow (false: the pow outputs copy
-//      the inputs, Paddle's use_global_beta_pow), weight_decay and lr_ratio
-//      (AdamW's decoupled decay, 0 for Adam), bias_correction (false: as if
-//      beta1_pow = beta2_pow = 0, the IPU use_no_bias_optimizer)};
+//     {beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8, update_beta_pow: bool =
+//      true (false: the pow outputs copy the inputs, Paddle's
+//      use_global_beta_pow), weight_decay = 0 and lr_ratio = 1 (AdamW's
+//      decoupled decay, 0 for Adam), bias_correction: bool = true (false: as
+//      if beta1_pow = beta2_pow = 0, the IPU use_no_bias_optimizer)};
 //     moment2_max present = AMSGrad
 //   adamax(param, grad, lr, moment, inf_norm, beta1_pow)
-//     -> (param, moment, inf_norm) {beta1, beta2, epsilon}; beta1_pow is
-//     read only (Paddle advances it with a separate scale op)
+//     -> (param, moment, inf_norm) {beta1 = 0.9, beta2 = 0.999, epsilon =
+//     1e-8}; beta1_pow is read only (Paddle advances it with a separate
+//     scale op)
 //   lamb(param, grad, lr, moment1, moment2, beta1_pow, beta2_pow)
 //     -> (param, moment1, moment2, beta1_pow, beta2_pow)
-//     {beta1, beta2, epsilon, weight_decay, always_adapt, bias_correction}
-//   adagrad(param, grad, lr, moment) -> (param, moment) {epsilon}
+//     {beta1 = 0.9, beta2 = 0.999, epsilon = 1e-6, weight_decay = 0.01,
+//      always_adapt: bool = false, bias_correction: bool = true}
+//   adagrad(param, grad, lr, moment) -> (param, moment) {epsilon = 1e-6}
 //   adadelta(param, grad, lr, avg_squared_grad, avg_squared_update)
-//     -> (param, avg_squared_grad, avg_squared_update) {rho, epsilon}
+//     -> (param, avg_squared_grad, avg_squared_update) {rho = 0.95,
+//     epsilon = 1e-6}
 //   rmsprop(param, grad, lr, mean_square, moment, mean_grad?)
-//     -> (param, mean_square, moment, mean_grad?) {epsilon, decay, momentum};
-//     mean_grad present = centered
+//     -> (param, mean_square, moment, mean_grad?) {epsilon = 1e-10,
+//     decay = 0.9, momentum = 0}; mean_grad present = centered
+// Precision: float32 (updates add small steps to large values; the state
+// must not lose them). Layout: agnostic (elementwise over param-shaped
+// tensors plus one-element scalars; lamb's norms do not depend on the order).
 #include "ir/ops/optimizer.h"
 
 #include <array>
@@ -41,7 +50,7 @@
 namespace tiller::ir {
 namespace {
 
-struct Layout {
+struct Operands {
   const char* name;
   int state;     // per-element state inputs after (param, grad, lr)
   int scalars;   // one-element state inputs after those (beta powers)
@@ -49,14 +58,14 @@ struct Layout {
   int outputs;   // outputs when every optional input is present
 };
 
-constexpr std::array<Layout, 8> kLayouts = {{{"sgd", 0, 0, 0, 1},
-                                             {"momentum", 1, 0, 0, 2},
-                                             {"adam", 2, 2, 1, 6},
-                                             {"adamax", 2, 1, 0, 3},
-                                             {"lamb", 2, 2, 0, 5},
-                                             {"adagrad", 1, 0, 0, 2},
-                                             {"adadelta", 2, 0, 0, 3},
-                                             {"rmsprop", 2, 0, 1, 4}}};
+constexpr std::array<Operands, 8> kOperands = {{{"sgd", 0, 0, 0, 1},
+                                                {"momentum", 1, 0, 0, 2},
+                                                {"adam", 2, 2, 1, 6},
+                                                {"adamax", 2, 1, 0, 3},
+                                                {"lamb", 2, 2, 0, 5},
+                                                {"adagrad", 1, 0, 0, 2},
+                                                {"adadelta", 2, 0, 0, 3},
+                                                {"rmsprop", 2, 0, 1, 4}}};
 
 const char* kSlotNames[] = {"param", "grad", "lr"};
 
@@ -64,7 +73,7 @@ std::string OperandName(size_t i) {
   return i < 3 ? kSlotNames[i] : fmt::format("state operand {}", i);
 }
 
-void InferOptimizer(InferContext& c, const Layout& l) {
+void InferOptimizer(InferContext& c, const Operands& l) {
   const TensorType& param = c.input(0);
   if (param.dtype != DType::kF32 && param.dtype != DType::kF64)
     c.Fail("param must be float32 or float64, got {}", param.ToString());
@@ -87,14 +96,49 @@ void InferOptimizer(InferContext& c, const Layout& l) {
   for (int k = 1; k < outputs; ++k) c.AddOutput(c.input(OptimizerUpdatedInput(k)));
 }
 
+// Each op's attributes.
+void DeclareAttrs(OpSchema& s) {
+  const std::string& n = s.name;
+  if (n == "sgd") {
+    s.NoAttrs();
+  } else if (n == "momentum") {
+    s.Attr("mu", 0.9).Attr("use_nesterov", false).Attr("l2_decay", 0.0);
+  } else if (n == "adam") {
+    s.Attr("beta1", 0.9)
+        .Attr("beta2", 0.999)
+        .Attr("epsilon", 1e-8)
+        .Attr("update_beta_pow", true)
+        .Attr("weight_decay", 0.0)
+        .Attr("lr_ratio", 1.0)
+        .Attr("bias_correction", true);
+  } else if (n == "adamax") {
+    s.Attr("beta1", 0.9).Attr("beta2", 0.999).Attr("epsilon", 1e-8);
+  } else if (n == "lamb") {
+    s.Attr("beta1", 0.9)
+        .Attr("beta2", 0.999)
+        .Attr("epsilon", 1e-6)
+        .Attr("weight_decay", 0.01)
+        .Attr("always_adapt", false)
+        .Attr("bias_correction", true);
+  } else if (n == "adagrad") {
+    s.Attr("epsilon", 1e-6);
+  } else if (n == "adadelta") {
+    s.Attr("rho", 0.95).Attr("epsilon", 1e-6);
+  } else if (n == "rmsprop") {
+    s.Attr("epsilon", 1e-10).Attr("decay", 0.9).Attr("momentum", 0.0);
+  }
+  TILLER_CHECK(s.attrs_declared, "optimizer op '{}' declares no attributes", n);
+}
+
 const bool kRegistered = [] {
-  for (const Layout& l : kLayouts) {
+  for (const Operands& l : kOperands) {
     int min_in = 3 + l.state + l.scalars;
+    OpSchema s(l.name, min_in, min_in + l.optional, [l](InferContext& c) { InferOptimizer(c, l); });
+    DeclareAttrs(s);
+    s.Precision(PrecisionRule::kAlwaysF32).Layout(LayoutRule::kAgnostic);
     // The kernels read every element before writing it: an update can go
     // straight into its state's storage.
-    RegisterOpSchema(OpSchema(l.name, min_in, min_in + l.optional, [l](InferContext& c) {
-                       InferOptimizer(c, l);
-                     }).InPlaceSafe());
+    RegisterOpSchema(std::move(s).InPlaceSafe());
   }
   return true;
 }();
@@ -102,7 +146,7 @@ const bool kRegistered = [] {
 }  // namespace
 
 bool IsOptimizerOp(const std::string& type) {
-  for (const Layout& l : kLayouts) {
+  for (const Operands& l : kOperands) {
     if (type == l.name) return true;
   }
   return false;

@@ -1,5 +1,8 @@
 // Scans along one axis.
-//   cumsum(x){axis, exclusive, reverse}: running sums, same shape and dtype
+//   cumsum(x){axis: int = -1, exclusive: bool = false, reverse: bool = false}:
+//     running sums, same shape and dtype
+// Precision: float32 (a running sum accumulates rounding error, like a
+// reduction). Layout: reads `axis`.
 #include "ir/op_schema.h"
 
 namespace tiller::ir {
@@ -8,12 +11,18 @@ namespace {
 void InferScan(InferContext& c) {
   const TensorType& x = c.input(0);
   int rank = static_cast<int>(x.shape.size());
-  if (NormalizeAxis(c.attrs().Int("axis", -1), std::max(rank, 1)) < 0)
-    c.Fail("axis {} out of range for {}", c.attrs().Int("axis", -1), ShapeToString(x.shape));
+  int64_t axis = c.op().GetInt("axis");
+  if (NormalizeAxis(axis, std::max(rank, 1)) < 0)
+    c.Fail("axis {} out of range for {}", axis, ShapeToString(x.shape));
   c.AddOutput(x);
 }
 
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"cumsum", 1, 1, InferScan});
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"cumsum", 1, 1, InferScan}
+                              .Attr("axis", int64_t{-1})
+                              .Attr("exclusive", false)
+                              .Attr("reverse", false)
+                              .Precision(PrecisionRule::kAlwaysF32)
+                              .Layout(LayoutRule::kAxisAttrs, {"axis"}));
 
 }  // namespace
 }  // namespace tiller::ir

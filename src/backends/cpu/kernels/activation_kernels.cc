@@ -26,7 +26,6 @@ T LogSigmoid(T v) {
 template <typename T>
 UnaryFn<T> MakeFormula(const ir::Op& op) {
   const std::string& t = op.type;
-  const ir::AttrMap& a = op.attrs;
   auto wrap = [](auto g) -> UnaryFn<T> {
     return [g](const T* x, T* y, int64_t n) {
       for (int64_t i = 0; i < n; ++i) y[i] = g(x[i]);
@@ -45,31 +44,31 @@ UnaryFn<T> MakeFormula(const ir::Op& op) {
   if (t == "tanh_shrink") return wrap([](T v) { return v - std::tanh(v); });
   if (t == "mish") {
     // softplus switches to the identity above `threshold` (as Paddle's).
-    T th = T(a.Float("threshold", 20.0));
+    T th = T(op.GetFloat("threshold"));
     return wrap([th](T v) {
       T sp = v > th ? v : std::log1p(std::exp(v));
       return v * std::tanh(sp);
     });
   }
   if (t == "selu") {
-    T scale = T(a.Float("scale", 1.0507009873554804934193349852946));
-    T alpha = T(a.Float("alpha", 1.6732632423543772848170429916717));
+    T scale = T(op.GetFloat("scale"));
+    T alpha = T(op.GetFloat("alpha"));
     return wrap([=](T v) { return v > T(0) ? scale * v : scale * alpha * (std::exp(v) - T(1)); });
   }
   if (t == "hard_shrink") {
-    T th = T(a.Float("threshold", 0.5));
+    T th = T(op.GetFloat("threshold"));
     return wrap([th](T v) { return (v < -th || v > th) ? v : T(0); });
   }
   if (t == "softshrink") {
-    T l = T(a.Float("lambda", 0.5));
+    T l = T(op.GetFloat("lambda"));
     return wrap([l](T v) { return v > l ? v - l : (v < -l ? v + l : T(0)); });
   }
   if (t == "thresholded_relu") {
-    T th = T(a.Float("threshold", 1.0)), value = T(a.Float("value", 0.0));
+    T th = T(op.GetFloat("threshold")), value = T(op.GetFloat("value"));
     return wrap([=](T v) { return v > th ? v : value; });
   }
   if (t == "brelu") {
-    T lo = T(a.Float("t_min", 0.0)), hi = T(a.Float("t_max", 24.0));
+    T lo = T(op.GetFloat("t_min")), hi = T(op.GetFloat("t_max"));
     return wrap([=](T v) { return v <= lo ? lo : (v >= hi ? hi : v); });
   }
   Unsupported(op, "unknown activation");
@@ -124,7 +123,6 @@ std::unique_ptr<Kernel> PreluKernel(const ir::Op& op) {
 std::unique_ptr<Kernel> MakePrelu(const ir::Op& op) {
   std::unique_ptr<Kernel> k;
   DispatchDType<float, double>(InDType(op), [&](auto tag) { k = PreluKernel<decltype(tag)>(op); });
-  if (!k) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
   return k;
 }
 
@@ -132,9 +130,10 @@ const bool kRegistered = [] {
   for (const char* name :
        {"acos", "asin", "atan", "cosh", "sinh", "tan", "log2", "log10", "softsign", "logsigmoid",
         "tanh_shrink", "mish", "selu", "hard_shrink", "softshrink", "thresholded_relu", "brelu"}) {
-    RegisterKernel(name, MakeActivation, {DType::kF32, DType::kF64});
+    RegisterKernel(name, MakeActivation,
+                   Signature("T -> T").Where("T", {DType::kF32, DType::kF64}));
   }
-  RegisterKernel("prelu", MakePrelu, {DType::kF32, DType::kF64});
+  RegisterKernel("prelu", MakePrelu, Signature("T, T -> T").Where("T", {DType::kF32, DType::kF64}));
   return true;
 }();
 

@@ -11,18 +11,14 @@ namespace tiller::cpu {
 namespace {
 
 std::unique_ptr<Kernel> MakeConvTranspose(const ir::Op& op) {
-  for (const ir::Value* v : op.inputs) {
-    if (v && v->dtype() != DType::kF32)
-      Unsupported(op, "dtype {} not supported", DTypeName(v->dtype()));
-  }
   const Shape& xs = op.inputs[0]->shape();
   const Shape& ws = op.inputs[1]->shape();
   const Shape& ys = op.outputs[0]->shape();
   bool has_bias = op.input(2) != nullptr;
-  int64_t groups = op.attrs.Int("groups", 1);
-  auto st = op.attrs.Ints("strides", {1, 1});
-  auto pads = op.attrs.Ints("pads", {0, 0, 0, 0});
-  auto dil = op.attrs.Ints("dilations", {1, 1});
+  int64_t groups = op.GetInt("groups");
+  std::vector<int64_t> st = op.GetInts("strides");
+  std::vector<int64_t> pads = op.GetInts("pads");
+  std::vector<int64_t> dil = op.GetInts("dilations");
   int64_t batch = xs[0], ic = xs[1], ih = xs[2], iw = xs[3];
   int64_t oc = ys[1], oh = ys[2], ow = ys[3], kh = ws[2], kw = ws[3];
   int64_t icpg = ic / groups, ocpg = oc / groups;
@@ -70,7 +66,8 @@ std::unique_ptr<Kernel> MakeConvTranspose(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("conv2d_transpose", MakeConvTranspose, {DType::kF32});
+TILLER_CPU_KERNEL("conv2d_transpose", MakeConvTranspose,
+                  Signature("T, T, T? -> T").Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -55,7 +55,7 @@ class CustomKernel : public Kernel {
 };
 
 std::unique_ptr<Kernel> MakeCustom(const ir::Op& op) {
-  std::string type = op.attrs.Str("custom_type", "");
+  const std::string& type = op.GetStr("custom_type");
   const TillerCustomOpDef* def = custom_op::Find(type);
   if (!def) Unsupported(op, "no custom-op library provides '{}'", type);
   return std::make_unique<CustomKernel>(op, def);
@@ -83,20 +83,19 @@ char* AppendValues(char* pos, char* end, const void* p, int64_t count) {
 std::unique_ptr<Kernel> MakePrint(const ir::Op& op) {
   const ir::Value* x = op.inputs[0];
   DType dt = x->dtype();
-  if (dt != DType::kF32 && dt != DType::kF64 && dt != DType::kI32 && dt != DType::kI64 &&
-      dt != DType::kBool)
-    Unsupported(op, "dtype {} not supported", DTypeName(dt));
   int64_t n = NumElements(x->shape());
-  int64_t summarize = op.attrs.Int("summarize", 20);
+  int64_t summarize = op.GetInt("summarize");
   int64_t count = summarize < 0 ? n : std::min(n, summarize);
-  int64_t first_n = op.attrs.Int("first_n", -1);
+  int64_t first_n = op.GetInt("first_n");
   std::string header;
-  std::string message = op.attrs.Str("message", "");
+  const std::string& message = op.GetStr("message");
   if (!message.empty()) header += message + "  ";
-  if (op.attrs.Bool("print_tensor_name", true))
-    header += fmt::format("Variable: {}  ", op.attrs.Str("var_name", x->name));
-  if (op.attrs.Bool("print_tensor_type", true)) header += fmt::format("dtype: {}  ", DTypeName(dt));
-  if (op.attrs.Bool("print_tensor_shape", true))
+  if (op.GetBool("print_tensor_name")) {
+    const std::string& var = op.GetStr("var_name");
+    header += fmt::format("Variable: {}  ", var.empty() ? x->name : var);
+  }
+  if (op.GetBool("print_tensor_type")) header += fmt::format("dtype: {}  ", DTypeName(dt));
+  if (op.GetBool("print_tensor_shape"))
     header += fmt::format("shape: {}  ", ShapeToString(x->shape()));
   header += "data: [";
   size_t bytes = x->bytes();
@@ -142,9 +141,14 @@ std::unique_ptr<Kernel> MakePrint(const ir::Op& op) {
 const bool kRegistered = [] {
   using enum DType;
   // custom: the custom-op ABI's dtypes (custom_op::ToAbi); the library's
-  // infer function decides which of them an op accepts.
-  RegisterKernel("custom", MakeCustom, {kF32, kF64, kI32, kI64, kBool});
-  RegisterKernel("print", MakePrint, {kF32, kF64, kI32, kI64, kBool});
+  // infer function decides which of them an op accepts. A signature cannot
+  // say "each tensor any of these, independently": T covers the first input
+  // (absent for ops without inputs) and the kernel checks the other tensors
+  // (CustomKernel's to_abi).
+  RegisterKernel("custom", MakeCustom,
+                 Signature("T?, *... -> *...").Where("T", {kF32, kF64, kI32, kI64, kBool}));
+  RegisterKernel("print", MakePrint,
+                 Signature("T -> T").Where("T", {kF32, kF64, kI32, kI64, kBool}));
   return true;
 }();
 

@@ -14,23 +14,22 @@ float Sigmoid(float x) {
 }
 
 std::unique_ptr<Kernel> MakeYoloBox(const ir::Op& op) {
-  if (InDType(op) != DType::kF32) Unsupported(op, "dtype {}", DTypeName(InDType(op)));
   const Shape& s = op.inputs[0]->shape();
   int64_t n = s[0], h = s[2], w = s[3];
-  std::vector<int64_t> anchors = op.attrs.Ints("anchors");
+  std::vector<int64_t> anchors = op.GetInts("anchors");
   int64_t an = static_cast<int64_t>(anchors.size()) / 2;
-  int64_t classes = op.attrs.Int("class_num", 1);
-  float thresh = static_cast<float>(op.attrs.Float("conf_thresh", 0.01));
-  int64_t ratio = op.attrs.Int("downsample_ratio", 32);
-  bool clip = op.attrs.Bool("clip_bbox", true);
-  float scale = static_cast<float>(op.attrs.Float("scale_x_y", 1.0));
+  int64_t classes = op.GetInt("class_num");
+  float thresh = static_cast<float>(op.GetFloat("conf_thresh"));
+  int64_t ratio = op.GetInt("downsample_ratio");
+  bool clip = op.GetBool("clip_bbox");
+  float scale = static_cast<float>(op.GetFloat("scale_x_y"));
   float bias = -0.5f * (scale - 1.0f);
-  bool iou_aware = op.attrs.Bool("iou_aware", false);
-  float iou_factor = static_cast<float>(op.attrs.Float("iou_aware_factor", 0.5));
+  bool iou_aware = op.GetBool("iou_aware");
+  float iou_factor = static_cast<float>(op.GetFloat("iou_aware_factor"));
   int64_t stride = h * w, an_stride = (classes + 5) * stride;
   int64_t box_num = an * stride;
   int64_t in_h = ratio * h, in_w = ratio * w;
-  bool want_boxes = op.attrs.Str("output", "boxes") == "boxes";
+  bool want_boxes = op.GetStr("output") == "boxes";
   size_t out_bytes = op.outputs[0]->bytes();
   // Channel offset of entry `e` of anchor `a` in image `i`.
   auto entry = [=](int64_t i, int64_t a, int64_t e) {
@@ -94,7 +93,7 @@ std::unique_ptr<Kernel> MakeYoloBox(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("yolo_box", MakeYoloBox, {DType::kF32});
+  RegisterKernel("yolo_box", MakeYoloBox, Signature("T, int32 -> T").Where("T", {DType::kF32}));
   return true;
 }();
 

@@ -115,7 +115,6 @@ std::unique_ptr<Kernel> MakeArithmetic(const ir::Op& op) {
   std::unique_ptr<Kernel> k;
   DispatchDType<float, double, int32_t, int64_t>(
       InDType(op), [&](auto tag) { k = MakeArith<decltype(tag)>(op); });
-  if (!k) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
   return k;
 }
 
@@ -134,9 +133,7 @@ std::unique_ptr<Kernel> MakeCompareT(const ir::Op& op) {
 
 std::unique_ptr<Kernel> MakeCompare(const ir::Op& op) {
   DType dt = InDType(op);
-  if (dt == DType::kBool) {
-    if (op.type != "equal" && op.type != "not_equal")
-      Unsupported(op, "dtype bool only supports equal/not_equal");
+  if (dt == DType::kBool) {  // equal / not_equal only (their signatures)
     bool eq = op.type == "equal";
     // Any nonzero byte is true, so compare truth values rather than bytes.
     if (eq)
@@ -148,7 +145,6 @@ std::unique_ptr<Kernel> MakeCompare(const ir::Op& op) {
   std::unique_ptr<Kernel> k;
   DispatchDType<float, double, int8_t, uint8_t, int16_t, int32_t, int64_t>(
       dt, [&](auto tag) { k = MakeCompareT<decltype(tag)>(op); });
-  if (!k) Unsupported(op, "dtype {} not supported", DTypeName(dt));
   return k;
 }
 
@@ -167,20 +163,22 @@ std::unique_ptr<Kernel> MakeLogic(const ir::Op& op) {
   DType dt = InDType(op);
   if (dt == DType::kBool) return MakeLogicT<uint8_t>(op);
   DispatchDType<float, int32_t, int64_t>(dt, [&](auto tag) { k = MakeLogicT<decltype(tag)>(op); });
-  if (!k) Unsupported(op, "dtype {} not supported", DTypeName(dt));
   return k;
 }
 
 const bool kRegistered = [] {
   using enum DType;
   for (const char* n : {"add", "sub", "mul", "div", "max", "min", "pow", "mod", "floor_div"})
-    RegisterKernel(n, MakeArithmetic, {kF32, kF64, kI32, kI64});
+    RegisterKernel(n, MakeArithmetic, Signature("T, T -> T").Where("T", {kF32, kF64, kI32, kI64}));
   for (const char* n : {"equal", "not_equal"})
-    RegisterKernel(n, MakeCompare, {kF32, kF64, kI8, kU8, kI16, kI32, kI64, kBool});
+    RegisterKernel(
+        n, MakeCompare,
+        Signature("T, T -> bool").Where("T", {kF32, kF64, kI8, kU8, kI16, kI32, kI64, kBool}));
   for (const char* n : {"less", "less_equal", "greater", "greater_equal"})
-    RegisterKernel(n, MakeCompare, {kF32, kF64, kI8, kU8, kI16, kI32, kI64});
+    RegisterKernel(n, MakeCompare,
+                   Signature("T, T -> bool").Where("T", {kF32, kF64, kI8, kU8, kI16, kI32, kI64}));
   for (const char* n : {"logical_and", "logical_or", "logical_xor"})
-    RegisterKernel(n, MakeLogic, {kBool, kF32, kI32, kI64});
+    RegisterKernel(n, MakeLogic, Signature("T, T -> bool").Where("T", {kBool, kF32, kI32, kI64}));
   return true;
 }();
 

@@ -1,8 +1,8 @@
-// matmul / linear / conv2d on oneDNN. Constant weights are reordered once,
-// at kernel creation, into the layout oneDNN prefers for the shapes at hand
-// (blocked formats); this is where most of the speed over a plain GEMM
-// call comes from. Memory objects and the argument map are built once too;
-// Run() only swaps data handles.
+// matmul / linear / conv2d on oneDNN, float32 (every operand: the
+// signatures). Constant weights are reordered once, at kernel creation, into
+// the layout oneDNN prefers for the shapes at hand (blocked formats); this is
+// where most of the speed over a plain GEMM call comes from. Memory objects
+// and the argument map are built once too; Run() only swaps data handles.
 #include <unordered_map>
 
 #include "backends/cpu/dnnl_context.h"
@@ -57,9 +57,11 @@ class DnnlKernel : public Kernel {
     bool prepacked = false;
   };
 
-  DnnlKernel(Dnnl& dn, dnnl::primitive prim, std::vector<Slot> inputs,
-             std::vector<Slot> outputs, const memory::desc& scratch_md)
-      : stream_(dn.stream), prim_(std::move(prim)), inputs_(std::move(inputs)),
+  DnnlKernel(Dnnl& dn, dnnl::primitive prim, std::vector<Slot> inputs, std::vector<Slot> outputs,
+             const memory::desc& scratch_md)
+      : stream_(dn.stream),
+        prim_(std::move(prim)),
+        inputs_(std::move(inputs)),
         outputs_(std::move(outputs)) {
     ws_ = scratch_md.get_size();
     for (auto& s : inputs_) args_.emplace(s.arg, s.mem);
@@ -103,11 +105,11 @@ DnnlKernel::Slot BindInput(Dnnl& dn, int arg, const ir::Value* v, const memory::
   return {arg, memory(chosen, dn.engine, DNNL_MEMORY_NONE), false};
 }
 
-dnnl::primitive_attr MakeAttr(const ir::Op& op, float scale) {
+// `act`: the fused activation of linear / conv2d ("" for none).
+dnnl::primitive_attr MakeAttr(const ir::Op& op, float scale, const std::string& act) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (scale != 1.0f) attr.set_output_scales(0, {scale});
-  std::string act = op.attrs.Str("activation", "");
   if (!act.empty()) {
     dnnl::post_ops po;
     po.append_eltwise(1.0f, ActivationAlgorithm(act, op), 0.f, 0.f);
@@ -116,28 +118,20 @@ dnnl::primitive_attr MakeAttr(const ir::Op& op, float scale) {
   return attr;
 }
 
-void CheckF32(const ir::Op& op) {
-  for (const ir::Value* v : op.inputs) {
-    if (v && v->dtype() != DType::kF32)
-      Fail(ErrorKind::kUnimplemented, "{} ({}): dtype {} not supported on CPU yet", op.type,
-           op.name, DTypeName(v->dtype()));
-  }
-}
-
 std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
-  CheckF32(op);
   Dnnl& dn = DnnlOf(device);
   const ir::Value* a = op.inputs[0];
   const ir::Value* b = op.inputs[1];
   const ir::Value* out = op.outputs[0];
   size_t rank = out->shape().size();
   auto f32 = memory::data_type::f32;
-  memory::desc a_md = MatrixDesc(a->shape(), rank, op.attrs.Bool("transpose_a", false), f32);
-  memory::desc b_md = MatrixDesc(b->shape(), rank, op.attrs.Bool("transpose_b", false), f32);
+  memory::desc a_md = MatrixDesc(a->shape(), rank, op.GetBool("transpose_a"), f32);
+  memory::desc b_md = MatrixDesc(b->shape(), rank, op.GetBool("transpose_b"), f32);
   memory::desc c_md = MatrixDesc(out->shape(), rank, false, f32);
   // Prepack constant weights in oneDNN's preferred layout.
-  memory::desc b_any = IsConstant(b) ? memory::desc(b_md.dims(), f32, memory::format_tag::any) : b_md;
-  auto attr = MakeAttr(op, static_cast<float>(op.attrs.Float("alpha", 1.0)));
+  memory::desc b_any =
+      IsConstant(b) ? memory::desc(b_md.dims(), f32, memory::format_tag::any) : b_md;
+  auto attr = MakeAttr(op, static_cast<float>(op.GetFloat("alpha")), "");
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), attr, dn.engine);
   std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(a_md, dn.engine, DNNL_MEMORY_NONE)},
                                     BindInput(dn, DNNL_ARG_WEIGHTS, b, b_md, pd.weights_desc())};
@@ -147,7 +141,6 @@ std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
 }
 
 std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
-  CheckF32(op);
   Dnnl& dn = DnnlOf(device);
   const ir::Value* x = op.inputs[0];
   const ir::Value* w = op.inputs[1];
@@ -159,7 +152,7 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   memory::desc x_md({m, k}, f32, tag::ab), w_md({k, n}, f32, tag::ab), y_md({m, n}, f32, tag::ab);
   memory::desc w_any = IsConstant(w) ? memory::desc({k, n}, f32, tag::any) : w_md;
   memory::desc b_md = bias ? memory::desc({1, n}, f32, tag::ab) : memory::desc();
-  auto attr = MakeAttr(op, 1.0f);
+  auto attr = MakeAttr(op, 1.0f, op.GetStr("activation"));
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_any, b_md, y_md), attr, dn.engine);
   std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(x_md, dn.engine, DNNL_MEMORY_NONE)},
                                     BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
@@ -199,7 +192,8 @@ class BlockedConvKernel : public Kernel {
     scratch_ = memory(pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
     if (reorder_in_) to_blocked_ = dnnl::reorder(x_plain_, x_blocked_);
     if (reorder_out_) to_plain_ = dnnl::reorder(y_blocked_, y_plain_);
-    args_ = {{DNNL_ARG_SRC, x_blocked_}, {DNNL_ARG_DST, y_blocked_}, {DNNL_ARG_SCRATCHPAD, scratch_}};
+    args_ = {
+        {DNNL_ARG_SRC, x_blocked_}, {DNNL_ARG_DST, y_blocked_}, {DNNL_ARG_SCRATCHPAD, scratch_}};
     for (auto& w : weights_) args_.emplace(w.arg, w.mem);
   }
   size_t workspace_bytes() const override { return ws_; }
@@ -208,7 +202,8 @@ class BlockedConvKernel : public Kernel {
     x_plain_.set_data_handle(const_cast<void*>(a.inputs[0]));
     y_plain_.set_data_handle(a.outputs[0]);
     for (size_t i = 0; i < weights_.size(); ++i) {
-      if (!weights_[i].prepacked) weights_[i].mem.set_data_handle(const_cast<void*>(a.inputs[1 + i]));
+      if (!weights_[i].prepacked)
+        weights_[i].mem.set_data_handle(const_cast<void*>(a.inputs[1 + i]));
     }
     if (reorder_in_) x_blocked_.set_data_handle(ws + src_off_);
     if (reorder_out_) y_blocked_.set_data_handle(ws + dst_off_);
@@ -232,28 +227,28 @@ class BlockedConvKernel : public Kernel {
 };
 
 std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
-  CheckF32(op);
   Dnnl& dn = DnnlOf(device);
   const ir::Value* x = op.inputs[0];
   const ir::Value* w = op.inputs[1];
   const ir::Value* bias = op.input(2);
   const ir::Value* y = op.outputs[0];
-  int64_t groups = op.attrs.Int("groups", 1);
-  auto strides = op.attrs.Ints("strides", {1, 1});
-  auto pads = op.attrs.Ints("pads", {0, 0, 0, 0});
-  auto dil = op.attrs.Ints("dilations", {1, 1});
+  int64_t groups = op.GetInt("groups");
+  const auto& strides = op.GetInts("strides");
+  const auto& pads = op.GetInts("pads");
+  const auto& dil = op.GetInts("dilations");
   auto f32 = memory::data_type::f32;
   using tag = memory::format_tag;
   memory::desc x_md(x->shape(), f32, tag::nchw), y_md(y->shape(), f32, tag::nchw);
   Shape ws = w->shape();
-  memory::desc w_md = groups == 1
-                          ? memory::desc(ws, f32, tag::oihw)
-                          : memory::desc({groups, ws[0] / groups, ws[1], ws[2], ws[3]}, f32, tag::goihw);
-  memory::desc w_any(w_md.dims(), f32, IsConstant(w) ? tag::any : (groups == 1 ? tag::oihw : tag::goihw));
+  memory::desc w_md =
+      groups == 1 ? memory::desc(ws, f32, tag::oihw)
+                  : memory::desc({groups, ws[0] / groups, ws[1], ws[2], ws[3]}, f32, tag::goihw);
+  memory::desc w_any(w_md.dims(), f32,
+                     IsConstant(w) ? tag::any : (groups == 1 ? tag::oihw : tag::goihw));
   memory::desc b_md = bias ? memory::desc({ws[0]}, f32, tag::a) : memory::desc();
   // oneDNN dilation counts the gaps: Paddle's 1 is oneDNN's 0.
   Dims d_dil{dil[0] - 1, dil[1] - 1};
-  auto attr = MakeAttr(op, 1.0f);
+  auto attr = MakeAttr(op, 1.0f, op.GetStr("activation"));
   // Let oneDNN choose blocked activation layouts (nChw16c on AVX-512): its
   // direct kernels on them are several times faster than on plain NCHW, which
   // it can only serve with im2col + GEMM. The IR keeps plain NCHW between
@@ -263,7 +258,8 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_any, w_any, b_md,
       y_any, Dims{strides[0], strides[1]}, d_dil, Dims{pads[0], pads[2]}, Dims{pads[1], pads[3]});
   dnnl::convolution_forward::primitive_desc pd(desc_any, attr, dn.engine);
-  std::vector<DnnlKernel::Slot> weights{BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
+  std::vector<DnnlKernel::Slot> weights{
+      BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
   if (bias) weights.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
   return std::make_unique<BlockedConvKernel>(dn, pd, x_md, y_md, std::move(weights));
 }

@@ -37,12 +37,13 @@ template <template <typename> class Make>
 std::unique_ptr<Kernel> ForDType(const ir::Op& op) {
   std::unique_ptr<Kernel> k;
   DispatchDType<float, double>(InDType(op), [&](auto tag) { k = Make<decltype(tag)>::Create(op); });
-  if (!k) Unsupported(op, "dtype {} not supported (float32, float64)", DTypeName(InDType(op)));
   return k;
 }
 
-float AttrF(const ir::Op& op, const char* name, double fallback) {
-  return static_cast<float>(op.attrs.Float(name, fallback));
+// Paddle's optimizer attributes are float32; both kernels use the attribute
+// rounded to float32.
+float AttrF(const ir::Op& op, const char* name) {
+  return static_cast<float>(op.GetFloat(name));
 }
 
 // sgd: p -= lr * g (jit refer Sgd).
@@ -67,9 +68,9 @@ template <typename T>
 struct Momentum {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const T mu = static_cast<T>(AttrF(op, "mu", 0.9));
-    const T l2 = static_cast<T>(AttrF(op, "l2_decay", 0));
-    const bool nesterov = op.attrs.Bool("use_nesterov", false);
+    const T mu = static_cast<T>(AttrF(op, "mu"));
+    const T l2 = static_cast<T>(AttrF(op, "l2_decay"));
+    const bool nesterov = op.GetBool("use_nesterov");
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
       const T *p = In<T>(a, 0), *g = In<T>(a, 1), *v = In<T>(a, 3);
       const T lr = In<T>(a, 2)[0];
@@ -108,13 +109,13 @@ template <typename T>
 struct Adam {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const T b1 = static_cast<T>(AttrF(op, "beta1", 0.9));
-    const T b2 = static_cast<T>(AttrF(op, "beta2", 0.999));
-    const T eps = static_cast<T>(AttrF(op, "epsilon", 1e-8));
-    const T wd = static_cast<T>(AttrF(op, "weight_decay", 0));
-    const T lr_ratio = static_cast<T>(AttrF(op, "lr_ratio", 1));
-    const bool update_pow = op.attrs.Bool("update_beta_pow", true);
-    const bool bias_correction = op.attrs.Bool("bias_correction", true);
+    const T b1 = static_cast<T>(AttrF(op, "beta1"));
+    const T b2 = static_cast<T>(AttrF(op, "beta2"));
+    const T eps = static_cast<T>(AttrF(op, "epsilon"));
+    const T wd = static_cast<T>(AttrF(op, "weight_decay"));
+    const T lr_ratio = static_cast<T>(AttrF(op, "lr_ratio"));
+    const bool update_pow = op.GetBool("update_beta_pow");
+    const bool bias_correction = op.GetBool("bias_correction");
     const bool amsgrad = op.input(7) != nullptr;
     constexpr bool jit = kPaddleAdamJit && std::is_same_v<T, float>;
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
@@ -163,9 +164,9 @@ template <typename T>
 struct Adamax {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const T b1 = static_cast<T>(AttrF(op, "beta1", 0.9));
-    const T b2 = static_cast<T>(AttrF(op, "beta2", 0.999));
-    const T eps = static_cast<T>(AttrF(op, "epsilon", 1e-8));
+    const T b1 = static_cast<T>(AttrF(op, "beta1"));
+    const T b2 = static_cast<T>(AttrF(op, "beta2"));
+    const T eps = static_cast<T>(AttrF(op, "epsilon"));
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
       const T *p = In<T>(a, 0), *g = In<T>(a, 1), *m = In<T>(a, 3), *u = In<T>(a, 4);
       const T lr_t = In<T>(a, 2)[0] / (T(1) - In<T>(a, 5)[0]);
@@ -196,12 +197,12 @@ template <typename T>
 struct Lamb {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const T b1 = static_cast<T>(AttrF(op, "beta1", 0.9));
-    const T b2 = static_cast<T>(AttrF(op, "beta2", 0.999));
-    const T eps = static_cast<T>(AttrF(op, "epsilon", 1e-6));
-    const T wd = static_cast<T>(AttrF(op, "weight_decay", 0.01));
-    const bool adapt = wd > T(0) || op.attrs.Bool("always_adapt", false);
-    const bool bias_correction = op.attrs.Bool("bias_correction", true);
+    const T b1 = static_cast<T>(AttrF(op, "beta1"));
+    const T b2 = static_cast<T>(AttrF(op, "beta2"));
+    const T eps = static_cast<T>(AttrF(op, "epsilon"));
+    const T wd = static_cast<T>(AttrF(op, "weight_decay"));
+    const bool adapt = wd > T(0) || op.GetBool("always_adapt");
+    const bool bias_correction = op.GetBool("bias_correction");
     const int max_threads = std::max(1, omp_get_max_threads());
     const size_t ws = 2 * sizeof(double) * max_threads;
     return std::make_unique<LambdaKernel>(
@@ -271,7 +272,7 @@ template <typename T>
 struct Adagrad {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const T eps = static_cast<T>(AttrF(op, "epsilon", 1e-6));
+    const T eps = static_cast<T>(AttrF(op, "epsilon"));
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
       const T *p = In<T>(a, 0), *g = In<T>(a, 1), *m = In<T>(a, 3);
       const T lr = In<T>(a, 2)[0];
@@ -295,8 +296,8 @@ template <typename T>
 struct Adadelta {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const T rho = static_cast<T>(AttrF(op, "rho", 0.95));
-    const T eps = static_cast<T>(AttrF(op, "epsilon", 1e-6));
+    const T rho = static_cast<T>(AttrF(op, "rho"));
+    const T eps = static_cast<T>(AttrF(op, "epsilon"));
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
       const T *p = In<T>(a, 0), *g = In<T>(a, 1), *eg = In<T>(a, 3), *ed = In<T>(a, 4);
       const T lr = In<T>(a, 2)[0];
@@ -322,9 +323,9 @@ template <typename T>
 struct Rmsprop {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const T eps = static_cast<T>(AttrF(op, "epsilon", 1e-10));
-    const T rho = static_cast<T>(AttrF(op, "decay", 0.9));
-    const T momentum = static_cast<T>(AttrF(op, "momentum", 0));
+    const T eps = static_cast<T>(AttrF(op, "epsilon"));
+    const T rho = static_cast<T>(AttrF(op, "decay"));
+    const T momentum = static_cast<T>(AttrF(op, "momentum"));
     const bool centered = op.input(5) != nullptr;
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
       const T *p = In<T>(a, 0), *g = In<T>(a, 1), *ms = In<T>(a, 3), *mom = In<T>(a, 4);
@@ -353,14 +354,18 @@ struct Rmsprop {
 };
 
 const bool kRegistered = [] {
-  RegisterKernel("sgd", ForDType<Sgd>, {DType::kF32, DType::kF64});
-  RegisterKernel("momentum", ForDType<Momentum>, {DType::kF32, DType::kF64});
-  RegisterKernel("adam", ForDType<Adam>, {DType::kF32, DType::kF64});
-  RegisterKernel("adamax", ForDType<Adamax>, {DType::kF32, DType::kF64});
-  RegisterKernel("lamb", ForDType<Lamb>, {DType::kF32, DType::kF64});
-  RegisterKernel("adagrad", ForDType<Adagrad>, {DType::kF32, DType::kF64});
-  RegisterKernel("adadelta", ForDType<Adadelta>, {DType::kF32, DType::kF64});
-  RegisterKernel("rmsprop", ForDType<Rmsprop>, {DType::kF32, DType::kF64});
+  // One dtype for every operand (param, grad, lr, state...) and output.
+  auto sig = [](const char* spec) {
+    return Signature(spec).Where("T", {DType::kF32, DType::kF64});
+  };
+  RegisterKernel("sgd", ForDType<Sgd>, sig("T, T, T -> T"));
+  RegisterKernel("momentum", ForDType<Momentum>, sig("T, T, T, T -> T, T"));
+  RegisterKernel("adam", ForDType<Adam>, sig("T, T, T, T, T, T, T, T? -> T, T, T, T, T, T?"));
+  RegisterKernel("adamax", ForDType<Adamax>, sig("T, T, T, T, T, T -> T, T, T"));
+  RegisterKernel("lamb", ForDType<Lamb>, sig("T, T, T, T, T, T, T -> T, T, T, T, T"));
+  RegisterKernel("adagrad", ForDType<Adagrad>, sig("T, T, T, T -> T, T"));
+  RegisterKernel("adadelta", ForDType<Adadelta>, sig("T, T, T, T, T -> T, T, T"));
+  RegisterKernel("rmsprop", ForDType<Rmsprop>, sig("T, T, T, T, T, T? -> T, T, T, T?"));
   return true;
 }();
 

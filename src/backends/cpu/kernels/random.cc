@@ -56,23 +56,24 @@ std::unique_ptr<Kernel> Normal(int64_t n, uint64_t seed, double mean, double std
 
 std::unique_ptr<Kernel> MakeRandom(const ir::Op& op, bool normal) {
   int64_t n = NumElements(op.outputs[0]->shape());
-  auto seed = static_cast<uint64_t>(op.attrs.Int("seed", 0));
+  auto seed = static_cast<uint64_t>(op.GetInt("seed"));
   std::unique_ptr<Kernel> k;
   DispatchDType<float, double>(OutDType(op), [&](auto tag) {
     using T = decltype(tag);
-    k = normal ? Normal<T>(n, seed, op.attrs.Float("mean", 0.0), op.attrs.Float("std", 1.0))
-               : Uniform<T>(n, seed, op.attrs.Float("min", -1.0), op.attrs.Float("max", 1.0));
+    k = normal ? Normal<T>(n, seed, op.GetFloat("mean"), op.GetFloat("std"))
+               : Uniform<T>(n, seed, op.GetFloat("min"), op.GetFloat("max"));
   });
-  if (!k) Unsupported(op, "dtype {} not supported (float32, float64)", DTypeName(OutDType(op)));
   return k;
 }
 
 const bool kRegistered = [] {
-  // No inputs: the declaration is the output's dtype.
-  RegisterKernel("random_normal", [](const ir::Op& op) { return MakeRandom(op, true); },
-                 {DType::kF32, DType::kF64});
-  RegisterKernel("random_uniform", [](const ir::Op& op) { return MakeRandom(op, false); },
-                 {DType::kF32, DType::kF64});
+  // No inputs: the output's dtype (the dtype attribute).
+  RegisterKernel(
+      "random_normal", [](const ir::Op& op) { return MakeRandom(op, true); },
+      Signature(" -> T").Where("T", {DType::kF32, DType::kF64}));
+  RegisterKernel(
+      "random_uniform", [](const ir::Op& op) { return MakeRandom(op, false); },
+      Signature(" -> T").Where("T", {DType::kF32, DType::kF64}));
   return true;
 }();
 

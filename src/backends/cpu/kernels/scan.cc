@@ -36,11 +36,11 @@ std::unique_ptr<Kernel> MakeCumsum(const ir::Op& op) {
   const ir::Value* x = op.inputs[0];
   const Shape& s = x->shape();
   int rank = static_cast<int>(s.size());
-  int axis = rank == 0 ? 0 : NormalizeAxis(op.attrs.Int("axis", -1), rank);
+  int axis = rank == 0 ? 0 : NormalizeAxis(op.GetInt("axis"), rank);
   int64_t outer = 1, inner = 1, n = rank == 0 ? 1 : s[axis];
   for (int i = 0; i < axis; ++i) outer *= s[i];
   for (int i = axis + 1; i < rank; ++i) inner *= s[i];
-  bool exclusive = op.attrs.Bool("exclusive", false), reverse = op.attrs.Bool("reverse", false);
+  bool exclusive = op.GetBool("exclusive"), reverse = op.GetBool("reverse");
   auto make = [&](auto tag) -> std::unique_ptr<Kernel> {
     using T = decltype(tag);
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
@@ -49,17 +49,23 @@ std::unique_ptr<Kernel> MakeCumsum(const ir::Op& op) {
     });
   };
   switch (x->dtype()) {
-    case DType::kF32: return make(float{});
-    case DType::kF64: return make(double{});
-    case DType::kI32: return make(int32_t{});
-    case DType::kI64: return make(int64_t{});
+    case DType::kF32:
+      return make(float{});
+    case DType::kF64:
+      return make(double{});
+    case DType::kI32:
+      return make(int32_t{});
+    case DType::kI64:
+      return make(int64_t{});
     default:
       Fail(ErrorKind::kUnimplemented, "cumsum ({}): dtype {} not supported", op.name,
            DTypeName(x->dtype()));
   }
 }
 
-TILLER_CPU_KERNEL("cumsum", MakeCumsum, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
+TILLER_CPU_KERNEL("cumsum", MakeCumsum,
+                  Signature("T -> T").Where("T",
+                                            {DType::kF32, DType::kF64, DType::kI32, DType::kI64}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -44,8 +44,8 @@ std::unique_ptr<Kernel> MakeRowSort(const ir::Op& op, int64_t k, bool desc, bool
   RowLayout l = AxisRows(op, op.inputs[0]->shape());
   int threads = omp_get_max_threads();
   size_t ws = static_cast<size_t>(threads) * static_cast<size_t>(l.n) * sizeof(int64_t);
-  const int vi = op.attrs.Bool("values", true) ? 0 : -1;
-  const int ii = op.attrs.Bool("indices", true) ? vi + 1 : -1;
+  const int vi = op.GetBool("values") ? 0 : -1;
+  const int ii = op.GetBool("indices") ? vi + 1 : -1;
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& args) {
         const T* x = static_cast<const T*>(args.inputs[0]);
@@ -83,30 +83,33 @@ std::unique_ptr<Kernel> DispatchSort(const ir::Op& op, F&& make) {
   std::unique_ptr<Kernel> k;
   DispatchDType<float, double, int32_t, int64_t, int16_t, int8_t, uint8_t>(
       InDType(op), [&](auto tag) { k = make(tag); });
-  if (!k) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
   return k;
 }
 
 std::unique_ptr<Kernel> MakeTopK(const ir::Op& op) {
-  int64_t k = op.attrs.Int("k", 1);
-  bool largest = op.attrs.Bool("largest", true);
+  int64_t k = op.GetInt("k");
+  bool largest = op.GetBool("largest");
   return DispatchSort(
       op, [&](auto tag) { return MakeRowSort<decltype(tag)>(op, k, largest, /*partial=*/true); });
 }
 
 std::unique_ptr<Kernel> MakeArgsort(const ir::Op& op) {
   const Shape& s = op.inputs[0]->shape();
-  int64_t n =
-      s.empty() ? 1 : s[NormalizeAxis(op.attrs.Int("axis", -1), static_cast<int>(s.size()))];
-  bool desc = op.attrs.Bool("descending", false);
+  int64_t n = s.empty() ? 1 : s[NormalizeAxis(op.GetInt("axis"), static_cast<int>(s.size()))];
+  bool desc = op.GetBool("descending");
   return DispatchSort(
       op, [&](auto tag) { return MakeRowSort<decltype(tag)>(op, n, desc, /*partial=*/false); });
 }
 
 const bool kRegistered = [] {
   using enum DType;
-  RegisterKernel("top_k", MakeTopK, {kF32, kF64, kI32, kI64, kI16, kI8, kU8});
-  RegisterKernel("argsort", MakeArgsort, {kF32, kF64, kI32, kI64, kI16, kI8, kU8});
+  // Outputs: values (x's dtype) and/or int64 indices (the values / indices
+  // attributes), in that order.
+  const std::vector<DType> types = {kF32, kF64, kI32, kI64, kI16, kI8, kU8};
+  for (const char* spec : {"T -> T, int64", "T -> T", "T -> int64"}) {
+    RegisterKernel("top_k", MakeTopK, Signature(spec).Where("T", types));
+    RegisterKernel("argsort", MakeArgsort, Signature(spec).Where("T", types));
+  }
   return true;
 }();
 

@@ -1,4 +1,5 @@
-// one_hot(ids) -> rows of zeros with a 1 at each id.
+// one_hot(ids) -> rows of zeros with a 1 at each id; ids int32 or int64, the
+// output (its dtype attribute) float32, float64, int32 or int64.
 #include "backends/cpu/kernels/kernel_utils.h"
 
 namespace tiller::cpu {
@@ -22,21 +23,20 @@ std::unique_ptr<Kernel> OneHot(int64_t count, int64_t depth) {
 }
 
 std::unique_ptr<Kernel> MakeOneHot(const ir::Op& op) {
-  int64_t depth = op.attrs.Int("depth", 0);
+  int64_t depth = op.GetInt("depth");
   int64_t count = NumElements(op.inputs[0]->shape());
   std::unique_ptr<Kernel> k;
   DispatchDType<int32_t, int64_t>(InDType(op), [&](auto it) {
     DispatchDType<float, double, int32_t, int64_t>(
         OutDType(op), [&](auto ot) { k = OneHot<decltype(it), decltype(ot)>(count, depth); });
   });
-  if (!k)
-    Unsupported(op, "one_hot {} -> {} not supported", DTypeName(InDType(op)),
-                DTypeName(OutDType(op)));
   return k;
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("one_hot", MakeOneHot, {DType::kI32, DType::kI64});
+  using enum DType;
+  RegisterKernel("one_hot", MakeOneHot,
+                 Signature("T -> O").Where("T", {kI32, kI64}).Where("O", {kF32, kF64, kI32, kI64}));
   return true;
 }();
 

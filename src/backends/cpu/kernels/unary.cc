@@ -256,7 +256,6 @@ void MapScalar(const T* x, T* y, int64_t n, G g) {
 template <typename T>
 bool ScalarFloatOp(const ir::Op& op, std::function<void(const T*, T*, int64_t)>* out) {
   const std::string& t = op.type;
-  const ir::AttrMap& a = op.attrs;
   auto set = [&](auto g) { *out = [g](const T* x, T* y, int64_t n) { MapScalar(x, y, n, g); }; };
   if (t == "relu")
     set([](T v) { return v > T(0) ? v : T(0); });
@@ -288,7 +287,7 @@ bool ScalarFloatOp(const ir::Op& op, std::function<void(const T*, T*, int64_t)>*
     // Ties to even, as Paddle 3 (2.5 -> 2; std::nearbyint in the default
     // rounding mode). decimals > 0 rounds x * 10^d and divides back;
     // decimals < 0 divides by 10^-d first, then multiplies.
-    int64_t d = a.Int("decimals", 0);
+    int64_t d = op.GetInt("decimals");
     T p = T(std::pow(10.0, static_cast<double>(d < 0 ? -d : d)));
     if (d == 0)
       set([](T v) { return std::nearbyint(v); });
@@ -309,10 +308,10 @@ bool ScalarFloatOp(const ir::Op& op, std::function<void(const T*, T*, int64_t)>*
   else if (t == "silu")
     set([](T v) { return v / (T(1) + std::exp(-v)); });
   else if (t == "swish") {
-    T beta = T(a.Float("beta", 1.0));
+    T beta = T(op.GetFloat("beta"));
     set([beta](T v) { return v / (T(1) + std::exp(-beta * v)); });
   } else if (t == "gelu") {
-    if (a.Bool("approximate", false)) {
+    if (op.GetBool("approximate")) {
       set([](T v) {
         T u = T(0.79788456080286536) * (v + T(0.044715) * v * v * v);
         return T(0.5) * v * (T(1) + std::tanh(u));
@@ -321,26 +320,26 @@ bool ScalarFloatOp(const ir::Op& op, std::function<void(const T*, T*, int64_t)>*
       set([](T v) { return T(0.5) * v * std::erfc(-v * T(0.70710678118654752)); });
     }
   } else if (t == "leaky_relu") {
-    T alpha = T(a.Float("alpha", 0.02));
+    T alpha = T(op.GetFloat("alpha"));
     set([alpha](T v) { return v > T(0) ? v : alpha * v; });
   } else if (t == "elu") {
-    T alpha = T(a.Float("alpha", 1.0));
+    T alpha = T(op.GetFloat("alpha"));
     set([alpha](T v) { return v > T(0) ? v : alpha * std::expm1(v); });
   } else if (t == "hard_swish") {
-    T offset = T(a.Float("offset", 3.0)), threshold = T(a.Float("threshold", 6.0));
-    T scale = T(a.Float("scale", 6.0));
+    T offset = T(op.GetFloat("offset")), threshold = T(op.GetFloat("threshold"));
+    T scale = T(op.GetFloat("scale"));
     set([=](T v) { return v * std::min(std::max(v + offset, T(0)), threshold) / scale; });
   } else if (t == "hard_sigmoid") {
-    T slope = T(a.Float("slope", 0.1666667)), offset = T(a.Float("offset", 0.5));
+    T slope = T(op.GetFloat("slope")), offset = T(op.GetFloat("offset"));
     set([=](T v) { return std::min(std::max(slope * v + offset, T(0)), T(1)); });
   } else if (t == "relu6") {
-    T threshold = T(a.Float("threshold", 6.0));
+    T threshold = T(op.GetFloat("threshold"));
     set([=](T v) { return std::min(std::max(v, T(0)), threshold); });
   } else if (t == "softplus") {
-    T beta = T(a.Float("beta", 1.0)), threshold = T(a.Float("threshold", 20.0));
+    T beta = T(op.GetFloat("beta")), threshold = T(op.GetFloat("threshold"));
     set([=](T v) { return v * beta > threshold ? v : std::log1p(std::exp(beta * v)) / beta; });
   } else if (t == "pow_scalar") {
-    double f = a.Float("factor", 1.0);
+    double f = op.GetFloat("factor");
     if (f == 2.0)
       set([](T v) { return v * v; });
     else if (f == 1.0)
@@ -350,14 +349,14 @@ bool ScalarFloatOp(const ir::Op& op, std::function<void(const T*, T*, int64_t)>*
     else
       set([f = T(f)](T v) { return std::pow(v, f); });
   } else if (t == "scale") {
-    T s = T(a.Float("scale", 1.0)), b = T(a.Float("bias", 0.0));
-    if (a.Bool("bias_after_scale", true))
+    T s = T(op.GetFloat("scale")), b = T(op.GetFloat("bias"));
+    if (op.GetBool("bias_after_scale"))
       set([=](T v) { return v * s + b; });
     else
       set([=](T v) { return (v + b) * s; });
   } else if (t == "clip") {
-    T lo = T(a.Float("min", -std::numeric_limits<double>::infinity()));
-    T hi = T(a.Float("max", std::numeric_limits<double>::infinity()));
+    T lo = T(op.GetFloat("min"));
+    T hi = T(op.GetFloat("max"));
     // Paddle's order: below min gives min even when min > max; NaN passes.
     set([=](T v) { return v < lo ? lo : (v > hi ? hi : v); });
   } else {
@@ -375,10 +374,10 @@ F32Fn MakeF32(const ir::Op& op) {
   if (t == "erf") return VErf;
   if (t == "silu") return [](const float* x, float* y, int64_t n) { VSwish(x, y, n, 1.0f); };
   if (t == "swish") {
-    float beta = static_cast<float>(op.attrs.Float("beta", 1.0));
+    float beta = static_cast<float>(op.GetFloat("beta"));
     return [beta](const float* x, float* y, int64_t n) { VSwish(x, y, n, beta); };
   }
-  if (t == "gelu") return op.attrs.Bool("approximate", false) ? F32Fn(VGeluTanh) : F32Fn(VGelu);
+  if (t == "gelu") return op.GetBool("approximate") ? F32Fn(VGeluTanh) : F32Fn(VGelu);
   F32Fn fn;
   if (!ScalarFloatOp<float>(op, &fn)) Unsupported(op, "unknown unary op");
   return fn;
@@ -400,7 +399,7 @@ std::function<void(const T*, T*, int64_t)> MakeInt(const ir::Op& op) {
   if (t == "pow_scalar") {
     // Paddle casts the factor to the integer type first (pow(x, 2.5) is
     // x * x) and multiplies; wraps on overflow like Paddle's integer product.
-    double f = op.attrs.Float("factor", 1.0);
+    double f = op.GetFloat("factor");
     if (f <= -1.0) Unsupported(op, "integer pow with negative factor {}", f);
     auto k = static_cast<uint64_t>(std::trunc(f));
     return wrap([k](T v) {
@@ -416,7 +415,7 @@ std::function<void(const T*, T*, int64_t)> MakeInt(const ir::Op& op) {
   if (t == "floor" || t == "ceil" || t == "round") return wrap([](T v) { return v; });
   if (t == "clip") {
     // Paddle casts float bounds to T, truncating toward zero.
-    double lo = op.attrs.Float("min", -1e300), hi = op.attrs.Float("max", 1e300);
+    double lo = op.GetFloat("min"), hi = op.GetFloat("max");
     T l = lo <= double(std::numeric_limits<T>::lowest()) ? std::numeric_limits<T>::lowest()
                                                          : T(std::trunc(lo));
     T h = hi >= double(std::numeric_limits<T>::max()) ? std::numeric_limits<T>::max()
@@ -465,18 +464,16 @@ std::unique_ptr<Kernel> MakeUnary(const ir::Op& op) {
 std::unique_ptr<Kernel> MakeLogicalNot(const ir::Op& op) {
   int64_t n = NumElements(op.outputs[0]->shape());
   std::unique_ptr<Kernel> k;
-  bool ok = DispatchDType<bool, float, double, int8_t, uint8_t, int32_t, int64_t>(
-      InDType(op), [&](auto tag) {
-        using T = std::conditional_t<std::is_same_v<decltype(tag), bool>, uint8_t, decltype(tag)>;
-        k = std::make_unique<LambdaKernel>([n](const KernelArgs& args) {
-          const T* x = static_cast<const T*>(args.inputs[0]);
-          uint8_t* y = static_cast<uint8_t*>(args.outputs[0]);
-          ParallelRange(n, 1, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) y[i] = x[i] == T(0);
-          });
-        });
+  DispatchDType<bool, float, double, int8_t, uint8_t, int32_t, int64_t>(InDType(op), [&](auto tag) {
+    using T = std::conditional_t<std::is_same_v<decltype(tag), bool>, uint8_t, decltype(tag)>;
+    k = std::make_unique<LambdaKernel>([n](const KernelArgs& args) {
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      uint8_t* y = static_cast<uint8_t*>(args.outputs[0]);
+      ParallelRange(n, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) y[i] = x[i] == T(0);
       });
-  if (!ok) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
+    });
+  });
   return k;
 }
 
@@ -487,14 +484,15 @@ const bool kRegistered = [] {
        {"gelu",         "tanh",       "sigmoid",  "exp",   "log",        "sqrt",  "rsqrt",
         "erf",          "reciprocal", "silu",     "swish", "leaky_relu", "elu",   "hard_swish",
         "hard_sigmoid", "relu6",      "softplus", "sin",   "cos",        "log1p", "scale"}) {
-    RegisterKernel(name, MakeUnary, {kF32, kF64});
+    RegisterKernel(name, MakeUnary, Signature("T -> T").Where("T", {kF32, kF64}));
   }
   // Exact on integers (MakeInt).
   for (const char* name :
        {"relu", "abs", "neg", "square", "sign", "pow_scalar", "floor", "ceil", "round", "clip"}) {
-    RegisterKernel(name, MakeUnary, {kF32, kF64, kI32, kI64});
+    RegisterKernel(name, MakeUnary, Signature("T -> T").Where("T", {kF32, kF64, kI32, kI64}));
   }
-  RegisterKernel("logical_not", MakeLogicalNot, {kBool, kF32, kF64, kI8, kU8, kI32, kI64});
+  RegisterKernel("logical_not", MakeLogicalNot,
+                 Signature("T -> bool").Where("T", {kBool, kF32, kF64, kI8, kU8, kI32, kI64}));
   return true;
 }();
 
