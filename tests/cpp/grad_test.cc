@@ -163,6 +163,7 @@ TEST(Gradients, MoreUnary) {
                         {"softsign", -2, 2, {}},
                         {"tanh_shrink", -2, 2, {}},
                         {"elu", -2, 2, {{"alpha", 0.7}}},
+                        {"celu", -2, 2, {{"alpha", 0.7}}}, {"celu", -2, 2, {{"alpha", -1.5}}},
                         {"selu", -2, 2, {}},
                         {"relu6", -1, 7, {}},
                         {"brelu", -1, 5, {{"t_min", 0.5}, {"t_max", 3.0}}},

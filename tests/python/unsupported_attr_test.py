@@ -30,6 +30,7 @@ CASES = [
      "dropout_implementation", "sideways"),
     ("prelu", {"X": ["x"], "Alpha": ["alpha"]}, X.shape, {"mode": "diagonal"}, "mode", "diagonal"),
     ("matmul", {"X": ["x"], "Y": ["x"]}, (1, 2, 4, 4), {"head_number": 4}, "head_number", "4"),
+    ("celu", {"X": ["x"]}, X.shape, {"alpha": 0.0}, "alpha", "0"),
 ]
 
 

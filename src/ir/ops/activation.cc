@@ -6,6 +6,7 @@
 // named is float):
 //   gelu{approximate: bool = false}: the tanh approximation
 //   leaky_relu{alpha = 0.02}; elu{alpha = 1.0}; relu6{threshold = 6.0}
+//   celu{alpha = 1.0}: max(0, x) + min(0, alpha (exp(x / alpha) - 1))
 //   hard_sigmoid{slope = 0.1666667, offset = 0.5}: clamp(slope x + offset, 0, 1)
 //   hard_swish{offset = 3.0, threshold = 6.0, scale = 6.0}:
 //     x clamp(x + offset, 0, threshold) / scale
@@ -76,6 +77,7 @@ const bool kSchemasRegistered = [] {
   RegisterOpSchema(UnarySchema("gelu", kFollows).Attr("approximate", false));
   RegisterOpSchema(UnarySchema("leaky_relu", kFollows).Attr("alpha", 0.02));
   RegisterOpSchema(UnarySchema("elu", kFollows).Attr("alpha", 1.0));
+  RegisterOpSchema(UnarySchema("celu", kFollows).Attr("alpha", 1.0));
   RegisterOpSchema(UnarySchema("relu6", kFollows).Attr("threshold", 6.0));
   RegisterOpSchema(
       UnarySchema("hard_sigmoid", kFollows).Attr("slope", 0.1666667).Attr("offset", 0.5));
@@ -263,6 +265,11 @@ const bool kGradsRegistered = [] {
   Unary("elu", [](GradContext& c, Value* g) {  // x > 0 ? 1 : alpha exp(x) = y + alpha
     double alpha = c.op().GetFloat("alpha");
     Value* neg = c.Add("mul", {g, Scaled(c, c.output(), 1.0, alpha)});
+    return c.Add("where", {Cmp(c, "greater", c.input(0), 0.0), g, neg});
+  });
+  Unary("celu", [](GradContext& c, Value* g) {  // x > 0 ? 1 : exp(x / alpha)
+    double alpha = c.op().GetFloat("alpha");
+    Value* neg = c.Add("mul", {g, c.Add("exp", {Scaled(c, c.input(0), 1.0 / alpha)})});
     return c.Add("where", {Cmp(c, "greater", c.input(0), 0.0), g, neg});
   });
   Unary("selu", [](GradContext& c, Value* g) {  // x > 0 ? scale : scale alpha exp(x)

@@ -1,6 +1,6 @@
 // Activation kernels beyond the vectorized hot spots of unary.cc: the
 // inverse/hyperbolic trig and log-base ops, the shrink/threshold family,
-// selu, mish, logsigmoid, softsign, brelu (hardtanh), and prelu (x and a
+// celu, selu, mish, logsigmoid, softsign, brelu (hardtanh), and prelu (x and a
 // broadcast alpha). float32 and float64 use scalar formulas written from
 // Paddle's documented definitions; float32 math is done in float like
 // Paddle's CPU kernels, so results agree to a few ulp.
@@ -48,6 +48,12 @@ UnaryFn<T> MakeFormula(const ir::Op& op) {
     return wrap([th](T v) {
       T sp = v > th ? v : std::log1p(std::exp(v));
       return v * std::tanh(sp);
+    });
+  }
+  if (t == "celu") {
+    T alpha = T(op.GetFloat("alpha"));
+    return wrap([alpha](T v) {
+      return std::max(v, T(0)) + std::min(T(0), alpha * (std::exp(v / alpha) - T(1)));
     });
   }
   if (t == "selu") {
@@ -127,9 +133,9 @@ std::unique_ptr<Kernel> MakePrelu(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  for (const char* name :
-       {"acos", "asin", "atan", "cosh", "sinh", "tan", "log2", "log10", "softsign", "logsigmoid",
-        "tanh_shrink", "mish", "selu", "hard_shrink", "softshrink", "thresholded_relu", "brelu"}) {
+  for (const char* name : {"acos", "asin", "atan", "cosh", "sinh", "tan", "log2", "log10",
+                           "softsign", "logsigmoid", "tanh_shrink", "mish", "celu", "selu",
+                           "hard_shrink", "softshrink", "thresholded_relu", "brelu"}) {
     RegisterKernel(name, MakeActivation,
                    Signature("T -> T").Where("T", {DType::kF32, DType::kF64}));
   }

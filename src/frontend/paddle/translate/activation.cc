@@ -31,6 +31,13 @@ void Mish(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "Out", ctx.Add1(op, "mish", {ctx.In(op, "X")}, {{"threshold", th}}));
 }
 
+// celu divides by alpha: Paddle refuses alpha = 0 (CELU's InferMeta), so do we.
+void Celu(TranslateContext& ctx, const OpDesc& op) {
+  double alpha = op.attrs.Float("alpha", 1.0);
+  if (alpha == 0.0) ctx.Unsupported(op, "alpha = {} is not supported (celu divides by it)", alpha);
+  ctx.SetOut(op, "Out", ctx.Add1(op, "celu", {ctx.In(op, "X")}, {{"alpha", alpha}}));
+}
+
 // prelu: alpha is reshaped so that numpy broadcasting puts each value where
 // Paddle's mode reads it: one value (all), one per channel (dim 1 for
 // channel-first layouts, the last dim for channel-last ones), or one per
@@ -138,6 +145,7 @@ const bool kRegistered = [] {
   RegisterUnary("gelu", "gelu", {{"approximate", "approximate"}});
   RegisterUnary("leaky_relu", "leaky_relu", {{"alpha", "alpha"}});
   RegisterUnary("elu", "elu", {{"alpha", "alpha"}});
+  RegisterTranslator("celu", Celu, {"celu"});
   RegisterUnary("swish", "swish", {{"beta", "beta"}});
   RegisterUnary("hard_swish", "hard_swish",
                 {{"threshold", "threshold"}, {"scale", "scale"}, {"offset", "offset"}});
