@@ -93,10 +93,6 @@ struct ConvGeometry {
   Dims strides, dilates, pad_l, pad_r;
 
   ConvGeometry(const ir::Op& op, const Shape& x, const Shape& w, const Shape& y) {
-    for (const ir::Value* v : op.inputs) {
-      if (v->dtype() != DType::kF32)
-        Unsupported(op, "dtype {} not supported", DTypeName(v->dtype()));
-    }
     int64_t groups = op.attrs.Int("groups", 1);
     auto s = op.attrs.Ints("strides", {1, 1});
     auto p = op.attrs.Ints("pads", {0, 0, 0, 0});

@@ -93,7 +93,8 @@ std::unique_ptr<Kernel> MakeInterp(const ir::Op& op) {
 }
 
 // Integer inputs only with method = nearest (checked by MakeInterp).
-TILLER_CPU_KERNEL("interp", MakeInterp, {DType::kF32, DType::kI32, DType::kI64});
+TILLER_CPU_KERNEL("interp", MakeInterp,
+                  Signature("T -> T").Where("T", {DType::kF32, DType::kI32, DType::kI64}));
 
 }  // namespace
 }  // namespace tiller::cpu

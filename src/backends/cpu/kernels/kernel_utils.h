@@ -53,21 +53,6 @@ inline DType OutDType(const ir::Op& op, size_t i = 0) {
   return op.outputs[i]->dtype();
 }
 
-// Fails naming the input unless each listed input (every present input when
-// the list is empty) is float32: for kernels whose other operands must have
-// the dtype their registration declares for one.
-inline void RequireF32Inputs(const ir::Op& op, std::initializer_list<size_t> which = {}) {
-  auto check = [&](size_t i) {
-    if (op.input(i) && op.input(i)->dtype() != DType::kF32)
-      Unsupported(op, "input {} dtype {} not supported (float32 only)", i,
-                  DTypeName(op.input(i)->dtype()));
-  };
-  if (which.size() == 0) {
-    for (size_t i = 0; i < op.inputs.size(); ++i) check(i);
-  }
-  for (size_t i : which) check(i);
-}
-
 // A shape seen as [outer, n, inner] around the op's `axis` attribute (default
 // -1): rows of n elements, inner apart. Rank 0 is one row of one element.
 struct RowLayout {

@@ -16,9 +16,7 @@ float Tolerable(float v) {
   return v;
 }
 
-
 std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
-  RequireF32Inputs(op, {0});
   const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
   const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
   bool soft = op.attrs.Bool("soft_label", false);
@@ -46,7 +44,8 @@ std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
               const float* lr = static_cast<const float*>(label) + base;
               float acc = 0;
               for (int64_t i = 0; i < n; ++i)
-                acc += lr[i * inner] * (log_input ? pr[i * inner] : Tolerable(std::log(pr[i * inner])));
+                acc += lr[i * inner] *
+                       (log_input ? pr[i * inner] : Tolerable(std::log(pr[i * inner])));
               out[r] = -acc;
               continue;
             }
@@ -69,7 +68,6 @@ std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
 // An elementwise loss over `count` same-shape float inputs: f(in, i) -> out[i].
 template <typename F>
 std::unique_ptr<Kernel> Elementwise(const ir::Op& op, F f) {
-  RequireF32Inputs(op);
   int64_t n = NumElements(op.outputs[0]->shape());
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     ParallelRange(n, 8, [&](int64_t b, int64_t e) {
@@ -79,7 +77,6 @@ std::unique_ptr<Kernel> Elementwise(const ir::Op& op, F f) {
 }
 
 std::unique_ptr<Kernel> MakeSigmoidCE(const ir::Op& op) {
-  RequireF32Inputs(op);
   int64_t n = NumElements(op.outputs[0]->shape());
   bool normalize = op.attrs.Bool("normalize", false);
   int ignore = static_cast<int>(op.attrs.Int("ignore_index", -100));
@@ -161,12 +158,18 @@ std::unique_ptr<Kernel> MakeRankLoss(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("cross_entropy", MakeCrossEntropy, {DType::kF32});
-  RegisterKernel("sigmoid_cross_entropy", MakeSigmoidCE, {DType::kF32});
-  RegisterKernel("kldiv", MakeKLDiv, {DType::kF32});
-  RegisterKernel("bce", MakeBCE, {DType::kF32});
-  RegisterKernel("huber", MakeHuber, {DType::kF32});
-  RegisterKernel("rank_loss", MakeRankLoss, {DType::kF32});
+  const std::vector<DType> f32 = {DType::kF32};
+  // Hard labels (int32/int64), then soft ones (float32 like prob); which one
+  // an op has is its soft_label attribute, checked by the factory.
+  RegisterKernel("cross_entropy", MakeCrossEntropy,
+                 Signature("T, I -> T").Where("T", f32).Where("I", {DType::kI32, DType::kI64}));
+  RegisterKernel("cross_entropy", MakeCrossEntropy, Signature("T, T -> T").Where("T", f32));
+  RegisterKernel("sigmoid_cross_entropy", MakeSigmoidCE,
+                 Signature("T, T, T? -> T").Where("T", f32));
+  RegisterKernel("kldiv", MakeKLDiv, Signature("T, T -> T").Where("T", f32));
+  RegisterKernel("bce", MakeBCE, Signature("T, T -> T").Where("T", f32));
+  RegisterKernel("huber", MakeHuber, Signature("T, T -> T").Where("T", f32));
+  RegisterKernel("rank_loss", MakeRankLoss, Signature("T, T, T -> T").Where("T", f32));
   return true;
 }();
 

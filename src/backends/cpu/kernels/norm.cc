@@ -21,11 +21,6 @@ void NormalizeRow(const float* x, float* y, int64_t n, float mean, float rstd, c
 }
 
 std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
-  if (InDType(op) != DType::kF32) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
-  for (size_t i = 1; i < 3; ++i) {
-    if (op.input(i) && op.input(i)->dtype() != DType::kF32)
-      Unsupported(op, "scale/bias dtype {} not supported", DTypeName(op.input(i)->dtype()));
-  }
   const Shape& s = op.inputs[0]->shape();
   int axis = NormalizeAxis(op.attrs.Int("axis", -1), static_cast<int>(s.size()));
   if (axis < 0) Unsupported(op, "axis out of range");
@@ -63,10 +58,6 @@ std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
 // y = x * a[c] + b[c] with a = scale / sqrt(var + eps), b = bias - mean * a,
 // computed once per run into the workspace.
 std::unique_ptr<Kernel> MakeBatchNorm(const ir::Op& op) {
-  for (size_t i = 0; i < 5; ++i) {
-    if (InDType(op, i) != DType::kF32)
-      Unsupported(op, "input {} dtype {} not supported", i, DTypeName(InDType(op, i)));
-  }
   const Shape& s = op.inputs[0]->shape();
   int64_t batch = s[0], channels = s[1], inner = 1;
   for (size_t d = 2; d < s.size(); ++d) inner *= s[d];
@@ -117,10 +108,6 @@ std::unique_ptr<Kernel> MakeBatchNorm(const ir::Op& op) {
 // A group of channels is one contiguous [C / groups * inner] block, so its
 // statistics use the same corrected two-sweep row reductions as layer_norm.
 std::unique_ptr<Kernel> MakeGroupNorm(const ir::Op& op) {
-  for (size_t i = 0; i < 3; ++i) {
-    if (op.input(i) && op.input(i)->dtype() != DType::kF32)
-      Unsupported(op, "input {} dtype {} not supported", i, DTypeName(op.input(i)->dtype()));
-  }
   const Shape& s = op.inputs[0]->shape();
   int64_t batch = s[0], channels = s[1], inner = 1;
   for (size_t d = 2; d < s.size(); ++d) inner *= s[d];
@@ -160,9 +147,13 @@ std::unique_ptr<Kernel> MakeGroupNorm(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("group_norm", MakeGroupNorm, {DType::kF32});
-  RegisterKernel("layer_norm", MakeLayerNorm, {DType::kF32});
-  RegisterKernel("batch_norm", MakeBatchNorm, {DType::kF32});
+  // Scale and bias (optional for the first two) have x's dtype.
+  RegisterKernel("group_norm", MakeGroupNorm,
+                 Signature("T, T?, T? -> T").Where("T", {DType::kF32}));
+  RegisterKernel("layer_norm", MakeLayerNorm,
+                 Signature("T, T?, T? -> T").Where("T", {DType::kF32}));
+  RegisterKernel("batch_norm", MakeBatchNorm,
+                 Signature("T, T, T, T, T -> T").Where("T", {DType::kF32}));
   return true;
 }();
 

@@ -23,7 +23,7 @@ std::unique_ptr<Kernel> MakePadNd(const ir::Op& op) {
       maps[d].push_back(SourceIndex(o - pads[2 * d], is[d], mode));
   }
   std::unique_ptr<Kernel> k;
-  bool ok = DispatchDType<float, double, int32_t, int64_t>(InDType(op), [&](auto tag) {
+  DispatchDType<float, double, int32_t, int64_t>(InDType(op), [&](auto tag) {
     using T = decltype(tag);
     const T fill = static_cast<T>(value);
     k = std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
@@ -57,11 +57,12 @@ std::unique_ptr<Kernel> MakePadNd(const ir::Op& op) {
           1);
     });
   });
-  if (!ok) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
   return k;
 }
 
-TILLER_CPU_KERNEL("pad_nd", MakePadNd, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
+TILLER_CPU_KERNEL("pad_nd", MakePadNd,
+                  Signature("T -> T").Where("T",
+                                            {DType::kF32, DType::kF64, DType::kI32, DType::kI64}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -242,7 +242,6 @@ std::unique_ptr<Kernel> MakeReduce(const ir::Op& op) {
         break;
     }
   });
-  if (!k) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
   return k;
 }
 
@@ -303,17 +302,18 @@ std::unique_ptr<Kernel> MakeArg(const ir::Op& op) {
       });
     });
   });
-  if (!k)
-    Unsupported(op, "dtype {} -> {} not supported", DTypeName(InDType(op)),
-                DTypeName(OutDType(op)));
   return k;
 }
 
 const bool kRegistered = [] {
+  const std::vector<DType> types = {DType::kF32, DType::kF64, DType::kI32, DType::kI64};
   for (const char* n : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"})
-    RegisterKernel(n, MakeReduce, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
-  RegisterKernel("argmax", MakeArg, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
-  RegisterKernel("argmin", MakeArg, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
+    RegisterKernel(n, MakeReduce, Signature("T -> T").Where("T", types));
+  // The index output's dtype is the `dtype` attribute's.
+  for (const char* n : {"argmax", "argmin"}) {
+    RegisterKernel(n, MakeArg,
+                   Signature("T -> I").Where("T", types).Where("I", {DType::kI32, DType::kI64}));
+  }
   return true;
 }();
 
