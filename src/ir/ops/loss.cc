@@ -1,5 +1,7 @@
-// Loss ops (forward, as Paddle computes them in inference/eval programs).
-//   cross_entropy(prob, label) {axis, soft_label, ignore_index, match}:
+// Loss ops (forward, as Paddle computes them in inference/eval programs) and
+// their gradient rules. Attributes (defaults after =):
+//   cross_entropy(prob, label) {axis = -1, soft_label = false, ignore_index =
+//     -100, match = false, log_input = false}:
 //     -log(prob) picked by a hard label (0 where ignored) or summed against
 //     a soft label, with log(0) read as -1e20 (Paddle's "tolerable value").
 //     The output has prob's shape with dim `axis` = 1; hard labels are
@@ -10,20 +12,27 @@
 //     that way, so the gradient (softmax - onehot) stays finite where a
 //     probability underflows. Ops have one output each: softmax is the
 //     softmax op.
-//   sigmoid_cross_entropy(x, label, pos_weight?) {normalize, ignore_index}
-//   kldiv(x, target) {log_target}: elementwise; reductions are separate ops
-//   bce(x, label); huber(x, y){delta} (the residual y - x is a sub op)
-//   rank_loss(label, left, right)
+//   sigmoid_cross_entropy(x, label, pos_weight?) {normalize = false,
+//     ignore_index = -100}
+//   kldiv(x, target) {log_target = false}: elementwise; reductions are
+//     separate ops
+//   bce(x, label) {}; huber(x, y){delta = 1} (the residual y - x is a sub op)
+//   rank_loss(label, left, right) {}
 //   ctc_loss(logits [T, B, C], label [B, L] int, logits_length? [B],
-//            label_length? [B]) {blank} -> loss [B, 1]
+//            label_length? [B]) {blank = 0} -> loss [B, 1]
+// cross_entropy and sigmoid_cross_entropy differentiate through their
+// gradient kernels (grad_ops.cc); the elementwise losses are a few IR ops
+// each. Labels are data in every model Tiller trains, so only label
+// gradients that are plain formulas exist; the others fail naming the op
+// rather than returning a wrong zero.
 //
-// Gradient rules: cross_entropy and
-// sigmoid_cross_entropy use their gradient kernels (grad_ops.cc); the
-// elementwise losses are a few IR ops each. Labels are data in every model
-// Tiller trains, so only label gradients that are plain formulas exist; the
-// others fail naming the op rather than returning a wrong zero.
+// Precision: losses take logs and exponentials and sum: float32.
+// Layout: cross_entropy names its class axis; the elementwise losses take
+// same-shaped operands (any layout they share); ctc_loss reads [T, B, C]:
+// fixed.
 #include "ir/grad.h"
 #include "ir/op_schema.h"
+#include "ir/ops/op_helpers.h"
 
 namespace tiller::ir {
 namespace {
@@ -32,12 +41,12 @@ void InferCrossEntropy(InferContext& c) {
   const TensorType& x = c.input(0);
   const TensorType& label = c.input(1);
   int rank = static_cast<int>(x.shape.size());
-  int axis = NormalizeAxis(c.attrs().Int("axis", -1), rank);
+  int axis = NormalizeAxis(c.op().GetInt("axis"), rank);
   if (axis < 0) c.Fail("axis out of range for {}", ShapeToString(x.shape));
   if (x.dtype != DType::kF32) c.Fail("prob must be float32, got {}", DTypeName(x.dtype));
   Shape reduced = x.shape;
   reduced[axis] = 1;
-  if (c.attrs().Bool("soft_label", false)) {
+  if (c.op().GetBool("soft_label")) {
     if (label.shape != x.shape || label.dtype != x.dtype)
       c.Fail("soft label {} must match prob {}", label.ToString(), x.ToString());
   } else {
@@ -71,20 +80,38 @@ void InferCtc(InferContext& c) {
       c.Fail("length operand {} must have B = {} entries, got {}", i, logits.shape[1],
              c.input(i).ToString());
   }
-  int64_t blank = c.attrs().Int("blank", 0);
+  int64_t blank = c.op().GetInt("blank");
   if (blank < 0 || blank >= logits.shape[2])
     c.Fail("blank {} out of range for {} classes", blank, logits.shape[2]);
   c.AddOutput({logits.dtype, {logits.shape[1], 1}});
 }
 
-const bool kRegistered = [] {
-  RegisterOpSchema({"cross_entropy", 2, 2, InferCrossEntropy});
-  RegisterOpSchema({"sigmoid_cross_entropy", 2, 3, InferSameShape});
-  RegisterOpSchema({"kldiv", 2, 2, InferSameShape});
-  RegisterOpSchema({"bce", 2, 2, InferSameShape});
-  RegisterOpSchema({"huber", 2, 2, InferSameShape});
-  RegisterOpSchema({"rank_loss", 3, 3, InferSameShape});
-  RegisterOpSchema({"ctc_loss", 2, 4, InferCtc});
+constexpr auto kF32 = PrecisionRule::kAlwaysF32;
+constexpr auto kAgnostic = LayoutRule::kAgnostic;
+
+const bool kSchemas = [] {
+  RegisterOpSchema(WithCrossEntropyAttrs(OpSchema{"cross_entropy", 2, 2, InferCrossEntropy})
+                       .Attr("match", false)
+                       .Precision(kF32)
+                       .Layout(LayoutRule::kAxisAttrs, {"axis"}));
+  RegisterOpSchema(
+      WithSigmoidCrossEntropyAttrs(OpSchema{"sigmoid_cross_entropy", 2, 3, InferSameShape})
+          .Precision(kF32)
+          .Layout(kAgnostic));
+  RegisterOpSchema(OpSchema{"kldiv", 2, 2, InferSameShape}
+                       .Attr("log_target", false)
+                       .Precision(kF32)
+                       .Layout(kAgnostic));
+  RegisterOpSchema(
+      OpSchema{"bce", 2, 2, InferSameShape}.NoAttrs().Precision(kF32).Layout(kAgnostic));
+  RegisterOpSchema(
+      OpSchema{"huber", 2, 2, InferSameShape}.Attr("delta", 1.0).Precision(kF32).Layout(kAgnostic));
+  RegisterOpSchema(
+      OpSchema{"rank_loss", 3, 3, InferSameShape}.NoAttrs().Precision(kF32).Layout(kAgnostic));
+  RegisterOpSchema(OpSchema{"ctc_loss", 2, 4, InferCtc}
+                       .Attr("blank", int64_t{0})
+                       .Precision(kF32)
+                       .Layout(LayoutRule::kFixed));
   return true;
 }();
 
@@ -104,21 +131,21 @@ Value* Zero(GradContext& c) {
 }
 
 void CrossEntropyGrad(GradContext& c) {
-  const AttrMap& a = c.op().attrs;
-  if (a.Bool("match", false))
+  const Op& op = c.op();
+  if (op.GetBool("match"))
     Fail(ErrorKind::kUnimplemented, "cross_entropy ({}): gradient of match = true", c.op().name);
   Value* prob = c.input(0);
   Value* label = c.input(1);
   Value* g = c.out_grad();
   if (c.needs_grad(0)) {
-    AttrMap ga{{"axis", a.Int("axis", -1)},
-               {"soft_label", a.Bool("soft_label", false)},
-               {"ignore_index", a.Int("ignore_index", -100)},
-               {"log_input", a.Bool("log_input", false)}};
+    AttrMap ga{{"axis", op.GetInt("axis")},
+               {"soft_label", op.GetBool("soft_label")},
+               {"ignore_index", op.GetInt("ignore_index")},
+               {"log_input", op.GetBool("log_input")}};
     c.SetInputGrad(0, c.Add("cross_entropy_grad", {prob, label, g}, ga));
   }
   if (c.needs_grad(1)) {  // soft labels only (hard ones are integers): -g log(prob)
-    Value* log_prob = a.Bool("log_input", false) ? prob : c.Add("log", {prob});
+    Value* log_prob = op.GetBool("log_input") ? prob : c.Add("log", {prob});
     c.SetInputGrad(1, c.Add("neg", {c.Add("mul", {g, log_prob})}));
   }
 }
@@ -129,8 +156,8 @@ void SigmoidCrossEntropyGrad(GradContext& c) {
   }
   std::vector<Value*> ins{c.input(0), c.input(1), c.out_grad()};
   if (c.input(2)) ins.push_back(c.input(2));
-  AttrMap a{{"normalize", c.op().attrs.Bool("normalize", false)},
-            {"ignore_index", c.op().attrs.Int("ignore_index", -100)}};
+  AttrMap a{{"normalize", c.op().GetBool("normalize")},
+            {"ignore_index", c.op().GetInt("ignore_index")}};
   c.SetInputGrad(0, c.Add("sigmoid_cross_entropy_grad", ins, a));
 }
 
@@ -139,7 +166,7 @@ void KLDivGrad(GradContext& c) {
   Value* x = c.input(0);
   Value* t = c.input(1);
   Value* g = c.out_grad();
-  bool log_target = c.op().attrs.Bool("log_target", false);
+  bool log_target = c.op().GetBool("log_target");
   Value* positive = log_target ? nullptr : c.Add("greater", {t, Zero(c)});
   if (c.needs_grad(0)) {
     Value* w = log_target ? c.Add("exp", {t}) : t;
@@ -181,7 +208,7 @@ void BCEGrad(GradContext& c) {
 
 // huber(x, y) on r = y - x: d/dr = clip(r, -delta, delta).
 void HuberGrad(GradContext& c) {
-  double delta = c.op().attrs.Float("delta", 1.0);
+  double delta = c.op().GetFloat("delta");
   Value* r = c.Add("sub", {c.input(1), c.input(0)});
   Value* dr = c.Add("mul", {c.out_grad(), c.Add("clip", {r}, {{"min", -delta}, {"max", delta}})});
   if (c.needs_grad(0)) c.SetInputGrad(0, c.Add("neg", {dr}));

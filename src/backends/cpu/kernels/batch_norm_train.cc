@@ -20,8 +20,8 @@ Layout ChannelLayout(const Shape& x) {
 
 std::unique_ptr<Kernel> MakeBatchNormTrain(const ir::Op& op) {
   Layout l = ChannelLayout(op.inputs[0]->shape());
-  float eps = static_cast<float>(op.attrs.Float("epsilon", 1e-5));
-  float momentum = static_cast<float>(op.attrs.Float("momentum", 0.9));
+  float eps = static_cast<float>(op.GetFloat("epsilon"));
+  float momentum = static_cast<float>(op.GetFloat("momentum"));
   return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
     const float* x = static_cast<const float*>(a.inputs[0]);
     const float* scale = static_cast<const float*>(a.inputs[1]);

@@ -25,7 +25,7 @@ std::unique_ptr<Kernel> MakeCtc(const ir::Op& op) {
   const Shape& s = op.inputs[0]->shape();
   int64_t T = s[0], B = s[1], C = s[2], L = op.inputs[1]->shape()[1];
   int64_t S = 2 * L + 1;
-  int64_t blank = op.attrs.Int("blank", 0);
+  int64_t blank = op.GetInt("blank");
   DType label_t = InDType(op, 1);
   DType tlen_t = op.input(2) ? InDType(op, 2) : DType::kI64;
   DType llen_t = op.input(3) ? InDType(op, 3) : DType::kI64;

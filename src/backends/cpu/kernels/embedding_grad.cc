@@ -36,7 +36,7 @@ std::unique_ptr<Kernel> MakeEmbeddingGrad(const ir::Op& op) {
   const ir::Value* ids = op.inputs[0];
   int64_t n = NumElements(ids->shape());
   int64_t rows = op.outputs[0]->shape()[0], d = op.outputs[0]->shape()[1];
-  int64_t pad = op.attrs.Int("padding_idx", -1);
+  int64_t pad = op.GetInt("padding_idx");
   if (ids->dtype() == DType::kI64) {
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
       ScatterAdd(static_cast<const int64_t*>(a.inputs[0]), static_cast<const float*>(a.inputs[1]),

@@ -19,11 +19,11 @@ float Tolerable(float v) {
 std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
   const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
   const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
-  bool soft = op.attrs.Bool("soft_label", false);
-  bool match = op.attrs.Bool("match", false);
+  bool soft = op.GetBool("soft_label");
+  bool match = op.GetBool("match");
   // log_input: input 0 holds log-probabilities (log_softmax), read as they are.
-  bool log_input = op.attrs.Bool("log_input", false);
-  int64_t ignore = op.attrs.Int("ignore_index", -100);
+  bool log_input = op.GetBool("log_input");
+  int64_t ignore = op.GetInt("ignore_index");
   DType ldt = InDType(op, 1);
   if (match && log_input) Unsupported(op, "match with log_input");
   if (soft && (ldt != DType::kF32 || match))
@@ -78,8 +78,8 @@ std::unique_ptr<Kernel> Elementwise(const ir::Op& op, F f) {
 
 std::unique_ptr<Kernel> MakeSigmoidCE(const ir::Op& op) {
   int64_t n = NumElements(op.outputs[0]->shape());
-  bool normalize = op.attrs.Bool("normalize", false);
-  int ignore = static_cast<int>(op.attrs.Int("ignore_index", -100));
+  bool normalize = op.GetBool("normalize");
+  int ignore = static_cast<int>(op.GetInt("ignore_index"));
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* label = static_cast<const float*>(args.inputs[1]);
@@ -118,7 +118,7 @@ std::unique_ptr<Kernel> MakeSigmoidCE(const ir::Op& op) {
 }
 
 std::unique_ptr<Kernel> MakeKLDiv(const ir::Op& op) {
-  bool log_target = op.attrs.Bool("log_target", false);
+  bool log_target = op.GetBool("log_target");
   return Elementwise(op, [log_target](const KernelArgs& a, int64_t i) {
     float x = static_cast<const float*>(a.inputs[0])[i];
     float t = static_cast<const float*>(a.inputs[1])[i];
@@ -141,7 +141,7 @@ std::unique_ptr<Kernel> MakeBCE(const ir::Op& op) {
 }
 
 std::unique_ptr<Kernel> MakeHuber(const ir::Op& op) {
-  float delta = static_cast<float>(op.attrs.Float("delta", 1.0));
+  float delta = static_cast<float>(op.GetFloat("delta"));
   return Elementwise(op, [delta](const KernelArgs& a, int64_t i) {
     float r = static_cast<const float*>(a.inputs[1])[i] - static_cast<const float*>(a.inputs[0])[i];
     float ar = std::abs(r);

@@ -13,11 +13,11 @@ namespace {
 std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
   const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
   const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
-  bool soft = op.attrs.Bool("soft_label", false);
+  bool soft = op.GetBool("soft_label");
   // log_input: the gradient with respect to log-probabilities, which needs
   // no division (finite where a probability underflowed to 0).
-  bool log_input = op.attrs.Bool("log_input", false);
-  int64_t ignore = op.attrs.Int("ignore_index", -100);
+  bool log_input = op.GetBool("log_input");
+  int64_t ignore = op.GetInt("ignore_index");
   DType ldt = InDType(op, 1);
   if (soft && ldt != DType::kF32) Unsupported(op, "soft label dtype {}", DTypeName(ldt));
   if (!soft && ldt != DType::kI64 && ldt != DType::kI32)
@@ -56,8 +56,8 @@ std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
 
 std::unique_ptr<Kernel> MakeSigmoidCEGrad(const ir::Op& op) {
   int64_t n = NumElements(op.outputs[0]->shape());
-  bool normalize = op.attrs.Bool("normalize", false);
-  int ignore = static_cast<int>(op.attrs.Int("ignore_index", -100));
+  bool normalize = op.GetBool("normalize");
+  int ignore = static_cast<int>(op.GetInt("ignore_index"));
   bool has_pw = op.input(3) != nullptr;
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);

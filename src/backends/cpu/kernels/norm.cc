@@ -22,11 +22,11 @@ void NormalizeRow(const float* x, float* y, int64_t n, float mean, float rstd, c
 
 std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
   const Shape& s = op.inputs[0]->shape();
-  int axis = NormalizeAxis(op.attrs.Int("axis", -1), static_cast<int>(s.size()));
+  int axis = NormalizeAxis(op.GetInt("axis"), static_cast<int>(s.size()));
   if (axis < 0) Unsupported(op, "axis out of range");
   int64_t rows = 1, n = 1;
   for (int d = 0; d < static_cast<int>(s.size()); ++d) (d < axis ? rows : n) *= s[d];
-  float eps = static_cast<float>(op.attrs.Float("epsilon", 1e-5));
+  float eps = static_cast<float>(op.GetFloat("epsilon"));
   bool has_scale = op.input(1) != nullptr, has_bias = op.input(2) != nullptr;
   using RowFn = void (*)(const float*, float*, int64_t, float, float, const float*, const float*);
   RowFn row_fn = has_scale ? (has_bias ? NormalizeRow<true, true> : NormalizeRow<true, false>)
@@ -61,7 +61,7 @@ std::unique_ptr<Kernel> MakeBatchNorm(const ir::Op& op) {
   const Shape& s = op.inputs[0]->shape();
   int64_t batch = s[0], channels = s[1], inner = 1;
   for (size_t d = 2; d < s.size(); ++d) inner *= s[d];
-  float eps = static_cast<float>(op.attrs.Float("epsilon", 1e-5));
+  float eps = static_cast<float>(op.GetFloat("epsilon"));
   size_t ws = 2 * static_cast<size_t>(channels) * sizeof(float);
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& args) {
@@ -111,9 +111,9 @@ std::unique_ptr<Kernel> MakeGroupNorm(const ir::Op& op) {
   const Shape& s = op.inputs[0]->shape();
   int64_t batch = s[0], channels = s[1], inner = 1;
   for (size_t d = 2; d < s.size(); ++d) inner *= s[d];
-  int64_t groups = op.attrs.Int("groups", 1);
+  int64_t groups = op.GetInt("groups");
   int64_t cpg = channels / groups, n = cpg * inner;
-  float eps = static_cast<float>(op.attrs.Float("epsilon", 1e-5));
+  float eps = static_cast<float>(op.GetFloat("epsilon"));
   bool has_scale = op.input(1) != nullptr, has_bias = op.input(2) != nullptr;
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     if (n == 0) return;

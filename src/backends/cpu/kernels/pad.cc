@@ -11,9 +11,9 @@ namespace {
 std::unique_ptr<Kernel> MakePadNd(const ir::Op& op) {
   const Shape& is = op.inputs[0]->shape();
   const Shape& os = op.outputs[0]->shape();
-  auto pads = op.attrs.Ints("pads");
-  std::string mode = op.attrs.Str("mode", "constant");
-  double value = op.attrs.Float("value", 0.0);
+  const std::vector<int64_t>& pads = op.GetInts("pads");
+  const std::string& mode = op.GetStr("mode");
+  double value = op.GetFloat("value");
   int rank = static_cast<int>(is.size());
   std::vector<std::vector<int64_t>> maps(rank);
   std::vector<int64_t> in_strides(rank, 1);

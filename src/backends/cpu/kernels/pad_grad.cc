@@ -12,8 +12,8 @@ namespace {
 std::unique_ptr<Kernel> MakePadGrad(const ir::Op& op) {
   const Shape& os = op.inputs[0]->shape();
   const Shape& is = op.outputs[0]->shape();
-  auto pads = op.attrs.Ints("pads");
-  std::string mode = op.attrs.Str("mode", "constant");
+  const std::vector<int64_t>& pads = op.GetInts("pads");
+  const std::string& mode = op.GetStr("mode");
   int rank = static_cast<int>(is.size());
   if (rank > kMaxDims) Unsupported(op, "rank {} above {}", rank, kMaxDims);
   // Per dim, the input offset (in elements) each output coordinate reads, -1: none.

@@ -106,7 +106,7 @@ std::unique_ptr<Kernel> CopyKernel(IterPlan plan, size_t elem) {
 
 std::unique_ptr<Kernel> MakeTranspose(const ir::Op& op) {
   const Shape& in = op.inputs[0]->shape();
-  std::vector<int64_t> perm = op.attrs.Ints("perm");
+  const std::vector<int64_t>& perm = op.GetInts("perm");
   std::vector<int64_t> in_st = Strides(in), st(perm.size());
   for (size_t i = 0; i < perm.size(); ++i)
     st[i] = in_st[NormalizeAxis(perm[i], static_cast<int>(in.size()))];
@@ -116,7 +116,7 @@ std::unique_ptr<Kernel> MakeTranspose(const ir::Op& op) {
 std::unique_ptr<Kernel> MakeSlice(const ir::Op& op) {
   const Shape& in = op.inputs[0]->shape();
   ir::SliceSpec spec;
-  if (!ir::ResolveSlice(in, op.attrs, &spec)) Unsupported(op, "bad slice attributes");
+  if (!ir::ResolveSlice(in, op, &spec)) Unsupported(op, "bad slice attributes");
   std::vector<int64_t> in_st = Strides(in), st(in.size());
   int64_t base = 0;
   for (size_t d = 0; d < in.size(); ++d) {
@@ -156,7 +156,7 @@ void OuterInner(const Shape& s, int axis, size_t elem, int64_t* outer, int64_t* 
 // concat and split move the same [outer, sum of parts] rows, in opposite directions.
 std::unique_ptr<Kernel> MakeConcatSplit(const ir::Op& op, bool split) {
   const Shape& whole = split ? op.inputs[0]->shape() : op.outputs[0]->shape();
-  int axis = NormalizeAxis(op.attrs.Int("axis", 0), static_cast<int>(whole.size()));
+  int axis = NormalizeAxis(op.GetInt("axis"), static_cast<int>(whole.size()));
   if (axis < 0) Unsupported(op, "axis out of range");
   size_t elem = DTypeSize(InDType(op));
   int64_t outer, inner;
@@ -192,7 +192,7 @@ std::unique_ptr<Kernel> MakeConcatSplit(const ir::Op& op, bool split) {
 // range yields a zero slab instead of reading out of bounds.
 std::unique_ptr<Kernel> MakeGather(const ir::Op& op) {
   const Shape& xs = op.inputs[0]->shape();
-  int axis = NormalizeAxis(op.attrs.Int("axis", 0), static_cast<int>(xs.size()));
+  int axis = NormalizeAxis(op.GetInt("axis"), static_cast<int>(xs.size()));
   if (axis < 0) Unsupported(op, "axis out of range");
   int64_t outer, inner;
   OuterInner(xs, axis, DTypeSize(InDType(op)), &outer, &inner);

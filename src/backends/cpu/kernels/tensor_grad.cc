@@ -33,7 +33,7 @@ void ScatterAlong(const Id* idx, const float* dy, float* out, int64_t outer, int
 
 std::unique_ptr<Kernel> MakeGatherGrad(const ir::Op& op) {
   const Shape& out = op.outputs[0]->shape();
-  int64_t axis = op.attrs.Int("axis", 0);
+  int64_t axis = op.GetInt("axis");
   int64_t outer = 1, inner = 1, dim = out[axis];
   for (int64_t d = 0; d < axis; ++d) outer *= out[d];
   for (size_t d = axis + 1; d < out.size(); ++d) inner *= out[d];
@@ -50,9 +50,9 @@ std::unique_ptr<Kernel> MakeGatherGrad(const ir::Op& op) {
 }
 
 std::unique_ptr<Kernel> MakeSliceGrad(const ir::Op& op) {
-  Shape in = op.attrs.Ints("input_shape");
+  Shape in = op.GetInts("input_shape");
   ir::SliceSpec spec;
-  if (!ir::ResolveSlice(in, op.attrs, &spec)) Unsupported(op, "bad slice attributes");
+  if (!ir::ResolveSlice(in, op, &spec)) Unsupported(op, "bad slice attributes");
   int rank = static_cast<int>(in.size());
   if (rank > kMaxDims) Unsupported(op, "rank {} above {}", rank, kMaxDims);
   std::array<int64_t, kMaxDims> dims{}, stride{};  // per dy dim: count, output step
