@@ -194,11 +194,7 @@ void Conv2dGrad(GradContext& c) {
   Value* x = c.input(0);
   Value* w = c.input(1);
   Value* g = c.out_grad();
-  ConvWindow cw = ReadConvWindow(op);
-  AttrMap win{{"strides", cw.strides},
-              {"pads", cw.pads},
-              {"dilations", cw.dilations},
-              {"groups", cw.groups}};
+  AttrMap win = ConvWindowAttrMap(op);
   if (c.needs_grad(0)) {
     AttrMap a = win;
     a.Set("input_shape", ShapeAttr(x->shape()));

@@ -209,11 +209,7 @@ void ConvTransposeGrad(GradContext& c) {
   Value* x = c.input(0);
   Value* w = c.input(1);
   Value* g = c.out_grad();
-  ConvWindow cw = ReadConvWindow(c.op());
-  AttrMap win{{"strides", cw.strides},
-              {"pads", cw.pads},
-              {"dilations", cw.dilations},
-              {"groups", cw.groups}};
+  AttrMap win = ConvWindowAttrMap(c.op());
   if (c.needs_grad(0)) c.SetInputGrad(0, c.Add("conv2d", {g, w}, win));
   if (c.needs_grad(1)) {
     AttrMap a = win;

@@ -15,6 +15,12 @@ ConvWindow ReadConvWindow(const Op& op) {
   return {op.GetInts("strides"), op.GetInts("pads"), op.GetInts("dilations"), op.GetInt("groups")};
 }
 
+AttrMap ConvWindowAttrMap(const Op& op) {
+  ConvWindow w = ReadConvWindow(op);
+  return {
+      {"strides", w.strides}, {"pads", w.pads}, {"dilations", w.dilations}, {"groups", w.groups}};
+}
+
 OpSchema WithPoolWindowAttrs(OpSchema s) {
   return std::move(s.RequiredAttr("ksize", AttrKind::kInts)
                        .Attr("strides", std::vector<int64_t>{1, 1})

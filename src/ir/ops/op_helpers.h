@@ -24,6 +24,8 @@ struct ConvWindow {
   }
 };
 ConvWindow ReadConvWindow(const Op& op);
+// The op's window as attributes, for the conv ops a gradient rule adds.
+AttrMap ConvWindowAttrMap(const Op& op);
 
 // The window of the pooling ops: ksize [2] (required), strides = [1, 1],
 // pads = [0, 0, 0, 0] as conv2d, ceil_mode = false, adaptive = false (ksize
