@@ -1,51 +1,55 @@
 // Ops that only backward graphs use (gradient rules emit them; no frontend
-// does). Window attributes are the forward op's (see nn.cc).
-//   conv2d_grad_input(dy [N, O, OH, OW], w [O, C/groups, KH, KW]){strides,
-//     pads, dilations, groups, input_shape[4]} -> dx: d loss / d conv2d input
-//   conv2d_grad_filter(x NCHW, dy){strides, pads, dilations, groups,
-//     filter_shape[4]} -> dw: d loss / d conv2d filter
+// does). Each takes the attributes of the forward op it differentiates,
+// declared once in op_helpers.h (defaults there), plus the shapes noted.
+//   conv2d_grad_input(dy [N, O, OH, OW], w [O, C/groups, KH, KW]){conv2d's
+//     window (strides, pads, dilations, groups), input_shape [4] (required)}
+//     -> dx: d loss / d conv2d input
+//   conv2d_grad_filter(x NCHW, dy){conv2d's window, filter_shape [4]
+//     (required)} -> dw: d loss / d conv2d filter
 //   pool2d_grad(x, y, dy){pool2d's attributes} -> dx. Max pooling sends each
 //     output's gradient to the first input of its window equal to y (as
 //     Paddle); avg spreads it over the window with the forward's divisor.
-//   max_pool2d_with_index_grad(mask int32, dy){input_shape[4]} -> dx: adds
-//     each dy to the input position its mask names (mask < 0: nowhere)
-//   batch_norm_grad(x, scale, saved_mean, saved_inv_std, dy) -> dx, dscale,
-//     dbias: the gradient of batch_norm_train (batch statistics), channel dim 1
-//   cross_entropy_grad(prob, label, dloss){cross_entropy's attributes} ->
-//     dprob: hard labels -dloss / prob at the label (0 for ignore_index rows),
-//     soft labels -dloss * label / prob; with log_input, the gradient with
-//     respect to the log-probabilities: -dloss at the label, -dloss * label
+//   max_pool2d_with_index_grad(mask int32, dy){input_shape [4] (required)}
+//     -> dx: adds each dy to the input position its mask names (mask < 0:
+//     nowhere)
+//   batch_norm_grad(x, scale, saved_mean, saved_inv_std, dy) {} -> dx,
+//     dscale, dbias: the gradient of batch_norm_train (batch statistics),
+//     channel dim 1
+//   cross_entropy_grad(prob, label, dloss){cross_entropy's axis, soft_label,
+//     ignore_index, log_input} -> dprob: hard labels -dloss / prob at the
+//     label (0 for ignore_index rows), soft labels -dloss * label / prob;
+//     with log_input, the gradient with respect to the log-probabilities:
+//     -dloss at the label, -dloss * label
 //   sigmoid_cross_entropy_grad(x, label, dloss, pos_weight?){normalize,
 //     ignore_index} -> dx
-//   gather_grad(index int, dy){axis, dim}: dx of gather with x.shape[axis] =
-//     dim: dy scattered back, repeated indices accumulating
-//   slice_grad(dy){slice's axes/starts/ends/steps, input_shape}: dy written
-//     where slice read it, zeros elsewhere
-//   interp_grad(dy){interp's attributes, input_shape}: dy scattered back
-//     through interp's taps and weights
-//   pad_nd_grad(dy){pads, mode, input_shape}: each dy element added to the
-//     input element pad_nd copied it from (reflect/replicate/circular)
+//   gather_grad(index int, dy){axis = 0 (non-negative), dim (required)}: dx
+//     of gather with x.shape[axis] = dim: dy scattered back, repeated
+//     indices accumulating
+//   slice_grad(dy){slice's axes/starts/ends/steps, input_shape (required)}:
+//     dy written where slice read it, zeros elsewhere
+//   interp_grad(dy){interp's attributes, input_shape (required)}: dy
+//     scattered back through interp's taps and weights
+//   pad_nd_grad(dy){pads, mode, input_shape (required)}: each dy element
+//     added to the input element pad_nd copied it from
+//     (reflect/replicate/circular)
+//
+// Precision: the convolution gradients are GEMMs (half inputs, float32
+// accumulation). Gradients of norms and losses, and the scatter-adds that
+// sum an unbounded number of contributions (gather_grad, interp_grad), run
+// in float32. pool2d_grad, max_pool2d_with_index_grad, slice_grad and
+// pad_nd_grad route each value to a bounded few places: they follow their
+// input.
+// Layout: cross_entropy_grad names its class axis, sigmoid_cross_entropy_grad
+// is elementwise; the rest hold shapes in dim order or are channel-first:
+// fixed.
 #include "ir/op_schema.h"
 #include "ir/ops/op_helpers.h"
 
 namespace tiller::ir {
 namespace {
 
-struct Window {
-  std::vector<int64_t> strides, pads, dil;
-  int64_t groups;
-};
-
-Window ReadWindow(InferContext& c) {
-  Window w{c.attrs().Ints("strides", {1, 1}), c.attrs().Ints("pads", {0, 0, 0, 0}),
-           c.attrs().Ints("dilations", {1, 1}), c.attrs().Int("groups", 1)};
-  if (w.strides.size() != 2 || w.pads.size() != 4 || w.dil.size() != 2 || w.groups < 1)
-    c.Fail("bad strides/pads/dilations/groups");
-  return w;
-}
-
 Shape FourDims(InferContext& c, const char* attr) {
-  Shape s = c.attrs().Ints(attr);
+  Shape s = c.op().GetInts(attr);
   if (s.size() != 4) c.Fail("{} must have 4 dims, got {}", attr, ShapeToString(s));
   for (int64_t d : s) {
     if (d <= 0) c.Fail("{} {} must be positive", attr, ShapeToString(s));
@@ -55,13 +59,13 @@ Shape FourDims(InferContext& c, const char* attr) {
 
 // The conv2d these gradients belong to must produce dy's shape.
 void CheckConvShapes(InferContext& c, const Shape& x, const Shape& w, const Shape& dy) {
-  Window win = ReadWindow(c);
+  ConvWindow win = ReadConvWindow(c.op());
+  if (!win.valid()) c.Fail("bad strides/pads/dilations/groups");
   if (x[1] != w[1] * win.groups || w[0] % win.groups != 0)
     c.Fail("channels {} do not match filter {} with groups {}", x[1], ShapeToString(w), win.groups);
-  int64_t oh =
-      WindowOutputSize(x[2], w[2], win.strides[0], win.pads[0], win.pads[1], win.dil[0], false);
-  int64_t ow =
-      WindowOutputSize(x[3], w[3], win.strides[1], win.pads[2], win.pads[3], win.dil[1], false);
+  const auto &s = win.strides, &p = win.pads, &d = win.dilations;
+  int64_t oh = WindowOutputSize(x[2], w[2], s[0], p[0], p[1], d[0], false);
+  int64_t ow = WindowOutputSize(x[3], w[3], s[1], p[2], p[3], d[1], false);
   Shape want{x[0], w[0], oh, ow};
   if (dy != want)
     c.Fail("dy {} is not the conv2d output {} of input {} and filter {}", ShapeToString(dy),
@@ -98,9 +102,9 @@ void InferPoolGrad(InferContext& c) {
   }
   if (c.input(1).shape != c.input(2).shape)
     c.Fail("y {} and dy {} differ", c.input(1).ToString(), c.input(2).ToString());
-  std::string type = c.attrs().Str("pooling_type", "max");
+  const std::string& type = c.op().GetStr("pooling_type");
   if (type != "max" && type != "avg") c.Fail("pooling_type '{}' is not max or avg", type);
-  if (c.attrs().Ints("ksize").size() != 2) c.Fail("ksize must have 2 values");
+  if (c.op().GetInts("ksize").size() != 2) c.Fail("ksize must have 2 values");
   c.AddOutput(x);
 }
 
@@ -135,14 +139,14 @@ void InferCrossEntropyGrad(InferContext& c) {
   const TensorType& label = c.input(1);
   const TensorType& dloss = c.input(2);
   int rank = static_cast<int>(prob.shape.size());
-  int axis = NormalizeAxis(c.attrs().Int("axis", -1), rank);
+  int axis = NormalizeAxis(c.op().GetInt("axis"), rank);
   if (axis < 0) c.Fail("axis out of range for {}", prob.ToString());
   Shape reduced = prob.shape;
   reduced[axis] = 1;
   if (dloss.shape != reduced || dloss.dtype != prob.dtype)
     c.Fail("dloss {} must be {}[{}]", dloss.ToString(), DTypeName(prob.dtype),
            ShapeToString(reduced));
-  bool soft = c.attrs().Bool("soft_label", false);
+  bool soft = c.op().GetBool("soft_label");
   if (soft ? label.shape != prob.shape : label.shape != reduced)
     c.Fail("label {} does not fit prob {} (soft_label {})", label.ToString(), prob.ToString(),
            soft);
@@ -162,7 +166,7 @@ void InferGatherGrad(InferContext& c) {
   const TensorType& idx = c.input(0);
   const TensorType& dy = c.input(1);
   if (!IsInteger(idx.dtype)) c.Fail("index must be an integer tensor, got {}", idx.ToString());
-  int64_t axis = c.attrs().Int("axis", 0), dim = c.attrs().Int("dim", -1);
+  int64_t axis = c.op().GetInt("axis"), dim = c.op().GetInt("dim");
   int out_rank = static_cast<int>(dy.shape.size() - idx.shape.size()) + 1;
   if (axis < 0 || axis >= out_rank || dim < 0) c.Fail("bad axis {} / dim {}", axis, dim);
   for (size_t i = 0; i < idx.shape.size(); ++i) {
@@ -177,9 +181,9 @@ void InferGatherGrad(InferContext& c) {
 }
 
 void InferSliceGrad(InferContext& c) {
-  Shape in = c.attrs().Ints("input_shape");
+  Shape in = c.op().GetInts("input_shape");
   SliceSpec spec;
-  if (!ResolveSlice(in, c.attrs(), &spec))
+  if (!ResolveSlice(in, c.op(), &spec))
     c.Fail("bad axes/starts/ends/steps for input {}", ShapeToString(in));
   if (spec.out != c.input(0).shape)
     c.Fail("dy {} is not the slice {} of {}", c.input(0).ToString(), ShapeToString(spec.out),
@@ -189,8 +193,8 @@ void InferSliceGrad(InferContext& c) {
 
 void InferInterpGrad(InferContext& c) {
   const TensorType& dy = c.input(0);
-  Shape in = c.attrs().Ints("input_shape");
-  auto size = c.attrs().Ints("out_size");
+  Shape in = c.op().GetInts("input_shape");
+  const auto& size = c.op().GetInts("out_size");
   if (in.size() != dy.shape.size() || in.size() < 3 || size.size() != in.size() - 2 ||
       in[0] != dy.shape[0] || in[1] != dy.shape[1])
     c.Fail("dy {} does not fit input_shape {} / out_size", dy.ToString(), ShapeToString(in));
@@ -202,8 +206,8 @@ void InferInterpGrad(InferContext& c) {
 
 void InferPadGrad(InferContext& c) {
   const TensorType& dy = c.input(0);
-  Shape in = c.attrs().Ints("input_shape");
-  auto pads = c.attrs().Ints("pads");
+  Shape in = c.op().GetInts("input_shape");
+  const auto& pads = c.op().GetInts("pads");
   if (in.size() != dy.shape.size() || pads.size() != 2 * in.size())
     c.Fail("dy {} does not fit input_shape {} and pads", dy.ToString(), ShapeToString(in));
   for (size_t d = 0; d < in.size(); ++d) {
@@ -213,18 +217,54 @@ void InferPadGrad(InferContext& c) {
   c.AddOutput({dy.dtype, in});
 }
 
+constexpr auto kF32 = PrecisionRule::kAlwaysF32;
+constexpr auto kFollows = PrecisionRule::kFollowsInput;
+constexpr auto kFixed = LayoutRule::kFixed;
+
 const bool kRegistered = [] {
-  RegisterOpSchema({"conv2d_grad_input", 2, 2, InferConvGradInput});
-  RegisterOpSchema({"conv2d_grad_filter", 2, 2, InferConvGradFilter});
-  RegisterOpSchema({"pool2d_grad", 3, 3, InferPoolGrad});
-  RegisterOpSchema({"max_pool2d_with_index_grad", 2, 2, InferMaxPoolIndexGrad});
-  RegisterOpSchema({"batch_norm_grad", 5, 5, InferBatchNormGrad});
-  RegisterOpSchema({"cross_entropy_grad", 3, 3, InferCrossEntropyGrad});
-  RegisterOpSchema({"sigmoid_cross_entropy_grad", 3, 4, InferSigmoidCEGrad});
-  RegisterOpSchema({"gather_grad", 2, 2, InferGatherGrad});
-  RegisterOpSchema({"slice_grad", 1, 1, InferSliceGrad});
-  RegisterOpSchema({"interp_grad", 1, 1, InferInterpGrad});
-  RegisterOpSchema({"pad_nd_grad", 1, 1, InferPadGrad});
+  RegisterOpSchema(WithConvWindowAttrs(OpSchema{"conv2d_grad_input", 2, 2, InferConvGradInput})
+                       .RequiredAttr("input_shape", AttrKind::kInts)
+                       .Precision(PrecisionRule::kHalfSafe)
+                       .Layout(kFixed));
+  RegisterOpSchema(WithConvWindowAttrs(OpSchema{"conv2d_grad_filter", 2, 2, InferConvGradFilter})
+                       .RequiredAttr("filter_shape", AttrKind::kInts)
+                       .Precision(PrecisionRule::kHalfSafe)
+                       .Layout(kFixed));
+  RegisterOpSchema(WithPool2dAttrs(OpSchema{"pool2d_grad", 3, 3, InferPoolGrad})
+                       .Precision(kFollows)
+                       .Layout(kFixed));
+  RegisterOpSchema(OpSchema{"max_pool2d_with_index_grad", 2, 2, InferMaxPoolIndexGrad}
+                       .RequiredAttr("input_shape", AttrKind::kInts)
+                       .Precision(kFollows)
+                       .Layout(kFixed));
+  RegisterOpSchema(
+      OpSchema{"batch_norm_grad", 5, 5, InferBatchNormGrad}.NoAttrs().Precision(kF32).Layout(
+          kFixed));
+  RegisterOpSchema(
+      WithCrossEntropyAttrs(OpSchema{"cross_entropy_grad", 3, 3, InferCrossEntropyGrad})
+          .Precision(kF32)
+          .Layout(LayoutRule::kAxisAttrs, {"axis"}));
+  RegisterOpSchema(
+      WithSigmoidCrossEntropyAttrs(OpSchema{"sigmoid_cross_entropy_grad", 3, 4, InferSigmoidCEGrad})
+          .Precision(kF32)
+          .Layout(LayoutRule::kAgnostic));
+  RegisterOpSchema(OpSchema{"gather_grad", 2, 2, InferGatherGrad}
+                       .Attr("axis", int64_t{0})
+                       .RequiredAttr("dim", AttrKind::kInt)
+                       .Precision(kF32)
+                       .Layout(kFixed));
+  RegisterOpSchema(WithSliceAttrs(OpSchema{"slice_grad", 1, 1, InferSliceGrad})
+                       .RequiredAttr("input_shape", AttrKind::kInts)
+                       .Precision(kFollows)
+                       .Layout(kFixed));
+  RegisterOpSchema(WithInterpAttrs(OpSchema{"interp_grad", 1, 1, InferInterpGrad})
+                       .RequiredAttr("input_shape", AttrKind::kInts)
+                       .Precision(kF32)
+                       .Layout(kFixed));
+  RegisterOpSchema(WithPadAttrs(OpSchema{"pad_nd_grad", 1, 1, InferPadGrad})
+                       .RequiredAttr("input_shape", AttrKind::kInts)
+                       .Precision(kFollows)
+                       .Layout(kFixed));
   return true;
 }();
 

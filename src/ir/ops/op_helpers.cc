@@ -4,12 +4,72 @@
 
 namespace tiller::ir {
 
-bool ResolveSlice(const Shape& in, const AttrMap& attrs, SliceSpec* spec) {
+OpSchema WithConvWindowAttrs(OpSchema s) {
+  return std::move(s.Attr("strides", std::vector<int64_t>{1, 1})
+                       .Attr("pads", std::vector<int64_t>{0, 0, 0, 0})
+                       .Attr("dilations", std::vector<int64_t>{1, 1})
+                       .Attr("groups", int64_t{1}));
+}
+
+ConvWindow ReadConvWindow(const Op& op) {
+  return {op.GetInts("strides"), op.GetInts("pads"), op.GetInts("dilations"), op.GetInt("groups")};
+}
+
+AttrMap ConvWindowAttrMap(const Op& op) {
+  ConvWindow w = ReadConvWindow(op);
+  return {
+      {"strides", w.strides}, {"pads", w.pads}, {"dilations", w.dilations}, {"groups", w.groups}};
+}
+
+OpSchema WithPoolWindowAttrs(OpSchema s) {
+  return std::move(s.RequiredAttr("ksize", AttrKind::kInts)
+                       .Attr("strides", std::vector<int64_t>{1, 1})
+                       .Attr("pads", std::vector<int64_t>{0, 0, 0, 0})
+                       .Attr("ceil_mode", false)
+                       .Attr("adaptive", false));
+}
+
+OpSchema WithPool2dAttrs(OpSchema s) {
+  return WithPoolWindowAttrs(std::move(s)).Attr("pooling_type", "max").Attr("exclusive", true);
+}
+
+OpSchema WithInterpAttrs(OpSchema s) {
+  return std::move(s.RequiredAttr("method", AttrKind::kString)
+                       .RequiredAttr("out_size", AttrKind::kInts)
+                       .RequiredAttr("ratios", AttrKind::kFloats)
+                       .Attr("align_corners", false)
+                       .Attr("align_mode", int64_t{1}));
+}
+
+OpSchema WithPadAttrs(OpSchema s) {
+  return std::move(s.RequiredAttr("pads", AttrKind::kInts).Attr("mode", "constant"));
+}
+
+OpSchema WithCrossEntropyAttrs(OpSchema s) {
+  return std::move(s.Attr("axis", int64_t{-1})
+                       .Attr("soft_label", false)
+                       .Attr("ignore_index", int64_t{-100})
+                       .Attr("log_input", false));
+}
+
+OpSchema WithSigmoidCrossEntropyAttrs(OpSchema s) {
+  return std::move(s.Attr("normalize", false).Attr("ignore_index", int64_t{-100}));
+}
+
+OpSchema WithSliceAttrs(OpSchema s) {
+  return std::move(s.RequiredAttr("axes", AttrKind::kInts)
+                       .RequiredAttr("starts", AttrKind::kInts)
+                       .RequiredAttr("ends", AttrKind::kInts)
+                       .Attr("steps", std::vector<int64_t>{}));
+}
+
+bool ResolveSlice(const Shape& in, const Op& op, SliceSpec* spec) {
   int rank = static_cast<int>(in.size());
-  std::vector<int64_t> axes = attrs.Ints("axes");
-  std::vector<int64_t> starts = attrs.Ints("starts");
-  std::vector<int64_t> ends = attrs.Ints("ends");
-  std::vector<int64_t> steps = attrs.Ints("steps", std::vector<int64_t>(axes.size(), 1));
+  const std::vector<int64_t>& axes = op.GetInts("axes");
+  const std::vector<int64_t>& starts = op.GetInts("starts");
+  const std::vector<int64_t>& ends = op.GetInts("ends");
+  std::vector<int64_t> steps = op.GetInts("steps");
+  if (steps.empty()) steps.assign(axes.size(), 1);
   if (starts.size() != axes.size() || ends.size() != axes.size() || steps.size() != axes.size())
     return false;
   spec->start.assign(rank, 0);

@@ -1,25 +1,71 @@
-// Attribute normalization shared by op schemas and kernels, so the two
-// always agree on what an attribute means.
+// Attribute declarations and normalization shared by op schemas, gradient
+// rules and kernels, so they always agree on what an attribute means and
+// each default is written once.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "core/shape.h"
-#include "ir/attribute.h"
+#include "ir/graph.h"
+#include "ir/op_schema.h"
 
 namespace tiller::ir {
+
+// conv2d's window, also taken by conv2d_transpose and the conv2d gradients:
+//   strides [2] = [1, 1], pads [4] (top, bottom, left, right) = [0, 0, 0, 0],
+//   dilations [2] = [1, 1], groups = 1
+OpSchema WithConvWindowAttrs(OpSchema s);
+struct ConvWindow {
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t groups = 1;
+  bool valid() const {
+    return strides.size() == 2 && pads.size() == 4 && dilations.size() == 2 && groups >= 1;
+  }
+};
+ConvWindow ReadConvWindow(const Op& op);
+// The op's window as attributes, for the conv ops a gradient rule adds.
+AttrMap ConvWindowAttrMap(const Op& op);
+
+// The window of the pooling ops: ksize [2] (required), strides = [1, 1],
+// pads = [0, 0, 0, 0] as conv2d, ceil_mode = false, adaptive = false (ksize
+// is the output size).
+OpSchema WithPoolWindowAttrs(OpSchema s);
+// pool2d's attributes, also taken by pool2d_grad: the window, pooling_type =
+// "max" | "avg", exclusive = true (avg ignores padding).
+OpSchema WithPool2dAttrs(OpSchema s);
+
+// interp's attributes, also taken by interp_grad: method "nearest" | "linear"
+// | "cubic", out_size [spatial dims], ratios [spatial dims] (source step per
+// output step; all three required), align_corners = false, align_mode = 1.
+OpSchema WithInterpAttrs(OpSchema s);
+
+// pad_nd's pads [2 * rank] (required: before/after per dim) and mode =
+// "constant" | "reflect" | "replicate" | "circular", also taken by
+// pad_nd_grad.
+OpSchema WithPadAttrs(OpSchema s);
+
+// cross_entropy's attributes, also taken by cross_entropy_grad: axis = -1,
+// soft_label = false, ignore_index = -100, log_input = false.
+OpSchema WithCrossEntropyAttrs(OpSchema s);
+// sigmoid_cross_entropy's, also taken by its gradient: normalize = false,
+// ignore_index = -100.
+OpSchema WithSigmoidCrossEntropyAttrs(OpSchema s);
 
 // A slice resolved against a shape: per dim, first index, step and count.
 struct SliceSpec {
   std::vector<int64_t> start, step;
   Shape out;
 };
-// Python slicing semantics per listed axis (negative indices count from the
-// end, out-of-range bounds clamp); returns false on a bad axis or zero step.
-bool ResolveSlice(const Shape& in, const AttrMap& attrs, SliceSpec* spec);
+// slice's attributes, also taken by slice_grad: axes, starts, ends (required
+// int lists of one length), steps (default []: 1 on every listed axis).
+OpSchema WithSliceAttrs(OpSchema s);
+// Python slicing semantics per listed axis of `op` (negative indices count
+// from the end, out-of-range bounds clamp); returns false on a bad axis or
+// zero step.
+bool ResolveSlice(const Shape& in, const Op& op, SliceSpec* spec);
 
-// Sorted, non-negative reduction axes; empty `axes` (or reduce_all) means all.
+// Sorted, non-negative reduction axes; empty `axes` means all.
 bool ResolveAxes(const std::vector<int64_t>& axes, int rank, std::vector<int>* out);
 
 // Output shape of a reduction over `axes`.

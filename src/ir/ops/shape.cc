@@ -1,22 +1,34 @@
-// Data-movement and reduction ops.
-//   reshape(x){shape: concrete dims}: a view, no data moves
-//   transpose(x){perm}
-//   slice(x){axes, starts, ends, steps}: python slicing (see ResolveSlice)
-//   concat(x...){axis}, split(x){axis, sections: sizes} -> one output per section
-//   expand(x){shape}: numpy broadcast of x to `shape`
-//   gather(x, index int){axis}: numpy take
-//   reduce_sum|mean|max|min|prod(x){axes (empty: all), keepdim}
-//   argmax|argmin(x){axis, keepdim, dtype "int64"|"int32"}
+// Data-movement and reduction ops and their gradient rules (plus cumsum's,
+// whose schema is in scan.cc). Attributes (defaults after =):
+//   reshape(x){shape (required): concrete dims}: a view, no data moves
+//   transpose(x){perm (required)}
+//   slice(x){axes, starts, ends (required), steps = [] (all 1)}: python
+//     slicing (see ResolveSlice)
+//   concat(x...){axis = 0}, split(x){axis = 0, sections (required): sizes}
+//     -> one output per section
+//   expand(x){shape (required)}: numpy broadcast of x to `shape`
+//   gather(x, index int){axis = 0}: numpy take
+//   reduce_sum|mean|max|min|prod(x){axes = [] (all), keepdim = false}
+//   argmax|argmin(x){axis = -1, keepdim = false, dtype = "int64" | "int32"}
+//
+// Precision: reduce_sum, reduce_mean and reduce_prod accumulate: float32.
+// Movement ops, reduce_max/min and argmax/argmin copy or compare values
+// exactly: they follow their input.
+// Layout: transpose, slice, concat, split, the reductions and argmax/argmin
+// name their axes (perm, axes, axis), which a layout pass remaps. reshape and
+// expand state a shape in dim order and gather inserts the index's dims at
+// its axis: fixed.
 #include <algorithm>
 
-#include "ir/ops/op_helpers.h"
+#include "ir/grad.h"
 #include "ir/op_schema.h"
+#include "ir/ops/op_helpers.h"
 
 namespace tiller::ir {
 namespace {
 
 void InferReshape(InferContext& c) {
-  Shape shape = c.attrs().Ints("shape");
+  Shape shape = c.op().GetInts("shape");
   for (int64_t d : shape) {
     if (d < 0) c.Fail("target shape {} is not concrete", ShapeToString(shape));
   }
@@ -27,8 +39,9 @@ void InferReshape(InferContext& c) {
 
 void InferTranspose(InferContext& c) {
   const TensorType& x = c.input(0);
-  auto perm = c.attrs().Ints("perm");
-  if (perm.size() != x.shape.size()) c.Fail("perm has {} dims, input {}", perm.size(), x.shape.size());
+  const auto& perm = c.op().GetInts("perm");
+  if (perm.size() != x.shape.size())
+    c.Fail("perm has {} dims, input {}", perm.size(), x.shape.size());
   Shape out(perm.size());
   std::vector<bool> seen(perm.size(), false);
   for (size_t i = 0; i < perm.size(); ++i) {
@@ -42,7 +55,7 @@ void InferTranspose(InferContext& c) {
 
 void InferSlice(InferContext& c) {
   SliceSpec spec;
-  if (!ResolveSlice(c.input(0).shape, c.attrs(), &spec))
+  if (!ResolveSlice(c.input(0).shape, c.op(), &spec))
     c.Fail("bad axes/starts/ends/steps for input {}", ShapeToString(c.input(0).shape));
   c.AddOutput({c.input(0).dtype, spec.out});
 }
@@ -50,7 +63,7 @@ void InferSlice(InferContext& c) {
 void InferConcat(InferContext& c) {
   const TensorType& first = c.input(0);
   int rank = static_cast<int>(first.shape.size());
-  int axis = NormalizeAxis(c.attrs().Int("axis", 0), rank);
+  int axis = NormalizeAxis(c.op().GetInt("axis"), rank);
   if (axis < 0) c.Fail("axis out of range");
   Shape out = first.shape;
   out[axis] = 0;
@@ -69,9 +82,9 @@ void InferConcat(InferContext& c) {
 
 void InferSplit(InferContext& c) {
   const TensorType& x = c.input(0);
-  int axis = NormalizeAxis(c.attrs().Int("axis", 0), static_cast<int>(x.shape.size()));
+  int axis = NormalizeAxis(c.op().GetInt("axis"), static_cast<int>(x.shape.size()));
   if (axis < 0) c.Fail("axis out of range");
-  auto sections = c.attrs().Ints("sections");
+  const auto& sections = c.op().GetInts("sections");
   int64_t total = 0;
   for (int64_t s : sections) total += s;
   if (total != x.shape[axis]) c.Fail("sections sum to {}, dim is {}", total, x.shape[axis]);
@@ -83,7 +96,7 @@ void InferSplit(InferContext& c) {
 }
 
 void InferExpand(InferContext& c) {
-  Shape target = c.attrs().Ints("shape"), out;
+  Shape target = c.op().GetInts("shape"), out;
   if (!BroadcastShapes(c.input(0).shape, target, &out) || out != target)
     c.Fail("cannot expand {} to {}", ShapeToString(c.input(0).shape), ShapeToString(target));
   c.AddOutput({c.input(0).dtype, out});
@@ -93,7 +106,7 @@ void InferGather(InferContext& c) {
   const TensorType& x = c.input(0);
   const TensorType& idx = c.input(1);
   if (!IsInteger(idx.dtype)) c.Fail("index must be an integer tensor");
-  int axis = NormalizeAxis(c.attrs().Int("axis", 0), static_cast<int>(x.shape.size()));
+  int axis = NormalizeAxis(c.op().GetInt("axis"), static_cast<int>(x.shape.size()));
   if (axis < 0) c.Fail("axis out of range");
   Shape out(x.shape.begin(), x.shape.begin() + axis);
   out.insert(out.end(), idx.shape.begin(), idx.shape.end());
@@ -104,33 +117,172 @@ void InferGather(InferContext& c) {
 void InferReduce(InferContext& c) {
   const TensorType& x = c.input(0);
   std::vector<int> axes;
-  if (!ResolveAxes(c.attrs().Ints("axes"), static_cast<int>(x.shape.size()), &axes))
+  if (!ResolveAxes(c.op().GetInts("axes"), static_cast<int>(x.shape.size()), &axes))
     c.Fail("axes out of range for {}", ShapeToString(x.shape));
-  c.AddOutput({x.dtype, ReducedShape(x.shape, axes, c.attrs().Bool("keepdim", false))});
+  c.AddOutput({x.dtype, ReducedShape(x.shape, axes, c.op().GetBool("keepdim"))});
 }
 
 void InferArg(InferContext& c) {
   const TensorType& x = c.input(0);
-  int axis = NormalizeAxis(c.attrs().Int("axis", -1), static_cast<int>(x.shape.size()));
+  int axis = NormalizeAxis(c.op().GetInt("axis"), static_cast<int>(x.shape.size()));
   if (axis < 0) c.Fail("axis out of range");
   DType dt;
-  if (!ParseDType(c.attrs().Str("dtype", "int64"), &dt) || (dt != DType::kI64 && dt != DType::kI32))
+  if (!ParseDType(c.op().GetStr("dtype"), &dt) || (dt != DType::kI64 && dt != DType::kI32))
     c.Fail("dtype must be int32 or int64");
-  c.AddOutput({dt, ReducedShape(x.shape, {axis}, c.attrs().Bool("keepdim", false))});
+  c.AddOutput({dt, ReducedShape(x.shape, {axis}, c.op().GetBool("keepdim"))});
 }
 
-const bool kRegistered = [] {
-  RegisterOpSchema({"reshape", 1, 1, InferReshape, /*view=*/true});
-  RegisterOpSchema({"transpose", 1, 1, InferTranspose});
-  RegisterOpSchema({"slice", 1, 1, InferSlice});
-  RegisterOpSchema({"concat", 1, 1 << 20, InferConcat});
-  RegisterOpSchema({"split", 1, 1, InferSplit});
-  RegisterOpSchema({"expand", 1, 1, InferExpand});
-  RegisterOpSchema({"gather", 2, 2, InferGather});
-  for (const char* n : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"})
-    RegisterOpSchema({n, 1, 1, InferReduce});
-  RegisterOpSchema({"argmax", 1, 1, InferArg});
-  RegisterOpSchema({"argmin", 1, 1, InferArg});
+constexpr auto kFollows = PrecisionRule::kFollowsInput;
+constexpr auto kAxes = LayoutRule::kAxisAttrs;
+
+const bool kSchemas = [] {
+  RegisterOpSchema(OpSchema{"reshape", 1, 1, InferReshape, /*view=*/true}
+                       .RequiredAttr("shape", AttrKind::kInts)
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kFixed));
+  RegisterOpSchema(OpSchema{"transpose", 1, 1, InferTranspose}
+                       .RequiredAttr("perm", AttrKind::kInts)
+                       .Precision(kFollows)
+                       .Layout(kAxes, {"perm"}));
+  RegisterOpSchema(WithSliceAttrs(OpSchema{"slice", 1, 1, InferSlice})
+                       .Precision(kFollows)
+                       .Layout(kAxes, {"axes"}));
+  RegisterOpSchema(OpSchema{"concat", 1, 1 << 20, InferConcat}
+                       .Attr("axis", int64_t{0})
+                       .Precision(kFollows)
+                       .Layout(kAxes, {"axis"}));
+  RegisterOpSchema(OpSchema{"split", 1, 1, InferSplit}
+                       .Attr("axis", int64_t{0})
+                       .RequiredAttr("sections", AttrKind::kInts)
+                       .Precision(kFollows)
+                       .Layout(kAxes, {"axis"}));
+  RegisterOpSchema(OpSchema{"expand", 1, 1, InferExpand}
+                       .RequiredAttr("shape", AttrKind::kInts)
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kFixed));
+  RegisterOpSchema(OpSchema{"gather", 2, 2, InferGather}
+                       .Attr("axis", int64_t{0})
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kFixed));
+  for (const char* n : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"}) {
+    bool exact = std::string_view(n) == "reduce_max" || std::string_view(n) == "reduce_min";
+    RegisterOpSchema(OpSchema{n, 1, 1, InferReduce}
+                         .Attr("axes", std::vector<int64_t>{})
+                         .Attr("keepdim", false)
+                         .Precision(exact ? kFollows : PrecisionRule::kAlwaysF32)
+                         .Layout(kAxes, {"axes"}));
+  }
+  for (const char* n : {"argmax", "argmin"}) {
+    RegisterOpSchema(OpSchema{n, 1, 1, InferArg}
+                         .Attr("axis", int64_t{-1})
+                         .Attr("keepdim", false)
+                         .Attr("dtype", "int64")
+                         .Precision(kFollows)
+                         .Layout(kAxes, {"axis"}));
+  }
+  return true;
+}();
+
+// ---- Gradient rules ----------------------------------------------------
+
+std::vector<int64_t> ShapeAttr(const Shape& s) {
+  return std::vector<int64_t>(s.begin(), s.end());
+}
+
+// Gradient of a reduction's output, broadcast back over the input's shape.
+Value* Unreduce(GradContext& c, Value* g) {
+  const Shape& in = c.input(0)->shape();
+  std::vector<int> axes;
+  ResolveAxes(c.op().GetInts("axes"), static_cast<int>(in.size()), &axes);
+  Value* kept = c.Add("reshape", {g}, {{"shape", ShapeAttr(ReducedShape(in, axes, true))}});
+  return c.Add("expand", {kept}, {{"shape", ShapeAttr(in)}});
+}
+
+const bool kRules = [] {
+  RegisterGrad("reshape", [](GradContext& c) {
+    c.SetInputGrad(0,
+                   c.Add("reshape", {c.out_grad()}, {{"shape", ShapeAttr(c.input(0)->shape())}}));
+  });
+  RegisterGrad("transpose", [](GradContext& c) {
+    const auto& perm = c.op().GetInts("perm");
+    std::vector<int64_t> inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) {
+      inverse[NormalizeAxis(perm[i], static_cast<int>(perm.size()))] = static_cast<int64_t>(i);
+    }
+    c.SetInputGrad(0, c.Add("transpose", {c.out_grad()}, {{"perm", inverse}}));
+  });
+  RegisterGrad("expand", [](GradContext& c) {
+    c.SetInputGrad(0, c.ReduceTo(c.out_grad(), c.input(0)->shape()));
+  });
+  RegisterGrad("reduce_sum", [](GradContext& c) { c.SetInputGrad(0, Unreduce(c, c.out_grad())); });
+  RegisterGrad("reduce_mean", [](GradContext& c) {
+    double n = static_cast<double>(NumElements(c.input(0)->shape())) /
+               static_cast<double>(std::max<int64_t>(1, NumElements(c.output()->shape())));
+    Value* g = c.Add("scale", {c.out_grad()}, {{"scale", 1.0 / n}, {"bias", 0.0}});
+    c.SetInputGrad(0, Unreduce(c, g));
+  });
+  RegisterGrad("concat", [](GradContext& c) {
+    int rank = c.output()->rank();
+    int64_t axis = NormalizeAxis(c.op().GetInt("axis"), rank);
+    std::vector<int64_t> sections;
+    for (const Value* in : c.op().inputs) sections.push_back(in->shape()[axis]);
+    Op* split = c.graph().AddOp("split", {c.out_grad()}, {{"axis", axis}, {"sections", sections}},
+                                c.op().name + ".grad");
+    for (size_t i = 0; i < split->outputs.size(); ++i) c.SetInputGrad(i, split->outputs[i]);
+  });
+  RegisterGrad("split", [](GradContext& c) {
+    // Outputs nobody differentiated contribute zeros.
+    std::vector<Value*> parts;
+    for (size_t i = 0; i < c.op().outputs.size(); ++i) {
+      Value* g = c.out_grad(i);
+      if (!g) {
+        Value* zero = c.Constant(0.0, c.output(i)->dtype());
+        g = c.Add("expand", {zero}, {{"shape", ShapeAttr(c.output(i)->shape())}});
+      }
+      parts.push_back(g);
+    }
+    c.SetInputGrad(0, c.Add("concat", parts, {{"axis", c.op().GetInt("axis")}}));
+  });
+  RegisterGrad("slice", [](GradContext& c) {
+    const Op& op = c.op();
+    AttrMap a{{"axes", op.GetInts("axes")},
+              {"starts", op.GetInts("starts")},
+              {"ends", op.GetInts("ends")},
+              {"steps", op.GetInts("steps")},
+              {"input_shape", ShapeAttr(c.input(0)->shape())}};
+    c.SetInputGrad(0, c.Add("slice_grad", {c.out_grad()}, a));
+  });
+  RegisterGrad("gather", [](GradContext& c) {
+    const Shape& x = c.input(0)->shape();
+    int64_t axis = NormalizeAxis(c.op().GetInt("axis"), static_cast<int>(x.size()));
+    c.SetInputGrad(
+        0, c.Add("gather_grad", {c.input(1), c.out_grad()}, {{"axis", axis}, {"dim", x[axis]}}));
+  });
+  // max/min: every input equal to the result gets the gradient (ties
+  // included), as Paddle's reduce_max/min gradients.
+  for (const char* op : {"reduce_max", "reduce_min"}) {
+    RegisterGrad(op, [](GradContext& c) {
+      Value* x = c.input(0);
+      Value* hit = c.Add("equal", {x, Unreduce(c, c.output())});
+      Value* mask = c.Add("cast", {hit}, {{"dtype", std::string(DTypeName(x->dtype()))}});
+      c.SetInputGrad(0, c.Add("mul", {Unreduce(c, c.out_grad()), mask}));
+    });
+  }
+  // cumsum's adjoint sums the other way: a cumsum with `reverse` flipped.
+  RegisterGrad("cumsum", [](GradContext& c) {
+    const Op& op = c.op();
+    // scan.cc's schema may not declare its attributes yet (CheckAttributes
+    // lets such schemas through): read `reverse` as stored until it does.
+    bool reverse =
+        op.schema->attrs_declared ? op.GetBool("reverse") : op.attrs.Bool("reverse", false);
+    AttrMap a = op.attrs;
+    a.Set("reverse", !reverse);
+    c.SetInputGrad(0, c.Add("cumsum", {c.out_grad()}, a));
+  });
+  RegisterGrad("reduce_prod", [](GradContext& c) {  // g prod / x (Paddle's; undefined at x = 0)
+    Value* ratio = c.Add("div", {Unreduce(c, c.output()), c.input(0)});
+    c.SetInputGrad(0, c.Add("mul", {Unreduce(c, c.out_grad()), ratio}));
+  });
   return true;
 }();
 

@@ -1,7 +1,7 @@
 // Forward ops that only training programs use (translators emit them when
 // TranslateOptions.training is set and the Paddle op has is_test = false).
 //   batch_norm_train(x [N, C, *], scale [C], bias [C], mean [C], variance [C])
-//     {epsilon, momentum} -> y, mean_out, variance_out, saved_mean,
+//     {epsilon = 1e-5, momentum = 0.9} -> y, mean_out, variance_out, saved_mean,
 //     saved_inv_std. Statistics over every dim but 1, as Paddle's CPU kernel:
 //     saved_mean = batch mean, saved_inv_std = 1 / sqrt(biased batch variance
 //     + epsilon) (what Paddle stores in SavedVariance),
@@ -9,14 +9,21 @@
 //     likewise with the biased batch variance. A batch of one value per
 //     channel (N * spatial = 1) gives y = x, zero saved statistics and
 //     unchanged running ones, as Paddle.
-//   dropout(x, step? int64 [1]){p, mode "upscale_in_train" |
-//     "downgrade_in_infer", seed} -> out, mask uint8 (x's shape). Keeps each
+//   dropout(x, step? int64 [1]){p = 0.5, mode = "upscale_in_train" |
+//     "downgrade_in_infer", seed = 0} -> out, mask uint8 (x's shape). Keeps each
 //     element with probability 1 - p: out = x * mask / (1 - p) (upscale; p = 1
 //     gives zeros) or x * mask (downgrade). The mask is a pure function of
 //     (seed, step, element index), so it is reproducible, independent of the
 //     thread count, and changes when `step` does: a training session feeds
 //     the step number (TranslateContext::StepCounter) and increments it each
 //     step. Without `step` every run draws the same mask (step 0).
+//     Translators always set all three (Paddle's dropout_implementation
+//     defaults to downgrade_in_infer).
+//
+// Precision: batch statistics run in float32; dropout masks values as they
+// are. Layout: batch_norm_train is channel-first (fixed); dropout is
+// elementwise (its mask follows the element order, so another layout draws
+// another, equally random, mask).
 #include "ir/op_schema.h"
 
 namespace tiller::ir {
@@ -30,7 +37,7 @@ void InferBatchNormTrain(InferContext& c) {
       c.Fail("input {} is {}, expected {}[{}] (one value per channel)", i, c.input(i).ToString(),
              DTypeName(x.dtype), x.shape[1]);
   }
-  double momentum = c.attrs().Float("momentum", 0.9);
+  double momentum = c.op().GetFloat("momentum");
   if (!(momentum >= 0.0 && momentum <= 1.0)) c.Fail("momentum {} is not in [0, 1]", momentum);
   c.AddOutput(x);
   for (int i = 0; i < 4; ++i) c.AddOutput(c.input(1));
@@ -40,9 +47,9 @@ void InferDropout(InferContext& c) {
   const TensorType& x = c.input(0);
   if (c.has_input(1) && (c.input(1).dtype != DType::kI64 || NumElements(c.input(1).shape) != 1))
     c.Fail("step must be an int64 tensor of one element, got {}", c.input(1).ToString());
-  double p = c.attrs().Float("p", 0.5);
+  double p = c.op().GetFloat("p");
   if (!(p >= 0.0 && p <= 1.0)) c.Fail("p = {} is not in [0, 1]", p);
-  std::string mode = c.attrs().Str("mode", "upscale_in_train");
+  const std::string& mode = c.op().GetStr("mode");
   if (mode != "upscale_in_train" && mode != "downgrade_in_infer")
     c.Fail("mode '{}' is not upscale_in_train or downgrade_in_infer", mode);
   c.AddOutput(x);
@@ -50,8 +57,17 @@ void InferDropout(InferContext& c) {
 }
 
 const bool kRegistered = [] {
-  RegisterOpSchema({"batch_norm_train", 5, 5, InferBatchNormTrain});
-  RegisterOpSchema({"dropout", 1, 2, InferDropout});
+  RegisterOpSchema(OpSchema{"batch_norm_train", 5, 5, InferBatchNormTrain}
+                       .Attr("epsilon", 1e-5)
+                       .Attr("momentum", 0.9)
+                       .Precision(PrecisionRule::kAlwaysF32)
+                       .Layout(LayoutRule::kFixed));
+  RegisterOpSchema(OpSchema{"dropout", 1, 2, InferDropout}
+                       .Attr("p", 0.5)
+                       .Attr("mode", "upscale_in_train")
+                       .Attr("seed", int64_t{0})
+                       .Precision(PrecisionRule::kFollowsInput)
+                       .Layout(LayoutRule::kAgnostic));
   return true;
 }();
 

@@ -18,12 +18,10 @@ Layout ChannelLayout(const Shape& x) {
   return {x[0], x[1], s};
 }
 
-
 std::unique_ptr<Kernel> MakeBatchNormTrain(const ir::Op& op) {
-  RequireF32Inputs(op);
   Layout l = ChannelLayout(op.inputs[0]->shape());
-  float eps = static_cast<float>(op.attrs.Float("epsilon", 1e-5));
-  float momentum = static_cast<float>(op.attrs.Float("momentum", 0.9));
+  float eps = static_cast<float>(op.GetFloat("epsilon"));
+  float momentum = static_cast<float>(op.GetFloat("momentum"));
   return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
     const float* x = static_cast<const float*>(a.inputs[0]);
     const float* scale = static_cast<const float*>(a.inputs[1]);
@@ -84,7 +82,6 @@ std::unique_ptr<Kernel> MakeBatchNormTrain(const ir::Op& op) {
 // dbias = sum dy, dscale = sum dy * xhat, and with M = N * S values per channel
 // dx = scale * inv_std / M * (M dy - dbias - xhat * dscale), xhat = (x - mean) * inv_std.
 std::unique_ptr<Kernel> MakeBatchNormGrad(const ir::Op& op) {
-  RequireF32Inputs(op);
   Layout l = ChannelLayout(op.inputs[0]->shape());
   return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
     const float* x = static_cast<const float*>(a.inputs[0]);
@@ -133,8 +130,10 @@ std::unique_ptr<Kernel> MakeBatchNormGrad(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("batch_norm_train", MakeBatchNormTrain, {DType::kF32});
-TILLER_CPU_KERNEL("batch_norm_grad", MakeBatchNormGrad, {DType::kF32});
+TILLER_CPU_KERNEL("batch_norm_train", MakeBatchNormTrain,
+                  Signature("T, T, T, T, T -> T, T, T, T, T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("batch_norm_grad", MakeBatchNormGrad,
+                  Signature("T, T, T, T, T -> T, T, T").Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/dnnl_context.h"
 #include "backends/cpu/kernels/kernel_utils.h"
+#include "ir/ops/op_helpers.h"
 
 namespace tiller::cpu {
 namespace {
@@ -93,14 +94,9 @@ struct ConvGeometry {
   Dims strides, dilates, pad_l, pad_r;
 
   ConvGeometry(const ir::Op& op, const Shape& x, const Shape& w, const Shape& y) {
-    for (const ir::Value* v : op.inputs) {
-      if (v->dtype() != DType::kF32)
-        Unsupported(op, "dtype {} not supported", DTypeName(v->dtype()));
-    }
-    int64_t groups = op.attrs.Int("groups", 1);
-    auto s = op.attrs.Ints("strides", {1, 1});
-    auto p = op.attrs.Ints("pads", {0, 0, 0, 0});
-    auto d = op.attrs.Ints("dilations", {1, 1});
+    ir::ConvWindow win = ir::ReadConvWindow(op);
+    int64_t groups = win.groups;
+    const auto &s = win.strides, &p = win.pads, &d = win.dilations;
     auto f32 = memory::data_type::f32;
     x_plain = memory::desc(x, f32, tag::nchw);
     y_plain = memory::desc(y, f32, tag::nchw);

@@ -22,16 +22,10 @@ int64_t ReadInt(const void* p, DType t, int64_t i) {
 }
 
 std::unique_ptr<Kernel> MakeCtc(const ir::Op& op) {
-  if (InDType(op) != DType::kF32) Unsupported(op, "logits dtype {}", DTypeName(InDType(op)));
-  for (size_t i = 1; i < op.inputs.size(); ++i) {
-    if (op.inputs[i] && op.inputs[i]->dtype() != DType::kI32 &&
-        op.inputs[i]->dtype() != DType::kI64)
-      Unsupported(op, "input {} dtype {} (int32/int64 only)", i, DTypeName(op.inputs[i]->dtype()));
-  }
   const Shape& s = op.inputs[0]->shape();
   int64_t T = s[0], B = s[1], C = s[2], L = op.inputs[1]->shape()[1];
   int64_t S = 2 * L + 1;
-  int64_t blank = op.attrs.Int("blank", 0);
+  int64_t blank = op.GetInt("blank");
   DType label_t = InDType(op, 1);
   DType tlen_t = op.input(2) ? InDType(op, 2) : DType::kI64;
   DType llen_t = op.input(3) ? InDType(op, 3) : DType::kI64;
@@ -101,7 +95,14 @@ std::unique_ptr<Kernel> MakeCtc(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("ctc_loss", MakeCtc, {DType::kF32});
+  // Label and lengths are int32 or int64, each independently.
+  const std::vector<DType> index = {DType::kI32, DType::kI64};
+  RegisterKernel("ctc_loss", MakeCtc,
+                 Signature("T, I, J?, K? -> T")
+                     .Where("T", {DType::kF32})
+                     .Where("I", index)
+                     .Where("J", index)
+                     .Where("K", index));
   return true;
 }();
 

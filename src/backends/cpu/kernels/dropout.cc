@@ -9,12 +9,10 @@ namespace tiller::cpu {
 namespace {
 
 std::unique_ptr<Kernel> MakeDropout(const ir::Op& op) {
-  if (InDType(op) != DType::kF32)
-    Unsupported(op, "dtype {} not supported (float32 only)", DTypeName(InDType(op)));
   int64_t n = NumElements(op.inputs[0]->shape());
-  double p = op.attrs.Float("p", 0.5);
-  bool upscale = op.attrs.Str("mode", "upscale_in_train") == "upscale_in_train";
-  auto seed = static_cast<uint64_t>(op.attrs.Int("seed", 0));
+  double p = op.GetFloat("p");
+  bool upscale = op.GetStr("mode") == "upscale_in_train";
+  auto seed = static_cast<uint64_t>(op.GetInt("seed"));
   bool has_step = op.input(1) != nullptr;
   // Paddle divides kept values by the float 1 - p; p = 1 drops everything.
   float keep_div = upscale && p < 1.0 ? 1.0f - static_cast<float>(p) : 1.0f;
@@ -34,7 +32,8 @@ std::unique_ptr<Kernel> MakeDropout(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("dropout", MakeDropout, {DType::kF32});
+TILLER_CPU_KERNEL("dropout", MakeDropout,
+                  Signature("T, int64? -> T, uint8").Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -28,16 +28,13 @@ void Lookup(const std::byte* table, const I* ids, std::byte* out, int64_t count,
 
 std::unique_ptr<Kernel> MakeEmbedding(const ir::Op& op) {
   const Shape& ts = op.inputs[0]->shape();
-  DType it = InDType(op, 1);
-  if (it != DType::kI32 && it != DType::kI64)
-    Unsupported(op, "ids dtype {} not supported (int32, int64)", DTypeName(it));
   int64_t vocab = ts[0];
   int64_t row_bytes = ts[1] * static_cast<int64_t>(DTypeSize(InDType(op)));
   int64_t count = NumElements(op.inputs[1]->shape());
-  int64_t padding_idx = op.attrs.Int("padding_idx", -1);
+  int64_t padding_idx = op.GetInt("padding_idx");
   // Paddle stores a negative padding_idx other than -1 relative to the end.
   if (padding_idx < -1) padding_idx += vocab;
-  bool i64 = it == DType::kI64;
+  bool i64 = InDType(op, 1) == DType::kI64;
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const auto* table = static_cast<const std::byte*>(args.inputs[0]);
     auto* out = static_cast<std::byte*>(args.outputs[0]);
@@ -51,8 +48,10 @@ std::unique_ptr<Kernel> MakeEmbedding(const ir::Op& op) {
   });
 }
 
-// Rows move as bytes: any table dtype (input 0); ids are int32|int64.
-TILLER_CPU_KERNEL("embedding", MakeEmbedding, AllDTypes());
+// Rows move as bytes: any table dtype; ids are int32|int64.
+TILLER_CPU_KERNEL(
+    "embedding", MakeEmbedding,
+    Signature("T, I -> T").Where("T", AllDTypes()).Where("I", {DType::kI32, DType::kI64}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "backends/cpu/kernel.h"
-#include "core/error.h"
 
 namespace tiller::cpu {
 namespace {
@@ -35,30 +34,24 @@ void ScatterAdd(const Id* ids, const float* dy, float* out, int64_t n, int64_t r
 
 std::unique_ptr<Kernel> MakeEmbeddingGrad(const ir::Op& op) {
   const ir::Value* ids = op.inputs[0];
-  const ir::Value* dy = op.inputs[1];
-  if (dy->dtype() != DType::kF32)
-    Fail(ErrorKind::kUnimplemented, "embedding_grad ({}): dtype {} not supported", op.name,
-         DTypeName(dy->dtype()));
   int64_t n = NumElements(ids->shape());
   int64_t rows = op.outputs[0]->shape()[0], d = op.outputs[0]->shape()[1];
-  int64_t pad = op.attrs.Int("padding_idx", -1);
+  int64_t pad = op.GetInt("padding_idx");
   if (ids->dtype() == DType::kI64) {
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
       ScatterAdd(static_cast<const int64_t*>(a.inputs[0]), static_cast<const float*>(a.inputs[1]),
                  static_cast<float*>(a.outputs[0]), n, rows, d, pad);
     });
   }
-  if (ids->dtype() == DType::kI32) {
-    return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
-      ScatterAdd(static_cast<const int32_t*>(a.inputs[0]), static_cast<const float*>(a.inputs[1]),
-                 static_cast<float*>(a.outputs[0]), n, rows, d, pad);
-    });
-  }
-  Fail(ErrorKind::kUnimplemented, "embedding_grad ({}): ids dtype {} not supported", op.name,
-       DTypeName(ids->dtype()));
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
+    ScatterAdd(static_cast<const int32_t*>(a.inputs[0]), static_cast<const float*>(a.inputs[1]),
+               static_cast<float*>(a.outputs[0]), n, rows, d, pad);
+  });
 }
 
-TILLER_CPU_KERNEL("embedding_grad", MakeEmbeddingGrad, {DType::kF32}, /*dtype_input=*/1);
+TILLER_CPU_KERNEL(
+    "embedding_grad", MakeEmbeddingGrad,
+    Signature("I, T -> T").Where("I", {DType::kI32, DType::kI64}).Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -40,14 +40,12 @@ std::unique_ptr<Kernel> MakeNearestGather(const std::array<Taps, 3>& taps,
 
 std::unique_ptr<Kernel> MakeInterp(const ir::Op& op) {
   DType dt = InDType(op);
-  bool int_nearest =
-      (dt == DType::kI32 || dt == DType::kI64) && op.attrs.Str("method", "") == "nearest";
-  if (dt != DType::kF32 && !int_nearest)
-    Unsupported(op, "dtype {} not supported for method {}", DTypeName(dt),
-                op.attrs.Str("method", ""));
+  const std::string& method = op.GetStr("method");
+  if (dt != DType::kF32 && method != "nearest")
+    Unsupported(op, "dtype {} not supported for method {}", DTypeName(dt), method);
   const Shape& is = op.inputs[0]->shape();
   const Shape& os = op.outputs[0]->shape();
-  InterpGeometry geo = MakeInterpGeometry(op.attrs, is, os);
+  InterpGeometry geo = MakeInterpGeometry(op, is, os);
   const std::array<Taps, 3>& taps = geo.taps;
   const std::array<int64_t, 3>& in = geo.in;
   const std::array<int64_t, 3>& out = geo.out;
@@ -93,7 +91,8 @@ std::unique_ptr<Kernel> MakeInterp(const ir::Op& op) {
 }
 
 // Integer inputs only with method = nearest (checked by MakeInterp).
-TILLER_CPU_KERNEL("interp", MakeInterp, {DType::kF32, DType::kI32, DType::kI64});
+TILLER_CPU_KERNEL("interp", MakeInterp,
+                  Signature("T -> T").Where("T", {DType::kF32, DType::kI32, DType::kI64}));
 
 }  // namespace
 }  // namespace tiller::cpu

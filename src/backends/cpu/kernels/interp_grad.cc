@@ -9,9 +9,7 @@ namespace tiller::cpu {
 namespace {
 
 std::unique_ptr<Kernel> MakeInterpGrad(const ir::Op& op) {
-  if (InDType(op) != DType::kF32)
-    Unsupported(op, "dtype {} not supported (float32 only)", DTypeName(InDType(op)));
-  InterpGeometry geo = MakeInterpGeometry(op.attrs, op.outputs[0]->shape(), op.inputs[0]->shape());
+  InterpGeometry geo = MakeInterpGeometry(op, op.outputs[0]->shape(), op.inputs[0]->shape());
   int64_t plane_in = geo.in[0] * geo.in[1] * geo.in[2];
   int64_t plane_out = geo.out[0] * geo.out[1] * geo.out[2];
   int64_t work = plane_in + plane_out * geo.taps[0].n * geo.taps[1].n * geo.taps[2].n;
@@ -51,7 +49,7 @@ std::unique_ptr<Kernel> MakeInterpGrad(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("interp_grad", MakeInterpGrad, {DType::kF32});
+TILLER_CPU_KERNEL("interp_grad", MakeInterpGrad, Signature("T -> T").Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/shape.h"
-#include "ir/attribute.h"
+#include "ir/graph.h"
 
 namespace tiller::cpu {
 
@@ -81,12 +81,13 @@ struct InterpGeometry {
   int64_t planes = 1;  // N * C
 };
 
-inline InterpGeometry MakeInterpGeometry(const ir::AttrMap& a, const Shape& is, const Shape& os) {
+// `op` is an interp or interp_grad (same attributes).
+inline InterpGeometry MakeInterpGeometry(const ir::Op& op, const Shape& is, const Shape& os) {
   InterpGeometry g;
-  std::string method = a.Str("method", "");
-  bool align_corners = a.Bool("align_corners", false);
-  int64_t align_mode = a.Int("align_mode", 1);
-  auto ratios = a.Floats("ratios");
+  const std::string& method = op.GetStr("method");
+  bool align_corners = op.GetBool("align_corners");
+  int64_t align_mode = op.GetInt("align_mode");
+  const std::vector<double>& ratios = op.GetFloats("ratios");
   int nd = static_cast<int>(is.size()) - 2;
   for (int d = 0; d < 3; ++d) {
     int sd = d - (3 - nd);

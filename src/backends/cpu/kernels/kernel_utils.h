@@ -28,6 +28,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "core/error.h"
+#include "ir/op_schema.h"
 
 namespace tiller::cpu {
 
@@ -53,23 +54,8 @@ inline DType OutDType(const ir::Op& op, size_t i = 0) {
   return op.outputs[i]->dtype();
 }
 
-// Fails naming the input unless each listed input (every present input when
-// the list is empty) is float32: for kernels whose other operands must have
-// the dtype their registration declares for one.
-inline void RequireF32Inputs(const ir::Op& op, std::initializer_list<size_t> which = {}) {
-  auto check = [&](size_t i) {
-    if (op.input(i) && op.input(i)->dtype() != DType::kF32)
-      Unsupported(op, "input {} dtype {} not supported (float32 only)", i,
-                  DTypeName(op.input(i)->dtype()));
-  };
-  if (which.size() == 0) {
-    for (size_t i = 0; i < op.inputs.size(); ++i) check(i);
-  }
-  for (size_t i : which) check(i);
-}
-
-// A shape seen as [outer, n, inner] around the op's `axis` attribute (default
-// -1): rows of n elements, inner apart. Rank 0 is one row of one element.
+// A shape seen as [outer, n, inner] around the op's `axis` attribute: rows
+// of n elements, inner apart. Rank 0 is one row of one element.
 struct RowLayout {
   int64_t outer = 1, n = 1, inner = 1;
 };
@@ -78,7 +64,10 @@ inline RowLayout AxisRows(const ir::Op& op, const Shape& s) {
   RowLayout l;
   int rank = static_cast<int>(s.size());
   if (rank == 0) return l;
-  int axis = NormalizeAxis(op.attrs.Int("axis", -1), rank);
+  // Schemas that do not declare their attributes yet (CheckAttributes lets
+  // them through: top_k, argsort) are read as stored, -1 when unset.
+  int64_t a = op.schema->attrs_declared ? op.GetInt("axis") : op.attrs.Int("axis", -1);
+  int axis = NormalizeAxis(a, rank);
   if (axis < 0) Unsupported(op, "axis out of range");
   for (int d = 0; d < rank; ++d) {
     if (d < axis) l.outer *= s[d];

@@ -16,16 +16,14 @@ float Tolerable(float v) {
   return v;
 }
 
-
 std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
-  RequireF32Inputs(op, {0});
   const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
   const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
-  bool soft = op.attrs.Bool("soft_label", false);
-  bool match = op.attrs.Bool("match", false);
+  bool soft = op.GetBool("soft_label");
+  bool match = op.GetBool("match");
   // log_input: input 0 holds log-probabilities (log_softmax), read as they are.
-  bool log_input = op.attrs.Bool("log_input", false);
-  int64_t ignore = op.attrs.Int("ignore_index", -100);
+  bool log_input = op.GetBool("log_input");
+  int64_t ignore = op.GetInt("ignore_index");
   DType ldt = InDType(op, 1);
   if (match && log_input) Unsupported(op, "match with log_input");
   if (soft && (ldt != DType::kF32 || match))
@@ -46,7 +44,8 @@ std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
               const float* lr = static_cast<const float*>(label) + base;
               float acc = 0;
               for (int64_t i = 0; i < n; ++i)
-                acc += lr[i * inner] * (log_input ? pr[i * inner] : Tolerable(std::log(pr[i * inner])));
+                acc += lr[i * inner] *
+                       (log_input ? pr[i * inner] : Tolerable(std::log(pr[i * inner])));
               out[r] = -acc;
               continue;
             }
@@ -69,7 +68,6 @@ std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
 // An elementwise loss over `count` same-shape float inputs: f(in, i) -> out[i].
 template <typename F>
 std::unique_ptr<Kernel> Elementwise(const ir::Op& op, F f) {
-  RequireF32Inputs(op);
   int64_t n = NumElements(op.outputs[0]->shape());
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     ParallelRange(n, 8, [&](int64_t b, int64_t e) {
@@ -79,10 +77,9 @@ std::unique_ptr<Kernel> Elementwise(const ir::Op& op, F f) {
 }
 
 std::unique_ptr<Kernel> MakeSigmoidCE(const ir::Op& op) {
-  RequireF32Inputs(op);
   int64_t n = NumElements(op.outputs[0]->shape());
-  bool normalize = op.attrs.Bool("normalize", false);
-  int ignore = static_cast<int>(op.attrs.Int("ignore_index", -100));
+  bool normalize = op.GetBool("normalize");
+  int ignore = static_cast<int>(op.GetInt("ignore_index"));
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* label = static_cast<const float*>(args.inputs[1]);
@@ -121,7 +118,7 @@ std::unique_ptr<Kernel> MakeSigmoidCE(const ir::Op& op) {
 }
 
 std::unique_ptr<Kernel> MakeKLDiv(const ir::Op& op) {
-  bool log_target = op.attrs.Bool("log_target", false);
+  bool log_target = op.GetBool("log_target");
   return Elementwise(op, [log_target](const KernelArgs& a, int64_t i) {
     float x = static_cast<const float*>(a.inputs[0])[i];
     float t = static_cast<const float*>(a.inputs[1])[i];
@@ -144,7 +141,7 @@ std::unique_ptr<Kernel> MakeBCE(const ir::Op& op) {
 }
 
 std::unique_ptr<Kernel> MakeHuber(const ir::Op& op) {
-  float delta = static_cast<float>(op.attrs.Float("delta", 1.0));
+  float delta = static_cast<float>(op.GetFloat("delta"));
   return Elementwise(op, [delta](const KernelArgs& a, int64_t i) {
     float r = static_cast<const float*>(a.inputs[1])[i] - static_cast<const float*>(a.inputs[0])[i];
     float ar = std::abs(r);
@@ -161,12 +158,18 @@ std::unique_ptr<Kernel> MakeRankLoss(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("cross_entropy", MakeCrossEntropy, {DType::kF32});
-  RegisterKernel("sigmoid_cross_entropy", MakeSigmoidCE, {DType::kF32});
-  RegisterKernel("kldiv", MakeKLDiv, {DType::kF32});
-  RegisterKernel("bce", MakeBCE, {DType::kF32});
-  RegisterKernel("huber", MakeHuber, {DType::kF32});
-  RegisterKernel("rank_loss", MakeRankLoss, {DType::kF32});
+  const std::vector<DType> f32 = {DType::kF32};
+  // Hard labels (int32/int64), then soft ones (float32 like prob); which one
+  // an op has is its soft_label attribute, checked by the factory.
+  RegisterKernel("cross_entropy", MakeCrossEntropy,
+                 Signature("T, I -> T").Where("T", f32).Where("I", {DType::kI32, DType::kI64}));
+  RegisterKernel("cross_entropy", MakeCrossEntropy, Signature("T, T -> T").Where("T", f32));
+  RegisterKernel("sigmoid_cross_entropy", MakeSigmoidCE,
+                 Signature("T, T, T? -> T").Where("T", f32));
+  RegisterKernel("kldiv", MakeKLDiv, Signature("T, T -> T").Where("T", f32));
+  RegisterKernel("bce", MakeBCE, Signature("T, T -> T").Where("T", f32));
+  RegisterKernel("huber", MakeHuber, Signature("T, T -> T").Where("T", f32));
+  RegisterKernel("rank_loss", MakeRankLoss, Signature("T, T, T -> T").Where("T", f32));
   return true;
 }();
 

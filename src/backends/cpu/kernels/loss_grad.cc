@@ -10,16 +10,14 @@
 namespace tiller::cpu {
 namespace {
 
-
 std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
-  RequireF32Inputs(op, {0, 2});
   const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
   const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
-  bool soft = op.attrs.Bool("soft_label", false);
+  bool soft = op.GetBool("soft_label");
   // log_input: the gradient with respect to log-probabilities, which needs
   // no division (finite where a probability underflowed to 0).
-  bool log_input = op.attrs.Bool("log_input", false);
-  int64_t ignore = op.attrs.Int("ignore_index", -100);
+  bool log_input = op.GetBool("log_input");
+  int64_t ignore = op.GetInt("ignore_index");
   DType ldt = InDType(op, 1);
   if (soft && ldt != DType::kF32) Unsupported(op, "soft label dtype {}", DTypeName(ldt));
   if (!soft && ldt != DType::kI64 && ldt != DType::kI32)
@@ -39,7 +37,8 @@ std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
             if (soft) {
               const float* lr = static_cast<const float*>(label) + base;
               for (int64_t i = 0; i < n; ++i)
-                dr[i * inner] = log_input ? -g[r] * lr[i * inner] : -g[r] * lr[i * inner] / pr[i * inner];
+                dr[i * inner] =
+                    log_input ? -g[r] * lr[i * inner] : -g[r] * lr[i * inner] / pr[i * inner];
               continue;
             }
             int64_t lbl = ldt == DType::kI64 ? static_cast<const int64_t*>(label)[r]
@@ -47,7 +46,8 @@ std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
             bool bad = lbl != ignore && (lbl < 0 || lbl >= n);
             float fill = bad ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
             for (int64_t i = 0; i < n; ++i) dr[i * inner] = fill;
-            if (lbl != ignore && !bad) dr[lbl * inner] = log_input ? -g[r] : -g[r] / pr[lbl * inner];
+            if (lbl != ignore && !bad)
+              dr[lbl * inner] = log_input ? -g[r] : -g[r] / pr[lbl * inner];
           }
         },
         1);
@@ -55,10 +55,9 @@ std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
 }
 
 std::unique_ptr<Kernel> MakeSigmoidCEGrad(const ir::Op& op) {
-  RequireF32Inputs(op, {0, 1, 2, 3});
   int64_t n = NumElements(op.outputs[0]->shape());
-  bool normalize = op.attrs.Bool("normalize", false);
-  int ignore = static_cast<int>(op.attrs.Int("ignore_index", -100));
+  bool normalize = op.GetBool("normalize");
+  int ignore = static_cast<int>(op.GetInt("ignore_index"));
   bool has_pw = op.input(3) != nullptr;
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
@@ -99,8 +98,14 @@ std::unique_ptr<Kernel> MakeSigmoidCEGrad(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("cross_entropy_grad", MakeCrossEntropyGrad, {DType::kF32});
-TILLER_CPU_KERNEL("sigmoid_cross_entropy_grad", MakeSigmoidCEGrad, {DType::kF32});
+// Hard labels, then soft ones, as the forward (cross_entropy in loss.cc).
+TILLER_CPU_KERNEL(
+    "cross_entropy_grad", MakeCrossEntropyGrad,
+    Signature("T, I, T -> T").Where("T", {DType::kF32}).Where("I", {DType::kI32, DType::kI64}));
+TILLER_CPU_KERNEL("cross_entropy_grad", MakeCrossEntropyGrad,
+                  Signature("T, T, T -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("sigmoid_cross_entropy_grad", MakeSigmoidCEGrad,
+                  Signature("T, T, T, T? -> T").Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -21,17 +21,12 @@ void NormalizeRow(const float* x, float* y, int64_t n, float mean, float rstd, c
 }
 
 std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
-  if (InDType(op) != DType::kF32) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
-  for (size_t i = 1; i < 3; ++i) {
-    if (op.input(i) && op.input(i)->dtype() != DType::kF32)
-      Unsupported(op, "scale/bias dtype {} not supported", DTypeName(op.input(i)->dtype()));
-  }
   const Shape& s = op.inputs[0]->shape();
-  int axis = NormalizeAxis(op.attrs.Int("axis", -1), static_cast<int>(s.size()));
+  int axis = NormalizeAxis(op.GetInt("axis"), static_cast<int>(s.size()));
   if (axis < 0) Unsupported(op, "axis out of range");
   int64_t rows = 1, n = 1;
   for (int d = 0; d < static_cast<int>(s.size()); ++d) (d < axis ? rows : n) *= s[d];
-  float eps = static_cast<float>(op.attrs.Float("epsilon", 1e-5));
+  float eps = static_cast<float>(op.GetFloat("epsilon"));
   bool has_scale = op.input(1) != nullptr, has_bias = op.input(2) != nullptr;
   using RowFn = void (*)(const float*, float*, int64_t, float, float, const float*, const float*);
   RowFn row_fn = has_scale ? (has_bias ? NormalizeRow<true, true> : NormalizeRow<true, false>)
@@ -63,14 +58,10 @@ std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
 // y = x * a[c] + b[c] with a = scale / sqrt(var + eps), b = bias - mean * a,
 // computed once per run into the workspace.
 std::unique_ptr<Kernel> MakeBatchNorm(const ir::Op& op) {
-  for (size_t i = 0; i < 5; ++i) {
-    if (InDType(op, i) != DType::kF32)
-      Unsupported(op, "input {} dtype {} not supported", i, DTypeName(InDType(op, i)));
-  }
   const Shape& s = op.inputs[0]->shape();
   int64_t batch = s[0], channels = s[1], inner = 1;
   for (size_t d = 2; d < s.size(); ++d) inner *= s[d];
-  float eps = static_cast<float>(op.attrs.Float("epsilon", 1e-5));
+  float eps = static_cast<float>(op.GetFloat("epsilon"));
   size_t ws = 2 * static_cast<size_t>(channels) * sizeof(float);
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& args) {
@@ -117,16 +108,12 @@ std::unique_ptr<Kernel> MakeBatchNorm(const ir::Op& op) {
 // A group of channels is one contiguous [C / groups * inner] block, so its
 // statistics use the same corrected two-sweep row reductions as layer_norm.
 std::unique_ptr<Kernel> MakeGroupNorm(const ir::Op& op) {
-  for (size_t i = 0; i < 3; ++i) {
-    if (op.input(i) && op.input(i)->dtype() != DType::kF32)
-      Unsupported(op, "input {} dtype {} not supported", i, DTypeName(op.input(i)->dtype()));
-  }
   const Shape& s = op.inputs[0]->shape();
   int64_t batch = s[0], channels = s[1], inner = 1;
   for (size_t d = 2; d < s.size(); ++d) inner *= s[d];
-  int64_t groups = op.attrs.Int("groups", 1);
+  int64_t groups = op.GetInt("groups");
   int64_t cpg = channels / groups, n = cpg * inner;
-  float eps = static_cast<float>(op.attrs.Float("epsilon", 1e-5));
+  float eps = static_cast<float>(op.GetFloat("epsilon"));
   bool has_scale = op.input(1) != nullptr, has_bias = op.input(2) != nullptr;
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     if (n == 0) return;
@@ -160,9 +147,13 @@ std::unique_ptr<Kernel> MakeGroupNorm(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("group_norm", MakeGroupNorm, {DType::kF32});
-  RegisterKernel("layer_norm", MakeLayerNorm, {DType::kF32});
-  RegisterKernel("batch_norm", MakeBatchNorm, {DType::kF32});
+  // Scale and bias (optional for the first two) have x's dtype.
+  RegisterKernel("group_norm", MakeGroupNorm,
+                 Signature("T, T?, T? -> T").Where("T", {DType::kF32}));
+  RegisterKernel("layer_norm", MakeLayerNorm,
+                 Signature("T, T?, T? -> T").Where("T", {DType::kF32}));
+  RegisterKernel("batch_norm", MakeBatchNorm,
+                 Signature("T, T, T, T, T -> T").Where("T", {DType::kF32}));
   return true;
 }();
 

@@ -11,9 +11,9 @@ namespace {
 std::unique_ptr<Kernel> MakePadNd(const ir::Op& op) {
   const Shape& is = op.inputs[0]->shape();
   const Shape& os = op.outputs[0]->shape();
-  auto pads = op.attrs.Ints("pads");
-  std::string mode = op.attrs.Str("mode", "constant");
-  double value = op.attrs.Float("value", 0.0);
+  const std::vector<int64_t>& pads = op.GetInts("pads");
+  const std::string& mode = op.GetStr("mode");
+  double value = op.GetFloat("value");
   int rank = static_cast<int>(is.size());
   std::vector<std::vector<int64_t>> maps(rank);
   std::vector<int64_t> in_strides(rank, 1);
@@ -23,7 +23,7 @@ std::unique_ptr<Kernel> MakePadNd(const ir::Op& op) {
       maps[d].push_back(SourceIndex(o - pads[2 * d], is[d], mode));
   }
   std::unique_ptr<Kernel> k;
-  bool ok = DispatchDType<float, double, int32_t, int64_t>(InDType(op), [&](auto tag) {
+  DispatchDType<float, double, int32_t, int64_t>(InDType(op), [&](auto tag) {
     using T = decltype(tag);
     const T fill = static_cast<T>(value);
     k = std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
@@ -57,11 +57,12 @@ std::unique_ptr<Kernel> MakePadNd(const ir::Op& op) {
           1);
     });
   });
-  if (!ok) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
   return k;
 }
 
-TILLER_CPU_KERNEL("pad_nd", MakePadNd, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
+TILLER_CPU_KERNEL("pad_nd", MakePadNd,
+                  Signature("T -> T").Where("T",
+                                            {DType::kF32, DType::kF64, DType::kI32, DType::kI64}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -10,12 +10,10 @@ namespace tiller::cpu {
 namespace {
 
 std::unique_ptr<Kernel> MakePadGrad(const ir::Op& op) {
-  if (InDType(op) != DType::kF32)
-    Unsupported(op, "dtype {} not supported (float32 only)", DTypeName(InDType(op)));
   const Shape& os = op.inputs[0]->shape();
   const Shape& is = op.outputs[0]->shape();
-  auto pads = op.attrs.Ints("pads");
-  std::string mode = op.attrs.Str("mode", "constant");
+  const std::vector<int64_t>& pads = op.GetInts("pads");
+  const std::string& mode = op.GetStr("mode");
   int rank = static_cast<int>(is.size());
   if (rank > kMaxDims) Unsupported(op, "rank {} above {}", rank, kMaxDims);
   // Per dim, the input offset (in elements) each output coordinate reads, -1: none.
@@ -51,7 +49,7 @@ std::unique_ptr<Kernel> MakePadGrad(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("pad_nd_grad", MakePadGrad, {DType::kF32});
+TILLER_CPU_KERNEL("pad_nd_grad", MakePadGrad, Signature("T -> T").Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -56,8 +56,6 @@ void PoolTaps(const float* xp, float* yp, const TapGeom& g, const Windows& wh) {
 }
 
 std::unique_ptr<Kernel> MakePool2d(const ir::Op& op) {
-  if (InDType(op) != DType::kF32) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
-  if (op.attrs.Bool("global_pooling", false)) Unsupported(op, "global_pooling must be lowered");
   Pool2dGeometry g = ReadPool2d(op, op.inputs[0]->shape(), op.outputs[0]->shape());
   const bool is_max = g.is_max, adaptive = g.adaptive, exclusive = g.exclusive;
   const std::vector<int64_t>&k = g.k, &s = g.s, &p = g.p;
@@ -134,13 +132,12 @@ std::unique_ptr<Kernel> MakePool2d(const ir::Op& op) {
 // flat index h * W + w in the input plane; an empty window (only with large
 // pads) gives -FLT_MAX and index -1, as Paddle's CPU kernel.
 std::unique_ptr<Kernel> MakeMaxPoolWithIndex(const ir::Op& op) {
-  if (InDType(op) != DType::kF32) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
   const Shape& is = op.inputs[0]->shape();
   const Shape& os = op.outputs[0]->shape();
-  bool adaptive = op.attrs.Bool("adaptive", false);
-  std::vector<int64_t> k = op.attrs.Ints("ksize");
-  std::vector<int64_t> s = op.attrs.Ints("strides", {1, 1});
-  std::vector<int64_t> p = op.attrs.Ints("pads", {0, 0, 0, 0});
+  bool adaptive = op.GetBool("adaptive");
+  const std::vector<int64_t>& k = op.GetInts("ksize");
+  const std::vector<int64_t>& s = op.GetInts("strides");
+  const std::vector<int64_t>& p = op.GetInts("pads");
   int64_t planes = is[0] * is[1], ih = is[2], iw = is[3], oh = os[2], ow = os[3];
   Windows wh = MakeWindows(ih, oh, k[0], s[0], p[0], adaptive);
   Windows ww = MakeWindows(iw, ow, k[1], s[1], p[2], adaptive);
@@ -176,8 +173,10 @@ std::unique_ptr<Kernel> MakeMaxPoolWithIndex(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("pool2d", MakePool2d, {DType::kF32});
-TILLER_CPU_KERNEL("max_pool2d_with_index", MakeMaxPoolWithIndex, {DType::kF32});
+TILLER_CPU_KERNEL("pool2d", MakePool2d, Signature("T -> T").Where("T", {DType::kF32}));
+// The mask output exists when with_mask is set.
+TILLER_CPU_KERNEL("max_pool2d_with_index", MakeMaxPoolWithIndex,
+                  Signature("T -> T, int32?").Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu

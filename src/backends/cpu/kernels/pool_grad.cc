@@ -13,7 +13,6 @@ namespace tiller::cpu {
 namespace {
 
 std::unique_ptr<Kernel> MakePool2dGrad(const ir::Op& op) {
-  if (InDType(op) != DType::kF32) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
   Pool2dGeometry g = ReadPool2d(op, op.inputs[0]->shape(), op.inputs[1]->shape());
   const bool is_max = g.is_max, adaptive = g.adaptive, exclusive = g.exclusive;
   const int64_t planes = g.planes, ih = g.ih, iw = g.iw, oh = g.oh, ow = g.ow;
@@ -73,8 +72,6 @@ std::unique_ptr<Kernel> MakePool2dGrad(const ir::Op& op) {
 }
 
 std::unique_ptr<Kernel> MakeMaxPoolIndexGrad(const ir::Op& op) {
-  if (InDType(op, 1) != DType::kF32)
-    Unsupported(op, "dtype {} not supported", DTypeName(InDType(op, 1)));
   const Shape& is = op.outputs[0]->shape();
   const Shape& os = op.inputs[1]->shape();
   int64_t planes = is[0] * is[1], plane_in = is[2] * is[3], plane_out = os[2] * os[3];
@@ -98,8 +95,10 @@ std::unique_ptr<Kernel> MakeMaxPoolIndexGrad(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("pool2d_grad", MakePool2dGrad, {DType::kF32});
-TILLER_CPU_KERNEL("max_pool2d_with_index_grad", MakeMaxPoolIndexGrad, {DType::kF32}, /*dtype_input=*/1);
+TILLER_CPU_KERNEL("pool2d_grad", MakePool2dGrad,
+                  Signature("T, T, T -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("max_pool2d_with_index_grad", MakeMaxPoolIndexGrad,
+                  Signature("int32, T -> T").Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -54,12 +54,12 @@ struct Pool2dGeometry {
 
 inline Pool2dGeometry ReadPool2d(const ir::Op& op, const Shape& x, const Shape& y) {
   Pool2dGeometry g;
-  g.is_max = op.attrs.Str("pooling_type", "max") == "max";
-  g.adaptive = op.attrs.Bool("adaptive", false);
-  g.exclusive = op.attrs.Bool("exclusive", true);
-  g.k = op.attrs.Ints("ksize");
-  g.s = op.attrs.Ints("strides", {1, 1});
-  g.p = op.attrs.Ints("pads", {0, 0, 0, 0});
+  g.is_max = op.GetStr("pooling_type") == "max";
+  g.adaptive = op.GetBool("adaptive");
+  g.exclusive = op.GetBool("exclusive");
+  g.k = op.GetInts("ksize");
+  g.s = op.GetInts("strides");
+  g.p = op.GetInts("pads");
   g.planes = x[0] * x[1];
   g.ih = x[2], g.iw = x[3], g.oh = y[2], g.ow = y[3];
   g.wh = MakeWindows(g.ih, g.oh, g.k[0], g.s[0], g.p[0], g.adaptive);

@@ -205,7 +205,7 @@ void RunReduce(const ReducePlan& p, const T* x, T* y, int64_t out_n) {
 std::unique_ptr<Kernel> MakeReduce(const ir::Op& op) {
   const Shape& in = op.inputs[0]->shape();
   std::vector<int> axes;
-  if (!ir::ResolveAxes(op.attrs.Ints("axes"), static_cast<int>(in.size()), &axes))
+  if (!ir::ResolveAxes(op.GetInts("axes"), static_cast<int>(in.size()), &axes))
     Unsupported(op, "axes out of range");
   ReducePlan plan = PlanReduce(op, in, axes);
   int64_t out_n = NumElements(op.outputs[0]->shape());
@@ -242,7 +242,6 @@ std::unique_ptr<Kernel> MakeReduce(const ir::Op& op) {
         break;
     }
   });
-  if (!k) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
   return k;
 }
 
@@ -284,7 +283,7 @@ void RunArg(const T* x, I* y, int64_t outer, int64_t r, int64_t inner) {
 
 std::unique_ptr<Kernel> MakeArg(const ir::Op& op) {
   const Shape& in = op.inputs[0]->shape();
-  int axis = NormalizeAxis(op.attrs.Int("axis", -1), static_cast<int>(in.size()));
+  int axis = NormalizeAxis(op.GetInt("axis"), static_cast<int>(in.size()));
   if (axis < 0) Unsupported(op, "axis out of range");
   int64_t outer = 1, r = in[axis], inner = 1;
   for (int d = 0; d < axis; ++d) outer *= in[d];
@@ -303,17 +302,18 @@ std::unique_ptr<Kernel> MakeArg(const ir::Op& op) {
       });
     });
   });
-  if (!k)
-    Unsupported(op, "dtype {} -> {} not supported", DTypeName(InDType(op)),
-                DTypeName(OutDType(op)));
   return k;
 }
 
 const bool kRegistered = [] {
+  const std::vector<DType> types = {DType::kF32, DType::kF64, DType::kI32, DType::kI64};
   for (const char* n : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"})
-    RegisterKernel(n, MakeReduce, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
-  RegisterKernel("argmax", MakeArg, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
-  RegisterKernel("argmin", MakeArg, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
+    RegisterKernel(n, MakeReduce, Signature("T -> T").Where("T", types));
+  // The index output's dtype is the `dtype` attribute's.
+  for (const char* n : {"argmax", "argmin"}) {
+    RegisterKernel(n, MakeArg,
+                   Signature("T -> I").Where("T", types).Where("I", {DType::kI32, DType::kI64}));
+  }
   return true;
 }();
 

@@ -106,7 +106,7 @@ std::unique_ptr<Kernel> CopyKernel(IterPlan plan, size_t elem) {
 
 std::unique_ptr<Kernel> MakeTranspose(const ir::Op& op) {
   const Shape& in = op.inputs[0]->shape();
-  std::vector<int64_t> perm = op.attrs.Ints("perm");
+  const std::vector<int64_t>& perm = op.GetInts("perm");
   std::vector<int64_t> in_st = Strides(in), st(perm.size());
   for (size_t i = 0; i < perm.size(); ++i)
     st[i] = in_st[NormalizeAxis(perm[i], static_cast<int>(in.size()))];
@@ -116,7 +116,7 @@ std::unique_ptr<Kernel> MakeTranspose(const ir::Op& op) {
 std::unique_ptr<Kernel> MakeSlice(const ir::Op& op) {
   const Shape& in = op.inputs[0]->shape();
   ir::SliceSpec spec;
-  if (!ir::ResolveSlice(in, op.attrs, &spec)) Unsupported(op, "bad slice attributes");
+  if (!ir::ResolveSlice(in, op, &spec)) Unsupported(op, "bad slice attributes");
   std::vector<int64_t> in_st = Strides(in), st(in.size());
   int64_t base = 0;
   for (size_t d = 0; d < in.size(); ++d) {
@@ -156,7 +156,7 @@ void OuterInner(const Shape& s, int axis, size_t elem, int64_t* outer, int64_t* 
 // concat and split move the same [outer, sum of parts] rows, in opposite directions.
 std::unique_ptr<Kernel> MakeConcatSplit(const ir::Op& op, bool split) {
   const Shape& whole = split ? op.inputs[0]->shape() : op.outputs[0]->shape();
-  int axis = NormalizeAxis(op.attrs.Int("axis", 0), static_cast<int>(whole.size()));
+  int axis = NormalizeAxis(op.GetInt("axis"), static_cast<int>(whole.size()));
   if (axis < 0) Unsupported(op, "axis out of range");
   size_t elem = DTypeSize(InDType(op));
   int64_t outer, inner;
@@ -192,15 +192,12 @@ std::unique_ptr<Kernel> MakeConcatSplit(const ir::Op& op, bool split) {
 // range yields a zero slab instead of reading out of bounds.
 std::unique_ptr<Kernel> MakeGather(const ir::Op& op) {
   const Shape& xs = op.inputs[0]->shape();
-  int axis = NormalizeAxis(op.attrs.Int("axis", 0), static_cast<int>(xs.size()));
+  int axis = NormalizeAxis(op.GetInt("axis"), static_cast<int>(xs.size()));
   if (axis < 0) Unsupported(op, "axis out of range");
-  DType it = InDType(op, 1);
-  if (it != DType::kI32 && it != DType::kI64)
-    Unsupported(op, "index dtype {} not supported (int32, int64)", DTypeName(it));
   int64_t outer, inner;
   OuterInner(xs, axis, DTypeSize(InDType(op)), &outer, &inner);
   int64_t dim = xs[axis], count = NumElements(op.inputs[1]->shape());
-  bool i64 = it == DType::kI64;
+  bool i64 = InDType(op, 1) == DType::kI64;
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const auto* x = static_cast<const std::byte*>(args.inputs[0]);
     auto* y = static_cast<std::byte*>(args.outputs[0]);
@@ -260,8 +257,6 @@ std::unique_ptr<Kernel> MakeCast(const ir::Op& op) {
       });
     });
   });
-  if (!k)
-    Unsupported(op, "cast {} -> {} not supported", DTypeName(InDType(op)), DTypeName(OutDType(op)));
   return k;
 }
 
@@ -310,19 +305,24 @@ std::unique_ptr<Kernel> MakeWhere(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  // Byte movers take every dtype; cast converts between all of them (source
-  // declared); where selects x/y (input 1) elements of any size.
-  RegisterKernel("transpose", MakeTranspose, AllDTypes());
-  RegisterKernel("slice", MakeSlice, AllDTypes());
-  RegisterKernel("expand", MakeExpand, AllDTypes());
-  RegisterKernel("identity", MakeIdentity, AllDTypes());
+  // Byte movers take every dtype; cast converts between all of them (its
+  // source is T) and where selects x/y elements of any size by a bool.
+  RegisterKernel("transpose", MakeTranspose, Signature("T -> T").Where("T", AllDTypes()));
+  RegisterKernel("slice", MakeSlice, Signature("T -> T").Where("T", AllDTypes()));
+  RegisterKernel("expand", MakeExpand, Signature("T -> T").Where("T", AllDTypes()));
+  RegisterKernel("identity", MakeIdentity, Signature("T -> T").Where("T", AllDTypes()));
   RegisterKernel(
-      "concat", [](const ir::Op& op) { return MakeConcatSplit(op, false); }, AllDTypes());
+      "concat", [](const ir::Op& op) { return MakeConcatSplit(op, false); },
+      Signature("T... -> T").Where("T", AllDTypes()));
   RegisterKernel(
-      "split", [](const ir::Op& op) { return MakeConcatSplit(op, true); }, AllDTypes());
-  RegisterKernel("gather", MakeGather, AllDTypes());
-  RegisterKernel("cast", MakeCast, AllDTypes());
-  RegisterKernel("where", MakeWhere, AllDTypes(), /*dtype_input=*/1);
+      "split", [](const ir::Op& op) { return MakeConcatSplit(op, true); },
+      Signature("T -> T...").Where("T", AllDTypes()));
+  RegisterKernel(
+      "gather", MakeGather,
+      Signature("T, I -> T").Where("T", AllDTypes()).Where("I", {DType::kI32, DType::kI64}));
+  RegisterKernel("cast", MakeCast,
+                 Signature("T -> U").Where("T", AllDTypes()).Where("U", AllDTypes()));
+  RegisterKernel("where", MakeWhere, Signature("bool, T, T -> T").Where("T", AllDTypes()));
   return true;
 }();
 

@@ -67,7 +67,6 @@ void SoftmaxColumns(const float* x, float* y, int64_t n, int64_t inner, int64_t 
 }
 
 std::unique_ptr<Kernel> MakeSoftmax(const ir::Op& op) {
-  if (InDType(op) != DType::kF32) Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
   const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
   const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
   bool log = op.type == "log_softmax";
@@ -99,8 +98,8 @@ std::unique_ptr<Kernel> MakeSoftmax(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  RegisterKernel("softmax", MakeSoftmax, {DType::kF32});
-  RegisterKernel("log_softmax", MakeSoftmax, {DType::kF32});
+  RegisterKernel("softmax", MakeSoftmax, Signature("T -> T").Where("T", {DType::kF32}));
+  RegisterKernel("log_softmax", MakeSoftmax, Signature("T -> T").Where("T", {DType::kF32}));
   return true;
 }();
 

@@ -32,16 +32,13 @@ void ScatterAlong(const Id* idx, const float* dy, float* out, int64_t outer, int
 }
 
 std::unique_ptr<Kernel> MakeGatherGrad(const ir::Op& op) {
-  if (InDType(op, 1) != DType::kF32)
-    Unsupported(op, "dtype {} not supported (float32 only)", DTypeName(InDType(op, 1)));
   const Shape& out = op.outputs[0]->shape();
-  int64_t axis = op.attrs.Int("axis", 0);
+  int64_t axis = op.GetInt("axis");
   int64_t outer = 1, inner = 1, dim = out[axis];
   for (int64_t d = 0; d < axis; ++d) outer *= out[d];
   for (size_t d = axis + 1; d < out.size(); ++d) inner *= out[d];
   int64_t nidx = NumElements(op.inputs[0]->shape());
   DType idt = InDType(op, 0);
-  if (idt != DType::kI64 && idt != DType::kI32) Unsupported(op, "index dtype {}", DTypeName(idt));
   return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
     const float* dy = static_cast<const float*>(a.inputs[1]);
     float* o = static_cast<float*>(a.outputs[0]);
@@ -53,11 +50,9 @@ std::unique_ptr<Kernel> MakeGatherGrad(const ir::Op& op) {
 }
 
 std::unique_ptr<Kernel> MakeSliceGrad(const ir::Op& op) {
-  if (InDType(op) != DType::kF32)
-    Unsupported(op, "dtype {} not supported (float32 only)", DTypeName(InDType(op)));
-  Shape in = op.attrs.Ints("input_shape");
+  Shape in = op.GetInts("input_shape");
   ir::SliceSpec spec;
-  if (!ir::ResolveSlice(in, op.attrs, &spec)) Unsupported(op, "bad slice attributes");
+  if (!ir::ResolveSlice(in, op, &spec)) Unsupported(op, "bad slice attributes");
   int rank = static_cast<int>(in.size());
   if (rank > kMaxDims) Unsupported(op, "rank {} above {}", rank, kMaxDims);
   std::array<int64_t, kMaxDims> dims{}, stride{};  // per dy dim: count, output step
@@ -88,8 +83,10 @@ std::unique_ptr<Kernel> MakeSliceGrad(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("gather_grad", MakeGatherGrad, {DType::kF32}, /*dtype_input=*/1);
-TILLER_CPU_KERNEL("slice_grad", MakeSliceGrad, {DType::kF32});
+TILLER_CPU_KERNEL(
+    "gather_grad", MakeGatherGrad,
+    Signature("I, T -> T").Where("I", {DType::kI32, DType::kI64}).Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("slice_grad", MakeSliceGrad, Signature("T -> T").Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu

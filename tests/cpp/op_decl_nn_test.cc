@@ -1,0 +1,158 @@
+// Declarations of the nn, nn_ext, shape, loss, grad_ops and training op
+// families (ir/ops/): every schema states its attributes, a precision and a
+// layout rule; AddOp holds ops to them; the typed getters give the declared
+// defaults; kernel signatures refuse the operand dtypes their factories do
+// not dispatch on, naming them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernel.h"
+#include "core/error.h"
+#include "ir/graph.h"
+#include "ir/op_schema.h"
+
+namespace tiller::ir {
+namespace {
+
+const std::vector<std::string> kOps = {
+    // nn.cc
+    "softmax", "log_softmax", "layer_norm", "batch_norm", "conv2d", "pool2d", "embedding",
+    "embedding_grad",
+    // nn_ext.cc
+    "group_norm", "max_pool2d_with_index", "conv2d_transpose", "interp", "pad_nd",
+    // shape.cc
+    "reshape", "transpose", "slice", "concat", "split", "expand", "gather", "reduce_sum",
+    "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
+    // loss.cc
+    "cross_entropy", "sigmoid_cross_entropy", "kldiv", "bce", "huber", "rank_loss", "ctc_loss",
+    // grad_ops.cc
+    "conv2d_grad_input", "conv2d_grad_filter", "pool2d_grad", "max_pool2d_with_index_grad",
+    "batch_norm_grad", "cross_entropy_grad", "sigmoid_cross_entropy_grad", "gather_grad",
+    "slice_grad", "interp_grad", "pad_nd_grad",
+    // training.cc
+    "batch_norm_train", "dropout"};
+
+TEST(OpDeclNn, EverySchemaDeclaresAttributesPrecisionAndLayout) {
+  for (const std::string& name : kOps) {
+    const OpSchema* s = FindOpSchema(name);
+    ASSERT_NE(s, nullptr) << name;
+    EXPECT_TRUE(s->attrs_declared) << name;
+    EXPECT_FALSE(s->open_attrs) << name;
+    EXPECT_NE(s->precision, PrecisionRule::kUndeclared) << name;
+    EXPECT_NE(s->layout, LayoutRule::kUndeclared) << name;
+    if (s->layout == LayoutRule::kAxisAttrs) {
+      EXPECT_FALSE(s->axis_attrs.empty()) << name;
+      for (const std::string& a : s->axis_attrs) EXPECT_NE(s->FindAttr(a), nullptr) << name << a;
+    }
+  }
+}
+
+// The gradient ops take the forward op's attributes with the same kinds and
+// defaults, so a rule may hand the forward's attributes on unchanged.
+TEST(OpDeclNn, GradientOpsDeclareTheirForwardsAttributesAlike) {
+  struct Pair {
+    const char *fwd, *grad;
+    std::vector<std::string> own;  // the forward's attributes the gradient op lacks
+  };
+  const std::vector<Pair> pairs = {{"pool2d", "pool2d_grad", {}},
+                                   {"interp", "interp_grad", {}},
+                                   {"slice", "slice_grad", {}},
+                                   {"pad_nd", "pad_nd_grad", {"value"}},
+                                   {"conv2d", "conv2d_grad_input", {"activation"}},
+                                   {"conv2d", "conv2d_grad_filter", {"activation"}},
+                                   {"conv2d_transpose", "conv2d_grad_filter", {"output_size"}},
+                                   {"cross_entropy", "cross_entropy_grad", {"match"}},
+                                   {"sigmoid_cross_entropy", "sigmoid_cross_entropy_grad", {}}};
+  for (const Pair& p : pairs) {
+    const OpSchema* g = FindOpSchema(p.grad);
+    for (const AttrDecl& d : FindOpSchema(p.fwd)->attrs) {
+      if (std::find(p.own.begin(), p.own.end(), d.name) != p.own.end()) continue;
+      const AttrDecl* e = g->FindAttr(d.name);
+      ASSERT_NE(e, nullptr) << p.grad << " lacks " << d.name;
+      EXPECT_EQ(e->kind, d.kind) << p.grad << " " << d.name;
+      EXPECT_TRUE(e->default_value == d.default_value) << p.grad << " " << d.name;
+    }
+  }
+}
+
+TEST(OpDeclNn, UndeclaredOrMistypedAttributesAreRefusedNamingThem) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {1, 2, 4, 4}});
+  auto refused = [&](const std::string& type, AttrMap a, const char* part) {
+    try {
+      g.AddOp(type, {x}, std::move(a), "paddle op #3");
+      ADD_FAILURE() << type << " accepted " << part;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+      std::string m = e.what();
+      for (const char* p : {type.c_str(), "paddle op #3", part})
+        EXPECT_NE(m.find(p), std::string::npos) << "missing '" << p << "' in: " << m;
+    }
+  };
+  // pool2d's translator lowers global pooling: the IR op has no such attribute.
+  refused("pool2d", {{"ksize", std::vector<int64_t>{2, 2}}, {"global_pooling", true}},
+          "global_pooling");
+  refused("softmax", {{"axis", std::string("last")}}, "axis");
+  refused("reshape", {}, "shape");  // required
+  refused("interp", {{"method", std::string("nearest")}}, "out_size");
+}
+
+TEST(OpDeclNn, GettersGiveTheDeclaredDefaultsAndConvertKinds) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {2, 3, 4}});
+  // axis as a whole float and keepdim as 0/1 convert to the declared kinds.
+  Op* r = g.AddOp("reduce_sum", {x}, {{"axes", int64_t{1}}, {"keepdim", int64_t{1}}});
+  EXPECT_EQ(r->output()->shape(), (Shape{2, 1, 4}));
+  EXPECT_EQ(r->GetInts("axes"), (std::vector<int64_t>{1}));
+  EXPECT_TRUE(r->GetBool("keepdim"));
+  Op* all = g.AddOp("reduce_mean", {x});  // axes [] (all), keepdim false
+  EXPECT_EQ(all->output()->shape(), Shape{});
+  Op* sm = g.AddOp("softmax", {x}, {{"axis", 1.0}});
+  EXPECT_EQ(sm->GetInt("axis"), 1);
+  Op* ln = g.AddOp("layer_norm", {x});
+  EXPECT_EQ(ln->GetInt("axis"), -1);
+  EXPECT_DOUBLE_EQ(ln->GetFloat("epsilon"), 1e-5);
+  Op* sl = g.AddOp("slice", {x},
+                   {{"axes", std::vector<int64_t>{2}},
+                    {"starts", std::vector<int64_t>{1}},
+                    {"ends", std::vector<int64_t>{4}}});  // steps [] = 1 per axis
+  EXPECT_EQ(sl->output()->shape(), (Shape{2, 3, 3}));
+  Value* img = g.AddInput("img", {DType::kF32, {1, 2, 5, 5}});
+  Op* pool = g.AddOp("pool2d", {img}, {{"ksize", std::vector<int64_t>{2, 2}}});
+  EXPECT_EQ(pool->GetStr("pooling_type"), "max");
+  EXPECT_EQ(pool->output()->shape(), (Shape{1, 2, 4, 4}));  // strides [1, 1], no pads
+  Verify(g);
+}
+
+TEST(OpDeclNn, SignaturesRefuseOperandDtypesNamingThem) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {4, 3}});
+  Value* i16 = g.AddInput("idx16", {DType::kI16, {2}});
+  auto refused = [&](Op* op, const char* part) {
+    try {
+      cpu::CheckKernelSupports(*op);
+      ADD_FAILURE() << op->type << " accepted " << part;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUnimplemented);
+      std::string m = e.what();
+      for (const char* p : {op->type.c_str(), part, "int16", "supported: int32, int64"})
+        EXPECT_NE(m.find(p), std::string::npos) << "missing '" << p << "' in: " << m;
+    }
+  };
+  // The schemas take any integer index; the kernels read int32 or int64.
+  refused(g.AddOp("gather", {x, i16}, {{"axis", int64_t{0}}}), "idx16");
+  Value* dy = g.AddInput("dy", {DType::kF32, {2, 3}});
+  refused(g.AddOp("embedding_grad", {i16, dy}, {{"rows", int64_t{4}}}), "idx16");
+  // Hard and soft labels pick different registrations of one op.
+  Value* prob = g.AddInput("prob", {DType::kF32, {4, 3}});
+  Value* hard = g.AddInput("hard", {DType::kI32, {4, 1}});
+  EXPECT_NO_THROW(cpu::CheckKernelSupports(*g.AddOp("cross_entropy", {prob, hard})));
+  EXPECT_NO_THROW(
+      cpu::CheckKernelSupports(*g.AddOp("cross_entropy", {prob, prob}, {{"soft_label", true}})));
+}
+
+}  // namespace
+}  // namespace tiller::ir
