@@ -232,8 +232,8 @@ std::vector<Executable::ProfileEntry> Executable::Profile() const {
   for (size_t i = 0; i < step_ms_.size(); ++i) {
     const ir::Op* op = steps_[i].op;
     std::string key = op->type;
-    if (op->type == "linear" && op->attrs.Has("activation"))
-      key += "+" + op->attrs.Str("activation", "");
+    if (op->type == "linear" && !op->GetStr("activation").empty())
+      key += "+" + op->GetStr("activation");
     ProfileEntry& e = by_type[key];
     e.op_type = key;
     e.total_ms += step_ms_[i];

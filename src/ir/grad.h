@@ -1,6 +1,6 @@
 // Gradient rules. Each differentiable IR op registers one rule that, given
 // the gradients flowing into its outputs, adds IR ops computing the
-// gradients of its inputs. Rules live in ir/ops/<family>_grad.cc beside the
+// gradients of its inputs. Rules live in ir/ops/<family>.cc beside the
 // op family they differentiate; passes/autodiff.cc drives them.
 #pragma once
 

@@ -292,7 +292,7 @@ void Verify(const Graph& g) {
     const OpSchema* schema = FindOpSchema(op->type);
     TILLER_CHECK(schema, "unknown op type '{}'", op->type);
     TILLER_CHECK(op->schema == schema, "op {} ({}) points at another schema", op->type, op->name);
-    if (schema->attrs_declared && !schema->open_attrs) {
+    if (!schema->open_attrs) {
       for (const auto& [key, value] : op->attrs.all()) {
         const AttrDecl* d = schema->FindAttr(key);
         TILLER_CHECK(d && d->kind == KindOf(value),

@@ -70,7 +70,6 @@ OpSchema& OpSchema::RequiredAttr(std::string attr, AttrKind kind) & {
 }
 
 void CheckAttributes(const OpSchema& schema, const std::string& op_name, AttrMap& attrs) {
-  if (!schema.attrs_declared) return;  // not yet migrated: anything goes
   for (const auto& [key, value] : attrs.all()) {
     const AttrDecl* d = schema.FindAttr(key);
     if (!d) {
@@ -95,6 +94,9 @@ void CheckAttributes(const OpSchema& schema, const std::string& op_name, AttrMap
 }
 
 bool RegisterOpSchema(OpSchema schema) {
+  TILLER_CHECK(schema.attrs_declared,
+               "op schema '{}' does not declare its attributes (Attr / RequiredAttr, or NoAttrs)",
+               schema.name);
   auto [it, inserted] = Registry().emplace(schema.name, std::move(schema));
   TILLER_CHECK(inserted, "op schema '{}' registered twice", it->first);
   return true;

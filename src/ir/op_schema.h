@@ -106,9 +106,9 @@ struct OpSchema {
   const AttrDecl* FindAttr(std::string_view attr) const;
 
   // Builders, chained on a temporary or a named schema:
-  //   OpSchema{"layer_norm", 1, 3, InferLayerNorm}
-  //       .Attr("epsilon", 1e-5).Attr("begin_norm_axis", int64_t{1})
-  //       .Precision(PrecisionRule::kAlwaysF32).Layout(LayoutRule::kAxisAttrs, {"begin_norm_axis"})
+  //   OpSchema{"softmax", 1, 1, InferSame}
+  //       .Attr("axis", int64_t{-1})
+  //       .Precision(PrecisionRule::kAlwaysF32).Layout(LayoutRule::kAxisAttrs, {"axis"})
   // Attr's default fixes the kind: bool, an integer type (int64_t), a
   // floating type (double), a string, std::vector<int64_t|double|std::string>.
   template <typename T>

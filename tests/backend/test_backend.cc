@@ -204,7 +204,7 @@ std::unique_ptr<Kernel> Cast(const ir::Op& op) {
 std::unique_ptr<Kernel> Transpose(const ir::Op& op) {
   const Shape& in = op.inputs[0]->shape();
   const Shape& out = op.outputs[0]->shape();
-  std::vector<int64_t> perm = op.attrs.Ints("perm");
+  const std::vector<int64_t>& perm = op.GetInts("perm");
   int rank = static_cast<int>(in.size());
   std::vector<int64_t> in_st(rank, 1);
   for (int d = rank - 2; d >= 0; --d) in_st[d] = in_st[d + 1] * in[d + 1];

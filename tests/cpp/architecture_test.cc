@@ -89,6 +89,26 @@ TEST(TypedAttributes, UndeclaredWrongKindAndMissingRequiredAreInternalErrors) {
   EXPECT_THROW(op->GetFloat("gamma"), Error);  // not declared
 }
 
+TEST(TypedAttributes, EveryOpIsDeclaredOnceWithAttributesPrecisionAndLayout) {
+  int checked = 0;
+  for (const std::string& name : ir::AllOpSchemaNames()) {
+    if (name.find("_test") != std::string::npos) continue;  // registered by tests
+    const ir::OpSchema* s = ir::FindOpSchema(name);
+    EXPECT_TRUE(s->attrs_declared) << name;
+    EXPECT_NE(s->precision, ir::PrecisionRule::kUndeclared) << name;
+    EXPECT_NE(s->layout, ir::LayoutRule::kUndeclared) << name;
+    if (s->layout == ir::LayoutRule::kAxisAttrs) {
+      EXPECT_FALSE(s->axis_attrs.empty()) << name;
+      for (const std::string& a : s->axis_attrs) EXPECT_NE(s->FindAttr(a), nullptr) << name << "." << a;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 140);
+  // A schema that does not say its attributes cannot be registered.
+  EXPECT_THROW(ir::RegisterOpSchema({"arch_test_undeclared", 1, 1, [](ir::InferContext&) {}}),
+               Error);
+}
+
 // ---- placement scopes ---------------------------------------------------------
 
 TEST(PlacementScope, OpsTakeTheScopeAndRewritesTakeThePlacementOfWhatTheyReplace) {

@@ -221,7 +221,9 @@ TEST(KernelDTypes, CreateKernelRefusesAnUndeclaredDTypeNamingIt) {
 int pick_calls = 0;
 const bool kPickRegistered = [] {
   ir::RegisterOpSchema(
-      {"kernel_dtypes_test_pick", 2, 2, [](ir::InferContext& c) { c.AddOutput(c.input(1)); }});
+      ir::OpSchema{"kernel_dtypes_test_pick", 2, 2,
+                   [](ir::InferContext& c) { c.AddOutput(c.input(1)); }}
+          .NoAttrs());
   return RegisterKernel(
       "kernel_dtypes_test_pick",
       [](const ir::Op&) -> std::unique_ptr<Kernel> {

@@ -6,6 +6,10 @@ itself and the layers it uses, so
     runs upward, such as ir including runtime, fails to build), and
   * the headers of the layers it does use can.
 
+It also checks two rules the build cannot: IR attributes are read with the
+typed getters (no default written outside the op schemas) in the layers
+below the frontend, and the CLI and the Python module include public
+headers only.
 For each (layer, other layer) pair it compiles a one-line probe with the
 layer's own include flags and prints the matrix. It also reads every
 #include of each layer's sources and lists any that name a layer outside the
@@ -35,6 +39,10 @@ PROBE_HEADER = {
     "runtime": "runtime/api_types.h",
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# IR attributes are read with ir::Op's typed getters, whose defaults live in
+# the op schemas; a fallback written at the call site is a second default.
+FALLBACK_READ = re.compile(r"attrs\.(Int|Float|Bool|Str|Ints|Floats)\(")
+TYPED_LAYERS = ("ir", "backend", "passes", "compile", "cpu")
 
 
 def probe(cxx: str, view: Path, extra: list[str], header: str) -> tuple[bool, str]:
@@ -99,6 +107,17 @@ def main() -> int:
                 if owner and owner not in allowed:
                     failures.append(f"{f.relative_to(args.source)} includes {inc} "
                                     f"(layer {owner}, not used by {layer['name']})")
+    # Defaults are written once, in the schemas.
+    for layer in layers:
+        if layer["name"] not in TYPED_LAYERS:
+            continue
+        for f in sorted((args.source / layer["path"]).rglob("*")):
+            if f.suffix not in (".h", ".cc") or f.name in ("attribute.h", "attribute.cc"):
+                continue
+            for n, line in enumerate(f.read_text().splitlines(), 1):
+                if FALLBACK_READ.search(line):
+                    failures.append(f"{f.relative_to(args.source)}:{n}: reads an IR attribute "
+                                    f"with a fallback; use op.GetX(name) (the schema's default)")
     # The CLI and the Python module use the public API only.
     for folder in ("tools", "python/src"):
         for f in sorted((args.source / folder).glob("*.*")):

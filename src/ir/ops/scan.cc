@@ -3,6 +3,9 @@
 //     running sums, same shape and dtype
 // Precision: float32 (a running sum accumulates rounding error, like a
 // reduction). Layout: reads `axis`.
+// Gradient: the adjoint of a running sum sums the other way, so it is the
+// same cumsum with `reverse` flipped (an exclusive one stays exclusive).
+#include "ir/grad.h"
 #include "ir/op_schema.h"
 
 namespace tiller::ir {
@@ -23,6 +26,12 @@ TILLER_REGISTER_OP_SCHEMA(OpSchema{"cumsum", 1, 1, InferScan}
                               .Attr("reverse", false)
                               .Precision(PrecisionRule::kAlwaysF32)
                               .Layout(LayoutRule::kAxisAttrs, {"axis"}));
+
+TILLER_REGISTER_GRAD("cumsum", [](GradContext& c) {
+  AttrMap a = c.op().attrs;
+  a.Set("reverse", !c.op().GetBool("reverse"));
+  c.SetInputGrad(0, c.Add("cumsum", {c.out_grad()}, a));
+});
 
 }  // namespace
 }  // namespace tiller::ir

@@ -268,17 +268,6 @@ const bool kRules = [] {
       c.SetInputGrad(0, c.Add("mul", {Unreduce(c, c.out_grad()), mask}));
     });
   }
-  // cumsum's adjoint sums the other way: a cumsum with `reverse` flipped.
-  RegisterGrad("cumsum", [](GradContext& c) {
-    const Op& op = c.op();
-    // scan.cc's schema may not declare its attributes yet (CheckAttributes
-    // lets such schemas through): read `reverse` as stored until it does.
-    bool reverse =
-        op.schema->attrs_declared ? op.GetBool("reverse") : op.attrs.Bool("reverse", false);
-    AttrMap a = op.attrs;
-    a.Set("reverse", !reverse);
-    c.SetInputGrad(0, c.Add("cumsum", {c.out_grad()}, a));
-  });
   RegisterGrad("reduce_prod", [](GradContext& c) {  // g prod / x (Paddle's; undefined at x = 0)
     Value* ratio = c.Add("div", {Unreduce(c, c.output()), c.input(0)});
     c.SetInputGrad(0, c.Add("mul", {Unreduce(c, c.out_grad()), ratio}));

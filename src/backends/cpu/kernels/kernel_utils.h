@@ -64,10 +64,7 @@ inline RowLayout AxisRows(const ir::Op& op, const Shape& s) {
   RowLayout l;
   int rank = static_cast<int>(s.size());
   if (rank == 0) return l;
-  // Schemas that do not declare their attributes yet (CheckAttributes lets
-  // them through: top_k, argsort) are read as stored, -1 when unset.
-  int64_t a = op.schema->attrs_declared ? op.GetInt("axis") : op.attrs.Int("axis", -1);
-  int axis = NormalizeAxis(a, rank);
+  int axis = NormalizeAxis(op.GetInt("axis"), rank);
   if (axis < 0) Unsupported(op, "axis out of range");
   for (int d = 0; d < rank; ++d) {
     if (d < axis) l.outer *= s[d];
