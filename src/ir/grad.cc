@@ -64,6 +64,16 @@ Value* GradContext::Constant(double value, DType dtype) {
   return g_.AddData("grad.const", {dtype, {}}, ValueKind::kConstant, buf);
 }
 
+Value* GradContext::Reshape(Value* v, const Shape& shape) {
+  return Add("reshape", {v}, {{"shape", ShapeAttr(shape)}});
+}
+
+Value* GradContext::SumPerChannel(Value* v, const Shape& to) {
+  std::vector<int64_t> axes{0};
+  for (int i = 2; i < v->rank(); ++i) axes.push_back(i);
+  return Reshape(Add("reduce_sum", {v}, {{"axes", axes}, {"keepdim", false}}), to);
+}
+
 Value* GradContext::ReduceTo(Value* grad, const Shape& shape) {
   if (grad->shape() == shape) return grad;
   if (NumElements(grad->shape()) == NumElements(shape))

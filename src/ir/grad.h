@@ -39,6 +39,11 @@ class GradContext {
   // Sums `grad` down to `shape` over broadcast dims (numpy rules), then
   // reshapes: the gradient of an input that was broadcast to grad's shape.
   Value* ReduceTo(Value* grad, const Shape& shape);
+  // reshape(v) to `shape` (a view).
+  Value* Reshape(Value* v, const Shape& shape);
+  // Sums `v` over every dim but the channel dim 1, reshaped to `to`: the
+  // gradient of a per-channel scale or bias.
+  Value* SumPerChannel(Value* v, const Shape& to);
   Graph& graph() { return g_; }
 
  private:
@@ -48,6 +53,11 @@ class GradContext {
   std::vector<bool> needs_;
   std::vector<Value*> in_grads_;
 };
+
+// A shape as an int-list attribute value ("shape", "input_shape", ...).
+inline std::vector<int64_t> ShapeAttr(const Shape& s) {
+  return {s.begin(), s.end()};
+}
 
 using GradFn = std::function<void(GradContext&)>;
 

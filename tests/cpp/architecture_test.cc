@@ -99,7 +99,8 @@ TEST(TypedAttributes, EveryOpIsDeclaredOnceWithAttributesPrecisionAndLayout) {
     EXPECT_NE(s->layout, ir::LayoutRule::kUndeclared) << name;
     if (s->layout == ir::LayoutRule::kAxisAttrs) {
       EXPECT_FALSE(s->axis_attrs.empty()) << name;
-      for (const std::string& a : s->axis_attrs) EXPECT_NE(s->FindAttr(a), nullptr) << name << "." << a;
+      for (const std::string& a : s->axis_attrs)
+        EXPECT_NE(s->FindAttr(a), nullptr) << name << "." << a;
     }
     ++checked;
   }

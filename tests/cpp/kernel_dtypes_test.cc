@@ -220,10 +220,10 @@ TEST(KernelDTypes, CreateKernelRefusesAnUndeclaredDTypeNamingIt) {
 // The check runs before the factory, and reads input dtype_input.
 int pick_calls = 0;
 const bool kPickRegistered = [] {
-  ir::RegisterOpSchema(
-      ir::OpSchema{"kernel_dtypes_test_pick", 2, 2,
-                   [](ir::InferContext& c) { c.AddOutput(c.input(1)); }}
-          .NoAttrs());
+  ir::RegisterOpSchema(ir::OpSchema{
+      "kernel_dtypes_test_pick", 2, 2, [](ir::InferContext& c) {
+        c.AddOutput(c.input(1));
+      }}.NoAttrs());
   return RegisterKernel(
       "kernel_dtypes_test_pick",
       [](const ir::Op&) -> std::unique_ptr<Kernel> {

@@ -167,18 +167,6 @@ const bool kSchemas = [] {
 
 // ---- Gradient rules ----------------------------------------------------
 
-std::vector<int64_t> ShapeAttr(const Shape& s) {
-  return std::vector<int64_t>(s.begin(), s.end());
-}
-
-// Sums `v` over every dim but the channel dim 1 into a [C] vector shaped like `to`.
-Value* SumPerChannel(GradContext& c, Value* v, const Shape& to) {
-  std::vector<int64_t> axes{0};
-  for (int i = 2; i < v->rank(); ++i) axes.push_back(i);
-  return c.Add("reshape", {c.Add("reduce_sum", {v}, {{"axes", axes}, {"keepdim", false}})},
-               {{"shape", ShapeAttr(to)}});
-}
-
 // A [C] vector reshaped to broadcast along dim 1 of a rank-`rank` tensor.
 Value* AlongChannels(GradContext& c, Value* v, int rank) {
   std::vector<int64_t> shape(rank, 1);
@@ -200,12 +188,7 @@ void Conv2dGrad(GradContext& c) {
     a.Set("input_shape", ShapeAttr(x->shape()));
     c.SetInputGrad(0, c.Add("conv2d_grad_input", {g, w}, a));
   }
-  if (c.needs_grad(1)) {
-    AttrMap a = win;
-    a.Set("filter_shape", ShapeAttr(w->shape()));
-    c.SetInputGrad(1, c.Add("conv2d_grad_filter", {x, g}, a));
-  }
-  if (c.input(2) && c.needs_grad(2)) c.SetInputGrad(2, SumPerChannel(c, g, c.input(2)->shape()));
+  SetConvFilterAndBiasGrads(c, win, x, g, g);
 }
 
 // Inference batch_norm: fixed statistics, so y is affine in x per channel.
@@ -223,9 +206,9 @@ void BatchNormGrad(GradContext& c) {
   Value* centered = c.Add("sub", {x, AlongChannels(c, mean, rank)});
   Value* g_centered = nullptr;  // sum g (x - mean) per channel
   if (c.needs_grad(1) || c.needs_grad(4))
-    g_centered = SumPerChannel(c, c.Add("mul", {g, centered}), scale->shape());
+    g_centered = c.SumPerChannel(c.Add("mul", {g, centered}), scale->shape());
   Value* g_sum = nullptr;
-  if (c.needs_grad(2) || c.needs_grad(3)) g_sum = SumPerChannel(c, g, scale->shape());
+  if (c.needs_grad(2) || c.needs_grad(3)) g_sum = c.SumPerChannel(g, scale->shape());
   if (c.needs_grad(1)) c.SetInputGrad(1, c.Add("mul", {g_centered, inv_std}));
   if (c.needs_grad(2)) c.SetInputGrad(2, g_sum);
   if (c.needs_grad(3)) c.SetInputGrad(3, c.Add("neg", {c.Add("mul", {g_sum, k})}));

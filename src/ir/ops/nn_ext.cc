@@ -156,21 +156,6 @@ const bool kSchemas = [] {
 
 // ---- Gradient rules ----------------------------------------------------
 
-std::vector<int64_t> ShapeAttr(const Shape& s) {
-  return std::vector<int64_t>(s.begin(), s.end());
-}
-
-Value* Reshape(GradContext& c, Value* v, const Shape& s) {
-  return c.Add("reshape", {v}, {{"shape", ShapeAttr(s)}});
-}
-
-// Sums over every dim but the channel dim 1, into `to`'s shape.
-Value* SumPerChannel(GradContext& c, Value* v, const Shape& to) {
-  std::vector<int64_t> axes{0};
-  for (int i = 2; i < v->rank(); ++i) axes.push_back(i);
-  return Reshape(c, c.Add("reduce_sum", {v}, {{"axes", axes}, {"keepdim", false}}), to);
-}
-
 // Statistics over groups of C/groups channels and all spatial positions: in
 // the [N, groups, M] view the rule is layer_norm's over the last dim.
 void GroupNormGrad(GradContext& c) {
@@ -181,7 +166,7 @@ void GroupNormGrad(GradContext& c) {
   int64_t groups = c.op().GetInt("groups");
   Shape grouped{xs[0], groups, NumElements(xs) / (xs[0] * groups)};
   AttrMap last{{"axes", std::vector<int64_t>{2}}, {"keepdim", true}};
-  Value* xg = Reshape(c, x, grouped);
+  Value* xg = c.Reshape(x, grouped);
   Value* centered = c.Add("sub", {xg, c.Add("reduce_mean", {xg}, last)});
   Value* var = c.Add("reduce_mean", {c.Add("square", {centered})}, last);
   double eps = c.op().GetFloat("epsilon");
@@ -190,16 +175,16 @@ void GroupNormGrad(GradContext& c) {
   Shape per_channel(xs.size(), 1);
   per_channel[1] = xs[1];
   if (c.needs_grad(0)) {
-    Value* dxhat = scale ? c.Add("mul", {g, Reshape(c, scale, per_channel)}) : g;
-    Value* d = Reshape(c, dxhat, grouped);
+    Value* dxhat = scale ? c.Add("mul", {g, c.Reshape(scale, per_channel)}) : g;
+    Value* d = c.Reshape(dxhat, grouped);
     Value* m1 = c.Add("reduce_mean", {d}, last);
     Value* m2 = c.Add("reduce_mean", {c.Add("mul", {d, xhat})}, last);
     Value* inner = c.Add("sub", {c.Add("sub", {d, m1}), c.Add("mul", {xhat, m2})});
-    c.SetInputGrad(0, Reshape(c, c.Add("mul", {rstd, inner}), xs));
+    c.SetInputGrad(0, c.Reshape(c.Add("mul", {rstd, inner}), xs));
   }
   if (scale && c.needs_grad(1))
-    c.SetInputGrad(1, SumPerChannel(c, c.Add("mul", {g, Reshape(c, xhat, xs)}), scale->shape()));
-  if (c.input(2) && c.needs_grad(2)) c.SetInputGrad(2, SumPerChannel(c, g, c.input(2)->shape()));
+    c.SetInputGrad(1, c.SumPerChannel(c.Add("mul", {g, c.Reshape(xhat, xs)}), scale->shape()));
+  if (c.input(2) && c.needs_grad(2)) c.SetInputGrad(2, c.SumPerChannel(g, c.input(2)->shape()));
 }
 
 // conv2d_transpose(x, w) is the adjoint of conv2d(., w) with the same window:
@@ -211,12 +196,8 @@ void ConvTransposeGrad(GradContext& c) {
   Value* g = c.out_grad();
   AttrMap win = ConvWindowAttrMap(c.op());
   if (c.needs_grad(0)) c.SetInputGrad(0, c.Add("conv2d", {g, w}, win));
-  if (c.needs_grad(1)) {
-    AttrMap a = win;
-    a.Set("filter_shape", ShapeAttr(w->shape()));
-    c.SetInputGrad(1, c.Add("conv2d_grad_filter", {g, x}, a));
-  }
-  if (c.input(2) && c.needs_grad(2)) c.SetInputGrad(2, SumPerChannel(c, g, c.input(2)->shape()));
+  // Transposed: the filter gradient correlates dy (as input) with x.
+  SetConvFilterAndBiasGrads(c, win, g, x, g);
 }
 
 void MaxPoolWithIndexGrad(GradContext& c) {

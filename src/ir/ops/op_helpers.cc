@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ir/grad.h"
+
 namespace tiller::ir {
 
 OpSchema WithConvWindowAttrs(OpSchema s) {
@@ -13,6 +15,17 @@ OpSchema WithConvWindowAttrs(OpSchema s) {
 
 ConvWindow ReadConvWindow(const Op& op) {
   return {op.GetInts("strides"), op.GetInts("pads"), op.GetInts("dilations"), op.GetInt("groups")};
+}
+
+void SetConvFilterAndBiasGrads(GradContext& c, const AttrMap& window, Value* input, Value* dy,
+                               Value* out_grad) {
+  if (c.needs_grad(1)) {
+    AttrMap a = window;
+    a.Set("filter_shape", ShapeAttr(c.input(1)->shape()));
+    c.SetInputGrad(1, c.Add("conv2d_grad_filter", {input, dy}, a));
+  }
+  if (c.input(2) && c.needs_grad(2))
+    c.SetInputGrad(2, c.SumPerChannel(out_grad, c.input(2)->shape()));
 }
 
 AttrMap ConvWindowAttrMap(const Op& op) {

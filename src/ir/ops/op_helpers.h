@@ -27,6 +27,14 @@ ConvWindow ReadConvWindow(const Op& op);
 // The op's window as attributes, for the conv ops a gradient rule adds.
 AttrMap ConvWindowAttrMap(const Op& op);
 
+class GradContext;
+// The parts of a convolution's gradient that conv2d and conv2d_transpose
+// share: the filter gradient (conv2d_grad_filter over `input` and `dy`, the
+// window of `window`) when wanted, and the bias gradient (input 2: the op's
+// output gradient `out_grad` summed per channel) when there is a bias.
+void SetConvFilterAndBiasGrads(GradContext& c, const AttrMap& window, Value* input, Value* dy,
+                               Value* out_grad);
+
 // The window of the pooling ops: ksize [2] (required), strides = [1, 1],
 // pads = [0, 0, 0, 0] as conv2d, ceil_mode = false, adaptive = false (ksize
 // is the output size).

@@ -185,10 +185,6 @@ const bool kSchemas = [] {
 
 // ---- Gradient rules ----------------------------------------------------
 
-std::vector<int64_t> ShapeAttr(const Shape& s) {
-  return std::vector<int64_t>(s.begin(), s.end());
-}
-
 // Gradient of a reduction's output, broadcast back over the input's shape.
 Value* Unreduce(GradContext& c, Value* g) {
   const Shape& in = c.input(0)->shape();

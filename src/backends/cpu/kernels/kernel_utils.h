@@ -74,6 +74,29 @@ inline RowLayout AxisRows(const ir::Op& op, const Shape& s) {
   return l;
 }
 
+// What cross_entropy and its gradient read the same way: the class axis,
+// soft or hard labels (the label operand's dtype must fit: float32, or an
+// integer class index), log-probability input, the ignored class.
+struct CrossEntropySpec {
+  RowLayout rows;
+  bool soft = false, log_input = false;
+  int64_t ignore = -100;
+  DType label = DType::kI64;
+};
+
+inline CrossEntropySpec ReadCrossEntropy(const ir::Op& op) {
+  CrossEntropySpec s;
+  s.rows = AxisRows(op, op.inputs[0]->shape());
+  s.soft = op.GetBool("soft_label");
+  s.log_input = op.GetBool("log_input");
+  s.ignore = op.GetInt("ignore_index");
+  s.label = InDType(op, 1);
+  if (s.soft && s.label != DType::kF32) Unsupported(op, "soft label dtype {}", DTypeName(s.label));
+  if (!s.soft && s.label != DType::kI64 && s.label != DType::kI32)
+    Unsupported(op, "hard label dtype {}", DTypeName(s.label));
+  return s;
+}
+
 // Splits [0, n) into one contiguous range per thread (multiples of `align`
 // so vector loops keep their alignment) and calls f(begin, end) for each.
 template <typename F>

@@ -17,19 +17,11 @@ float Tolerable(float v) {
 }
 
 std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
-  const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
-  const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
-  bool soft = op.GetBool("soft_label");
-  bool match = op.GetBool("match");
   // log_input: input 0 holds log-probabilities (log_softmax), read as they are.
-  bool log_input = op.GetBool("log_input");
-  int64_t ignore = op.GetInt("ignore_index");
-  DType ldt = InDType(op, 1);
-  if (match && log_input) Unsupported(op, "match with log_input");
-  if (soft && (ldt != DType::kF32 || match))
-    Unsupported(op, "soft label dtype {} / match {}", DTypeName(ldt), match);
-  if (!soft && ldt != DType::kI64 && ldt != DType::kI32)
-    Unsupported(op, "hard label dtype {}", DTypeName(ldt));
+  const auto [rows, soft, log_input, ignore, ldt] = ReadCrossEntropy(op);
+  const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
+  bool match = op.GetBool("match");
+  if (match && (log_input || soft)) Unsupported(op, "match with log_input or soft labels");
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const float* p = static_cast<const float*>(args.inputs[0]);
     const void* label = args.inputs[1];

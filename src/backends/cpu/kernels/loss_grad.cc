@@ -11,17 +11,10 @@ namespace tiller::cpu {
 namespace {
 
 std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
-  const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
-  const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
-  bool soft = op.GetBool("soft_label");
   // log_input: the gradient with respect to log-probabilities, which needs
   // no division (finite where a probability underflowed to 0).
-  bool log_input = op.GetBool("log_input");
-  int64_t ignore = op.GetInt("ignore_index");
-  DType ldt = InDType(op, 1);
-  if (soft && ldt != DType::kF32) Unsupported(op, "soft label dtype {}", DTypeName(ldt));
-  if (!soft && ldt != DType::kI64 && ldt != DType::kI32)
-    Unsupported(op, "hard label dtype {}", DTypeName(ldt));
+  const auto [rows, soft, log_input, ignore, ldt] = ReadCrossEntropy(op);
+  const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const float* p = static_cast<const float*>(args.inputs[0]);
     const void* label = args.inputs[1];

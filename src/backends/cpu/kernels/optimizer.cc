@@ -46,6 +46,18 @@ float AttrF(const ir::Op& op, const char* name) {
   return static_cast<float>(op.GetFloat(name));
 }
 
+// The moment decay rates and epsilon of adam, adamax and lamb, as T (read
+// through float, as Paddle's kernels take them).
+template <typename T>
+struct Betas {
+  T b1, b2, eps;
+};
+template <typename T>
+Betas<T> ReadBetas(const ir::Op& op) {
+  return {static_cast<T>(AttrF(op, "beta1")), static_cast<T>(AttrF(op, "beta2")),
+          static_cast<T>(AttrF(op, "epsilon"))};
+}
+
 // sgd: p -= lr * g (jit refer Sgd).
 template <typename T>
 struct Sgd {
@@ -109,9 +121,7 @@ template <typename T>
 struct Adam {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const T b1 = static_cast<T>(AttrF(op, "beta1"));
-    const T b2 = static_cast<T>(AttrF(op, "beta2"));
-    const T eps = static_cast<T>(AttrF(op, "epsilon"));
+    const auto [b1, b2, eps] = ReadBetas<T>(op);
     const T wd = static_cast<T>(AttrF(op, "weight_decay"));
     const T lr_ratio = static_cast<T>(AttrF(op, "lr_ratio"));
     const bool update_pow = op.GetBool("update_beta_pow");
@@ -164,9 +174,7 @@ template <typename T>
 struct Adamax {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const T b1 = static_cast<T>(AttrF(op, "beta1"));
-    const T b2 = static_cast<T>(AttrF(op, "beta2"));
-    const T eps = static_cast<T>(AttrF(op, "epsilon"));
+    const auto [b1, b2, eps] = ReadBetas<T>(op);
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
       const T *p = In<T>(a, 0), *g = In<T>(a, 1), *m = In<T>(a, 3), *u = In<T>(a, 4);
       const T lr_t = In<T>(a, 2)[0] / (T(1) - In<T>(a, 5)[0]);
@@ -197,9 +205,7 @@ template <typename T>
 struct Lamb {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const T b1 = static_cast<T>(AttrF(op, "beta1"));
-    const T b2 = static_cast<T>(AttrF(op, "beta2"));
-    const T eps = static_cast<T>(AttrF(op, "epsilon"));
+    const auto [b1, b2, eps] = ReadBetas<T>(op);
     const T wd = static_cast<T>(AttrF(op, "weight_decay"));
     const bool adapt = wd > T(0) || op.GetBool("always_adapt");
     const bool bias_correction = op.GetBool("bias_correction");
