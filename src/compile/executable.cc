@@ -51,19 +51,28 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
   exe->host_ = host;
   VerifyPlacement(g, n, host);
 
-  std::vector<size_t> workspace;
   for (const auto& op : g.ops()) {
     Step step;
     step.op = op.get();
     step.device = op->device;
     step.copy = op->type == "copy";
-    if (!step.copy && !op->schema->is_view) {
-      backend::Device& dev = *devices[op->device];
-      step.kernel = dev.backend().CreateKernel(*op, dev);
-    }
-    workspace.push_back(step.kernel ? step.kernel->workspace_bytes() : 0);
     exe->steps_.push_back(std::move(step));
   }
+  // Kernels are created on their device's stream: creation decides how work
+  // is split (oneDNN picks its decomposition for the thread count of the
+  // creating thread), so it must see the device's own threads.
+  for (int d = 0; d < n; ++d) {
+    backend::Device& dev = *devices[d];
+    dev.stream().Submit([&exe, &dev, d] {
+      for (Step& s : exe->steps_) {
+        if (s.device != d || s.copy || s.op->schema->is_view) continue;
+        s.kernel = dev.backend().CreateKernel(*s.op, dev);
+      }
+    });
+    dev.stream().Synchronize();
+  }
+  std::vector<size_t> workspace;
+  for (const Step& s : exe->steps_) workspace.push_back(s.kernel ? s.kernel->workspace_bytes() : 0);
   // One arena per device; a single device plans every value (views included).
   for (int d = 0; d < n; ++d) {
     exe->plans_.push_back(PlanMemory(g, workspace, n == 1 ? -1 : d, host));

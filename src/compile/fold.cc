@@ -17,18 +17,20 @@ ir::Graph::Folder MakeFolder(backend::Device& device) {
       return;
     }
     if (device.backend().Supports(op)) return;  // no kernel: computed at run time
-    auto kernel = device.backend().CreateKernel(op, device);
-    auto scratch = device.Allocate(kernel->workspace_bytes());
-    backend::KernelArgs args;
     std::vector<std::shared_ptr<AlignedBuffer>> results;
-    for (const ir::Value* in : op.inputs) args.inputs.push_back(in ? in->data->data() : nullptr);
-    for (const ir::Value* out : op.outputs) {
+    for (const ir::Value* out : op.outputs)
       results.push_back(std::make_shared<AlignedBuffer>(out->bytes()));
-      args.outputs.push_back(results.back()->data());
-    }
-    args.workspace = scratch->data();
-    args.stream = &device.stream();
-    device.stream().Submit([&] { kernel->Run(args); });
+    // Created and run on the device's stream, with its threads.
+    device.stream().Submit([&] {
+      auto kernel = device.backend().CreateKernel(op, device);
+      auto scratch = device.Allocate(kernel->workspace_bytes());
+      backend::KernelArgs args;
+      for (const ir::Value* in : op.inputs) args.inputs.push_back(in ? in->data->data() : nullptr);
+      for (const auto& r : results) args.outputs.push_back(r->data());
+      args.workspace = scratch->data();
+      args.stream = &device.stream();
+      kernel->Run(args);
+    });
     device.stream().Synchronize();
     for (size_t i = 0; i < op.outputs.size(); ++i) {
       op.outputs[i]->data = std::move(results[i]);

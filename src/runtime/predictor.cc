@@ -13,6 +13,7 @@
 #include "runtime/api_types.h"
 #include "runtime/feeds.h"
 #include "runtime/paddle_steps.h"
+#include "runtime/step_cache.h"
 #include "tiller/custom_op.h"
 
 namespace tiller::inference {
@@ -20,6 +21,7 @@ namespace tiller::inference {
 using runtime::FeedDecl;
 using runtime::FeedSet;
 using runtime::PaddleInferenceStep;
+using runtime::StepCache;
 
 namespace {
 
@@ -107,7 +109,7 @@ struct Predictor::Impl {
   std::unique_ptr<FeedSet> feeds;
   std::unique_ptr<compile::Compiler> compiler;
   // One compiled step per set of input shapes.
-  std::map<std::vector<Shape>, compile::CompiledStep> cache;
+  StepCache cache;
   compile::CompiledStep* current = nullptr;
   bool profiling = false;
 
@@ -135,13 +137,12 @@ struct Predictor::Impl {
 
   // The executable for one set of input shapes, compiled on first use.
   compile::CompiledStep& CompileFor(const std::vector<Shape>& shapes) {
-    auto it = cache.find(shapes);
-    if (it == cache.end()) {
-      PaddleInferenceStep step(model, FeedTypes(shapes), TranslateOptions());
-      it = cache.emplace(shapes, compiler->Compile(step)).first;
-      it->second.exe->EnableProfiling(profiling);
-    }
-    return it->second;
+    return cache.Get({0, shapes}, [&] {
+      PaddleInferenceStep source(model, FeedTypes(shapes), TranslateOptions());
+      compile::CompiledStep step = compiler->Compile(source);
+      step.exe->EnableProfiling(profiling);
+      return step;
+    });
   }
 
   // Translation runs per set of input shapes, but an op Tiller cannot run
@@ -262,7 +263,7 @@ Predictor::Summary Predictor::GetSummary() const {
 
 void Predictor::EnableProfiling(bool on) {
   impl_->profiling = on;
-  for (auto& [key, step] : impl_->cache) step.exe->EnableProfiling(on);
+  impl_->cache.ForEach([on](compile::CompiledStep& step) { step.exe->EnableProfiling(on); });
 }
 
 std::vector<std::tuple<std::string, double, int64_t>> Predictor::GetProfile() const {

@@ -22,6 +22,7 @@
 #include "runtime/api_types.h"
 #include "runtime/feeds.h"
 #include "runtime/paddle_steps.h"
+#include "runtime/step_cache.h"
 #include "tiller/training.h"
 
 namespace tiller::training {
@@ -29,6 +30,7 @@ namespace tiller::training {
 using runtime::FeedDecl;
 using runtime::FeedSet;
 using runtime::PaddleTrainingStep;
+using runtime::StepCache;
 
 using inference::FromApi;
 using inference::ToApi;
@@ -54,7 +56,7 @@ struct TrainingSession::Impl {
   std::unique_ptr<FeedSet> feeds;
   std::unique_ptr<compile::Compiler> compiler;
   // One compiled step per (eval, feed shapes).
-  std::map<std::pair<bool, std::vector<Shape>>, compile::CompiledStep> cache;
+  StepCache cache;  // variant 1: eval
   compile::CompiledStep* last = nullptr;
   bool last_eval = false;
   int64_t steps = 0;
@@ -90,9 +92,10 @@ struct TrainingSession::Impl {
 
   compile::CompiledStep& Compile(bool eval) {
     std::vector<Shape> shapes = feeds->Shapes();
-    auto key = std::make_pair(eval, shapes);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
+    return cache.Get({eval ? 1 : 0, shapes}, [&] { return CompileStep(eval, shapes); });
+  }
+
+  compile::CompiledStep CompileStep(bool eval, const std::vector<Shape>& shapes) {
     PaddleTrainingStep::Args args{&program, &info, &state_types, feed_names, {}, fetch_names, {}};
     for (size_t i = 0; i < feeds->size(); ++i)
       args.feed_types.push_back({feeds->decl(i).dtype, shapes[i]});
@@ -119,7 +122,7 @@ struct TrainingSession::Impl {
       if (in_place_writers.count(ops[i].get())) safe = false;
     }
     rerun_safe[&exe] = safe;
-    return cache.emplace(key, std::move(step)).first->second;
+    return step;
   }
 };
 

@@ -4,6 +4,7 @@
 // host-inaccessible test device and the CPU (tests/backend, loaded as a
 // library like any third-party backend), and the verifier.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cstring>
 #include <random>
@@ -50,6 +51,10 @@ const bool kSchemas = [] {
           .Layout(ir::LayoutRule::kAxisAttrs, {"axis"}));
   ir::RegisterOpSchema(ir::OpSchema{
       "arch_test_pair", 2, 3, [](ir::InferContext& c) {
+        c.AddOutput(c.input(0));
+      }}.NoAttrs());
+  ir::RegisterOpSchema(ir::OpSchema{
+      "arch_test_threads", 1, 1, [](ir::InferContext& c) {
         c.AddOutput(c.input(0));
       }}.NoAttrs());
   return true;
@@ -219,6 +224,40 @@ TEST(CpuDevice, StreamRunsInOrderOnItsOwnThreadAndRethrowsTheFirstError) {
   dev->stream().Submit([&] { ran_after = true; });
   dev->stream().Synchronize();  // the error was reported once
   EXPECT_TRUE(ran_after);
+}
+
+// What a kernel saw when it was created and when it ran (arch_test_threads).
+struct ThreadsSeen {
+  int created = 0, ran = 0;
+};
+ThreadsSeen threads_seen;
+const bool kThreadsKernel = cpu::RegisterKernel(
+    "arch_test_threads",
+    [](const ir::Op&) -> std::unique_ptr<backend::Kernel> {
+      threads_seen.created = omp_get_max_threads();
+      return std::make_unique<backend::LambdaKernel>([](const backend::KernelArgs& a) {
+        threads_seen.ran = omp_get_max_threads();
+        std::memcpy(a.outputs[0], a.inputs[0], sizeof(float));
+      });
+    },
+    backend::Signature("T -> T").Where("T", {DType::kF32}));
+
+// oneDNN decides how to split work by the thread count of the thread that
+// creates a primitive: kernels must be created, like run, with the device's
+// threads, whatever the caller's OpenMP setting (Paddle sets
+// OMP_NUM_THREADS=1 when it is imported).
+TEST(CpuDevice, KernelsAreCreatedAndRunWithTheDevicesThreads) {
+  ASSERT_TRUE(kThreadsKernel && kSchemas);
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  auto g = std::make_unique<Graph>();
+  g->AddOutput("y", g->Add1("arch_test_threads", {g->AddInput("x", {DType::kF32, {1}})}));
+  auto exe = compile::Executable::Build(std::move(g), compile::CompileOptions::Cpu(3));
+  EXPECT_EQ(threads_seen.created, 3);
+  exe->Run();
+  EXPECT_EQ(threads_seen.ran, 3);
+  EXPECT_EQ(omp_get_max_threads(), 1);  // the caller's setting is left alone
+  omp_set_num_threads(saved);
 }
 
 // ---- placement and copies across two backends ------------------------------------
