@@ -225,7 +225,8 @@ void Executable::CheckFinite(const Step& s, bool guarded_only) const {
     std::string what = fmt::format("op {} ({}) wrote {} into output {} ({}) at element {}",
                                    s.op->type, s.op->name, value, o, v->type.ToString(), bad);
     auto label = guard_labels_.find({index, o});
-    if (label != guard_labels_.end()) what = label->second + " is not finite: " + what;
+    if (label != guard_labels_.end())
+      what = fmt::format("{} is not finite: {}", label->second, what);
     Fail(ErrorKind::kNonFinite, "{}", what);
   }
 }
@@ -242,7 +243,7 @@ std::vector<Executable::ProfileEntry> Executable::Profile() const {
     const ir::Op* op = steps_[i].op;
     std::string key = op->type;
     if (op->type == "linear" && !op->GetStr("activation").empty())
-      key += "+" + op->GetStr("activation");
+      key.append("+").append(op->GetStr("activation"));
     ProfileEntry& e = by_type[key];
     e.op_type = key;
     e.total_ms += step_ms_[i];
