@@ -84,6 +84,26 @@ struct CrossEntropySpec {
   DType label = DType::kI64;
 };
 
+// Calls fn(r, base, label) for every row r (in parallel): base is the offset
+// of the row's class 0 (its classes lie rows.inner apart), label its hard
+// label (0 with soft labels).
+template <typename Fn>
+void ForEachCrossEntropyRow(const CrossEntropySpec& s, const void* labels, Fn fn) {
+  const int64_t n = s.rows.n, inner = s.rows.inner;
+  ParallelRange(
+      s.rows.outer * inner, n * 4,
+      [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          int64_t label = 0;
+          if (!s.soft)
+            label = s.label == DType::kI64 ? static_cast<const int64_t*>(labels)[r]
+                                           : static_cast<const int32_t*>(labels)[r];
+          fn(r, (r / inner) * n * inner + r % inner, label);
+        }
+      },
+      1);
+}
+
 inline CrossEntropySpec ReadCrossEntropy(const ir::Op& op) {
   CrossEntropySpec s;
   s.rows = AxisRows(op, op.inputs[0]->shape());

@@ -18,42 +18,32 @@ float Tolerable(float v) {
 
 std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
   // log_input: input 0 holds log-probabilities (log_softmax), read as they are.
-  const auto [rows, soft, log_input, ignore, ldt] = ReadCrossEntropy(op);
-  const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
+  const CrossEntropySpec spec = ReadCrossEntropy(op);
   bool match = op.GetBool("match");
-  if (match && (log_input || soft)) Unsupported(op, "match with log_input or soft labels");
-  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+  if (match && (spec.log_input || spec.soft))
+    Unsupported(op, "match with log_input or soft labels");
+  return std::make_unique<LambdaKernel>([spec, match](const KernelArgs& args) {
     const float* p = static_cast<const float*>(args.inputs[0]);
-    const void* label = args.inputs[1];
     float* out = static_cast<float*>(args.outputs[0]);
-    ParallelRange(
-        outer * inner, n * 4,
-        [&](int64_t b, int64_t e) {
-          for (int64_t r = b; r < e; ++r) {
-            int64_t base = (r / inner) * n * inner + r % inner;
-            const float* pr = p + base;
-            if (soft) {
-              const float* lr = static_cast<const float*>(label) + base;
-              float acc = 0;
-              for (int64_t i = 0; i < n; ++i)
-                acc += lr[i * inner] *
-                       (log_input ? pr[i * inner] : Tolerable(std::log(pr[i * inner])));
-              out[r] = -acc;
-              continue;
-            }
-            int64_t lbl = ldt == DType::kI64 ? static_cast<const int64_t*>(label)[r]
-                                             : static_cast<const int32_t*>(label)[r];
-            if (lbl == ignore) {
-              out[r] = 0;
-            } else if (lbl < 0 || lbl >= n) {  // Paddle rejects it; a NaN marks the row
-              out[r] = std::numeric_limits<float>::quiet_NaN();
-            } else {
-              float v = pr[lbl * inner];
-              out[r] = match ? v : log_input ? -v : -Tolerable(std::log(v));
-            }
-          }
-        },
-        1);
+    const int64_t n = spec.rows.n, inner = spec.rows.inner;
+    ForEachCrossEntropyRow(spec, args.inputs[1], [&](int64_t r, int64_t base, int64_t lbl) {
+      const float* pr = p + base;
+      if (spec.soft) {
+        const float* lr = static_cast<const float*>(args.inputs[1]) + base;
+        float acc = 0;
+        for (int64_t i = 0; i < n; ++i)
+          acc +=
+              lr[i * inner] * (spec.log_input ? pr[i * inner] : Tolerable(std::log(pr[i * inner])));
+        out[r] = -acc;
+      } else if (lbl == spec.ignore) {
+        out[r] = 0;
+      } else if (lbl < 0 || lbl >= n) {  // Paddle rejects it; a NaN marks the row
+        out[r] = std::numeric_limits<float>::quiet_NaN();
+      } else {
+        float v = pr[lbl * inner];
+        out[r] = match ? v : spec.log_input ? -v : -Tolerable(std::log(v));
+      }
+    });
   });
 }
 

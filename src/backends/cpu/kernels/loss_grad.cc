@@ -13,37 +13,27 @@ namespace {
 std::unique_ptr<Kernel> MakeCrossEntropyGrad(const ir::Op& op) {
   // log_input: the gradient with respect to log-probabilities, which needs
   // no division (finite where a probability underflowed to 0).
-  const auto [rows, soft, log_input, ignore, ldt] = ReadCrossEntropy(op);
-  const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
-  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+  const CrossEntropySpec spec = ReadCrossEntropy(op);
+  return std::make_unique<LambdaKernel>([spec](const KernelArgs& args) {
     const float* p = static_cast<const float*>(args.inputs[0]);
-    const void* label = args.inputs[1];
     const float* g = static_cast<const float*>(args.inputs[2]);
     float* dp = static_cast<float*>(args.outputs[0]);
-    ParallelRange(
-        outer * inner, n * 4,
-        [&](int64_t b, int64_t e) {
-          for (int64_t r = b; r < e; ++r) {
-            int64_t base = (r / inner) * n * inner + r % inner;
-            const float* pr = p + base;
-            float* dr = dp + base;
-            if (soft) {
-              const float* lr = static_cast<const float*>(label) + base;
-              for (int64_t i = 0; i < n; ++i)
-                dr[i * inner] =
-                    log_input ? -g[r] * lr[i * inner] : -g[r] * lr[i * inner] / pr[i * inner];
-              continue;
-            }
-            int64_t lbl = ldt == DType::kI64 ? static_cast<const int64_t*>(label)[r]
-                                             : static_cast<const int32_t*>(label)[r];
-            bool bad = lbl != ignore && (lbl < 0 || lbl >= n);
-            float fill = bad ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
-            for (int64_t i = 0; i < n; ++i) dr[i * inner] = fill;
-            if (lbl != ignore && !bad)
-              dr[lbl * inner] = log_input ? -g[r] : -g[r] / pr[lbl * inner];
-          }
-        },
-        1);
+    const int64_t n = spec.rows.n, inner = spec.rows.inner;
+    const bool log_input = spec.log_input;
+    ForEachCrossEntropyRow(spec, args.inputs[1], [&](int64_t r, int64_t base, int64_t lbl) {
+      const float* pr = p + base;
+      float* dr = dp + base;
+      if (spec.soft) {
+        const float* lr = static_cast<const float*>(args.inputs[1]) + base;
+        for (int64_t i = 0; i < n; ++i)
+          dr[i * inner] = log_input ? -g[r] * lr[i * inner] : -g[r] * lr[i * inner] / pr[i * inner];
+        return;
+      }
+      bool bad = lbl != spec.ignore && (lbl < 0 || lbl >= n);
+      float fill = bad ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+      for (int64_t i = 0; i < n; ++i) dr[i * inner] = fill;
+      if (lbl != spec.ignore && !bad) dr[lbl * inner] = log_input ? -g[r] : -g[r] / pr[lbl * inner];
+    });
   });
 }
 
