@@ -13,11 +13,14 @@
 // Every option Paddle's strategy has that Tiller knows is one of three kinds:
 //  - honoured: Tiller does what it says (is_training, micro_batch_size,
 //    random_seed, runtime_options.enable_eval, use_no_bias_optimizer,
-//    enable_floating_point_checks, and Tiller's own num_threads);
+//    enable_floating_point_checks, enable_gradient_accumulation,
+//    accumulation_factor, batches_per_step,
+//    accumulation_and_replication_reduction_type, and Tiller's own
+//    num_threads);
 //  - not yet implemented: it would change what is trained (pipelining,
-//    sharding, replication, gradient accumulation, batches per step, fp16,
-//    loss scaling), so only its default is accepted until Tiller implements
-//    it; any other value is refused rather than ignored;
+//    sharding, replication, fp16, loss scaling), so only its default is
+//    accepted until Tiller implements it; any other value is refused rather
+//    than ignored;
 //  - no effect: it tunes the IPU toolchain (memory proportions, engine
 //    options, tensor locations, ...); accepted and stored, with a note.
 // Any other name is refused, listing the valid ones.

@@ -55,6 +55,23 @@ struct SessionOptions {
   // Adam, AdamW and Lamb without bias correction (the IPU option
   // use_no_bias_optimizer).
   bool no_bias_optimizer = false;
+
+  // The IPU execution model's step shape. One Run() takes feeds whose
+  // leading dimension is batches_per_step x accumulation_factor micro-batches
+  // (in that order, outermost first: micro-batch k = b * accumulation_factor
+  // + g is rows [k * m, (k + 1) * m) of every feed) and runs batches_per_step
+  // updates, each applying the gradients of accumulation_factor micro-batches
+  // reduced as `reduction` says. Eval steps run every micro-batch forward.
+  //
+  // Gradient accumulation (enable_gradient_accumulation); accumulation_factor
+  // > 1 needs it on.
+  bool gradient_accumulation = false;
+  int accumulation_factor = 1;
+  int batches_per_step = 1;
+  // accumulation_and_replication_reduction_type: mean (Paddle's default;
+  // the update sees the gradient of the mean loss over the micro-batches)
+  // or sum.
+  enum class Reduction { kSum = 0, kMean = 1 } reduction = Reduction::kMean;
 };
 
 struct TensorInfo {
@@ -81,7 +98,9 @@ class TrainingSession {
                   std::vector<std::string> fetch_names, const SessionOptions& options = {});
   // The same with Paddle's IPU options (validated when they were set):
   // num_threads (0: every hardware thread), random_seed,
-  // enable_floating_point_checks, use_no_bias_optimizer; Run() runs eval
+  // enable_floating_point_checks, use_no_bias_optimizer,
+  // enable_gradient_accumulation, accumulation_factor, batches_per_step,
+  // accumulation_and_replication_reduction_type; Run() runs eval
   // steps when is_training is false or runtime_options.enable_eval is true.
   TrainingSession(const std::string& program_path, std::vector<std::string> feed_names,
                   std::vector<std::string> fetch_names, const IpuOptions& options);
@@ -138,7 +157,11 @@ class TrainingSession {
   // the options (IpuOptions::EvalOnly; a training step for SessionOptions).
   void Run();
   void Run(bool eval);
-  // Fetch i of the last step.
+  // Fetch i of the last step: one value per micro-batch, as Paddle's IPU
+  // backend returned them: the micro-batch's shape with accumulation_factor
+  // prepended when gradient accumulation is on, then batches_per_step when
+  // it is > 1 ([G, B, ...shape]); the values in micro-batch order (batch
+  // outermost, as the feeds).
   TensorInfo FetchInfo(size_t i) const;
   void GetFetch(size_t i, void* data, size_t bytes) const;
   const std::vector<std::string>& FetchNames() const;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <optional>
 
 #include "compile/fold.h"
@@ -35,6 +36,36 @@ std::string Counts(const std::map<std::string, int>& m) {
 
 }  // namespace
 
+std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<ir::Value*>& wrt,
+                                                const std::vector<ir::Value*>& gradients,
+                                                std::vector<Accumulator>* accumulators) {
+  TILLER_CHECK(wrt.size() == gradients.size(), "{} trained values, {} gradients", wrt.size(),
+               gradients.size());
+  std::vector<ir::Value*> sums;
+  for (size_t k = 0; k < gradients.size(); ++k) {
+    ir::Value* grad = gradients[k];
+    // The sum goes where the gradient is computed: same shard and stage.
+    ir::Placement p = grad->producer ? grad->producer->placement : g.placement_scope();
+    p.phase = ir::Phase::kBackward;
+    ir::ScopedPlacement scope(g, p);
+    Accumulator a;
+    a.name = fmt::format("{}@GRAD@ACCUMULATED", wrt[k]->name);
+    a.data.Resize(grad->bytes());  // zeroed
+    ir::Value* acc = g.AddState(a.name, grad->type);
+    ir::Value* sum = g.Add1("add", {acc, grad}, {}, "accumulate " + a.name);
+    g.SetStateUpdate(acc, sum);
+    accumulators->push_back(std::move(a));
+    sums.push_back(sum);
+  }
+  return sums;
+}
+
+void CompiledStep::ResetAccumulators() {
+  for (Accumulator& a : accumulators) {
+    if (a.data.size()) std::memset(a.data.data(), 0, a.data.size());
+  }
+}
+
 void Validate(const CompileOptions& o) {
   if (o.devices.empty()) Fail(ErrorKind::kInvalidArgument, "compile options name no devices");
   for (size_t i = 0; i < o.devices.size(); ++i) {
@@ -53,8 +84,11 @@ void Validate(const CompileOptions& o) {
     Fail(ErrorKind::kUnimplemented, "{} = {} is not implemented yet", what, value);
   };
   if (o.replicas != 1) refuse("replicas", std::to_string(o.replicas));
-  if (o.accumulation_steps != 1) refuse("accumulation steps", std::to_string(o.accumulation_steps));
-  if (o.batches_per_step != 1) refuse("batches per step", std::to_string(o.batches_per_step));
+  if (o.accumulation_steps < 1)
+    Fail(ErrorKind::kInvalidArgument, "accumulation steps must be >= 1, got {}",
+         o.accumulation_steps);
+  if (o.batches_per_step < 1)
+    Fail(ErrorKind::kInvalidArgument, "batches per step must be >= 1, got {}", o.batches_per_step);
   if (o.pipelining) refuse("pipelining", "true");
   if (o.precision != Precision::kFloat32) refuse("precision", "half");
   if (o.loss_scaling != 1.0) refuse("loss scaling", fmt::format("{}", o.loss_scaling));
@@ -115,12 +149,28 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
     });
     report.stages.push_back(passes::RunPass(autodiff, *fwd.graph, ctx));
     loss_pin = fwd.graph->Pin(fwd.loss);
+    const int micro_batches = options_.accumulation_steps * options_.replicas;
+    if (micro_batches > 1) {
+      StagePass accumulate("accumulate",
+                           "gradients summed over micro-batches in accumulators (backward phase)",
+                           [&](ir::Graph& g) {
+                             const size_t before = g.ops().size();
+                             grads = AddGradientAccumulators(g, fwd.wrt, grads, &step.accumulators);
+                             return static_cast<int>(g.ops().size() - before);
+                           });
+      report.stages.push_back(passes::RunPass(accumulate, *fwd.graph, ctx));
+    }
     {
       ir::Placement p = fwd.graph->placement_scope();
       p.phase = ir::Phase::kUpdate;
       ir::ScopedPlacement update(*fwd.graph, p);
       // The gradients as the update part reads them, pinned so the session
       // finds them after the passes.
+      if (micro_batches > 1 && options_.reduction == CompileOptions::Reduction::kMean) {
+        // Paddle's mean reduction, applied after the sum.
+        for (ir::Value*& g : grads)
+          g = fwd.graph->Add1("scale", {g}, {{"scale", 1.0 / micro_batches}, {"bias", 0.0}});
+      }
       for (ir::Value* v : source.BuildUpdate(grads)) grad_pins.push_back(fwd.graph->Pin(v));
     }
   }
@@ -161,7 +211,9 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
   for (const backend::Device* d : devices_)
     report.devices.push_back(
         fmt::format("{} ({} thread{})", d->name(), d->threads(), d->threads() == 1 ? "" : "s"));
-  step.exe = Executable::BuildPlaced(std::move(graph), devices_, states);
+  StateStorage storage = states;
+  for (Accumulator& a : step.accumulators) storage[a.name] = a.data.data();
+  step.exe = Executable::BuildPlaced(std::move(graph), devices_, storage);
   report.arena_bytes = step.exe->arena_bytes();
   return step;
 }

@@ -19,6 +19,7 @@
 #include "backend/backend.h"
 #include "compile/executable.h"
 #include "compile/options.h"
+#include "core/aligned_buffer.h"
 #include "passes/pass.h"
 
 namespace tiller::compile {
@@ -53,12 +54,33 @@ struct CompileReport {
   std::string Format() const;
 };
 
+// A gradient accumulator the driver added (CompileOptions::accumulation_steps):
+// a state of the step that the step owns, zeroed between updates.
+struct Accumulator {
+  std::string name;
+  AlignedBuffer data;
+};
+
 struct CompiledStep {
+  // Declared before exe: the executable binds the accumulators' storage.
+  std::vector<Accumulator> accumulators;
   std::unique_ptr<Executable> exe;
   const ir::Value* loss = nullptr;          // in exe->graph(), when differentiated
   std::vector<const ir::Value*> gradients;  // d loss / d wrt, as BuildUpdate got them
   CompileReport report;
+
+  // Zeroes the gradient accumulators: after each update, and after a run
+  // that failed part way through an accumulation window.
+  void ResetAccumulators();
 };
+
+// For each trained value wrt[k], a state `<name>@GRAD@ACCUMULATED` and
+// `acc += gradients[k]` (placed with the gradient, backward phase);
+// returns the sums, which the update reads. The accumulators' storage is
+// appended to `accumulators`, zeroed.
+std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<ir::Value*>& wrt,
+                                                const std::vector<ir::Value*>& gradients,
+                                                std::vector<Accumulator>* accumulators);
 
 class Compiler {
  public:

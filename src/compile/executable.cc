@@ -56,6 +56,16 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     step.op = op.get();
     step.device = op->device;
     step.copy = op->type == "copy";
+    step.update = op->placement.phase == ir::Phase::kUpdate;
+    // A run without the update phase must not skip what the other phases
+    // read.
+    if (!step.update) {
+      for (const ir::Value* in : op->inputs) {
+        TILLER_CHECK(!in || !in->producer || in->producer->placement.phase != ir::Phase::kUpdate,
+                     "op {} ({}, {} phase) reads %{} of update op {}", op->type, op->name,
+                     ir::PhaseName(op->placement.phase), in->id, in->producer->type);
+      }
+    }
     exe->steps_.push_back(std::move(step));
   }
   // Kernels are created on their device's stream: creation decides how work
@@ -134,7 +144,8 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
   for (const auto& [name, v] : g.outputs())
     exe->outputs_.push_back({name, v->type, address(v, host)});
   for (const auto& [v, state] : host_plan.copy_back) {
-    exe->copy_back_.push_back({address(v, host), address(state, host), state->bytes()});
+    const bool update = v->producer && v->producer->placement.phase == ir::Phase::kUpdate;
+    exe->copy_back_.push_back({address(v, host), address(state, host), state->bytes(), update});
   }
   return exe;
 }
@@ -147,6 +158,7 @@ size_t Executable::arena_bytes() const {
 
 void Executable::RunStep(size_t i) {
   Step& s = steps_[i];
+  if (s.update && part_ == RunPart::kBeforeUpdate) return;
   if (s.copy) {
     const ir::Value* in = s.op->inputs[0];
     backend::Device& from = *devices_[HomeDevice(in, host_)];
@@ -172,7 +184,8 @@ void Executable::RunSegment(const Segment& seg) {
   }
 }
 
-void Executable::Run() {
+void Executable::Run(RunPart part) {
+  part_ = part;
   if (profiling_) step_ms_.resize(steps_.size(), 0.0);
   // Segments run one after another (each may read the previous one's
   // results); each on its device's stream, with that device's threads.
@@ -181,7 +194,7 @@ void Executable::Run() {
     stream.Submit([this, &seg] { RunSegment(seg); });
     stream.Synchronize();
   }
-  CopyBack();
+  CopyBack(part);
   if (profiling_) ++profiled_runs_;
 }
 
@@ -231,8 +244,9 @@ void Executable::CheckFinite(const Step& s, bool guarded_only) const {
   }
 }
 
-void Executable::CopyBack() {
+void Executable::CopyBack(RunPart part) {
   for (const Copy& c : copy_back_) {
+    if (c.update && part == RunPart::kBeforeUpdate) continue;
     if (c.from != c.to) std::memcpy(c.to, c.from, c.bytes);
   }
 }

@@ -43,9 +43,14 @@ class Executable {
                                            const StateStorage& states = {});
   ~Executable();
 
-  // Runs every step. Inputs must have been written into inputs()[i].data.
-  // State updates are in the states' storage when it returns.
-  void Run();
+  // Which steps Run runs: all, or all but the update phase (a micro-batch of
+  // an accumulation window before its last: forward and backward only, the
+  // state updates of those phases, such as gradient accumulators, applied).
+  enum class RunPart { kAll, kBeforeUpdate };
+  // Runs the steps of `part`. Inputs must have been written into
+  // inputs()[i].data. State updates are in the states' storage when it
+  // returns. Outputs computed by update ops are not written by kBeforeUpdate.
+  void Run(RunPart part = RunPart::kAll);
 
   // Per-op-type wall time, accumulated over runs while profiling is on.
   struct ProfileEntry {
@@ -85,6 +90,7 @@ class Executable {
     int device = 0;
     std::unique_ptr<backend::Kernel> kernel;  // null for views and copies
     bool copy = false;
+    bool update = false;  // the op's phase is kUpdate
     backend::KernelArgs args;
   };
   // Consecutive steps on one device, submitted to its stream as one item.
@@ -96,11 +102,12 @@ class Executable {
     const void* from;
     void* to;
     size_t bytes;
+    bool update;  // written by an update-phase op
   };
 
   void RunSegment(const Segment& seg);
   void RunStep(size_t i);
-  void CopyBack();
+  void CopyBack(RunPart part);
   void CheckFinite(const Step& s, bool guarded_only) const;
 
   std::vector<std::unique_ptr<backend::Device>> owned_devices_;  // Build(options) only
@@ -115,6 +122,7 @@ class Executable {
   std::vector<Segment> segments_;
   std::vector<Copy> copy_back_;  // state updates not written in place
   std::vector<TensorSlot> inputs_, outputs_;
+  RunPart part_ = RunPart::kAll;  // of the run in progress
   bool profiling_ = false;
   bool check_nan_inf_ = false;
   // (step, output) -> label of each guarded value; guarded_step_ flags the

@@ -39,8 +39,17 @@ struct CompileOptions {
   // The IPU execution model (issue: sharding, pipelining, replication,
   // accumulation); Validate refuses what is not implemented yet.
   int replicas = 1;
+  // Micro-batches whose gradients one update applies: the driver adds a
+  // gradient accumulator per trained value (backward phase) and the update
+  // reads the accumulated gradient; Executable::Run(RunPart::kBeforeUpdate)
+  // runs a micro-batch without the update. Batches per step are the
+  // runtime's loop and do not change the compiled step.
   int accumulation_steps = 1;
   int batches_per_step = 1;
+  // How the gradients of accumulation_steps x replicas micro-batches combine
+  // (Paddle's accumulation_and_replication_reduction_type): their mean (the
+  // default, the gradient of the mean loss over the global batch) or sum.
+  enum class Reduction { kMean, kSum } reduction = Reduction::kMean;
   bool pipelining = false;
   // Mixed precision (issue: bf16/fp16); float32 only so far.
   Precision precision = Precision::kFloat32;

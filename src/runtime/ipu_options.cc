@@ -41,11 +41,14 @@ std::vector<OptionSpec> MakeSpecs() {
       {"num_ipus", Support::kNotYet, int64_t{1}, "devices the program is sharded over"},
       {"enable_manual_shard", Support::kNotYet, false, "shard the program by ipu_shard_guard"},
       {"enable_pipelining", Support::kNotYet, false, "pipeline the shards"},
-      {"batches_per_step", Support::kNotYet, int64_t{1}, "micro-batches run by one step"},
-      {"enable_gradient_accumulation", Support::kNotYet, false,
+      {"batches_per_step", Support::kHonoured, int64_t{1}, "updates (batches) run by one step"},
+      {"enable_gradient_accumulation", Support::kHonoured, false,
        "accumulate gradients over accumulation_factor micro-batches"},
-      {"accumulation_factor", Support::kNotYet, int64_t{1},
+      {"accumulation_factor", Support::kHonoured, int64_t{1},
        "micro-batches whose gradients one update applies"},
+      // popart::ReductionType; Paddle's IpuStrategy sets Mean.
+      {"accumulation_and_replication_reduction_type", Support::kHonoured, int64_t{1},
+       "how accumulated (and replicated) gradients combine: 0 sum, 1 mean"},
       {"enable_fp16", Support::kNotYet, false, "float16 compute"},
       {"loss_scaling", Support::kNotYet, 1.0, "static loss scale"},
       {"enable_replicated_graphs", Support::kNotYet, false, "data-parallel replicas"},
@@ -64,7 +67,6 @@ std::vector<OptionSpec> MakeSpecs() {
                            "scaled_optimizer_state",
                            "onnx_dump_path",
                            "enable_half_partial",
-                           "accumulation_and_replication_reduction_type",
                            "auto_recomputation",
                            "enable_stochastic_rounding",
                            "enable_outlining",
@@ -190,6 +192,21 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
     Fail(ErrorKind::kInvalidArgument,
          "option {}={} is not implemented by Tiller yet (supported: {})", name,
          OptionValueRepr(value), OptionValueRepr(*spec->default_value));
+  if ((name == "batches_per_step" || name == "accumulation_factor") &&
+      std::get<int64_t>(*converted) < 1)
+    Fail(ErrorKind::kInvalidArgument, "option '{}' must be >= 1, got {}", name,
+         OptionValueRepr(value));
+  if (name == "accumulation_and_replication_reduction_type") {
+    const int64_t r = std::get<int64_t>(*converted);
+    if (r == 2)
+      Fail(ErrorKind::kInvalidArgument,
+           "option accumulation_and_replication_reduction_type=2 (NoReduction) is not "
+           "implemented by Tiller (supported: 0 sum, 1 mean)");
+    if (r != 0 && r != 1)
+      Fail(ErrorKind::kInvalidArgument,
+           "option accumulation_and_replication_reduction_type takes 0 (sum) or 1 (mean), got {}",
+           OptionValueRepr(value));
+  }
   if (name == "num_threads" && std::get<int64_t>(*converted) < 0)
     Fail(ErrorKind::kInvalidArgument,
          "option 'num_threads' must be >= 0 (0: every hardware thread), got {}",

@@ -59,6 +59,9 @@ struct TrainingSession::Impl {
   StepCache cache;  // variant 1: eval
   compile::CompiledStep* last = nullptr;
   bool last_eval = false;
+  // The last Run()'s fetches, one value per micro-batch (FetchInfo's shapes).
+  std::vector<ir::TensorType> fetch_types;
+  std::vector<AlignedBuffer> fetched;
   int64_t steps = 0;
   // Per compiled step: whether the diagnostic re-run after a failed check is
   // safe (no state is written in place before the last checked value).
@@ -90,8 +93,37 @@ struct TrainingSession::Impl {
     return it == roles.end() ? nullptr : &it->second;
   }
 
-  compile::CompiledStep& Compile(bool eval) {
+  int MicroBatchesPerRun() const { return options.batches_per_step * options.accumulation_factor; }
+
+  // The feeds' shapes divided into the micro-batches of one Run().
+  std::vector<Shape> MicroBatchShapes() const {
     std::vector<Shape> shapes = feeds->Shapes();
+    const int k = MicroBatchesPerRun();
+    if (k == 1) return shapes;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      if (shapes[i].empty() || shapes[i][0] % k != 0)
+        Fail(ErrorKind::kInvalidArgument,
+             "{}: feed '{}' has shape {}: one Run() takes batches_per_step {} x "
+             "accumulation_factor {} = {} micro-batches, so its first dimension must be a "
+             "multiple of {}",
+             program.path, feeds->decl(i).name, ShapeToString(shapes[i]), options.batches_per_step,
+             options.accumulation_factor, k, k);
+      shapes[i][0] /= k;
+    }
+    return shapes;
+  }
+
+  // A fetch's shape for the caller: the micro-batch's, with the
+  // accumulation factor and batches per step prepended as Paddle's IPU
+  // backend did.
+  Shape FetchShape(const Shape& micro) const {
+    Shape shape = micro;
+    if (options.batches_per_step > 1) shape.insert(shape.begin(), options.batches_per_step);
+    if (options.gradient_accumulation) shape.insert(shape.begin(), options.accumulation_factor);
+    return shape;
+  }
+
+  compile::CompiledStep& Compile(bool eval, const std::vector<Shape>& shapes) {
     return cache.Get({eval ? 1 : 0, shapes}, [&] { return CompileStep(eval, shapes); });
   }
 
@@ -135,8 +167,24 @@ TrainingSession::TrainingSession(const std::string& program_path,
   s.program = paddle::ReadProgramFile(program_path);
   s.info = paddle::AnalyzeTrainingProgram(s.program);
   s.options = options;
-  s.compiler =
-      std::make_unique<compile::Compiler>(compile::CompileOptions::Cpu(options.num_threads));
+  if (options.accumulation_factor < 1)
+    Fail(ErrorKind::kInvalidArgument, "accumulation_factor must be >= 1, got {}",
+         options.accumulation_factor);
+  if (options.accumulation_factor > 1 && !options.gradient_accumulation)
+    Fail(ErrorKind::kInvalidArgument,
+         "accumulation_factor {} needs gradient accumulation on "
+         "(enable_gradient_accumulation=True)",
+         options.accumulation_factor);
+  if (options.batches_per_step < 1)
+    Fail(ErrorKind::kInvalidArgument, "batches_per_step must be >= 1, got {}",
+         options.batches_per_step);
+  compile::CompileOptions co = compile::CompileOptions::Cpu(options.num_threads);
+  co.accumulation_steps = options.accumulation_factor;
+  co.batches_per_step = options.batches_per_step;
+  co.reduction = options.reduction == SessionOptions::Reduction::kSum
+                     ? compile::CompileOptions::Reduction::kSum
+                     : compile::CompileOptions::Reduction::kMean;
+  s.compiler = std::make_unique<compile::Compiler>(co);
   s.feed_names = std::move(feed_names);
   s.fetch_names = std::move(fetch_names);
   for (const std::string& name : s.info.state) {
@@ -183,6 +231,11 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.random_seed = static_cast<uint64_t>(o.GetInt("random_seed"));
   out.check_nan_inf = o.GetBool("enable_floating_point_checks");
   out.no_bias_optimizer = o.GetBool("use_no_bias_optimizer");
+  out.gradient_accumulation = o.GetBool("enable_gradient_accumulation");
+  out.accumulation_factor = static_cast<int>(o.GetInt("accumulation_factor"));
+  out.batches_per_step = static_cast<int>(o.GetInt("batches_per_step"));
+  out.reduction = static_cast<SessionOptions::Reduction>(
+      o.GetInt("accumulation_and_replication_reduction_type"));
   return out;
 }
 
@@ -399,43 +452,78 @@ void TrainingSession::Run() {
 void TrainingSession::Run(bool eval) {
   Impl& s = *impl_;
   s.RequireStateSet("Run()");
-  compile::CompiledStep& compiled = s.Compile(eval);
+  const int accumulate = s.options.accumulation_factor, batches = s.options.batches_per_step;
+  const int micro_batches = accumulate * batches;
+  compile::CompiledStep& compiled = s.Compile(eval, s.MicroBatchShapes());
   compile::Executable& exe = *compiled.exe;
-  for (size_t i = 0; i < s.feeds->size(); ++i) {
-    const AlignedBuffer& data = s.feeds->data(i);
-    if (data.size()) std::memcpy(exe.inputs()[i].data, data.data(), data.size());
+  const size_t n_fetch = s.fetch_names.size();
+  s.last = nullptr;
+  s.fetch_types.resize(n_fetch);
+  s.fetched.resize(n_fetch);
+  for (size_t i = 0; i < n_fetch; ++i) {
+    const compile::TensorSlot& slot = exe.outputs()[i];
+    s.fetch_types[i] = {slot.type.dtype, s.FetchShape(slot.type.shape)};
+    if (s.fetched[i].size() != slot.type.bytes() * micro_batches)
+      s.fetched[i].Resize(slot.type.bytes() * micro_batches);
   }
-  // Random training ops (dropout) draw from (seed, step number), so masks
-  // change every step and repeat for the same seed.
-  for (size_t i = s.feeds->size(); i < exe.inputs().size(); ++i) {
-    compile::TensorSlot& slot = exe.inputs()[i];
-    TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput, "unexpected graph input '{}'",
-                 slot.name);
-    int64_t step_index = s.steps;
-    std::memcpy(slot.data, &step_index, sizeof(step_index));
-  }
-  int64_t step = s.steps + 1;
-  try {
-    exe.Run();
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kNonFinite) throw;
-    std::string where = e.what();
-    if (!s.options.check_nan_inf && s.rerun_safe.at(&exe)) {
-      // Only the loss was checked and nothing was updated: run the step again
-      // checking every op, to name the first one that went non-finite.
-      exe.EnableNanInfCheck(true);
-      try {
-        exe.Run();
-      } catch (const Error& detail) {
-        if (detail.kind() != ErrorKind::kNonFinite) throw;
-        where = fmt::format("{}; the first op that went non-finite: {}", where, detail.what());
+  for (int b = 0; b < batches; ++b) {
+    for (int g = 0; g < accumulate; ++g) {
+      const int k = b * accumulate + g;  // the micro-batch, in feed order
+      for (size_t i = 0; i < s.feeds->size(); ++i) {
+        const AlignedBuffer& data = s.feeds->data(i);
+        const size_t bytes = data.size() / micro_batches;
+        if (bytes) std::memcpy(exe.inputs()[i].data, data.data() + k * bytes, bytes);
       }
-      exe.EnableNanInfCheck(false);
+      // Random training ops (dropout) draw from (seed, micro-batch number),
+      // so masks change every micro-batch and repeat for the same seed.
+      for (size_t i = s.feeds->size(); i < exe.inputs().size(); ++i) {
+        compile::TensorSlot& slot = exe.inputs()[i];
+        TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput,
+                     "unexpected graph input '{}'", slot.name);
+        int64_t step_index = (s.steps + b) * accumulate + g;
+        std::memcpy(slot.data, &step_index, sizeof(step_index));
+      }
+      // An update applies after the last micro-batch of its window.
+      const auto part = eval || g == accumulate - 1 ? compile::Executable::RunPart::kAll
+                                                    : compile::Executable::RunPart::kBeforeUpdate;
+      const int64_t step = s.steps + 1;
+      try {
+        exe.Run(part);
+      } catch (const Error& e) {
+        compiled.ResetAccumulators();
+        if (e.kind() != ErrorKind::kNonFinite) throw;
+        std::string where = e.what();
+        if (!s.options.check_nan_inf && s.rerun_safe.at(&exe)) {
+          // Only the loss and the gradients were checked and nothing was
+          // updated: run the micro-batch again checking every op, to name
+          // the first one that went non-finite.
+          exe.EnableNanInfCheck(true);
+          try {
+            exe.Run(part);
+          } catch (const Error& detail) {
+            if (detail.kind() != ErrorKind::kNonFinite) throw;
+            where = fmt::format("{}; the first op that went non-finite: {}", where, detail.what());
+          }
+          exe.EnableNanInfCheck(false);
+          compiled.ResetAccumulators();
+        }
+        Fail(ErrorKind::kNonFinite, "{}: {} step {}{}: {}", s.program.path,
+             eval ? "eval" : "training", step,
+             micro_batches > 1 ? fmt::format(" (micro-batch {} of {})", k + 1, micro_batches)
+                               : std::string(),
+             where);
+      }
+      for (size_t i = 0; i < n_fetch; ++i) {
+        const compile::TensorSlot& slot = exe.outputs()[i];
+        const size_t bytes = slot.type.bytes();
+        if (bytes) std::memcpy(s.fetched[i].data() + k * bytes, slot.data, bytes);
+      }
     }
-    Fail(ErrorKind::kNonFinite, "{}: {} step {}: {}", s.program.path, eval ? "eval" : "training",
-         step, where);
+    if (!eval) {
+      compiled.ResetAccumulators();
+      ++s.steps;
+    }
   }
-  if (!eval) s.steps = step;
   s.last = &compiled;
   s.last_eval = eval;
 }
@@ -446,20 +534,19 @@ int64_t TrainingSession::StepCount() const {
 
 TensorInfo TrainingSession::FetchInfo(size_t i) const {
   if (!impl_->last) Fail(ErrorKind::kInvalidArgument, "fetches read before Run()");
-  const compile::Executable* exe = impl_->last->exe.get();
   if (i >= impl_->fetch_names.size())
     Fail(ErrorKind::kInvalidArgument, "fetch {} of {}", i, impl_->fetch_names.size());
-  const auto& slot = exe->outputs()[i];
-  return {slot.name, ToApi(slot.type.dtype), slot.type.shape};
+  const ir::TensorType& type = impl_->fetch_types[i];
+  return {impl_->last->exe->outputs()[i].name, ToApi(type.dtype), type.shape};
 }
 
 void TrainingSession::GetFetch(size_t i, void* data, size_t bytes) const {
-  FetchInfo(i);
-  const auto& slot = impl_->last->exe->outputs()[i];
-  if (bytes != slot.type.bytes())
-    Fail(ErrorKind::kInvalidArgument, "fetch '{}' has {} bytes, buffer has {}", slot.name,
-         slot.type.bytes(), bytes);
-  if (bytes) std::memcpy(data, slot.data, bytes);
+  TensorInfo info = FetchInfo(i);
+  const AlignedBuffer& value = impl_->fetched[i];
+  if (bytes != value.size())
+    Fail(ErrorKind::kInvalidArgument, "fetch '{}' has {} bytes, buffer has {}", info.name,
+         value.size(), bytes);
+  if (bytes) std::memcpy(data, value.data(), bytes);
 }
 
 TrainingSession::Summary TrainingSession::GetSummary() const {

@@ -74,8 +74,17 @@ TEST(IpuOptionsTest, RefusalsNameTheOptionAndChangeNothing) {
       << "sorted, honoured and no-effect names together: " << msg;
   EXPECT_EQ(ErrorOf([&] { o.Set("enable_fp16", true); }),
             "option enable_fp16=True is not implemented by Tiller yet (supported: False)");
-  EXPECT_EQ(ErrorOf([&] { o.Set("accumulation_factor", int64_t{4}); }),
-            "option accumulation_factor=4 is not implemented by Tiller yet (supported: 1)");
+  EXPECT_EQ(ErrorOf([&] { o.Set("replicated_graph_count", int64_t{4}); }),
+            "option replicated_graph_count=4 is not implemented by Tiller yet (supported: 1)");
+  EXPECT_EQ(ErrorOf([&] { o.Set("accumulation_factor", int64_t{0}); }),
+            "option 'accumulation_factor' must be >= 1, got 0");
+  EXPECT_EQ(ErrorOf([&] { o.Set("batches_per_step", int64_t{-1}); }),
+            "option 'batches_per_step' must be >= 1, got -1");
+  EXPECT_EQ(ErrorOf([&] { o.Set("accumulation_and_replication_reduction_type", int64_t{2}); }),
+            "option accumulation_and_replication_reduction_type=2 (NoReduction) is not "
+            "implemented by Tiller (supported: 0 sum, 1 mean)");
+  EXPECT_EQ(ErrorOf([&] { o.Set("accumulation_and_replication_reduction_type", int64_t{5}); }),
+            "option accumulation_and_replication_reduction_type takes 0 (sum) or 1 (mean), got 5");
   EXPECT_EQ(ErrorOf([&] { o.Set("loss_scaling", 128.0); }),
             "option loss_scaling=128.0 is not implemented by Tiller yet (supported: 1.0)");
   EXPECT_EQ(ErrorOf([&] { o.Set("micro_batch_size", std::string("eight")); }),
@@ -94,6 +103,9 @@ TEST(IpuOptionsTest, RefusalsNameTheOptionAndChangeNothing) {
   EXPECT_EQ(o.GetInt("micro_batch_size"), 1);
   EXPECT_TRUE(o.GetBool("is_training"));
   EXPECT_FALSE(o.GetBool("enable_pipelining"));
+  EXPECT_EQ(o.GetInt("accumulation_factor"), 1);
+  EXPECT_EQ(o.GetInt("batches_per_step"), 1);
+  EXPECT_EQ(o.GetInt("accumulation_and_replication_reduction_type"), 1);
 }
 
 TEST(IpuOptionsTest, NoEffectOptionsAreKeptWithANote) {
@@ -120,9 +132,9 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
     EXPECT_EQ(specs[i].default_value.has_value(), specs[i].support != OptionSupport::kNoEffect);
     EXPECT_EQ(IpuOptions::FindSpec(specs[i].name), &specs[i]);
   }
-  EXPECT_EQ(honoured, 7);
-  EXPECT_EQ(not_yet, 10);
-  EXPECT_EQ(no_effect, 32);
+  EXPECT_EQ(honoured, 11);  // + accumulation, batches per step, reduction type
+  EXPECT_EQ(not_yet, 7);
+  EXPECT_EQ(no_effect, 31);
   EXPECT_EQ(IpuOptions::FindSpec("nope"), nullptr);
 }
 
