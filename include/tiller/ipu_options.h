@@ -15,10 +15,10 @@
 //    random_seed, runtime_options.enable_eval, use_no_bias_optimizer,
 //    enable_floating_point_checks, enable_gradient_accumulation,
 //    accumulation_factor, batches_per_step,
-//    accumulation_and_replication_reduction_type, and Tiller's own
-//    num_threads);
+//    accumulation_and_replication_reduction_type, enable_replicated_graphs,
+//    replicated_graph_count, num_ipus, and Tiller's own num_threads);
 //  - not yet implemented: it would change what is trained (pipelining,
-//    sharding, replication, fp16, loss scaling), so only its default is
+//    sharding, fp16, loss scaling), so only its default is
 //    accepted until Tiller implements it; any other value is refused rather
 //    than ignored;
 //  - no effect: it tunes the IPU toolchain (memory proportions, engine
@@ -81,7 +81,7 @@ class IpuOptions {
   // SetGraphConfig refuses enable_manual_shard without num_ipus > 1
   // ("set_graph_config: enable_manual_shard needs num_ipus > 1"),
   // SetPipeliningConfig refuses pipelining without enable_manual_shard. The
-  // options are then set one by one, as Set does.
+  // options are then set as Set does, all or none.
   void SetGraphConfig(int64_t num_ipus = 1, bool is_training = true, int64_t micro_batch_size = 1,
                       bool enable_manual_shard = false);
   void SetPipeliningConfig(bool enable_pipelining = false, int64_t batches_per_step = 1,

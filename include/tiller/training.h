@@ -68,6 +68,13 @@ struct SessionOptions {
   bool gradient_accumulation = false;
   int accumulation_factor = 1;
   int batches_per_step = 1;
+  // Data-parallel replicas (enable_replicated_graphs +
+  // replicated_graph_count): each micro-batch of the feeds goes to a replica
+  // in turn (micro-batch k = (b * accumulation_factor + g) * replicas + r),
+  // each replica a device with num_threads / replicas threads (num_threads
+  // must be >= replicas); their gradients are summed before every update.
+  bool replicated_graphs = false;
+  int replicas = 1;
   // accumulation_and_replication_reduction_type: mean (Paddle's default;
   // the update sees the gradient of the mean loss over the micro-batches)
   // or sum.
@@ -158,10 +165,11 @@ class TrainingSession {
   void Run();
   void Run(bool eval);
   // Fetch i of the last step: one value per micro-batch, as Paddle's IPU
-  // backend returned them: the micro-batch's shape with accumulation_factor
-  // prepended when gradient accumulation is on, then batches_per_step when
-  // it is > 1 ([G, B, ...shape]); the values in micro-batch order (batch
-  // outermost, as the feeds).
+  // backend returned them: the micro-batch's shape with batches_per_step
+  // prepended when it is > 1, then accumulation_factor when gradient
+  // accumulation is on, then replicas when replication is on
+  // ([R, G, B, ...shape]); the values in micro-batch order (batch outermost,
+  // replica innermost, as the feeds).
   TensorInfo FetchInfo(size_t i) const;
   void GetFetch(size_t i, void* data, size_t bytes) const;
   const std::vector<std::string>& FetchNames() const;

@@ -25,6 +25,7 @@
 namespace tiller::backend {
 
 class Backend;
+class Collective;
 class Kernel;
 
 // A queue of work on one device: items run one at a time, in submission
@@ -89,9 +90,20 @@ class Device {
   // backends override it where the hardware has a direct path.
   virtual void CopyFrom(Device& from, const void* src, void* dst, size_t bytes);
 
+  // The replica group the device's work belongs to (collective ops such as
+  // all_reduce run on it) and the device's rank there; none by default.
+  void JoinReplicaGroup(Collective* group, int rank) {
+    replica_group_ = group;
+    replica_rank_ = rank;
+  }
+  Collective* replica_group() const { return replica_group_; }
+  int replica_rank() const { return replica_rank_; }
+
  private:
   const Backend& backend_;
   int ordinal_;
+  Collective* replica_group_ = nullptr;
+  int replica_rank_ = 0;
 };
 
 class Backend {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 
+#include "backend/collective.h"
 #include "compile/fold.h"
 #include "compile/placement.h"
 #include "core/error.h"
@@ -83,7 +84,15 @@ void Validate(const CompileOptions& o) {
   auto refuse = [](const char* what, const std::string& value) {
     Fail(ErrorKind::kUnimplemented, "{} = {} is not implemented yet", what, value);
   };
-  if (o.replicas != 1) refuse("replicas", std::to_string(o.replicas));
+  if (o.replicas < 1)
+    Fail(ErrorKind::kInvalidArgument, "replicas must be >= 1, got {}", o.replicas);
+  if (o.replicas > 1) {
+    if (!o.replica_group || o.replica_group->size() != o.replicas)
+      Fail(ErrorKind::kInvalidArgument, "{} replicas need a replica group of that size",
+           o.replicas);
+    if (o.replica_rank < 0 || o.replica_rank >= o.replicas)
+      Fail(ErrorKind::kInvalidArgument, "replica rank {} of {}", o.replica_rank, o.replicas);
+  }
   if (o.accumulation_steps < 1)
     Fail(ErrorKind::kInvalidArgument, "accumulation steps must be >= 1, got {}",
          o.accumulation_steps);
@@ -119,6 +128,8 @@ Compiler::Compiler(CompileOptions options) : options_(std::move(options)) {
     int ordinal = 0;
     for (size_t j = 0; j < i; ++j) ordinal += options_.devices[j].backend == spec.backend;
     owned_.push_back(b->CreateDevice(ordinal, {spec.threads, spec.memory_bytes}));
+    if (options_.replicas > 1)
+      owned_.back()->JoinReplicaGroup(options_.replica_group, options_.replica_rank);
     devices_.push_back(owned_.back().get());
   }
   host_ = HostDevice(devices_);
@@ -135,7 +146,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
   CompileReport& report = step.report;
   passes::PassContext ctx;
   std::optional<size_t> loss_pin;
-  std::vector<size_t> grad_pins;
+  std::vector<size_t> grad_pins, local_grad_pins;
   StepSource::Forward fwd = source.BuildForward(folder());
   TILLER_CHECK(fwd.graph, "the step source built no graph");
   if (fwd.loss) {
@@ -150,7 +161,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
     report.stages.push_back(passes::RunPass(autodiff, *fwd.graph, ctx));
     loss_pin = fwd.graph->Pin(fwd.loss);
     const int micro_batches = options_.accumulation_steps * options_.replicas;
-    if (micro_batches > 1) {
+    if (options_.accumulation_steps > 1) {
       StagePass accumulate("accumulate",
                            "gradients summed over micro-batches in accumulators (backward phase)",
                            [&](ir::Graph& g) {
@@ -166,6 +177,14 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
       ir::ScopedPlacement update(*fwd.graph, p);
       // The gradients as the update part reads them, pinned so the session
       // finds them after the passes.
+      if (options_.replicas > 1) {
+        // Every replica's (accumulated) gradients summed over the group,
+        // before the update reads them.
+        for (ir::Value*& g : grads) {
+          local_grad_pins.push_back(fwd.graph->Pin(g));
+          g = fwd.graph->Add1("all_reduce", {g}, {{"reduction", "sum"}});
+        }
+      }
       if (micro_batches > 1 && options_.reduction == CompileOptions::Reduction::kMean) {
         // Paddle's mean reduction, applied after the sum.
         for (ir::Value*& g : grads)
@@ -208,6 +227,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
   // Passes move pins along with the values they replace.
   if (loss_pin) step.loss = graph->pin(*loss_pin);
   for (size_t pin : grad_pins) step.gradients.push_back(graph->pin(pin));
+  for (size_t pin : local_grad_pins) step.replica_gradients.push_back(graph->pin(pin));
   for (const backend::Device* d : devices_)
     report.devices.push_back(
         fmt::format("{} ({} thread{})", d->name(), d->threads(), d->threads() == 1 ? "" : "s"));

@@ -67,6 +67,9 @@ struct CompiledStep {
   std::unique_ptr<Executable> exe;
   const ir::Value* loss = nullptr;          // in exe->graph(), when differentiated
   std::vector<const ir::Value*> gradients;  // d loss / d wrt, as BuildUpdate got them
+  // With replicas: this replica's own (accumulated) gradients, before they
+  // are summed over the replicas.
+  std::vector<const ir::Value*> replica_gradients;
   CompileReport report;
 
   // Zeroes the gradient accumulators: after each update, and after a run

@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+namespace tiller::backend {
+class Collective;
+}
+
 namespace tiller::compile {
 
 struct DeviceSpec {
@@ -39,6 +43,12 @@ struct CompileOptions {
   // The IPU execution model (issue: sharding, pipelining, replication,
   // accumulation); Validate refuses what is not implemented yet.
   int replicas = 1;
+  // With replicas > 1, the group the compiled step's gradients are summed
+  // over and this step's rank in it: the compiler puts its devices in the
+  // group, and an all_reduce per gradient before the update. One compiled
+  // step per replica, run concurrently (the runtime's job).
+  backend::Collective* replica_group = nullptr;
+  int replica_rank = 0;
   // Micro-batches whose gradients one update applies: the driver adds a
   // gradient accumulator per trained value (backward phase) and the update
   // reads the accumulated gradient; Executable::Run(RunPart::kBeforeUpdate)

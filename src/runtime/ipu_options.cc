@@ -38,7 +38,8 @@ std::vector<OptionSpec> MakeSpecs() {
       {"num_threads", Support::kHonoured, int64_t{0},
        "CPU threads of a step; 0: every hardware thread"},
       // Would change results: only the default until implemented.
-      {"num_ipus", Support::kNotYet, int64_t{1}, "devices the program is sharded over"},
+      {"num_ipus", Support::kHonoured, int64_t{1},
+       "devices of all replicas (replicated_graph_count x devices per replica)"},
       {"enable_manual_shard", Support::kNotYet, false, "shard the program by ipu_shard_guard"},
       {"enable_pipelining", Support::kNotYet, false, "pipeline the shards"},
       {"batches_per_step", Support::kHonoured, int64_t{1}, "updates (batches) run by one step"},
@@ -51,8 +52,9 @@ std::vector<OptionSpec> MakeSpecs() {
        "how accumulated (and replicated) gradients combine: 0 sum, 1 mean"},
       {"enable_fp16", Support::kNotYet, false, "float16 compute"},
       {"loss_scaling", Support::kNotYet, 1.0, "static loss scale"},
-      {"enable_replicated_graphs", Support::kNotYet, false, "data-parallel replicas"},
-      {"replicated_graph_count", Support::kNotYet, int64_t{1}, "number of replicas"},
+      {"enable_replicated_graphs", Support::kHonoured, false, "data-parallel replicas"},
+      {"replicated_graph_count", Support::kHonoured, int64_t{1},
+       "replicas, each training on its share of the micro-batches"},
   };
   // Options of Paddle/PopART that tune the IPU toolchain: no meaning on
   // Tiller's backends.
@@ -192,7 +194,8 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
     Fail(ErrorKind::kInvalidArgument,
          "option {}={} is not implemented by Tiller yet (supported: {})", name,
          OptionValueRepr(value), OptionValueRepr(*spec->default_value));
-  if ((name == "batches_per_step" || name == "accumulation_factor") &&
+  if ((name == "batches_per_step" || name == "accumulation_factor" ||
+       name == "replicated_graph_count" || name == "num_ipus") &&
       std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option '{}' must be >= 1, got {}", name,
          OptionValueRepr(value));
@@ -220,10 +223,13 @@ void IpuOptions::SetGraphConfig(int64_t num_ipus, bool is_training, int64_t micr
                                 bool enable_manual_shard) {
   if (enable_manual_shard && num_ipus <= 1)
     Fail(ErrorKind::kInvalidArgument, "set_graph_config: enable_manual_shard needs num_ipus > 1");
-  Set("num_ipus", num_ipus);
-  Set("is_training", is_training);
-  Set("micro_batch_size", micro_batch_size);
-  Set("enable_manual_shard", enable_manual_shard);
+  // All or nothing: set on a copy, kept when every option took.
+  IpuOptions next = *this;
+  next.Set("num_ipus", num_ipus);
+  next.Set("is_training", is_training);
+  next.Set("micro_batch_size", micro_batch_size);
+  next.Set("enable_manual_shard", enable_manual_shard);
+  *this = std::move(next);
 }
 
 void IpuOptions::SetPipeliningConfig(bool enable_pipelining, int64_t batches_per_step,
@@ -233,10 +239,12 @@ void IpuOptions::SetPipeliningConfig(bool enable_pipelining, int64_t batches_per
     Fail(ErrorKind::kInvalidArgument,
          "set_pipelining_config: pipelining needs enable_manual_shard "
          "(set_graph_config(enable_manual_shard=True))");
-  Set("enable_pipelining", enable_pipelining);
-  Set("batches_per_step", batches_per_step);
-  Set("enable_gradient_accumulation", enable_gradient_accumulation);
-  Set("accumulation_factor", accumulation_factor);
+  IpuOptions next = *this;
+  next.Set("enable_pipelining", enable_pipelining);
+  next.Set("batches_per_step", batches_per_step);
+  next.Set("enable_gradient_accumulation", enable_gradient_accumulation);
+  next.Set("accumulation_factor", accumulation_factor);
+  *this = std::move(next);
 }
 
 void IpuOptions::SetPrecisionConfig(bool enable_fp16) {

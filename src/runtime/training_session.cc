@@ -5,12 +5,17 @@
 // of state_roles.h.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <set>
 #include <system_error>
+#include <thread>
 
+#include "backend/collective.h"
 #include "compile/driver.h"
 #include "core/aligned_buffer.h"
 #include "core/error.h"
@@ -51,12 +56,23 @@ struct TrainingSession::Impl {
   };
   std::map<std::string, State> states;
   std::map<std::string, ir::TensorType> state_types;
-  compile::StateStorage storage;
-
   std::unique_ptr<FeedSet> feeds;
-  std::unique_ptr<compile::Compiler> compiler;
-  // One compiled step per (eval, feed shapes).
-  StepCache cache;  // variant 1: eval
+  // Data-parallel replicas (SessionOptions::replicas): each has its own
+  // device, compiled steps and copy of the state (replica 0's is `states`),
+  // and they sum their gradients through `group`. One replica without
+  // replication.
+  struct Replica {
+    std::unique_ptr<compile::Compiler> compiler;
+    // One compiled step per (eval, feed shapes); variant 1: eval.
+    StepCache cache;
+    compile::StateStorage storage;
+    std::map<std::string, AlignedBuffer> own_state;  // replicas after the first
+  };
+  std::unique_ptr<backend::Collective> group;
+  std::vector<Replica> replicas;
+  // The state changed outside a step (SetState, a checkpoint, the learning
+  // rate): the other replicas copy replica 0's before the next step.
+  bool replicas_stale = true;
   compile::CompiledStep* last = nullptr;
   bool last_eval = false;
   // The last Run()'s fetches, one value per micro-batch (FetchInfo's shapes).
@@ -93,7 +109,9 @@ struct TrainingSession::Impl {
     return it == roles.end() ? nullptr : &it->second;
   }
 
-  int MicroBatchesPerRun() const { return options.batches_per_step * options.accumulation_factor; }
+  int MicroBatchesPerRun() const {
+    return options.batches_per_step * options.accumulation_factor * options.replicas;
+  }
 
   // The feeds' shapes divided into the micro-batches of one Run().
   std::vector<Shape> MicroBatchShapes() const {
@@ -104,10 +122,11 @@ struct TrainingSession::Impl {
       if (shapes[i].empty() || shapes[i][0] % k != 0)
         Fail(ErrorKind::kInvalidArgument,
              "{}: feed '{}' has shape {}: one Run() takes batches_per_step {} x "
-             "accumulation_factor {} = {} micro-batches, so its first dimension must be a "
+             "accumulation_factor {}{} = {} micro-batches, so its first dimension must be a "
              "multiple of {}",
              program.path, feeds->decl(i).name, ShapeToString(shapes[i]), options.batches_per_step,
-             options.accumulation_factor, k, k);
+             options.accumulation_factor,
+             options.replicas > 1 ? fmt::format(" x replicas {}", options.replicas) : "", k, k);
       shapes[i][0] /= k;
     }
     return shapes;
@@ -120,14 +139,30 @@ struct TrainingSession::Impl {
     Shape shape = micro;
     if (options.batches_per_step > 1) shape.insert(shape.begin(), options.batches_per_step);
     if (options.gradient_accumulation) shape.insert(shape.begin(), options.accumulation_factor);
+    if (options.replicated_graphs) shape.insert(shape.begin(), options.replicas);
     return shape;
   }
 
-  compile::CompiledStep& Compile(bool eval, const std::vector<Shape>& shapes) {
-    return cache.Get({eval ? 1 : 0, shapes}, [&] { return CompileStep(eval, shapes); });
+  compile::CompiledStep& Compile(int replica, bool eval, const std::vector<Shape>& shapes) {
+    return replicas[replica].cache.Get({eval ? 1 : 0, shapes},
+                                       [&] { return CompileStep(replica, eval, shapes); });
   }
 
-  compile::CompiledStep CompileStep(bool eval, const std::vector<Shape>& shapes) {
+  // Copies replica 0's state into the others' when it changed outside a step.
+  void SyncReplicas() {
+    if (!replicas_stale) return;
+    for (size_t r = 1; r < replicas.size(); ++r) {
+      for (auto& [name, buffer] : replicas[r].own_state) {
+        const State& st = states.at(name);
+        if (buffer.size()) std::memcpy(buffer.data(), st.data.data(), buffer.size());
+      }
+    }
+    replicas_stale = false;
+  }
+
+  void RunReplica(int replica, bool eval, compile::CompiledStep& compiled, int* updates_done);
+
+  compile::CompiledStep CompileStep(int replica, bool eval, const std::vector<Shape>& shapes) {
     PaddleTrainingStep::Args args{&program, &info, &state_types, feed_names, {}, fetch_names, {}};
     for (size_t i = 0; i < feeds->size(); ++i)
       args.feed_types.push_back({feeds->decl(i).dtype, shapes[i]});
@@ -135,7 +170,8 @@ struct TrainingSession::Impl {
     args.options.random_seed = options.random_seed;
     args.options.no_bias_optimizer = options.no_bias_optimizer;
     PaddleTrainingStep source(std::move(args));
-    compile::CompiledStep step = compiler->Compile(source, storage);
+    Replica& rep = replicas[replica];
+    compile::CompiledStep step = rep.compiler->Compile(source, rep.storage);
     compile::Executable& exe = *step.exe;
     exe.EnableNanInfCheck(options.check_nan_inf);
     // The loss (the step's last output) and every gradient are checked right
@@ -146,6 +182,11 @@ struct TrainingSession::Impl {
       last_guard = std::max(
           last_guard,
           exe.GuardFinite(step.gradients[k], fmt::format("the gradient of '{}'", info.trained[k])));
+    // A replica's own gradients too, so the replica that went non-finite
+    // fails first (before the all_reduce spreads it) and is the one named.
+    for (size_t k = 0; k < step.replica_gradients.size(); ++k)
+      exe.GuardFinite(step.replica_gradients[k],
+                      fmt::format("replica {}'s gradient of '{}'", replica, info.trained[k]));
     std::set<const ir::Op*> in_place_writers;
     for (const auto& [value, state] : exe.plan().in_state) in_place_writers.insert(value->producer);
     const auto& ops = exe.graph().ops();
@@ -178,13 +219,34 @@ TrainingSession::TrainingSession(const std::string& program_path,
   if (options.batches_per_step < 1)
     Fail(ErrorKind::kInvalidArgument, "batches_per_step must be >= 1, got {}",
          options.batches_per_step);
-  compile::CompileOptions co = compile::CompileOptions::Cpu(options.num_threads);
-  co.accumulation_steps = options.accumulation_factor;
-  co.batches_per_step = options.batches_per_step;
-  co.reduction = options.reduction == SessionOptions::Reduction::kSum
-                     ? compile::CompileOptions::Reduction::kSum
-                     : compile::CompileOptions::Reduction::kMean;
-  s.compiler = std::make_unique<compile::Compiler>(co);
+  if (options.replicas < 1)
+    Fail(ErrorKind::kInvalidArgument, "replicas must be >= 1, got {}", options.replicas);
+  if (options.replicas > 1 && !options.replicated_graphs)
+    Fail(ErrorKind::kInvalidArgument,
+         "replicated_graph_count {} needs replication on (enable_replicated_graphs=True)",
+         options.replicas);
+  // Each replica is a device with its share of the threads: never more
+  // compute threads than num_threads.
+  if (options.num_threads < options.replicas)
+    Fail(ErrorKind::kInvalidArgument,
+         "num_threads {} cannot give {} replicas a thread each: raise num_threads (0: every "
+         "hardware thread) or lower replicated_graph_count",
+         options.num_threads, options.replicas);
+  if (options.replicas > 1) s.group = backend::MakeInProcessCollective(options.replicas);
+  s.replicas.resize(options.replicas);
+  for (int r = 0; r < options.replicas; ++r) {
+    compile::CompileOptions co =
+        compile::CompileOptions::Cpu(options.num_threads / options.replicas);
+    co.accumulation_steps = options.accumulation_factor;
+    co.batches_per_step = options.batches_per_step;
+    co.replicas = options.replicas;
+    co.replica_group = s.group.get();
+    co.replica_rank = r;
+    co.reduction = options.reduction == SessionOptions::Reduction::kSum
+                       ? compile::CompileOptions::Reduction::kSum
+                       : compile::CompileOptions::Reduction::kMean;
+    s.replicas[r].compiler = std::make_unique<compile::Compiler>(co);
+  }
   s.feed_names = std::move(feed_names);
   s.fetch_names = std::move(fetch_names);
   for (const std::string& name : s.info.state) {
@@ -201,7 +263,12 @@ TrainingSession::TrainingSession(const std::string& program_path,
     st.data.Resize(st.type.bytes());
     auto [it, fresh] = s.states.emplace(name, std::move(st));
     s.state_types[name] = it->second.type;
-    s.storage[name] = it->second.data.data();
+    s.replicas[0].storage[name] = it->second.data.data();
+    for (int r = 1; r < options.replicas; ++r) {
+      AlignedBuffer& copy = s.replicas[r].own_state[name];
+      copy.Resize(it->second.type.bytes());
+      s.replicas[r].storage[name] = copy.data();
+    }
   }
   std::vector<FeedDecl> decls;
   for (const std::string& name : s.feed_names) {
@@ -236,6 +303,21 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.batches_per_step = static_cast<int>(o.GetInt("batches_per_step"));
   out.reduction = static_cast<SessionOptions::Reduction>(
       o.GetInt("accumulation_and_replication_reduction_type"));
+  out.replicated_graphs = o.GetBool("enable_replicated_graphs");
+  out.replicas = static_cast<int>(o.GetInt("replicated_graph_count"));
+  // num_ipus counts the devices of every replica (Paddle's rule).
+  const int64_t devices = o.GetInt("num_ipus");
+  const int64_t replicas = out.replicated_graphs ? out.replicas : 1;
+  if (devices % replicas != 0)
+    Fail(ErrorKind::kInvalidArgument,
+         "num_ipus {} is not a multiple of replicated_graph_count {} (num_ipus counts the devices "
+         "of every replica)",
+         devices, replicas);
+  if (devices / replicas > 1)
+    Fail(ErrorKind::kInvalidArgument,
+         "num_ipus {} gives each of {} replica(s) {} devices, which needs the program sharded "
+         "over them (enable_manual_shard), not implemented by Tiller yet; set num_ipus to {}",
+         devices, replicas, devices / replicas, replicas);
   return out;
 }
 
@@ -304,6 +386,7 @@ void TrainingSession::SetState(const std::string& name, const void* data, DataTy
          st.type.ToString(), st.type.bytes(), bytes);
   if (bytes) std::memcpy(st.data.data(), data, bytes);
   st.set = true;
+  impl_->replicas_stale = true;
 }
 
 void TrainingSession::GetState(const std::string& name, void* data, size_t bytes) const {
@@ -345,6 +428,7 @@ void TrainingSession::SetLearningRate(double lr) {
     }
     st->set = true;
   }
+  s.replicas_stale = true;
 }
 
 void TrainingSession::SaveCheckpoint(const std::string& path_prefix) const {
@@ -437,6 +521,7 @@ void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
     if (st.type.bytes()) std::memcpy(st.data.data(), a.data->data(), st.type.bytes());
     st.set = true;
   }
+  s.replicas_stale = true;
 }
 
 void TrainingSession::SetFeed(const std::string& name, const void* data, DataType dtype,
@@ -449,14 +534,83 @@ void TrainingSession::Run() {
   Run(impl_->default_eval);
 }
 
+void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::CompiledStep& compiled,
+                                       int* updates_done) {
+  const int accumulate = options.accumulation_factor, batches = options.batches_per_step;
+  const int n_replicas = options.replicas;
+  const int micro_batches = MicroBatchesPerRun();
+  compile::Executable& exe = *compiled.exe;
+  for (int b = 0; b < batches; ++b) {
+    for (int g = 0; g < accumulate; ++g) {
+      // The micro-batch, in feed order: batch, then accumulation, then replica.
+      const int k = (b * accumulate + g) * n_replicas + replica;
+      for (size_t i = 0; i < feeds->size(); ++i) {
+        const AlignedBuffer& data = feeds->data(i);
+        const size_t bytes = data.size() / micro_batches;
+        if (bytes) std::memcpy(exe.inputs()[i].data, data.data() + k * bytes, bytes);
+      }
+      // Random training ops (dropout) draw from (seed, micro-batch number),
+      // so masks change every micro-batch and repeat for the same seed.
+      for (size_t i = feeds->size(); i < exe.inputs().size(); ++i) {
+        compile::TensorSlot& slot = exe.inputs()[i];
+        TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput,
+                     "unexpected graph input '{}'", slot.name);
+        int64_t step_index = ((steps + b) * accumulate + g) * n_replicas + replica;
+        std::memcpy(slot.data, &step_index, sizeof(step_index));
+      }
+      // An update applies after the last micro-batch of its window.
+      const auto part = eval || g == accumulate - 1 ? compile::Executable::RunPart::kAll
+                                                    : compile::Executable::RunPart::kBeforeUpdate;
+      const int64_t step = steps + b + 1;
+      try {
+        exe.Run(part);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kNonFinite) throw;
+        std::string where = e.what();
+        if (!options.check_nan_inf && rerun_safe.at(&exe) && n_replicas == 1) {
+          // Only the loss and the gradients were checked and nothing was
+          // updated: run the micro-batch again checking every op, to name
+          // the first one that went non-finite.
+          compiled.ResetAccumulators();
+          exe.EnableNanInfCheck(true);
+          try {
+            exe.Run(part);
+          } catch (const Error& detail) {
+            if (detail.kind() != ErrorKind::kNonFinite) throw;
+            where = fmt::format("{}; the first op that went non-finite: {}", where, detail.what());
+          }
+          exe.EnableNanInfCheck(false);
+        }
+        std::string at;
+        if (micro_batches > 1) at = fmt::format(" (micro-batch {} of {})", k + 1, micro_batches);
+        if (n_replicas > 1) at += fmt::format(" on replica {}", replica);
+        Fail(ErrorKind::kNonFinite, "{}: {} step {}{}: {}", program.path,
+             eval ? "eval" : "training", step, at, where);
+      }
+      for (size_t i = 0; i < fetch_names.size(); ++i) {
+        const compile::TensorSlot& slot = exe.outputs()[i];
+        const size_t bytes = slot.type.bytes();
+        if (bytes) std::memcpy(fetched[i].data() + k * bytes, slot.data, bytes);
+      }
+    }
+    if (!eval) {
+      compiled.ResetAccumulators();
+      *updates_done = b + 1;
+    }
+  }
+}
+
 void TrainingSession::Run(bool eval) {
   Impl& s = *impl_;
   s.RequireStateSet("Run()");
-  const int accumulate = s.options.accumulation_factor, batches = s.options.batches_per_step;
-  const int micro_batches = accumulate * batches;
-  compile::CompiledStep& compiled = s.Compile(eval, s.MicroBatchShapes());
-  compile::Executable& exe = *compiled.exe;
+  const int n_replicas = s.options.replicas;
+  const std::vector<Shape> shapes = s.MicroBatchShapes();
+  std::vector<compile::CompiledStep*> compiled;
+  for (int r = 0; r < n_replicas; ++r) compiled.push_back(&s.Compile(r, eval, shapes));
+  s.SyncReplicas();
+  const compile::Executable& exe = *compiled[0]->exe;
   const size_t n_fetch = s.fetch_names.size();
+  const size_t micro_batches = static_cast<size_t>(s.MicroBatchesPerRun());
   s.last = nullptr;
   s.fetch_types.resize(n_fetch);
   s.fetched.resize(n_fetch);
@@ -466,65 +620,46 @@ void TrainingSession::Run(bool eval) {
     if (s.fetched[i].size() != slot.type.bytes() * micro_batches)
       s.fetched[i].Resize(slot.type.bytes() * micro_batches);
   }
-  for (int b = 0; b < batches; ++b) {
-    for (int g = 0; g < accumulate; ++g) {
-      const int k = b * accumulate + g;  // the micro-batch, in feed order
-      for (size_t i = 0; i < s.feeds->size(); ++i) {
-        const AlignedBuffer& data = s.feeds->data(i);
-        const size_t bytes = data.size() / micro_batches;
-        if (bytes) std::memcpy(exe.inputs()[i].data, data.data() + k * bytes, bytes);
-      }
-      // Random training ops (dropout) draw from (seed, micro-batch number),
-      // so masks change every micro-batch and repeat for the same seed.
-      for (size_t i = s.feeds->size(); i < exe.inputs().size(); ++i) {
-        compile::TensorSlot& slot = exe.inputs()[i];
-        TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput,
-                     "unexpected graph input '{}'", slot.name);
-        int64_t step_index = (s.steps + b) * accumulate + g;
-        std::memcpy(slot.data, &step_index, sizeof(step_index));
-      }
-      // An update applies after the last micro-batch of its window.
-      const auto part = eval || g == accumulate - 1 ? compile::Executable::RunPart::kAll
-                                                    : compile::Executable::RunPart::kBeforeUpdate;
-      const int64_t step = s.steps + 1;
-      try {
-        exe.Run(part);
-      } catch (const Error& e) {
-        compiled.ResetAccumulators();
-        if (e.kind() != ErrorKind::kNonFinite) throw;
-        std::string where = e.what();
-        if (!s.options.check_nan_inf && s.rerun_safe.at(&exe)) {
-          // Only the loss and the gradients were checked and nothing was
-          // updated: run the micro-batch again checking every op, to name
-          // the first one that went non-finite.
-          exe.EnableNanInfCheck(true);
-          try {
-            exe.Run(part);
-          } catch (const Error& detail) {
-            if (detail.kind() != ErrorKind::kNonFinite) throw;
-            where = fmt::format("{}; the first op that went non-finite: {}", where, detail.what());
-          }
-          exe.EnableNanInfCheck(false);
-          compiled.ResetAccumulators();
-        }
-        Fail(ErrorKind::kNonFinite, "{}: {} step {}{}: {}", s.program.path,
-             eval ? "eval" : "training", step,
-             micro_batches > 1 ? fmt::format(" (micro-batch {} of {})", k + 1, micro_batches)
-                               : std::string(),
-             where);
-      }
-      for (size_t i = 0; i < n_fetch; ++i) {
-        const compile::TensorSlot& slot = exe.outputs()[i];
-        const size_t bytes = slot.type.bytes();
-        if (bytes) std::memcpy(s.fetched[i].data() + k * bytes, slot.data, bytes);
-      }
+  std::vector<int> updates(n_replicas, 0);
+  if (n_replicas == 1) {
+    try {
+      s.RunReplica(0, eval, *compiled[0], &updates[0]);
+    } catch (...) {
+      compiled[0]->ResetAccumulators();
+      if (!eval) s.steps += updates[0];
+      throw;
     }
-    if (!eval) {
-      compiled.ResetAccumulators();
-      ++s.steps;
+  } else {
+    // The replicas run concurrently, each driving its own device; they meet
+    // in the gradients' all_reduce. A replica that fails aborts the group,
+    // so the others stop instead of waiting for it.
+    std::vector<std::exception_ptr> errors(n_replicas);
+    std::atomic<int> first_failed{-1};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n_replicas; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          s.RunReplica(r, eval, *compiled[r], &updates[r]);
+        } catch (...) {
+          errors[r] = std::current_exception();
+          int none = -1;
+          first_failed.compare_exchange_strong(none, r);
+          s.group->Abort(fmt::format("replica {} failed", r));
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    if (first_failed >= 0) {
+      for (compile::CompiledStep* c : compiled) c->ResetAccumulators();
+      s.group->Reset();
+      // Replica 0's state is the session's; the others copy it again.
+      s.replicas_stale = true;
+      if (!eval) s.steps += *std::min_element(updates.begin(), updates.end());
+      std::rethrow_exception(errors[first_failed]);
     }
   }
-  s.last = &compiled;
+  if (!eval) s.steps += s.options.batches_per_step;
+  s.last = compiled[0];
   s.last_eval = eval;
 }
 

@@ -363,8 +363,19 @@ TEST(Placement, OptionsWithoutAHostDeviceOrWithUnknownBackendsAreRefused) {
     compile::Compiler c(replicas);
     FAIL();
   } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("4 replicas need a replica group of that size"),
+              std::string::npos)
+        << e.what();
+  }
+  compile::CompileOptions pipelined;
+  pipelined.pipelining = true;
+  try {
+    compile::Compiler c(pipelined);
+    FAIL();
+  } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kUnimplemented);
-    EXPECT_NE(std::string(e.what()).find("replicas = 4"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("pipelining = true"), std::string::npos);
   }
 }
 

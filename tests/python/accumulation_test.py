@@ -92,12 +92,15 @@ def _build_cnn_without_bn(opt):
                           ["loss"], sched, params, init, spec, None, [])
 
 
-def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None):
-    """Trains UPDATES updates of global batch MICRO x ACCUMULATE; returns
-    (per-update losses [UPDATES, fetches], final state, fetch shapes)."""
+def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None, replicas=1,
+           global_micro=ACCUMULATE):
+    """Trains UPDATES updates of global batch MICRO x global_micro; returns
+    (per-update losses [UPDATES, fetches], final state, fetch shapes).
+    accumulate x replicas micro-batches make one update (global_micro in all,
+    or 1 for one device with the global batch)."""
     import paddle
 
-    micro = _micro_batches(kind, UPDATES * ACCUMULATE)
+    micro = _micro_batches(kind, UPDATES * global_micro)
     built = _build(kind, opt)
     scope = paddle.static.Scope()
     T.init_scope(built, scope)
@@ -107,17 +110,23 @@ def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None):
         batches_per_step=batches_per_step,
         enable_gradient_accumulation=accumulate > 1 if enable is None else enable,
         accumulation_factor=accumulate)
-    strategy.set_options({"num_threads": 1,
+    strategy.set_options({"num_threads": replicas,
                           "accumulation_and_replication_reduction_type": reduction})
+    if replicas > 1:
+        strategy.set_graph_config(num_ipus=replicas, is_training=True, micro_batch_size=MICRO)
+        strategy.set_options({"enable_replicated_graphs": True,
+                              "replicated_graph_count": replicas})
     prog = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
         built.feed_names, built.fetch_list)
     # One global batch is ACCUMULATE micro-batches, whatever the run's shape.
-    per_run = accumulate * batches_per_step
-    group = ACCUMULATE // accumulate
+    per_update = accumulate * replicas
+    per_run = per_update * batches_per_step
+    group = global_micro // per_update
+    assert per_update in (1, global_micro)
     losses, shapes = [], None
     for r in range(0, len(micro), per_run * group):
         chunk = micro[r:r + per_run * group]
-        if accumulate == 1:
+        if per_update == 1:
             # One device: each update takes a whole global batch.
             feed = _concat(kind, [_concat(kind, chunk[u * group:(u + 1) * group], True)
                                   for u in range(batches_per_step)], False)
@@ -127,7 +136,7 @@ def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None):
         shapes = [tuple(np.shape(o)) for o in outs]
         # [G?, B?] leading dims (Paddle's labels), values in micro-batch order.
         per_micro = np.stack([np.asarray(o).reshape(per_run) for o in outs], axis=1)
-        losses.extend(per_micro.reshape(batches_per_step, accumulate, -1).mean(axis=1))
+        losses.extend(per_micro.reshape(batches_per_step, per_update, -1).mean(axis=1))
     prog.weights_to_host()
     return np.asarray(losses), T.read_state(built, scope), shapes
 

@@ -1,0 +1,93 @@
+#include "backend/collective.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tiller::backend {
+namespace {
+
+// Ranks meet at a barrier, publish their buffers, and each sums one slice
+// of the tensor over all ranks and writes it into every rank's output: the
+// work is split R ways and every output gets identical bytes. A slice is
+// read and written by one rank only, so in-place buffers are safe.
+class InProcessCollective : public Collective {
+ public:
+  explicit InProcessCollective(int ranks) : ranks_(ranks), in_(ranks), out_(ranks) {}
+  int size() const override { return ranks_; }
+
+  void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype) override {
+    TILLER_CHECK(rank >= 0 && rank < ranks_, "rank {} of {}", rank, ranks_);
+    TILLER_CHECK(dtype == DType::kF32 || dtype == DType::kF64, "all-reduce of {}",
+                 DTypeName(dtype));
+    in_[rank] = in;
+    out_[rank] = out;
+    Barrier();  // every rank's buffers published
+    const int64_t begin = count * rank / ranks_, end = count * (rank + 1) / ranks_;
+    if (dtype == DType::kF32)
+      SumSlice<float>(begin, end);
+    else
+      SumSlice<double>(begin, end);
+    Barrier();  // every slice written before any rank reads its output
+  }
+
+  void Abort(const std::string& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_) return;
+    aborted_ = true;
+    why_ = why;
+    wake_.notify_all();
+  }
+
+  void Reset() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = false;
+    arrived_ = 0;
+    why_.clear();
+  }
+
+ private:
+  template <typename T>
+  void SumSlice(int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e) {
+      T sum = static_cast<const T*>(in_[0])[e];
+      for (int r = 1; r < ranks_; ++r) sum += static_cast<const T*>(in_[r])[e];
+      for (int r = 0; r < ranks_; ++r) static_cast<T*>(out_[r])[e] = sum;
+    }
+  }
+
+  void Barrier() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (aborted_) Fail(ErrorKind::kInternal, "{}", why_);
+    const int64_t generation = generation_;
+    if (++arrived_ == ranks_) {
+      arrived_ = 0;
+      ++generation_;
+      wake_.notify_all();
+      return;
+    }
+    wake_.wait(lock, [&] { return generation_ != generation || aborted_; });
+    if (generation_ == generation) Fail(ErrorKind::kInternal, "{}", why_);
+  }
+
+  const int ranks_;
+  std::vector<const void*> in_;
+  std::vector<void*> out_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  int arrived_ = 0;
+  int64_t generation_ = 0;
+  bool aborted_ = false;
+  std::string why_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> MakeInProcessCollective(int ranks) {
+  TILLER_CHECK(ranks >= 1, "a group of {} ranks", ranks);
+  return std::make_unique<InProcessCollective>(ranks);
+}
+
+}  // namespace tiller::backend

@@ -1,0 +1,38 @@
+// Collectives: a group of ranks (the replicas of a step) exchanging tensors.
+// Gradients of replicated training are summed with AllReduceSum; later
+// reduce-scatter / all-gather (replicated tensor sharding) and an MPI
+// implementation across processes take the same interface.
+//
+// Every rank of the group calls each collective, in the same order, from its
+// own thread (its device's stream); a call returns when every rank's part
+// is done. A rank that fails calls Abort, which wakes the others: their
+// pending and later calls throw instead of waiting for it forever.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace tiller::backend {
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int size() const = 0;
+  // out (on every rank) = the elementwise sum of every rank's `in`, added in
+  // rank order, so every rank gets the same bytes. in == out is allowed.
+  // dtype: float32 or float64.
+  virtual void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype) = 0;
+  // Ends every pending and later call of the group with kInternal "<why>"
+  // until Reset.
+  virtual void Abort(const std::string& why) = 0;
+  // Makes an aborted group usable again; every rank must have returned.
+  virtual void Reset() = 0;
+};
+
+// Ranks that are threads of this process; buffers are host memory.
+std::unique_ptr<Collective> MakeInProcessCollective(int ranks);
+
+}  // namespace tiller::backend

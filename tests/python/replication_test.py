@@ -1,0 +1,133 @@
+"""Data-parallel replicas (issue 9): enable_replicated_graphs /
+replicated_graph_count with num_ipus = replicas, alone and with gradient
+accumulation and batches per step. Each replica is a CPU device with its own
+thread, its own copy of the state and its share of every run's
+micro-batches; gradients are summed across replicas (all_reduce) before
+each update.
+
+Equivalence with one device and the global batch, as in accumulation_test.py
+(same data, the same bounds: per-update loss rel 1e-5, state 1e-5 max-abs).
+"""
+import numpy as np
+import pytest
+
+import tiller
+from accumulation_test import ACCUMULATE, MICRO, _assert_same, _build, _concat, _micro_batches
+from accumulation_test import _train
+from models import training as T
+
+
+@pytest.mark.parametrize("kind", ["bert", "cnn_nobn"])
+def test_replicas_equal_one_device(kind):
+    opt = T.OptSpec("adam", schedule="constant")
+    with T.static_mode():
+        one_of_two = _train(kind, opt, 1, 1, global_micro=2)
+        replicated = _train(kind, opt, 1, 1, replicas=2, global_micro=2)
+        one = _train(kind, opt, 1, 1)
+        both = _train(kind, opt, 2, 1, replicas=2)
+        stepped = _train(kind, opt, 2, 2, replicas=2)
+    n_fetch = len(one[2])
+    micro_shape = one[2][0]
+    # Paddle's IPU fetch shapes: replicas, then the accumulation factor, then
+    # batches per step, before the micro-batch's own shape.
+    assert replicated[2] == [(2, *micro_shape)] * n_fetch
+    assert both[2] == [(2, 2, *micro_shape)] * n_fetch
+    assert stepped[2] == [(2, 2, 2, *micro_shape)] * n_fetch
+    _assert_same(one_of_two, replicated, f"{kind}: 2 replicas")
+    _assert_same(one, both, f"{kind}: 2 replicas x accumulation 2")
+    _assert_same(one, stepped, f"{kind}: 2 replicas x accumulation 2, batches_per_step 2")
+
+
+def _replicated(built, scope, replicas=2, threads=2, num_ipus=None, **options):
+    s = tiller.IpuStrategy()
+    s.set_graph_config(num_ipus=replicas if num_ipus is None else num_ipus, is_training=True,
+                       micro_batch_size=MICRO)
+    s.set_options({"num_threads": threads, "enable_replicated_graphs": True,
+                   "replicated_graph_count": replicas, **options})
+    return tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=s).compile(
+        built.feed_names, built.fetch_list)
+
+
+@pytest.fixture()
+def cnn():
+    import paddle
+
+    with T.static_mode():
+        built = _build("cnn_nobn", T.OptSpec("adam", schedule="constant"))
+        scope = paddle.static.Scope()
+        T.init_scope(built, scope)
+        yield built, scope
+
+
+def test_a_non_finite_gradient_on_one_replica_stops_every_replica(cnn):
+    built, scope = cnn
+    prog = _replicated(built, scope)
+    micro = _micro_batches("cnn_nobn", 2 * ACCUMULATE)
+    prog.run(feed=_concat("cnn_nobn", micro[:2], False))
+    before = {n: prog.session.get_state(n).copy() for n in prog.session.state_names()}
+    bad = _concat("cnn_nobn", micro[2:4], False)
+    bad["image"] = bad["image"].copy()
+    bad["image"][MICRO, 0, 0, 0] = np.inf       # replica 1's first image
+    with pytest.raises(tiller.TillerError) as info:
+        prog.run(feed=bad)
+    msg = str(info.value)
+    assert "training step 2" in msg and "on replica 1" in msg and "not finite" in msg, msg
+    for name, value in before.items():
+        np.testing.assert_array_equal(prog.session.get_state(name), value, err_msg=name)
+    assert prog.session.step_count == 1
+    # Both replicas go on with good data, and stay equal to one device on it.
+    loss, = prog.run(feed=_concat("cnn_nobn", micro[4:6], False))
+    assert loss.shape == (2,) and np.isfinite(loss).all()
+    assert prog.session.step_count == 2
+
+
+def test_bad_replication_configurations_say_what_to_change(cnn):
+    built, scope = cnn
+    with pytest.raises(tiller.TillerError,
+                       match=r"num_ipus 3 is not a multiple of replicated_graph_count 2"):
+        _replicated(built, scope, num_ipus=3)
+    with pytest.raises(tiller.TillerError,
+                       match=r"num_ipus 4 gives each of 2 replica\(s\) 2 devices, which needs the "
+                             r"program sharded .* set num_ipus to 2"):
+        _replicated(built, scope, num_ipus=4)
+    with pytest.raises(tiller.TillerError,
+                       match=r"num_threads 1 cannot give 2 replicas a thread each"):
+        _replicated(built, scope, threads=1)
+    with pytest.raises(tiller.TillerError,
+                       match=r"replicated_graph_count 2 needs replication on "
+                             r"\(enable_replicated_graphs=True\)"):
+        _replicated(built, scope, enable_replicated_graphs=False, num_ipus=1)
+    prog = _replicated(built, scope)
+    with pytest.raises(tiller.TillerError,
+                       match=r"feed 'image' has shape \[5, 3, 16, 16\]: one Run\(\) takes "
+                             r"batches_per_step 1 x accumulation_factor 1 x replicas 2 = 2 "
+                             r"micro-batches, so its first dimension must be a multiple of 2"):
+        prog.run(feed={"image": np.zeros((5, 3, 16, 16), np.float32),
+                       "label": np.zeros((5, 1), np.int64)})
+
+
+def test_state_set_between_runs_reaches_every_replica(cnn):
+    """A checkpoint loaded (or any state set) after a run is what every
+    replica trains from next: two replicas after a reload equal one device
+    after the same reload."""
+    built, scope = cnn
+    micro = _micro_batches("cnn_nobn", 8)
+    prog = _replicated(built, scope)
+    start = {n: prog.session.get_state(n).copy() for n in prog.session.state_names()}
+    prog.run(feed=_concat("cnn_nobn", micro[:2], False))
+    for name, value in start.items():
+        prog.session.set_state(name, value)
+    loss, = prog.run(feed=_concat("cnn_nobn", micro[2:4], False))
+    import paddle
+    scope1 = paddle.static.Scope()
+    T.init_scope(built, scope1)
+    s = tiller.IpuStrategy()
+    s.set_graph_config(is_training=True, micro_batch_size=2 * MICRO)
+    s.set_options({"num_threads": 1})
+    one = tiller.IpuCompiledProgram(built.main, scope=scope1, ipu_strategy=s).compile(
+        built.feed_names, built.fetch_list)
+    ref, = one.run(feed=_concat("cnn_nobn", micro[2:4], False))
+    np.testing.assert_allclose(np.mean(loss), np.asarray(ref).reshape(()), rtol=1e-5)
+    for name in start:
+        np.testing.assert_allclose(prog.session.get_state(name), one.session.get_state(name),
+                                   atol=1e-5, err_msg=name)
