@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tiller/checkpoint.h"
@@ -183,6 +184,12 @@ class TrainingSession {
     std::string compile_report;  // what each compile stage changed
   };
   Summary GetSummary() const;  // of the step run last
+
+  // Per-op-type wall time of the steps run while profiling is on (replica
+  // 0's device with replicas): (op type, total ms, calls), largest first.
+  // Each op is timed on its own, with its device synchronized around it.
+  void EnableProfiling(bool on);
+  std::vector<std::tuple<std::string, double, int64_t>> GetProfile() const;
 
  private:
   struct Impl;

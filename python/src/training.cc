@@ -287,7 +287,11 @@ void BindTraining(py::module_& m) {
           py::arg("feed"), py::arg("eval") = py::none(),
           "One step: feeds by name; returns the fetches (numpy) in fetch order. eval None: as "
           "the session's options say.")
-      .def("summary", &TrainingSession::GetSummary);
+      .def("summary", &TrainingSession::GetSummary)
+      .def("enable_profiling", &TrainingSession::EnableProfiling, py::arg("on") = true,
+           "Times every op of later steps (replica 0's with replicas).")
+      .def("profile", &TrainingSession::GetProfile,
+           "[(op type, total ms, calls)] of the steps run while profiling, largest first.");
 }
 
 }  // namespace

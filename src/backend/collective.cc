@@ -18,7 +18,8 @@ class InProcessCollective : public Collective {
   explicit InProcessCollective(int ranks) : ranks_(ranks), in_(ranks), out_(ranks) {}
   int size() const override { return ranks_; }
 
-  void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype) override {
+  void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype,
+                    double scale) override {
     TILLER_CHECK(rank >= 0 && rank < ranks_, "rank {} of {}", rank, ranks_);
     TILLER_CHECK(dtype == DType::kF32 || dtype == DType::kF64, "all-reduce of {}",
                  DTypeName(dtype));
@@ -27,9 +28,9 @@ class InProcessCollective : public Collective {
     Barrier();  // every rank's buffers published
     const int64_t begin = count * rank / ranks_, end = count * (rank + 1) / ranks_;
     if (dtype == DType::kF32)
-      SumSlice<float>(begin, end);
+      SumSlice<float>(begin, end, static_cast<float>(scale));
     else
-      SumSlice<double>(begin, end);
+      SumSlice<double>(begin, end, scale);
     Barrier();  // every slice written before any rank reads its output
   }
 
@@ -50,10 +51,11 @@ class InProcessCollective : public Collective {
 
  private:
   template <typename T>
-  void SumSlice(int64_t begin, int64_t end) {
+  void SumSlice(int64_t begin, int64_t end, T scale) {
     for (int64_t e = begin; e < end; ++e) {
       T sum = static_cast<const T*>(in_[0])[e];
       for (int r = 1; r < ranks_; ++r) sum += static_cast<const T*>(in_[r])[e];
+      if (scale != T(1)) sum *= scale;
       for (int r = 0; r < ranks_; ++r) static_cast<T*>(out_[r])[e] = sum;
     }
   }

@@ -21,10 +21,11 @@ class Collective {
  public:
   virtual ~Collective() = default;
   virtual int size() const = 0;
-  // out (on every rank) = the elementwise sum of every rank's `in`, added in
-  // rank order, so every rank gets the same bytes. in == out is allowed.
-  // dtype: float32 or float64.
-  virtual void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype) = 0;
+  // out (on every rank) = scale x the elementwise sum of every rank's `in`,
+  // added in rank order, so every rank gets the same bytes. in == out is
+  // allowed. dtype: float32 or float64.
+  virtual void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype,
+                            double scale = 1.0) = 0;
   // Ends every pending and later call of the group with kInternal "<why>"
   // until Reset.
   virtual void Abort(const std::string& why) = 0;

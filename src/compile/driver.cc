@@ -177,18 +177,19 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
       ir::ScopedPlacement update(*fwd.graph, p);
       // The gradients as the update part reads them, pinned so the session
       // finds them after the passes.
+      // Paddle's mean reduction, applied after the sum.
+      const double mean =
+          options_.reduction == CompileOptions::Reduction::kMean ? 1.0 / micro_batches : 1.0;
       if (options_.replicas > 1) {
-        // Every replica's (accumulated) gradients summed over the group,
-        // before the update reads them.
+        // Every replica's (accumulated) gradients summed over the group
+        // before the update reads them, the mean's scale in the same pass.
         for (ir::Value*& g : grads) {
           local_grad_pins.push_back(fwd.graph->Pin(g));
-          g = fwd.graph->Add1("all_reduce", {g}, {{"reduction", "sum"}});
+          g = fwd.graph->Add1("all_reduce", {g}, {{"reduction", "sum"}, {"scale", mean}});
         }
-      }
-      if (micro_batches > 1 && options_.reduction == CompileOptions::Reduction::kMean) {
-        // Paddle's mean reduction, applied after the sum.
+      } else if (mean != 1.0) {
         for (ir::Value*& g : grads)
-          g = fwd.graph->Add1("scale", {g}, {{"scale", 1.0 / micro_batches}, {"bias", 0.0}});
+          g = fwd.graph->Add1("scale", {g}, {{"scale", mean}, {"bias", 0.0}});
       }
       for (ir::Value* v : source.BuildUpdate(grads)) grad_pins.push_back(fwd.graph->Pin(v));
     }

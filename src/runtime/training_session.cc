@@ -73,6 +73,7 @@ struct TrainingSession::Impl {
   // The state changed outside a step (SetState, a checkpoint, the learning
   // rate): the other replicas copy replica 0's before the next step.
   bool replicas_stale = true;
+  bool profiling = false;
   compile::CompiledStep* last = nullptr;
   bool last_eval = false;
   // The last Run()'s fetches, one value per micro-batch (FetchInfo's shapes).
@@ -174,6 +175,7 @@ struct TrainingSession::Impl {
     compile::CompiledStep step = rep.compiler->Compile(source, rep.storage);
     compile::Executable& exe = *step.exe;
     exe.EnableNanInfCheck(options.check_nan_inf);
+    exe.EnableProfiling(profiling);
     // The loss (the step's last output) and every gradient are checked right
     // after they are computed, before any update reads them.
     const ir::Value* loss = exe.graph().outputs().back().second;
@@ -695,6 +697,24 @@ TrainingSession::Summary TrainingSession::GetSummary() const {
   s.graph = exe->graph().ToString();
   s.compile_report = impl_->last->report.Format();
   return s;
+}
+
+}  // namespace tiller::training
+
+namespace tiller::training {
+
+void TrainingSession::EnableProfiling(bool on) {
+  impl_->profiling = on;
+  for (Impl::Replica& r : impl_->replicas)
+    r.cache.ForEach([on](compile::CompiledStep& step) { step.exe->EnableProfiling(on); });
+}
+
+std::vector<std::tuple<std::string, double, int64_t>> TrainingSession::GetProfile() const {
+  std::vector<std::tuple<std::string, double, int64_t>> out;
+  if (!impl_->last) return out;
+  for (const auto& e : impl_->last->exe->Profile())
+    out.emplace_back(e.op_type, e.total_ms, e.calls);
+  return out;
 }
 
 }  // namespace tiller::training

@@ -6,7 +6,9 @@
 //   send(x) {peer, tag}: hands x to rank/device `peer`; no outputs, never
 //     removed as dead code. recv() {peer, tag, dtype, shape}: the matching
 //     receive.
-//   all_reduce(x) {reduction: "sum"|"mean", group: replica ids (empty: all)}
+//   all_reduce(x) {reduction: "sum"|"mean", group: replica ids (empty: all),
+//     scale}: scale x the reduction (a mean over micro-batches as well as
+//     replicas folds into it, saving a pass over the gradients)
 //   reduce_scatter(x) {reduction, group, axis, parts}: x reduced, then part
 //     `rank` of `parts` along `axis`.
 //   all_gather(x) {group, axis, parts}: the parts concatenated along `axis`.
@@ -91,6 +93,7 @@ const bool kRegistered = [] {
   RegisterOpSchema(OpSchema{"all_reduce", 1, 1, InferSame}
                        .Attr("reduction", "sum")
                        .Attr("group", std::vector<int64_t>{})
+                       .Attr("scale", 1.0)
                        .Precision(kFollows)
                        .Layout(LayoutRule::kAgnostic));
   RegisterOpSchema(OpSchema{"reduce_scatter", 1, 1, InferReduceScatter}

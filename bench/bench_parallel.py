@@ -1,0 +1,167 @@
+"""Parallel training benchmark (issue 9): BERT-small pretraining (4 layers,
+hidden 256, seq 128, MLM + NSP, Adam) on CPU devices of one core each,
+against one device of one core and one device of two threads, all in one
+run, same program, initial state and data. Every configuration trains the
+same global batch per update (2 x micro-batch), so sequences per second
+compare directly.
+
+    .venv/bin/python bench/bench_parallel.py [--micro 8] [--updates 6] [--warmup 2]
+
+Configurations:
+  1 device x 1 thread      global batch in one step
+  1 device x 2 threads     global batch in one step
+  2 replicas x 1 thread    each replica a micro-batch, gradients all-reduced
+  2-stage pipeline         (not implemented yet: printed as such)
+
+Printed: the CPU and its ISA, ms per update (median after warm-up),
+sequences/s, GFLOP/s by the FLOP formula of bench_training.py, the ratios
+the issue sets targets for (2 replicas >= 1.8x one 1-core device; the
+2-stage pipeline >= 1.6x), and the machine's fp32 GEMM rate measured in this
+run (numpy's sgemm on 2048^3, its own threads) for scale.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import time
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--micro", type=int, default=8, help="micro-batch size (sequences)")
+    ap.add_argument("--updates", type=int, default=6, help="timed updates per configuration")
+    ap.add_argument("--warmup", type=int, default=2)
+    return ap.parse_args(argv)
+
+
+ARGS = parse_args() if __name__ == "__main__" else None
+os.environ.setdefault("GLOG_minloglevel", "2")
+
+import common  # noqa: E402  (puts the repository on sys.path)
+import numpy as np  # noqa: E402
+
+from models import training as T  # noqa: E402
+from models.bert import BertConfig  # noqa: E402
+
+BERT_SMALL = T.PretrainConfig(
+    BertConfig(vocab_size=30522, hidden_size=256, num_layers=4, num_heads=4,
+               intermediate_size=1024, max_position=512, type_vocab_size=2,
+               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+    seq_len=128, max_predictions=20)
+
+
+def cpu_line() -> str:
+    model = "unknown CPU"
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown CPU":
+                    model = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")
+           if f in flags]
+    return f"{model} ({os.cpu_count()} cpus; {' '.join(isa)})"
+
+
+def sgemm_gflops(n: int = 2048, reps: int = 3) -> float:
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    b = a.T.copy()
+    a @ b
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best / 1e9
+
+
+def train_gflop(batch: int) -> float:
+    cfg = BERT_SMALL
+    c, s = cfg.bert, cfg.seq_len
+    h, inter, vocab = c.hidden_size, c.intermediate_size, c.vocab_size
+    encoder = common.bert_gflop(c.num_layers, h, inter, s, batch) * 1e9
+    p = batch * cfg.max_predictions
+    heads = 2 * batch * h * h + 4 * batch * h + 2 * p * h * h + 2 * p * h * vocab
+    return 3 * (encoder + heads) / 1e9
+
+
+def run_config(name, micro_batches, threads, replicas, args):
+    """ms per update (median) and the last loss, for `replicas` replicas of
+    `threads` // replicas threads each, over updates of 2 micro-batches."""
+    import paddle
+
+    import tiller
+
+    global_batch = 2 * args.micro
+    n = args.warmup + args.updates
+    batches = T.make_batches("bert", BERT_SMALL, n, global_batch, seed=1)
+    built = T.build("bert", BERT_SMALL, T.OptSpec("adam", lr=1e-4, schedule="constant",
+                                                  clip_norm=None), seed=0)
+    scope = paddle.static.Scope()
+    T.init_scope(built, scope)
+    strategy = tiller.IpuStrategy()
+    strategy.set_graph_config(num_ipus=replicas, is_training=True,
+                              micro_batch_size=global_batch // replicas)
+    strategy.set_options({"num_threads": threads})
+    if replicas > 1:
+        strategy.set_options({"enable_replicated_graphs": True,
+                              "replicated_graph_count": replicas})
+    prog = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
+        built.feed_names, built.fetch_list)
+    s = BERT_SMALL.seq_len
+    times = []
+    loss = None
+    for i, feed in enumerate(batches):
+        if replicas > 1:
+            # Each replica's masked positions index its own micro-batch.
+            per = global_batch // replicas
+            feed = dict(feed)
+            pos = feed["masked_positions"].reshape(global_batch, -1)
+            feed["masked_positions"] = (pos - (np.arange(global_batch) // per * per * s)[:, None]
+                                        ).reshape(-1)
+        t0 = time.perf_counter()
+        outs = prog.run(feed=feed)
+        if i >= args.warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+        loss = float(np.mean(outs[0]))
+    return statistics.median(times), loss
+
+
+def main(args) -> int:
+    print(f"CPU: {cpu_line()}")
+    gemm = sgemm_gflops()
+    print(f"machine fp32 GEMM rate measured now (numpy sgemm 2048^3): {gemm:.0f} GFLOP/s")
+    c = BERT_SMALL.bert
+    global_batch = 2 * args.micro
+    gflop = train_gflop(global_batch)
+    print(f"BERT-small ({c.num_layers} layers, hidden {c.hidden_size}, seq {BERT_SMALL.seq_len}), "
+          f"global batch {global_batch} per update = {gflop:.1f} GFLOP, Adam, fp32; "
+          f"{args.warmup} warm-up + {args.updates} timed updates each")
+    rows = {}
+    for name, threads, replicas in (("1 device x 1 thread", 1, 1),
+                                    ("1 device x 2 threads", 2, 1),
+                                    ("2 replicas x 1 thread", 2, 2)):
+        ms, loss = run_config(name, 2, threads, replicas, args)
+        rows[name] = ms
+        print(f"  {name:<24} {ms:9.1f} ms/update  {global_batch / ms * 1e3:7.1f} seq/s  "
+              f"{gflop / ms * 1e3:6.1f} GFLOP/s  ({100 * gflop / ms * 1e3 / gemm:.0f}% of the "
+              f"measured GEMM rate)  loss {loss:.4f}", flush=True)
+    print(f"  {'2-stage pipeline':<24} not implemented yet")
+    one = rows["1 device x 1 thread"]
+    two = rows["1 device x 2 threads"]
+    rep = rows["2 replicas x 1 thread"]
+    print(f"2 replicas vs 1 device x 1 thread:  {one / rep:.2f}x (target >= 1.8x)")
+    print(f"2 replicas vs 1 device x 2 threads: {two / rep:.2f}x")
+    print(f"1 device x 2 threads vs x 1 thread: {one / two:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(ARGS))
