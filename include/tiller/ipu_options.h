@@ -16,9 +16,10 @@
 //    enable_floating_point_checks, enable_gradient_accumulation,
 //    accumulation_factor, batches_per_step,
 //    accumulation_and_replication_reduction_type, enable_replicated_graphs,
-//    replicated_graph_count, num_ipus, and Tiller's own num_threads);
+//    replicated_graph_count, num_ipus, enable_manual_shard, and Tiller's own
+//    num_threads);
 //  - not yet implemented: it would change what is trained (pipelining,
-//    sharding, fp16, loss scaling), so only its default is
+//    fp16, loss scaling), so only its default is
 //    accepted until Tiller implements it; any other value is refused rather
 //    than ignored;
 //  - no effect: it tunes the IPU toolchain (memory proportions, engine

@@ -76,6 +76,11 @@ struct SessionOptions {
   // must be >= replicas); their gradients are summed before every update.
   bool replicated_graphs = false;
   int replicas = 1;
+  // Manual sharding (enable_manual_shard, num_ipus = replicas x devices per
+  // replica): each op runs on the device of its ipu_index (ops outside any
+  // ipu_shard_guard on device 0); values cross devices through copies; each
+  // device gets num_threads / (replicas x devices_per_replica) threads.
+  int devices_per_replica = 1;
   // accumulation_and_replication_reduction_type: mean (Paddle's default;
   // the update sees the gradient of the mean loss over the micro-batches)
   // or sum.

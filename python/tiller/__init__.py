@@ -8,11 +8,14 @@
     outputs = predictor.run([input_ids, token_type_ids])
 
 ``tiller.IpuStrategy`` / ``tiller.IpuCompiledProgram`` mirror Paddle's IPU
-static-graph API for training (see ``tiller.ipu``).
+static-graph API for training (see ``tiller.ipu``); ``tiller.ipu_shard_guard``
+and ``tiller.set_ipu_shard`` its manual sharding (see ``tiller.shard``).
 """
 from . import inference
 from ._tiller import TillerError
 from .ipu import Executor, IpuCompiledProgram, IpuStrategy
+from .shard import ipu_shard_guard, set_ipu_shard
 
-__all__ = ["inference", "TillerError", "IpuStrategy", "IpuCompiledProgram", "Executor"]
+__all__ = ["inference", "TillerError", "IpuStrategy", "IpuCompiledProgram", "Executor",
+           "ipu_shard_guard", "set_ipu_shard"]
 __version__ = "0.1.0"

@@ -34,7 +34,7 @@ import warnings
 
 import numpy as np
 
-from . import _tiller
+from . import _tiller, shard
 from ._tiller import TillerError
 
 __all__ = ["IpuStrategy", "IpuCompiledProgram", "Executor", "TillerError"]
@@ -185,6 +185,8 @@ class IpuCompiledProgram:
         path = os.path.join(self._tmp.name, "main.json")
         try:
             paddle.core.serialize_pir_program(program, path)
+            # ipu_shard_guard's attributes, which PIR's serializer drops.
+            shard.stamp_pir_json(path, shard.pir_annotations(program))
         finally:
             for op in reversed(added):
                 block.remove_op(op)

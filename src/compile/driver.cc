@@ -87,9 +87,14 @@ void Validate(const CompileOptions& o) {
   if (o.replicas < 1)
     Fail(ErrorKind::kInvalidArgument, "replicas must be >= 1, got {}", o.replicas);
   if (o.replicas > 1) {
-    if (!o.replica_group || o.replica_group->size() != o.replicas)
-      Fail(ErrorKind::kInvalidArgument, "{} replicas need a replica group of that size",
-           o.replicas);
+    if (o.replica_groups.size() != o.devices.size())
+      Fail(ErrorKind::kInvalidArgument, "{} replicas need a replica group per device ({} for {})",
+           o.replicas, o.replica_groups.size(), o.devices.size());
+    for (const backend::Collective* group : o.replica_groups) {
+      if (!group || group->size() != o.replicas)
+        Fail(ErrorKind::kInvalidArgument, "{} replicas need replica groups of that size",
+             o.replicas);
+    }
     if (o.replica_rank < 0 || o.replica_rank >= o.replicas)
       Fail(ErrorKind::kInvalidArgument, "replica rank {} of {}", o.replica_rank, o.replicas);
   }
@@ -129,7 +134,7 @@ Compiler::Compiler(CompileOptions options) : options_(std::move(options)) {
     for (size_t j = 0; j < i; ++j) ordinal += options_.devices[j].backend == spec.backend;
     owned_.push_back(b->CreateDevice(ordinal, {spec.threads, spec.memory_bytes}));
     if (options_.replicas > 1)
-      owned_.back()->JoinReplicaGroup(options_.replica_group, options_.replica_rank);
+      owned_.back()->JoinReplicaGroup(options_.replica_groups[i], options_.replica_rank);
     devices_.push_back(owned_.back().get());
   }
   host_ = HostDevice(devices_);

@@ -43,11 +43,13 @@ struct CompileOptions {
   // The IPU execution model (issue: sharding, pipelining, replication,
   // accumulation); Validate refuses what is not implemented yet.
   int replicas = 1;
-  // With replicas > 1, the group the compiled step's gradients are summed
-  // over and this step's rank in it: the compiler puts its devices in the
-  // group, and an all_reduce per gradient before the update. One compiled
-  // step per replica, run concurrently (the runtime's job).
-  backend::Collective* replica_group = nullptr;
+  // With replicas > 1: per device, the group of that device's counterparts
+  // in every replica (the same shard of each), which sums the gradients
+  // computed on it; and this step's rank in the groups. The compiler puts
+  // its devices in their groups, and an all_reduce per gradient before the
+  // update. One compiled step per replica, run concurrently (the runtime's
+  // job).
+  std::vector<backend::Collective*> replica_groups;
   int replica_rank = 0;
   // Micro-batches whose gradients one update applies: the driver adds a
   // gradient accumulator per trained value (backward phase) and the update

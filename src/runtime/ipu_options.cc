@@ -40,7 +40,8 @@ std::vector<OptionSpec> MakeSpecs() {
       // Would change results: only the default until implemented.
       {"num_ipus", Support::kHonoured, int64_t{1},
        "devices of all replicas (replicated_graph_count x devices per replica)"},
-      {"enable_manual_shard", Support::kNotYet, false, "shard the program by ipu_shard_guard"},
+      {"enable_manual_shard", Support::kHonoured, false,
+       "each op on the device of its ipu_index (ipu_shard_guard)"},
       {"enable_pipelining", Support::kNotYet, false, "pipeline the shards"},
       {"batches_per_step", Support::kHonoured, int64_t{1}, "updates (batches) run by one step"},
       {"enable_gradient_accumulation", Support::kHonoured, false,

@@ -68,7 +68,9 @@ struct TrainingSession::Impl {
     compile::StateStorage storage;
     std::map<std::string, AlignedBuffer> own_state;  // replicas after the first
   };
-  std::unique_ptr<backend::Collective> group;
+  // Per device of a replica (shard), the group of that device in every
+  // replica.
+  std::vector<std::unique_ptr<backend::Collective>> groups;
   std::vector<Replica> replicas;
   // The state changed outside a step (SetState, a checkpoint, the learning
   // rate): the other replicas copy replica 0's before the next step.
@@ -227,22 +229,31 @@ TrainingSession::TrainingSession(const std::string& program_path,
     Fail(ErrorKind::kInvalidArgument,
          "replicated_graph_count {} needs replication on (enable_replicated_graphs=True)",
          options.replicas);
-  // Each replica is a device with its share of the threads: never more
-  // compute threads than num_threads.
-  if (options.num_threads < options.replicas)
+  if (options.devices_per_replica < 1)
+    Fail(ErrorKind::kInvalidArgument, "devices per replica must be >= 1, got {}",
+         options.devices_per_replica);
+  // Each device (devices_per_replica per replica) gets its share of the
+  // threads: never more compute threads than num_threads.
+  const int n_devices = options.replicas * options.devices_per_replica;
+  if (options.num_threads < n_devices)
     Fail(ErrorKind::kInvalidArgument,
-         "num_threads {} cannot give {} replicas a thread each: raise num_threads (0: every "
-         "hardware thread) or lower replicated_graph_count",
-         options.num_threads, options.replicas);
-  if (options.replicas > 1) s.group = backend::MakeInProcessCollective(options.replicas);
+         "num_threads {} cannot give {} devices ({} replica(s) x {} device(s)) a thread each: "
+         "raise num_threads (0: every hardware thread) or use fewer devices",
+         options.num_threads, n_devices, options.replicas, options.devices_per_replica);
+  if (options.replicas > 1) {
+    for (int d = 0; d < options.devices_per_replica; ++d)
+      s.groups.push_back(backend::MakeInProcessCollective(options.replicas));
+  }
   s.replicas.resize(options.replicas);
   for (int r = 0; r < options.replicas; ++r) {
-    compile::CompileOptions co =
-        compile::CompileOptions::Cpu(options.num_threads / options.replicas);
+    compile::CompileOptions co;
+    co.devices.assign(options.devices_per_replica,
+                      compile::DeviceSpec{"cpu", options.num_threads / n_devices, 0});
+    co.placement = compile::PlacementPolicy::kByShard;
     co.accumulation_steps = options.accumulation_factor;
     co.batches_per_step = options.batches_per_step;
     co.replicas = options.replicas;
-    co.replica_group = s.group.get();
+    for (auto& group : s.groups) co.replica_groups.push_back(group.get());
     co.replica_rank = r;
     co.reduction = options.reduction == SessionOptions::Reduction::kSum
                        ? compile::CompileOptions::Reduction::kSum
@@ -315,11 +326,19 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
          "num_ipus {} is not a multiple of replicated_graph_count {} (num_ipus counts the devices "
          "of every replica)",
          devices, replicas);
-  if (devices / replicas > 1)
+  const bool manual_shard = o.GetBool("enable_manual_shard");
+  if (devices / replicas > 1 && !manual_shard)
     Fail(ErrorKind::kInvalidArgument,
-         "num_ipus {} gives each of {} replica(s) {} devices, which needs the program sharded "
-         "over them (enable_manual_shard), not implemented by Tiller yet; set num_ipus to {}",
+         "num_ipus {} gives each of {} replica(s) {} devices: shard the program over them with "
+         "ipu_shard_guard and enable_manual_shard=True (automatic sharding is not implemented "
+         "yet), or set num_ipus to {}",
          devices, replicas, devices / replicas, replicas);
+  if (manual_shard && devices / replicas < 2)
+    Fail(ErrorKind::kInvalidArgument,
+         "enable_manual_shard needs more than one device per replica: num_ipus {} with {} "
+         "replica(s)",
+         devices, replicas);
+  out.devices_per_replica = static_cast<int>(devices / replicas);
   return out;
 }
 
@@ -646,14 +665,14 @@ void TrainingSession::Run(bool eval) {
           errors[r] = std::current_exception();
           int none = -1;
           first_failed.compare_exchange_strong(none, r);
-          s.group->Abort(fmt::format("replica {} failed", r));
+          for (auto& group : s.groups) group->Abort(fmt::format("replica {} failed", r));
         }
       });
     }
     for (std::thread& t : threads) t.join();
     if (first_failed >= 0) {
       for (compile::CompiledStep* c : compiled) c->ResetAccumulators();
-      s.group->Reset();
+      for (auto& group : s.groups) group->Reset();
       // Replica 0's state is the session's; the others copy it again.
       s.replicas_stale = true;
       if (!eval) s.steps += *std::min_element(updates.begin(), updates.end());

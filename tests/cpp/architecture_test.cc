@@ -364,7 +364,7 @@ TEST(Placement, OptionsWithoutAHostDeviceOrWithUnknownBackendsAreRefused) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("4 replicas need a replica group of that size"),
+    EXPECT_NE(std::string(e.what()).find("4 replicas need a replica group per device (0 for 1)"),
               std::string::npos)
         << e.what();
   }

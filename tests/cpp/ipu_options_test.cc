@@ -74,8 +74,8 @@ TEST(IpuOptionsTest, RefusalsNameTheOptionAndChangeNothing) {
       << "sorted, honoured and no-effect names together: " << msg;
   EXPECT_EQ(ErrorOf([&] { o.Set("enable_fp16", true); }),
             "option enable_fp16=True is not implemented by Tiller yet (supported: False)");
-  EXPECT_EQ(ErrorOf([&] { o.Set("enable_manual_shard", true); }),
-            "option enable_manual_shard=True is not implemented by Tiller yet (supported: False)");
+  EXPECT_EQ(ErrorOf([&] { o.Set("enable_pipelining", true); }),
+            "option enable_pipelining=True is not implemented by Tiller yet (supported: False)");
   EXPECT_EQ(ErrorOf([&] { o.Set("replicated_graph_count", int64_t{0}); }),
             "option 'replicated_graph_count' must be >= 1, got 0");
   EXPECT_EQ(ErrorOf([&] { o.Set("accumulation_factor", int64_t{0}); }),
@@ -99,13 +99,18 @@ TEST(IpuOptionsTest, RefusalsNameTheOptionAndChangeNothing) {
             "set_pipelining_config: pipelining needs enable_manual_shard "
             "(set_graph_config(enable_manual_shard=True))");
   EXPECT_EQ(ErrorOf([&] { o.Get("nope"); }), "unknown option 'nope'");
+  EXPECT_EQ(ErrorOf([&] { o.SetPipeliningConfig(false, /*batches_per_step=*/4, true, 0); }),
+            "option 'accumulation_factor' must be >= 1, got 0");
+  EXPECT_EQ(o.GetInt("batches_per_step"), 1) << "a refused grouped setter sets none of its options";
   EXPECT_EQ(ErrorOf([&] { o.SetGraphConfig(2, true, 1, /*enable_manual_shard=*/true); }),
-            "option enable_manual_shard=True is not implemented by Tiller yet (supported: False)");
+            "(no error)");
+  EXPECT_EQ(o.GetInt("num_ipus"), 2);
+  o.SetGraphConfig();
   EXPECT_FALSE(o.GetBool("enable_fp16"));
   EXPECT_EQ(o.GetInt("micro_batch_size"), 1);
   EXPECT_TRUE(o.GetBool("is_training"));
   EXPECT_FALSE(o.GetBool("enable_pipelining"));
-  EXPECT_EQ(o.GetInt("num_ipus"), 1) << "a refused grouped setter sets none of its options";
+  EXPECT_EQ(o.GetInt("num_ipus"), 1);
   EXPECT_EQ(o.GetInt("accumulation_factor"), 1);
   EXPECT_EQ(o.GetInt("batches_per_step"), 1);
   EXPECT_EQ(o.GetInt("accumulation_and_replication_reduction_type"), 1);
@@ -135,8 +140,9 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
     EXPECT_EQ(specs[i].default_value.has_value(), specs[i].support != OptionSupport::kNoEffect);
     EXPECT_EQ(IpuOptions::FindSpec(specs[i].name), &specs[i]);
   }
-  EXPECT_EQ(honoured, 14);  // + accumulation, batches per step, reduction, replication, num_ipus
-  EXPECT_EQ(not_yet, 4);
+  // + accumulation, batches per step, reduction, replication, num_ipus, manual shard
+  EXPECT_EQ(honoured, 15);
+  EXPECT_EQ(not_yet, 3);
   EXPECT_EQ(no_effect, 31);
   EXPECT_EQ(IpuOptions::FindSpec("nope"), nullptr);
 }

@@ -1,0 +1,95 @@
+"""Manual sharding (issue 9): a program sharded by tiller.ipu_shard_guard as
+a Paddle IPU script shards one (models/sharded.py), in both program forms,
+trained on 2 devices (enable_manual_shard, num_ipus 2), with accumulation,
+and 2 devices x 2 replicas, against one device and Paddle's CPU executor.
+
+Bounds: Tiller's configurations agree with each other within rel 1e-5 per
+update loss and 1e-5 max-abs state (the issue's); one device agrees with
+Paddle at the training issue's bounds (rel 1e-4, 1e-4 max-abs: Paddle's
+backward ops sum in another order than Tiller's autodiff).
+"""
+import numpy as np
+import pytest
+
+import tiller
+from models import sharded
+from models import training as T
+
+TILLER_RTOL, TILLER_ATOL = 1e-5, 1e-5
+PADDLE_RTOL, PADDLE_ATOL = 1e-4, 1e-4
+
+CONFIGS = [
+    {"name": "paddle", "paddle": True},
+    {"name": "1 device"},
+    {"name": "2 devices", "devices": 2},
+    {"name": "2 devices, accumulation 4", "devices": 2, "accumulate": 4},
+    {"name": "2 devices x 2 replicas, accumulation 2, batches_per_step 2", "devices": 2,
+     "replicas": 2, "accumulate": 2, "batches_per_step": 2},
+]
+
+
+def _same(ref, got, rtol, atol):
+    what = f"{got['config']['name']} against {ref['config']['name']}"
+    rel = np.abs(got["losses"] - ref["losses"]) / np.abs(ref["losses"])
+    assert rel.max() <= rtol, f"{what}: loss rel diff {rel.max():.3g} at update {np.argmax(rel)}"
+    for name, value in ref["state"].items():
+        if value.size == 0:
+            continue
+        diff = np.abs(got["state"][name].astype(np.float64) - value).max()
+        assert diff <= atol, f"{what}: '{name}' differs by {diff:.3g}"
+
+
+@pytest.mark.parametrize("fmt", ["pir", "legacy"])
+def test_sharded_program_trains_the_same_on_every_configuration(fmt):
+    runs = sharded.train(fmt, CONFIGS, opt_spec=T.OptSpec("adam", schedule="constant"))
+    by_name = {r["config"]["name"]: r for r in runs}
+    # The guards stamped the ops of both halves (the data ops stay unset).
+    shards = {(i, s) for _, i, s in by_name["1 device"]["annotations"]}
+    assert {(0, 0), (1, 1)} <= shards, shards
+    # Sharded: ops run on both devices, values cross through copies.
+    graph = by_name["2 devices"]["graph"]
+    assert " @1]" in graph and " @0]" in graph and "copy(" in graph, graph[:2000]
+    assert " @1]" not in by_name["1 device"]["graph"]
+    one = by_name["1 device"]
+    _same(by_name["paddle"], one, PADDLE_RTOL, PADDLE_ATOL)
+    for name, run in by_name.items():
+        if name not in ("paddle", "1 device"):
+            _same(one, run, TILLER_RTOL, TILLER_ATOL)
+    assert by_name["2 devices x 2 replicas, accumulation 2, batches_per_step 2"]["shape"] == (
+        2, 2, 2)
+
+
+def test_a_shard_beyond_the_devices_is_refused_before_any_step():
+    with pytest.raises(RuntimeError, match=r"is on shard 2 \(ipu_index\), but the compilation "
+                                           r"has 2 device\(s\)"):
+        sharded.train("pir", [{"name": "2 devices", "devices": 2}], second_index=2, updates=1)
+
+
+def test_shard_guard_stamps_ops_and_inner_guards_win():
+    import paddle
+
+    with T.static_mode():
+        main = paddle.static.Program()
+        with paddle.static.program_guard(main):
+            x = paddle.static.data("x", [2, 3], "float32")
+            with tiller.ipu_shard_guard(index=1, stage=2):
+                y = paddle.nn.functional.relu(x)
+                with tiller.ipu_shard_guard(index=3):
+                    z = paddle.exp(y)
+                w = paddle.tanh(z)
+            relu = tiller.set_ipu_shard(paddle.nn.functional.sigmoid, index=0, stage=0)
+            relu(w)
+            layer = tiller.set_ipu_shard(paddle.nn.Linear(3, 3), index=2, stage=1)
+            layer(w)
+        ann = [(op.name(), op.int_attr("ipu_index") if op.has_attr("ipu_index") else -1,
+                op.int_attr("ipu_stage") if op.has_attr("ipu_stage") else -1)
+               for op in main.global_block().ops]
+    assert ("pd_op.data", -1, -1) in ann
+    assert ("pd_op.relu", 1, 2) in ann and ("pd_op.exp", 3, 2) in ann
+    assert ("pd_op.tanh", 1, 2) in ann and ("pd_op.sigmoid", 0, 0) in ann
+    assert ("pd_op.matmul", 2, 1) in ann, ann
+    with pytest.raises(ValueError, match="index must be an integer >= -1"):
+        with tiller.ipu_shard_guard(index=-2):
+            pass
+    with pytest.raises(TypeError, match="expects a paddle.nn.Layer or a function"):
+        tiller.set_ipu_shard(3)
