@@ -225,10 +225,11 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
                             Counts(per_device[d]));
     }
   }
-  StagePass copies("insert_copies", "a copy where a value crosses devices",
-                   [&](ir::Graph& g) { return InsertCopies(g, host_); });
+  StagePass copies("insert_copies", "a copy where a value crosses devices", [&](ir::Graph& g) {
+    return InsertCopies(g, host_, HostMemoryDevices(devices_));
+  });
   report.stages.push_back(passes::RunPass(copies, *graph, ctx));
-  VerifyPlacement(*graph, static_cast<int>(devices_.size()), host_);
+  VerifyPlacement(*graph, static_cast<int>(devices_.size()), host_, HostMemoryDevices(devices_));
 
   // Passes move pins along with the values they replace.
   if (loss_pin) step.loss = graph->pin(*loss_pin);

@@ -26,7 +26,7 @@ std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
     devices.push_back(owned.back().get());
   }
   PlaceOps(*graph, devices, options.placement);
-  InsertCopies(*graph, HostDevice(devices));
+  InsertCopies(*graph, HostDevice(devices), HostMemoryDevices(devices));
   auto exe = BuildPlaced(std::move(graph), devices, states);
   exe->owned_devices_ = std::move(owned);
   return exe;
@@ -49,7 +49,7 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
   const int n = static_cast<int>(devices.size());
   const int host = HostDevice(devices);
   exe->host_ = host;
-  VerifyPlacement(g, n, host);
+  VerifyPlacement(g, n, host, HostMemoryDevices(devices));
 
   for (const auto& op : g.ops()) {
     Step step;

@@ -60,7 +60,9 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace, 
   }
   for (const auto& [name, v] : g.outputs()) read(v, INT_MAX);
   for (const auto& [state, v] : g.state_updates()) {
-    if (device >= 0 && device != host) break;  // placement keeps state updates on the host
+    // Every device's plan makes the same choices (the host's are the
+    // executable's), so a device keeps a copied-back value of its own alive
+    // to the end and does not plan one written into the state.
     auto at = position.find(v);
     bool own_value =
         root(v) == v && at != position.end() && v->kind == ir::ValueKind::kIntermediate;

@@ -76,7 +76,26 @@ int PlaceOps(ir::Graph& g, const std::vector<backend::Device*>& devices, Placeme
   return off_host;
 }
 
-int InsertCopies(ir::Graph& g, int host) {
+std::vector<bool> HostMemoryDevices(const std::vector<backend::Device*>& devices) {
+  std::vector<bool> out;
+  for (const backend::Device* d : devices) out.push_back(d->host_accessible());
+  return out;
+}
+
+namespace {
+
+bool InHostMemory(const std::vector<bool>& host_memory, int device) {
+  return device >= 0 && static_cast<size_t>(device) < host_memory.size() && host_memory[device];
+}
+
+// Read where it is: a graph input or state read by a device in host memory.
+bool ReadInPlace(const ir::Value* v, int device, const std::vector<bool>& host_memory) {
+  return !v->producer && InHostMemory(host_memory, device);
+}
+
+}  // namespace
+
+int InsertCopies(ir::Graph& g, int host, const std::vector<bool>& host_memory) {
   // (value, device) -> its copy there, so later users on that device share it.
   std::map<std::pair<const ir::Value*, int>, ir::Value*> copies;
   auto copy_to = [&](ir::Value* v, int device, const ir::Op* before) {
@@ -107,7 +126,8 @@ int InsertCopies(ir::Graph& g, int host) {
       ir::Value* v = op->inputs[i];
       if (!v) continue;
       int home = HomeDevice(v, host);
-      if (home == kAnyDevice || home == op->device) continue;
+      if (home == kAnyDevice || home == op->device || ReadInPlace(v, op->device, host_memory))
+        continue;
       size_t before = copies.size();
       g.ReplaceInput(op, i, copy_to(v, op->device, op));
       count += copies.size() != before;
@@ -117,7 +137,7 @@ int InsertCopies(ir::Graph& g, int host) {
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     ir::Value* v = g.outputs()[i].second;
     int home = HomeDevice(v, host);
-    if (home == kAnyDevice || home == host) continue;
+    if (home == kAnyDevice || home == host || InHostMemory(host_memory, home)) continue;
     size_t before = copies.size();
     g.ReplaceOutput(i, copy_to(v, host, nullptr));
     count += copies.size() != before;
@@ -125,7 +145,7 @@ int InsertCopies(ir::Graph& g, int host) {
   std::vector<std::pair<ir::Value*, ir::Value*>> updates = g.state_updates();
   for (auto& [state, v] : updates) {
     int home = HomeDevice(v, host);
-    if (home == kAnyDevice || home == host) continue;
+    if (home == kAnyDevice || home == host || InHostMemory(host_memory, home)) continue;
     size_t before = copies.size();
     g.SetStateUpdate(state, copy_to(v, host, nullptr));
     count += copies.size() != before;
@@ -134,7 +154,8 @@ int InsertCopies(ir::Graph& g, int host) {
   return count;
 }
 
-void VerifyPlacement(const ir::Graph& g, int num_devices, int host) {
+void VerifyPlacement(const ir::Graph& g, int num_devices, int host,
+                     const std::vector<bool>& host_memory) {
   for (const auto& op : g.ops()) {
     TILLER_CHECK(op->device >= 0 && op->device < num_devices,
                  "op {} ({}) is placed on device {} of {}", op->type, op->name, op->device,
@@ -149,15 +170,15 @@ void VerifyPlacement(const ir::Graph& g, int num_devices, int host) {
                      op->GetInt("to_device"));
         continue;
       }
-      TILLER_CHECK(home == op->device,
+      TILLER_CHECK(home == op->device || ReadInPlace(in, op->device, host_memory),
                    "op {} ({}) on device {} reads %{} ({}) from device {} without a copy", op->type,
                    op->name, op->device, in->id, in->name, home);
     }
   }
   for (const auto& [name, v] : g.outputs()) {
     int home = HomeDevice(v, host);
-    TILLER_CHECK(home == host || home == kAnyDevice, "graph output '{}' lives on device {}", name,
-                 home);
+    TILLER_CHECK(home == host || home == kAnyDevice || InHostMemory(host_memory, home),
+                 "graph output '{}' lives on device {}", name, home);
   }
 }
 

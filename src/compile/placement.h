@@ -6,8 +6,9 @@
 // A value lives on one device: an op's output on the op's device, graph
 // inputs and state on the host device (the first host-accessible one). Weights and folded constants
 // are readable everywhere (the executable uploads them once to a device that is not
-// host-accessible). Every other crossing goes through a `copy` op, so the memory planner and the
-// executable see each device's values alone.
+// host-accessible), and so are graph inputs and state to devices that work in host memory. Every
+// other crossing goes through a `copy` op, so the memory planner and the executable see each
+// device's values alone.
 #pragma once
 
 #include <vector>
@@ -39,11 +40,22 @@ int PlaceOps(ir::Graph& g, const std::vector<backend::Device*>& devices, Placeme
 
 // Inserts a copy op before each first use of a value on another device than
 // its home (and before graph outputs and state updates not on the host).
-// Returns the number of copies.
-int InsertCopies(ir::Graph& g, int host);
+// host_memory[d]: device d reads and writes host memory directly (a CPU
+// device): its ops read graph inputs and state where they are, and its
+// state updates and graph outputs stay where it computed them (the host
+// reads them there); values computed on another device still cross through
+// copies, which is how pipeline stages hand over activations. Empty: no
+// device does. Returns the number of copies.
+int InsertCopies(ir::Graph& g, int host, const std::vector<bool>& host_memory = {});
 
 // Checks that every op is placed on one of `num_devices` devices and that
-// values cross devices only through copy ops. Throws kInternal.
-void VerifyPlacement(const ir::Graph& g, int num_devices, int host);
+// values cross devices only through copy ops (host_memory as for
+// InsertCopies). Throws kInternal.
+void VerifyPlacement(const ir::Graph& g, int num_devices, int host,
+                     const std::vector<bool>& host_memory = {});
+
+// host_memory for InsertCopies / VerifyPlacement: each device's
+// host_accessible().
+std::vector<bool> HostMemoryDevices(const std::vector<backend::Device*>& devices);
 
 }  // namespace tiller::compile
