@@ -19,10 +19,11 @@ from . import training as T
 FEATURES, HIDDEN, CLASSES = 32, 64, 8
 
 
-def build(opt_spec="adam", seed: int = 0, second_index: int = 1, second_stage: int = 1):
+def build(opt_spec="adam", seed: int = 0, second_index: int = 1, second_stage: int = 1,
+          first_index: int = 0):
     """The sharded program (this process's program form) as a
-    models.training.BuiltProgram (kind "mlp"); the second half's guard takes
-    ``second_index`` / ``second_stage``."""
+    models.training.BuiltProgram (kind "mlp"); the first half's guard takes
+    ``first_index``, the second half's ``second_index`` / ``second_stage``."""
     import paddle
     import paddle.nn as nn
     import paddle.nn.functional as F
@@ -42,7 +43,7 @@ def build(opt_spec="adam", seed: int = 0, second_index: int = 1, second_stage: i
         v = {n: paddle.static.data(n, shp, dt) for n, (shp, dt) in feeds.items()}
         layers = nn.LayerList([nn.Linear(FEATURES, HIDDEN), nn.LayerNorm(HIDDEN),
                                nn.Linear(HIDDEN, HIDDEN), nn.Linear(HIDDEN, CLASSES)])
-        with tiller.ipu_shard_guard(index=0, stage=0):
+        with tiller.ipu_shard_guard(index=first_index, stage=0):
             h = layers[1](F.gelu(layers[0](v["x"])))
         with tiller.ipu_shard_guard(index=second_index, stage=second_stage):
             logits = layers[3](F.relu(layers[2](h)))
@@ -86,17 +87,20 @@ def _strategy(cfg: dict):
     s.set_graph_config(num_ipus=devices * replicas, is_training=True,
                        micro_batch_size=cfg.get("micro", 1), enable_manual_shard=devices > 1)
     accumulate = cfg.get("accumulate", 1)
-    s.set_pipelining_config(batches_per_step=cfg.get("batches_per_step", 1),
+    s.set_pipelining_config(enable_pipelining=cfg.get("pipeline", False),
+                            batches_per_step=cfg.get("batches_per_step", 1),
                             enable_gradient_accumulation=accumulate > 1,
                             accumulation_factor=accumulate)
     s.set_options({"num_threads": cfg.get("threads", devices * replicas)})
     if replicas > 1:
         s.set_options({"enable_replicated_graphs": True, "replicated_graph_count": replicas})
+    if "schedule" in cfg:
+        s.set_options({"pipeline_schedule": cfg["schedule"]})
     return s
 
 
 def train_here(configs: list[dict], opt_spec="adam", updates: int = 20, global_batch: int = 8,
-               second_index: int = 1, second_stage: int = 1) -> list[dict]:
+               second_index: int = 1, second_stage: int = 1, first_index: int = 0) -> list[dict]:
     """Trains a fresh copy of the program (same seed, same data) for each
     config {devices, replicas, accumulate, batches_per_step, threads}; every
     update sees the same ``global_batch`` rows. Returns, per config: losses
@@ -111,7 +115,7 @@ def train_here(configs: list[dict], opt_spec="adam", updates: int = 20, global_b
     out = []
     with T.static_mode():
         for cfg in configs:
-            built = build(opt_spec, 0, second_index, second_stage)
+            built = build(opt_spec, 0, second_index, second_stage, first_index)
             scope = paddle.static.Scope()
             exe = T.init_scope(built, scope)
             if cfg.get("paddle"):
@@ -124,7 +128,7 @@ def train_here(configs: list[dict], opt_spec="adam", updates: int = 20, global_b
                     losses.append(float(np.asarray(loss).reshape(())))
                 out.append({"config": cfg, "losses": np.asarray(losses, np.float64),
                             "state": T.read_state(built, scope), "shape": None, "graph": "",
-                            "annotations": annotations(built)})
+                            "annotations": annotations(built), "in_flight": 0, "bubble": 0.0})
                 continue
             per_update = cfg.get("accumulate", 1) * cfg.get("replicas", 1)
             cfg = dict(cfg, micro=global_batch // per_update)
@@ -141,10 +145,12 @@ def train_here(configs: list[dict], opt_spec="adam", updates: int = 20, global_b
                 # Micro-batch order: batch, accumulation, replica (innermost).
                 losses.extend(np.asarray(loss).reshape(bps, per_update).mean(axis=1))
             prog.weights_to_host()
+            summary = prog.session.summary()
             out.append({"config": cfg, "losses": np.asarray(losses, np.float64),
                         "state": T.read_state(built, scope), "shape": shape,
-                        "graph": prog.session.summary().graph,
-                        "annotations": annotations(built)})
+                        "graph": summary.graph, "annotations": annotations(built),
+                        "in_flight": summary.pipeline_max_in_flight,
+                        "bubble": summary.pipeline_bubble_fraction})
     return out
 
 

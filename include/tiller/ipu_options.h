@@ -16,10 +16,10 @@
 //    enable_floating_point_checks, enable_gradient_accumulation,
 //    accumulation_factor, batches_per_step,
 //    accumulation_and_replication_reduction_type, enable_replicated_graphs,
-//    replicated_graph_count, num_ipus, enable_manual_shard, and Tiller's own
-//    num_threads);
-//  - not yet implemented: it would change what is trained (pipelining,
-//    fp16, loss scaling), so only its default is
+//    replicated_graph_count, num_ipus, enable_manual_shard, enable_pipelining,
+//    and Tiller's own num_threads and pipeline_schedule);
+//  - not yet implemented: it would change what is trained (fp16, loss
+//    scaling), so only its default is
 //    accepted until Tiller implements it; any other value is refused rather
 //    than ignored;
 //  - no effect: it tunes the IPU toolchain (memory proportions, engine
@@ -97,6 +97,7 @@ class IpuOptions {
   bool GetBool(const std::string& name) const;
   int64_t GetInt(const std::string& name) const;
   double GetDouble(const std::string& name) const;
+  std::string GetStr(const std::string& name) const;
   // Whether Set (or a grouped setter) gave the option a value.
   bool IsSet(const std::string& name) const;
 

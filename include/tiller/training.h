@@ -81,6 +81,16 @@ struct SessionOptions {
   // ipu_shard_guard on device 0); values cross devices through copies; each
   // device gets num_threads / (replicas x devices_per_replica) threads.
   int devices_per_replica = 1;
+  // Pipelining (enable_pipelining) over a replica's devices (its stages, in
+  // ipu_index order): the micro-batches of each update (of an eval run) flow
+  // through the devices, which work on different micro-batches at once.
+  // Training needs accumulation_factor >= devices_per_replica.
+  bool pipelining = false;
+  // The order each device takes ready work in: 1F1B (backward first; at most
+  // devices_per_replica micro-batches in flight, so their stashed
+  // activations) or fill-drain (every forward, then every backward; all the
+  // window's micro-batches in flight). Tiller's option pipeline_schedule.
+  enum class Schedule { kOneFOneB, kFillDrain } pipeline_schedule = Schedule::kOneFOneB;
   // accumulation_and_replication_reduction_type: mean (Paddle's default;
   // the update sees the gradient of the mean loss over the micro-batches)
   // or sum.
@@ -187,6 +197,12 @@ class TrainingSession {
     size_t in_place_updates = 0, copied_updates = 0;
     std::string graph;           // the compiled step, one op per line
     std::string compile_report;  // what each compile stage changed
+    // Pipelining, replica 0's last window: the most micro-batches in flight
+    // (so sets of stashed activations), the share of device time idle, and
+    // each device's busy milliseconds.
+    int pipeline_max_in_flight = 0;
+    double pipeline_bubble_fraction = 0;
+    std::vector<double> pipeline_device_busy_ms;
   };
   Summary GetSummary() const;  // of the step run last
 

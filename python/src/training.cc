@@ -188,7 +188,11 @@ void BindTraining(py::module_& m) {
       .def_readonly("state_bytes", &TrainingSession::Summary::state_bytes)
       .def_readonly("in_place_updates", &TrainingSession::Summary::in_place_updates)
       .def_readonly("copied_updates", &TrainingSession::Summary::copied_updates)
-      .def_readonly("graph", &TrainingSession::Summary::graph);
+      .def_readonly("graph", &TrainingSession::Summary::graph)
+      .def_readonly("compile_report", &TrainingSession::Summary::compile_report)
+      .def_readonly("pipeline_max_in_flight", &TrainingSession::Summary::pipeline_max_in_flight)
+      .def_readonly("pipeline_bubble_fraction", &TrainingSession::Summary::pipeline_bubble_fraction)
+      .def_readonly("pipeline_device_busy_ms", &TrainingSession::Summary::pipeline_device_busy_ms);
 
   py::class_<TrainingSession>(m, "TrainingSession")
       .def(py::init([](const std::string& path, std::vector<std::string> feeds,

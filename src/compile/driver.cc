@@ -53,7 +53,7 @@ std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<
     a.name = fmt::format("{}@GRAD@ACCUMULATED", wrt[k]->name);
     a.data.Resize(grad->bytes());  // zeroed
     ir::Value* acc = g.AddState(a.name, grad->type);
-    ir::Value* sum = g.Add1("add", {acc, grad}, {}, "accumulate " + a.name);
+    ir::Value* sum = g.Add1("accumulate", {acc, grad}, {}, "accumulate " + a.name);
     g.SetStateUpdate(acc, sum);
     accumulators->push_back(std::move(a));
     sums.push_back(sum);
@@ -239,7 +239,9 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
     report.devices.push_back(
         fmt::format("{} ({} thread{})", d->name(), d->threads(), d->threads() == 1 ? "" : "s"));
   StateStorage storage = states;
-  for (Accumulator& a : step.accumulators) storage[a.name] = a.data.data();
+  // The caller may hand in accumulators (executables that share them: the
+  // copies of a pipeline).
+  for (Accumulator& a : step.accumulators) storage.try_emplace(a.name, a.data.data());
   step.exe = Executable::BuildPlaced(std::move(graph), devices_, storage);
   report.arena_bytes = step.exe->arena_bytes();
   return step;

@@ -55,7 +55,9 @@ struct CompileReport {
 };
 
 // A gradient accumulator the driver added (CompileOptions::accumulation_steps):
-// a state of the step that the step owns, zeroed between updates.
+// a state of the step that the step owns, zeroed between updates. Storage
+// given to Compile under the accumulator's name is used instead (executables
+// that accumulate together).
 struct Accumulator {
   std::string name;
   AlignedBuffer data;
@@ -78,7 +80,8 @@ struct CompiledStep {
 };
 
 // For each trained value wrt[k], a state `<name>@GRAD@ACCUMULATED` and
-// `acc += gradients[k]` (placed with the gradient, backward phase);
+// `acc = accumulate(acc, gradients[k])` (placed with the gradient, backward
+// phase, written in place);
 // returns the sums, which the update reads. The accumulators' storage is
 // appended to `accumulators`, zeroed.
 std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<ir::Value*>& wrt,

@@ -133,11 +133,25 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
         static_cast<std::byte*>(exe->arenas_[d]->data()) + exe->plans_[d].tensor_bytes;
     s.args.stream = &devices[d]->stream();
   }
+  std::map<const ir::Op*, size_t> segment_of;
   for (size_t i = 0; i < exe->steps_.size(); ++i) {
-    int d = exe->steps_[i].device;
-    if (exe->segments_.empty() || exe->segments_.back().device != d)
+    const ir::Op* op = exe->steps_[i].op;
+    const int d = exe->steps_[i].device;
+    if (exe->segments_.empty() || exe->segments_.back().device != d ||
+        exe->segment_info_.back().phase != op->placement.phase) {
       exe->segments_.push_back({d, i, i});
+      exe->segment_info_.push_back({d, op->placement.phase, {}, op});
+    }
     exe->segments_.back().end = i + 1;
+    const size_t j = exe->segments_.size() - 1;
+    segment_of[op] = j;
+    std::vector<size_t>& deps = exe->segment_info_.back().deps;
+    for (const ir::Value* in : op->inputs) {
+      if (!in || !in->producer) continue;
+      auto it = segment_of.find(in->producer);
+      if (it == segment_of.end() || it->second == j) continue;
+      if (std::find(deps.begin(), deps.end(), it->second) == deps.end()) deps.push_back(it->second);
+    }
   }
   for (const ir::Value* in : g.inputs())
     exe->inputs_.push_back({in->name, in->type, address(in, host)});
@@ -156,9 +170,9 @@ size_t Executable::arena_bytes() const {
   return total;
 }
 
-void Executable::RunStep(size_t i) {
+void Executable::RunStep(size_t i, RunPart part) {
   Step& s = steps_[i];
-  if (s.update && part_ == RunPart::kBeforeUpdate) return;
+  if (Skipped(s, part)) return;
   if (s.copy) {
     const ir::Value* in = s.op->inputs[0];
     backend::Device& from = *devices_[HomeDevice(in, host_)];
@@ -171,27 +185,30 @@ void Executable::RunStep(size_t i) {
     CheckFinite(s, !check_nan_inf_);
 }
 
-void Executable::RunSegment(const Segment& seg) {
+void Executable::RunSegment(const Segment& seg, RunPart part) {
   if (!profiling_) {
-    for (size_t i = seg.begin; i < seg.end; ++i) RunStep(i);
+    for (size_t i = seg.begin; i < seg.end; ++i) RunStep(i, part);
     return;
   }
   for (size_t i = seg.begin; i < seg.end; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    RunStep(i);
+    RunStep(i, part);
     step_ms_[i] +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 }
 
 void Executable::Run(RunPart part) {
-  part_ = part;
-  if (profiling_) step_ms_.resize(steps_.size(), 0.0);
   // Segments run one after another (each may read the previous one's
   // results); each on its device's stream, with that device's threads.
-  for (const Segment& seg : segments_) {
+  for (size_t j = 0; j < segments_.size(); ++j) {
+    const Segment& seg = segments_[j];
+    // Segments hold one phase each: skip whole ones the part leaves out.
+    const bool update = segment_info_[j].phase == ir::Phase::kUpdate;
+    if ((update && part == RunPart::kBeforeUpdate) || (!update && part == RunPart::kUpdateOnly))
+      continue;
     backend::Stream& stream = devices_[seg.device]->stream();
-    stream.Submit([this, &seg] { RunSegment(seg); });
+    stream.Submit([this, &seg, part] { RunSegment(seg, part); });
     stream.Synchronize();
   }
   CopyBack(part);
@@ -244,9 +261,36 @@ void Executable::CheckFinite(const Step& s, bool guarded_only) const {
   }
 }
 
+void Executable::RunSegmentHere(size_t j) {
+  RunSegment(segments_.at(j), RunPart::kAll);
+}
+
+bool Executable::HasCopyBack(RunPart part) const {
+  for (const Copy& c : copy_back_) {
+    if (c.from == c.to) continue;
+    if (part == RunPart::kAll || (part == RunPart::kUpdateOnly) == c.update) return true;
+  }
+  return false;
+}
+
+const ir::Op* Executable::ReaderOf(size_t segment, size_t dep) const {
+  const Segment& seg = segments_.at(segment);
+  const Segment& from = segments_.at(dep);
+  for (size_t i = seg.begin; i < seg.end; ++i) {
+    for (const ir::Value* in : steps_[i].op->inputs) {
+      if (!in || !in->producer) continue;
+      for (size_t k = from.begin; k < from.end; ++k) {
+        if (steps_[k].op == in->producer) return steps_[i].op;
+      }
+    }
+  }
+  return nullptr;
+}
+
 void Executable::CopyBack(RunPart part) {
   for (const Copy& c : copy_back_) {
     if (c.update && part == RunPart::kBeforeUpdate) continue;
+    if (!c.update && part == RunPart::kUpdateOnly) continue;
     if (c.from != c.to) std::memcpy(c.to, c.from, c.bytes);
   }
 }

@@ -46,7 +46,7 @@ class Executable {
   // Which steps Run runs: all, or all but the update phase (a micro-batch of
   // an accumulation window before its last: forward and backward only, the
   // state updates of those phases, such as gradient accumulators, applied).
-  enum class RunPart { kAll, kBeforeUpdate };
+  enum class RunPart { kAll, kBeforeUpdate, kUpdateOnly };
   // Runs the steps of `part`. Inputs must have been written into
   // inputs()[i].data. State updates are in the states' storage when it
   // returns. Outputs computed by update ops are not written by kBeforeUpdate.
@@ -58,7 +58,10 @@ class Executable {
     double total_ms = 0;
     int64_t calls = 0;
   };
-  void EnableProfiling(bool on) { profiling_ = on; }
+  void EnableProfiling(bool on) {
+    profiling_ = on;
+    if (on) step_ms_.resize(steps_.size(), 0.0);
+  }
   // After every kernel, scans its floating-point outputs; the first NaN or
   // Inf stops the run with kNonFinite naming the op, the output and the
   // element (Paddle's FLAGS_check_nan_inf). Costs one read of every output.
@@ -71,6 +74,26 @@ class Executable {
   // `label` names the value in the error ("the loss 'mean_0.tmp_0'").
   int GuardFinite(const ir::Value* v, const std::string& label);
   std::vector<ProfileEntry> Profile() const;  // sorted by total time, largest first
+
+  // The steps in segments: runs of consecutive steps on one device and in
+  // one phase, with the earlier segments whose values they read. A pipeline
+  // (compile/pipeline.h) runs segments of several micro-batches at once.
+  struct SegmentInfo {
+    int device;
+    ir::Phase phase;
+    std::vector<size_t> deps;  // segments this one reads values from
+    const ir::Op* first_op;    // for messages
+  };
+  const std::vector<SegmentInfo>& segments() const { return segment_info_; }
+  // Runs segment j's steps on the calling thread, which must be its
+  // device's stream (Stream::Submit). No copy-back: see HasCopyBack.
+  void RunSegmentHere(size_t j);
+  // Whether Run(part) copies state updates back after the steps (an update
+  // the memory planner could not write in place).
+  bool HasCopyBack(RunPart part) const;
+  // The value read across segments that makes `segment` depend on `dep`:
+  // the op of `segment` reading it, for messages.
+  const ir::Op* ReaderOf(size_t segment, size_t dep) const;
 
   std::vector<TensorSlot>& inputs() { return inputs_; }
   const std::vector<TensorSlot>& outputs() const { return outputs_; }
@@ -98,6 +121,10 @@ class Executable {
     int device;
     size_t begin, end;
   };
+  static bool Skipped(const Step& s, RunPart part) {
+    return (s.update && part == RunPart::kBeforeUpdate) ||
+           (!s.update && part == RunPart::kUpdateOnly);
+  }
   struct Copy {
     const void* from;
     void* to;
@@ -105,8 +132,8 @@ class Executable {
     bool update;  // written by an update-phase op
   };
 
-  void RunSegment(const Segment& seg);
-  void RunStep(size_t i);
+  void RunSegment(const Segment& seg, RunPart part);
+  void RunStep(size_t i, RunPart part);
   void CopyBack(RunPart part);
   void CheckFinite(const Step& s, bool guarded_only) const;
 
@@ -120,9 +147,9 @@ class Executable {
   std::vector<std::unique_ptr<backend::Buffer>> uploads_;
   std::vector<Step> steps_;
   std::vector<Segment> segments_;
-  std::vector<Copy> copy_back_;  // state updates not written in place
+  std::vector<SegmentInfo> segment_info_;  // same order as segments_
+  std::vector<Copy> copy_back_;            // state updates not written in place
   std::vector<TensorSlot> inputs_, outputs_;
-  RunPart part_ = RunPart::kAll;  // of the run in progress
   bool profiling_ = false;
   bool check_nan_inf_ = false;
   // (step, output) -> label of each guarded value; guarded_step_ flags the

@@ -42,7 +42,11 @@ std::vector<OptionSpec> MakeSpecs() {
        "devices of all replicas (replicated_graph_count x devices per replica)"},
       {"enable_manual_shard", Support::kHonoured, false,
        "each op on the device of its ipu_index (ipu_shard_guard)"},
-      {"enable_pipelining", Support::kNotYet, false, "pipeline the shards"},
+      {"enable_pipelining", Support::kHonoured, false,
+       "pipeline the shards: devices work on different micro-batches at once"},
+      // Tiller's own: how each pipeline device orders its work.
+      {"pipeline_schedule", Support::kHonoured, std::string("1f1b"),
+       "'1f1b' (backward first, at most `stages` micro-batches in flight) or 'fill_drain'"},
       {"batches_per_step", Support::kHonoured, int64_t{1}, "updates (batches) run by one step"},
       {"enable_gradient_accumulation", Support::kHonoured, false,
        "accumulate gradients over accumulation_factor micro-batches"},
@@ -211,6 +215,13 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
            "option accumulation_and_replication_reduction_type takes 0 (sum) or 1 (mean), got {}",
            OptionValueRepr(value));
   }
+  if (name == "pipeline_schedule") {
+    const std::string& v = std::get<std::string>(*converted);
+    if (v != "1f1b" && v != "fill_drain")
+      Fail(ErrorKind::kInvalidArgument,
+           "option 'pipeline_schedule' takes '1f1b' or 'fill_drain', got {}",
+           OptionValueRepr(value));
+  }
   if (name == "num_threads" && std::get<int64_t>(*converted) < 0)
     Fail(ErrorKind::kInvalidArgument,
          "option 'num_threads' must be >= 0 (0: every hardware thread), got {}",
@@ -278,6 +289,12 @@ double IpuOptions::GetDouble(const std::string& name) const {
   if (const double* d = std::get_if<double>(&v)) return *d;
   if (const int64_t* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
   Fail(ErrorKind::kInvalidArgument, "option '{}' is {}, not a number", name, OptionValueRepr(v));
+}
+
+std::string IpuOptions::GetStr(const std::string& name) const {
+  OptionValue v = Get(name);
+  if (const std::string* str = std::get_if<std::string>(&v)) return *str;
+  Fail(ErrorKind::kInvalidArgument, "option '{}' is {}, not a string", name, OptionValueRepr(v));
 }
 
 bool IpuOptions::IsSet(const std::string& name) const {

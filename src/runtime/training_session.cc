@@ -17,6 +17,7 @@
 
 #include "backend/collective.h"
 #include "compile/driver.h"
+#include "compile/pipeline.h"
 #include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "frontend/paddle/pickle.h"
@@ -67,6 +68,8 @@ struct TrainingSession::Impl {
     StepCache cache;
     compile::StateStorage storage;
     std::map<std::string, AlignedBuffer> own_state;  // replicas after the first
+    // Pipelining: per (eval, feed shapes), the runner over the step's copies.
+    std::map<StepCache::Key, std::unique_ptr<compile::PipelineRunner>> runners;
   };
   // Per device of a replica (shard), the group of that device in every
   // replica.
@@ -146,9 +149,36 @@ struct TrainingSession::Impl {
     return shape;
   }
 
-  compile::CompiledStep& Compile(int replica, bool eval, const std::vector<Shape>& shapes) {
-    return replicas[replica].cache.Get({eval ? 1 : 0, shapes},
-                                       [&] { return CompileStep(replica, eval, shapes); });
+  compile::CompiledStep& Compile(int replica, bool eval, const std::vector<Shape>& shapes,
+                                 int copy = 0) {
+    return replicas[replica].cache.Get({(eval ? 1 : 0) + 2 * copy, shapes},
+                                       [&] { return CompileStep(replica, eval, shapes, copy); });
+  }
+
+  // The micro-batches one pipeline window runs: an update's, or a whole
+  // eval run's.
+  int PipelineWindow(bool eval) const {
+    return eval ? options.batches_per_step * options.accumulation_factor
+                : options.accumulation_factor;
+  }
+
+  // The pipeline runner of a replica for (eval, shapes), compiling the copies
+  // of the step it needs (copy 0 is Compile's).
+  compile::PipelineRunner& Runner(int replica, bool eval, const std::vector<Shape>& shapes) {
+    Replica& rep = replicas[replica];
+    auto& runner = rep.runners[{eval ? 1 : 0, shapes}];
+    if (runner) return *runner;
+    const int window = PipelineWindow(eval);
+    const bool one_f_one_b = options.pipeline_schedule == SessionOptions::Schedule::kOneFOneB;
+    const int n_copies = one_f_one_b ? std::min(window, options.devices_per_replica) : window;
+    std::vector<compile::Executable*> copies;
+    for (int c = 0; c < n_copies; ++c)
+      copies.push_back(Compile(replica, eval, shapes, c).exe.get());
+    runner = std::make_unique<compile::PipelineRunner>(
+        copies, rep.compiler->devices(),
+        one_f_one_b ? compile::PipelineSchedule::kOneForwardOneBackward
+                    : compile::PipelineSchedule::kFillDrain);
+    return *runner;
   }
 
   // Copies replica 0's state into the others' when it changed outside a step.
@@ -164,8 +194,17 @@ struct TrainingSession::Impl {
   }
 
   void RunReplica(int replica, bool eval, compile::CompiledStep& compiled, int* updates_done);
+  void RunReplicaPipelined(int replica, bool eval, const std::vector<Shape>& shapes,
+                           int* updates_done);
+  // Writes micro-batch `k` (in feed order) of every feed and the random-op
+  // step number into exe's inputs.
+  void PrepareMicroBatch(compile::Executable& exe, int k, int64_t step_index);
+  // Copies exe's outputs to micro-batch k's place in the fetches.
+  void FetchMicroBatch(const compile::Executable& exe, int k);
+  compile::PipelineStats pipeline_stats;  // replica 0's last window
 
-  compile::CompiledStep CompileStep(int replica, bool eval, const std::vector<Shape>& shapes) {
+  compile::CompiledStep CompileStep(int replica, bool eval, const std::vector<Shape>& shapes,
+                                    int copy) {
     PaddleTrainingStep::Args args{&program, &info, &state_types, feed_names, {}, fetch_names, {}};
     for (size_t i = 0; i < feeds->size(); ++i)
       args.feed_types.push_back({feeds->decl(i).dtype, shapes[i]});
@@ -174,7 +213,13 @@ struct TrainingSession::Impl {
     args.options.no_bias_optimizer = options.no_bias_optimizer;
     PaddleTrainingStep source(std::move(args));
     Replica& rep = replicas[replica];
-    compile::CompiledStep step = rep.compiler->Compile(source, rep.storage);
+    compile::StateStorage storage = rep.storage;
+    if (copy > 0) {
+      // Pipeline copies accumulate into copy 0's accumulators.
+      for (compile::Accumulator& a : Compile(replica, eval, shapes, 0).accumulators)
+        storage[a.name] = a.data.data();
+    }
+    compile::CompiledStep step = rep.compiler->Compile(source, storage);
     compile::Executable& exe = *step.exe;
     exe.EnableNanInfCheck(options.check_nan_inf);
     exe.EnableProfiling(profiling);
@@ -232,6 +277,10 @@ TrainingSession::TrainingSession(const std::string& program_path,
   if (options.devices_per_replica < 1)
     Fail(ErrorKind::kInvalidArgument, "devices per replica must be >= 1, got {}",
          options.devices_per_replica);
+  if (options.pipelining && options.devices_per_replica < 2)
+    Fail(ErrorKind::kInvalidArgument,
+         "pipelining needs the program sharded over more than one device per replica "
+         "(enable_manual_shard, num_ipus = replicas x stages)");
   // Each device (devices_per_replica per replica) gets its share of the
   // threads: never more compute threads than num_threads.
   const int n_devices = options.replicas * options.devices_per_replica;
@@ -339,6 +388,17 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
          "replica(s)",
          devices, replicas);
   out.devices_per_replica = static_cast<int>(devices / replicas);
+  out.pipelining = o.GetBool("enable_pipelining");
+  out.pipeline_schedule = o.GetStr("pipeline_schedule") == "fill_drain"
+                              ? SessionOptions::Schedule::kFillDrain
+                              : SessionOptions::Schedule::kOneFOneB;
+  // Each update's micro-batches must fill the pipeline.
+  if (out.pipelining && !o.EvalOnly() && out.accumulation_factor < out.devices_per_replica)
+    Fail(ErrorKind::kInvalidArgument,
+         "accumulation_factor {} is less than the {} pipeline stages: every update needs at least "
+         "one micro-batch per stage (set_pipelining_config(enable_gradient_accumulation=True, "
+         "accumulation_factor=N) with N >= {})",
+         out.accumulation_factor, out.devices_per_replica, out.devices_per_replica);
   return out;
 }
 
@@ -555,6 +615,65 @@ void TrainingSession::Run() {
   Run(impl_->default_eval);
 }
 
+void TrainingSession::Impl::PrepareMicroBatch(compile::Executable& exe, int k, int64_t step_index) {
+  const int micro_batches = MicroBatchesPerRun();
+  for (size_t i = 0; i < feeds->size(); ++i) {
+    const AlignedBuffer& data = feeds->data(i);
+    const size_t bytes = data.size() / micro_batches;
+    if (bytes) std::memcpy(exe.inputs()[i].data, data.data() + k * bytes, bytes);
+  }
+  // Random training ops (dropout) draw from (seed, micro-batch number), so
+  // masks change every micro-batch and repeat for the same seed.
+  for (size_t i = feeds->size(); i < exe.inputs().size(); ++i) {
+    compile::TensorSlot& slot = exe.inputs()[i];
+    TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput, "unexpected graph input '{}'",
+                 slot.name);
+    std::memcpy(slot.data, &step_index, sizeof(step_index));
+  }
+}
+
+void TrainingSession::Impl::FetchMicroBatch(const compile::Executable& exe, int k) {
+  for (size_t i = 0; i < fetch_names.size(); ++i) {
+    const compile::TensorSlot& slot = exe.outputs()[i];
+    const size_t bytes = slot.type.bytes();
+    if (bytes) std::memcpy(fetched[i].data() + k * bytes, slot.data, bytes);
+  }
+}
+
+void TrainingSession::Impl::RunReplicaPipelined(int replica, bool eval,
+                                                const std::vector<Shape>& shapes,
+                                                int* updates_done) {
+  compile::PipelineRunner& runner = Runner(replica, eval, shapes);
+  const int accumulate = options.accumulation_factor, n_replicas = options.replicas;
+  const int window = PipelineWindow(eval);
+  const int windows = eval ? 1 : options.batches_per_step;
+  for (int w = 0; w < windows; ++w) {
+    // Micro-batch i of window w is micro-batch w * window + i of the run's
+    // (batch, accumulation) order; the feeds interleave the replicas.
+    auto feed_index = [&](int i) { return (w * window + i) * n_replicas + replica; };
+    auto prepare = [&](int i, compile::Executable& exe) {
+      PrepareMicroBatch(exe, feed_index(i),
+                        (steps * accumulate + w * window + i) * n_replicas + replica);
+    };
+    auto finish = [&](int i, compile::Executable& exe) { FetchMicroBatch(exe, feed_index(i)); };
+    try {
+      compile::PipelineStats stats = runner.Run(window, prepare, finish);
+      if (replica == 0) pipeline_stats = stats;
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kNonFinite) throw;
+      Fail(ErrorKind::kNonFinite, "{}: {} step {} (pipelined){}: {}", program.path,
+           eval ? "eval" : "training", steps + w + 1,
+           n_replicas > 1 ? fmt::format(" on replica {}", replica) : std::string(), e.what());
+    }
+    if (eval) continue;
+    // The update, once per window, on the copy that ran its last micro-batch.
+    Compile(replica, eval, shapes, static_cast<int>((window - 1) % runner.copies()))
+        .exe->Run(compile::Executable::RunPart::kUpdateOnly);
+    Compile(replica, eval, shapes, 0).ResetAccumulators();
+    *updates_done = w + 1;
+  }
+}
+
 void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::CompiledStep& compiled,
                                        int* updates_done) {
   const int accumulate = options.accumulation_factor, batches = options.batches_per_step;
@@ -565,20 +684,7 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
     for (int g = 0; g < accumulate; ++g) {
       // The micro-batch, in feed order: batch, then accumulation, then replica.
       const int k = (b * accumulate + g) * n_replicas + replica;
-      for (size_t i = 0; i < feeds->size(); ++i) {
-        const AlignedBuffer& data = feeds->data(i);
-        const size_t bytes = data.size() / micro_batches;
-        if (bytes) std::memcpy(exe.inputs()[i].data, data.data() + k * bytes, bytes);
-      }
-      // Random training ops (dropout) draw from (seed, micro-batch number),
-      // so masks change every micro-batch and repeat for the same seed.
-      for (size_t i = feeds->size(); i < exe.inputs().size(); ++i) {
-        compile::TensorSlot& slot = exe.inputs()[i];
-        TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput,
-                     "unexpected graph input '{}'", slot.name);
-        int64_t step_index = ((steps + b) * accumulate + g) * n_replicas + replica;
-        std::memcpy(slot.data, &step_index, sizeof(step_index));
-      }
+      PrepareMicroBatch(exe, k, ((steps + b) * accumulate + g) * n_replicas + replica);
       // An update applies after the last micro-batch of its window.
       const auto part = eval || g == accumulate - 1 ? compile::Executable::RunPart::kAll
                                                     : compile::Executable::RunPart::kBeforeUpdate;
@@ -608,11 +714,7 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
         Fail(ErrorKind::kNonFinite, "{}: {} step {}{}: {}", program.path,
              eval ? "eval" : "training", step, at, where);
       }
-      for (size_t i = 0; i < fetch_names.size(); ++i) {
-        const compile::TensorSlot& slot = exe.outputs()[i];
-        const size_t bytes = slot.type.bytes();
-        if (bytes) std::memcpy(fetched[i].data() + k * bytes, slot.data, bytes);
-      }
+      FetchMicroBatch(exe, k);
     }
     if (!eval) {
       compiled.ResetAccumulators();
@@ -642,9 +744,15 @@ void TrainingSession::Run(bool eval) {
       s.fetched[i].Resize(slot.type.bytes() * micro_batches);
   }
   std::vector<int> updates(n_replicas, 0);
+  auto run_replica = [&](int r) {
+    if (s.options.pipelining)
+      s.RunReplicaPipelined(r, eval, shapes, &updates[r]);
+    else
+      s.RunReplica(r, eval, *compiled[r], &updates[r]);
+  };
   if (n_replicas == 1) {
     try {
-      s.RunReplica(0, eval, *compiled[0], &updates[0]);
+      run_replica(0);
     } catch (...) {
       compiled[0]->ResetAccumulators();
       if (!eval) s.steps += updates[0];
@@ -660,7 +768,7 @@ void TrainingSession::Run(bool eval) {
     for (int r = 0; r < n_replicas; ++r) {
       threads.emplace_back([&, r] {
         try {
-          s.RunReplica(r, eval, *compiled[r], &updates[r]);
+          run_replica(r);
         } catch (...) {
           errors[r] = std::current_exception();
           int none = -1;
@@ -715,6 +823,9 @@ TrainingSession::Summary TrainingSession::GetSummary() const {
   s.copied_updates = exe->plan().copy_back.size();
   s.graph = exe->graph().ToString();
   s.compile_report = impl_->last->report.Format();
+  s.pipeline_max_in_flight = impl_->pipeline_stats.max_in_flight;
+  s.pipeline_bubble_fraction = impl_->pipeline_stats.BubbleFraction();
+  s.pipeline_device_busy_ms = impl_->pipeline_stats.busy_ms;
   return s;
 }
 

@@ -74,8 +74,10 @@ TEST(IpuOptionsTest, RefusalsNameTheOptionAndChangeNothing) {
       << "sorted, honoured and no-effect names together: " << msg;
   EXPECT_EQ(ErrorOf([&] { o.Set("enable_fp16", true); }),
             "option enable_fp16=True is not implemented by Tiller yet (supported: False)");
-  EXPECT_EQ(ErrorOf([&] { o.Set("enable_pipelining", true); }),
-            "option enable_pipelining=True is not implemented by Tiller yet (supported: False)");
+  EXPECT_EQ(ErrorOf([&] { o.Set("enable_fp16", true); }),
+            "option enable_fp16=True is not implemented by Tiller yet (supported: False)");
+  EXPECT_EQ(ErrorOf([&] { o.Set("pipeline_schedule", std::string("gpipe")); }),
+            "option 'pipeline_schedule' takes '1f1b' or 'fill_drain', got 'gpipe'");
   EXPECT_EQ(ErrorOf([&] { o.Set("replicated_graph_count", int64_t{0}); }),
             "option 'replicated_graph_count' must be >= 1, got 0");
   EXPECT_EQ(ErrorOf([&] { o.Set("accumulation_factor", int64_t{0}); }),
@@ -140,9 +142,10 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
     EXPECT_EQ(specs[i].default_value.has_value(), specs[i].support != OptionSupport::kNoEffect);
     EXPECT_EQ(IpuOptions::FindSpec(specs[i].name), &specs[i]);
   }
-  // + accumulation, batches per step, reduction, replication, num_ipus, manual shard
-  EXPECT_EQ(honoured, 15);
-  EXPECT_EQ(not_yet, 3);
+  // + accumulation, batches per step, reduction, replication, num_ipus, manual shard,
+  // pipelining, pipeline_schedule
+  EXPECT_EQ(honoured, 17);
+  EXPECT_EQ(not_yet, 2);
   EXPECT_EQ(no_effect, 31);
   EXPECT_EQ(IpuOptions::FindSpec("nope"), nullptr);
 }

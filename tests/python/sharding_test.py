@@ -25,6 +25,12 @@ CONFIGS = [
     {"name": "2 devices, accumulation 4", "devices": 2, "accumulate": 4},
     {"name": "2 devices x 2 replicas, accumulation 2, batches_per_step 2", "devices": 2,
      "replicas": 2, "accumulate": 2, "batches_per_step": 2},
+    {"name": "2 stages pipelined, accumulation 4", "devices": 2, "accumulate": 4,
+     "pipeline": True},
+    {"name": "2 stages pipelined fill-drain, accumulation 4", "devices": 2, "accumulate": 4,
+     "pipeline": True, "schedule": "fill_drain"},
+    {"name": "2 replicas x 2 stages pipelined, accumulation 2, batches_per_step 2",
+     "devices": 2, "replicas": 2, "accumulate": 2, "batches_per_step": 2, "pipeline": True},
 ]
 
 
@@ -57,6 +63,10 @@ def test_sharded_program_trains_the_same_on_every_configuration(fmt):
             _same(one, run, TILLER_RTOL, TILLER_ATOL)
     assert by_name["2 devices x 2 replicas, accumulation 2, batches_per_step 2"]["shape"] == (
         2, 2, 2)
+    # The stash: 1F1B keeps at most `stages` micro-batches in flight,
+    # fill-drain the whole window.
+    assert by_name["2 stages pipelined, accumulation 4"]["in_flight"] == 2
+    assert by_name["2 stages pipelined fill-drain, accumulation 4"]["in_flight"] == 4
 
 
 def test_a_shard_beyond_the_devices_is_refused_before_any_step():
@@ -93,3 +103,21 @@ def test_shard_guard_stamps_ops_and_inner_guards_win():
             pass
     with pytest.raises(TypeError, match="expects a paddle.nn.Layer or a function"):
         tiller.set_ipu_shard(3)
+
+
+def test_bad_pipeline_configurations_fail_before_any_step():
+    two_stages = {"name": "pipelined", "devices": 2, "pipeline": True, "accumulate": 4}
+    with pytest.raises(RuntimeError, match=r"accumulation_factor 1 is less than the 2 pipeline "
+                                           r"stages: every update needs at least one "
+                                           r"micro-batch per stage"):
+        sharded.train("pir", [dict(two_stages, accumulate=1)], updates=1)
+    # The first half on device 1, the second on device 0: values flow back.
+    with pytest.raises(RuntimeError, match=r"the pipeline's stage order runs backwards: .* on "
+                                           r"device 0 reads a value computed later in the "
+                                           r"forward pass on device 1"):
+        sharded.train("pir", [two_stages], updates=1, first_index=1, second_index=0)
+    with pytest.raises(RuntimeError, match=r"pipelining needs enable_manual_shard"):
+        sharded.train("pir", [{"name": "x", "devices": 1, "pipeline": True}], updates=1)
+    with pytest.raises(RuntimeError, match=r"option 'pipeline_schedule' takes '1f1b' or "
+                                           r"'fill_drain', got 'gpipe'"):
+        sharded.train("pir", [dict(two_stages, schedule="gpipe")], updates=1)

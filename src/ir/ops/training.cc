@@ -19,6 +19,11 @@
 //     step. Without `step` every run draws the same mask (step 0).
 //     Translators always set all three (Paddle's dropout_implementation
 //     defaults to downgrade_in_infer).
+//   accumulate(acc, g) -> acc + g: a gradient accumulator's sum (the compile
+//     driver adds one per trained value for gradient accumulation). Safe in
+//     place (each element read before it is written), so the sum goes
+//     straight into the accumulator's storage: micro-batches that run at
+//     once (a pipeline) add into it in the order their device runs them.
 //
 // Precision: batch statistics run in float32; dropout masks values as they
 // are. Layout: batch_norm_train is channel-first (fixed); dropout is
@@ -41,6 +46,12 @@ void InferBatchNormTrain(InferContext& c) {
   if (!(momentum >= 0.0 && momentum <= 1.0)) c.Fail("momentum {} is not in [0, 1]", momentum);
   c.AddOutput(x);
   for (int i = 0; i < 4; ++i) c.AddOutput(c.input(1));
+}
+
+void InferAccumulate(InferContext& c) {
+  if (c.input(0).dtype != c.input(1).dtype || c.input(0).shape != c.input(1).shape)
+    c.Fail("accumulator {} and gradient {} differ", c.input(0).ToString(), c.input(1).ToString());
+  c.AddOutput(c.input(0));
 }
 
 void InferDropout(InferContext& c) {
@@ -68,6 +79,11 @@ const bool kRegistered = [] {
                        .Attr("seed", int64_t{0})
                        .Precision(PrecisionRule::kFollowsInput)
                        .Layout(LayoutRule::kAgnostic));
+  RegisterOpSchema(OpSchema{"accumulate", 2, 2, InferAccumulate}
+                       .NoAttrs()
+                       .Precision(PrecisionRule::kFollowsInput)
+                       .Layout(LayoutRule::kAgnostic)
+                       .InPlaceSafe());
   return true;
 }();
 

@@ -1,0 +1,182 @@
+#include "compile/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace tiller::compile {
+
+double PipelineStats::BubbleFraction() const {
+  if (busy_ms.empty() || wall_ms <= 0) return 0;
+  double busy = 0;
+  for (double b : busy_ms) busy += b;
+  return std::max(0.0, 1.0 - busy / (wall_ms * static_cast<double>(busy_ms.size())));
+}
+
+PipelineRunner::PipelineRunner(std::vector<Executable*> copies,
+                               std::vector<backend::Device*> devices, PipelineSchedule schedule)
+    : copies_(std::move(copies)), devices_(std::move(devices)), schedule_(schedule) {
+  TILLER_CHECK(!copies_.empty(), "a pipeline needs an executable");
+  const Executable& exe = *copies_[0];
+  const auto& segs = exe.segments();
+  for (const Executable* c : copies_)
+    TILLER_CHECK(c->segments().size() == segs.size(), "pipeline copies differ in segments");
+  for (size_t j = 0; j < segs.size(); ++j) {
+    if (segs[j].phase == ir::Phase::kUpdate) continue;
+    segments_.push_back(j);
+    if (segs[j].phase != ir::Phase::kForward) continue;
+    for (size_t k : segs[j].deps) {
+      if (segs[k].phase != ir::Phase::kForward || segs[k].device <= segs[j].device) continue;
+      const ir::Op* reader = exe.ReaderOf(j, k);
+      Fail(ErrorKind::kInvalidArgument,
+           "the pipeline's stage order runs backwards: {} ({}) on device {} reads a value "
+           "computed later in the forward pass on device {}; give later layers higher "
+           "ipu_index / ipu_stage",
+           reader ? reader->type : "an op", reader ? reader->name : segs[j].first_op->name,
+           segs[j].device, segs[k].device);
+    }
+  }
+  if (exe.HasCopyBack(Executable::RunPart::kBeforeUpdate))
+    Fail(ErrorKind::kUnimplemented,
+         "pipelining needs every state the forward and backward passes update written in place; "
+         "this step copies one back");
+}
+
+PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const MicroBatchFn& finish) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto& segs = copies_[0]->segments();
+  const int k = static_cast<int>(copies_.size());
+  const size_t n_segs = segments_.size();
+  // position of a segment in segments_, and its dependencies there
+  std::map<size_t, size_t> pos;
+  for (size_t p = 0; p < n_segs; ++p) pos[segments_[p]] = p;
+  std::vector<std::vector<size_t>> users(n_segs);
+  std::vector<int> n_deps(n_segs, 0);
+  for (size_t p = 0; p < n_segs; ++p) {
+    for (size_t dep : segs[segments_[p]].deps) {
+      auto it = pos.find(dep);
+      if (it == pos.end()) continue;  // an update segment (not run here)
+      users[it->second].push_back(p);
+      ++n_deps[p];
+    }
+  }
+
+  PipelineStats stats;
+  stats.micro_batches = n;
+  stats.busy_ms.assign(devices_.size(), 0.0);
+  struct Micro {
+    std::vector<int> waiting;  // unmet deps per segment
+    size_t done = 0;
+  };
+  std::vector<Micro> micro(n);
+  std::vector<int> copy_owner(k, -1);  // the micro-batch using each copy
+  std::vector<bool> device_busy(devices_.size(), false);
+  // ready[d]: (micro-batch, segment position) runnable on device d
+  std::vector<std::vector<std::pair<int, size_t>>> ready(devices_.size());
+
+  std::mutex mu;
+  std::condition_variable cv;
+  struct Done {
+    int micro;
+    size_t seg;
+    int device;
+    double ms;
+    std::exception_ptr error;
+  };
+  std::deque<Done> completed;
+  std::exception_ptr first_error;
+  int running = 0, started = 0, finished = 0, in_flight = 0;
+
+  auto make_ready = [&](int i, size_t p) { ready[segs[segments_[p]].device].emplace_back(i, p); };
+  auto better = [&](const std::pair<int, size_t>& a, const std::pair<int, size_t>& b) {
+    const bool a_back = segs[segments_[a.second]].phase == ir::Phase::kBackward;
+    const bool b_back = segs[segments_[b.second]].phase == ir::Phase::kBackward;
+    if (a_back != b_back)
+      return schedule_ == PipelineSchedule::kOneForwardOneBackward ? a_back : b_back;
+    if (a.first != b.first) return a.first < b.first;
+    return a.second < b.second;
+  };
+
+  while (finished < n) {
+    // Start micro-batches while a copy is free.
+    while (!first_error && started < n && copy_owner[started % k] < 0) {
+      const int i = started++;
+      copy_owner[i % k] = i;
+      prepare(i, *copies_[i % k]);
+      micro[i].waiting = n_deps;
+      for (size_t p = 0; p < n_segs; ++p) {
+        if (n_deps[p] == 0) make_ready(i, p);
+      }
+      stats.max_in_flight = std::max(stats.max_in_flight, ++in_flight);
+    }
+    // Give each idle device its best ready segment.
+    for (size_t d = 0; d < devices_.size() && !first_error; ++d) {
+      if (device_busy[d] || ready[d].empty()) continue;
+      auto best = std::min_element(ready[d].begin(), ready[d].end(), better);
+      const auto [i, p] = *best;
+      ready[d].erase(best);
+      device_busy[d] = true;
+      ++running;
+      Executable* exe = copies_[i % k];
+      const size_t seg = segments_[p];
+      devices_[d]->stream().Submit([&, exe, i, p, seg, d] {
+        Done done{i, p, static_cast<int>(d), 0, nullptr};
+        const auto t0 = Clock::now();
+        try {
+          exe->RunSegmentHere(seg);
+        } catch (...) {
+          done.error = std::current_exception();
+        }
+        done.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        std::lock_guard<std::mutex> lock(mu);
+        completed.push_back(done);
+        cv.notify_one();
+      });
+    }
+    if (running == 0) {
+      if (first_error) break;
+      TILLER_CHECK(finished == n, "pipeline stalled: {} of {} micro-batches finished", finished, n);
+      break;
+    }
+    Done done;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return !completed.empty(); });
+      done = completed.front();
+      completed.pop_front();
+    }
+    --running;
+    device_busy[done.device] = false;
+    stats.busy_ms[done.device] += done.ms;
+    if (done.error) {
+      if (!first_error) first_error = done.error;
+      continue;
+    }
+    if (first_error) continue;
+    Micro& m = micro[done.micro];
+    for (size_t u : users[done.seg]) {
+      if (--m.waiting[u] == 0) make_ready(done.micro, u);
+    }
+    if (++m.done == n_segs) {
+      finish(done.micro, *copies_[done.micro % k]);
+      copy_owner[done.micro % k] = -1;
+      --in_flight;
+      ++finished;
+    }
+  }
+  for (backend::Device* d : devices_) d->stream().Synchronize();
+  stats.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  if (first_error) std::rethrow_exception(first_error);
+  return stats;
+}
+
+}  // namespace tiller::compile

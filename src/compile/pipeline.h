@@ -1,0 +1,76 @@
+// Pipelined execution: the micro-batches of an accumulation window flow
+// through a step whose ops sit on several devices (pipeline stages), and
+// the devices work on different micro-batches at the same time.
+//
+//   device 0:  F0 F1 F2 B0 F3 B1 .. B3        (1F1B: a backward as soon as
+//   device 1:     F0 B0 F1 B1 F2 B2 F3 B3      one is ready, so at most
+//                                              `stages` micro-batches in flight)
+//
+// Each micro-batch in flight needs its own activations: the runner takes K
+// executables compiled from the same graph onto the same devices (its
+// "copies"), sharing the state (weights, gradient accumulators), and runs
+// micro-batch i on copy i % K; K bounds the micro-batches in flight, so the
+// activations stashed between a micro-batch's forward and backward are those
+// of at most K micro-batches. A copy's segments (runs of steps on one device
+// in one phase: Executable::segments) run on their device's stream when
+// the segments they read from are done; each device takes, among its ready
+// segments, backward before forward (1F1B) or forward before backward
+// (fill-drain), the lowest micro-batch first, so every device sees the
+// micro-batches of a phase in order and gradient accumulators add them in
+// the same order as a sequential run.
+//
+// The update phase is not run here: after the window, run it once
+// (Executable::Run(RunPart::kUpdateOnly)) on the copy of the last micro-batch.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "compile/executable.h"
+
+namespace tiller::compile {
+
+enum class PipelineSchedule {
+  kOneForwardOneBackward,  // 1F1B: backward first; in flight <= copies
+  kFillDrain,              // every forward, then every backward (GPipe)
+};
+
+struct PipelineStats {
+  int micro_batches = 0;
+  int max_in_flight = 0;        // micro-batches started and not finished, at most
+  std::vector<double> busy_ms;  // per device: time running segments
+  double wall_ms = 0;
+  // The share of device time spent idle: 1 - sum(busy) / (devices x wall).
+  double BubbleFraction() const;
+};
+
+class PipelineRunner {
+ public:
+  // copies: executables of the same graph on the same devices (same
+  // segments). Checks that forward values flow from lower to higher devices
+  // (stages): a forward segment reading a value a later device computed
+  // fails with kInvalidArgument naming the op ("the stage order runs
+  // backwards"), and that no state is copied back (pipelined updates must be
+  // in place: kUnimplemented otherwise).
+  PipelineRunner(std::vector<Executable*> copies, std::vector<backend::Device*> devices,
+                 PipelineSchedule schedule);
+
+  // Runs the forward and backward segments of micro-batches 0..n-1.
+  // prepare(i, exe) runs on the calling thread before micro-batch i's first
+  // segment (write its inputs into exe's input slots); finish(i, exe) after
+  // its last (read the outputs). An error in a segment stops the window:
+  // segments already running finish, nothing new starts, and the first
+  // error is rethrown.
+  using MicroBatchFn = std::function<void(int micro_batch, Executable& exe)>;
+  PipelineStats Run(int n, const MicroBatchFn& prepare, const MicroBatchFn& finish);
+
+  size_t copies() const { return copies_.size(); }
+
+ private:
+  std::vector<Executable*> copies_;
+  std::vector<backend::Device*> devices_;
+  PipelineSchedule schedule_;
+  std::vector<size_t> segments_;  // the non-update segments, in order
+};
+
+}  // namespace tiller::compile
