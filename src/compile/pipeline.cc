@@ -122,7 +122,8 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
     for (size_t d = 0; d < devices_.size() && !first_error; ++d) {
       if (device_busy[d] || ready[d].empty()) continue;
       auto best = std::min_element(ready[d].begin(), ready[d].end(), better);
-      const auto [i, p] = *best;
+      const int i = best->first;
+      const size_t p = best->second;
       ready[d].erase(best);
       device_busy[d] = true;
       ++running;
