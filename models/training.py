@@ -258,12 +258,16 @@ def _small_cnn_layer():
             self.bn2 = nn.BatchNorm2D(16)
             self.pool2 = nn.AvgPool2D(2, 2)
             self.fc = nn.Linear(16 * 4 * 4, CNN_CLASSES)
-            self.relu = nn.ReLU()
+            # One layer per use (no parameters), so pipeline stages can be
+            # given layer by layer (_stage_layers).
+            self.relu1 = nn.ReLU()
+            self.relu2 = nn.ReLU()
+            self.flatten = nn.Flatten(1)
 
         def forward(self, x):
-            x = self.pool1(self.relu(self.bn1(self.conv1(x))))
-            x = self.pool2(self.relu(self.bn2(self.conv2(x))))
-            return self.fc(paddle.flatten(x, 1))
+            x = self.pool1(self.relu1(self.bn1(self.conv1(x))))
+            x = self.pool2(self.relu2(self.bn2(self.conv2(x))))
+            return self.fc(self.flatten(x))
 
     return SmallCNN()
 
@@ -350,9 +354,33 @@ def current_format() -> str:
     return current_process_format()
 
 
-def _build(kind: str, cfg, spec, seed: int, legacy_compat: bool = True) -> BuiltProgram:
+def _stage_layers(kind: str, model, stages: int):
+    """Pipeline stages for the layers of ``model``, as a user of
+    tiller.set_ipu_shard would give them: (the stage of ops outside every
+    listed layer, [(layer, stage)]), with stage i on device i. BERT: the
+    embeddings (and the attention mask) first, the encoder layers spread
+    evenly, the pooler and heads last. CNN: conv blocks, pooling, fc in order."""
+    last = stages - 1
+    if kind == "bert":
+        units = [model.bert.embeddings, *model.bert.encoder.layers]
+        per = len(units) / stages
+        layers = [(model.bert, 0)]
+        layers += [(u, min(last, int(i / per))) for i, u in enumerate(units)]
+        layers.append((model.bert.pooler, last))
+        return last, layers
+    order = [model.conv1, model.bn1, model.relu1, model.pool1, model.conv2, model.bn2,
+             model.relu2, model.pool2, model.flatten, model.fc]
+    per = len(order) / stages
+    return 0, [(layer, min(last, int(i / per))) for i, layer in enumerate(order)]
+
+
+def _build(kind: str, cfg, spec, seed: int, legacy_compat: bool = True,
+           stages: int = 1) -> BuiltProgram:
     """legacy_compat False: build legacy programs without models._legacy_compat
-    (scripts/dump_training_programs.py shows what then fails)."""
+    (scripts/dump_training_programs.py shows what then fails). stages > 1:
+    the model sharded into that many pipeline stages with
+    tiller.ipu_shard_guard / set_ipu_shard (_stage_layers), the loss in the
+    last."""
     import paddle
     import paddle.nn.functional as F
 
@@ -377,8 +405,9 @@ def _build(kind: str, cfg, spec, seed: int, legacy_compat: bool = True) -> Built
                      "next_sentence_labels": ([-1, 1], "int64")}
             v = {n: paddle.static.data(n, shp, dt) for n, (shp, dt) in feeds.items()}
             model = _bert_pretrain_layer(cfg)
-            mlm_logits, nsp_logits = model(v["input_ids"], v["token_type_ids"],
-                                            v["masked_positions"])
+            with _sharded(kind, model, stages) as loss_stage:
+                mlm_logits, nsp_logits = model(v["input_ids"], v["token_type_ids"],
+                                                v["masked_positions"])
             # reduction="mean" divides by the non-ignored count only when
             # ignore_index >= 0 (paddle/nn/functional/loss.py); PaddleNLP's
             # -1 would average over the padding too, so normalise explicitly:
@@ -386,19 +415,23 @@ def _build(kind: str, cfg, spec, seed: int, legacy_compat: bool = True) -> Built
             # paddle.sum cannot be traced in legacy mode; make_batches masks at
             # least one token per sequence, so mean(mask) > 0).
             labels = v["masked_lm_labels"]
-            per_token = F.cross_entropy(mlm_logits, labels, ignore_index=MLM_IGNORE_INDEX,
-                                        reduction="none")
-            mask = paddle.cast(labels != MLM_IGNORE_INDEX, "float32")
-            mlm_loss = paddle.mean(per_token) / paddle.mean(mask)
-            nsp_loss = F.cross_entropy(nsp_logits, v["next_sentence_labels"])
-            loss = mlm_loss + nsp_loss
+            with loss_stage():
+                per_token = F.cross_entropy(mlm_logits, labels, ignore_index=MLM_IGNORE_INDEX,
+                                            reduction="none")
+                mask = paddle.cast(labels != MLM_IGNORE_INDEX, "float32")
+                mlm_loss = paddle.mean(per_token) / paddle.mean(mask)
+                nsp_loss = F.cross_entropy(nsp_logits, v["next_sentence_labels"])
+                loss = mlm_loss + nsp_loss
             fetch, fetch_names = [loss, mlm_loss, nsp_loss], ["loss", "mlm_loss", "nsp_loss"]
         elif kind == "cnn":
             cfg = None
             feeds = {"image": ([-1, *CNN_IMAGE], "float32"), "label": ([-1, 1], "int64")}
             v = {n: paddle.static.data(n, shp, dt) for n, (shp, dt) in feeds.items()}
             model = _small_cnn_layer()
-            loss = F.cross_entropy(model(v["image"]), v["label"])
+            with _sharded(kind, model, stages) as loss_stage:
+                logits = model(v["image"])
+            with loss_stage():
+                loss = F.cross_entropy(logits, v["label"])
             fetch, fetch_names = [loss], ["loss"]
         else:
             raise ValueError(f"kind {kind!r} not in {KINDS}")
@@ -410,27 +443,45 @@ def _build(kind: str, cfg, spec, seed: int, legacy_compat: bool = True) -> Built
                         params, init, spec, cfg, notes)
 
 
-def build_bert_pretrain(cfg="bert-tiny", opt_spec="adam", seed: int = 0) -> BuiltProgram:
+@contextlib.contextmanager
+def _sharded(kind: str, model, stages: int):
+    """Builds the model's ops inside its pipeline stages (nothing when
+    stages is 1); yields a context for the loss's ops (the last stage)."""
+    if stages <= 1:
+        yield contextlib.nullcontext
+        return
+    import tiller
+
+    outer, layers = _stage_layers(kind, model, stages)
+    for layer, stage in layers:
+        tiller.set_ipu_shard(layer, index=stage, stage=stage)
+    with tiller.ipu_shard_guard(index=outer, stage=outer):
+        yield lambda: tiller.ipu_shard_guard(index=stages - 1, stage=stages - 1)
+
+
+def build_bert_pretrain(cfg="bert-tiny", opt_spec="adam", seed: int = 0,
+                        stages: int = 1) -> BuiltProgram:
     """BERT pretraining program (MLM with tied word embeddings + NSP, dropout
     0) in this process's program form. Feeds: input_ids, token_type_ids
     [B, seq]; masked_positions [B*P] (flat b*seq+pos); masked_lm_labels
     [B*P, 1] (-1 = padding, ignored); next_sentence_labels [B, 1]."""
-    return _build("bert", cfg, opt_spec, seed)
+    return _build("bert", cfg, opt_spec, seed, stages=stages)
 
 
-def build_small_cnn(opt_spec="adam", seed: int = 0) -> BuiltProgram:
+def build_small_cnn(opt_spec="adam", seed: int = 0, stages: int = 1) -> BuiltProgram:
     """conv-bn-relu-maxpool-conv-bn-relu-avgpool-fc + softmax cross entropy;
     feeds image [B, 3, 16, 16] float32, label [B, 1] int64."""
-    return _build("cnn", None, opt_spec, seed)
+    return _build("cnn", None, opt_spec, seed, stages=stages)
 
 
-def build(kind: str, cfg=None, opt_spec="adam", seed: int = 0) -> BuiltProgram:
-    """build_bert_pretrain (cfg default "bert-tiny") or build_small_cnn.
+def build(kind: str, cfg=None, opt_spec="adam", seed: int = 0, stages: int = 1) -> BuiltProgram:
+    """build_bert_pretrain (cfg default "bert-tiny") or build_small_cnn;
+    stages > 1: sharded into pipeline stages (see _build).
     Leaves Paddle in static mode (paddle.enable_static())."""
     if kind == "bert":
-        return build_bert_pretrain(cfg or "bert-tiny", opt_spec, seed)
+        return build_bert_pretrain(cfg or "bert-tiny", opt_spec, seed, stages)
     if kind == "cnn":
-        return build_small_cnn(opt_spec, seed)
+        return build_small_cnn(opt_spec, seed, stages)
     raise ValueError(f"kind {kind!r} not in {KINDS}")
 
 

@@ -159,7 +159,9 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     exe->outputs_.push_back({name, v->type, address(v, host)});
   for (const auto& [v, state] : host_plan.copy_back) {
     const bool update = v->producer && v->producer->placement.phase == ir::Phase::kUpdate;
-    exe->copy_back_.push_back({address(v, host), address(state, host), state->bytes(), update});
+    const size_t segment = v->producer ? segment_of.at(v->producer) : 0;
+    exe->copy_back_.push_back(
+        {address(v, host), address(state, host), state->bytes(), update, segment});
   }
   return exe;
 }
@@ -263,14 +265,9 @@ void Executable::CheckFinite(const Step& s, bool guarded_only) const {
 
 void Executable::RunSegmentHere(size_t j) {
   RunSegment(segments_.at(j), RunPart::kAll);
-}
-
-bool Executable::HasCopyBack(RunPart part) const {
   for (const Copy& c : copy_back_) {
-    if (c.from == c.to) continue;
-    if (part == RunPart::kAll || (part == RunPart::kUpdateOnly) == c.update) return true;
+    if (c.segment == j && !c.update && c.from != c.to) std::memcpy(c.to, c.from, c.bytes);
   }
-  return false;
 }
 
 const ir::Op* Executable::ReaderOf(size_t segment, size_t dep) const {

@@ -86,11 +86,11 @@ class Executable {
   };
   const std::vector<SegmentInfo>& segments() const { return segment_info_; }
   // Runs segment j's steps on the calling thread, which must be its
-  // device's stream (Stream::Submit). No copy-back: see HasCopyBack.
+  // device's stream (Stream::Submit), then copies back the state updates
+  // (not of the update phase) its steps produced and the memory planner
+  // could not write in place (batch-norm running statistics): the next
+  // micro-batch's segment on the device reads them updated.
   void RunSegmentHere(size_t j);
-  // Whether Run(part) copies state updates back after the steps (an update
-  // the memory planner could not write in place).
-  bool HasCopyBack(RunPart part) const;
   // The value read across segments that makes `segment` depend on `dep`:
   // the op of `segment` reading it, for messages.
   const ir::Op* ReaderOf(size_t segment, size_t dep) const;
@@ -129,7 +129,8 @@ class Executable {
     const void* from;
     void* to;
     size_t bytes;
-    bool update;  // written by an update-phase op
+    bool update;     // written by an update-phase op
+    size_t segment;  // of the op writing it
   };
 
   void RunSegment(const Segment& seg, RunPart part);

@@ -7,7 +7,6 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
-#include <map>
 #include <mutex>
 
 #include "core/error.h"
@@ -44,10 +43,6 @@ PipelineRunner::PipelineRunner(std::vector<Executable*> copies,
            segs[j].device, segs[k].device);
     }
   }
-  if (exe.HasCopyBack(Executable::RunPart::kBeforeUpdate))
-    Fail(ErrorKind::kUnimplemented,
-         "pipelining needs every state the forward and backward passes update written in place; "
-         "this step copies one back");
 }
 
 PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const MicroBatchFn& finish) {
@@ -56,18 +51,16 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
   const auto& segs = copies_[0]->segments();
   const int k = static_cast<int>(copies_.size());
   const size_t n_segs = segments_.size();
-  // position of a segment in segments_, and its dependencies there
-  std::map<size_t, size_t> pos;
-  for (size_t p = 0; p < n_segs; ++p) pos[segments_[p]] = p;
+  // A micro-batch's segments run in program order, one after another: each
+  // device's memory plan reuses a buffer once the last op reading it (on
+  // any device) has run in that order, so a segment may not overtake an
+  // earlier one even where it reads nothing from it. The overlap is between
+  // micro-batches, on their own copies.
   std::vector<std::vector<size_t>> users(n_segs);
   std::vector<int> n_deps(n_segs, 0);
-  for (size_t p = 0; p < n_segs; ++p) {
-    for (size_t dep : segs[segments_[p]].deps) {
-      auto it = pos.find(dep);
-      if (it == pos.end()) continue;  // an update segment (not run here)
-      users[it->second].push_back(p);
-      ++n_deps[p];
-    }
+  for (size_t p = 1; p < n_segs; ++p) {
+    users[p - 1].push_back(p);
+    n_deps[p] = 1;
   }
 
   PipelineStats stats;

@@ -11,13 +11,13 @@
 // "copies"), sharing the state (weights, gradient accumulators), and runs
 // micro-batch i on copy i % K; K bounds the micro-batches in flight, so the
 // activations stashed between a micro-batch's forward and backward are those
-// of at most K micro-batches. A copy's segments (runs of steps on one device
-// in one phase: Executable::segments) run on their device's stream when
-// the segments they read from are done; each device takes, among its ready
-// segments, backward before forward (1F1B) or forward before backward
-// (fill-drain), the lowest micro-batch first, so every device sees the
-// micro-batches of a phase in order and gradient accumulators add them in
-// the same order as a sequential run.
+// of at most K micro-batches. A micro-batch's segments (runs of steps on one
+// device in one phase: Executable::segments) run on their device's stream
+// in program order, one after another (the memory plans assume that order);
+// each device takes, among the segments ready on it, backward before forward
+// (1F1B) or forward before backward (fill-drain), the lowest micro-batch
+// first, so every device sees the micro-batches of a phase in order and
+// gradient accumulators add them in the same order as a sequential run.
 //
 // The update phase is not run here: after the window, run it once
 // (Executable::Run(RunPart::kUpdateOnly)) on the copy of the last micro-batch.
@@ -50,8 +50,7 @@ class PipelineRunner {
   // segments). Checks that forward values flow from lower to higher devices
   // (stages): a forward segment reading a value a later device computed
   // fails with kInvalidArgument naming the op ("the stage order runs
-  // backwards"), and that no state is copied back (pipelined updates must be
-  // in place: kUnimplemented otherwise).
+  // backwards").
   PipelineRunner(std::vector<Executable*> copies, std::vector<backend::Device*> devices,
                  PipelineSchedule schedule);
 

@@ -62,10 +62,11 @@ def _concat(kind, micro, one_batch):
     return out
 
 
-def _build(kind, opt):
+def _build(kind, opt, stages=1):
     if kind == "cnn_nobn":
+        assert stages == 1
         return _build_cnn_without_bn(opt)
-    return T.build(kind, None, opt, seed=0)
+    return T.build(kind, None, opt, seed=0, stages=stages)
 
 
 def _build_cnn_without_bn(opt):
@@ -93,15 +94,17 @@ def _build_cnn_without_bn(opt):
 
 
 def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None, replicas=1,
-           global_micro=ACCUMULATE):
+           global_micro=ACCUMULATE, stages=1, pipeline=False, with_session=False):
     """Trains UPDATES updates of global batch MICRO x global_micro; returns
-    (per-update losses [UPDATES, fetches], final state, fetch shapes).
-    accumulate x replicas micro-batches make one update (global_micro in all,
-    or 1 for one device with the global batch)."""
+    (per-update losses [UPDATES, fetches], final state, fetch shapes[,
+    session]). accumulate x replicas micro-batches make one update
+    (global_micro in all, or 1 for one device with the global batch). stages
+    > 1: the model sharded over that many devices per replica (pipelined when
+    `pipeline`)."""
     import paddle
 
     micro = _micro_batches(kind, UPDATES * global_micro)
-    built = _build(kind, opt)
+    built = _build(kind, opt, stages)
     scope = paddle.static.Scope()
     T.init_scope(built, scope)
     strategy = tiller.IpuStrategy()
@@ -110,10 +113,16 @@ def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None, re
         batches_per_step=batches_per_step,
         enable_gradient_accumulation=accumulate > 1 if enable is None else enable,
         accumulation_factor=accumulate)
-    strategy.set_options({"num_threads": replicas,
+    strategy.set_options({"num_threads": replicas * stages,
                           "accumulation_and_replication_reduction_type": reduction})
+    if replicas > 1 or stages > 1:
+        strategy.set_graph_config(num_ipus=replicas * stages, is_training=True,
+                                  micro_batch_size=MICRO, enable_manual_shard=stages > 1)
+    if pipeline:
+        strategy.set_pipelining_config(enable_pipelining=True, batches_per_step=batches_per_step,
+                                       enable_gradient_accumulation=True,
+                                       accumulation_factor=accumulate)
     if replicas > 1:
-        strategy.set_graph_config(num_ipus=replicas, is_training=True, micro_batch_size=MICRO)
         strategy.set_options({"enable_replicated_graphs": True,
                               "replicated_graph_count": replicas})
     prog = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
@@ -138,12 +147,14 @@ def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None, re
         per_micro = np.stack([np.asarray(o).reshape(per_run) for o in outs], axis=1)
         losses.extend(per_micro.reshape(batches_per_step, per_update, -1).mean(axis=1))
     prog.weights_to_host()
+    if with_session:
+        return np.asarray(losses), T.read_state(built, scope), shapes, prog.session
     return np.asarray(losses), T.read_state(built, scope), shapes
 
 
 def _assert_same(ref, got, what, skip=()):
-    ref_losses, ref_state, _ = ref
-    losses, state, _ = got
+    ref_losses, ref_state = ref[0], ref[1]
+    losses, state = got[0], got[1]
     assert losses.shape == ref_losses.shape == (UPDATES, ref_losses.shape[1]), what
     rel = np.abs(losses - ref_losses) / np.abs(ref_losses)
     assert rel.max() <= LOSS_RTOL, f"{what}: loss rel diff {rel.max():.3g} at {np.argmax(rel)}"

@@ -68,6 +68,9 @@ void InferDropout(InferContext& c) {
 }
 
 const bool kRegistered = [] {
+  // Not InPlaceSafe: the running statistics are copied into their state
+  // after the run, so a step stopped by a non-finite loss leaves them as
+  // they were.
   RegisterOpSchema(OpSchema{"batch_norm_train", 5, 5, InferBatchNormTrain}
                        .Attr("epsilon", 1e-5)
                        .Attr("momentum", 0.9)

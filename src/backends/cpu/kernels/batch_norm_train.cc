@@ -36,8 +36,10 @@ std::unique_ptr<Kernel> MakeBatchNormTrain(const ir::Op& op) {
     const int64_t count = l.n * l.s;
     if (count == 1) {  // Paddle skips normalization: y = x, statistics untouched
       std::memcpy(y, x, static_cast<size_t>(l.c) * sizeof(float));
-      std::memcpy(mean_out, mean, static_cast<size_t>(l.c) * sizeof(float));
-      std::memcpy(var_out, var, static_cast<size_t>(l.c) * sizeof(float));
+      // (Should the statistics ever be updated in place, they are already
+      // where they belong.)
+      if (mean_out != mean) std::memcpy(mean_out, mean, static_cast<size_t>(l.c) * sizeof(float));
+      if (var_out != var) std::memcpy(var_out, var, static_cast<size_t>(l.c) * sizeof(float));
       std::fill(saved_mean, saved_mean + l.c, 0.0f);
       std::fill(saved_inv_std, saved_inv_std + l.c, 0.0f);
       return;
