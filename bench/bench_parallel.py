@@ -2,16 +2,18 @@
 hidden 256, seq 128, MLM + NSP, Adam) on CPU devices of one core each,
 against one device of one core and one device of two threads, all in one
 run, same program, initial state and data. Every configuration trains the
-same global batch per update (2 x micro-batch), so sequences per second
-compare directly.
+same global batch per update, so sequences per second compare directly.
 
-    .venv/bin/python bench/bench_parallel.py [--micro 8] [--updates 6] [--warmup 2]
+    .venv/bin/python bench/bench_parallel.py [--global-batch 32] [--micro 4] [--updates 4]
+        [--warmup 1]
 
 Configurations:
-  1 device x 1 thread      global batch in one step
-  1 device x 2 threads     global batch in one step
-  2 replicas x 1 thread    each replica a micro-batch, gradients all-reduced
-  2-stage pipeline         (not implemented yet: printed as such)
+  1 device x 1 thread      the global batch in one step
+  1 device x 2 threads     the global batch in one step
+  2 replicas x 1 thread    half the global batch each, gradients all-reduced
+  2-stage pipeline         2 devices x 1 thread, the model split in two stages
+                           (tiller.set_ipu_shard), micro-batches of --micro
+                           with gradient accumulation, 1F1B
 
 Printed: the CPU and its ISA, ms per update (median after warm-up),
 sequences/s, GFLOP/s by the FLOP formula of bench_training.py, the ratios
@@ -31,9 +33,10 @@ import time
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--micro", type=int, default=8, help="micro-batch size (sequences)")
-    ap.add_argument("--updates", type=int, default=6, help="timed updates per configuration")
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--global-batch", type=int, default=32, help="sequences per update")
+    ap.add_argument("--micro", type=int, default=4, help="the pipeline's micro-batch")
+    ap.add_argument("--updates", type=int, default=4, help="timed updates per configuration")
+    ap.add_argument("--warmup", type=int, default=1)
     return ap.parse_args(argv)
 
 
@@ -92,23 +95,28 @@ def train_gflop(batch: int) -> float:
     return 3 * (encoder + heads) / 1e9
 
 
-def run_config(name, micro_batches, threads, replicas, args):
-    """ms per update (median) and the last loss, for `replicas` replicas of
-    `threads` // replicas threads each, over updates of 2 micro-batches."""
+def run_config(threads, replicas, stages, micro, args):
+    """(ms per update (median), last loss, bubble fraction) for `replicas`
+    replicas of `stages` pipeline stages, threads shared out evenly, each
+    update over args.global_batch sequences in micro-batches of `micro`."""
     import paddle
 
     import tiller
 
-    global_batch = 2 * args.micro
+    global_batch = args.global_batch
     n = args.warmup + args.updates
     batches = T.make_batches("bert", BERT_SMALL, n, global_batch, seed=1)
     built = T.build("bert", BERT_SMALL, T.OptSpec("adam", lr=1e-4, schedule="constant",
-                                                  clip_norm=None), seed=0)
+                                                  clip_norm=None), seed=0, stages=stages)
     scope = paddle.static.Scope()
     T.init_scope(built, scope)
+    accumulate = global_batch // micro // replicas
     strategy = tiller.IpuStrategy()
-    strategy.set_graph_config(num_ipus=replicas, is_training=True,
-                              micro_batch_size=global_batch // replicas)
+    strategy.set_graph_config(num_ipus=replicas * stages, is_training=True,
+                              micro_batch_size=micro, enable_manual_shard=stages > 1)
+    strategy.set_pipelining_config(enable_pipelining=stages > 1,
+                                   enable_gradient_accumulation=accumulate > 1,
+                                   accumulation_factor=accumulate)
     strategy.set_options({"num_threads": threads})
     if replicas > 1:
         strategy.set_options({"enable_replicated_graphs": True,
@@ -119,19 +127,19 @@ def run_config(name, micro_batches, threads, replicas, args):
     times = []
     loss = None
     for i, feed in enumerate(batches):
-        if replicas > 1:
-            # Each replica's masked positions index its own micro-batch.
-            per = global_batch // replicas
+        if micro < global_batch:
+            # Each micro-batch's masked positions index its own rows.
             feed = dict(feed)
             pos = feed["masked_positions"].reshape(global_batch, -1)
-            feed["masked_positions"] = (pos - (np.arange(global_batch) // per * per * s)[:, None]
+            feed["masked_positions"] = (pos - (np.arange(global_batch) // micro * micro * s)[:, None]
                                         ).reshape(-1)
         t0 = time.perf_counter()
         outs = prog.run(feed=feed)
         if i >= args.warmup:
             times.append((time.perf_counter() - t0) * 1e3)
         loss = float(np.mean(outs[0]))
-    return statistics.median(times), loss
+    bubble = prog.session.summary().pipeline_bubble_fraction if stages > 1 else None
+    return statistics.median(times), loss, bubble
 
 
 def main(args) -> int:
@@ -139,27 +147,34 @@ def main(args) -> int:
     gemm = sgemm_gflops()
     print(f"machine fp32 GEMM rate measured now (numpy sgemm 2048^3): {gemm:.0f} GFLOP/s")
     c = BERT_SMALL.bert
-    global_batch = 2 * args.micro
+    global_batch = args.global_batch
     gflop = train_gflop(global_batch)
     print(f"BERT-small ({c.num_layers} layers, hidden {c.hidden_size}, seq {BERT_SMALL.seq_len}), "
           f"global batch {global_batch} per update = {gflop:.1f} GFLOP, Adam, fp32; "
-          f"{args.warmup} warm-up + {args.updates} timed updates each")
+          f"{args.warmup} warm-up + {args.updates} timed updates each; pipeline micro-batch "
+          f"{args.micro}, accumulation {global_batch // args.micro}")
     rows = {}
-    for name, threads, replicas in (("1 device x 1 thread", 1, 1),
-                                    ("1 device x 2 threads", 2, 1),
-                                    ("2 replicas x 1 thread", 2, 2)):
-        ms, loss = run_config(name, 2, threads, replicas, args)
+    half = global_batch // 2
+    for name, threads, replicas, stages, micro in (
+            ("1 device x 1 thread", 1, 1, 1, global_batch),
+            ("1 device x 2 threads", 2, 1, 1, global_batch),
+            ("2 replicas x 1 thread", 2, 2, 1, half),
+            ("2-stage pipeline x 1 thread", 2, 1, 2, args.micro)):
+        ms, loss, bubble = run_config(threads, replicas, stages, micro, args)
         rows[name] = ms
-        print(f"  {name:<24} {ms:9.1f} ms/update  {global_batch / ms * 1e3:7.1f} seq/s  "
+        extra = f"  bubble {100 * bubble:.0f}%" if bubble is not None else ""
+        print(f"  {name:<28} {ms:9.1f} ms/update  {global_batch / ms * 1e3:7.1f} seq/s  "
               f"{gflop / ms * 1e3:6.1f} GFLOP/s  ({100 * gflop / ms * 1e3 / gemm:.0f}% of the "
-              f"measured GEMM rate)  loss {loss:.4f}", flush=True)
-    print(f"  {'2-stage pipeline':<24} not implemented yet")
+              f"measured GEMM rate)  loss {loss:.4f}{extra}", flush=True)
     one = rows["1 device x 1 thread"]
     two = rows["1 device x 2 threads"]
     rep = rows["2 replicas x 1 thread"]
-    print(f"2 replicas vs 1 device x 1 thread:  {one / rep:.2f}x (target >= 1.8x)")
-    print(f"2 replicas vs 1 device x 2 threads: {two / rep:.2f}x")
-    print(f"1 device x 2 threads vs x 1 thread: {one / two:.2f}x")
+    pipe = rows["2-stage pipeline x 1 thread"]
+    print(f"2 replicas vs 1 device x 1 thread:        {one / rep:.2f}x (target >= 1.8x)")
+    print(f"2-stage pipeline vs 1 device x 1 thread:  {one / pipe:.2f}x (target >= 1.6x)")
+    print(f"2 replicas vs 1 device x 2 threads:       {two / rep:.2f}x")
+    print(f"2-stage pipeline vs 1 device x 2 threads: {two / pipe:.2f}x")
+    print(f"1 device x 2 threads vs x 1 thread:       {one / two:.2f}x")
     return 0
 
 

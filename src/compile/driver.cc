@@ -229,6 +229,11 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
     return InsertCopies(g, host_, HostMemoryDevices(devices_));
   });
   report.stages.push_back(passes::RunPass(copies, *graph, ctx));
+  if (devices_.size() > 1) {
+    StagePass order("order_by_device", "each device's ops of a phase together, in order",
+                    [&](ir::Graph& g) { return OrderByDevice(g); });
+    report.stages.push_back(passes::RunPass(order, *graph, ctx));
+  }
   VerifyPlacement(*graph, static_cast<int>(devices_.size()), host_, HostMemoryDevices(devices_));
 
   // Passes move pins along with the values they replace.

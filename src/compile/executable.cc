@@ -137,8 +137,11 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
   for (size_t i = 0; i < exe->steps_.size(); ++i) {
     const ir::Op* op = exe->steps_[i].op;
     const int d = exe->steps_[i].device;
-    if (exe->segments_.empty() || exe->segments_.back().device != d ||
-        exe->segment_info_.back().phase != op->placement.phase) {
+    // A view runs nothing: it joins the segment it falls in, whatever the
+    // device its bytes are on.
+    const bool joins = op->schema->is_view && !exe->segments_.empty();
+    if (!joins && (exe->segments_.empty() || exe->segments_.back().device != d ||
+                   exe->segment_info_.back().phase != op->placement.phase)) {
       exe->segments_.push_back({d, i, i});
       exe->segment_info_.push_back({d, op->placement.phase, {}, op});
     }

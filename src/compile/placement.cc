@@ -1,6 +1,8 @@
 #include "compile/placement.h"
 
 #include <map>
+#include <set>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "ir/op_schema.h"
@@ -152,6 +154,89 @@ int InsertCopies(ir::Graph& g, int host, const std::vector<bool>& host_memory) {
   }
   g.set_placement_scope(saved);
   return count;
+}
+
+int OrderByDevice(ir::Graph& g) {
+  const auto& ops = g.ops();
+  const size_t n = ops.size();
+  std::unordered_map<const ir::Op*, size_t> index;
+  for (size_t i = 0; i < n; ++i) index[ops[i].get()] = i;
+  std::vector<std::vector<size_t>> users(n);
+  std::vector<int> waiting(n, 0);
+  size_t last_effect = n;
+  for (size_t i = 0; i < n; ++i) {
+    std::set<size_t> producers;
+    for (const ir::Value* in : ops[i]->inputs) {
+      if (in && in->producer) producers.insert(index.at(in->producer));
+    }
+    // Side effects keep their order: each waits for the one before.
+    if (ops[i]->schema->side_effects) {
+      if (last_effect < n) producers.insert(last_effect);
+      last_effect = i;
+    }
+    for (size_t p : producers) users[p].push_back(i);
+    waiting[i] = static_cast<int>(producers.size());
+  }
+  std::vector<const ir::Op*> order;
+  int device = ops.empty() ? 0 : ops[0]->device;
+  int moved = 0;
+  // Ready ops by (phase, device), smallest old index first.
+  using Bucket = std::set<size_t>;
+  std::map<std::pair<int, int>, Bucket> ready;
+  auto push = [&](size_t i) {
+    ready[{static_cast<int>(ops[i]->placement.phase), ops[i]->device}].insert(i);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (waiting[i] == 0) push(i);
+  }
+  // Views run nothing (they name their source's bytes): each goes as soon as
+  // it is ready, so it never separates two runs of another device's ops.
+  std::set<size_t> views;
+  auto take = [&](size_t i) {
+    moved += i != order.size();
+    order.push_back(ops[i].get());
+    for (size_t u : users[i]) {
+      if (--waiting[u] == 0) push(u);
+    }
+  };
+  while (!ready.empty()) {
+    for (auto it = ready.begin(); it != ready.end();) {
+      for (auto v = it->second.begin(); v != it->second.end();) {
+        if (ops[*v]->schema->is_view) {
+          views.insert(*v);
+          v = it->second.erase(v);
+        } else {
+          ++v;
+        }
+      }
+      it = it->second.empty() ? ready.erase(it) : std::next(it);
+    }
+    if (!views.empty()) {
+      const size_t i = *views.begin();
+      views.erase(views.begin());
+      take(i);
+      continue;
+    }
+    if (ready.empty()) break;
+    const int phase = ready.begin()->first.first;
+    auto pick = ready.find({phase, device});
+    if (pick == ready.end()) {
+      // Another device: the one whose next op came first.
+      pick = ready.begin();
+      for (auto it = ready.begin(); it != ready.end() && it->first.first == phase; ++it) {
+        if (*it->second.begin() < *pick->second.begin()) pick = it;
+      }
+    }
+    const size_t i = *pick->second.begin();
+    pick->second.erase(pick->second.begin());
+    if (pick->second.empty()) ready.erase(pick);
+    device = ops[i]->device;
+    take(i);
+  }
+  TILLER_CHECK(order.size() == n, "order_by_device: a cycle ({} of {} ops ordered)", order.size(),
+               n);
+  if (moved) g.ReorderOps(order);
+  return moved;
 }
 
 void VerifyPlacement(const ir::Graph& g, int num_devices, int host,

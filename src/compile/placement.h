@@ -54,6 +54,15 @@ int InsertCopies(ir::Graph& g, int host, const std::vector<bool>& host_memory = 
 void VerifyPlacement(const ir::Graph& g, int num_devices, int host,
                      const std::vector<bool>& host_memory = {});
 
+// Reorders the ops (a topological order, phases forward -> backward ->
+// update kept) so that each device's ops of a phase run in as few segments
+// as possible: among the ops ready, those of the current phase, on the
+// device of the op before, in their old order. A pipeline stage then
+// forwards, and takes back gradients, once per micro-batch instead of
+// bouncing between devices for a view or a gradient accumulation. Returns
+// the number of ops that moved.
+int OrderByDevice(ir::Graph& g);
+
 // host_memory for InsertCopies / VerifyPlacement: each device's
 // host_accessible().
 std::vector<bool> HostMemoryDevices(const std::vector<backend::Device*>& devices);

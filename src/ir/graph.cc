@@ -258,6 +258,40 @@ void Graph::RemoveDeadCode() {
   });
 }
 
+void Graph::ReorderOps(const std::vector<const Op*>& order) {
+  TILLER_CHECK(order.size() == ops_.size(), "reorder: {} ops for {}", order.size(), ops_.size());
+  std::unordered_map<const Op*, size_t> old_index;
+  for (size_t i = 0; i < ops_.size(); ++i) old_index[ops_[i].get()] = i;
+  std::unordered_set<const Op*> placed;
+  std::vector<std::unique_ptr<Op>> next;
+  const Op* last_effect = nullptr;
+  std::vector<const Op*> effects;
+  for (const auto& op : ops_) {
+    if (op->schema->side_effects) effects.push_back(op.get());
+  }
+  size_t effect = 0;
+  for (const Op* op : order) {
+    auto it = old_index.find(op);
+    TILLER_CHECK(it != old_index.end() && !placed.count(op),
+                 "reorder: op {} ({}) is not a new op "
+                 "of the graph",
+                 op ? op->type : "null", op ? op->name : "");
+    for (const Value* in : op->inputs) {
+      TILLER_CHECK(!in || !in->producer || placed.count(in->producer),
+                   "reorder: op {} ({}) before the producer of its input %{}", op->type, op->name,
+                   in->id);
+    }
+    if (op->schema->side_effects) {
+      TILLER_CHECK(effects[effect++] == op, "reorder: side-effect op {} ({}) moved past {}",
+                   op->type, op->name, last_effect ? last_effect->name : "another");
+      last_effect = op;
+    }
+    placed.insert(op);
+    next.push_back(std::move(ops_[it->second]));
+  }
+  ops_ = std::move(next);
+}
+
 std::string Graph::ToString() const {
   std::string out;
   auto name_of = [](const Value* v) {
@@ -273,8 +307,8 @@ std::string Graph::ToString() const {
       attrs += fmt::format(" {}={}", k, AttributeToString(a));
     // Placement, always: [phase shard/stage @device] (device -1: not placed yet).
     const Placement& p = op->placement;
-    std::string where = fmt::format(" [{} {}/{} @{}]", PhaseName(p.phase), p.shard, p.stage,
-                                    op->device);
+    std::string where =
+        fmt::format(" [{} {}/{} @{}]", PhaseName(p.phase), p.shard, p.stage, op->device);
     out += fmt::format("{} = {}({}){}{}  # {}\n", outs, op->type, ins, attrs, where, op->name);
   }
   for (const auto& [name, v] : outputs_) out += fmt::format("output {} = {}\n", name, name_of(v));

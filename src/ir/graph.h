@@ -162,6 +162,10 @@ class Graph {
   void ReplaceOutput(size_t i, Value* to);
   // Drops ops whose outputs nobody uses, and values no longer referenced.
   void RemoveDeadCode();
+  // Puts the ops in `order`: a permutation of ops() in which every op comes
+  // after the producers of its inputs and ops with side effects keep their
+  // relative order. Throws kInternal otherwise.
+  void ReorderOps(const std::vector<const Op*>& order);
 
   void set_folder(Folder f) { folder_ = std::move(f); }
 
