@@ -96,6 +96,8 @@ def _strategy(cfg: dict):
         s.set_options({"enable_replicated_graphs": True, "replicated_graph_count": replicas})
     if "schedule" in cfg:
         s.set_options({"pipeline_schedule": cfg["schedule"]})
+    if "trace" in cfg:
+        s.set_options({"trace_path": cfg["trace"]})
     return s
 
 

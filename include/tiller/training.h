@@ -91,6 +91,11 @@ struct SessionOptions {
   // activations) or fill-drain (every forward, then every backward; all the
   // window's micro-batches in flight). Tiller's option pipeline_schedule.
   enum class Schedule { kOneFOneB, kFillDrain } pipeline_schedule = Schedule::kOneFOneB;
+  // When set (Tiller's option trace_path): every step's work is recorded, per
+  // device (forward / backward / update segments, with the micro-batch), and
+  // its copies and all-reduces, and after each Run() the file is rewritten
+  // as a Chrome / Perfetto trace of everything so far (ui.perfetto.dev).
+  std::string trace_path;
   // accumulation_and_replication_reduction_type: mean (Paddle's default;
   // the update sees the gradient of the mean loss over the micro-batches)
   // or sum.

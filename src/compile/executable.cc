@@ -1,5 +1,7 @@
 #include "compile/executable.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -7,6 +9,7 @@
 #include <map>
 
 #include "compile/placement.h"
+#include "compile/trace.h"
 #include "core/error.h"
 #include "ir/op_schema.h"
 
@@ -138,11 +141,16 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     const ir::Op* op = exe->steps_[i].op;
     const int d = exe->steps_[i].device;
     // A view runs nothing: it joins the segment it falls in, whatever the
-    // device its bytes are on.
-    const bool joins = op->schema->is_view && !exe->segments_.empty();
-    if (!joins && (exe->segments_.empty() || exe->segments_.back().device != d ||
-                   exe->segment_info_.back().phase != op->placement.phase)) {
-      exe->segments_.push_back({d, i, i});
+    // device its bytes are on (views before the first other step join the
+    // first segment).
+    if (op->schema->is_view && i + 1 < exe->steps_.size()) {
+      if (exe->segments_.empty()) {
+        segment_of[op] = 0;
+        continue;
+      }
+    } else if (exe->segments_.empty() || exe->segments_.back().device != d ||
+               exe->segment_info_.back().phase != op->placement.phase) {
+      exe->segments_.push_back({d, exe->segments_.empty() ? 0 : i, i});
       exe->segment_info_.push_back({d, op->placement.phase, {}, op});
     }
     exe->segments_.back().end = i + 1;
@@ -191,15 +199,29 @@ void Executable::RunStep(size_t i, RunPart part) {
 }
 
 void Executable::RunSegment(const Segment& seg, RunPart part) {
-  if (!profiling_) {
+  if (!profiling_ && !trace_) {
     for (size_t i = seg.begin; i < seg.end; ++i) RunStep(i, part);
     return;
   }
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
   for (size_t i = seg.begin; i < seg.end; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     RunStep(i, part);
-    step_ms_[i] +=
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const auto t1 = Clock::now();
+    if (profiling_) step_ms_[i] += std::chrono::duration<double, std::milli>(t1 - t0).count();
+    const Step& s = steps_[i];
+    if (trace_ && !Skipped(s, part) && (s.copy || s.op->type == "all_reduce")) {
+      trace_->Add(s.copy ? trace_copies_ : trace_collectives_,
+                  fmt::format("{} {}", s.copy ? "copy" : "all_reduce", trace_tag_),
+                  s.op->type.c_str(), t0, t1);
+    }
+  }
+  if (trace_) {
+    const SegmentInfo& info = segment_info_[static_cast<size_t>(&seg - segments_.data())];
+    trace_->Add(trace_devices_[seg.device],
+                fmt::format("{} {}", ir::PhaseName(info.phase), trace_tag_),
+                ir::PhaseName(info.phase), start, Clock::now());
   }
 }
 
@@ -264,6 +286,16 @@ void Executable::CheckFinite(const Step& s, bool guarded_only) const {
       what = fmt::format("{} is not finite: {}", label->second, what);
     Fail(ErrorKind::kNonFinite, "{}", what);
   }
+}
+
+void Executable::SetTrace(TraceRecorder* trace, const std::string& lane_prefix) {
+  trace_ = trace;
+  trace_devices_.clear();
+  if (!trace) return;
+  for (const backend::Device* d : devices_)
+    trace_devices_.push_back(trace->Lane(lane_prefix + d->name()));
+  trace_copies_ = trace->Lane(lane_prefix + "copies");
+  trace_collectives_ = trace->Lane(lane_prefix + "collectives");
 }
 
 void Executable::RunSegmentHere(size_t j) {

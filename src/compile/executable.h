@@ -16,6 +16,8 @@
 
 namespace tiller::compile {
 
+class TraceRecorder;
+
 // Storage the caller owns for the graph's state values (ir::ValueKind::kState),
 // by value name; each buffer holds exactly the state's bytes and outlives the
 // executable.
@@ -74,6 +76,12 @@ class Executable {
   // `label` names the value in the error ("the loss 'mean_0.tmp_0'").
   int GuardFinite(const ir::Value* v, const std::string& label);
   std::vector<ProfileEntry> Profile() const;  // sorted by total time, largest first
+  // Records each segment run (on lane `lane_prefix` + device name), and each
+  // copy and all_reduce (lanes `lane_prefix` copies / collectives), into
+  // `trace` (compile/trace.h; nullptr: off). The tag (a micro-batch) names
+  // the events of the runs that follow.
+  void SetTrace(TraceRecorder* trace, const std::string& lane_prefix);
+  void SetTraceTag(std::string tag) { trace_tag_ = std::move(tag); }
 
   // The steps in segments: runs of consecutive steps on one device and in
   // one phase, with the earlier segments whose values they read. A pipeline
@@ -152,6 +160,10 @@ class Executable {
   std::vector<Copy> copy_back_;            // state updates not written in place
   std::vector<TensorSlot> inputs_, outputs_;
   bool profiling_ = false;
+  TraceRecorder* trace_ = nullptr;
+  std::vector<int> trace_devices_;
+  int trace_copies_ = 0, trace_collectives_ = 0;
+  std::string trace_tag_;
   bool check_nan_inf_ = false;
   // (step, output) -> label of each guarded value; guarded_step_ flags the
   // steps that have one, so the run loop tests a bit rather than the map.

@@ -44,6 +44,9 @@ std::vector<OptionSpec> MakeSpecs() {
        "each op on the device of its ipu_index (ipu_shard_guard)"},
       {"enable_pipelining", Support::kHonoured, false,
        "pipeline the shards: devices work on different micro-batches at once"},
+      // Tiller's own: a trace of every step (Chrome / Perfetto JSON).
+      {"trace_path", Support::kHonoured, std::string(""),
+       "write a Chrome / Perfetto trace of the steps to this file ('' : off)"},
       // Tiller's own: how each pipeline device orders its work.
       {"pipeline_schedule", Support::kHonoured, std::string("1f1b"),
        "'1f1b' (backward first, at most `stages` micro-batches in flight) or 'fill_drain'"},

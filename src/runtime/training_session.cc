@@ -18,6 +18,7 @@
 #include "backend/collective.h"
 #include "compile/driver.h"
 #include "compile/pipeline.h"
+#include "compile/trace.h"
 #include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "frontend/paddle/pickle.h"
@@ -79,6 +80,7 @@ struct TrainingSession::Impl {
   // rate): the other replicas copy replica 0's before the next step.
   bool replicas_stale = true;
   bool profiling = false;
+  std::unique_ptr<compile::TraceRecorder> trace;  // SessionOptions::trace_path
   compile::CompiledStep* last = nullptr;
   bool last_eval = false;
   // The last Run()'s fetches, one value per micro-batch (FetchInfo's shapes).
@@ -202,6 +204,7 @@ struct TrainingSession::Impl {
   // Copies exe's outputs to micro-batch k's place in the fetches.
   void FetchMicroBatch(const compile::Executable& exe, int k);
   compile::PipelineStats pipeline_stats;  // replica 0's last window
+  int64_t runs = 0;                       // Run() calls, for trace names
 
   compile::CompiledStep CompileStep(int replica, bool eval, const std::vector<Shape>& shapes,
                                     int copy) {
@@ -223,6 +226,8 @@ struct TrainingSession::Impl {
     compile::Executable& exe = *step.exe;
     exe.EnableNanInfCheck(options.check_nan_inf);
     exe.EnableProfiling(profiling);
+    if (trace)
+      exe.SetTrace(trace.get(), options.replicas > 1 ? fmt::format("replica {} ", replica) : "");
     // The loss (the step's last output) and every gradient are checked right
     // after they are computed, before any update reads them.
     const ir::Value* loss = exe.graph().outputs().back().second;
@@ -289,6 +294,7 @@ TrainingSession::TrainingSession(const std::string& program_path,
          "num_threads {} cannot give {} devices ({} replica(s) x {} device(s)) a thread each: "
          "raise num_threads (0: every hardware thread) or use fewer devices",
          options.num_threads, n_devices, options.replicas, options.devices_per_replica);
+  if (!options.trace_path.empty()) s.trace = std::make_unique<compile::TraceRecorder>();
   if (options.replicas > 1) {
     for (int d = 0; d < options.devices_per_replica; ++d)
       s.groups.push_back(backend::MakeInProcessCollective(options.replicas));
@@ -389,6 +395,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
          devices, replicas);
   out.devices_per_replica = static_cast<int>(devices / replicas);
   out.pipelining = o.GetBool("enable_pipelining");
+  out.trace_path = o.GetStr("trace_path");
   out.pipeline_schedule = o.GetStr("pipeline_schedule") == "fill_drain"
                               ? SessionOptions::Schedule::kFillDrain
                               : SessionOptions::Schedule::kOneFOneB;
@@ -616,6 +623,7 @@ void TrainingSession::Run() {
 }
 
 void TrainingSession::Impl::PrepareMicroBatch(compile::Executable& exe, int k, int64_t step_index) {
+  if (trace) exe.SetTraceTag(fmt::format("run {} micro-batch {}", runs, k));
   const int micro_batches = MicroBatchesPerRun();
   for (size_t i = 0; i < feeds->size(); ++i) {
     const AlignedBuffer& data = feeds->data(i);
@@ -726,6 +734,18 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
 void TrainingSession::Run(bool eval) {
   Impl& s = *impl_;
   s.RequireStateSet("Run()");
+  ++s.runs;
+  // The trace file is rewritten after every run, failed ones included.
+  struct WriteTrace {
+    Impl& s;
+    ~WriteTrace() {
+      if (!s.trace) return;
+      try {
+        s.trace->Write(s.options.trace_path);
+      } catch (const Error&) {  // a trace must not hide the run's own error
+      }
+    }
+  } write_trace{s};
   const int n_replicas = s.options.replicas;
   const std::vector<Shape> shapes = s.MicroBatchShapes();
   std::vector<compile::CompiledStep*> compiled;

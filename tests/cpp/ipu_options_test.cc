@@ -143,8 +143,8 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
     EXPECT_EQ(IpuOptions::FindSpec(specs[i].name), &specs[i]);
   }
   // + accumulation, batches per step, reduction, replication, num_ipus, manual shard,
-  // pipelining, pipeline_schedule
-  EXPECT_EQ(honoured, 17);
+  // pipelining, pipeline_schedule, trace_path
+  EXPECT_EQ(honoured, 18);
   EXPECT_EQ(not_yet, 2);
   EXPECT_EQ(no_effect, 31);
   EXPECT_EQ(IpuOptions::FindSpec("nope"), nullptr);

@@ -121,3 +121,35 @@ def test_bad_pipeline_configurations_fail_before_any_step():
     with pytest.raises(RuntimeError, match=r"option 'pipeline_schedule' takes '1f1b' or "
                                            r"'fill_drain', got 'gpipe'"):
         sharded.train("pir", [dict(two_stages, schedule="gpipe")], updates=1)
+
+
+def test_trace_shows_each_devices_work_and_the_pipeline_overlap(tmp_path):
+    """trace_path writes a Chrome / Perfetto trace: a lane per device of each
+    replica with its forward / backward / update segments, lanes of copies and
+    all-reduces; in a pipeline the two stages' lanes overlap in time."""
+    import json
+
+    path = tmp_path / "trace.json"
+    sharded.train("pir", [{"name": "traced", "devices": 2, "replicas": 2, "accumulate": 4,
+                           "pipeline": True, "trace": str(path)}], updates=2)
+    doc = json.loads(path.read_text())
+    events = doc["traceEvents"]
+    lanes = {e["tid"]: e["args"]["name"] for e in events
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"replica 0 cpu:0", "replica 0 cpu:1", "replica 1 cpu:0", "replica 1 cpu:1",
+            "replica 0 copies", "replica 0 collectives"} <= set(lanes.values()), lanes
+    spans = [e for e in events if e["ph"] == "X"]
+    by_lane = {}
+    for e in spans:
+        by_lane.setdefault(lanes[e["tid"]], []).append(e)
+    cats = {e["cat"] for e in by_lane["replica 0 cpu:0"]}
+    assert {"forward", "backward", "update"} <= cats, cats
+    assert all(e["name"].startswith("all_reduce") for e in by_lane["replica 0 collectives"])
+    assert len(by_lane["replica 0 collectives"]) > 0
+    # 1F1B fills the pipeline: stage 0 runs the second micro-batch's forward
+    # before the first one's backward (replica 0 has micro-batches 0, 2, 4, 6).
+    first_run = sorted((e for e in by_lane["replica 0 cpu:0"] if " run 1 " in e["name"]),
+                       key=lambda e: e["ts"])
+    assert [e["name"] for e in first_run[:3]] == [
+        "forward run 1 micro-batch 0", "forward run 1 micro-batch 2",
+        "backward run 1 micro-batch 0"], [e["name"] for e in first_run[:6]]
