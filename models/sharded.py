@@ -159,3 +159,41 @@ def train_here(configs: list[dict], opt_spec="adam", updates: int = 20, global_b
 def train(fmt: str, configs: list[dict], **kwargs) -> list[dict]:
     """train_here in a process of program form ``fmt``."""
     return T.call_in_format(fmt, "models.sharded:train_here", configs=configs, **kwargs)
+
+
+def export_inference_here(out_dir: str, stages: int = 2) -> dict:
+    """The network's forward (its logits), sharded over ``stages`` devices
+    with tiller.ipu_shard_guard, saved by paddle.static.save_inference_model
+    in this process's program form (legacy keeps the ipu_index attributes in
+    the .pdmodel). Returns {"prefix", "inputs"}."""
+    import os
+
+    import paddle
+    import paddle.nn as nn
+    import paddle.nn.functional as F
+
+    import tiller
+
+    if T.current_format() == "legacy":
+        from . import _legacy_compat
+
+        _legacy_compat.install()
+    with T.static_mode():
+        paddle.enable_static()
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
+            x = paddle.static.data("x", [-1, FEATURES], "float32")
+            layers = nn.LayerList([nn.Linear(FEATURES, HIDDEN), nn.LayerNorm(HIDDEN),
+                                   nn.Linear(HIDDEN, HIDDEN), nn.Linear(HIDDEN, CLASSES)])
+            with tiller.ipu_shard_guard(index=0, stage=0):
+                h = layers[1](F.gelu(layers[0](x)))
+            with tiller.ipu_shard_guard(index=stages - 1, stage=stages - 1):
+                logits = F.softmax(layers[3](F.relu(layers[2](h))))
+        scope = paddle.static.Scope()
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        with paddle.static.scope_guard(scope):
+            exe.run(startup)
+            T.write_state(scope, T._init_arrays(layers, 0))
+            prefix = os.path.join(out_dir, "model")
+            paddle.static.save_inference_model(prefix, [x], [logits], exe, program=main)
+    return {"prefix": prefix, "inputs": ["x"]}

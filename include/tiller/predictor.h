@@ -76,6 +76,34 @@ class Config {
   void SetPlacement(const std::string& policy);
   const std::string& placement() const { return placement_; }
 
+  // Paddle Inference's IPU settings (paddle_infer::Config::EnableIpu /
+  // SetIpuConfig), on CPU devices. A run's inputs hold
+  // ipu_batches_per_step x ipu_replica_num micro-batches of
+  // ipu_micro_batch_size rows along their first dimension; replica r runs
+  // micro-batches k = b * replicas + r on its ipu_device_num devices (the
+  // model's ipu_index shards: a model sharded with ipu_shard_guard),
+  // pipelined when ipu_enable_pipelining (which needs ipu_batches_per_step
+  // >= ipu_device_num). Outputs are every micro-batch's, in input order,
+  // along the first dimension: what one device returns for the whole batch.
+  // Each of the replica_num x device_num devices takes an equal share of
+  // the math-library threads, which must give each at least one.
+  void EnableIpu(int ipu_device_num = 1, int ipu_micro_batch_size = 1,
+                 bool ipu_enable_pipelining = false, int ipu_batches_per_step = 1);
+  // ipu_enable_fp16 and ipu_enable_half_partial would change results and
+  // are refused until Tiller computes in half precision; the memory
+  // proportion and the runtime-executor switch tune the IPU toolchain and
+  // have no effect here.
+  void SetIpuConfig(bool ipu_enable_fp16 = false, int ipu_replica_num = 1,
+                    float ipu_available_memory_proportion = 1.0f,
+                    bool ipu_enable_half_partial = false,
+                    bool ipu_enable_model_runtime_executor = false);
+  struct IpuSettings {
+    bool enabled = false;
+    int device_num = 1, micro_batch_size = 1, batches_per_step = 1, replica_num = 1;
+    bool pipelining = false;
+  };
+  const IpuSettings& ipu() const { return ipu_; }
+
  private:
   std::string prog_file_, params_file_, model_dir_;
   int threads_ = 1;
@@ -83,6 +111,7 @@ class Config {
   uint64_t random_seed_ = 0;
   std::vector<std::string> devices_ = {"cpu"};
   std::string placement_ = "by_shard";
+  IpuSettings ipu_;
 };
 
 class Predictor;

@@ -129,7 +129,15 @@ PYBIND11_MODULE(_tiller, m) {
       .def("ir_optim", &Config::ir_optim)
       .def("prog_file", &Config::prog_file)
       .def("params_file", &Config::params_file)
-      .def("model_dir", &Config::model_dir);
+      .def("model_dir", &Config::model_dir)
+      .def("enable_ipu", &Config::EnableIpu, py::arg("ipu_device_num") = 1,
+           py::arg("ipu_micro_batch_size") = 1, py::arg("ipu_enable_pipelining") = false,
+           py::arg("ipu_batches_per_step") = 1,
+           "Paddle Inference's IPU settings on CPU devices: sharded, pipelined, replicated runs")
+      .def("set_ipu_config", &Config::SetIpuConfig, py::arg("ipu_enable_fp16") = false,
+           py::arg("ipu_replica_num") = 1, py::arg("ipu_available_memory_proportion") = 1.0f,
+           py::arg("ipu_enable_half_partial") = false,
+           py::arg("ipu_enable_model_runtime_executor") = false);
 
   py::class_<Tensor>(m, "Tensor")
       .def("reshape", &Tensor::Reshape)

@@ -3,9 +3,13 @@
 #include "tiller/predictor.h"
 
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <map>
+#include <thread>
 
 #include "compile/driver.h"
+#include "compile/pipeline.h"
 #include "compile/placement.h"
 #include "core/error.h"
 #include "frontend/paddle/program.h"
@@ -87,6 +91,47 @@ void Config::SetPlacement(const std::string& policy) {
   placement_ = policy;
 }
 
+void Config::EnableIpu(int ipu_device_num, int ipu_micro_batch_size, bool ipu_enable_pipelining,
+                       int ipu_batches_per_step) {
+  if (ipu_device_num < 1 || ipu_micro_batch_size < 1 || ipu_batches_per_step < 1)
+    Fail(ErrorKind::kInvalidArgument,
+         "EnableIpu: ipu_device_num ({}), ipu_micro_batch_size ({}) and ipu_batches_per_step ({}) "
+         "must be >= 1",
+         ipu_device_num, ipu_micro_batch_size, ipu_batches_per_step);
+  if (ipu_enable_pipelining && ipu_device_num < 2)
+    Fail(ErrorKind::kInvalidArgument,
+         "EnableIpu: pipelining needs the model sharded over more than one device "
+         "(ipu_device_num >= 2)");
+  if (ipu_enable_pipelining && ipu_batches_per_step < ipu_device_num)
+    Fail(ErrorKind::kInvalidArgument,
+         "EnableIpu: pipelining needs ipu_batches_per_step ({}) >= ipu_device_num ({}): one "
+         "micro-batch per stage at least",
+         ipu_batches_per_step, ipu_device_num);
+  ipu_.enabled = true;
+  ipu_.device_num = ipu_device_num;
+  ipu_.micro_batch_size = ipu_micro_batch_size;
+  ipu_.pipelining = ipu_enable_pipelining;
+  ipu_.batches_per_step = ipu_batches_per_step;
+}
+
+void Config::SetIpuConfig(bool ipu_enable_fp16, int ipu_replica_num,
+                          float ipu_available_memory_proportion, bool ipu_enable_half_partial,
+                          bool /*ipu_enable_model_runtime_executor: no effect*/) {
+  if (ipu_enable_fp16 || ipu_enable_half_partial)
+    Fail(ErrorKind::kUnimplemented,
+         "SetIpuConfig: ipu_enable_fp16 / ipu_enable_half_partial are not implemented by Tiller "
+         "yet (float32 only)");
+  if (ipu_replica_num < 1)
+    Fail(ErrorKind::kInvalidArgument, "SetIpuConfig: ipu_replica_num must be >= 1, got {}",
+         ipu_replica_num);
+  if (!(ipu_available_memory_proportion > 0.0f && ipu_available_memory_proportion <= 1.0f))
+    Fail(ErrorKind::kInvalidArgument,
+         "SetIpuConfig: ipu_available_memory_proportion must be in (0, 1], got {}",
+         ipu_available_memory_proportion);
+  ipu_.enabled = true;
+  ipu_.replica_num = ipu_replica_num;
+}
+
 namespace {
 
 compile::CompileOptions ToCompileOptions(const Config& c) {
@@ -98,6 +143,19 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
   o.placement = c.placement() == "first_supported" ? compile::PlacementPolicy::kFirstSupported
                                                    : compile::PlacementPolicy::kByShard;
   o.optimize = c.ir_optim();
+  if (c.ipu().enabled) {
+    // One replica's devices: ipu_device_num CPU devices, placed by shard.
+    const Config::IpuSettings& ipu = c.ipu();
+    const int n_devices = ipu.device_num * ipu.replica_num;
+    if (c.cpu_math_library_num_threads() < n_devices)
+      Fail(ErrorKind::kInvalidArgument,
+           "EnableIpu: {} device(s) x {} replica(s) need a thread each: "
+           "SetCpuMathLibraryNumThreads({}) gives {}",
+           ipu.device_num, ipu.replica_num, n_devices, c.cpu_math_library_num_threads());
+    o.devices.assign(ipu.device_num,
+                     compile::DeviceSpec{"cpu", c.cpu_math_library_num_threads() / n_devices, 0});
+    o.placement = compile::PlacementPolicy::kByShard;
+  }
   return o;
 }
 
@@ -112,6 +170,44 @@ struct Predictor::Impl {
   StepCache cache;
   compile::CompiledStep* current = nullptr;
   bool profiling = false;
+
+  // EnableIpu: per replica, its devices (compiler), its compiled steps (the
+  // cache's variant is the pipeline copy) and its pipeline runners.
+  struct IpuReplica {
+    std::unique_ptr<compile::Compiler> compiler;
+    StepCache cache;
+    std::map<StepCache::Key, std::unique_ptr<compile::PipelineRunner>> runners;
+  };
+  std::vector<IpuReplica> ipu_replicas;
+  // The last IPU run's outputs, every micro-batch's in input order.
+  std::vector<ir::TensorType> ipu_output_types;
+  std::vector<AlignedBuffer> ipu_outputs;
+  bool ipu_ran = false;
+
+  compile::CompiledStep& CompileIpu(int replica, int copy, const std::vector<Shape>& shapes) {
+    IpuReplica& rep = ipu_replicas[replica];
+    return rep.cache.Get({copy, shapes}, [&] {
+      PaddleInferenceStep source(model, FeedTypes(shapes), TranslateOptions());
+      compile::CompiledStep step = rep.compiler->Compile(source);
+      step.exe->EnableProfiling(profiling);
+      // Sharded over its devices means every device has work: a model
+      // without ipu_index annotations would leave all but the first idle.
+      const int n = static_cast<int>(rep.compiler->devices().size());
+      std::vector<int> ops(n, 0);
+      for (const auto& op : step.exe->graph().ops()) ++ops[op->device];
+      for (int d = 0; d < n; ++d) {
+        if (ops[d] == 0)
+          Fail(ErrorKind::kInvalidArgument,
+               "{}: EnableIpu(ipu_device_num={}) but no op of the model is on device {}: shard "
+               "the model with ipu_shard_guard / set_ipu_shard (its ipu_index attributes); "
+               "automatic splitting is not implemented yet",
+               model.program.path, n, d);
+      }
+      return step;
+    });
+  }
+
+  void RunIpu();
 
   size_t OutputIndex(const std::string& name) const {
     const auto& outs = model.program.fetch_names;
@@ -189,6 +285,11 @@ struct Predictor::Impl {
 Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
   impl_->config = config;
   impl_->compiler = std::make_unique<compile::Compiler>(ToCompileOptions(config));
+  if (config.ipu().enabled) {
+    impl_->ipu_replicas.resize(config.ipu().replica_num);
+    for (Impl::IpuReplica& r : impl_->ipu_replicas)
+      r.compiler = std::make_unique<compile::Compiler>(ToCompileOptions(config));
+  }
   if (!config.model_dir().empty()) {
     impl_->model = paddle::LoadModel(config.model_dir(), "");
   } else {
@@ -228,7 +329,108 @@ std::unique_ptr<Tensor> Predictor::GetOutputHandle(const std::string& name) {
   return std::unique_ptr<Tensor>(new Tensor(this, name, false, i));
 }
 
+void Predictor::Impl::RunIpu() {
+  const Config::IpuSettings& ipu = config.ipu();
+  const int replicas = ipu.replica_num, batches = ipu.batches_per_step;
+  const int micro_batches = replicas * batches;
+  std::vector<Shape> shapes = feeds->Shapes();
+  const int64_t rows = int64_t{ipu.micro_batch_size} * micro_batches;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (shapes[i].empty() || shapes[i][0] != rows)
+      Fail(ErrorKind::kInvalidArgument,
+           "input '{}' has shape {}: EnableIpu runs ipu_batches_per_step {} x ipu_replica_num {} "
+           "micro-batches of ipu_micro_batch_size {}, {} rows along the first dimension",
+           feeds->decl(i).name, ShapeToString(shapes[i]), batches, replicas, ipu.micro_batch_size,
+           rows);
+    shapes[i][0] = ipu.micro_batch_size;
+  }
+  const int copies = ipu.pipelining ? std::min(batches, ipu.device_num) : 1;
+  for (int r = 0; r < replicas; ++r) {
+    for (int c = 0; c < copies; ++c) CompileIpu(r, c, shapes);
+  }
+  compile::CompiledStep& first = CompileIpu(0, 0, shapes);
+  const size_t n_out = first.exe->outputs().size();
+  ipu_output_types.resize(n_out);
+  ipu_outputs.resize(n_out);
+  for (size_t o = 0; o < n_out; ++o) {
+    const ir::TensorType& t = first.exe->outputs()[o].type;
+    Shape shape = t.shape;
+    if (shape.empty())
+      shape = {micro_batches};
+    else
+      shape[0] *= micro_batches;
+    ipu_output_types[o] = {t.dtype, shape};
+    if (ipu_outputs[o].size() != t.bytes() * micro_batches)
+      ipu_outputs[o].Resize(t.bytes() * micro_batches);
+  }
+  auto prepare = [&](int k, compile::Executable& exe) {
+    TILLER_CHECK(exe.inputs().size() == feeds->size(), "{} graph inputs for {} feeds",
+                 exe.inputs().size(), feeds->size());
+    for (size_t i = 0; i < feeds->size(); ++i) {
+      const AlignedBuffer& data = feeds->data(i);
+      const size_t bytes = data.size() / micro_batches;
+      if (bytes) std::memcpy(exe.inputs()[i].data, data.data() + k * bytes, bytes);
+    }
+  };
+  auto fetch = [&](int k, const compile::Executable& exe) {
+    for (size_t o = 0; o < n_out; ++o) {
+      const compile::TensorSlot& slot = exe.outputs()[o];
+      const size_t bytes = slot.type.bytes();
+      if (bytes) std::memcpy(ipu_outputs[o].data() + k * bytes, slot.data, bytes);
+    }
+  };
+  // Replica r runs micro-batches b * replicas + r, b = 0..batches-1.
+  auto run_replica = [&](int r) {
+    IpuReplica& rep = ipu_replicas[r];
+    if (!ipu.pipelining) {
+      compile::Executable& exe = *CompileIpu(r, 0, shapes).exe;
+      for (int b = 0; b < batches; ++b) {
+        prepare(b * replicas + r, exe);
+        exe.Run();
+        fetch(b * replicas + r, exe);
+      }
+      return;
+    }
+    auto& runner = rep.runners[{0, shapes}];
+    if (!runner) {
+      std::vector<compile::Executable*> execs;
+      for (int c = 0; c < copies; ++c) execs.push_back(CompileIpu(r, c, shapes).exe.get());
+      runner = std::make_unique<compile::PipelineRunner>(
+          execs, rep.compiler->devices(), compile::PipelineSchedule::kOneForwardOneBackward);
+    }
+    runner->Run(
+        batches, [&](int b, compile::Executable& exe) { prepare(b * replicas + r, exe); },
+        [&](int b, compile::Executable& exe) { fetch(b * replicas + r, exe); });
+  };
+  ipu_ran = false;
+  if (replicas == 1) {
+    run_replica(0);
+  } else {
+    std::vector<std::exception_ptr> errors(replicas);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < replicas; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          run_replica(r);
+        } catch (...) {
+          errors[r] = std::current_exception();
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (std::exception_ptr& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+  }
+  current = &first;
+  ipu_ran = true;
+}
+
 bool Predictor::Run() {
+  if (impl_->config.ipu().enabled) {
+    impl_->RunIpu();
+    return true;
+  }
   FeedSet& feeds = *impl_->feeds;
   compile::CompiledStep& step = impl_->CompileFor(feeds.Shapes());
   compile::Executable& exe = *step.exe;
@@ -312,7 +514,17 @@ void Tensor::CopyToCpuBytes(void* data, size_t bytes) const {
     if (bytes) std::memcpy(data, in.data(), bytes);
     return;
   }
-  const compile::TensorSlot& slot = RunExecutable(*owner_->impl_, name_, "read").outputs()[index_];
+  const Predictor::Impl& impl = *owner_->impl_;
+  RunExecutable(impl, name_, "read");
+  if (impl.ipu_ran) {
+    const AlignedBuffer& out = impl.ipu_outputs[index_];
+    if (bytes != out.size())
+      Fail(ErrorKind::kInvalidArgument, "output '{}' has {} bytes, buffer has {}", name_,
+           out.size(), bytes);
+    if (bytes) std::memcpy(data, out.data(), bytes);
+    return;
+  }
+  const compile::TensorSlot& slot = RunExecutable(impl, name_, "read").outputs()[index_];
   if (bytes != slot.type.bytes())
     Fail(ErrorKind::kInvalidArgument, "output '{}' has {} bytes, buffer has {}", name_,
          slot.type.bytes(), bytes);
@@ -336,7 +548,9 @@ void Tensor::CopyToCpu(T* data) const {
 
 std::vector<int64_t> Tensor::shape() const {
   if (is_input_) return owner_->impl_->feeds->shape(index_);
-  return RunExecutable(*owner_->impl_, name_, "has no shape").outputs()[index_].type.shape;
+  const compile::Executable& exe = RunExecutable(*owner_->impl_, name_, "has no shape");
+  if (owner_->impl_->ipu_ran) return owner_->impl_->ipu_output_types[index_].shape;
+  return exe.outputs()[index_].type.shape;
 }
 
 int64_t Tensor::numel() const {

@@ -1,0 +1,83 @@
+"""Inference with Paddle Inference's IPU settings (issue 9):
+Config.enable_ipu(ipu_device_num, ipu_micro_batch_size, ipu_enable_pipelining,
+ipu_batches_per_step) and set_ipu_config(ipu_replica_num=...) on a model
+sharded with tiller.ipu_shard_guard and saved by Paddle (legacy .pdmodel,
+which keeps the ipu_index attributes). Sharded, pipelined and replicated
+runs return, in input order, what one device returns for the whole batch
+(rel 1e-6: a micro-batch's GEMMs may block differently from the whole
+batch's, nothing else differs)."""
+import glob
+
+import numpy as np
+import pytest
+
+import tiller
+import tiller.inference as ti
+from models import sharded
+from models import training as T
+
+MICRO, BATCHES, REPLICAS = 3, 4, 2
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ipu_inference")
+    info = T.call_in_format("legacy", "models.sharded:export_inference_here", out_dir=str(d))
+    return info["prefix"]
+
+
+def _predict(prefix, x, ipu=None, replicas=None, threads=1):
+    config = ti.Config(prefix + ".pdmodel", prefix + ".pdiparams")
+    config.set_cpu_math_library_num_threads(threads)
+    if ipu:
+        config.enable_ipu(*ipu)
+    if replicas:
+        config.set_ipu_config(ipu_replica_num=replicas)
+    predictor = ti.create_predictor(config)
+    return predictor.run([x])[0]
+
+
+def test_sharded_pipelined_and_replicated_inference_returns_what_one_device_does(model):
+    rows = MICRO * BATCHES * REPLICAS
+    x = np.random.default_rng(0).standard_normal((rows, sharded.FEATURES)).astype(np.float32)
+    one = _predict(model, x)
+    assert one.shape == (rows, sharded.CLASSES)
+    runs = {
+        "2 devices, sequential": _predict(model, x[:MICRO * BATCHES], (2, MICRO, False, BATCHES),
+                                          threads=2),
+        "2 devices, pipelined": _predict(model, x[:MICRO * BATCHES], (2, MICRO, True, BATCHES),
+                                         threads=2),
+        "2 replicas x 2 pipelined devices": _predict(model, x, (2, MICRO, True, BATCHES),
+                                                     REPLICAS, threads=4),
+        "2 replicas x 1 device": _predict(model, x, (1, MICRO, False, BATCHES), REPLICAS,
+                                          threads=2),
+    }
+    for name, out in runs.items():
+        want = one[:out.shape[0]]
+        assert out.shape == want.shape, name
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+def test_bad_ipu_inference_configurations_say_what_to_change(model):
+    x = np.zeros((MICRO * BATCHES, sharded.FEATURES), np.float32)
+    config = ti.Config(model + ".pdmodel", model + ".pdiparams")
+    with pytest.raises(tiller.TillerError, match=r"pipelining needs ipu_batches_per_step \(1\) "
+                                                 r">= ipu_device_num \(2\)"):
+        config.enable_ipu(2, MICRO, True, 1)
+    with pytest.raises(tiller.TillerError, match=r"pipelining needs the model sharded over more "
+                                                 r"than one device"):
+        config.enable_ipu(1, MICRO, True, 4)
+    with pytest.raises(tiller.TillerError, match=r"ipu_enable_fp16 / ipu_enable_half_partial "
+                                                 r"are not implemented"):
+        config.set_ipu_config(ipu_enable_fp16=True)
+    with pytest.raises(tiller.TillerError, match=r"2 device\(s\) x 1 replica\(s\) need a thread "
+                                                 r"each"):
+        _predict(model, x, (2, MICRO, False, BATCHES), threads=1)
+    with pytest.raises(tiller.TillerError, match=r"input 'x' has shape \[12, 32\]: EnableIpu runs "
+                                                 r"ipu_batches_per_step 4 x ipu_replica_num 2 "
+                                                 r"micro-batches of ipu_micro_batch_size 3, 24 "
+                                                 r"rows"):
+        _predict(model, x, (1, MICRO, False, BATCHES), REPLICAS, threads=2)
+    with pytest.raises(tiller.TillerError, match=r"no op of the model is on device 2: shard the "
+                                                 r"model with ipu_shard_guard"):
+        _predict(model, x, (3, MICRO, False, BATCHES), threads=3)
