@@ -17,7 +17,8 @@
 //    accumulation_factor, batches_per_step,
 //    accumulation_and_replication_reduction_type, enable_replicated_graphs,
 //    replicated_graph_count, num_ipus, enable_manual_shard, enable_pipelining,
-//    and Tiller's own num_threads and pipeline_schedule);
+//    auto_recomputation, and Tiller's own num_threads, pipeline_schedule and
+//    trace_path);
 //  - not yet implemented: it would change what is trained (fp16, loss
 //    scaling), so only its default is
 //    accepted until Tiller implements it; any other value is refused rather

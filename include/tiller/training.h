@@ -91,6 +91,11 @@ struct SessionOptions {
   // activations) or fill-drain (every forward, then every backward; all the
   // window's micro-batches in flight). Tiller's option pipeline_schedule.
   enum class Schedule { kOneFOneB, kFillDrain } pipeline_schedule = Schedule::kOneFOneB;
+  // Recomputation (auto_recomputation 1, 3 or 4): backward ops read forward
+  // activations recomputed from their pipeline stage's inputs, so the
+  // activations do not live from the forward pass to their gradient (lower
+  // peak memory, more compute). Results are unchanged.
+  bool recompute = false;
   // When set (Tiller's option trace_path): every step's work is recorded, per
   // device (forward / backward / update segments, with the micro-batch), and
   // its copies and all-reduces, and after each Run() the file is rewritten

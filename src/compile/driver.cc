@@ -106,7 +106,6 @@ void Validate(const CompileOptions& o) {
   if (o.pipelining) refuse("pipelining", "true");
   if (o.precision != Precision::kFloat32) refuse("precision", "half");
   if (o.loss_scaling != 1.0) refuse("loss scaling", fmt::format("{}", o.loss_scaling));
-  if (o.recompute) refuse("recomputation", "true");
 }
 
 std::string CompileReport::Format() const {
@@ -210,6 +209,12 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
   if (options_.optimize) {
     for (auto& pass : passes::OptimizationPasses())
       report.stages.push_back(passes::RunPass(*pass, *graph, ctx));
+  }
+  if (ctx.training && options_.recompute) {
+    passes::FunctionPass recompute(
+        "recompute", "backward reads of activations -> recomputed from their stage's inputs",
+        passes::RecomputeActivations);
+    report.stages.push_back(passes::RunPass(recompute, *graph, ctx));
   }
   StagePass place("placement", "each op onto a device",
                   [&](ir::Graph& g) { return PlaceOps(g, devices_, options_.placement); });

@@ -66,6 +66,9 @@ struct CompileOptions {
   // Mixed precision (issue: bf16/fp16); float32 only so far.
   Precision precision = Precision::kFloat32;
   double loss_scaling = 1.0;
+  // Training: backward ops read forward activations recomputed from their
+  // pipeline stage's inputs (passes/recompute.cc), so activations do not
+  // live from the forward pass to their gradient.
   bool recompute = false;
 
   // A single CPU device with `threads` threads.

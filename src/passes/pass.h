@@ -68,6 +68,9 @@ int FuseActivation(ir::Graph& g);
 
 // update ops -> the shard and stage of the weight they update (training)
 int PlaceUpdateOps(ir::Graph& g);
+// backward reads of forward activations -> the activations recomputed from
+// their stage's inputs in the backward phase (training; passes/recompute.cc)
+int RecomputeActivations(ir::Graph& g);
 
 // The optimization passes, in order (each is a no-op where its pattern
 // does not occur, as in training graphs whose weights are state).

@@ -44,6 +44,9 @@ std::vector<OptionSpec> MakeSpecs() {
        "each op on the device of its ipu_index (ipu_shard_guard)"},
       {"enable_pipelining", Support::kHonoured, false,
        "pipeline the shards: devices work on different micro-batches at once"},
+      // popart::RecomputationType: 0 none, 1 standard, 2 norm-only, 3 pipeline, 4 all.
+      {"auto_recomputation", Support::kHonoured, int64_t{0},
+       "1, 3, 4: backward ops recompute activations from their stage's inputs; 0: none"},
       // Tiller's own: a trace of every step (Chrome / Perfetto JSON).
       {"trace_path", Support::kHonoured, std::string(""),
        "write a Chrome / Perfetto trace of the steps to this file ('' : off)"},
@@ -77,7 +80,6 @@ std::vector<OptionSpec> MakeSpecs() {
                            "scaled_optimizer_state",
                            "onnx_dump_path",
                            "enable_half_partial",
-                           "auto_recomputation",
                            "enable_stochastic_rounding",
                            "enable_outlining",
                            "global_replication_factor",
@@ -216,6 +218,16 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
     if (r != 0 && r != 1)
       Fail(ErrorKind::kInvalidArgument,
            "option accumulation_and_replication_reduction_type takes 0 (sum) or 1 (mean), got {}",
+           OptionValueRepr(value));
+  }
+  if (name == "auto_recomputation") {
+    const int64_t r = std::get<int64_t>(*converted);
+    if (r == 2)
+      Fail(ErrorKind::kInvalidArgument,
+           "option auto_recomputation=2 (norm only) is not implemented by Tiller (supported: 0 "
+           "none, 1 standard, 3 pipeline, 4 all; 1, 3 and 4 all recompute from stage inputs)");
+    if (r < 0 || r > 4)
+      Fail(ErrorKind::kInvalidArgument, "option auto_recomputation takes 0 to 4, got {}",
            OptionValueRepr(value));
   }
   if (name == "pipeline_schedule") {

@@ -307,6 +307,7 @@ TrainingSession::TrainingSession(const std::string& program_path,
     co.placement = compile::PlacementPolicy::kByShard;
     co.accumulation_steps = options.accumulation_factor;
     co.batches_per_step = options.batches_per_step;
+    co.recompute = options.recompute;
     co.replicas = options.replicas;
     for (auto& group : s.groups) co.replica_groups.push_back(group.get());
     co.replica_rank = r;
@@ -396,6 +397,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.devices_per_replica = static_cast<int>(devices / replicas);
   out.pipelining = o.GetBool("enable_pipelining");
   out.trace_path = o.GetStr("trace_path");
+  out.recompute = o.GetInt("auto_recomputation") != 0;
   out.pipeline_schedule = o.GetStr("pipeline_schedule") == "fill_drain"
                               ? SessionOptions::Schedule::kFillDrain
                               : SessionOptions::Schedule::kOneFOneB;

@@ -143,10 +143,10 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
     EXPECT_EQ(IpuOptions::FindSpec(specs[i].name), &specs[i]);
   }
   // + accumulation, batches per step, reduction, replication, num_ipus, manual shard,
-  // pipelining, pipeline_schedule, trace_path
-  EXPECT_EQ(honoured, 18);
+  // pipelining, pipeline_schedule, trace_path, auto_recomputation
+  EXPECT_EQ(honoured, 19);
   EXPECT_EQ(not_yet, 2);
-  EXPECT_EQ(no_effect, 31);
+  EXPECT_EQ(no_effect, 30);
   EXPECT_EQ(IpuOptions::FindSpec("nope"), nullptr);
 }
 
