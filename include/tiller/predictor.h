@@ -81,7 +81,8 @@ class Config {
   // ipu_batches_per_step x ipu_replica_num micro-batches of
   // ipu_micro_batch_size rows along their first dimension; replica r runs
   // micro-batches k = b * replicas + r on its ipu_device_num devices (the
-  // model's ipu_index shards: a model sharded with ipu_shard_guard),
+  // model's ipu_index shards: a model sharded with ipu_shard_guard; an
+  // unsharded model is split into stages of about equal cost),
   // pipelined when ipu_enable_pipelining (which needs ipu_batches_per_step
   // >= ipu_device_num). Outputs are every micro-batch's, in input order,
   // along the first dimension: what one device returns for the whole batch.

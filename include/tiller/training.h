@@ -81,6 +81,11 @@ struct SessionOptions {
   // ipu_shard_guard on device 0); values cross devices through copies; each
   // device gets num_threads / (replicas x devices_per_replica) threads.
   int devices_per_replica = 1;
+  // With devices_per_replica > 1 and a program nobody sharded (no
+  // ipu_index: enable_manual_shard off), the forward ops are split into
+  // stages of about equal cost instead (the split is in the summary's
+  // compile report).
+  bool auto_split = false;
   // Pipelining (enable_pipelining) over a replica's devices (its stages, in
   // ipu_index order): the micro-batches of each update (of an eval run) flow
   // through the devices, which work on different micro-batches at once.

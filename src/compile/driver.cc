@@ -153,6 +153,16 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
   std::vector<size_t> grad_pins, local_grad_pins;
   StepSource::Forward fwd = source.BuildForward(folder());
   TILLER_CHECK(fwd.graph, "the step source built no graph");
+  if (options_.auto_split && devices_.size() > 1 && !passes::IsSharded(*fwd.graph)) {
+    std::string detail;
+    StagePass split("auto_split", "forward ops -> stages of about equal cost (no ipu_index set)",
+                    [&](ir::Graph& g) {
+                      detail = passes::AutoSplitStages(g, static_cast<int>(devices_.size())).detail;
+                      return static_cast<int>(g.ops().size());
+                    });
+    report.stages.push_back(passes::RunPass(split, *fwd.graph, ctx));
+    report.stages.back().detail = detail;
+  }
   if (fwd.loss) {
     ctx.training = true;
     std::vector<ir::Value*> grads;

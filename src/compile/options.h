@@ -38,6 +38,11 @@ struct CompileOptions {
   // outputs and state live there.
   std::vector<DeviceSpec> devices = std::vector<DeviceSpec>(1);
   PlacementPolicy placement = PlacementPolicy::kByShard;
+  // With kByShard and more than one device: a forward graph nobody sharded
+  // (no ipu_index) is split into that many stages of about equal cost
+  // (passes/auto_split.cc; the split is in the compile report). A sharded
+  // graph keeps its shards.
+  bool auto_split = false;
   bool optimize = true;  // run the optimization passes (Config::SwitchIrOptim)
 
   // The IPU execution model (issue: sharding, pipelining, replication,

@@ -72,6 +72,22 @@ int PlaceUpdateOps(ir::Graph& g);
 // their stage's inputs in the backward phase (training; passes/recompute.cc)
 int RecomputeActivations(ir::Graph& g);
 
+// Automatic pipeline stages (passes/auto_split.cc) for a forward graph
+// nobody sharded: contiguous runs of forward ops of about equal cost, each
+// op's shard and stage set to its run's index. `detail` says the split.
+struct SplitResult {
+  std::vector<double> cost;  // per stage
+  std::vector<int> ops;      // per stage
+  std::string detail;        // "stage 0: 40 ops, 49.8% of the cost; stage 1: ..."
+};
+SplitResult AutoSplitStages(ir::Graph& g, int stages);
+// The cost the split balances: 2 x multiply-adds of matmul / linear / conv,
+// elements written for other ops, 0 for views.
+double ForwardOpCost(const ir::Op& op);
+// Whether any op has a shard or stage other than 0 (Paddle's ipu_index /
+// ipu_stage were set).
+bool IsSharded(const ir::Graph& g);
+
 // The optimization passes, in order (each is a no-op where its pattern
 // does not occur, as in training graphs whose weights are state).
 std::vector<std::unique_ptr<Pass>> OptimizationPasses();

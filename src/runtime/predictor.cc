@@ -155,6 +155,7 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
     o.devices.assign(ipu.device_num,
                      compile::DeviceSpec{"cpu", c.cpu_math_library_num_threads() / n_devices, 0});
     o.placement = compile::PlacementPolicy::kByShard;
+    o.auto_split = true;  // a model without ipu_index attributes
   }
   return o;
 }
@@ -198,9 +199,8 @@ struct Predictor::Impl {
       for (int d = 0; d < n; ++d) {
         if (ops[d] == 0)
           Fail(ErrorKind::kInvalidArgument,
-               "{}: EnableIpu(ipu_device_num={}) but no op of the model is on device {}: shard "
-               "the model with ipu_shard_guard / set_ipu_shard (its ipu_index attributes); "
-               "automatic splitting is not implemented yet",
+               "{}: EnableIpu(ipu_device_num={}) but no op of the model is on device {}: its "
+               "ipu_index attributes (ipu_shard_guard / set_ipu_shard) use fewer devices",
                model.program.path, n, d);
       }
       return step;

@@ -305,6 +305,7 @@ TrainingSession::TrainingSession(const std::string& program_path,
     co.devices.assign(options.devices_per_replica,
                       compile::DeviceSpec{"cpu", options.num_threads / n_devices, 0});
     co.placement = compile::PlacementPolicy::kByShard;
+    co.auto_split = options.auto_split;
     co.accumulation_steps = options.accumulation_factor;
     co.batches_per_step = options.batches_per_step;
     co.recompute = options.recompute;
@@ -383,12 +384,8 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
          "of every replica)",
          devices, replicas);
   const bool manual_shard = o.GetBool("enable_manual_shard");
-  if (devices / replicas > 1 && !manual_shard)
-    Fail(ErrorKind::kInvalidArgument,
-         "num_ipus {} gives each of {} replica(s) {} devices: shard the program over them with "
-         "ipu_shard_guard and enable_manual_shard=True (automatic sharding is not implemented "
-         "yet), or set num_ipus to {}",
-         devices, replicas, devices / replicas, replicas);
+  // More devices than replicas without manual sharding: an automatic split.
+  out.auto_split = devices / replicas > 1 && !manual_shard;
   if (manual_shard && devices / replicas < 2)
     Fail(ErrorKind::kInvalidArgument,
          "enable_manual_shard needs more than one device per replica: num_ipus {} with {} "

@@ -95,7 +95,7 @@ def _build_cnn_without_bn(opt):
 
 def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None, replicas=1,
            global_micro=ACCUMULATE, stages=1, pipeline=False, with_session=False,
-           recompute=False):
+           recompute=False, auto_devices=1):
     """Trains UPDATES updates of global batch MICRO x global_micro; returns
     (per-update losses [UPDATES, fetches], final state, fetch shapes[,
     session]). accumulate x replicas micro-batches make one update
@@ -121,6 +121,11 @@ def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None, re
                                   micro_batch_size=MICRO, enable_manual_shard=stages > 1)
     if recompute:
         strategy.set_options({"auto_recomputation": 3 if pipeline else 1})
+    if auto_devices > 1:
+        # More devices than replicas, no manual sharding: an automatic split.
+        strategy.set_graph_config(num_ipus=auto_devices * replicas, is_training=True,
+                                  micro_batch_size=MICRO)
+        strategy.set_options({"num_threads": auto_devices * replicas})
     if pipeline:
         strategy.set_pipelining_config(enable_pipelining=True, batches_per_step=batches_per_step,
                                        enable_gradient_accumulation=True,

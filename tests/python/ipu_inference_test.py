@@ -78,6 +78,26 @@ def test_bad_ipu_inference_configurations_say_what_to_change(model):
                                                  r"micro-batches of ipu_micro_batch_size 3, 24 "
                                                  r"rows"):
         _predict(model, x, (1, MICRO, False, BATCHES), REPLICAS, threads=2)
-    with pytest.raises(tiller.TillerError, match=r"no op of the model is on device 2: shard the "
-                                                 r"model with ipu_shard_guard"):
+    with pytest.raises(tiller.TillerError, match=r"no op of the model is on device 2: its "
+                                                 r"ipu_index attributes .* use fewer devices"):
         _predict(model, x, (3, MICRO, False, BATCHES), threads=3)
+
+
+def test_an_unsharded_model_is_split_into_stages_of_equal_cost(tmp_path):
+    """A model without ipu_index attributes on ipu_device_num 2: the compiler
+    splits it into two stages by cost (compile report), pipelined, and the
+    outputs still equal one device's."""
+    info = T.call_in_format("legacy", "models.sharded:export_inference_here",
+                            out_dir=str(tmp_path), stages=1)
+    prefix = info["prefix"]
+    x = np.random.default_rng(1).standard_normal((MICRO * BATCHES, sharded.FEATURES)).astype(
+        np.float32)
+    one = _predict(prefix, x)
+    config = ti.Config(prefix + ".pdmodel", prefix + ".pdiparams")
+    config.set_cpu_math_library_num_threads(2)
+    config.enable_ipu(2, MICRO, True, BATCHES)
+    predictor = ti.create_predictor(config)
+    out = predictor.run([x])[0]
+    np.testing.assert_allclose(out, one, rtol=1e-6, atol=1e-7)
+    report = predictor.summary()["compile_report"]
+    assert "auto_split" in report and "stage 0:" in report and "stage 1:" in report, report

@@ -85,3 +85,19 @@ def test_recomputation_lowers_the_peak_and_changes_nothing(kind):
     before, after = plain[3].summary(), again[3].summary()
     assert after.arena_bytes < before.arena_bytes, (before.arena_bytes, after.arena_bytes)
     assert "recompute" in after.compile_report
+
+
+def test_unsharded_program_on_more_devices_is_split_by_cost():
+    """num_ipus 2 without enable_manual_shard: BERT-tiny (nobody sharded it)
+    is split into 2 stages of about equal cost; it trains like one device."""
+    opt = T.OptSpec("adam", schedule="constant")
+    with T.static_mode():
+        one = _train("bert", opt, 1, 1, global_micro=GLOBAL)
+        split = _train("bert", opt, GLOBAL, 1, global_micro=GLOBAL, auto_devices=2,
+                       with_session=True)
+    _assert_same(one, split, "bert: auto split over 2 devices")
+    report = split[3].summary().compile_report
+    assert "auto_split" in report, report
+    shares = [float(p.split("% of")[0].split()[-1]) for p in report.split("stage ")[1:]
+              if "% of the cost" in p]
+    assert len(shares) == 2 and all(25 <= x <= 75 for x in shares), report
