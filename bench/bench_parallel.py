@@ -56,23 +56,6 @@ BERT_SMALL = T.PretrainConfig(
     seq_len=128, max_predictions=20)
 
 
-def cpu_line() -> str:
-    model = "unknown CPU"
-    flags = set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and model == "unknown CPU":
-                    model = line.split(":", 1)[1].strip()
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")
-           if f in flags]
-    return f"{model} ({os.cpu_count()} cpus; {' '.join(isa)})"
-
-
 def sgemm_gflops(n: int = 2048, reps: int = 3) -> float:
     a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
     b = a.T.copy()
@@ -83,16 +66,6 @@ def sgemm_gflops(n: int = 2048, reps: int = 3) -> float:
         a @ b
         best = min(best, time.perf_counter() - t0)
     return 2 * n ** 3 / best / 1e9
-
-
-def train_gflop(batch: int) -> float:
-    cfg = BERT_SMALL
-    c, s = cfg.bert, cfg.seq_len
-    h, inter, vocab = c.hidden_size, c.intermediate_size, c.vocab_size
-    encoder = common.bert_gflop(c.num_layers, h, inter, s, batch) * 1e9
-    p = batch * cfg.max_predictions
-    heads = 2 * batch * h * h + 4 * batch * h + 2 * p * h * h + 2 * p * h * vocab
-    return 3 * (encoder + heads) / 1e9
 
 
 def run_config(threads, replicas, stages, micro, args):
@@ -143,12 +116,12 @@ def run_config(threads, replicas, stages, micro, args):
 
 
 def main(args) -> int:
-    print(f"CPU: {cpu_line()}")
+    print(f"CPU: {common.cpu_description()}")
     gemm = sgemm_gflops()
     print(f"machine fp32 GEMM rate measured now (numpy sgemm 2048^3): {gemm:.0f} GFLOP/s")
     c = BERT_SMALL.bert
     global_batch = args.global_batch
-    gflop = train_gflop(global_batch)
+    gflop = common.pretrain_train_gflop(BERT_SMALL, global_batch)
     print(f"BERT-small ({c.num_layers} layers, hidden {c.hidden_size}, seq {BERT_SMALL.seq_len}), "
           f"global batch {global_batch} per update = {gflop:.1f} GFLOP, Adam, fp32; "
           f"{args.warmup} warm-up + {args.updates} timed updates each; pipeline micro-batch "

@@ -69,12 +69,7 @@ from models import training as T  # noqa: E402
 
 def train_gflop(cfg: T.PretrainConfig, batch: int) -> float:
     """GFLOP of one training step by the formula in the module docstring."""
-    c, s = cfg.bert, cfg.seq_len
-    h, inter, vocab = c.hidden_size, c.intermediate_size, c.vocab_size
-    encoder = common.bert_gflop(c.num_layers, h, inter, s, batch) * 1e9
-    p = batch * cfg.max_predictions
-    heads = 2 * batch * h * h + 4 * batch * h + 2 * p * h * h + 2 * p * h * vocab
-    return 3 * (encoder + heads) / 1e9
+    return common.pretrain_train_gflop(cfg, batch)
 
 
 def paddle_step_times(built: T.BuiltProgram, batches: list, warmup: int):

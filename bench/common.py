@@ -31,6 +31,36 @@ def bert_gflop(layers: int, hidden: int, inter: int, seq: int, batch: int) -> fl
     return batch * layers * (dense + attention) / 1e9
 
 
+def pretrain_train_gflop(cfg, batch: int) -> float:
+    """GFLOP of one BERT pretraining step (models.training.PretrainConfig
+    ``cfg``): 3x the forward matmul FLOPs (backward = input and weight
+    gradients), encoder plus pooler, NSP, MLM transform and the decoder tied
+    to the word embeddings (bench_training.py's docstring has the formula)."""
+    c, s = cfg.bert, cfg.seq_len
+    h, inter, vocab = c.hidden_size, c.intermediate_size, c.vocab_size
+    encoder = bert_gflop(c.num_layers, h, inter, s, batch) * 1e9
+    p = batch * cfg.max_predictions
+    heads = 2 * batch * h * h + 4 * batch * h + 2 * p * h * h + 2 * p * h * vocab
+    return 3 * (encoder + heads) / 1e9
+
+
+def cpu_description() -> str:
+    """The CPU model, its count and the ISA extensions that matter here."""
+    model, flags = "?", set()
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        if line.startswith("model name") and model == "?":
+            model = line.split(":", 1)[1].strip()
+        if line.startswith("flags") and not flags:
+            flags = set(line.split(":", 1)[1].split())
+    isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")
+           if f in flags]
+    return f"{model} ({os.cpu_count()} cpus; {' '.join(isa)})"
+
+
 def tiller_predictor(model_file: str, params_file: str, threads: int):
     import tiller.inference as ti
 

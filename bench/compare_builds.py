@@ -21,20 +21,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import common  # noqa: E402  (the CPU description; puts the repository on sys.path)
+
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
-
-
-def cpu_description() -> str:
-    model, flags = "?", set()
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name") and model == "?":
-            model = line.split(":", 1)[1].strip()
-        if line.startswith("flags") and not flags:
-            flags = set(line.split(":", 1)[1].split())
-    isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")
-           if f in flags]
-    return f"{model} ({os.cpu_count()} cpus; {' '.join(isa)})"
 
 
 def build_revision(rev: str) -> Path:
@@ -89,7 +79,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     from models import export
 
-    print(f"CPU: {cpu_description()}", flush=True)
+    print(f"CPU: {common.cpu_description()}", flush=True)
     print(f"building {args.before} ...", flush=True)
     trees = {"before": build_revision(args.before), "after": REPO}
     rows = []

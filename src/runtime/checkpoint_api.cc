@@ -85,7 +85,8 @@ static_assert(static_cast<int>(SaveFile::kNone) == static_cast<int>(paddle::Save
 
 std::vector<StateVariable> PaddleStateRoles(const std::string& program_path) {
   std::vector<StateVariable> out;
-  for (const paddle::StateVariable& v : paddle::ClassifyState(paddle::ReadProgramFile(program_path)))
+  for (const paddle::StateVariable& v :
+       paddle::ClassifyState(paddle::ReadProgramFile(program_path)))
     out.push_back({v.name, static_cast<StateRole>(v.role), static_cast<SaveFile>(v.file)});
   return out;
 }

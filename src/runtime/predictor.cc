@@ -16,6 +16,7 @@
 #include "frontend/paddle/translate.h"
 #include "runtime/api_types.h"
 #include "runtime/feeds.h"
+#include "runtime/micro_batches.h"
 #include "runtime/paddle_steps.h"
 #include "runtime/step_cache.h"
 #include "tiller/custom_op.h"
@@ -366,18 +367,10 @@ void Predictor::Impl::RunIpu() {
   auto prepare = [&](int k, compile::Executable& exe) {
     TILLER_CHECK(exe.inputs().size() == feeds->size(), "{} graph inputs for {} feeds",
                  exe.inputs().size(), feeds->size());
-    for (size_t i = 0; i < feeds->size(); ++i) {
-      const AlignedBuffer& data = feeds->data(i);
-      const size_t bytes = data.size() / micro_batches;
-      if (bytes) std::memcpy(exe.inputs()[i].data, data.data() + k * bytes, bytes);
-    }
+    runtime::CopyMicroBatchIn(*feeds, k, micro_batches, exe);
   };
   auto fetch = [&](int k, const compile::Executable& exe) {
-    for (size_t o = 0; o < n_out; ++o) {
-      const compile::TensorSlot& slot = exe.outputs()[o];
-      const size_t bytes = slot.type.bytes();
-      if (bytes) std::memcpy(ipu_outputs[o].data() + k * bytes, slot.data, bytes);
-    }
+    runtime::CopyMicroBatchOut(exe, k, ipu_outputs);
   };
   // Replica r runs micro-batches b * replicas + r, b = 0..batches-1.
   auto run_replica = [&](int r) {
@@ -403,25 +396,8 @@ void Predictor::Impl::RunIpu() {
         [&](int b, compile::Executable& exe) { fetch(b * replicas + r, exe); });
   };
   ipu_ran = false;
-  if (replicas == 1) {
-    run_replica(0);
-  } else {
-    std::vector<std::exception_ptr> errors(replicas);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < replicas; ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          run_replica(r);
-        } catch (...) {
-          errors[r] = std::current_exception();
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    for (std::exception_ptr& e : errors) {
-      if (e) std::rethrow_exception(e);
-    }
-  }
+  runtime::ReplicaFailure failure = runtime::RunReplicas(replicas, run_replica);
+  if (failure.error) std::rethrow_exception(failure.error);
   current = &first;
   ipu_ran = true;
 }

@@ -28,6 +28,7 @@
 #include "frontend/paddle/translate.h"
 #include "runtime/api_types.h"
 #include "runtime/feeds.h"
+#include "runtime/micro_batches.h"
 #include "runtime/paddle_steps.h"
 #include "runtime/step_cache.h"
 #include "tiller/training.h"
@@ -623,12 +624,7 @@ void TrainingSession::Run() {
 
 void TrainingSession::Impl::PrepareMicroBatch(compile::Executable& exe, int k, int64_t step_index) {
   if (trace) exe.SetTraceTag(fmt::format("run {} micro-batch {}", runs, k));
-  const int micro_batches = MicroBatchesPerRun();
-  for (size_t i = 0; i < feeds->size(); ++i) {
-    const AlignedBuffer& data = feeds->data(i);
-    const size_t bytes = data.size() / micro_batches;
-    if (bytes) std::memcpy(exe.inputs()[i].data, data.data() + k * bytes, bytes);
-  }
+  runtime::CopyMicroBatchIn(*feeds, k, MicroBatchesPerRun(), exe);
   // Random training ops (dropout) draw from (seed, micro-batch number), so
   // masks change every micro-batch and repeat for the same seed.
   for (size_t i = feeds->size(); i < exe.inputs().size(); ++i) {
@@ -640,11 +636,7 @@ void TrainingSession::Impl::PrepareMicroBatch(compile::Executable& exe, int k, i
 }
 
 void TrainingSession::Impl::FetchMicroBatch(const compile::Executable& exe, int k) {
-  for (size_t i = 0; i < fetch_names.size(); ++i) {
-    const compile::TensorSlot& slot = exe.outputs()[i];
-    const size_t bytes = slot.type.bytes();
-    if (bytes) std::memcpy(fetched[i].data() + k * bytes, slot.data, bytes);
-  }
+  runtime::CopyMicroBatchOut(exe, k, fetched);
 }
 
 void TrainingSession::Impl::RunReplicaPipelined(int replica, bool eval,
@@ -769,42 +761,19 @@ void TrainingSession::Run(bool eval) {
     else
       s.RunReplica(r, eval, *compiled[r], &updates[r]);
   };
-  if (n_replicas == 1) {
-    try {
-      run_replica(0);
-    } catch (...) {
-      compiled[0]->ResetAccumulators();
-      if (!eval) s.steps += updates[0];
-      throw;
-    }
-  } else {
-    // The replicas run concurrently, each driving its own device; they meet
-    // in the gradients' all_reduce. A replica that fails aborts the group,
-    // so the others stop instead of waiting for it.
-    std::vector<std::exception_ptr> errors(n_replicas);
-    std::atomic<int> first_failed{-1};
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n_replicas; ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          run_replica(r);
-        } catch (...) {
-          errors[r] = std::current_exception();
-          int none = -1;
-          first_failed.compare_exchange_strong(none, r);
-          for (auto& group : s.groups) group->Abort(fmt::format("replica {} failed", r));
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    if (first_failed >= 0) {
-      for (compile::CompiledStep* c : compiled) c->ResetAccumulators();
-      for (auto& group : s.groups) group->Reset();
-      // Replica 0's state is the session's; the others copy it again.
-      s.replicas_stale = true;
-      if (!eval) s.steps += *std::min_element(updates.begin(), updates.end());
-      std::rethrow_exception(errors[first_failed]);
-    }
+  // The replicas run concurrently, each driving its own devices; they meet
+  // in the gradients' all_reduce. A replica that fails aborts the groups,
+  // so the others stop instead of waiting for it.
+  runtime::ReplicaFailure failure = runtime::RunReplicas(n_replicas, run_replica, [&](int r) {
+    for (auto& group : s.groups) group->Abort(fmt::format("replica {} failed", r));
+  });
+  if (failure.error) {
+    for (compile::CompiledStep* c : compiled) c->ResetAccumulators();
+    for (auto& group : s.groups) group->Reset();
+    // Replica 0's state is the session's; the others copy it again.
+    s.replicas_stale = true;
+    if (!eval) s.steps += *std::min_element(updates.begin(), updates.end());
+    std::rethrow_exception(failure.error);
   }
   if (!eval) s.steps += s.options.batches_per_step;
   s.last = compiled[0];
