@@ -32,6 +32,7 @@ test: build build-asan
 	@$(PY) scripts/run_tests.py
 
 demo: build
+	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) scripts/pretrain_demo.py
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) scripts/demo.py
 
 bench: build

@@ -330,6 +330,8 @@ class BuiltProgram:
     opt_spec: OptSpec
     config: Any = None
     notes: list[str] = field(default_factory=list)
+    # Other values worth fetching (BERT: "mlm_logits", "nsp_logits").
+    outputs: dict[str, Any] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -439,8 +441,9 @@ def _build(kind: str, cfg, spec, seed: int, legacy_compat: bool = True,
         opt.minimize(loss)
     init = _init_arrays(model, seed)
     params = [p.name for p in model.parameters() if not p.stop_gradient]
+    outputs = {"mlm_logits": mlm_logits, "nsp_logits": nsp_logits} if kind == "bert" else {}
     return BuiltProgram(kind, fmt, main, startup, list(feeds), feeds, fetch, fetch_names, sched,
-                        params, init, spec, cfg, notes)
+                        params, init, spec, cfg, notes, outputs)
 
 
 @contextlib.contextmanager
