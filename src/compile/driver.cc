@@ -103,7 +103,6 @@ void Validate(const CompileOptions& o) {
          o.accumulation_steps);
   if (o.batches_per_step < 1)
     Fail(ErrorKind::kInvalidArgument, "batches per step must be >= 1, got {}", o.batches_per_step);
-  if (o.pipelining) refuse("pipelining", "true");
   if (o.precision != Precision::kFloat32) refuse("precision", "half");
   if (o.loss_scaling != 1.0) refuse("loss scaling", fmt::format("{}", o.loss_scaling));
 }
@@ -261,7 +260,9 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
   StateStorage storage = states;
   // The caller may hand in accumulators (executables that share them: the
   // copies of a pipeline).
-  for (Accumulator& a : step.accumulators) storage.try_emplace(a.name, a.data.data());
+  for (Accumulator& a : step.accumulators) {
+    if (!storage.try_emplace(a.name, a.data.data()).second) a.data = AlignedBuffer();
+  }
   step.exe = Executable::BuildPlaced(std::move(graph), devices_, storage);
   report.arena_bytes = step.exe->arena_bytes();
   return step;

@@ -57,7 +57,7 @@ struct CompileReport {
 // A gradient accumulator the driver added (CompileOptions::accumulation_steps):
 // a state of the step that the step owns, zeroed between updates. Storage
 // given to Compile under the accumulator's name is used instead (executables
-// that accumulate together).
+// that accumulate together), and `data` is then left empty.
 struct Accumulator {
   std::string name;
   AlignedBuffer data;

@@ -45,8 +45,9 @@ struct CompileOptions {
   bool auto_split = false;
   bool optimize = true;  // run the optimization passes (Config::SwitchIrOptim)
 
-  // The IPU execution model (issue: sharding, pipelining, replication,
-  // accumulation); Validate refuses what is not implemented yet.
+  // The IPU execution model. Pipelining is not a compile option: a
+  // pipeline runs several compiled copies of a sharded step
+  // (compile/pipeline.h).
   int replicas = 1;
   // With replicas > 1: per device, the group of that device's counterparts
   // in every replica (the same shard of each), which sums the gradients
@@ -67,7 +68,6 @@ struct CompileOptions {
   // (Paddle's accumulation_and_replication_reduction_type): their mean (the
   // default, the gradient of the mean loss over the global batch) or sum.
   enum class Reduction { kMean, kSum } reduction = Reduction::kMean;
-  bool pipelining = false;
   // Mixed precision (issue: bf16/fp16); float32 only so far.
   Precision precision = Precision::kFloat32;
   double loss_scaling = 1.0;

@@ -368,14 +368,14 @@ TEST(Placement, OptionsWithoutAHostDeviceOrWithUnknownBackendsAreRefused) {
               std::string::npos)
         << e.what();
   }
-  compile::CompileOptions pipelined;
-  pipelined.pipelining = true;
+  compile::CompileOptions half;
+  half.precision = compile::Precision::kBFloat16;
   try {
-    compile::Compiler c(pipelined);
+    compile::Compiler c(half);
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kUnimplemented);
-    EXPECT_NE(std::string(e.what()).find("pipelining = true"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("precision = half"), std::string::npos) << e.what();
   }
 }
 
