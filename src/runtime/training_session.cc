@@ -740,7 +740,12 @@ void TrainingSession::Run(bool eval) {
   const int n_replicas = s.options.replicas;
   const std::vector<Shape> shapes = s.MicroBatchShapes();
   std::vector<compile::CompiledStep*> compiled;
-  for (int r = 0; r < n_replicas; ++r) compiled.push_back(&s.Compile(r, eval, shapes));
+  for (int r = 0; r < n_replicas; ++r) {
+    compiled.push_back(&s.Compile(r, eval, shapes));
+    // Every compilation happens here, before the replicas' threads start:
+    // compiling touches the session's shared bookkeeping.
+    if (s.options.pipelining) s.Runner(r, eval, shapes);
+  }
   s.SyncReplicas();
   const compile::Executable& exe = *compiled[0]->exe;
   const size_t n_fetch = s.fetch_names.size();
