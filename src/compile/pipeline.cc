@@ -104,7 +104,14 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
     while (!first_error && started < n && copy_owner[started % k] < 0) {
       const int i = started++;
       copy_owner[i % k] = i;
-      prepare(i, *copies_[i % k]);
+      // An error on this thread must not leave before the devices' running
+      // work (which refers to this frame) ends: it is kept like theirs.
+      try {
+        prepare(i, *copies_[i % k]);
+      } catch (...) {
+        first_error = std::current_exception();
+        break;
+      }
       micro[i].waiting = n_deps;
       for (size_t p = 0; p < n_segs; ++p) {
         if (n_deps[p] == 0) make_ready(i, p);
@@ -161,7 +168,11 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
       if (--m.waiting[u] == 0) make_ready(done.micro, u);
     }
     if (++m.done == n_segs) {
-      finish(done.micro, *copies_[done.micro % k]);
+      try {
+        finish(done.micro, *copies_[done.micro % k]);
+      } catch (...) {
+        first_error = std::current_exception();
+      }
       copy_owner[done.micro % k] = -1;
       --in_flight;
       ++finished;
