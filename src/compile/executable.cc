@@ -59,10 +59,9 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     step.op = op.get();
     step.device = op->device;
     step.copy = op->type == "copy";
-    step.update = op->placement.phase == ir::Phase::kUpdate;
     // A run without the update phase must not skip what the other phases
     // read.
-    if (!step.update) {
+    if (op->placement.phase != ir::Phase::kUpdate) {
       for (const ir::Value* in : op->inputs) {
         TILLER_CHECK(!in || !in->producer || in->producer->placement.phase != ir::Phase::kUpdate,
                      "op {} ({}, {} phase) reads %{} of update op {}", op->type, op->name,
@@ -183,9 +182,8 @@ size_t Executable::arena_bytes() const {
   return total;
 }
 
-void Executable::RunStep(size_t i, RunPart part) {
+void Executable::RunStep(size_t i) {
   Step& s = steps_[i];
-  if (Skipped(s, part)) return;
   if (s.copy) {
     const ir::Value* in = s.op->inputs[0];
     backend::Device& from = *devices_[HomeDevice(in, host_)];
@@ -198,20 +196,20 @@ void Executable::RunStep(size_t i, RunPart part) {
     CheckFinite(s, !check_nan_inf_);
 }
 
-void Executable::RunSegment(const Segment& seg, RunPart part) {
+void Executable::RunSegment(const Segment& seg) {
   if (!profiling_ && !trace_) {
-    for (size_t i = seg.begin; i < seg.end; ++i) RunStep(i, part);
+    for (size_t i = seg.begin; i < seg.end; ++i) RunStep(i);
     return;
   }
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   for (size_t i = seg.begin; i < seg.end; ++i) {
     const auto t0 = Clock::now();
-    RunStep(i, part);
+    RunStep(i);
     const auto t1 = Clock::now();
     if (profiling_) step_ms_[i] += std::chrono::duration<double, std::milli>(t1 - t0).count();
     const Step& s = steps_[i];
-    if (trace_ && !Skipped(s, part) && (s.copy || s.op->type == "all_reduce")) {
+    if (trace_ && (s.copy || s.op->type == "all_reduce")) {
       trace_->Add(s.copy ? trace_copies_ : trace_collectives_,
                   fmt::format("{} {}", s.copy ? "copy" : "all_reduce", trace_tag_),
                   s.op->type.c_str(), t0, t1);
@@ -230,12 +228,9 @@ void Executable::Run(RunPart part) {
   // results); each on its device's stream, with that device's threads.
   for (size_t j = 0; j < segments_.size(); ++j) {
     const Segment& seg = segments_[j];
-    // Segments hold one phase each: skip whole ones the part leaves out.
-    const bool update = segment_info_[j].phase == ir::Phase::kUpdate;
-    if ((update && part == RunPart::kBeforeUpdate) || (!update && part == RunPart::kUpdateOnly))
-      continue;
+    if (LeavesOut(part, segment_info_[j].phase == ir::Phase::kUpdate)) continue;
     backend::Stream& stream = devices_[seg.device]->stream();
-    stream.Submit([this, &seg, part] { RunSegment(seg, part); });
+    stream.Submit([this, &seg] { RunSegment(seg); });
     stream.Synchronize();
   }
   CopyBack(part);
@@ -299,7 +294,7 @@ void Executable::SetTrace(TraceRecorder* trace, const std::string& lane_prefix) 
 }
 
 void Executable::RunSegmentHere(size_t j) {
-  RunSegment(segments_.at(j), RunPart::kAll);
+  RunSegment(segments_.at(j));
   for (const Copy& c : copy_back_) {
     if (c.segment == j && !c.update && c.from != c.to) std::memcpy(c.to, c.from, c.bytes);
   }
@@ -321,8 +316,7 @@ const ir::Op* Executable::ReaderOf(size_t segment, size_t dep) const {
 
 void Executable::CopyBack(RunPart part) {
   for (const Copy& c : copy_back_) {
-    if (c.update && part == RunPart::kBeforeUpdate) continue;
-    if (!c.update && part == RunPart::kUpdateOnly) continue;
+    if (LeavesOut(part, c.update)) continue;
     if (c.from != c.to) std::memcpy(c.to, c.from, c.bytes);
   }
 }

@@ -121,7 +121,6 @@ class Executable {
     int device = 0;
     std::unique_ptr<backend::Kernel> kernel;  // null for views and copies
     bool copy = false;
-    bool update = false;  // the op's phase is kUpdate
     backend::KernelArgs args;
   };
   // Consecutive steps on one device, submitted to its stream as one item.
@@ -129,9 +128,11 @@ class Executable {
     int device;
     size_t begin, end;
   };
-  static bool Skipped(const Step& s, RunPart part) {
-    return (s.update && part == RunPart::kBeforeUpdate) ||
-           (!s.update && part == RunPart::kUpdateOnly);
+  // Whether `part` leaves out work of the update phase (update) or of the
+  // other phases (!update). Segments hold one phase each (views, which run
+  // nothing, join any), so a run skips whole segments and copy-backs.
+  static bool LeavesOut(RunPart part, bool update) {
+    return update ? part == RunPart::kBeforeUpdate : part == RunPart::kUpdateOnly;
   }
   struct Copy {
     const void* from;
@@ -141,8 +142,8 @@ class Executable {
     size_t segment;  // of the op writing it
   };
 
-  void RunSegment(const Segment& seg, RunPart part);
-  void RunStep(size_t i, RunPart part);
+  void RunSegment(const Segment& seg);
+  void RunStep(size_t i);
   void CopyBack(RunPart part);
   void CheckFinite(const Step& s, bool guarded_only) const;
 

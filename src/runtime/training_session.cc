@@ -199,9 +199,14 @@ struct TrainingSession::Impl {
   void RunReplica(int replica, bool eval, compile::CompiledStep& compiled, int* updates_done);
   void RunReplicaPipelined(int replica, bool eval, const std::vector<Shape>& shapes,
                            int* updates_done);
-  // Writes micro-batch `k` (in feed order) of every feed and the random-op
-  // step number into exe's inputs.
-  void PrepareMicroBatch(compile::Executable& exe, int k, int64_t step_index);
+  // Micro-batch m of a replica's run (m = b * accumulation_factor + g, batch
+  // outermost) is micro-batch k = FeedIndex(m, replica) of the feeds: the
+  // replicas interleave.
+  int FeedIndex(int m, int replica) const { return m * options.replicas + replica; }
+  // Writes micro-batch k (in feed order) of every feed into exe's inputs,
+  // and the random ops' step number: steps so far x micro-batches per update
+  // + k, so masks change every micro-batch and repeat for the same seed.
+  void PrepareMicroBatch(compile::Executable& exe, int k);
   // Copies exe's outputs to micro-batch k's place in the fetches.
   void FetchMicroBatch(const compile::Executable& exe, int k);
   compile::PipelineStats pipeline_stats;  // replica 0's last window
@@ -622,11 +627,11 @@ void TrainingSession::Run() {
   Run(impl_->default_eval);
 }
 
-void TrainingSession::Impl::PrepareMicroBatch(compile::Executable& exe, int k, int64_t step_index) {
+void TrainingSession::Impl::PrepareMicroBatch(compile::Executable& exe, int k) {
   if (trace) exe.SetTraceTag(fmt::format("run {} micro-batch {}", runs, k));
   runtime::CopyMicroBatchIn(*feeds, k, MicroBatchesPerRun(), exe);
-  // Random training ops (dropout) draw from (seed, micro-batch number), so
-  // masks change every micro-batch and repeat for the same seed.
+  const int64_t step_index =
+      steps * options.accumulation_factor * options.replicas + static_cast<int64_t>(k);
   for (size_t i = feeds->size(); i < exe.inputs().size(); ++i) {
     compile::TensorSlot& slot = exe.inputs()[i];
     TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput, "unexpected graph input '{}'",
@@ -643,17 +648,14 @@ void TrainingSession::Impl::RunReplicaPipelined(int replica, bool eval,
                                                 const std::vector<Shape>& shapes,
                                                 int* updates_done) {
   compile::PipelineRunner& runner = Runner(replica, eval, shapes);
-  const int accumulate = options.accumulation_factor, n_replicas = options.replicas;
+  const int n_replicas = options.replicas;
   const int window = PipelineWindow(eval);
   const int windows = eval ? 1 : options.batches_per_step;
   for (int w = 0; w < windows; ++w) {
     // Micro-batch i of window w is micro-batch w * window + i of the run's
     // (batch, accumulation) order; the feeds interleave the replicas.
-    auto feed_index = [&](int i) { return (w * window + i) * n_replicas + replica; };
-    auto prepare = [&](int i, compile::Executable& exe) {
-      PrepareMicroBatch(exe, feed_index(i),
-                        (steps * accumulate + w * window + i) * n_replicas + replica);
-    };
+    auto feed_index = [&](int i) { return FeedIndex(w * window + i, replica); };
+    auto prepare = [&](int i, compile::Executable& exe) { PrepareMicroBatch(exe, feed_index(i)); };
     auto finish = [&](int i, compile::Executable& exe) { FetchMicroBatch(exe, feed_index(i)); };
     try {
       compile::PipelineStats stats = runner.Run(window, prepare, finish);
@@ -682,8 +684,8 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
   for (int b = 0; b < batches; ++b) {
     for (int g = 0; g < accumulate; ++g) {
       // The micro-batch, in feed order: batch, then accumulation, then replica.
-      const int k = (b * accumulate + g) * n_replicas + replica;
-      PrepareMicroBatch(exe, k, ((steps + b) * accumulate + g) * n_replicas + replica);
+      const int k = FeedIndex(b * accumulate + g, replica);
+      PrepareMicroBatch(exe, k);
       // An update applies after the last micro-batch of its window.
       const auto part = eval || g == accumulate - 1 ? compile::Executable::RunPart::kAll
                                                     : compile::Executable::RunPart::kBeforeUpdate;
