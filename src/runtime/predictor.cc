@@ -269,7 +269,9 @@ struct Predictor::Impl {
       }
       shapes.push_back(std::move(s));
     }
-    if (!placeholder) {
+    // With EnableIpu the runs compile per replica and micro-batch: a
+    // whole-batch compile here would never be used, so only the check runs.
+    if (!placeholder && !config.ipu().enabled) {
       CompileFor(shapes);
       return;
     }
