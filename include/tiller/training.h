@@ -101,6 +101,18 @@ struct SessionOptions {
   // activations do not live from the forward pass to their gradient (lower
   // peak memory, more compute). Results are unchanged.
   bool recompute = false;
+  // Replicated tensor sharding of the optimizer state (Paddle's
+  // location_optimizer {use_replicated_tensor_sharding: 1}, on by default
+  // in Paddle's IpuStrategy; with replicas > 1): each replica keeps
+  // 1/replicas of every per-element optimizer state (Adam's moments,
+  // momentum's velocity, ...) and updates its part of the weights; the
+  // gradients are reduce-scattered and the weights all-gathered instead of
+  // one all-reduce. Results are unchanged. Weights with fewer than
+  // shard_min_elements elements (min_elements_for_replicated_tensor_sharding,
+  // PopART's default 8192) and Lamb's state stay whole. GetState and
+  // checkpoints see whole tensors.
+  bool shard_optimizer_state = false;
+  int64_t shard_min_elements = 8192;
   // When set (Tiller's option trace_path): every step's work is recorded, per
   // device (forward / backward / update segments, with the micro-batch), and
   // its copies and all-reduces, and after each Run() the file is rewritten
@@ -218,6 +230,10 @@ class TrainingSession {
     int pipeline_max_in_flight = 0;
     double pipeline_bubble_fraction = 0;
     std::vector<double> pipeline_device_busy_ms;
+    // Per replica: the bytes of optimizer state (the optimizer ops'
+    // per-element and scalar state, not weights or learning rates) its
+    // steps hold; divided by the replicas with shard_optimizer_state.
+    std::vector<size_t> replica_optimizer_state_bytes;
   };
   Summary GetSummary() const;  // of the step run last
 

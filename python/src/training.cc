@@ -65,8 +65,21 @@ py::object ToPython(const OptionValue& v) {
   return std::visit([](const auto& x) -> py::object { return py::cast(x); }, v);
 }
 
-// Sets one option; returns the note of a no-effect option, or None.
+// Sets one option; returns the note of a no-effect option, or None. A dict
+// for location_optimizer (Paddle's tensor-location settings) sets each key
+// as the option "location_optimizer.<key>", so unknown keys are refused.
 py::object SetOption(PyIpuOptions& o, const std::string& name, const py::object& value) {
+  if (name == "location_optimizer" && py::isinstance<py::dict>(value)) {
+    std::string notes;
+    for (const auto& [key, item] : value.cast<py::dict>()) {
+      py::object note = SetOption(o, name + "." + py::str(key).cast<std::string>(),
+                                  py::reinterpret_borrow<py::object>(item));
+      if (!note.is_none()) notes += (notes.empty() ? "" : "; ") + note.cast<std::string>();
+    }
+    o.objects[name] = value;
+    if (notes.empty()) return py::none();
+    return py::str(notes);
+  }
   std::optional<OptionValue> v = ToOptionValue(value);
   std::string note = o.options.Set(name, v ? *v : OptionValue(py::repr(value).cast<std::string>()));
   if (v)
@@ -192,7 +205,9 @@ void BindTraining(py::module_& m) {
       .def_readonly("compile_report", &TrainingSession::Summary::compile_report)
       .def_readonly("pipeline_max_in_flight", &TrainingSession::Summary::pipeline_max_in_flight)
       .def_readonly("pipeline_bubble_fraction", &TrainingSession::Summary::pipeline_bubble_fraction)
-      .def_readonly("pipeline_device_busy_ms", &TrainingSession::Summary::pipeline_device_busy_ms);
+      .def_readonly("pipeline_device_busy_ms", &TrainingSession::Summary::pipeline_device_busy_ms)
+      .def_readonly("replica_optimizer_state_bytes",
+                    &TrainingSession::Summary::replica_optimizer_state_bytes);
 
   py::class_<TrainingSession>(m, "TrainingSession")
       .def(py::init([](const std::string& path, std::vector<std::string> feeds,

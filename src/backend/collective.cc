@@ -1,10 +1,12 @@
 #include "backend/collective.h"
 
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "core/error.h"
+#include "core/shape.h"
 
 namespace tiller::backend {
 namespace {
@@ -20,9 +22,7 @@ class InProcessCollective : public Collective {
 
   void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype,
                     double scale) override {
-    TILLER_CHECK(rank >= 0 && rank < ranks_, "rank {} of {}", rank, ranks_);
-    TILLER_CHECK(dtype == DType::kF32 || dtype == DType::kF64, "all-reduce of {}",
-                 DTypeName(dtype));
+    CheckSum(rank, dtype, "all-reduce");
     in_[rank] = in;
     out_[rank] = out;
     Barrier();  // every rank's buffers published
@@ -32,6 +32,45 @@ class InProcessCollective : public Collective {
     else
       SumSlice<double>(begin, end, scale);
     Barrier();  // every slice written before any rank reads its output
+  }
+
+  void ReduceScatterSum(int rank, const void* in, void* out, int64_t count, DType dtype,
+                        double scale) override {
+    CheckSum(rank, dtype, "reduce-scatter");
+    in_[rank] = in;
+    out_[rank] = out;
+    Barrier();  // every rank's input published
+    // Rank r sums its own part and writes it into its own output only.
+    const PartRange part = PartOf(count, ranks_, rank);
+    if (dtype == DType::kF32)
+      SumPart<float>(rank, part, static_cast<float>(scale));
+    else
+      SumPart<double>(rank, part, scale);
+    Barrier();  // no rank's input is reused before every rank read it
+  }
+
+  void AllGather(int rank, const void* in, void* out, int64_t count, DType dtype) override {
+    TILLER_CHECK(rank >= 0 && rank < ranks_, "rank {} of {}", rank, ranks_);
+    in_[rank] = in;
+    out_[rank] = out;
+    Barrier();
+    // Rank r copies every rank's part into its own output.
+    const size_t item = DTypeSize(dtype);
+    for (int r = 0; r < ranks_; ++r) {
+      const PartRange part = PartOf(count, ranks_, r);
+      if (part.size())
+        std::memcpy(static_cast<char*>(out) + part.begin * item, in_[r], part.size() * item);
+    }
+    Barrier();
+  }
+
+  void Broadcast(int rank, int root, void* buffer, size_t bytes) override {
+    TILLER_CHECK(rank >= 0 && rank < ranks_ && root >= 0 && root < ranks_, "rank {} root {} of {}",
+                 rank, root, ranks_);
+    out_[rank] = buffer;
+    Barrier();
+    if (rank != root && bytes) std::memcpy(buffer, out_[root], bytes);
+    Barrier();
   }
 
   void Abort(const std::string& why) override {
@@ -50,6 +89,23 @@ class InProcessCollective : public Collective {
   }
 
  private:
+  void CheckSum(int rank, DType dtype, const char* what) const {
+    TILLER_CHECK(rank >= 0 && rank < ranks_, "rank {} of {}", rank, ranks_);
+    TILLER_CHECK(dtype == DType::kF32 || dtype == DType::kF64, "{} of {}", what, DTypeName(dtype));
+  }
+
+  // The sum in rank order as SumSlice adds it, for `rank`'s own part.
+  template <typename T>
+  void SumPart(int rank, PartRange part, T scale) {
+    T* out = static_cast<T*>(out_[rank]);
+    for (int64_t e = part.begin; e < part.end; ++e) {
+      T sum = static_cast<const T*>(in_[0])[e];
+      for (int r = 1; r < ranks_; ++r) sum += static_cast<const T*>(in_[r])[e];
+      if (scale != T(1)) sum *= scale;
+      out[e - part.begin] = sum;
+    }
+  }
+
   template <typename T>
   void SumSlice(int64_t begin, int64_t end, T scale) {
     for (int64_t e = begin; e < end; ++e) {

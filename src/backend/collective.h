@@ -1,7 +1,9 @@
 // Collectives: a group of ranks (the replicas of a step) exchanging tensors.
-// Gradients of replicated training are summed with AllReduceSum; later
-// reduce-scatter / all-gather (replicated tensor sharding) and an MPI
-// implementation across processes take the same interface.
+// Gradients of replicated training are summed with AllReduceSum; replicated
+// tensor sharding (passes/shard_optimizer_state.cc) sums them with
+// ReduceScatterSum instead and reassembles the updated weights with
+// AllGather. An MPI implementation across processes takes the same
+// interface.
 //
 // Every rank of the group calls each collective, in the same order, from its
 // own thread (its device's stream); a call returns when every rank's part
@@ -26,6 +28,18 @@ class Collective {
   // allowed. dtype: float32 or float64.
   virtual void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype,
                             double scale = 1.0) = 0;
+  // The rank-order sum of every rank's `in` (count elements), scaled, but
+  // each rank receives only its part: elements PartOf(count, size(), rank)
+  // (core/shape.h) into `out`, which holds that many. The same bytes as
+  // AllReduceSum's for those elements.
+  virtual void ReduceScatterSum(int rank, const void* in, void* out, int64_t count, DType dtype,
+                                double scale = 1.0) = 0;
+  // Every rank's `in` (its part PartOf(count, size(), rank) of a count-element
+  // tensor) concatenated into every rank's `out` (count elements). Any
+  // dtype: the bytes are copied.
+  virtual void AllGather(int rank, const void* in, void* out, int64_t count, DType dtype) = 0;
+  // `bytes` bytes of rank `root`'s buffer into every other rank's `buffer`.
+  virtual void Broadcast(int rank, int root, void* buffer, size_t bytes) = 0;
   // Ends every pending and later call of the group with kInternal "<why>"
   // until Reset.
   virtual void Abort(const std::string& why) = 0;

@@ -144,7 +144,8 @@ ir::Graph::Folder Compiler::folder() {
   return MakeFolder(*devices_[host_]);
 }
 
-CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
+CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
+                               const ShardStorage& shards) {
   CompiledStep step;
   CompileReport& report = step.report;
   passes::PassContext ctx;
@@ -213,6 +214,18 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
         "place_updates", "update ops -> the shard and stage of the weight they update",
         passes::PlaceUpdateOps);
     report.stages.push_back(passes::RunPass(place_updates, *graph, ctx));
+    if (options_.replicas > 1 && options_.shard_optimizer_state) {
+      std::string detail;
+      StagePass shard(
+          "shard_optimizer_state",
+          "optimizer state -> this replica's part (reduce_scatter, all_gather)", [&](ir::Graph& g) {
+            return passes::ShardOptimizerState(
+                g, {options_.replicas, options_.replica_rank, options_.shard_min_elements},
+                &step.sharded_states, &detail);
+          });
+      report.stages.push_back(passes::RunPass(shard, *graph, ctx));
+      report.stages.back().detail = detail;
+    }
   }
 
   if (options_.optimize) {
@@ -262,6 +275,10 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states) {
   // copies of a pipeline).
   for (Accumulator& a : step.accumulators) {
     if (!storage.try_emplace(a.name, a.data.data()).second) a.data = AlignedBuffer();
+  }
+  for (const passes::ShardedState& s : step.sharded_states) {
+    TILLER_CHECK(shards, "state '{}' is sharded but the compile got no ShardStorage", s.name);
+    storage[s.name] = shards(s);
   }
   step.exe = Executable::BuildPlaced(std::move(graph), devices_, storage);
   report.arena_bytes = step.exe->arena_bytes();

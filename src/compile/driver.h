@@ -12,6 +12,7 @@
 // `tiller info --passes` prints.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,9 +64,18 @@ struct Accumulator {
   AlignedBuffer data;
 };
 
+// Storage for a state the step keeps only a part of
+// (CompileOptions::shard_optimizer_state): called once per sharded state;
+// returns a buffer of the part's bytes holding the part's current value,
+// which the caller keeps alive as long as the executable.
+using ShardStorage = std::function<void*(const passes::ShardedState&)>;
+
 struct CompiledStep {
   // Declared before exe: the executable binds the accumulators' storage.
   std::vector<Accumulator> accumulators;
+  // The states this replica's step holds a part of (their storage came
+  // from the ShardStorage).
+  std::vector<passes::ShardedState> sharded_states;
   std::unique_ptr<Executable> exe;
   const ir::Value* loss = nullptr;          // in exe->graph(), when differentiated
   std::vector<const ir::Value*> gradients;  // d loss / d wrt, as BuildUpdate got them
@@ -104,7 +114,9 @@ class Compiler {
   // Constant folding on the host device (compile/fold.h).
   ir::Graph::Folder folder();
 
-  CompiledStep Compile(StepSource& source, const StateStorage& states = {});
+  // `shards` must be given when the options shard the optimizer state.
+  CompiledStep Compile(StepSource& source, const StateStorage& states = {},
+                       const ShardStorage& shards = {});
 
  private:
   CompileOptions options_;

@@ -57,6 +57,14 @@ struct CompileOptions {
   // job).
   std::vector<backend::Collective*> replica_groups;
   int replica_rank = 0;
+  // Replicated tensor sharding of the optimizer state (Paddle's
+  // location_optimizer.use_replicated_tensor_sharding; with replicas > 1):
+  // each replica keeps 1/replicas of every per-element optimizer state and
+  // updates its part of the weights (passes/shard_optimizer_state.cc);
+  // weights with fewer than shard_min_elements elements stay whole. The
+  // sharded states' storage comes from Compile's ShardStorage.
+  bool shard_optimizer_state = false;
+  int64_t shard_min_elements = 8192;
   // Micro-batches whose gradients one update applies: the driver adds a
   // gradient accumulator per trained value (backward phase) and the update
   // reads the accumulated gradient; Executable::Run(RunPart::kBeforeUpdate)

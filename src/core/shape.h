@@ -19,4 +19,15 @@ bool BroadcastShapes(const Shape& a, const Shape& b, Shape* out);
 // Row-major strides in elements.
 std::vector<int64_t> Strides(const Shape& s);
 
+// Part `part` of `n` items split into `parts` contiguous parts of balanced
+// sizes (they differ by at most one): [n * part / parts, n * (part + 1) /
+// parts). Replicated tensor sharding and the collectives agree on it.
+struct PartRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+inline PartRange PartOf(int64_t n, int parts, int part) {
+  return {n * part / parts, n * (part + 1) / parts};
+}
+
 }  // namespace tiller

@@ -95,6 +95,14 @@ Value* Graph::AddState(const std::string& name, TensorType type) {
   return v;
 }
 
+void Graph::RemoveState(Value* state) {
+  TILLER_CHECK(state && state->kind == ValueKind::kState, "'{}' is not a state value",
+               state ? state->name : "null");
+  std::erase(states_, state);
+  std::erase_if(state_updates_, [&](const auto& u) { return u.first == state; });
+  state->kind = ValueKind::kIntermediate;
+}
+
 void Graph::SetStateUpdate(Value* state, Value* new_value) {
   TILLER_CHECK(state && state->kind == ValueKind::kState, "'{}' is not a state value",
                state ? state->name : "null");

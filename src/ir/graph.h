@@ -33,6 +33,7 @@ struct TensorType {
   Shape shape;
   size_t bytes() const { return static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype); }
   std::string ToString() const;  // "float32[1, 128]"
+  bool operator==(const TensorType&) const = default;
 };
 
 struct Value {
@@ -136,6 +137,11 @@ class Graph {
   // A persistent tensor (kState). Its new value after a run is set with
   // SetStateUpdate; without one it is read-only.
   Value* AddState(const std::string& name, TensorType type);
+  // Drops a state a pass replaced (e.g. by a shard of it): it leaves states()
+  // and state_updates() and becomes an ordinary value without a producer.
+  // Its readers must be dead code; RemoveDeadCode then drops them and it,
+  // and Verify refuses any reader left.
+  void RemoveState(Value* state);
   // After each run, `state` holds `new_value` (same type). The executable
   // writes it in place when it can (see runtime/executable.h).
   void SetStateUpdate(Value* state, Value* new_value);

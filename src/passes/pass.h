@@ -88,6 +88,24 @@ double ForwardOpCost(const ir::Op& op);
 // ipu_stage were set).
 bool IsSharded(const ir::Graph& g);
 
+// Replicated tensor sharding (passes/shard_optimizer_state.cc): on replica
+// `rank` of `replicas`, each elementwise optimizer op updates only its part
+// of the weight, from a reduce-scattered gradient, into states of the
+// part's size, and all-gathers the weight. `out` gets every state it
+// sharded; `detail` the saving and what it kept whole.
+struct ShardOptions {
+  int replicas = 1;
+  int rank = 0;
+  int64_t min_elements = 0;  // weights with fewer elements stay whole
+};
+struct ShardedState {
+  std::string name;
+  ir::TensorType whole;  // the state's type unsharded
+  PartRange part;        // this replica's elements of its flattened value
+};
+int ShardOptimizerState(ir::Graph& g, const ShardOptions& options, std::vector<ShardedState>* out,
+                        std::string* detail);
+
 // The optimization passes, in order (each is a no-op where its pattern
 // does not occur, as in training graphs whose weights are state).
 std::vector<std::unique_ptr<Pass>> OptimizationPasses();

@@ -64,6 +64,12 @@ std::vector<OptionSpec> MakeSpecs() {
       {"enable_fp16", Support::kNotYet, false, "float16 compute"},
       {"loss_scaling", Support::kNotYet, 1.0, "static loss scale"},
       {"enable_replicated_graphs", Support::kHonoured, false, "data-parallel replicas"},
+      // set_options({'location_optimizer': {...}}) sets these keys (Paddle's
+      // IpuStrategy sets use_replicated_tensor_sharding by default).
+      {"location_optimizer.use_replicated_tensor_sharding", Support::kHonoured, true,
+       "with replicas: each keeps 1/replicas of the optimizer state (results unchanged)"},
+      {"location_optimizer.min_elements_for_replicated_tensor_sharding", Support::kHonoured,
+       int64_t{8192}, "weights with fewer elements keep their optimizer state whole"},
       {"replicated_graph_count", Support::kHonoured, int64_t{1},
        "replicas, each training on its share of the micro-batches"},
   };
@@ -94,6 +100,10 @@ std::vector<OptionSpec> MakeSpecs() {
                            "cache_path",
                            "enable_engine_caching",
                            "location_optimizer",
+                           "location_optimizer.on_chip",
+                           "location_optimizer.min_elements_for_off_chip",
+                           "location_optimizer.use_io_tiles_to_load",
+                           "location_optimizer.use_io_tiles_to_store",
                            "location_weight",
                            "location_activation",
                            "location_accumulator",

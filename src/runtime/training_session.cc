@@ -72,7 +72,15 @@ struct TrainingSession::Impl {
     std::map<std::string, AlignedBuffer> own_state;  // replicas after the first
     // Pipelining: per (eval, feed shapes), the runner over the step's copies.
     std::map<StepCache::Key, std::unique_ptr<compile::PipelineRunner>> runners;
+    // Shard_optimizer_state: the replica's part of each sharded state (its
+    // steps' storage for it; the whole value is in `states` only after
+    // GatherParts).
+    std::map<std::string, AlignedBuffer> parts;
   };
+  // Sharded states: each replica's elements of the flattened value.
+  std::map<std::string, std::vector<PartRange>> sharded;
+  // Training ran since the parts were last gathered into `states`.
+  bool parts_newer = false;
   // Per device of a replica (shard), the group of that device in every
   // replica.
   std::vector<std::unique_ptr<backend::Collective>> groups;
@@ -184,7 +192,8 @@ struct TrainingSession::Impl {
     return *runner;
   }
 
-  // Copies replica 0's state into the others' when it changed outside a step.
+  // Copies replica 0's state into the others' when it changed outside a step
+  // (and every replica's part of the sharded states).
   void SyncReplicas() {
     if (!replicas_stale) return;
     for (size_t r = 1; r < replicas.size(); ++r) {
@@ -193,7 +202,54 @@ struct TrainingSession::Impl {
         if (buffer.size()) std::memcpy(buffer.data(), st.data.data(), buffer.size());
       }
     }
+    for (size_t r = 0; r < replicas.size(); ++r) {
+      for (auto& [name, buffer] : replicas[r].parts) {
+        const State& st = states.at(name);
+        const size_t offset = sharded.at(name)[r].begin * DTypeSize(st.type.dtype);
+        std::memcpy(buffer.data(), st.data.data() + offset, buffer.size());
+      }
+    }
     replicas_stale = false;
+  }
+
+  // Makes `states` whole again after training updated the replicas' parts:
+  // before any read of the state, and before any write (which marks the
+  // replicas stale, so SyncReplicas hands every state out again).
+  void GatherParts() {
+    if (!parts_newer) return;
+    for (size_t r = 0; r < replicas.size(); ++r) {
+      for (auto& [name, buffer] : replicas[r].parts) {
+        State& st = states.at(name);
+        const size_t offset = sharded.at(name)[r].begin * DTypeSize(st.type.dtype);
+        std::memcpy(st.data.data() + offset, buffer.data(), buffer.size());
+      }
+    }
+    parts_newer = false;
+  }
+
+  // Storage of replica `replica`'s part of a state its step shards: made
+  // the first time, from the whole state (current: parts are made at the
+  // first compile, before training, and kept).
+  void* PartStorage(int replica, const passes::ShardedState& s) {
+    Replica& rep = replicas[replica];
+    AlignedBuffer& buffer = rep.parts[s.name];
+    const State& st = states.at(s.name);
+    const size_t item = DTypeSize(st.type.dtype);
+    std::vector<PartRange>& parts = sharded[s.name];
+    parts.resize(replicas.size());
+    if (!buffer.size()) {
+      TILLER_CHECK(s.whole == st.type && !parts_newer, "sharding state '{}' ({})", s.name,
+                   st.type.ToString());
+      buffer.Resize(s.part.size() * item);
+      std::memcpy(buffer.data(), st.data.data() + s.part.begin * item, buffer.size());
+      parts[replica] = s.part;
+      // The replica's whole copy is no longer used.
+      rep.own_state.erase(s.name);
+      rep.storage.erase(s.name);
+    }
+    TILLER_CHECK(parts[replica].begin == s.part.begin && parts[replica].end == s.part.end,
+                 "state '{}': replica {} sharded it two ways", s.name, replica);
+    return buffer.data();
   }
 
   void RunReplica(int replica, bool eval, compile::CompiledStep& compiled, int* updates_done);
@@ -228,7 +284,9 @@ struct TrainingSession::Impl {
       for (compile::Accumulator& a : Compile(replica, eval, shapes, 0).accumulators)
         storage[a.name] = a.data.data();
     }
-    compile::CompiledStep step = rep.compiler->Compile(source, storage);
+    compile::CompiledStep step = rep.compiler->Compile(
+        source, storage,
+        [this, replica](const passes::ShardedState& st) { return PartStorage(replica, st); });
     compile::Executable& exe = *step.exe;
     exe.EnableNanInfCheck(options.check_nan_inf);
     exe.EnableProfiling(profiling);
@@ -318,6 +376,8 @@ TrainingSession::TrainingSession(const std::string& program_path,
     co.replicas = options.replicas;
     for (auto& group : s.groups) co.replica_groups.push_back(group.get());
     co.replica_rank = r;
+    co.shard_optimizer_state = options.shard_optimizer_state;
+    co.shard_min_elements = options.shard_min_elements;
     co.reduction = options.reduction == SessionOptions::Reduction::kSum
                        ? compile::CompileOptions::Reduction::kSum
                        : compile::CompileOptions::Reduction::kMean;
@@ -401,6 +461,9 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.pipelining = o.GetBool("enable_pipelining");
   out.trace_path = o.GetStr("trace_path");
   out.recompute = o.GetInt("auto_recomputation") != 0;
+  out.shard_optimizer_state = o.GetBool("location_optimizer.use_replicated_tensor_sharding");
+  out.shard_min_elements =
+      o.GetInt("location_optimizer.min_elements_for_replicated_tensor_sharding");
   out.pipeline_schedule = o.GetStr("pipeline_schedule") == "fill_drain"
                               ? SessionOptions::Schedule::kFillDrain
                               : SessionOptions::Schedule::kOneFOneB;
@@ -471,6 +534,7 @@ const std::vector<std::string>& TrainingSession::FeedNames() const {
 void TrainingSession::SetState(const std::string& name, const void* data, DataType dtype,
                                size_t bytes) {
   Impl::State& st = impl_->FindState(name);
+  impl_->GatherParts();
   if (FromApi(dtype) != st.type.dtype)
     Fail(ErrorKind::kInvalidArgument, "state '{}' is {}, got {}", name, st.type.ToString(),
          inference::DataTypeName(dtype));
@@ -484,6 +548,7 @@ void TrainingSession::SetState(const std::string& name, const void* data, DataTy
 
 void TrainingSession::GetState(const std::string& name, void* data, size_t bytes) const {
   Impl::State& st = impl_->FindState(name);
+  impl_->GatherParts();
   if (bytes != st.type.bytes())
     Fail(ErrorKind::kInvalidArgument, "state '{}' ({}) has {} bytes, buffer has {}", name,
          st.type.ToString(), st.type.bytes(), bytes);
@@ -492,6 +557,7 @@ void TrainingSession::GetState(const std::string& name, void* data, size_t bytes
 
 void TrainingSession::SetLearningRate(double lr) {
   Impl& s = *impl_;
+  s.GatherParts();
   std::vector<Impl::State*> targets;
   for (const std::string& name : s.info.state) {
     const paddle::StateVariable* v = s.Role(name);
@@ -525,6 +591,7 @@ void TrainingSession::SetLearningRate(double lr) {
 }
 
 void TrainingSession::SaveCheckpoint(const std::string& path_prefix) const {
+  impl_->GatherParts();
   const Impl& s = *impl_;
   s.RequireStateSet("SaveCheckpoint()");
   std::vector<paddle::ArrayView> params, opts;
@@ -552,6 +619,7 @@ void TrainingSession::SaveCheckpoint(const std::string& path_prefix) const {
 
 void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
   Impl& s = *impl_;
+  s.GatherParts();  // a refused checkpoint leaves the state as it was
   // Both files into one dict (a variable in both: .pdopt's value), so a
   // checkpoint of either program form loads into the other (the learning
   // rate is in .pdparams for PIR, in .pdopt for legacy programs).
@@ -777,12 +845,16 @@ void TrainingSession::Run(bool eval) {
   if (failure.error) {
     for (compile::CompiledStep* c : compiled) c->ResetAccumulators();
     for (auto& group : s.groups) group->Reset();
-    // Replica 0's state is the session's; the others copy it again.
+    // Replica 0's state (with every replica's part of the sharded states)
+    // is the session's; the others copy it again.
+    s.parts_newer = !s.sharded.empty();
+    s.GatherParts();
     s.replicas_stale = true;
     if (!eval) s.steps += *std::min_element(updates.begin(), updates.end());
     std::rethrow_exception(failure.error);
   }
   if (!eval) s.steps += s.options.batches_per_step;
+  if (!eval && !s.sharded.empty()) s.parts_newer = true;
   s.last = compiled[0];
   s.last_eval = eval;
 }
@@ -821,6 +893,16 @@ TrainingSession::Summary TrainingSession::GetSummary() const {
   s.pipeline_max_in_flight = impl_->pipeline_stats.max_in_flight;
   s.pipeline_bubble_fraction = impl_->pipeline_stats.BubbleFraction();
   s.pipeline_device_busy_ms = impl_->pipeline_stats.busy_ms;
+  for (size_t r = 0; r < impl_->replicas.size(); ++r) {
+    size_t bytes = 0;
+    for (const auto& [name, st] : impl_->states) {
+      const paddle::StateVariable* v = impl_->Role(name);
+      if (!v || v->role != paddle::StateRole::kOptimizerState) continue;
+      auto part = impl_->replicas[r].parts.find(name);
+      bytes += part != impl_->replicas[r].parts.end() ? part->second.size() : st.type.bytes();
+    }
+    s.replica_optimizer_state_bytes.push_back(bytes);
+  }
   return s;
 }
 

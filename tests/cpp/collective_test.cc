@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/shape.h"
 
 namespace tiller {
 namespace {
@@ -46,6 +47,42 @@ TEST(InProcessCollective, AllReduceSumGivesEveryRankTheSameSumInPlaceOrNot) {
       ASSERT_EQ(out[r][i], want) << "rank " << r << " element " << i;
       ASSERT_EQ(in_place[r][i], want_d) << "rank " << r << " element " << i;
     }
+  }
+}
+
+TEST(InProcessCollective, ReduceScatterGivesEachRankItsPartOfTheAllReduceAndAllGatherJoinsThem) {
+  constexpr int kRanks = 3;
+  constexpr int64_t kCount = 1001;  // parts of 333, 333 and 335 elements
+  auto group = backend::MakeInProcessCollective(kRanks);
+  std::vector<std::vector<float>> in(kRanks), reduced(kRanks), part(kRanks), gathered(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    for (int64_t i = 0; i < kCount; ++i)
+      in[r].push_back(0.1f * static_cast<float>(r + 1) + static_cast<float>(i) / 7);
+    reduced[r].assign(kCount, -1.0f);
+    part[r].assign(PartOf(kCount, kRanks, r).size(), -1.0f);
+    gathered[r].assign(kCount, -1.0f);
+  }
+  // Broadcast from rank 1 into the others' buffers.
+  const std::vector<double> root = {1, 2, 3, 4, 5};
+  std::vector<std::vector<double>> cast(kRanks, std::vector<double>(5, 0.0));
+  cast[1] = root;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      group->AllReduceSum(r, in[r].data(), reduced[r].data(), kCount, DType::kF32, 0.25);
+      group->ReduceScatterSum(r, in[r].data(), part[r].data(), kCount, DType::kF32, 0.25);
+      group->AllGather(r, part[r].data(), gathered[r].data(), kCount, DType::kF32);
+      group->Broadcast(r, 1, cast[r].data(), 5 * sizeof(double));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    const PartRange p = PartOf(kCount, kRanks, r);
+    for (int64_t i = p.begin; i < p.end; ++i)
+      ASSERT_EQ(part[r][i - p.begin], reduced[r][i]) << "rank " << r << " element " << i;
+    // The parts joined again: every rank holds the all-reduce's bytes.
+    ASSERT_EQ(gathered[r], reduced[0]) << "rank " << r;
+    EXPECT_EQ(cast[r], root) << "rank " << r;
   }
 }
 

@@ -143,10 +143,12 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
     EXPECT_EQ(IpuOptions::FindSpec(specs[i].name), &specs[i]);
   }
   // + accumulation, batches per step, reduction, replication, num_ipus, manual shard,
-  // pipelining, pipeline_schedule, trace_path, auto_recomputation
-  EXPECT_EQ(honoured, 19);
+  // pipelining, pipeline_schedule, trace_path, auto_recomputation,
+  // location_optimizer's use_replicated_tensor_sharding and its threshold
+  EXPECT_EQ(honoured, 21);
   EXPECT_EQ(not_yet, 2);
-  EXPECT_EQ(no_effect, 30);
+  // + location_optimizer's on_chip, min_elements_for_off_chip, use_io_tiles_*
+  EXPECT_EQ(no_effect, 34);
   EXPECT_EQ(IpuOptions::FindSpec("nope"), nullptr);
 }
 

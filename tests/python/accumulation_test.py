@@ -95,13 +95,13 @@ def _build_cnn_without_bn(opt):
 
 def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None, replicas=1,
            global_micro=ACCUMULATE, stages=1, pipeline=False, with_session=False,
-           recompute=False, auto_devices=1):
+           recompute=False, auto_devices=1, options=None):
     """Trains UPDATES updates of global batch MICRO x global_micro; returns
     (per-update losses [UPDATES, fetches], final state, fetch shapes[,
     session]). accumulate x replicas micro-batches make one update
     (global_micro in all, or 1 for one device with the global batch). stages
     > 1: the model sharded over that many devices per replica (pipelined when
-    `pipeline`)."""
+    `pipeline`). `options`: more IpuStrategy options."""
     import paddle
 
     micro = _micro_batches(kind, UPDATES * global_micro)
@@ -133,6 +133,8 @@ def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None, re
     if replicas > 1:
         strategy.set_options({"enable_replicated_graphs": True,
                               "replicated_graph_count": replicas})
+    if options:
+        strategy.set_options(options)
     prog = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
         built.feed_names, built.fetch_list)
     # One global batch is ACCUMULATE micro-batches, whatever the run's shape.

@@ -8,6 +8,8 @@ each update.
 Equivalence with one device and the global batch, as in accumulation_test.py
 (same data, the same bounds: per-update loss rel 1e-5, state 1e-5 max-abs).
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -59,9 +61,59 @@ def cnn():
         yield built, scope
 
 
-def test_a_non_finite_gradient_on_one_replica_stops_every_replica(cnn):
+# Replicated tensor sharding of every optimizer state (Paddle's default
+# threshold, 8192 elements, leaves the small CNN's tensors whole).
+RTS_ALL = {"location_optimizer": {"use_replicated_tensor_sharding": True,
+                                  "min_elements_for_replicated_tensor_sharding": 0}}
+RTS_OFF = {"location_optimizer": {"use_replicated_tensor_sharding": False}}
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam", "adamw", "adamax", "lamb",
+                                       "adagrad", "adadelta", "rmsprop_centered"])
+def test_replicated_tensor_sharding_changes_no_bit(optimizer):
+    """Each replica updates its half of every weight from a reduce-scattered
+    gradient, with its half of the optimizer state, then all-gathers the
+    weight: the same bytes as every replica updating all of it. Lamb (trust
+    ratio of whole tensors) keeps its state whole, and says so."""
+    import paddle
+
+    opt = T.OptSpec(optimizer, schedule="constant", clip_norm=None)
+    micro = _micro_batches("cnn_nobn", 12)
+    results = {}
+    with T.static_mode():
+        built = _build("cnn_nobn", opt)
+        for name, options in (("off", RTS_OFF), ("on", RTS_ALL)):
+            scope = paddle.static.Scope()
+            T.init_scope(built, scope)
+            prog = _replicated(built, scope, enable_gradient_accumulation=True,
+                               accumulation_factor=2, **options)
+            losses = [prog.run(feed=_concat("cnn_nobn", micro[i:i + 4], False))[0]
+                      for i in range(0, 12, 4)]
+            state = {n: prog.session.get_state(n).copy() for n in prog.session.state_names()}
+            results[name] = (losses, state, prog.session.summary())
+    (off_losses, off_state, off), (on_losses, on_state, on) = results["off"], results["on"]
+    for a, b in zip(off_losses, on_losses):
+        np.testing.assert_array_equal(a, b)
+    assert off_state.keys() == on_state.keys()
+    for name, value in off_state.items():
+        np.testing.assert_array_equal(on_state[name], value, err_msg=name)
+    report = on.compile_report
+    if optimizer == "lamb":
+        assert "kept whole: lamb" in report and "reduce_scatter" not in report, report
+        assert on.replica_optimizer_state_bytes == off.replica_optimizer_state_bytes
+    else:
+        # The gradients are reduce-scattered: no all_reduce is left.
+        assert re.search(r"(\d+) of \1 optimizer ops sharded", report), report
+        assert "all_reduce" not in on.graph, report
+        assert "reduce_scatter" in report and "all_gather" in report, report
+        if optimizer != "sgd":  # SGD has no optimizer state
+            assert on.replica_optimizer_state_bytes[0] < off.replica_optimizer_state_bytes[0]
+
+
+@pytest.mark.parametrize("options", [{}, RTS_ALL], ids=["whole", "sharded"])
+def test_a_non_finite_gradient_on_one_replica_stops_every_replica(cnn, options):
     built, scope = cnn
-    prog = _replicated(built, scope)
+    prog = _replicated(built, scope, **options)
     micro = _micro_batches("cnn_nobn", 2 * ACCUMULATE)
     prog.run(feed=_concat("cnn_nobn", micro[:2], False))
     before = {n: prog.session.get_state(n).copy() for n in prog.session.state_names()}
@@ -103,13 +155,15 @@ def test_bad_replication_configurations_say_what_to_change(cnn):
                        "label": np.zeros((5, 1), np.int64)})
 
 
-def test_state_set_between_runs_reaches_every_replica(cnn):
+@pytest.mark.parametrize("options", [{}, RTS_ALL], ids=["whole", "sharded"])
+def test_state_set_between_runs_reaches_every_replica(cnn, options):
     """A checkpoint loaded (or any state set) after a run is what every
-    replica trains from next: two replicas after a reload equal one device
-    after the same reload."""
+    replica trains from next (with sharded optimizer state: every replica's
+    part of it): two replicas after a reload equal one device after the same
+    reload."""
     built, scope = cnn
     micro = _micro_batches("cnn_nobn", 8)
-    prog = _replicated(built, scope)
+    prog = _replicated(built, scope, **options)
     start = {n: prog.session.get_state(n).copy() for n in prog.session.state_names()}
     prog.run(feed=_concat("cnn_nobn", micro[:2], False))
     for name, value in start.items():

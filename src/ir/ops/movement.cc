@@ -9,9 +9,12 @@
 //   all_reduce(x) {reduction: "sum"|"mean", group: replica ids (empty: all),
 //     scale}: scale x the reduction (a mean over micro-batches as well as
 //     replicas folds into it, saving a pass over the gradients)
-//   reduce_scatter(x) {reduction, group, axis, parts}: x reduced, then part
-//     `rank` of `parts` along `axis`.
-//   all_gather(x) {group, axis, parts}: the parts concatenated along `axis`.
+//   reduce_scatter(x) {reduction, group, axis, parts, rank, scale}: scale x
+//     x reduced over the group, then part `rank` of dim `axis` split into
+//     `parts` contiguous parts of balanced sizes (core/shape.h PartOf). Each
+//     replica's graph has its own rank, so the part's size is static.
+//   all_gather(x) {group, axis, parts, rank, size}: every rank's part
+//     concatenated along `axis` into `size` rows; x is part `rank` of them.
 //   stash(x) {depth}: pushes x into a ring of `depth` slots (the activations
 //     a pipeline stage keeps for its backward pass); out [depth, ...x].
 //   restore(ring) {}: the oldest slot of a stash ring.
@@ -31,21 +34,29 @@ int Axis(InferContext& ctx, int rank) {
   return static_cast<int>(axis);
 }
 
+// The part attributes: parts >= 1 and 0 <= rank < parts.
+std::pair<int, int> Parts(InferContext& ctx) {
+  const int64_t parts = ctx.op().GetInt("parts"), rank = ctx.op().GetInt("rank");
+  if (parts < 1 || rank < 0 || rank >= parts) ctx.Fail("rank {} of {} parts", rank, parts);
+  return {static_cast<int>(parts), static_cast<int>(rank)};
+}
+
 void InferReduceScatter(InferContext& ctx) {
   TensorType t = ctx.input(0);
-  int64_t parts = ctx.op().GetInt("parts");
-  int a = Axis(ctx, static_cast<int>(t.shape.size()));
-  if (parts < 1 || t.shape[a] % parts != 0)
-    ctx.Fail("dim {} ({}) does not split into {} parts", a, t.shape[a], parts);
-  t.shape[a] /= parts;
+  const int a = Axis(ctx, static_cast<int>(t.shape.size()));
+  const auto [parts, rank] = Parts(ctx);
+  t.shape[a] = PartOf(t.shape[a], parts, rank).size();
   ctx.AddOutput(t);
 }
 
 void InferAllGather(InferContext& ctx) {
   TensorType t = ctx.input(0);
-  int64_t parts = ctx.op().GetInt("parts");
-  if (parts < 1) ctx.Fail("parts {} < 1", parts);
-  t.shape[Axis(ctx, static_cast<int>(t.shape.size()))] *= parts;
+  const int a = Axis(ctx, static_cast<int>(t.shape.size()));
+  const auto [parts, rank] = Parts(ctx);
+  const int64_t size = ctx.op().GetInt("size");
+  if (size < 0 || PartOf(size, parts, rank).size() != t.shape[a])
+    ctx.Fail("part {} of {} rows in {} parts is not {} rows", rank, size, parts, t.shape[a]);
+  t.shape[a] = size;
   ctx.AddOutput(t);
 }
 
@@ -101,12 +112,16 @@ const bool kRegistered = [] {
                        .Attr("group", std::vector<int64_t>{})
                        .Attr("axis", int64_t{0})
                        .RequiredAttr("parts", AttrKind::kInt)
+                       .RequiredAttr("rank", AttrKind::kInt)
+                       .Attr("scale", 1.0)
                        .Precision(kFollows)
                        .Layout(LayoutRule::kAxisAttrs, {"axis"}));
   RegisterOpSchema(OpSchema{"all_gather", 1, 1, InferAllGather}
                        .Attr("group", std::vector<int64_t>{})
                        .Attr("axis", int64_t{0})
                        .RequiredAttr("parts", AttrKind::kInt)
+                       .RequiredAttr("rank", AttrKind::kInt)
+                       .RequiredAttr("size", AttrKind::kInt)
                        .Precision(kFollows)
                        .Layout(LayoutRule::kAxisAttrs, {"axis"}));
   RegisterOpSchema(OpSchema{"stash", 1, 1, InferStash}
