@@ -3,6 +3,8 @@
 //   tiller run MODEL --input name=file.npy... --output-dir DIR
 //   tiller bench MODEL --batch N --seq-len L --threads T
 //   tiller ops
+//   tiller plan MODEL [--train] --devices N --replicas R --micro-batch B --accumulate G
+//               [--profile ipu-mk2]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +20,7 @@
 #include "npy.h"
 #include "tiller/backends.h"
 #include "tiller/inspect.h"
+#include "tiller/planner.h"
 #include "tiller/predictor.h"
 
 namespace {
@@ -282,6 +285,18 @@ int Ops() {
   return 0;
 }
 
+int PrintPlan(const tiller::planning::PlanRequest& request) {
+  const tiller::planning::PlanReport report = tiller::planning::Plan(request);
+  fmt::print("{}", report.text);
+  if (!report.fits) {
+    std::fflush(stdout);
+    fmt::print(stderr, "tiller: the configuration does not fit its device profile ({})\n",
+               request.profile);
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -328,10 +343,49 @@ int main(int argc, char** argv) {
 
   app.add_subcommand("ops", "the Paddle ops Tiller translates");
 
+  auto* plan = app.add_subcommand(
+      "plan", "per-device memory and predicted step time of a configuration, without running it");
+  tiller::planning::PlanRequest req;
+  plan->add_option("model", req.model, "training program (--train) or inference model")->required();
+  plan->add_option("--params", req.params, "inference: parameter file");
+  plan->add_flag("--train", req.train, "plan a training step (the model is a training program)");
+  plan->add_option("--feed", req.feeds, "training: a fed variable (default: the data variables)");
+  plan->add_option("--shape", shapes,
+                   "feed shape NAME=DxD... (dynamic dims: micro-batch, seq-len)");
+  plan->add_option("--seq-len", req.seq_len, "value of a dynamic second dim")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--devices", req.devices, "devices of all replicas (Paddle's num_ipus)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--replicas", req.replicas, "data-parallel replicas")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--micro-batch", req.micro_batch, "batch of one micro-batch")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--accumulate", req.accumulate, "training: micro-batches per update")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--batches-per-step", req.batches_per_step, "updates (or micro-batches) per run")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--profile", req.profile,
+                   "device profile: cpu, ipu-mk2, ipu-bow, h200; NAME:CAPACITY for a what-if "
+                   "capacity (default cpu)");
+  plan->add_option("--threads", req.threads, "cpu profile: threads per device")
+      ->check(CLI::PositiveNumber);
+  bool no_pipeline = false, no_rts = false;
+  plan->add_flag("--no-pipeline", no_pipeline, "run the stages one after another");
+  plan->add_flag("--fill-drain", req.fill_drain, "pipeline schedule fill-drain (default 1F1B)");
+  plan->add_flag("--no-replicated-tensor-sharding", no_rts,
+                 "keep the whole optimizer state on every replica");
+  plan->add_flag("--recompute", req.recompute, "recompute activations in the backward");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (info->parsed()) return Info(model, params, shapes, dev, passes);
     if (run->parsed()) return Run(model, params, inputs, out_dir, threads);
+    if (plan->parsed()) {
+      for (const auto& a : shapes) req.shapes.insert(ParseShapeArg(a));
+      req.pipelining = !no_pipeline;
+      req.replicated_tensor_sharding = !no_rts;
+      return PrintPlan(req);
+    }
     if (bench->parsed())
       return Bench(model, params, batch, seq_len, threads, warmup, iters, shapes, profile);
     return Ops();

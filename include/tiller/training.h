@@ -113,6 +113,11 @@ struct SessionOptions {
   // checkpoints see whole tensors.
   bool shard_optimizer_state = false;
   int64_t shard_min_elements = 8192;
+  // A device profile (Tiller's option device_profile: cpu, ipu-mk2,
+  // ipu-bow, h200, or NAME:CAPACITY; see include/tiller/planner.h): every
+  // compiled step is checked against it before it runs, and one that does
+  // not fit fails with the planner's report. "": no check.
+  std::string device_profile;
   // When set (Tiller's option trace_path): every step's work is recorded, per
   // device (forward / backward / update segments, with the micro-batch), and
   // its copies and all-reduces, and after each Run() the file is rewritten
@@ -234,6 +239,11 @@ class TrainingSession {
     // per-element and scalar state, not weights or learning rates) its
     // steps hold; divided by the replicas with shard_optimizer_state.
     std::vector<size_t> replica_optimizer_state_bytes;
+    // Per device of replica 0, the bytes the step holds there: the state
+    // whose optimizer (or first reader) runs there, and the arenas actually
+    // allocated on it by every copy of the step in use (a pipeline's
+    // micro-batches in flight). What the planner predicts as "peak".
+    std::vector<size_t> device_memory_bytes;
   };
   Summary GetSummary() const;  // of the step run last
 

@@ -207,7 +207,8 @@ void BindTraining(py::module_& m) {
       .def_readonly("pipeline_bubble_fraction", &TrainingSession::Summary::pipeline_bubble_fraction)
       .def_readonly("pipeline_device_busy_ms", &TrainingSession::Summary::pipeline_device_busy_ms)
       .def_readonly("replica_optimizer_state_bytes",
-                    &TrainingSession::Summary::replica_optimizer_state_bytes);
+                    &TrainingSession::Summary::replica_optimizer_state_bytes)
+      .def_readonly("device_memory_bytes", &TrainingSession::Summary::device_memory_bytes);
 
   py::class_<TrainingSession>(m, "TrainingSession")
       .def(py::init([](const std::string& path, std::vector<std::string> feeds,

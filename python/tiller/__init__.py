@@ -10,12 +10,14 @@
 ``tiller.IpuStrategy`` / ``tiller.IpuCompiledProgram`` mirror Paddle's IPU
 static-graph API for training (see ``tiller.ipu``); ``tiller.ipu_shard_guard``
 and ``tiller.set_ipu_shard`` its manual sharding (see ``tiller.shard``).
+``tiller.plan`` predicts per-device memory and step time of a configuration
+on a device profile (cpu, ipu-mk2, ipu-bow, h200) without running it.
 """
 from . import inference
-from ._tiller import TillerError
+from ._tiller import TillerError, plan
 from .ipu import Executor, IpuCompiledProgram, IpuStrategy
 from .shard import ipu_shard_guard, set_ipu_shard
 
 __all__ = ["inference", "TillerError", "IpuStrategy", "IpuCompiledProgram", "Executor",
-           "ipu_shard_guard", "set_ipu_shard"]
+           "ipu_shard_guard", "set_ipu_shard", "plan"]
 __version__ = "0.1.0"

@@ -153,6 +153,8 @@ class IpuCompiledProgram:
             with open(path, "wb") as f:
                 f.write(self.org_program.desc.serialize_to_string())
             fetch_names = [_fetch_name(f) for f in fetch_list]
+        # The program file Tiller compiled (tiller.plan can read it too).
+        self.program_path = path
         self._session = _tiller.TrainingSession(path, feed_names, fetch_names,
                                                 self._strategy._options)
         self.weights_to_device()

@@ -39,7 +39,8 @@ std::string Counts(const std::map<std::string, int>& m) {
 
 std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<ir::Value*>& wrt,
                                                 const std::vector<ir::Value*>& gradients,
-                                                std::vector<Accumulator>* accumulators) {
+                                                std::vector<Accumulator>* accumulators,
+                                                bool allocate) {
   TILLER_CHECK(wrt.size() == gradients.size(), "{} trained values, {} gradients", wrt.size(),
                gradients.size());
   std::vector<ir::Value*> sums;
@@ -51,7 +52,7 @@ std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<
     ir::ScopedPlacement scope(g, p);
     Accumulator a;
     a.name = fmt::format("{}@GRAD@ACCUMULATED", wrt[k]->name);
-    a.data.Resize(grad->bytes());  // zeroed
+    if (allocate) a.data.Resize(grad->bytes());  // zeroed
     ir::Value* acc = g.AddState(a.name, grad->type);
     ir::Value* sum = g.Add1("accumulate", {acc, grad}, {}, "accumulate " + a.name);
     g.SetStateUpdate(acc, sum);
@@ -176,13 +177,14 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     loss_pin = fwd.graph->Pin(fwd.loss);
     const int micro_batches = options_.accumulation_steps * options_.replicas;
     if (options_.accumulation_steps > 1) {
-      StagePass accumulate("accumulate",
-                           "gradients summed over micro-batches in accumulators (backward phase)",
-                           [&](ir::Graph& g) {
-                             const size_t before = g.ops().size();
-                             grads = AddGradientAccumulators(g, fwd.wrt, grads, &step.accumulators);
-                             return static_cast<int>(g.ops().size() - before);
-                           });
+      StagePass accumulate(
+          "accumulate", "gradients summed over micro-batches in accumulators (backward phase)",
+          [&](ir::Graph& g) {
+            const size_t before = g.ops().size();
+            grads =
+                AddGradientAccumulators(g, fwd.wrt, grads, &step.accumulators, !options_.plan_only);
+            return static_cast<int>(g.ops().size() - before);
+          });
       report.stages.push_back(passes::RunPass(accumulate, *fwd.graph, ctx));
     }
     {
@@ -277,10 +279,11 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     if (!storage.try_emplace(a.name, a.data.data()).second) a.data = AlignedBuffer();
   }
   for (const passes::ShardedState& s : step.sharded_states) {
+    if (options_.plan_only) break;
     TILLER_CHECK(shards, "state '{}' is sharded but the compile got no ShardStorage", s.name);
     storage[s.name] = shards(s);
   }
-  step.exe = Executable::BuildPlaced(std::move(graph), devices_, storage);
+  step.exe = Executable::BuildPlaced(std::move(graph), devices_, storage, options_.plan_only);
   report.arena_bytes = step.exe->arena_bytes();
   return step;
 }

@@ -92,11 +92,12 @@ struct CompiledStep {
 // For each trained value wrt[k], a state `<name>@GRAD@ACCUMULATED` and
 // `acc = accumulate(acc, gradients[k])` (placed with the gradient, backward
 // phase, written in place);
-// returns the sums, which the update reads. The accumulators' storage is
-// appended to `accumulators`, zeroed.
+// returns the sums, which the update reads. The accumulators are appended
+// to `accumulators`, with zeroed storage when `allocate`.
 std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<ir::Value*>& wrt,
                                                 const std::vector<ir::Value*>& gradients,
-                                                std::vector<Accumulator>* accumulators);
+                                                std::vector<Accumulator>* accumulators,
+                                                bool allocate = true);
 
 class Compiler {
  public:

@@ -44,7 +44,7 @@ Executable::~Executable() {
 
 std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> graph,
                                                     const std::vector<backend::Device*>& devices,
-                                                    const StateStorage& states) {
+                                                    const StateStorage& states, bool plan_only) {
   auto exe = std::unique_ptr<Executable>(new Executable());
   exe->devices_ = devices;
   exe->graph_ = std::move(graph);
@@ -88,7 +88,11 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
   // One arena per device; a single device plans every value (views included).
   for (int d = 0; d < n; ++d) {
     exe->plans_.push_back(PlanMemory(g, workspace, n == 1 ? -1 : d, host));
-    exe->arenas_.push_back(devices[d]->Allocate(exe->plans_.back().arena_bytes()));
+    if (!plan_only) exe->arenas_.push_back(devices[d]->Allocate(exe->plans_.back().arena_bytes()));
+  }
+  if (plan_only) {
+    exe->plan_only_ = true;
+    return exe;
   }
   const MemoryPlan& host_plan = exe->plans_[host];
 
@@ -224,6 +228,7 @@ void Executable::RunSegment(const Segment& seg) {
 }
 
 void Executable::Run(RunPart part) {
+  TILLER_CHECK(!plan_only_, "an executable built only for its memory plan cannot run");
   // Segments run one after another (each may read the previous one's
   // results); each on its device's stream, with that device's threads.
   for (size_t j = 0; j < segments_.size(); ++j) {

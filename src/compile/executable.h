@@ -35,9 +35,14 @@ class Executable {
   // inserted: compile/placement.h) and builds it for `devices`, which must
   // outlive the executable: creates each op's kernel on its device, plans
   // one arena per device and binds addresses.
+  // With `plan_only`, it stops after the memory plans (kernels are created
+  // for their workspace sizes): no arena is allocated and no address bound,
+  // so states need no storage; plan() and graph() answer, Run refuses
+  // (the planner, compile/plan.h).
   static std::unique_ptr<Executable> BuildPlaced(std::unique_ptr<ir::Graph> graph,
                                                  const std::vector<backend::Device*>& devices,
-                                                 const StateStorage& states = {});
+                                                 const StateStorage& states = {},
+                                                 bool plan_only = false);
   // For tests and tools: creates the devices of `options` (owned by the
   // executable), places the graph by its policy, inserts copies and builds.
   static std::unique_ptr<Executable> Build(std::unique_ptr<ir::Graph> graph,
@@ -109,6 +114,13 @@ class Executable {
   // The memory plan of the host device, or of `device`.
   const MemoryPlan& plan() const { return plans_.at(host_); }
   const MemoryPlan& plan(size_t device) const { return plans_.at(device); }
+  bool plan_only() const { return plan_only_; }
+  // The device `d` of the executable (names in reports).
+  const backend::Device& device(size_t d) const { return *devices_.at(d); }
+  // Bytes of the arena allocated on device `d` (0 when plan_only).
+  size_t arena_allocated(size_t d) const {
+    return d < arenas_.size() && arenas_[d] ? arenas_[d]->size() : 0;
+  }
   int host_device() const { return host_; }
   size_t num_devices() const { return devices_.size(); }
   size_t num_steps() const { return steps_.size(); }
@@ -151,7 +163,8 @@ class Executable {
   std::vector<backend::Device*> devices_;
   int host_ = 0;
   std::unique_ptr<ir::Graph> graph_;
-  std::vector<MemoryPlan> plans_;                         // per device
+  std::vector<MemoryPlan> plans_;  // per device
+  bool plan_only_ = false;
   std::vector<std::unique_ptr<backend::Buffer>> arenas_;  // per device
   // Weights and constants uploaded to devices that are not host-accessible.
   std::vector<std::unique_ptr<backend::Buffer>> uploads_;

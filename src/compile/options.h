@@ -44,6 +44,9 @@ struct CompileOptions {
   // graph keeps its shards.
   bool auto_split = false;
   bool optimize = true;  // run the optimization passes (Config::SwitchIrOptim)
+  // Compile for the memory plans only (the planner): no arenas, no
+  // accumulator or shard storage; the executable cannot run.
+  bool plan_only = false;
 
   // The IPU execution model. Pipelining is not a compile option: a
   // pipeline runs several compiled copies of a sharded step

@@ -24,13 +24,12 @@ double Elements(const ir::Value* v) {
 
 }  // namespace
 
-double ForwardOpCost(const ir::Op& op) {
-  if (op.schema->is_view) return 0;
+double OpFlops(const ir::Op& op) {
   if ((op.type == "matmul" || op.type == "linear") && op.inputs.size() >= 2) {
     // out [.., M, N]; the reduced dim K from the first input's last (or,
     // transposed, second-to-last) dim.
     const Shape& a = op.inputs[0]->shape();
-    if (a.empty()) return Elements(op.outputs[0]);
+    if (a.empty()) return 0;
     int64_t k = a.back();
     if (op.type == "matmul" && op.GetBool("transpose_a") && a.size() >= 2) k = a[a.size() - 2];
     return 2.0 * Elements(op.outputs[0]) * static_cast<double>(k);
@@ -42,6 +41,25 @@ double ForwardOpCost(const ir::Op& op) {
     const ir::Value* out = op.type == "conv2d" ? op.outputs[0] : op.inputs[0];
     return 2.0 * Elements(out) * per_output;
   }
+  // conv2d's gradients: as many multiply-adds as the convolution.
+  if (op.type == "conv2d_grad_input" && op.inputs.size() == 2) {
+    const Shape& w = op.inputs[1]->shape();
+    double per_output = 1;
+    for (size_t d = 1; d < w.size(); ++d) per_output *= static_cast<double>(w[d]);
+    return 2.0 * Elements(op.inputs[0]) * per_output;
+  }
+  if (op.type == "conv2d_grad_filter" && op.inputs.size() == 2) {
+    const Shape& w = op.outputs[0]->shape();
+    double per_output = 1;
+    for (size_t d = 1; d < w.size(); ++d) per_output *= static_cast<double>(w[d]);
+    return 2.0 * Elements(op.inputs[1]) * per_output;
+  }
+  return 0;
+}
+
+double ForwardOpCost(const ir::Op& op) {
+  if (op.schema->is_view) return 0;
+  if (const double flops = OpFlops(op); flops > 0) return flops;
   double written = 0;
   for (const ir::Value* out : op.outputs) written += Elements(out);
   return written;

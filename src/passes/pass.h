@@ -84,6 +84,9 @@ SplitResult AutoSplitStages(ir::Graph& g, int stages);
 // The cost the split balances: 2 x multiply-adds of matmul / linear / conv,
 // elements written for other ops, 0 for views.
 double ForwardOpCost(const ir::Op& op);
+// 2 x multiply-adds of a matmul / linear / conv op (from the shapes); 0 for
+// every other op.
+double OpFlops(const ir::Op& op);
 // Whether any op has a shard or stage other than 0 (Paddle's ipu_index /
 // ipu_stage were set).
 bool IsSharded(const ir::Graph& g);

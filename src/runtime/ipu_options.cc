@@ -50,6 +50,9 @@ std::vector<OptionSpec> MakeSpecs() {
       // Tiller's own: a trace of every step (Chrome / Perfetto JSON).
       {"trace_path", Support::kHonoured, std::string(""),
        "write a Chrome / Perfetto trace of the steps to this file ('' : off)"},
+      // Tiller's own: the device profile every compiled step must fit.
+      {"device_profile", Support::kHonoured, std::string(""),
+       "check each step fits this profile (cpu, ipu-mk2, ipu-bow, h200, NAME:CAPACITY); '' : off"},
       // Tiller's own: how each pipeline device orders its work.
       {"pipeline_schedule", Support::kHonoured, std::string("1f1b"),
        "'1f1b' (backward first, at most `stages` micro-batches in flight) or 'fill_drain'"},

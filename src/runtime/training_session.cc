@@ -11,6 +11,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "backend/collective.h"
 #include "compile/driver.h"
 #include "compile/pipeline.h"
+#include "compile/plan.h"
 #include "compile/trace.h"
 #include "core/aligned_buffer.h"
 #include "core/error.h"
@@ -266,7 +268,45 @@ struct TrainingSession::Impl {
   // Copies exe's outputs to micro-batch k's place in the fetches.
   void FetchMicroBatch(const compile::Executable& exe, int k);
   compile::PipelineStats pipeline_stats;  // replica 0's last window
-  int64_t runs = 0;                       // Run() calls, for trace names
+  // Replica 0's executables of the last run (a pipeline's copies).
+  std::vector<const compile::CompiledStep*> last_copies;
+  // SessionOptions::device_profile, resolved once; the executables checked.
+  std::optional<compile::DeviceProfile> profile;
+  std::set<const compile::Executable*> fit_checked;
+
+  compile::PlanShape PlanShapeOf(bool eval) const {
+    compile::PlanShape shape;
+    shape.training = !eval;
+    shape.replicas = options.replicas;
+    shape.devices_per_replica = options.devices_per_replica;
+    shape.accumulation = eval ? 1 : options.accumulation_factor;
+    shape.micro_batches = options.batches_per_step * options.accumulation_factor;
+    shape.pipelined = options.pipelining;
+    shape.fill_drain = options.pipeline_schedule == SessionOptions::Schedule::kFillDrain;
+    return shape;
+  }
+
+  // Fails with the planner's report when replica 0's step (all replicas
+  // hold the same, within an element per sharded tensor) does not fit the
+  // device profile; before it ever runs.
+  void CheckFits(const compile::CompiledStep& step, bool eval) {
+    if (options.device_profile.empty() || !fit_checked.insert(step.exe.get()).second) return;
+    if (!profile)
+      profile = compile::FindDeviceProfile(
+          options.device_profile,
+          options.num_threads / (options.replicas * options.devices_per_replica));
+    compile::PlanShape shape = PlanShapeOf(eval);
+    if (eval && options.pipelining) shape.accumulation = shape.micro_batches;
+    std::vector<std::string> accumulators;
+    for (const compile::Accumulator& a : step.accumulators) accumulators.push_back(a.name);
+    try {
+      compile::PlanStep(*step.exe, accumulators, *profile, shape).CheckFits();
+    } catch (const Error&) {
+      fit_checked.erase(step.exe.get());
+      throw;
+    }
+  }
+  int64_t runs = 0;  // Run() calls, for trace names
 
   compile::CompiledStep CompileStep(int replica, bool eval, const std::vector<Shape>& shapes,
                                     int copy) {
@@ -464,6 +504,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.shard_optimizer_state = o.GetBool("location_optimizer.use_replicated_tensor_sharding");
   out.shard_min_elements =
       o.GetInt("location_optimizer.min_elements_for_replicated_tensor_sharding");
+  out.device_profile = o.GetStr("device_profile");
   out.pipeline_schedule = o.GetStr("pipeline_schedule") == "fill_drain"
                               ? SessionOptions::Schedule::kFillDrain
                               : SessionOptions::Schedule::kOneFOneB;
@@ -816,6 +857,12 @@ void TrainingSession::Run(bool eval) {
     // compiling touches the session's shared bookkeeping.
     if (s.options.pipelining) s.Runner(r, eval, shapes);
   }
+  s.last_copies = {compiled[0]};
+  if (s.options.pipelining) {
+    for (int c = 1; c < static_cast<int>(s.Runner(0, eval, shapes).copies()); ++c)
+      s.last_copies.push_back(&s.Compile(0, eval, shapes, c));
+  }
+  s.CheckFits(*compiled[0], eval);
   s.SyncReplicas();
   const compile::Executable& exe = *compiled[0]->exe;
   const size_t n_fetch = s.fetch_names.size();
@@ -902,6 +949,16 @@ TrainingSession::Summary TrainingSession::GetSummary() const {
       bytes += part != impl_->replicas[r].parts.end() ? part->second.size() : st.type.bytes();
     }
     s.replica_optimizer_state_bytes.push_back(bytes);
+  }
+  const compile::CompiledStep& first = *impl_->last_copies.at(0);
+  std::vector<std::string> accumulators;
+  for (const compile::Accumulator& a : first.accumulators) accumulators.push_back(a.name);
+  for (const compile::DevicePlan& d : compile::StateByDevice(*first.exe, accumulators)) {
+    s.device_memory_bytes.push_back(d.state());
+  }
+  for (const compile::CompiledStep* copy : impl_->last_copies) {
+    for (size_t d = 0; d < s.device_memory_bytes.size(); ++d)
+      s.device_memory_bytes[d] += copy->exe->arena_allocated(d);
   }
   return s;
 }

@@ -1,0 +1,74 @@
+// The planner (`tiller plan`): what each device of a configuration holds and
+// how long a step takes on a device profile, without running the model.
+// It compiles one replica's step as Tiller would run it (placement, stages,
+// replicated tensor sharding, accumulators, memory plans) but allocates no
+// arena and runs nothing.
+//
+//   tiller::planning::PlanRequest r;
+//   r.model = "bert_train.json"; r.train = true;
+//   r.devices = 4; r.replicas = 2; r.micro_batch = 8; r.accumulate = 4;
+//   r.profile = "ipu-mk2";
+//   std::cout << tiller::planning::Plan(r).text;
+//
+// Profiles: cpu (this machine, rates measured now), ipu-mk2, ipu-bow, h200;
+// "NAME:CAPACITY" (e.g. "ipu-mk2:2GB") asks what-if about the capacity.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tiller/error.h"
+
+namespace tiller::planning {
+
+struct PlanRequest {
+  std::string model;   // training program (.json / .pdmodel) or inference model
+  std::string params;  // inference: parameter file (default: derived from model)
+  bool train = false;
+  // Training: the variables fed each step (default: the program's data
+  // variables).
+  std::vector<std::string> feeds;
+  // Feed shapes by name; other feeds' dynamic dims: the first is the
+  // micro-batch, the second seq_len.
+  std::map<std::string, std::vector<int64_t>> shapes;
+  int64_t seq_len = 128;
+  int devices = 1;  // all replicas' (Paddle's num_ipus)
+  int replicas = 1;
+  int micro_batch = 1;
+  int accumulate = 1;        // training: micro-batches per update
+  int batches_per_step = 1;  // updates (training) or micro-batches (inference) per run
+  bool pipelining = true;    // with more than one device per replica
+  bool fill_drain = false;   // the pipeline schedule (default 1F1B)
+  bool replicated_tensor_sharding = true;  // Paddle's default
+  int64_t sharding_min_elements = 8192;
+  bool recompute = false;
+  std::string profile = "cpu";
+  int threads = 1;  // cpu profile: threads per device its rates are measured with
+};
+
+struct DeviceMemory {
+  size_t weights = 0, optimizer = 0, gradients = 0, other = 0;
+  size_t stash = 0;  // per micro-batch
+  size_t arena = 0;  // per micro-batch in flight
+  int in_flight = 1;
+  size_t peak = 0;
+  double forward_seconds = 0, backward_seconds = 0, update_seconds = 0;
+};
+
+struct PlanReport {
+  std::string text;                   // what `tiller plan` prints
+  std::vector<DeviceMemory> devices;  // one replica's
+  double window_seconds = 0;          // one update (training)
+  double run_seconds = 0;             // one run
+  double bubble = 0;
+  size_t profile_memory_bytes = 0;
+  bool fits = true;
+};
+
+// Throws tiller::Error for a bad request (unknown profile, devices not a
+// multiple of replicas, a program that does not compile).
+PlanReport Plan(const PlanRequest& request);
+
+}  // namespace tiller::planning

@@ -1,0 +1,88 @@
+// Binding of tiller::planning::Plan (include/tiller/planner.h): tiller.plan().
+#include "tiller/planner.h"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+
+namespace py = pybind11;
+using tiller::planning::PlanRequest;
+
+namespace {
+
+py::dict Plan(const std::string& model, bool train, int devices, int replicas, int micro_batch,
+              int accumulate, int batches_per_step, const std::string& profile,
+              const std::vector<std::string>& feeds,
+              const std::map<std::string, std::vector<int64_t>>& shapes, int64_t seq_len,
+              bool pipelining, bool fill_drain, bool replicated_tensor_sharding,
+              int64_t sharding_min_elements, bool recompute, int threads,
+              const std::string& params) {
+  PlanRequest r;
+  r.model = model;
+  r.params = params;
+  r.train = train;
+  r.feeds = feeds;
+  r.shapes = shapes;
+  r.seq_len = seq_len;
+  r.devices = devices;
+  r.replicas = replicas;
+  r.micro_batch = micro_batch;
+  r.accumulate = accumulate;
+  r.batches_per_step = batches_per_step;
+  r.pipelining = pipelining;
+  r.fill_drain = fill_drain;
+  r.replicated_tensor_sharding = replicated_tensor_sharding;
+  r.sharding_min_elements = sharding_min_elements;
+  r.recompute = recompute;
+  r.profile = profile;
+  r.threads = threads;
+  tiller::planning::PlanReport report;
+  {
+    py::gil_scoped_release release;
+    report = tiller::planning::Plan(r);
+  }
+  py::list per_device;
+  for (const auto& d : report.devices) {
+    py::dict m;
+    m["weights"] = d.weights;
+    m["optimizer"] = d.optimizer;
+    m["gradients"] = d.gradients;
+    m["other"] = d.other;
+    m["stash"] = d.stash;
+    m["arena"] = d.arena;
+    m["in_flight"] = d.in_flight;
+    m["peak"] = d.peak;
+    m["forward_seconds"] = d.forward_seconds;
+    m["backward_seconds"] = d.backward_seconds;
+    m["update_seconds"] = d.update_seconds;
+    per_device.append(m);
+  }
+  py::dict out;
+  out["text"] = report.text;
+  out["devices"] = per_device;
+  out["window_seconds"] = report.window_seconds;
+  out["run_seconds"] = report.run_seconds;
+  out["bubble"] = report.bubble;
+  out["profile_memory_bytes"] = report.profile_memory_bytes;
+  out["fits"] = report.fits;
+  return out;
+}
+
+void BindPlanner(py::module_& m) {
+  m.def("plan", &Plan, py::arg("model"), py::arg("train") = false, py::arg("devices") = 1,
+        py::arg("replicas") = 1, py::arg("micro_batch") = 1, py::arg("accumulate") = 1,
+        py::arg("batches_per_step") = 1, py::arg("profile") = "cpu",
+        py::arg("feeds") = std::vector<std::string>{},
+        py::arg("shapes") = std::map<std::string, std::vector<int64_t>>{}, py::arg("seq_len") = 128,
+        py::arg("pipelining") = true, py::arg("fill_drain") = false,
+        py::arg("replicated_tensor_sharding") = true, py::arg("sharding_min_elements") = 8192,
+        py::arg("recompute") = false, py::arg("threads") = 1, py::arg("params") = "",
+        "Per-device memory and predicted step time of a configuration on a device profile, "
+        "without running the model (what `tiller plan` prints is in 'text'; include/tiller/"
+        "planner.h).");
+}
+
+TILLER_PY_BINDINGS(BindPlanner);
+
+}  // namespace

@@ -1,0 +1,42 @@
+// Device profiles: what the planner (compile/plan.h) assumes of a device,
+// so a user can check what fits, and how fast it may run, on hardware this
+// machine does not have.
+//   cpu      this machine's CPU: capacity its physical memory, rates
+//            measured now with Tiller's own matmul and add kernels
+//   ipu-mk2  Graphcore GC200: 900 MB of in-processor memory
+//   ipu-bow  Graphcore Bow IPU: 900 MB, faster clock
+//   h200     NVIDIA H200 SXM: 141 GB of HBM3e
+// The accelerators' rates are their spec sheets' peaks for float32 (Tiller
+// computes in float32 until mixed precision lands), so their predicted
+// times are lower bounds.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace tiller::compile {
+
+struct DeviceProfile {
+  std::string name;
+  std::string description;
+  size_t memory_bytes = 0;  // what one device holds
+  double flops = 0;         // float32 FLOP/s of matmul / convolution
+  double bandwidth = 0;     // bytes/s of memory-bound ops
+  double link = 0;          // bytes/s between two devices (copies, collectives)
+  bool measured = false;    // rates measured on this machine (cpu)
+};
+
+// The known profile names, in the order above.
+std::vector<std::string> DeviceProfileNames();
+
+// "NAME" or "NAME:MEMORY", MEMORY a what-if capacity such as 64MB, 1.5GB or
+// 512KiB (decimal MB / GB, binary MiB / GiB). cpu measures its rates with
+// `threads` threads (a fraction of a second). Throws kInvalidArgument for
+// an unknown name or a bad capacity, listing the names.
+DeviceProfile FindDeviceProfile(const std::string& spec, int threads = 1);
+
+// "900 MB", "1.41 GB", "12.3 MB": decimal units, as the spec sheets count.
+std::string FormatBytes(double bytes);
+
+}  // namespace tiller::compile

@@ -1,0 +1,230 @@
+#include "compile/plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "compile/placement.h"
+#include "core/error.h"
+#include "ir/op_schema.h"
+#include "ir/ops/optimizer.h"
+#include "passes/pass.h"
+
+namespace tiller::compile {
+namespace {
+
+enum class Kind { kWeights, kOptimizer, kGradients, kOther };
+
+size_t& Slot(DevicePlan& d, Kind k) {
+  switch (k) {
+    case Kind::kWeights:
+      return d.weights;
+    case Kind::kOptimizer:
+      return d.optimizer;
+    case Kind::kGradients:
+      return d.gradients;
+    default:
+      return d.other;
+  }
+}
+
+bool IsCollective(const std::string& type) {
+  return type == "all_reduce" || type == "reduce_scatter" || type == "all_gather";
+}
+
+// Seconds of one op on `p`: compute + memory traffic, or link time for
+// movement between devices (a ring's share for collectives).
+double OpSeconds(const ir::Op& op, const DeviceProfile& p, int replicas) {
+  size_t in_bytes = 0, out_bytes = 0;
+  for (const ir::Value* v : op.inputs) in_bytes += v ? v->bytes() : 0;
+  for (const ir::Value* v : op.outputs) out_bytes += v->bytes();
+  if (op.type == "copy") return static_cast<double>(in_bytes) / p.link;
+  if (IsCollective(op.type)) {
+    const double share = replicas > 1 ? (replicas - 1.0) / replicas : 0.0;
+    if (op.type == "all_reduce") return 2 * share * static_cast<double>(in_bytes) / p.link;
+    return share * static_cast<double>(std::max(in_bytes, out_bytes)) / p.link;
+  }
+  return passes::OpFlops(op) / p.flops + static_cast<double>(in_bytes + out_bytes) / p.bandwidth;
+}
+
+std::string Percent(double x) {
+  return fmt::format("{:.0f}%", 100 * x);
+}
+
+std::string Seconds(double s) {
+  if (s >= 1) return fmt::format("{:.3f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
+  return fmt::format("{:.1f} us", s * 1e6);
+}
+
+// The state an optimizer operand is part of: replicated tensor sharding
+// hands the optimizer a slice of the flattened weight (copied to the
+// optimizer's device when the view of it lives elsewhere).
+const ir::Value* Root(const ir::Value* v) {
+  while (v && v->producer &&
+         (v->producer->type == "reshape" || v->producer->type == "slice" ||
+          v->producer->type == "copy"))
+    v = v->producer->inputs[0];
+  return v;
+}
+
+}  // namespace
+
+std::vector<DevicePlan> StateByDevice(const Executable& exe,
+                                      const std::vector<std::string>& accumulators) {
+  const ir::Graph& g = exe.graph();
+  std::vector<DevicePlan> out(exe.num_devices());
+  for (size_t d = 0; d < out.size(); ++d) out[d].device = exe.device(d).name();
+  const std::set<std::string> acc(accumulators.begin(), accumulators.end());
+  // Owner: the optimizer op updating the state, else its first reader.
+  std::map<const ir::Value*, std::pair<int, Kind>> owner;
+  for (const auto& op : g.ops()) {
+    if (!ir::IsOptimizerOp(op->type)) continue;
+    for (size_t i = 0; i < op->inputs.size(); ++i) {
+      const ir::Value* in = Root(op->inputs[i]);
+      if (!in || in->kind != ir::ValueKind::kState) continue;
+      const Kind k = i == 0 ? Kind::kWeights : i >= 3 ? Kind::kOptimizer : Kind::kOther;
+      owner.try_emplace(in, op->device, k);
+    }
+  }
+  for (const auto& op : g.ops()) {
+    for (const ir::Value* in : op->inputs) {
+      if (in && in->kind == ir::ValueKind::kState)
+        owner.try_emplace(in, op->device, acc.count(in->name) ? Kind::kGradients : Kind::kOther);
+    }
+  }
+  for (const ir::Value* s : g.states()) {
+    auto it = owner.find(s);
+    // A state nothing reads lives with the host.
+    const int d = it == owner.end() ? exe.host_device() : it->second.first;
+    const Kind k = it == owner.end() ? Kind::kOther : it->second.second;
+    Slot(out.at(d), k) += s->bytes();
+  }
+  // Weights as constants (inference): on every device reading them.
+  std::set<std::pair<const ir::Value*, int>> counted;
+  for (const auto& op : g.ops()) {
+    for (const ir::Value* in : op->inputs) {
+      if (in && in->data && counted.insert({in, op->device}).second)
+        out.at(op->device).weights += in->bytes();
+    }
+  }
+  return out;
+}
+
+StepPlan PlanStep(const Executable& exe, const std::vector<std::string>& accumulators,
+                  const DeviceProfile& profile, const PlanShape& shape) {
+  TILLER_CHECK(profile.flops > 0 && profile.bandwidth > 0 && profile.link > 0,
+               "profile '{}' has no rates", profile.name);
+  StepPlan plan;
+  plan.profile = profile;
+  plan.shape = shape;
+  plan.devices = StateByDevice(exe, accumulators);
+  const ir::Graph& g = exe.graph();
+  const int host = exe.host_device();
+  const int n = static_cast<int>(plan.devices.size());
+  const int window = shape.training ? shape.accumulation : shape.micro_batches;
+  int in_flight = 1;
+  if (shape.pipelined) in_flight = shape.fill_drain ? window : std::min(window, n);
+  for (int d = 0; d < n; ++d) {
+    DevicePlan& dp = plan.devices[d];
+    dp.arena = exe.plan(d).arena_bytes();
+    dp.in_flight = in_flight;
+  }
+  for (const auto& op : g.ops()) {
+    if (op->schema->is_view) continue;
+    DevicePlan& dp = plan.devices.at(op->device);
+    const double s = OpSeconds(*op, profile, shape.replicas);
+    switch (op->placement.phase) {
+      case ir::Phase::kForward:
+        dp.forward_s += s;
+        dp.flops += passes::OpFlops(*op);
+        // Forward results a backward op reads stay until that backward.
+        for (const ir::Value* v : op->outputs) {
+          const bool kept = std::any_of(v->users.begin(), v->users.end(), [](const ir::Op* u) {
+            return u->placement.phase == ir::Phase::kBackward;
+          });
+          if (kept && HomeDevice(v, host) == op->device) dp.stash += v->bytes();
+        }
+        break;
+      case ir::Phase::kBackward:
+        dp.backward_s += s;
+        dp.flops += passes::OpFlops(*op);
+        break;
+      case ir::Phase::kUpdate:
+        dp.update_s += s;
+        break;
+    }
+  }
+  double sum_fb = 0, max_fb = 0, sum_u = 0;
+  for (const DevicePlan& dp : plan.devices) {
+    sum_fb += dp.forward_s + dp.backward_s;
+    max_fb = std::max(max_fb, dp.forward_s + dp.backward_s);
+    sum_u += dp.update_s;
+  }
+  const double flow = shape.pipelined ? sum_fb + (window - 1) * max_fb : window * sum_fb;
+  plan.window_s = flow + sum_u;
+  plan.bubble = n > 1 && flow > 0 ? 1.0 - window * sum_fb / (n * flow) : 0.0;
+  const int windows = std::max(1, shape.micro_batches / std::max(window, 1));
+  plan.run_s = windows * plan.window_s;
+  return plan;
+}
+
+bool StepPlan::Fits() const {
+  return std::all_of(devices.begin(), devices.end(),
+                     [&](const DevicePlan& d) { return d.peak() <= profile.memory_bytes; });
+}
+
+std::string StepPlan::Format() const {
+  const PlanShape& s = shape;
+  std::string out = fmt::format(
+      "plan: {}, {} replica{} x {} device{}{}, {} micro-batch{} per run{}\n",
+      s.training ? "training" : "inference", s.replicas, s.replicas == 1 ? "" : "s",
+      s.devices_per_replica, s.devices_per_replica == 1 ? "" : "s",
+      s.pipelined ? (s.fill_drain ? " pipelined (fill-drain)" : " pipelined (1F1B)") : "",
+      s.micro_batches, s.micro_batches == 1 ? "" : "es",
+      s.training ? fmt::format(", accumulation {}", s.accumulation) : "");
+  out +=
+      fmt::format("profile: {} ({}): {} per device, {:.1f} TFLOP/s, {}/s memory, {}/s links\n",
+                  profile.name, profile.description, FormatBytes(profile.memory_bytes),
+                  profile.flops / 1e12, FormatBytes(profile.bandwidth), FormatBytes(profile.link));
+  out += fmt::format("{:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10} {:>6}\n",
+                     "device", "weights", "optimizer", "gradients", "other", "stash/mb",
+                     "in flight", "arena/mb", "peak", "used");
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const DevicePlan& p = devices[d];
+    out += fmt::format(
+        "{:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10} {:>6}\n", d,
+        FormatBytes(p.weights), FormatBytes(p.optimizer), FormatBytes(p.gradients),
+        FormatBytes(p.other), FormatBytes(p.stash), p.in_flight, FormatBytes(p.arena),
+        FormatBytes(p.peak()),
+        profile.memory_bytes ? Percent(static_cast<double>(p.peak()) / profile.memory_bytes) : "-");
+  }
+  out += "predicted per micro-batch (forward + backward) and per update:\n";
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const DevicePlan& p = devices[d];
+    out += fmt::format("  device {}: {:.2f} GFLOP, forward {}, backward {}, update {}\n", d,
+                       p.flops / 1e9, Seconds(p.forward_s), Seconds(p.backward_s),
+                       Seconds(p.update_s));
+  }
+  out += fmt::format("predicted step time: {} per {}, {} per run; pipeline bubble {}\n",
+                     Seconds(window_s), s.training ? "update" : "window", Seconds(run_s),
+                     devices.size() > 1 ? Percent(bubble) : std::string("- (one device)"));
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const DevicePlan& p = devices[d];
+    if (p.peak() <= profile.memory_bytes) continue;
+    out += fmt::format(
+        "device {} does not fit: it needs {}, a {} device holds {} (more devices per replica, "
+        "replicated tensor sharding, recomputation or a smaller micro-batch lower it)\n",
+        d, FormatBytes(p.peak()), profile.name, FormatBytes(profile.memory_bytes));
+  }
+  return out;
+}
+
+void StepPlan::CheckFits() const {
+  if (!Fits())
+    Fail(ErrorKind::kInvalidArgument, "the step does not fit its device profile:\n{}", Format());
+}
+
+}  // namespace tiller::compile

@@ -1,0 +1,86 @@
+// The planner: from one replica's compiled step (built with
+// CompileOptions::plan_only, or a live one), what each device holds and
+// how long a step takes on a device profile (compile/device_profile.h),
+// without running the model.
+//
+// Memory per device = the state it holds (weights, optimizer state,
+// gradient accumulators, other state such as running statistics and
+// learning rates) + one arena (activations and workspace of a micro-batch,
+// from the memory plan) per micro-batch in flight: a pipeline runs its
+// micro-batches in copies of the step, each with its own arenas, so 1F1B
+// holds min(accumulation, stages) of them and fill-drain the whole window.
+// A state belongs to the device of the optimizer op that updates it, else
+// of the first op that reads it; inference weights (constants) to every
+// device that reads them.
+//
+// Time: each op costs flops / profile.flops + bytes touched /
+// profile.bandwidth; copies move bytes over profile.link; the collectives
+// cost a ring's share ((R-1)/R of the bytes per reduce-scatter or
+// all-gather, twice that per all-reduce). A window (one update) takes
+//   not pipelined:  G x sum_d (f_d + b_d)                      + sum_d u_d
+//   pipelined:      sum_d (f_d + b_d) + (G - 1) x max_d (f_d + b_d) + sum_d u_d
+// (f, b: a micro-batch's forward and backward on device d; u: the update,
+// which Tiller runs after the window, one device after another); the
+// bubble is the share of device time idle in the window's forward and
+// backward part.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compile/device_profile.h"
+#include "compile/executable.h"
+
+namespace tiller::compile {
+
+struct PlanShape {
+  bool training = true;
+  int replicas = 1;
+  int devices_per_replica = 1;
+  int accumulation = 1;   // micro-batches per update (training)
+  int micro_batches = 1;  // per run: batches_per_step x accumulation (inference: x any)
+  bool pipelined = false;
+  bool fill_drain = false;  // else 1F1B
+};
+
+struct DevicePlan {
+  std::string device;    // "cpu:0"
+  size_t weights = 0;    // trained values (training) or constants read (inference)
+  size_t optimizer = 0;  // optimizer state (moments, beta powers)
+  size_t gradients = 0;  // gradient accumulators
+  size_t other = 0;      // other state: running statistics, learning rates
+  size_t stash = 0;      // activations kept from forward to backward, per micro-batch
+  size_t arena = 0;      // one micro-batch's activations + workspace (its memory plan)
+  int in_flight = 1;     // micro-batches whose arenas it holds at once
+  double flops = 0;      // per micro-batch, forward + backward
+  double forward_s = 0, backward_s = 0;  // per micro-batch
+  double update_s = 0;                   // per update (collectives included)
+  size_t state() const { return weights + optimizer + gradients + other; }
+  size_t peak() const { return state() + static_cast<size_t>(in_flight) * arena; }
+};
+
+struct StepPlan {
+  DeviceProfile profile;
+  PlanShape shape;
+  std::vector<DevicePlan> devices;  // one replica's (replicas are alike)
+  double window_s = 0;              // one update (training) or one run (inference)
+  double run_s = 0;                 // one run: every window of it
+  double bubble = 0;                // share of device time idle (forward / backward part)
+  // The table the planner prints, and a line per device that does not fit.
+  std::string Format() const;
+  // Whether every device's peak is within the profile's memory.
+  bool Fits() const;
+  // Throws kInvalidArgument with Format() when a device does not fit.
+  void CheckFits() const;
+};
+
+// State bytes per device of exe (weights, optimizer, gradients, other; the
+// rest of each DevicePlan zero). `accumulators` names the gradient
+// accumulators' states (CompiledStep::accumulators).
+std::vector<DevicePlan> StateByDevice(const Executable& exe,
+                                      const std::vector<std::string>& accumulators);
+
+StepPlan PlanStep(const Executable& exe, const std::vector<std::string>& accumulators,
+                  const DeviceProfile& profile, const PlanShape& shape);
+
+}  // namespace tiller::compile

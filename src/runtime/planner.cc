@@ -1,0 +1,156 @@
+// include/tiller/planner.h: one replica's step compiled for its memory plans
+// (CompileOptions::plan_only) on CPU devices standing in for the profile's,
+// then compile/plan.h's accounting.
+#include "tiller/planner.h"
+
+#include <fmt/format.h>
+
+#include "backend/collective.h"
+#include "compile/driver.h"
+#include "compile/plan.h"
+#include "core/error.h"
+#include "frontend/paddle/program.h"
+#include "frontend/paddle/training.h"
+#include "runtime/paddle_steps.h"
+
+namespace tiller::planning {
+namespace {
+
+// A feed's shape: given, else its declared dims with the micro-batch and
+// the sequence length for dynamic dims.
+Shape FeedShape(const PlanRequest& r, const paddle::Program& program, const std::string& name,
+                DType* dtype) {
+  const paddle::VarInfo* v = program.FindVar(name);
+  if (!v) Fail(ErrorKind::kNotFound, "{}: feed '{}' is not a variable", program.path, name);
+  *dtype = v->dtype;
+  auto it = r.shapes.find(name);
+  if (it != r.shapes.end()) return it->second;
+  Shape dims = v->dims;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] >= 0) continue;
+    if (i > 1)
+      Fail(ErrorKind::kInvalidArgument, "{}: feed '{}' has dynamic dim {}: give its shape",
+           program.path, name, i);
+    dims[i] = i == 0 ? r.micro_batch : r.seq_len;
+  }
+  return dims;
+}
+
+std::vector<std::string> DataVariables(const paddle::Program& p) {
+  if (!p.feed_names.empty()) return p.feed_names;
+  std::vector<std::string> names;
+  for (const auto& [name, v] : p.vars) {
+    if (v.need_check_feed && !v.persistable) names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace
+
+PlanReport Plan(const PlanRequest& r) {
+  if (r.devices < 1 || r.replicas < 1 || r.devices % r.replicas != 0)
+    Fail(ErrorKind::kInvalidArgument,
+         "devices {} is not a positive multiple of replicas {} (devices counts every replica's)",
+         r.devices, r.replicas);
+  if (r.micro_batch < 1 || r.accumulate < 1 || r.batches_per_step < 1)
+    Fail(ErrorKind::kInvalidArgument,
+         "micro-batch, accumulation and batches per step must be >= 1 (got {}, {}, {})",
+         r.micro_batch, r.accumulate, r.batches_per_step);
+  const int per_replica = r.devices / r.replicas;
+  const bool pipelined = r.pipelining && per_replica > 1;
+  if (r.train && pipelined && r.accumulate < per_replica)
+    Fail(ErrorKind::kInvalidArgument,
+         "accumulation {} is less than the {} pipeline stages: every update needs a micro-batch "
+         "per stage",
+         r.accumulate, per_replica);
+  const compile::DeviceProfile profile = compile::FindDeviceProfile(r.profile, r.threads);
+
+  compile::CompileOptions co;
+  co.devices.assign(per_replica, compile::DeviceSpec{"cpu", 1, 0});
+  co.auto_split = true;  // only where nobody sharded the program
+  co.plan_only = true;
+  co.recompute = r.recompute;
+  std::vector<std::unique_ptr<backend::Collective>> groups;
+  if (r.train) {
+    co.accumulation_steps = r.accumulate;
+    co.replicas = r.replicas;
+    co.shard_optimizer_state = r.replicated_tensor_sharding;
+    co.shard_min_elements = r.sharding_min_elements;
+    // Replica 0 of the group (the others hold the same, within an element
+    // per sharded tensor); its collectives are planned, never run.
+    for (int d = 0; d < per_replica && r.replicas > 1; ++d) {
+      groups.push_back(backend::MakeInProcessCollective(r.replicas));
+      co.replica_groups.push_back(groups.back().get());
+    }
+  }
+  compile::Compiler compiler(co);
+  compile::CompiledStep step;
+  compile::PlanShape shape;
+  shape.training = r.train;
+  shape.replicas = r.replicas;
+  shape.devices_per_replica = per_replica;
+  shape.pipelined = pipelined;
+  shape.fill_drain = r.fill_drain;
+  if (r.train) {
+    paddle::Program program = paddle::ReadProgramFile(r.model);
+    paddle::TrainingProgramInfo info = paddle::AnalyzeTrainingProgram(program);
+    std::map<std::string, ir::TensorType> state_types;
+    for (const std::string& name : info.state) {
+      const paddle::VarInfo* v = program.FindVar(name);
+      if (!v) Fail(ErrorKind::kDataLoss, "{}: persistable '{}' has no variable", r.model, name);
+      state_types[name] = {v->dtype, v->dims};
+    }
+    runtime::PaddleTrainingStep::Args args{&program, &info, &state_types, {}, {}, {}, {}};
+    args.feed_names = r.feeds.empty() ? DataVariables(program) : r.feeds;
+    for (const std::string& name : args.feed_names) {
+      DType dtype;
+      Shape dims = FeedShape(r, program, name, &dtype);
+      args.feed_types.push_back({dtype, dims});
+    }
+    runtime::PaddleTrainingStep source(std::move(args));
+    step = compiler.Compile(source);
+    shape.accumulation = r.accumulate;
+    shape.micro_batches = r.accumulate * r.batches_per_step;
+  } else {
+    paddle::Model model = paddle::LoadModel(r.model, r.params);
+    std::vector<ir::TensorType> feeds;
+    for (const std::string& name : model.program.feed_names) {
+      DType dtype;
+      Shape dims = FeedShape(r, model.program, name, &dtype);
+      feeds.push_back({dtype, dims});
+    }
+    runtime::PaddleInferenceStep source(model, feeds, {});
+    step = compiler.Compile(source);
+    shape.accumulation = 1;
+    shape.micro_batches = r.batches_per_step;
+  }
+  std::vector<std::string> accumulators;
+  for (const compile::Accumulator& a : step.accumulators) accumulators.push_back(a.name);
+  const compile::StepPlan plan = compile::PlanStep(*step.exe, accumulators, profile, shape);
+
+  PlanReport out;
+  out.text = fmt::format("model: {}\n", r.model) + plan.Format();
+  for (const compile::DevicePlan& d : plan.devices) {
+    DeviceMemory m;
+    m.weights = d.weights;
+    m.optimizer = d.optimizer;
+    m.gradients = d.gradients;
+    m.other = d.other;
+    m.stash = d.stash;
+    m.arena = d.arena;
+    m.in_flight = d.in_flight;
+    m.peak = d.peak();
+    m.forward_seconds = d.forward_s;
+    m.backward_seconds = d.backward_s;
+    m.update_seconds = d.update_s;
+    out.devices.push_back(m);
+  }
+  out.window_seconds = plan.window_s;
+  out.run_seconds = plan.run_s;
+  out.bubble = plan.bubble;
+  out.profile_memory_bytes = profile.memory_bytes;
+  out.fits = plan.Fits();
+  return out;
+}
+
+}  // namespace tiller::planning
