@@ -1,7 +1,7 @@
 // The `tiller` command: inspect, run and benchmark exported Paddle models.
 //   tiller info MODEL [--params P] [--shape name=1x128]...
-//   tiller run MODEL --input name=file.npy... --output-dir DIR
-//   tiller bench MODEL --batch N --seq-len L --threads T
+//   tiller run MODEL --input name=file.npy... --output-dir DIR [--trace FILE]
+//   tiller bench MODEL --batch N --seq-len L --threads T [--trace FILE]
 //   tiller ops
 //   tiller plan MODEL [--train] --devices N --replicas R --micro-batch B --accumulate G
 //               [--profile ipu-mk2]
@@ -40,6 +40,7 @@ struct DeviceArgs {
   std::string devices = "cpu";  // comma-separated backends, preference order
   std::string placement = "by_shard";
   std::vector<std::string> libraries;
+  std::string trace;  // --trace FILE
 };
 
 Config MakeConfig(const std::string& model, const std::string& params, int threads,
@@ -58,6 +59,7 @@ Config MakeConfig(const std::string& model, const std::string& params, int threa
   }
   c.SetDevices(names);
   c.SetPlacement(dev.placement);
+  c.EnableTrace(dev.trace);
   return c;
 }
 
@@ -190,8 +192,8 @@ int Info(const std::string& model, const std::string& params,
 }
 
 int Run(const std::string& model, const std::string& params, const std::vector<std::string>& inputs,
-        const std::string& out_dir, int threads) {
-  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, threads));
+        const std::string& out_dir, int threads, const DeviceArgs& dev) {
+  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, threads, dev));
   std::set<std::string> given;
   for (const auto& arg : inputs) {
     size_t eq = arg.find('=');
@@ -228,8 +230,8 @@ int Run(const std::string& model, const std::string& params, const std::vector<s
 
 int Bench(const std::string& model, const std::string& params, int64_t batch, int64_t seq_len,
           int threads, int warmup, int iters, const std::vector<std::string>& shape_args,
-          bool profile) {
-  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, threads));
+          bool profile, const DeviceArgs& dev) {
+  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, threads, dev));
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& a : shape_args) shapes.insert(ParseShapeArg(a));
   FillSynthetic(*p, shapes, batch, seq_len);
@@ -327,6 +329,10 @@ int main(int argc, char** argv) {
   run->add_option("--input", inputs, "NAME=FILE.npy, one per model input")->required();
   run->add_option("--output-dir", out_dir, "where outputs are written as NAME.npy");
   run->add_option("--threads", threads)->check(CLI::PositiveNumber);
+  DeviceArgs traced;
+  const char* trace_help =
+      "write a Chrome / Perfetto trace of the runs (ui.perfetto.dev): a lane per device";
+  run->add_option("--trace", traced.trace, trace_help);
 
   auto* bench = app.add_subcommand("bench", "measure latency on synthetic inputs");
   bench->add_option("model", model)->required();
@@ -340,6 +346,7 @@ int main(int argc, char** argv) {
   bench->add_option("--shape", shapes, "input shape NAME=DxD...");
   bool profile = false;
   bench->add_flag("--profile", profile, "also print time per op type");
+  bench->add_option("--trace", traced.trace, trace_help);
 
   app.add_subcommand("ops", "the Paddle ops Tiller translates");
 
@@ -379,7 +386,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (info->parsed()) return Info(model, params, shapes, dev, passes);
-    if (run->parsed()) return Run(model, params, inputs, out_dir, threads);
+    if (run->parsed()) return Run(model, params, inputs, out_dir, threads, traced);
     if (plan->parsed()) {
       for (const auto& a : shapes) req.shapes.insert(ParseShapeArg(a));
       req.pipelining = !no_pipeline;
@@ -387,7 +394,7 @@ int main(int argc, char** argv) {
       return PrintPlan(req);
     }
     if (bench->parsed())
-      return Bench(model, params, batch, seq_len, threads, warmup, iters, shapes, profile);
+      return Bench(model, params, batch, seq_len, threads, warmup, iters, shapes, profile, traced);
     return Ops();
   } catch (const tiller::Error& e) {
     fmt::print(stderr, "tiller: error ({}): {}\n", tiller::ErrorKindName(e.kind()), e.what());

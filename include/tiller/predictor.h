@@ -75,6 +75,13 @@ class Config {
   const std::vector<std::string>& devices() const { return devices_; }
   void SetPlacement(const std::string& policy);
   const std::string& placement() const { return placement_; }
+  // Tiller's own: after every Run(), `path` is rewritten as a Chrome /
+  // Perfetto trace (ui.perfetto.dev) of the runs so far: a lane per device
+  // (per replica with EnableIpu) with each run's (and micro-batch's)
+  // segments, and lanes of copies and collectives; a pipeline that stalls
+  // shows as gaps. "" (default): off.
+  void EnableTrace(const std::string& path) { trace_path_ = path; }
+  const std::string& trace_path() const { return trace_path_; }
 
   // Paddle Inference's IPU settings (paddle_infer::Config::EnableIpu /
   // SetIpuConfig), on CPU devices. A run's inputs hold
@@ -112,6 +119,7 @@ class Config {
   uint64_t random_seed_ = 0;
   std::vector<std::string> devices_ = {"cpu"};
   std::string placement_ = "by_shard";
+  std::string trace_path_;
   IpuSettings ipu_;
 };
 

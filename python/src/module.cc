@@ -118,6 +118,9 @@ PYBIND11_MODULE(_tiller, m) {
       .def("load_custom_op_library", &Config::LoadCustomOpLibrary, py::arg("path"))
       .def("disable_gpu", &Config::DisableGpu)
       .def("switch_ir_optim", &Config::SwitchIrOptim, py::arg("x") = true)
+      .def("enable_trace", &Config::EnableTrace, py::arg("path"),
+           "Tiller's own: after every run, write a Chrome / Perfetto trace of the runs so far "
+           "to path (a lane per device, lanes of copies and collectives).")
       .def("set_random_seed", &Config::SetRandomSeed, py::arg("seed"))
       .def("set_devices", &Config::SetDevices, py::arg("backends"),
            "Backends to compile for, in preference order (default ['cpu'])")

@@ -213,10 +213,11 @@ void Executable::RunSegment(const Segment& seg) {
     const auto t1 = Clock::now();
     if (profiling_) step_ms_[i] += std::chrono::duration<double, std::milli>(t1 - t0).count();
     const Step& s = steps_[i];
-    if (trace_ && (s.copy || s.op->type == "all_reduce")) {
+    const bool collective =
+        s.op->type == "all_reduce" || s.op->type == "reduce_scatter" || s.op->type == "all_gather";
+    if (trace_ && (s.copy || collective)) {
       trace_->Add(s.copy ? trace_copies_ : trace_collectives_,
-                  fmt::format("{} {}", s.copy ? "copy" : "all_reduce", trace_tag_),
-                  s.op->type.c_str(), t0, t1);
+                  fmt::format("{} {}", s.op->type, trace_tag_), s.op->type.c_str(), t0, t1);
     }
   }
   if (trace_) {

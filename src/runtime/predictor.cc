@@ -11,6 +11,7 @@
 #include "compile/driver.h"
 #include "compile/pipeline.h"
 #include "compile/placement.h"
+#include "compile/trace.h"
 #include "core/error.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/translate.h"
@@ -172,6 +173,14 @@ struct Predictor::Impl {
   StepCache cache;
   compile::CompiledStep* current = nullptr;
   bool profiling = false;
+  // Config::EnableTrace: every executable records into it; the file is
+  // rewritten after each Run().
+  std::unique_ptr<compile::TraceRecorder> trace;
+  int64_t runs = 0;
+
+  void Trace(compile::Executable& exe, const std::string& lane_prefix) {
+    if (trace) exe.SetTrace(trace.get(), lane_prefix);
+  }
 
   // EnableIpu: per replica, its devices (compiler), its compiled steps (the
   // cache's variant is the pipeline copy) and its pipeline runners.
@@ -192,6 +201,7 @@ struct Predictor::Impl {
       PaddleInferenceStep source(model, FeedTypes(shapes), TranslateOptions());
       compile::CompiledStep step = rep.compiler->Compile(source);
       step.exe->EnableProfiling(profiling);
+      Trace(*step.exe, config.ipu().replica_num > 1 ? fmt::format("replica {} ", replica) : "");
       // Sharded over its devices means every device has work: a model
       // without ipu_index annotations would leave all but the first idle.
       const int n = static_cast<int>(rep.compiler->devices().size());
@@ -238,6 +248,7 @@ struct Predictor::Impl {
       PaddleInferenceStep source(model, FeedTypes(shapes), TranslateOptions());
       compile::CompiledStep step = compiler->Compile(source);
       step.exe->EnableProfiling(profiling);
+      Trace(*step.exe, "");
       return step;
     });
   }
@@ -287,6 +298,7 @@ struct Predictor::Impl {
 
 Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
   impl_->config = config;
+  if (!config.trace_path().empty()) impl_->trace = std::make_unique<compile::TraceRecorder>();
   impl_->compiler = std::make_unique<compile::Compiler>(ToCompileOptions(config));
   if (config.ipu().enabled) {
     impl_->ipu_replicas.resize(config.ipu().replica_num);
@@ -369,6 +381,7 @@ void Predictor::Impl::RunIpu() {
   auto prepare = [&](int k, compile::Executable& exe) {
     TILLER_CHECK(exe.inputs().size() == feeds->size(), "{} graph inputs for {} feeds",
                  exe.inputs().size(), feeds->size());
+    if (trace) exe.SetTraceTag(fmt::format("run {} micro-batch {}", runs, k));
     runtime::CopyMicroBatchIn(*feeds, k, micro_batches, exe);
   };
   auto fetch = [&](int k, const compile::Executable& exe) {
@@ -405,6 +418,18 @@ void Predictor::Impl::RunIpu() {
 }
 
 bool Predictor::Run() {
+  ++impl_->runs;
+  // The trace file is rewritten after every run, failed ones included.
+  struct WriteTrace {
+    Impl& p;
+    ~WriteTrace() {
+      if (!p.trace) return;
+      try {
+        p.trace->Write(p.config.trace_path());
+      } catch (const Error&) {  // a trace must not hide the run's own error
+      }
+    }
+  } write_trace{*impl_};
   if (impl_->config.ipu().enabled) {
     impl_->RunIpu();
     return true;
@@ -416,6 +441,7 @@ bool Predictor::Run() {
     const AlignedBuffer& data = feeds.data(i);
     if (data.size()) std::memcpy(exe.inputs()[i].data, data.data(), data.size());
   }
+  if (impl_->trace) exe.SetTraceTag(fmt::format("run {}", impl_->runs));
   exe.Run();
   impl_->current = &step;
   return true;

@@ -101,3 +101,56 @@ def test_an_unsharded_model_is_split_into_stages_of_equal_cost(tmp_path):
     np.testing.assert_allclose(out, one, rtol=1e-6, atol=1e-7)
     report = predictor.summary()["compile_report"]
     assert "auto_split" in report and "stage 0:" in report and "stage 1:" in report, report
+
+
+def _lanes(path):
+    import json
+
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    by_lane = {}
+    for e in events:
+        if e["ph"] == "X":
+            by_lane.setdefault(names[e["tid"]], []).append(e)
+    return by_lane
+
+
+def test_inference_trace_has_a_lane_per_device_and_replica(model, tmp_path):
+    """Config.enable_trace (Tiller's own; the CLI's --trace): after each run
+    the file holds every run so far, a lane per device of each replica with
+    each micro-batch's segments, and the copies between the stages."""
+    path = tmp_path / "infer.json"
+    rows = MICRO * BATCHES * REPLICAS
+    x = np.random.default_rng(1).standard_normal((rows, sharded.FEATURES)).astype(np.float32)
+    config = ti.Config(model + ".pdmodel", model + ".pdiparams")
+    config.set_cpu_math_library_num_threads(4)
+    config.enable_ipu(2, MICRO, True, BATCHES)
+    config.set_ipu_config(ipu_replica_num=REPLICAS)
+    config.enable_trace(str(path))
+    predictor = ti.create_predictor(config)
+    predictor.run([x])
+    predictor.run([x])
+    lanes = _lanes(path)
+    assert {"replica 0 cpu:0", "replica 0 cpu:1", "replica 1 cpu:0", "replica 1 cpu:1",
+            "replica 0 copies"} <= set(lanes), sorted(lanes)
+    names = sorted(e["name"] for e in lanes["replica 1 cpu:1"])
+    # Replica 1 runs micro-batches 1, 3, 5, 7 of each run, forward only.
+    want = sorted(f"forward run {r} micro-batch {k}" for r in (1, 2) for k in (1, 3, 5, 7))
+    assert names == want, names
+
+
+def test_cli_run_writes_a_trace(model, tmp_path):
+    import subprocess
+    from pathlib import Path
+
+    cli = Path(__file__).resolve().parents[2] / "build" / "bin" / "tiller"
+    x = np.zeros((MICRO, sharded.FEATURES), np.float32)
+    np.save(tmp_path / "x.npy", x)
+    path = tmp_path / "cli.json"
+    done = subprocess.run([str(cli), "run", model + ".pdmodel", "--input",
+                           f"x={tmp_path / 'x.npy'}", "--output-dir", str(tmp_path / "out"),
+                           "--trace", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lanes = _lanes(path)
+    assert [e["name"] for e in lanes["cpu:0"]] == ["forward run 1"], lanes
