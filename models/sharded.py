@@ -20,10 +20,12 @@ FEATURES, HIDDEN, CLASSES = 32, 64, 8
 
 
 def build(opt_spec="adam", seed: int = 0, second_index: int = 1, second_stage: int = 1,
-          first_index: int = 0):
+          first_index: int = 0, shards: int = 2):
     """The sharded program (this process's program form) as a
     models.training.BuiltProgram (kind "mlp"); the first half's guard takes
-    ``first_index``, the second half's ``second_index`` / ``second_stage``."""
+    ``first_index``, the second half's ``second_index`` / ``second_stage``.
+    shards=4: the same network under four guards (index = stage = 0..3:
+    linear + gelu | layer_norm | linear + relu | linear + loss)."""
     import paddle
     import paddle.nn as nn
     import paddle.nn.functional as F
@@ -43,11 +45,21 @@ def build(opt_spec="adam", seed: int = 0, second_index: int = 1, second_stage: i
         v = {n: paddle.static.data(n, shp, dt) for n, (shp, dt) in feeds.items()}
         layers = nn.LayerList([nn.Linear(FEATURES, HIDDEN), nn.LayerNorm(HIDDEN),
                                nn.Linear(HIDDEN, HIDDEN), nn.Linear(HIDDEN, CLASSES)])
-        with tiller.ipu_shard_guard(index=first_index, stage=0):
-            h = layers[1](F.gelu(layers[0](v["x"])))
-        with tiller.ipu_shard_guard(index=second_index, stage=second_stage):
-            logits = layers[3](F.relu(layers[2](h)))
-            loss = F.cross_entropy(logits, v["label"])
+        if shards == 4:
+            with tiller.ipu_shard_guard(index=0, stage=0):
+                h = F.gelu(layers[0](v["x"]))
+            with tiller.ipu_shard_guard(index=1, stage=1):
+                h = layers[1](h)
+            with tiller.ipu_shard_guard(index=2, stage=2):
+                h = F.relu(layers[2](h))
+            with tiller.ipu_shard_guard(index=3, stage=3):
+                loss = F.cross_entropy(layers[3](h), v["label"])
+        else:
+            with tiller.ipu_shard_guard(index=first_index, stage=0):
+                h = layers[1](F.gelu(layers[0](v["x"])))
+            with tiller.ipu_shard_guard(index=second_index, stage=second_stage):
+                logits = layers[3](F.relu(layers[2](h)))
+                loss = F.cross_entropy(logits, v["label"])
         opt, sched = T.make_optimizer(spec)
         opt.minimize(loss)
     init = T._init_arrays(layers, seed)
@@ -98,13 +110,25 @@ def _strategy(cfg: dict):
         s.set_options({"pipeline_schedule": cfg["schedule"]})
     if "trace" in cfg:
         s.set_options({"trace_path": cfg["trace"]})
+    if cfg.get("recompute"):
+        s.set_options({"auto_recomputation": 3})
+    # Replicated tensor sharding: every tensor's optimizer state split over
+    # the replicas ("rts"), or none; the default is Paddle's (on, for
+    # tensors of at least 8192 elements: none of this network's).
+    if "rts" in cfg:
+        s.set_options({"location_optimizer": {
+            "use_replicated_tensor_sharding": bool(cfg["rts"]),
+            "min_elements_for_replicated_tensor_sharding": 0}})
     return s
 
 
 def train_here(configs: list[dict], opt_spec="adam", updates: int = 20, global_batch: int = 8,
-               second_index: int = 1, second_stage: int = 1, first_index: int = 0) -> list[dict]:
+               second_index: int = 1, second_stage: int = 1, first_index: int = 0,
+               shards: int = 2) -> list[dict]:
     """Trains a fresh copy of the program (same seed, same data) for each
-    config {devices, replicas, accumulate, batches_per_step, threads}; every
+    config {devices, replicas, accumulate, batches_per_step, threads,
+    pipeline, schedule, recompute, rts, trace; shards: a config's own guard
+    count, default the call's}; every
     update sees the same ``global_batch`` rows. Returns, per config: losses
     [updates] (the mean over an update's micro-batches), the final state,
     the fetch shape, the compiled step's text (ops with their devices), and
@@ -117,7 +141,8 @@ def train_here(configs: list[dict], opt_spec="adam", updates: int = 20, global_b
     out = []
     with T.static_mode():
         for cfg in configs:
-            built = build(opt_spec, 0, second_index, second_stage, first_index)
+            built = build(opt_spec, 0, second_index, second_stage, first_index,
+                          cfg.get("shards", shards))
             scope = paddle.static.Scope()
             exe = T.init_scope(built, scope)
             if cfg.get("paddle"):
