@@ -110,6 +110,8 @@ def _strategy(cfg: dict):
         s.set_options({"pipeline_schedule": cfg["schedule"]})
     if "trace" in cfg:
         s.set_options({"trace_path": cfg["trace"]})
+    if cfg.get("avg"):
+        s.set_options({"need_avg_shard": True})
     if cfg.get("recompute"):
         s.set_options({"auto_recomputation": 3})
     # Replicated tensor sharding: every tensor's optimizer state split over
@@ -127,7 +129,7 @@ def train_here(configs: list[dict], opt_spec="adam", updates: int = 20, global_b
                shards: int = 2) -> list[dict]:
     """Trains a fresh copy of the program (same seed, same data) for each
     config {devices, replicas, accumulate, batches_per_step, threads,
-    pipeline, schedule, recompute, rts, trace; shards: a config's own guard
+    pipeline, schedule, recompute, rts, avg (need_avg_shard), trace; shards: a config's own guard
     count, default the call's}; every
     update sees the same ``global_batch`` rows. Returns, per config: losses
     [updates] (the mean over an update's micro-batches), the final state,

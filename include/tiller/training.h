@@ -86,6 +86,10 @@ struct SessionOptions {
   // stages of about equal cost instead (the split is in the summary's
   // compile report).
   bool auto_split = false;
+  // need_avg_shard (with enable_manual_shard): the automatic split even of
+  // a program whose ops carry ipu_index, replacing it (Paddle split evenly
+  // by op count; Tiller balances the cost).
+  bool auto_split_sharded = false;
   // Pipelining (enable_pipelining) over a replica's devices (its stages, in
   // ipu_index order): the micro-batches of each update (of an eval run) flow
   // through the devices, which work on different micro-batches at once.

@@ -154,9 +154,14 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   std::vector<size_t> grad_pins, local_grad_pins;
   StepSource::Forward fwd = source.BuildForward(folder());
   TILLER_CHECK(fwd.graph, "the step source built no graph");
-  if (options_.auto_split && devices_.size() > 1 && !passes::IsSharded(*fwd.graph)) {
+  if (options_.auto_split && devices_.size() > 1 &&
+      (options_.auto_split_sharded || !passes::IsSharded(*fwd.graph))) {
     std::string detail;
-    StagePass split("auto_split", "forward ops -> stages of about equal cost (no ipu_index set)",
+    StagePass split("auto_split",
+                    options_.auto_split_sharded
+                        ? "forward ops -> stages of about equal cost (need_avg_shard: ipu_index "
+                          "replaced)"
+                        : "forward ops -> stages of about equal cost (no ipu_index set)",
                     [&](ir::Graph& g) {
                       detail = passes::AutoSplitStages(g, static_cast<int>(devices_.size())).detail;
                       return static_cast<int>(g.ops().size());

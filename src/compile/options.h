@@ -41,8 +41,10 @@ struct CompileOptions {
   // With kByShard and more than one device: a forward graph nobody sharded
   // (no ipu_index) is split into that many stages of about equal cost
   // (passes/auto_split.cc; the split is in the compile report). A sharded
-  // graph keeps its shards.
+  // graph keeps its shards, unless auto_split_sharded (Paddle's
+  // need_avg_shard), which splits it anyway.
   bool auto_split = false;
+  bool auto_split_sharded = false;
   bool optimize = true;  // run the optimization passes (Config::SwitchIrOptim)
   // Compile for the memory plans only (the planner): no arenas, no
   // accumulator or shard storage; the executable cannot run.

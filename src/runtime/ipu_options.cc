@@ -42,6 +42,9 @@ std::vector<OptionSpec> MakeSpecs() {
        "devices of all replicas (replicated_graph_count x devices per replica)"},
       {"enable_manual_shard", Support::kHonoured, false,
        "each op on the device of its ipu_index (ipu_shard_guard)"},
+      {"need_avg_shard", Support::kHonoured, false,
+       "with enable_manual_shard: split the program into stages of about equal cost, replacing "
+       "its ipu_index (Paddle split evenly by op count)"},
       {"enable_pipelining", Support::kHonoured, false,
        "pipeline the shards: devices work on different micro-batches at once"},
       // popart::RecomputationType: 0 none, 1 standard, 2 norm-only, 3 pipeline, 4 all.
@@ -78,8 +81,7 @@ std::vector<OptionSpec> MakeSpecs() {
   };
   // Options of Paddle/PopART that tune the IPU toolchain: no meaning on
   // Tiller's backends.
-  for (const char* name : {"need_avg_shard",
-                           "max_weight_norm",
+  for (const char* name : {"max_weight_norm",
                            "accl1_type",
                            "accl2_type",
                            "accl3_type",

@@ -409,7 +409,8 @@ TrainingSession::TrainingSession(const std::string& program_path,
     co.devices.assign(options.devices_per_replica,
                       compile::DeviceSpec{"cpu", options.num_threads / n_devices, 0});
     co.placement = compile::PlacementPolicy::kByShard;
-    co.auto_split = options.auto_split;
+    co.auto_split = options.auto_split || options.auto_split_sharded;
+    co.auto_split_sharded = options.auto_split_sharded;
     co.accumulation_steps = options.accumulation_factor;
     co.batches_per_step = options.batches_per_step;
     co.recompute = options.recompute;
@@ -492,6 +493,8 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   const bool manual_shard = o.GetBool("enable_manual_shard");
   // More devices than replicas without manual sharding: an automatic split.
   out.auto_split = devices / replicas > 1 && !manual_shard;
+  // need_avg_shard: the split replaces the program's ipu_index.
+  out.auto_split_sharded = manual_shard && o.GetBool("need_avg_shard");
   if (manual_shard && devices / replicas < 2)
     Fail(ErrorKind::kInvalidArgument,
          "enable_manual_shard needs more than one device per replica: num_ipus {} with {} "

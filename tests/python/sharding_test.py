@@ -51,6 +51,10 @@ CONFIGS = [
      "pipeline": True, "recompute": True, "rts": False},
     {"name": "g: (c) with replicated tensor sharding", "devices": 2, "replicas": 2,
      "accumulate": 4, "pipeline": True, "rts": True},
+    # need_avg_shard: the four-guard program split into 2 stages by cost (its
+    # ipu_index 2 and 3 would not exist on 2 devices).
+    {"name": "need_avg_shard: 4 guards on 2 pipelined devices", "shards": 4, "devices": 2,
+     "accumulate": 4, "pipeline": True, "avg": True},
 ]
 
 
@@ -90,6 +94,8 @@ def test_sharded_program_trains_the_same_on_every_configuration(fmt):
     assert by_name["b: 4 stages pipelined, accumulation 8"]["in_flight"] == 4
     b_graph = by_name["b: 4 stages pipelined, accumulation 8"]["graph"]
     assert all(f" @{d}]" in b_graph for d in range(4)), "4 stages, each on its device"
+    avg_graph = by_name["need_avg_shard: 4 guards on 2 pipelined devices"]["graph"]
+    assert " @0]" in avg_graph and " @1]" in avg_graph and " @2]" not in avg_graph
     g_graph = by_name["g: (c) with replicated tensor sharding"]["graph"]
     # Each replica keeps half of linear_0's moments (32 x 64 elements); the
     # gradients feed the global-norm clip too, so they stay all-reduced.
