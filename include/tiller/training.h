@@ -117,6 +117,17 @@ struct SessionOptions {
   // checkpoints see whole tensors.
   bool shard_optimizer_state = false;
   int64_t shard_min_elements = 8192;
+  // Which fetched values a run returns (Tiller's options anchor_return_type
+  // and anchor_return_period; PopART's anchor return types, which Paddle
+  // fixed at All): every micro-batch's (kAll, the shapes above); the last
+  // micro-batch's of each replica (kFinal: [replicas, ...] when
+  // replicated, else the micro-batch's shape); every anchor_period-th
+  // batch's micro-batches (kEveryN: [replicas, accumulation,
+  // batches_per_step / anchor_period, ...], each dim as for kAll; the period
+  // must divide batches_per_step); or each replica's sum over its
+  // micro-batches (kSum, shaped as kFinal; numeric fetches only).
+  enum class Anchor { kAll, kFinal, kEveryN, kSum } anchor = Anchor::kAll;
+  int anchor_period = 1;
   // A device profile (Tiller's option device_profile: cpu, ipu-mk2,
   // ipu-bow, h200, or NAME:CAPACITY; see include/tiller/planner.h): every
   // compiled step is checked against it before it runs, and one that does

@@ -53,6 +53,12 @@ std::vector<OptionSpec> MakeSpecs() {
       // Tiller's own: a trace of every step (Chrome / Perfetto JSON).
       {"trace_path", Support::kHonoured, std::string(""),
        "write a Chrome / Perfetto trace of the steps to this file ('' : off)"},
+      // Tiller's own (PopART's AnchorReturnType, which Paddle fixed at All):
+      // which micro-batches' fetched values a run returns.
+      {"anchor_return_type", Support::kHonoured, std::string("all"),
+       "fetches of 'all' micro-batches, the 'final' one, 'every_n' batches, or their 'sum'"},
+      {"anchor_return_period", Support::kHonoured, int64_t{1},
+       "every_n: return every this many batches (must divide batches_per_step)"},
       // Tiller's own: the device profile every compiled step must fit.
       {"device_profile", Support::kHonoured, std::string(""),
        "check each step fits this profile (cpu, ipu-mk2, ipu-bow, h200, NAME:CAPACITY); '' : off"},
@@ -252,6 +258,16 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
            "option 'pipeline_schedule' takes '1f1b' or 'fill_drain', got {}",
            OptionValueRepr(value));
   }
+  if (name == "anchor_return_type") {
+    const std::string& v = std::get<std::string>(*converted);
+    if (v != "all" && v != "final" && v != "every_n" && v != "sum")
+      Fail(ErrorKind::kInvalidArgument,
+           "option 'anchor_return_type' takes 'all', 'final', 'every_n' or 'sum', got {}",
+           OptionValueRepr(value));
+  }
+  if (name == "anchor_return_period" && std::get<int64_t>(*converted) < 1)
+    Fail(ErrorKind::kInvalidArgument, "option 'anchor_return_period' must be >= 1, got {}",
+         OptionValueRepr(value));
   if (name == "num_threads" && std::get<int64_t>(*converted) < 0)
     Fail(ErrorKind::kInvalidArgument,
          "option 'num_threads' must be >= 0 (0: every hardware thread), got {}",

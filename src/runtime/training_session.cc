@@ -267,6 +267,9 @@ struct TrainingSession::Impl {
   void PrepareMicroBatch(compile::Executable& exe, int k);
   // Copies exe's outputs to micro-batch k's place in the fetches.
   void FetchMicroBatch(const compile::Executable& exe, int k);
+  // Reduces every micro-batch's fetches (micro-batch order) to what
+  // options.anchor returns, with its shape.
+  void ApplyAnchors(const compile::Executable& exe);
   compile::PipelineStats pipeline_stats;  // replica 0's last window
   // Replica 0's executables of the last run (a pipeline's copies).
   std::vector<const compile::CompiledStep*> last_copies;
@@ -379,6 +382,12 @@ TrainingSession::TrainingSession(const std::string& program_path,
          options.batches_per_step);
   if (options.replicas < 1)
     Fail(ErrorKind::kInvalidArgument, "replicas must be >= 1, got {}", options.replicas);
+  if (options.anchor == SessionOptions::Anchor::kEveryN &&
+      (options.anchor_period < 1 || options.batches_per_step % options.anchor_period != 0))
+    Fail(ErrorKind::kInvalidArgument,
+         "anchor_return_period {} does not divide batches_per_step {} (every_n returns every "
+         "that many batches of a run)",
+         options.anchor_period, options.batches_per_step);
   if (options.replicas > 1 && !options.replicated_graphs)
     Fail(ErrorKind::kInvalidArgument,
          "replicated_graph_count {} needs replication on (enable_replicated_graphs=True)",
@@ -508,6 +517,12 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.shard_min_elements =
       o.GetInt("location_optimizer.min_elements_for_replicated_tensor_sharding");
   out.device_profile = o.GetStr("device_profile");
+  const std::string anchor = o.GetStr("anchor_return_type");
+  out.anchor = anchor == "final"     ? SessionOptions::Anchor::kFinal
+               : anchor == "every_n" ? SessionOptions::Anchor::kEveryN
+               : anchor == "sum"     ? SessionOptions::Anchor::kSum
+                                     : SessionOptions::Anchor::kAll;
+  out.anchor_period = static_cast<int>(o.GetInt("anchor_return_period"));
   out.pipeline_schedule = o.GetStr("pipeline_schedule") == "fill_drain"
                               ? SessionOptions::Schedule::kFillDrain
                               : SessionOptions::Schedule::kOneFOneB;
@@ -756,6 +771,80 @@ void TrainingSession::Impl::FetchMicroBatch(const compile::Executable& exe, int 
   runtime::CopyMicroBatchOut(exe, k, fetched);
 }
 
+namespace {
+
+template <typename T>
+void AddInto(std::byte* sum, const std::byte* value, size_t bytes) {
+  T* s = reinterpret_cast<T*>(sum);
+  const T* v = reinterpret_cast<const T*>(value);
+  for (size_t e = 0; e < bytes / sizeof(T); ++e) s[e] += v[e];
+}
+
+}  // namespace
+
+void TrainingSession::Impl::ApplyAnchors(const compile::Executable& exe) {
+  using Anchor = SessionOptions::Anchor;
+  if (options.anchor == Anchor::kAll) return;
+  const int batches = options.batches_per_step, accumulate = options.accumulation_factor,
+            n_replicas = options.replicas;
+  // Micro-batch (b, g, r) sits at ((b * G) + g) * R + r.
+  auto index = [&](int b, int g, int r) { return (b * accumulate + g) * n_replicas + r; };
+  for (size_t i = 0; i < fetched.size(); ++i) {
+    const ir::TensorType& micro = exe.outputs()[i].type;
+    const size_t bytes = micro.bytes();
+    const std::byte* all = fetched[i].data();
+    AlignedBuffer out;
+    Shape shape = micro.shape;
+    if (options.anchor == Anchor::kEveryN) {
+      const int n = options.anchor_period, kept = batches / n;
+      out.Resize(bytes * kept * accumulate * n_replicas);
+      std::byte* dst = out.data();
+      for (int b = n - 1; b < batches; b += n) {
+        const size_t run = bytes * accumulate * n_replicas;
+        std::memcpy(dst, all + bytes * index(b, 0, 0), run);
+        dst += run;
+      }
+      if (options.batches_per_step > 1) shape.insert(shape.begin(), kept);
+      if (options.gradient_accumulation) shape.insert(shape.begin(), accumulate);
+    } else {
+      out.Resize(bytes * n_replicas);
+      for (int r = 0; r < n_replicas; ++r) {
+        std::byte* dst = out.data() + bytes * r;
+        if (options.anchor == Anchor::kFinal) {
+          std::memcpy(dst, all + bytes * index(batches - 1, accumulate - 1, r), bytes);
+          continue;
+        }
+        for (int b = 0; b < batches; ++b) {
+          for (int g = 0; g < accumulate; ++g) {
+            const std::byte* v = all + bytes * index(b, g, r);
+            switch (micro.dtype) {
+              case DType::kF32:
+                AddInto<float>(dst, v, bytes);
+                break;
+              case DType::kF64:
+                AddInto<double>(dst, v, bytes);
+                break;
+              case DType::kI32:
+                AddInto<int32_t>(dst, v, bytes);
+                break;
+              case DType::kI64:
+                AddInto<int64_t>(dst, v, bytes);
+                break;
+              default:
+                Fail(ErrorKind::kInvalidArgument,
+                     "anchor_return_type 'sum' of fetch '{}' ({}): only numeric fetches sum",
+                     fetch_names[i], micro.ToString());
+            }
+          }
+        }
+      }
+    }
+    if (options.replicated_graphs) shape.insert(shape.begin(), n_replicas);
+    fetched[i] = std::move(out);
+    fetch_types[i] = {micro.dtype, shape};
+  }
+}
+
 void TrainingSession::Impl::RunReplicaPipelined(int replica, bool eval,
                                                 const std::vector<Shape>& shapes,
                                                 int* updates_done) {
@@ -905,6 +994,7 @@ void TrainingSession::Run(bool eval) {
   }
   if (!eval) s.steps += s.options.batches_per_step;
   if (!eval && !s.sharded.empty()) s.parts_newer = true;
+  s.ApplyAnchors(exe);
   s.last = compiled[0];
   s.last_eval = eval;
 }

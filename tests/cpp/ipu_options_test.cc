@@ -145,7 +145,7 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
   // + accumulation, batches per step, reduction, replication, num_ipus, manual shard,
   // pipelining, pipeline_schedule, trace_path, auto_recomputation,
   // location_optimizer's use_replicated_tensor_sharding and its threshold, device_profile
-  EXPECT_EQ(honoured, 23);  // + need_avg_shard
+  EXPECT_EQ(honoured, 25);  // + need_avg_shard, anchor_return_type and _period
   EXPECT_EQ(not_yet, 2);
   // + location_optimizer's on_chip, min_elements_for_off_chip, use_io_tiles_*
   EXPECT_EQ(no_effect, 33);

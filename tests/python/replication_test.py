@@ -182,3 +182,54 @@ def test_state_set_between_runs_reaches_every_replica(cnn, options):
     for name in start:
         np.testing.assert_allclose(prog.session.get_state(name), one.session.get_state(name),
                                    atol=1e-5, err_msg=name)
+
+
+def test_anchors_return_all_final_every_n_or_the_sum_of_the_micro_batches():
+    """Tiller's anchor_return_type (PopART's anchors; Paddle always returned
+    all): from the same training run, 'final' is each replica's last
+    micro-batch, 'every_n' every anchor_return_period-th batch, 'sum' each
+    replica's sum; shapes as for 'all' with the dims that remain. Values
+    come from separate sessions with the same start and data, so they must
+    equal the reductions of 'all' exactly."""
+    import paddle
+
+    B, G, R, N = 4, 2, 2, 2
+    micro = _micro_batches("cnn_nobn", B * G * R)
+    feed = _concat("cnn_nobn", micro, False)
+    fetched = {}
+    with T.static_mode():
+        built = _build("cnn_nobn", T.OptSpec("adam", schedule="constant"))
+        for anchor in ("all", "final", "every_n", "sum"):
+            scope = paddle.static.Scope()
+            T.init_scope(built, scope)
+            prog = _replicated(built, scope, enable_gradient_accumulation=True,
+                               accumulation_factor=G, batches_per_step=B,
+                               anchor_return_type=anchor, anchor_return_period=N)
+            fetched[anchor] = np.asarray(prog.run(feed=feed)[0])
+    every = fetched["all"]
+    assert every.shape[:3] == (R, G, B), every.shape
+    micro_shape = every.shape[3:]
+    # Values in micro-batch order: batch, accumulation, replica (innermost).
+    v = every.reshape(B, G, R, *micro_shape)
+    assert fetched["final"].shape == (R, *micro_shape)
+    np.testing.assert_array_equal(fetched["final"], v[B - 1, G - 1])
+    assert fetched["sum"].shape == (R, *micro_shape)
+    total = np.zeros_like(v[0, 0])
+    for b in range(B):          # Tiller adds in micro-batch order
+        for g in range(G):
+            total += v[b, g]
+    np.testing.assert_array_equal(fetched["sum"], total)
+    assert fetched["every_n"].shape == (R, G, B // N, *micro_shape)
+    np.testing.assert_array_equal(fetched["every_n"].reshape(-1),
+                                  v[N - 1::N].reshape(-1))
+
+
+def test_bad_anchor_options_are_refused(cnn):
+    built, scope = cnn
+    with pytest.raises(tiller.TillerError, match=r"option 'anchor_return_type' takes 'all', "
+                                                 r"'final', 'every_n' or 'sum', got 'last'"):
+        _replicated(built, scope, anchor_return_type="last")
+    with pytest.raises(tiller.TillerError, match=r"anchor_return_period 3 does not divide "
+                                                 r"batches_per_step 4"):
+        _replicated(built, scope, batches_per_step=4, anchor_return_type="every_n",
+                    anchor_return_period=3)
