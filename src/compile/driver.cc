@@ -163,7 +163,9 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
                           "replaced)"
                         : "forward ops -> stages of about equal cost (no ipu_index set)",
                     [&](ir::Graph& g) {
-                      detail = passes::AutoSplitStages(g, static_cast<int>(devices_.size())).detail;
+                      detail = passes::AutoSplitStages(g, static_cast<int>(devices_.size()),
+                                                       fwd.loss != nullptr)
+                                   .detail;
                       return static_cast<int>(g.ops().size());
                     });
     report.stages.push_back(passes::RunPass(split, *fwd.graph, ctx));

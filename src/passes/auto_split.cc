@@ -3,7 +3,9 @@
 // flow to the same or a later stage) of about equal cost:
 //   op cost = 2 x multiply-adds for matmul / linear / conv (from the shapes),
 //             elements written for every other op (memory-bound work, which
-//             a GEMM's flops outweigh by orders of magnitude)
+//             a GEMM's flops outweigh by orders of magnitude); for training,
+//             x 3 for the gradients, plus an embedding's table-sized
+//             gradient
 // The split is on the cumulative cost, not on op counts (Paddle's even
 // split by op count puts a vocabulary-wide decoder and a dozen elementwise
 // ops on the same footing). Ops get shard = stage = their stage index;
@@ -65,20 +67,33 @@ double ForwardOpCost(const ir::Op& op) {
   return written;
 }
 
-SplitResult AutoSplitStages(ir::Graph& g, int stages) {
+double TrainingOpCost(const ir::Op& op) {
+  // A gradient costs about twice its forward op (a matmul's two gradient
+  // matmuls; elementwise ops read and write the same tensors again) ...
+  double cost = 3 * ForwardOpCost(op);
+  // ... except an embedding's: its table gradient is the size of the table
+  // (zeroed, scattered into, accumulated), whatever the batch.
+  if (op.type == "embedding" && !op.inputs.empty()) cost += 3 * Elements(op.inputs[0]);
+  return cost;
+}
+
+SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training) {
   SplitResult r;
   std::vector<ir::Op*> forward;
   double total = 0;
+  auto cost_of = [training](const ir::Op& op) {
+    return training ? TrainingOpCost(op) : ForwardOpCost(op);
+  };
   for (const auto& op : g.ops()) {
     if (op->placement.phase != ir::Phase::kForward) continue;
     forward.push_back(op.get());
-    total += ForwardOpCost(*op);
+    total += cost_of(*op);
   }
   r.cost.assign(stages, 0.0);
   r.ops.assign(stages, 0);
   double acc = 0;
   for (ir::Op* op : forward) {
-    const double c = ForwardOpCost(*op);
+    const double c = cost_of(*op);
     // The stage whose share of the total holds this op's midpoint.
     int s = total > 0 ? static_cast<int>((acc + c / 2) / total * stages) : 0;
     s = std::clamp(s, 0, stages - 1);

@@ -80,10 +80,15 @@ struct SplitResult {
   std::vector<int> ops;      // per stage
   std::string detail;        // "stage 0: 40 ops, 49.8% of the cost; stage 1: ..."
 };
-SplitResult AutoSplitStages(ir::Graph& g, int stages);
+// training: balance forward + backward (TrainingOpCost), else forward.
+SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training = false);
 // The cost the split balances: 2 x multiply-adds of matmul / linear / conv,
 // elements written for other ops, 0 for views.
 double ForwardOpCost(const ir::Op& op);
+// Forward + backward estimate of a forward op: 3 x ForwardOpCost, plus 3 x
+// the table of an embedding (its dense gradient, zeroed, scattered into
+// and accumulated).
+double TrainingOpCost(const ir::Op& op);
 // 2 x multiply-adds of a matmul / linear / conv op (from the shapes); 0 for
 // every other op.
 double OpFlops(const ir::Op& op);
