@@ -56,7 +56,8 @@ std::string Percent(double x) {
 std::string Seconds(double s) {
   if (s >= 1) return fmt::format("{:.3f} s", s);
   if (s >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
-  return fmt::format("{:.1f} us", s * 1e6);
+  if (s >= 1e-6) return fmt::format("{:.1f} us", s * 1e6);
+  return fmt::format("{:.0f} ns", s * 1e9);
 }
 
 // The state an optimizer operand is part of: replicated tensor sharding
@@ -201,12 +202,17 @@ std::string StepPlan::Format() const {
         FormatBytes(p.peak()),
         profile.memory_bytes ? Percent(static_cast<double>(p.peak()) / profile.memory_bytes) : "-");
   }
-  out += "predicted per micro-batch (forward + backward) and per update:\n";
+  out += s.training ? "predicted per micro-batch (forward + backward) and per update:\n"
+                    : "predicted per micro-batch:\n";
   for (size_t d = 0; d < devices.size(); ++d) {
     const DevicePlan& p = devices[d];
-    out += fmt::format("  device {}: {:.2f} GFLOP, forward {}, backward {}, update {}\n", d,
-                       p.flops / 1e9, Seconds(p.forward_s), Seconds(p.backward_s),
-                       Seconds(p.update_s));
+    if (s.training)
+      out += fmt::format("  device {}: {:.3f} GFLOP, forward {}, backward {}, update {}\n", d,
+                         p.flops / 1e9, Seconds(p.forward_s), Seconds(p.backward_s),
+                         Seconds(p.update_s));
+    else
+      out += fmt::format("  device {}: {:.3f} GFLOP, forward {}\n", d, p.flops / 1e9,
+                         Seconds(p.forward_s));
   }
   out += fmt::format("predicted step time: {} per {}, {} per run; pipeline bubble {}\n",
                      Seconds(window_s), s.training ? "update" : "window", Seconds(run_s),

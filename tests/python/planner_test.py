@@ -174,3 +174,22 @@ def test_plan_command_prints_the_table_and_fails_when_a_device_does_not_fit(bert
 def test_bad_profile_capacities_are_refused():
     with pytest.raises(tiller.TillerError, match=r"capacity 'lots' is not a size"):
         tiller.plan("unused.json", profile="ipu-mk2:lots")
+
+
+def test_inference_plan_puts_each_shards_weights_on_its_device(tmp_path):
+    """An inference model sharded with ipu_shard_guard (legacy .pdmodel keeps
+    ipu_index): each device holds the weights its ops read, together every
+    parameter once; a pipelined run holds a micro-batch per stage."""
+    from models import sharded
+
+    info = T.call_in_format("legacy", "models.sharded:export_inference_here",
+                            out_dir=str(tmp_path))
+    plan = tiller.plan(info["prefix"] + ".pdmodel", devices=2, micro_batch=3,
+                       batches_per_step=4, profile="ipu-bow")
+    assert "plan: inference, 1 replica x 2 devices pipelined (1F1B)" in plan["text"], plan["text"]
+    f, h, c = sharded.FEATURES, sharded.HIDDEN, sharded.CLASSES
+    params = 4 * (f * h + h + 2 * h + h * h + h + h * c + c)
+    weights = [d["weights"] for d in plan["devices"]]
+    assert min(weights) > 0 and sum(weights) == params, (weights, params)
+    assert [d["in_flight"] for d in plan["devices"]] == [2, 2]
+    assert all(d["optimizer"] == d["gradients"] == 0 for d in plan["devices"])
