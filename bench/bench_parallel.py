@@ -5,7 +5,7 @@ run, same program, initial state and data. Every configuration trains the
 same global batch per update, so sequences per second compare directly.
 
     .venv/bin/python bench/bench_parallel.py [--global-batch 32] [--micro 4] [--updates 4]
-        [--warmup 1]
+        [--warmup 1] [--rounds 3]
 
 Configurations:
   1 device x 1 thread      the global batch in one step
@@ -18,7 +18,9 @@ Configurations:
     by cost                program into two stages of about equal forward +
                            backward cost instead of the layers given
 
-Printed: the CPU and its ISA, ms per update (median after warm-up),
+Printed: the CPU and its ISA, ms per update (the best and the median of
+the timed updates; the configurations take turns, round by round, so that
+other load on a shared machine hits them alike; the ratios use the best),
 sequences/s, GFLOP/s by the FLOP formula of bench_training.py, the ratios
 the issue sets targets for (2 replicas >= 1.8x one 1-core device; the
 2-stage pipeline >= 1.6x), and the machine's fp32 GEMM rate measured in this
@@ -40,11 +42,18 @@ def parse_args(argv=None):
     ap.add_argument("--micro", type=int, default=4, help="the pipeline's micro-batch")
     ap.add_argument("--updates", type=int, default=4, help="timed updates per configuration")
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of --updates updates per configuration, interleaved")
     return ap.parse_args(argv)
 
 
 ARGS = parse_args() if __name__ == "__main__" else None
 os.environ.setdefault("GLOG_minloglevel", "2")
+# Paddle (which builds the programs and runs their startup) and numpy keep
+# one thread each in this process: their idle pools must not compete with
+# the configurations' devices. Tiller's devices take num_threads each.
+# The machine's GEMM rate is measured in a subprocess with every core.
+os.environ["OMP_NUM_THREADS"] = "1"
 
 import common  # noqa: E402  (puts the repository on sys.path)
 import numpy as np  # noqa: E402
@@ -60,64 +69,79 @@ BERT_SMALL = T.PretrainConfig(
 
 
 def sgemm_gflops(n: int = 2048, reps: int = 3) -> float:
-    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
-    b = a.T.copy()
-    a @ b
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n ** 3 / best / 1e9
+    """numpy's sgemm rate on every core, measured in a subprocess (this
+    process keeps numpy at one thread)."""
+    import subprocess
+
+    env = dict(os.environ, OMP_NUM_THREADS=str(os.cpu_count() or 1))
+    code = (
+        "import time, numpy as np\n"
+        f"n, reps = {n}, {reps}\n"
+        "a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)\n"
+        "b = a.T.copy()\n"
+        "a @ b\n"
+        "best = float('inf')\n"
+        "for _ in range(reps):\n"
+        "    t0 = time.perf_counter()\n"
+        "    a @ b\n"
+        "    best = min(best, time.perf_counter() - t0)\n"
+        "print(2 * n ** 3 / best / 1e9)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
-def run_config(threads, replicas, stages, micro, args, split_by_cost=False):
-    """(ms per update (median), last loss, bubble fraction) for `replicas`
-    replicas of `stages` pipeline stages, threads shared out evenly, each
-    update over args.global_batch sequences in micro-batches of `micro`."""
-    import paddle
+class Config:
+    """One configuration, compiled and ready: `replicas` replicas of `stages`
+    pipeline stages, threads shared out evenly, each update over
+    args.global_batch sequences in micro-batches of `micro`."""
 
-    import tiller
+    def __init__(self, name, threads, replicas, stages, micro, args, split_by_cost=False):
+        import paddle
 
-    global_batch = args.global_batch
-    n = args.warmup + args.updates
-    batches = T.make_batches("bert", BERT_SMALL, n, global_batch, seed=1)
-    built = T.build("bert", BERT_SMALL, T.OptSpec("adam", lr=1e-4, schedule="constant",
-                                                  clip_norm=None), seed=0, stages=stages)
-    scope = paddle.static.Scope()
-    T.init_scope(built, scope)
-    accumulate = global_batch // micro // replicas
-    strategy = tiller.IpuStrategy()
-    strategy.set_graph_config(num_ipus=replicas * stages, is_training=True,
-                              micro_batch_size=micro, enable_manual_shard=stages > 1)
-    strategy.set_pipelining_config(enable_pipelining=stages > 1,
-                                   enable_gradient_accumulation=accumulate > 1,
-                                   accumulation_factor=accumulate)
-    strategy.set_options({"num_threads": threads})
-    if split_by_cost:
-        strategy.set_options({"need_avg_shard": True})
-    if replicas > 1:
-        strategy.set_options({"enable_replicated_graphs": True,
-                              "replicated_graph_count": replicas})
-    prog = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
-        built.feed_names, built.fetch_list)
-    s = BERT_SMALL.seq_len
-    times = []
-    loss = None
-    for i, feed in enumerate(batches):
+        import tiller
+
+        self.name, self.stages = name, stages
+        global_batch = args.global_batch
+        self.batches = T.make_batches("bert", BERT_SMALL, args.warmup + args.updates,
+                                      global_batch, seed=1)
+        built = T.build("bert", BERT_SMALL, T.OptSpec("adam", lr=1e-4, schedule="constant",
+                                                      clip_norm=None), seed=0, stages=stages)
+        scope = paddle.static.Scope()
+        T.init_scope(built, scope)
+        accumulate = global_batch // micro // replicas
+        strategy = tiller.IpuStrategy()
+        strategy.set_graph_config(num_ipus=replicas * stages, is_training=True,
+                                  micro_batch_size=micro, enable_manual_shard=stages > 1)
+        strategy.set_pipelining_config(enable_pipelining=stages > 1,
+                                       enable_gradient_accumulation=accumulate > 1,
+                                       accumulation_factor=accumulate)
+        strategy.set_options({"num_threads": threads})
+        if split_by_cost:
+            strategy.set_options({"need_avg_shard": True})
+        if replicas > 1:
+            strategy.set_options({"enable_replicated_graphs": True,
+                                  "replicated_graph_count": replicas})
+        self.prog = tiller.IpuCompiledProgram(built.main, scope=scope,
+                                              ipu_strategy=strategy).compile(
+            built.feed_names, built.fetch_list)
+        s = BERT_SMALL.seq_len
         if micro < global_batch:
             # Each micro-batch's masked positions index its own rows.
-            feed = dict(feed)
-            pos = feed["masked_positions"].reshape(global_batch, -1)
-            feed["masked_positions"] = (pos - (np.arange(global_batch) // micro * micro * s)[:, None]
-                                        ).reshape(-1)
+            for feed in self.batches:
+                pos = feed["masked_positions"].reshape(global_batch, -1)
+                feed["masked_positions"] = (
+                    pos - (np.arange(global_batch) // micro * micro * s)[:, None]).reshape(-1)
+        self.times, self.loss, self.bubbles = [], None, []
+
+    def update(self, i, timed=True):
         t0 = time.perf_counter()
-        outs = prog.run(feed=feed)
-        if i >= args.warmup:
-            times.append((time.perf_counter() - t0) * 1e3)
-        loss = float(np.mean(outs[0]))
-    bubble = prog.session.summary().pipeline_bubble_fraction if stages > 1 else None
-    return statistics.median(times), loss, bubble
+        outs = self.prog.run(feed=self.batches[i])
+        if timed:
+            self.times.append((time.perf_counter() - t0) * 1e3)
+        self.loss = float(np.mean(outs[0]))
+        if self.stages > 1:
+            self.bubbles.append(self.prog.session.summary().pipeline_bubble_fraction)
 
 
 def main(args) -> int:
@@ -131,20 +155,34 @@ def main(args) -> int:
           f"global batch {global_batch} per update = {gflop:.1f} GFLOP, Adam, fp32; "
           f"{args.warmup} warm-up + {args.updates} timed updates each; pipeline micro-batch "
           f"{args.micro}, accumulation {global_batch // args.micro}")
-    rows = {}
     half = global_batch // 2
-    for name, threads, replicas, stages, micro, by_cost in (
-            ("1 device x 1 thread", 1, 1, 1, global_batch, False),
-            ("1 device x 2 threads", 2, 1, 1, global_batch, False),
-            ("2 replicas x 1 thread", 2, 2, 1, half, False),
-            ("2-stage pipeline x 1 thread", 2, 1, 2, args.micro, False),
-            ("2-stage pipeline, split by cost", 2, 1, 2, args.micro, True)):
-        ms, loss, bubble = run_config(threads, replicas, stages, micro, args, by_cost)
-        rows[name] = ms
-        extra = f"  bubble {100 * bubble:.0f}%" if bubble is not None else ""
-        print(f"  {name:<31} {ms:9.1f} ms/update  {global_batch / ms * 1e3:7.1f} seq/s  "
-              f"{gflop / ms * 1e3:6.1f} GFLOP/s  ({100 * gflop / ms * 1e3 / gemm:.0f}% of the "
-              f"measured GEMM rate)  loss {loss:.4f}{extra}", flush=True)
+    configs = [Config(*c, args) for c in (
+        ("1 device x 1 thread", 1, 1, 1, global_batch),
+        ("1 device x 2 threads", 2, 1, 1, global_batch),
+        ("2 replicas x 1 thread", 2, 2, 1, half),
+        ("2-stage pipeline x 1 thread", 2, 1, 2, args.micro))]
+    configs.append(Config("2-stage pipeline, split by cost", 2, 1, 2, args.micro, args,
+                          split_by_cost=True))
+    for c in configs:
+        for i in range(args.warmup):
+            c.update(i, timed=False)
+    # Round-robin: every configuration runs its updates in each round, so a
+    # busy spell on the (shared) machine hits them alike.
+    for _ in range(args.rounds):
+        for c in configs:
+            for i in range(args.warmup, args.warmup + args.updates):
+                c.update(i)
+    print(f"best and median of {args.rounds} rounds x {args.updates} updates, rounds "
+          f"interleaved across the configurations:")
+    rows, medians = {}, {}
+    for c in configs:
+        best, med = min(c.times), statistics.median(c.times)
+        rows[c.name], medians[c.name] = best, med
+        extra = f"  bubble {100 * statistics.median(c.bubbles):.0f}%" if c.bubbles else ""
+        print(f"  {c.name:<31} {best:8.1f} ms/update (median {med:7.1f})  "
+              f"{global_batch / best * 1e3:6.1f} seq/s  {gflop / best * 1e3:6.1f} GFLOP/s  "
+              f"({100 * gflop / best * 1e3 / gemm:.0f}% of the measured GEMM rate)  "
+              f"loss {c.loss:.4f}{extra}", flush=True)
     one = rows["1 device x 1 thread"]
     two = rows["1 device x 2 threads"]
     rep = rows["2 replicas x 1 thread"]
@@ -156,6 +194,11 @@ def main(args) -> int:
     print(f"2 replicas vs 1 device x 2 threads:       {two / rep:.2f}x")
     print(f"2-stage pipeline vs 1 device x 2 threads: {two / pipe:.2f}x")
     print(f"1 device x 2 threads vs x 1 thread:       {one / two:.2f}x")
+    mo, mp, mr = (medians["1 device x 1 thread"], medians["2-stage pipeline x 1 thread"],
+                  medians["2 replicas x 1 thread"])
+    mc = medians["2-stage pipeline, split by cost"]
+    print(f"by medians: 2 replicas {mo / mr:.2f}x, 2-stage pipeline {mo / mp:.2f}x, "
+          f"split by cost {mo / mc:.2f}x")
     return 0
 
 
