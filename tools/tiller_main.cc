@@ -381,7 +381,8 @@ int main(int argc, char** argv) {
   plan->add_flag("--fill-drain", req.fill_drain, "pipeline schedule fill-drain (default 1F1B)");
   plan->add_flag("--no-replicated-tensor-sharding", no_rts,
                  "keep the whole optimizer state on every replica");
-  plan->add_flag("--recompute", req.recompute, "recompute activations in the backward");
+  plan->add_option("--recompute", req.recompute,
+                   "auto_recomputation: 0 none, 1 standard, 3 pipeline, 4 all (default 0)");
 
   CLI11_PARSE(app, argc, argv);
   try {

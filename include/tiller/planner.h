@@ -43,7 +43,9 @@ struct PlanRequest {
   bool fill_drain = false;   // the pipeline schedule (default 1F1B)
   bool replicated_tensor_sharding = true;  // Paddle's default
   int64_t sharding_min_elements = 8192;
-  bool recompute = false;
+  // Paddle's auto_recomputation: 0 none, 1 standard (matmul / conv outputs
+  // and stage inputs kept), 3 pipeline and 4 all (stage inputs only).
+  int recompute = 0;
   std::string profile = "cpu";
   int threads = 1;  // cpu profile: threads per device its rates are measured with
 };

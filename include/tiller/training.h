@@ -105,6 +105,10 @@ struct SessionOptions {
   // activations do not live from the forward pass to their gradient (lower
   // peak memory, more compute). Results are unchanged.
   bool recompute = false;
+  // With recompute: keep only the stage inputs (auto_recomputation 3
+  // pipeline, 4 all: the backward runs the stage's forward again, matmuls
+  // included); else matmul / conv outputs as well (1, standard).
+  bool recompute_all = false;
   // Replicated tensor sharding of the optimizer state (Paddle's
   // location_optimizer {use_replicated_tensor_sharding: 1}, on by default
   // in Paddle's IpuStrategy; with replicas > 1): each replica keeps

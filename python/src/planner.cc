@@ -16,7 +16,7 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
               const std::vector<std::string>& feeds,
               const std::map<std::string, std::vector<int64_t>>& shapes, int64_t seq_len,
               bool pipelining, bool fill_drain, bool replicated_tensor_sharding,
-              int64_t sharding_min_elements, bool recompute, int threads,
+              int64_t sharding_min_elements, int recompute, int threads,
               const std::string& params) {
   PlanRequest r;
   r.model = model;
@@ -77,7 +77,7 @@ void BindPlanner(py::module_& m) {
         py::arg("shapes") = std::map<std::string, std::vector<int64_t>>{}, py::arg("seq_len") = 128,
         py::arg("pipelining") = true, py::arg("fill_drain") = false,
         py::arg("replicated_tensor_sharding") = true, py::arg("sharding_min_elements") = 8192,
-        py::arg("recompute") = false, py::arg("threads") = 1, py::arg("params") = "",
+        py::arg("recompute") = 0, py::arg("threads") = 1, py::arg("params") = "",
         "Per-device memory and predicted step time of a configuration on a device profile, "
         "without running the model (what `tiller plan` prints is in 'text'; include/tiller/"
         "planner.h).");

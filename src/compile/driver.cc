@@ -242,9 +242,13 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
       report.stages.push_back(passes::RunPass(*pass, *graph, ctx));
   }
   if (ctx.training && options_.recompute) {
-    passes::FunctionPass recompute(
-        "recompute", "backward reads of activations -> recomputed from their stage's inputs",
-        passes::RecomputeActivations);
+    const bool all = options_.recompute_all;
+    StagePass recompute(
+        "recompute",
+        all ? "backward reads of activations -> recomputed from their stage's inputs"
+            : "backward reads of activations -> recomputed from matmul / conv outputs and stage "
+              "inputs",
+        [all](ir::Graph& g) { return passes::RecomputeActivations(g, all); });
     report.stages.push_back(passes::RunPass(recompute, *graph, ctx));
   }
   StagePass place("placement", "each op onto a device",

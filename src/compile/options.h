@@ -88,6 +88,9 @@ struct CompileOptions {
   // pipeline stage's inputs (passes/recompute.cc), so activations do not
   // live from the forward pass to their gradient.
   bool recompute = false;
+  // With recompute: only stage inputs are kept (auto_recomputation 3 / 4,
+  // pipeline); else matmul / conv outputs too (1, standard).
+  bool recompute_all = false;
 
   // A single CPU device with `threads` threads.
   static CompileOptions Cpu(int threads) {

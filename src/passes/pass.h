@@ -68,9 +68,11 @@ int FuseActivation(ir::Graph& g);
 
 // update ops -> the shard and stage of the weight they update (training)
 int PlaceUpdateOps(ir::Graph& g);
-// backward reads of forward activations -> the activations recomputed from
-// their stage's inputs in the backward phase (training; passes/recompute.cc)
-int RecomputeActivations(ir::Graph& g);
+// backward reads of forward activations -> the activations recomputed in
+// the backward phase from checkpoints: matmul / conv outputs and stage
+// inputs, or (only_stage_inputs) stage inputs alone (training;
+// passes/recompute.cc)
+int RecomputeActivations(ir::Graph& g, bool only_stage_inputs = false);
 
 // Automatic pipeline stages (passes/auto_split.cc) for a forward graph
 // nobody sharded: contiguous runs of forward ops of about equal cost, each

@@ -3,10 +3,13 @@
 //   ==>  forward: x -> a -> b -> loss   backward: x -> a' -> b' (recomputed), reads a', b'
 // Backward ops read forward activations again computed from checkpoints
 // (graph inputs, weights, state, values that arrive from another pipeline
-// stage, and the outputs of matmul / linear / conv / embedding ops), so the
-// cheap ops' activations die when the forward pass ends instead of living
-// until their gradient: the peak memory drops by them, at the price of
-// running those ops again.
+// stage, and, in the standard mode, the outputs of matmul / linear / conv /
+// embedding ops), so the activations after them die when the forward pass
+// ends instead of living until their gradient: the peak memory drops by
+// them, at the price of running those ops again. The pipeline mode
+// (auto_recomputation 3 and 4) keeps only the stage inputs: a micro-batch
+// in flight holds nothing else, and the backward runs its stage's forward
+// again, matmuls included.
 // A recomputed value is made once, right before its first backward reader,
 // on its forward op's shard and stage in the backward phase. Ops with side
 // effects and random generators (whose draws would differ) are kept, not
@@ -25,16 +28,17 @@ namespace {
 // expensive ops whose outputs serve as checkpoints (recomputing a GEMM costs
 // what it saves; the cheap ops after it — activations, norms, softmax,
 // elementwise — are recomputed from it).
-bool Kept(const ir::Op& op) {
-  static const std::set<std::string> kCheckpoints = {
-      "matmul",    "linear",        "conv2d",        "conv2d_transpose",
-      "embedding", "random_normal", "random_uniform"};
-  return op.schema->side_effects || kCheckpoints.count(op.type) > 0;
+bool Kept(const ir::Op& op, bool only_stage_inputs) {
+  static const std::set<std::string> kCheckpoints = {"matmul", "linear", "conv2d",
+                                                     "conv2d_transpose", "embedding"};
+  if (op.schema->side_effects || op.type == "random_normal" || op.type == "random_uniform")
+    return true;
+  return !only_stage_inputs && kCheckpoints.count(op.type) > 0;
 }
 
 class Recomputer {
  public:
-  explicit Recomputer(ir::Graph& g) : g_(g) {
+  Recomputer(ir::Graph& g, bool only_stage_inputs) : g_(g), only_stage_inputs_(only_stage_inputs) {
     // Stage inputs: forward values read by a forward op of another stage.
     for (const auto& op : g.ops()) {
       if (op->placement.phase != ir::Phase::kForward) continue;
@@ -73,11 +77,12 @@ class Recomputer {
  private:
   bool Recomputable(const ir::Value* v) const {
     return v->producer && v->kind == ir::ValueKind::kIntermediate &&
-           v->producer->placement.phase == ir::Phase::kForward && !Kept(*v->producer) &&
-           !stage_inputs_.count(v);
+           v->producer->placement.phase == ir::Phase::kForward &&
+           !Kept(*v->producer, only_stage_inputs_) && !stage_inputs_.count(v);
   }
 
   ir::Graph& g_;
+  bool only_stage_inputs_;
   std::set<const ir::Value*> stage_inputs_;
   std::map<const ir::Value*, ir::Value*> done_;
   int clones_ = 0;
@@ -85,8 +90,8 @@ class Recomputer {
 
 }  // namespace
 
-int RecomputeActivations(ir::Graph& g) {
-  Recomputer r(g);
+int RecomputeActivations(ir::Graph& g, bool only_stage_inputs) {
+  Recomputer r(g, only_stage_inputs);
   std::vector<ir::Op*> backward;
   for (const auto& op : g.ops()) {
     if (op->placement.phase == ir::Phase::kBackward) backward.push_back(op.get());

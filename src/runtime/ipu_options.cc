@@ -49,7 +49,8 @@ std::vector<OptionSpec> MakeSpecs() {
        "pipeline the shards: devices work on different micro-batches at once"},
       // popart::RecomputationType: 0 none, 1 standard, 2 norm-only, 3 pipeline, 4 all.
       {"auto_recomputation", Support::kHonoured, int64_t{0},
-       "1, 3, 4: backward ops recompute activations from their stage's inputs; 0: none"},
+       "1: backward ops recompute activations from matmul / conv outputs; 3, 4: from stage "
+       "inputs only; 0: none"},
       // Tiller's own: a trace of every step (Chrome / Perfetto JSON).
       {"trace_path", Support::kHonoured, std::string(""),
        "write a Chrome / Perfetto trace of the steps to this file ('' : off)"},
@@ -246,7 +247,7 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
     if (r == 2)
       Fail(ErrorKind::kInvalidArgument,
            "option auto_recomputation=2 (norm only) is not implemented by Tiller (supported: 0 "
-           "none, 1 standard, 3 pipeline, 4 all; 1, 3 and 4 all recompute from stage inputs)");
+           "none, 1 standard, 3 pipeline, 4 all; 3 and 4 recompute from stage inputs alone)");
     if (r < 0 || r > 4)
       Fail(ErrorKind::kInvalidArgument, "option auto_recomputation takes 0 to 4, got {}",
            OptionValueRepr(value));

@@ -69,7 +69,11 @@ PlanReport Plan(const PlanRequest& r) {
   co.devices.assign(per_replica, compile::DeviceSpec{"cpu", 1, 0});
   co.auto_split = true;  // only where nobody sharded the program
   co.plan_only = true;
-  co.recompute = r.recompute;
+  if (r.recompute < 0 || r.recompute > 4 || r.recompute == 2)
+    Fail(ErrorKind::kInvalidArgument, "recompute {}: 0 none, 1 standard, 3 pipeline or 4 all",
+         r.recompute);
+  co.recompute = r.recompute != 0;
+  co.recompute_all = r.recompute >= 3;
   std::vector<std::unique_ptr<backend::Collective>> groups;
   if (r.train) {
     co.accumulation_steps = r.accumulate;

@@ -423,6 +423,7 @@ TrainingSession::TrainingSession(const std::string& program_path,
     co.accumulation_steps = options.accumulation_factor;
     co.batches_per_step = options.batches_per_step;
     co.recompute = options.recompute;
+    co.recompute_all = options.recompute_all;
     co.replicas = options.replicas;
     for (auto& group : s.groups) co.replica_groups.push_back(group.get());
     co.replica_rank = r;
@@ -513,6 +514,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.pipelining = o.GetBool("enable_pipelining");
   out.trace_path = o.GetStr("trace_path");
   out.recompute = o.GetInt("auto_recomputation") != 0;
+  out.recompute_all = o.GetInt("auto_recomputation") >= 3;
   out.shard_optimizer_state = o.GetBool("location_optimizer.use_replicated_tensor_sharding");
   out.shard_min_elements =
       o.GetInt("location_optimizer.min_elements_for_replicated_tensor_sharding");
