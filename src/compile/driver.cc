@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
+#include <set>
 
 #include "backend/collective.h"
 #include "compile/fold.h"
@@ -37,6 +39,43 @@ std::string Counts(const std::map<std::string, int>& m) {
 
 }  // namespace
 
+namespace {
+
+// The contributions a gradient sums: the leaves of its tree of backward
+// adds, each add read by the next only (a weight read on several shards,
+// such as an embedding table tied to the output projection).
+// `tree` gets the adds, which the per-shard sums replace.
+void Contributions(ir::Value* v, bool root, std::vector<ir::Value*>* out,
+                   std::set<const ir::Op*>* tree) {
+  const ir::Op* p = v->producer;
+  if (p && p->type == "add" && p->placement.phase == ir::Phase::kBackward &&
+      (root || v->users.size() == 1) && p->inputs[0]->type == v->type &&
+      p->inputs[1]->type == v->type) {
+    tree->insert(p);
+    Contributions(p->inputs[0], false, out, tree);
+    Contributions(p->inputs[1], false, out, tree);
+    return;
+  }
+  out->push_back(v);
+}
+
+// acc + contribution, in the accumulator's storage; an embedding's table
+// gradient that nothing else reads (`replaced`: ops going away) is
+// scattered straight into it (no table-sized temporary).
+ir::Value* AddInto(ir::Graph& g, ir::Value* acc, ir::Value* contribution, const std::string& name,
+                   const std::set<const ir::Op*>& replaced) {
+  const ir::Op* p = contribution->producer;
+  const bool only_replaced_read_it =
+      std::all_of(contribution->users.begin(), contribution->users.end(),
+                  [&](const ir::Op* u) { return replaced.count(u) > 0; });
+  if (p && p->type == "embedding_grad" && only_replaced_read_it)
+    return g.Add1("embedding_grad_add", {acc, p->inputs[0], p->inputs[1]},
+                  {{"padding_idx", p->GetInt("padding_idx")}}, "accumulate " + name);
+  return g.Add1("accumulate", {acc, contribution}, {}, "accumulate " + name);
+}
+
+}  // namespace
+
 std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<ir::Value*>& wrt,
                                                 const std::vector<ir::Value*>& gradients,
                                                 std::vector<Accumulator>* accumulators,
@@ -46,18 +85,66 @@ std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<
   std::vector<ir::Value*> sums;
   for (size_t k = 0; k < gradients.size(); ++k) {
     ir::Value* grad = gradients[k];
-    // The sum goes where the gradient is computed: same shard and stage.
-    ir::Placement p = grad->producer ? grad->producer->placement : g.placement_scope();
-    p.phase = ir::Phase::kBackward;
-    ir::ScopedPlacement scope(g, p);
-    Accumulator a;
-    a.name = fmt::format("{}@GRAD@ACCUMULATED", wrt[k]->name);
-    if (allocate) a.data.Resize(grad->bytes());  // zeroed
-    ir::Value* acc = g.AddState(a.name, grad->type);
-    ir::Value* sum = g.Add1("accumulate", {acc, grad}, {}, "accumulate " + a.name);
-    g.SetStateUpdate(acc, sum);
-    accumulators->push_back(std::move(a));
-    sums.push_back(sum);
+    // The contributions by shard: each shard accumulates its own (on its
+    // device, every micro-batch), and the update adds the shards' sums once
+    // per window, instead of moving a gradient between devices per
+    // micro-batch.
+    std::vector<ir::Value*> leaves;
+    std::set<const ir::Op*> tree;
+    Contributions(grad, true, &leaves, &tree);
+    std::vector<std::pair<int, std::vector<ir::Value*>>> by_shard;
+    for (ir::Value* leaf : leaves) {
+      const int shard = leaf->producer ? leaf->producer->placement.shard : -1;
+      auto it = std::find_if(by_shard.begin(), by_shard.end(),
+                             [&](const auto& s) { return s.first == shard; });
+      if (it == by_shard.end())
+        by_shard.push_back({shard, {leaf}});
+      else
+        it->second.push_back(leaf);
+    }
+    // The weight's own shard first: the update adds the others' sums into
+    // it there, where the optimizer runs (passes/place_updates.cc).
+    int home = -1;
+    for (const ir::Op* user : wrt[k]->users) {
+      if (user->placement.phase == ir::Phase::kForward) {
+        home = user->placement.shard;
+        break;
+      }
+    }
+    std::stable_partition(by_shard.begin(), by_shard.end(),
+                          [&](const auto& s) { return s.first == home; });
+    if (by_shard.size() == 1) {  // one shard: the gradient as it is
+      by_shard = {{0, {grad}}};
+      tree.clear();
+    }
+    std::vector<ir::Value*> parts;
+    for (size_t s = 0; s < by_shard.size(); ++s) {
+      std::vector<ir::Value*>& group = by_shard[s].second;
+      // The sum goes where its contributions are computed: same shard and stage.
+      ir::Placement p = group[0]->producer ? group[0]->producer->placement : g.placement_scope();
+      p.phase = ir::Phase::kBackward;
+      ir::ScopedPlacement scope(g, p);
+      ir::Value* contribution = group[0];
+      for (size_t i = 1; i < group.size(); ++i)
+        contribution = g.Add1("add", {contribution, group[i]});
+      Accumulator a;
+      a.name = s == 0 ? fmt::format("{}@GRAD@ACCUMULATED", wrt[k]->name)
+                      : fmt::format("{}@GRAD@ACCUMULATED@{}", wrt[k]->name, s);
+      if (allocate) a.data.Resize(grad->bytes());  // zeroed
+      ir::Value* acc = g.AddState(a.name, grad->type);
+      ir::Value* sum = AddInto(g, acc, contribution, a.name, tree);
+      g.SetStateUpdate(acc, sum);
+      accumulators->push_back(std::move(a));
+      parts.push_back(sum);
+    }
+    ir::Value* total = parts[0];
+    if (parts.size() > 1) {
+      ir::Placement p = g.placement_scope();
+      p.phase = ir::Phase::kUpdate;
+      ir::ScopedPlacement scope(g, p);
+      for (size_t i = 1; i < parts.size(); ++i) total = g.Add1("add", {total, parts[i]});
+    }
+    sums.push_back(total);
   }
   return sums;
 }

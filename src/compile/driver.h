@@ -91,8 +91,11 @@ struct CompiledStep {
 
 // For each trained value wrt[k], a state `<name>@GRAD@ACCUMULATED` and
 // `acc = accumulate(acc, gradients[k])` (placed with the gradient, backward
-// phase, written in place);
-// returns the sums, which the update reads. The accumulators are appended
+// phase, written in place; `embedding_grad_add` where the gradient is an
+// embedding's table gradient). A gradient summed from contributions of
+// several shards gets an accumulator per shard (`...@ACCUMULATED@<i>`
+// after the first), each on its shard, and the update adds them; returns
+// the sums, which the update reads. The accumulators are appended
 // to `accumulators`, with zeroed storage when `allocate`.
 std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<ir::Value*>& wrt,
                                                 const std::vector<ir::Value*>& gradients,

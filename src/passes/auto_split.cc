@@ -4,8 +4,8 @@
 //   op cost = 2 x multiply-adds for matmul / linear / conv (from the shapes),
 //             elements written for every other op (memory-bound work, which
 //             a GEMM's flops outweigh by orders of magnitude); for training,
-//             x 3 for the gradients, plus an embedding's table-sized
-//             gradient
+//             x 3 for the gradients, plus the weights' elements (their
+//             gradients' accumulation)
 // The split is on the cumulative cost, not on op counts (Paddle's even
 // split by op count puts a vocabulary-wide decoder and a dozen elementwise
 // ops on the same footing). Ops get shard = stage = their stage index;
@@ -71,9 +71,14 @@ double TrainingOpCost(const ir::Op& op) {
   // A gradient costs about twice its forward op (a matmul's two gradient
   // matmuls; elementwise ops read and write the same tensors again) ...
   double cost = 3 * ForwardOpCost(op);
-  // ... except an embedding's: its table gradient is the size of the table
-  // (zeroed, scattered into, accumulated), whatever the batch.
-  if (op.type == "embedding" && !op.inputs.empty()) cost += 3 * Elements(op.inputs[0]);
+  // ... and each weight's gradient is added to its accumulator every
+  // micro-batch (an embedding's is scattered into it row by row: the
+  // tokens' rows only, already counted).
+  if (op.type != "embedding") {
+    for (const ir::Value* in : op.inputs) {
+      if (in && in->kind == ir::ValueKind::kState) cost += Elements(in);
+    }
+  }
   return cost;
 }
 

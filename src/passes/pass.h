@@ -87,9 +87,9 @@ SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training = false);
 // The cost the split balances: 2 x multiply-adds of matmul / linear / conv,
 // elements written for other ops, 0 for views.
 double ForwardOpCost(const ir::Op& op);
-// Forward + backward estimate of a forward op: 3 x ForwardOpCost, plus 3 x
-// the table of an embedding (its dense gradient, zeroed, scattered into
-// and accumulated).
+// Forward + backward estimate of a forward op: 3 x ForwardOpCost, plus the
+// elements of the weights it reads (their gradients' accumulation; not an
+// embedding's table, whose gradient is scattered into its accumulator).
 double TrainingOpCost(const ir::Op& op);
 // 2 x multiply-adds of a matmul / linear / conv op (from the shapes); 0 for
 // every other op.

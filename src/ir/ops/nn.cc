@@ -16,6 +16,10 @@
 //   embedding(table [V, D], ids int){padding_idx = -1 (none)}: ids.shape + [D]
 //   embedding_grad(ids int, dy){rows (required), padding_idx = -1}: [rows, D],
 //     row r = sum of dy rows whose id is r; the padding row gets no gradient.
+//   embedding_grad_add(acc [rows, D], ids int, dy){padding_idx = -1}: acc
+//     with embedding_grad(ids, dy) added, dy row by dy row: a gradient
+//     accumulator's sum without a table-sized gradient (the compile driver
+//     fuses accumulate(acc, embedding_grad) into it). Safe in place.
 // Gradient rules: those ops, plus batch_norm_train and dropout (training.cc).
 //
 // Precision: softmax, the norms and embedding_grad (a scatter-add) sum
@@ -116,6 +120,17 @@ void InferEmbedding(InferContext& c) {
   c.AddOutput({table.dtype, out});
 }
 
+void InferEmbeddingGradAdd(InferContext& c) {
+  const TensorType& acc = c.input(0);
+  const TensorType& ids = c.input(1);
+  const TensorType& dy = c.input(2);
+  if (!IsInteger(ids.dtype)) c.Fail("ids must be integers");
+  if (dy.shape.size() != ids.shape.size() + 1) c.Fail("dy must have rank ids + 1");
+  if (acc.shape.size() != 2 || acc.shape[1] != dy.shape.back() || acc.dtype != dy.dtype)
+    c.Fail("acc {} is not a [rows, {}] table of dy's dtype", acc.ToString(), dy.shape.back());
+  c.AddOutput(acc);
+}
+
 void InferEmbeddingGrad(InferContext& c) {
   const TensorType& ids = c.input(0);
   const TensorType& dy = c.input(1);
@@ -162,6 +177,11 @@ const bool kSchemas = [] {
                        .Attr("padding_idx", kNoPadding)
                        .Precision(kF32)
                        .Layout(kFixed));
+  RegisterOpSchema(OpSchema{"embedding_grad_add", 3, 3, InferEmbeddingGradAdd}
+                       .Attr("padding_idx", kNoPadding)
+                       .Precision(kF32)
+                       .Layout(kFixed)
+                       .InPlaceSafe());
   return true;
 }();
 

@@ -1,4 +1,6 @@
-// embedding_grad: scatter-add of dy rows into a [rows, D] table gradient.
+// embedding_grad: scatter-add of dy rows into a [rows, D] table gradient;
+// embedding_grad_add: the same into a copy of (or in place of) an
+// accumulator.
 // Rows are split over threads by destination row range, so two threads
 // never add into the same row and no atomics are needed.
 #include <omp.h>
@@ -10,10 +12,10 @@
 namespace tiller::cpu {
 namespace {
 
+// out (already holding what the rows start from) += dy rows by id.
 template <typename Id>
 void ScatterAdd(const Id* ids, const float* dy, float* out, int64_t n, int64_t rows, int64_t d,
                 int64_t padding_idx) {
-  std::memset(out, 0, static_cast<size_t>(rows * d) * sizeof(float));
 #pragma omp parallel
   {
 #ifdef _OPENMP
@@ -37,21 +39,45 @@ std::unique_ptr<Kernel> MakeEmbeddingGrad(const ir::Op& op) {
   int64_t n = NumElements(ids->shape());
   int64_t rows = op.outputs[0]->shape()[0], d = op.outputs[0]->shape()[1];
   int64_t pad = op.GetInt("padding_idx");
+  const size_t bytes = static_cast<size_t>(rows * d) * sizeof(float);
   if (ids->dtype() == DType::kI64) {
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
+      std::memset(a.outputs[0], 0, bytes);
       ScatterAdd(static_cast<const int64_t*>(a.inputs[0]), static_cast<const float*>(a.inputs[1]),
                  static_cast<float*>(a.outputs[0]), n, rows, d, pad);
     });
   }
   return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
+    std::memset(a.outputs[0], 0, bytes);
     ScatterAdd(static_cast<const int32_t*>(a.inputs[0]), static_cast<const float*>(a.inputs[1]),
                static_cast<float*>(a.outputs[0]), n, rows, d, pad);
   });
 }
 
+std::unique_ptr<Kernel> MakeEmbeddingGradAdd(const ir::Op& op) {
+  const ir::Value* ids = op.inputs[1];
+  int64_t n = NumElements(ids->shape());
+  int64_t rows = op.outputs[0]->shape()[0], d = op.outputs[0]->shape()[1];
+  int64_t pad = op.GetInt("padding_idx");
+  const size_t bytes = static_cast<size_t>(rows * d) * sizeof(float);
+  auto run = [=](const KernelArgs& a, auto id_type) {
+    using Id = decltype(id_type);
+    // In place (out is acc's storage) only the looked-up rows are touched.
+    if (a.outputs[0] != a.inputs[0]) std::memcpy(a.outputs[0], a.inputs[0], bytes);
+    ScatterAdd(static_cast<const Id*>(a.inputs[1]), static_cast<const float*>(a.inputs[2]),
+               static_cast<float*>(a.outputs[0]), n, rows, d, pad);
+  };
+  if (ids->dtype() == DType::kI64)
+    return std::make_unique<LambdaKernel>([=](const KernelArgs& a) { run(a, int64_t{}); });
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& a) { run(a, int32_t{}); });
+}
+
 TILLER_CPU_KERNEL(
     "embedding_grad", MakeEmbeddingGrad,
     Signature("I, T -> T").Where("I", {DType::kI32, DType::kI64}).Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL(
+    "embedding_grad_add", MakeEmbeddingGradAdd,
+    Signature("T, I, T -> T").Where("I", {DType::kI32, DType::kI64}).Where("T", {DType::kF32}));
 
 }  // namespace
 }  // namespace tiller::cpu
