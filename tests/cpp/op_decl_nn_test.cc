@@ -20,7 +20,7 @@ namespace {
 const std::vector<std::string> kOps = {
     // nn.cc
     "softmax", "log_softmax", "layer_norm", "batch_norm", "conv2d", "pool2d", "embedding",
-    "embedding_grad",
+    "embedding_grad", "embedding_grad_add",
     // nn_ext.cc
     "group_norm", "max_pool2d_with_index", "conv2d_transpose", "interp", "pad_nd",
     // shape.cc

@@ -77,6 +77,17 @@ def test_every_configuration_trains_like_one_device(kind):
     assert len(b.pipeline_device_busy_ms) == 4 and min(b.pipeline_device_busy_ms) > 0
     c = runs["c: 2 replicas x 2 stages pipelined, accumulation 4"][3].summary()
     assert c.pipeline_max_in_flight == 2
+    if kind == "bert":
+        # The word embedding is tied to the MLM output projection on the
+        # other stage: each stage accumulates its own contribution (the
+        # embedding's scattered straight into its accumulator), and no
+        # table-sized gradient crosses devices in the backward.
+        assert "state embedding_0.w_0@GRAD@ACCUMULATED@1 <-" in c.graph
+        assert "embedding_grad_add(" in c.graph and "embedding_grad(" not in c.graph
+        table = [ln for ln in c.graph.splitlines() if ln.startswith("state embedding_0.w_0 <-")]
+        shape = table[0].split(":")[-1]
+        assert not [ln for ln in c.graph.splitlines()
+                    if "= copy(" in ln and "[backward" in ln and shape in ln], shape
     # Replicated tensor sharding: each replica holds half of the optimizer
     # state (all of it per-element moments but the one-element beta powers,
     # which stay whole), and together they hold all of it.
