@@ -63,11 +63,14 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace, 
     // Every device's plan makes the same choices (the host's are the
     // executable's), so a device keeps a copied-back value of its own alive
     // to the end and does not plan one written into the state.
-    auto at = position.find(v);
-    bool own_value =
-        root(v) == v && at != position.end() && v->kind == ir::ValueKind::kIntermediate;
+    // The new value, or the value a view of it (a reshape) shows: that one
+    // takes the state's storage.
+    const ir::Value* src = root(v);
+    auto at = position.find(src);
+    bool own_value = at != position.end() && src->kind == ir::ValueKind::kIntermediate &&
+                     src->bytes() == state->bytes();
     // A value already taking one state's storage cannot take another's.
-    if (own_value && !plan.in_state.count(v)) {
+    if (own_value && !plan.in_state.count(src)) {
       int p = at->second;
       auto last = last_read.find(state);
       bool dead = last == last_read.end() || last->second < p;
@@ -75,7 +78,7 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace, 
                          readers_at_last[state] == 1 &&
                          ir::FindOpSchema(ops[p]->type)->inplace_safe;
       if (dead || last_reader) {
-        plan.in_state[v] = state;
+        plan.in_state[src] = state;
         continue;
       }
     }

@@ -25,7 +25,9 @@ struct MemoryPlan {
   std::unordered_map<const ir::Value*, size_t> offset;
   // For a view, the value whose bytes it reuses (transitively resolved).
   std::unordered_map<const ir::Value*, const ir::Value*> alias_of;
-  // New state values written straight into their state's storage: value -> state.
+  // New state values written straight into their state's storage: value ->
+  // state (for a new value that is a view, such as a reshape, the value it
+  // shows).
   std::unordered_map<const ir::Value*, const ir::Value*> in_state;
   // (new value, state) pairs copied after the run, in update order.
   std::vector<std::pair<const ir::Value*, const ir::Value*>> copy_back;
