@@ -12,6 +12,7 @@
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/training.h"
 #include "runtime/paddle_steps.h"
+#include "runtime/replica_options.h"
 
 namespace tiller::planning {
 namespace {
@@ -63,30 +64,40 @@ PlanReport Plan(const PlanRequest& r) {
          "accumulation {} is less than the {} pipeline stages: every update needs a micro-batch "
          "per stage",
          r.accumulate, per_replica);
-  const compile::DeviceProfile profile = compile::FindDeviceProfile(r.profile, r.threads);
-
-  compile::CompileOptions co;
-  co.devices.assign(per_replica, compile::DeviceSpec{"cpu", 1, 0});
-  co.auto_split = true;  // only where nobody sharded the program
-  co.plan_only = true;
   if (r.recompute < 0 || r.recompute > 4 || r.recompute == 2)
     Fail(ErrorKind::kInvalidArgument, "recompute {}: 0 none, 1 standard, 3 pipeline or 4 all",
          r.recompute);
-  co.recompute = r.recompute != 0;
-  co.recompute_all = r.recompute >= 3;
+  const compile::DeviceProfile profile = compile::FindDeviceProfile(r.profile, r.threads);
+
+  // The session's options for this configuration (replica 0 of the group:
+  // the others hold the same, within an element per sharded tensor), one
+  // thread per device; compiled for the memory plans only.
+  training::SessionOptions so;
+  so.num_threads = r.devices;
+  so.devices_per_replica = per_replica;
+  so.auto_split = per_replica > 1;  // where nobody sharded the program
+  so.recompute = r.recompute != 0;
+  so.recompute_all = r.recompute >= 3;
   std::vector<std::unique_ptr<backend::Collective>> groups;
+  std::vector<backend::Collective*> group_ptrs;
   if (r.train) {
-    co.accumulation_steps = r.accumulate;
-    co.replicas = r.replicas;
-    co.shard_optimizer_state = r.replicated_tensor_sharding;
-    co.shard_min_elements = r.sharding_min_elements;
-    // Replica 0 of the group (the others hold the same, within an element
-    // per sharded tensor); its collectives are planned, never run.
+    so.gradient_accumulation = r.accumulate > 1;
+    so.accumulation_factor = r.accumulate;
+    so.batches_per_step = r.batches_per_step;
+    so.replicated_graphs = r.replicas > 1;
+    so.replicas = r.replicas;
+    so.shard_optimizer_state = r.replicated_tensor_sharding;
+    so.shard_min_elements = r.sharding_min_elements;
+    // Collectives are planned, never run.
     for (int d = 0; d < per_replica && r.replicas > 1; ++d) {
       groups.push_back(backend::MakeInProcessCollective(r.replicas));
-      co.replica_groups.push_back(groups.back().get());
+      group_ptrs.push_back(groups.back().get());
     }
+  } else {
+    so.num_threads = per_replica;  // inference replicas compile alike, without collectives
   }
+  compile::CompileOptions co = runtime::ReplicaCompileOptions(so, 0, group_ptrs);
+  co.plan_only = true;
   compile::Compiler compiler(co);
   compile::CompiledStep step;
   compile::PlanShape shape;

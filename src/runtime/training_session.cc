@@ -32,8 +32,38 @@
 #include "runtime/feeds.h"
 #include "runtime/micro_batches.h"
 #include "runtime/paddle_steps.h"
+#include "runtime/replica_options.h"
 #include "runtime/step_cache.h"
 #include "tiller/training.h"
+
+namespace tiller::runtime {
+
+compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& options, int rank,
+                                              const std::vector<backend::Collective*>& groups) {
+  using training::SessionOptions;
+  const int n_devices = options.replicas * options.devices_per_replica;
+  compile::CompileOptions co;
+  co.devices.assign(options.devices_per_replica,
+                    compile::DeviceSpec{"cpu", options.num_threads / n_devices, 0});
+  co.placement = compile::PlacementPolicy::kByShard;
+  co.auto_split = options.auto_split || options.auto_split_sharded;
+  co.auto_split_sharded = options.auto_split_sharded;
+  co.accumulation_steps = options.accumulation_factor;
+  co.batches_per_step = options.batches_per_step;
+  co.recompute = options.recompute;
+  co.recompute_all = options.recompute_all;
+  co.replicas = options.replicas;
+  co.replica_groups = groups;
+  co.replica_rank = rank;
+  co.shard_optimizer_state = options.shard_optimizer_state;
+  co.shard_min_elements = options.shard_min_elements;
+  co.reduction = options.reduction == SessionOptions::Reduction::kSum
+                     ? compile::CompileOptions::Reduction::kSum
+                     : compile::CompileOptions::Reduction::kMean;
+  return co;
+}
+
+}  // namespace tiller::runtime
 
 namespace tiller::training {
 
@@ -413,26 +443,11 @@ TrainingSession::TrainingSession(const std::string& program_path,
       s.groups.push_back(backend::MakeInProcessCollective(options.replicas));
   }
   s.replicas.resize(options.replicas);
+  std::vector<backend::Collective*> groups;
+  for (auto& group : s.groups) groups.push_back(group.get());
   for (int r = 0; r < options.replicas; ++r) {
-    compile::CompileOptions co;
-    co.devices.assign(options.devices_per_replica,
-                      compile::DeviceSpec{"cpu", options.num_threads / n_devices, 0});
-    co.placement = compile::PlacementPolicy::kByShard;
-    co.auto_split = options.auto_split || options.auto_split_sharded;
-    co.auto_split_sharded = options.auto_split_sharded;
-    co.accumulation_steps = options.accumulation_factor;
-    co.batches_per_step = options.batches_per_step;
-    co.recompute = options.recompute;
-    co.recompute_all = options.recompute_all;
-    co.replicas = options.replicas;
-    for (auto& group : s.groups) co.replica_groups.push_back(group.get());
-    co.replica_rank = r;
-    co.shard_optimizer_state = options.shard_optimizer_state;
-    co.shard_min_elements = options.shard_min_elements;
-    co.reduction = options.reduction == SessionOptions::Reduction::kSum
-                       ? compile::CompileOptions::Reduction::kSum
-                       : compile::CompileOptions::Reduction::kMean;
-    s.replicas[r].compiler = std::make_unique<compile::Compiler>(co);
+    s.replicas[r].compiler =
+        std::make_unique<compile::Compiler>(runtime::ReplicaCompileOptions(options, r, groups));
   }
   s.feed_names = std::move(feed_names);
   s.fetch_names = std::move(fetch_names);

@@ -34,42 +34,37 @@ void ScatterAdd(const Id* ids, const float* dy, float* out, int64_t n, int64_t r
   }
 }
 
-std::unique_ptr<Kernel> MakeEmbeddingGrad(const ir::Op& op) {
-  const ir::Value* ids = op.inputs[0];
-  int64_t n = NumElements(ids->shape());
-  int64_t rows = op.outputs[0]->shape()[0], d = op.outputs[0]->shape()[1];
-  int64_t pad = op.GetInt("padding_idx");
-  const size_t bytes = static_cast<size_t>(rows * d) * sizeof(float);
-  if (ids->dtype() == DType::kI64) {
-    return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
-      std::memset(a.outputs[0], 0, bytes);
-      ScatterAdd(static_cast<const int64_t*>(a.inputs[0]), static_cast<const float*>(a.inputs[1]),
-                 static_cast<float*>(a.outputs[0]), n, rows, d, pad);
-    });
-  }
-  return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
-    std::memset(a.outputs[0], 0, bytes);
-    ScatterAdd(static_cast<const int32_t*>(a.inputs[0]), static_cast<const float*>(a.inputs[1]),
-               static_cast<float*>(a.outputs[0]), n, rows, d, pad);
-  });
-}
-
-std::unique_ptr<Kernel> MakeEmbeddingGradAdd(const ir::Op& op) {
-  const ir::Value* ids = op.inputs[1];
+// embedding_grad(ids, dy): the output starts from zeros.
+// embedding_grad_add(acc, ids, dy): from acc (in place: only the rows of
+// the ids are touched).
+std::unique_ptr<Kernel> MakeScatter(const ir::Op& op, bool into_acc) {
+  const size_t first = into_acc ? 1 : 0;  // the ids' input
+  const ir::Value* ids = op.inputs[first];
   int64_t n = NumElements(ids->shape());
   int64_t rows = op.outputs[0]->shape()[0], d = op.outputs[0]->shape()[1];
   int64_t pad = op.GetInt("padding_idx");
   const size_t bytes = static_cast<size_t>(rows * d) * sizeof(float);
   auto run = [=](const KernelArgs& a, auto id_type) {
     using Id = decltype(id_type);
-    // In place (out is acc's storage) only the looked-up rows are touched.
-    if (a.outputs[0] != a.inputs[0]) std::memcpy(a.outputs[0], a.inputs[0], bytes);
-    ScatterAdd(static_cast<const Id*>(a.inputs[1]), static_cast<const float*>(a.inputs[2]),
-               static_cast<float*>(a.outputs[0]), n, rows, d, pad);
+    if (!into_acc)
+      std::memset(a.outputs[0], 0, bytes);
+    else if (a.outputs[0] != a.inputs[0])
+      std::memcpy(a.outputs[0], a.inputs[0], bytes);
+    ScatterAdd(static_cast<const Id*>(a.inputs[first]),
+               static_cast<const float*>(a.inputs[first + 1]), static_cast<float*>(a.outputs[0]), n,
+               rows, d, pad);
   };
   if (ids->dtype() == DType::kI64)
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) { run(a, int64_t{}); });
   return std::make_unique<LambdaKernel>([=](const KernelArgs& a) { run(a, int32_t{}); });
+}
+
+std::unique_ptr<Kernel> MakeEmbeddingGrad(const ir::Op& op) {
+  return MakeScatter(op, false);
+}
+
+std::unique_ptr<Kernel> MakeEmbeddingGradAdd(const ir::Op& op) {
+  return MakeScatter(op, true);
 }
 
 TILLER_CPU_KERNEL(

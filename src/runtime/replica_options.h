@@ -1,0 +1,24 @@
+// The compile options of one replica of a training session: its devices and
+// their threads, placement, accumulation, replication and its collectives,
+// optimizer-state sharding, recomputation. TrainingSession and the planner
+// (runtime/planner.cc) both take them from here, so a plan compiles what a
+// session would run.
+#pragma once
+
+#include <vector>
+
+#include "compile/options.h"
+#include "tiller/training.h"
+
+namespace tiller::backend {
+class Collective;
+}
+
+namespace tiller::runtime {
+
+// Replica `rank`'s options; `groups` holds, per device of a replica, the
+// collective of that device in every replica (empty without replicas).
+compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& options, int rank,
+                                              const std::vector<backend::Collective*>& groups);
+
+}  // namespace tiller::runtime
