@@ -85,7 +85,7 @@ struct SplitResult {
 // training: balance forward + backward (TrainingOpCost), else forward.
 SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training = false);
 // The cost the split balances: 2 x multiply-adds of matmul / linear / conv,
-// elements written for other ops, 0 for views.
+// 120 x the elements written for other ops (memory-bound), 0 for views.
 double ForwardOpCost(const ir::Op& op);
 // Forward + backward estimate of a forward op: 3 x ForwardOpCost, plus the
 // elements of the weights it reads (their gradients' accumulation; not an
