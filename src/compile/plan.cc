@@ -73,12 +73,13 @@ const ir::Value* Root(const ir::Value* v) {
 
 }  // namespace
 
-std::vector<DevicePlan> StateByDevice(const Executable& exe,
-                                      const std::vector<std::string>& accumulators) {
+std::vector<DevicePlan> StateByDevice(const CompiledStep& step) {
+  const Executable& exe = *step.exe;
   const ir::Graph& g = exe.graph();
   std::vector<DevicePlan> out(exe.num_devices());
   for (size_t d = 0; d < out.size(); ++d) out[d].device = exe.device(d).name();
-  const std::set<std::string> acc(accumulators.begin(), accumulators.end());
+  std::set<std::string> acc;
+  for (const Accumulator& a : step.accumulators) acc.insert(a.name);
   // Owner: the optimizer op updating the state, else its first reader.
   std::map<const ir::Value*, std::pair<int, Kind>> owner;
   for (const auto& op : g.ops()) {
@@ -114,14 +115,14 @@ std::vector<DevicePlan> StateByDevice(const Executable& exe,
   return out;
 }
 
-StepPlan PlanStep(const Executable& exe, const std::vector<std::string>& accumulators,
-                  const DeviceProfile& profile, const PlanShape& shape) {
+StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const PlanShape& shape) {
+  const Executable& exe = *step.exe;
   TILLER_CHECK(profile.flops > 0 && profile.bandwidth > 0 && profile.link > 0,
                "profile '{}' has no rates", profile.name);
   StepPlan plan;
   plan.profile = profile;
   plan.shape = shape;
-  plan.devices = StateByDevice(exe, accumulators);
+  plan.devices = StateByDevice(step);
   const ir::Graph& g = exe.graph();
   const int host = exe.host_device();
   const int n = static_cast<int>(plan.devices.size());

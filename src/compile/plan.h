@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "compile/device_profile.h"
-#include "compile/executable.h"
+#include "compile/driver.h"
 
 namespace tiller::compile {
 
@@ -74,13 +74,10 @@ struct StepPlan {
   void CheckFits() const;
 };
 
-// State bytes per device of exe (weights, optimizer, gradients, other; the
-// rest of each DevicePlan zero). `accumulators` names the gradient
-// accumulators' states (CompiledStep::accumulators).
-std::vector<DevicePlan> StateByDevice(const Executable& exe,
-                                      const std::vector<std::string>& accumulators);
+// State bytes per device of the step (weights, optimizer, gradients -- its
+// accumulators --, other; the rest of each DevicePlan zero).
+std::vector<DevicePlan> StateByDevice(const CompiledStep& step);
 
-StepPlan PlanStep(const Executable& exe, const std::vector<std::string>& accumulators,
-                  const DeviceProfile& profile, const PlanShape& shape);
+StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const PlanShape& shape);
 
 }  // namespace tiller::compile

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/atomic_file.h"
+#include "core/error.h"
 
 namespace tiller::compile {
 
@@ -79,6 +80,14 @@ void TraceRecorder::Write(const std::string& path) const {
   AtomicFile file(path, "trace");
   file.Write(out.data(), out.size());
   file.Commit();
+}
+
+TraceFileGuard::~TraceFileGuard() {
+  if (!trace_) return;
+  try {
+    trace_->Write(path_);
+  } catch (const Error&) {
+  }
 }
 
 }  // namespace tiller::compile

@@ -42,4 +42,20 @@ class TraceRecorder {
   std::vector<Event> events_;
 };
 
+// Writes a trace (when there is one) to `path` as it goes out of scope:
+// after a run, failed ones included. A failed write is dropped, so it cannot
+// hide the run's own error.
+class TraceFileGuard {
+ public:
+  TraceFileGuard(const TraceRecorder* trace, const std::string& path)
+      : trace_(trace), path_(path) {}
+  ~TraceFileGuard();
+  TraceFileGuard(const TraceFileGuard&) = delete;
+  TraceFileGuard& operator=(const TraceFileGuard&) = delete;
+
+ private:
+  const TraceRecorder* trace_;
+  const std::string& path_;
+};
+
 }  // namespace tiller::compile

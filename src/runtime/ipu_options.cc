@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <thread>
 
 #include "core/error.h"
@@ -158,6 +159,22 @@ std::optional<OptionValue> Convert(const OptionValue& value, const OptionValue& 
   return std::nullopt;
 }
 
+// A string option's value is one of `choices`; else "option 'NAME' takes
+// 'a', 'b' or 'c', got VALUE".
+void RequireOneOf(const std::string& name, const OptionValue& value, const OptionValue& converted,
+                  std::initializer_list<const char*> choices) {
+  const std::string& v = std::get<std::string>(converted);
+  std::string list;
+  size_t i = 0;
+  for (const char* c : choices) {
+    if (v == c) return;
+    list += fmt::format("{}'{}'", i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ", c);
+    ++i;
+  }
+  Fail(ErrorKind::kInvalidArgument, "option '{}' takes {}, got {}", name, list,
+       OptionValueRepr(value));
+}
+
 const OptionSpec& Require(const std::string& name) {
   const OptionSpec* spec = IpuOptions::FindSpec(name);
   if (!spec) Fail(ErrorKind::kNotFound, "unknown option '{}'", name);
@@ -252,20 +269,9 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
       Fail(ErrorKind::kInvalidArgument, "option auto_recomputation takes 0 to 4, got {}",
            OptionValueRepr(value));
   }
-  if (name == "pipeline_schedule") {
-    const std::string& v = std::get<std::string>(*converted);
-    if (v != "1f1b" && v != "fill_drain")
-      Fail(ErrorKind::kInvalidArgument,
-           "option 'pipeline_schedule' takes '1f1b' or 'fill_drain', got {}",
-           OptionValueRepr(value));
-  }
-  if (name == "anchor_return_type") {
-    const std::string& v = std::get<std::string>(*converted);
-    if (v != "all" && v != "final" && v != "every_n" && v != "sum")
-      Fail(ErrorKind::kInvalidArgument,
-           "option 'anchor_return_type' takes 'all', 'final', 'every_n' or 'sum', got {}",
-           OptionValueRepr(value));
-  }
+  if (name == "pipeline_schedule") RequireOneOf(name, value, *converted, {"1f1b", "fill_drain"});
+  if (name == "anchor_return_type")
+    RequireOneOf(name, value, *converted, {"all", "final", "every_n", "sum"});
   if (name == "anchor_return_period" && std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option 'anchor_return_period' must be >= 1, got {}",
          OptionValueRepr(value));

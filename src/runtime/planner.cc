@@ -139,9 +139,7 @@ PlanReport Plan(const PlanRequest& r) {
     shape.accumulation = 1;
     shape.micro_batches = r.batches_per_step;
   }
-  std::vector<std::string> accumulators;
-  for (const compile::Accumulator& a : step.accumulators) accumulators.push_back(a.name);
-  const compile::StepPlan plan = compile::PlanStep(*step.exe, accumulators, profile, shape);
+  const compile::StepPlan plan = compile::PlanStep(step, profile, shape);
 
   PlanReport out;
   out.text = fmt::format("model: {}\n", r.model) + plan.Format();

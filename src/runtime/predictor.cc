@@ -420,16 +420,7 @@ void Predictor::Impl::RunIpu() {
 bool Predictor::Run() {
   ++impl_->runs;
   // The trace file is rewritten after every run, failed ones included.
-  struct WriteTrace {
-    Impl& p;
-    ~WriteTrace() {
-      if (!p.trace) return;
-      try {
-        p.trace->Write(p.config.trace_path());
-      } catch (const Error&) {  // a trace must not hide the run's own error
-      }
-    }
-  } write_trace{*impl_};
+  compile::TraceFileGuard write_trace(impl_->trace.get(), impl_->config.trace_path());
   if (impl_->config.ipu().enabled) {
     impl_->RunIpu();
     return true;

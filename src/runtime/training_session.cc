@@ -234,14 +234,22 @@ struct TrainingSession::Impl {
         if (buffer.size()) std::memcpy(buffer.data(), st.data.data(), buffer.size());
       }
     }
+    ForEachPart(
+        [](std::byte* part, std::byte* whole, size_t bytes) { std::memcpy(part, whole, bytes); });
+    replicas_stale = false;
+  }
+
+  // fn(part, where the part sits in the whole state, its bytes) for every
+  // replica's part of every sharded state.
+  template <typename Fn>
+  void ForEachPart(Fn fn) {
     for (size_t r = 0; r < replicas.size(); ++r) {
       for (auto& [name, buffer] : replicas[r].parts) {
-        const State& st = states.at(name);
+        State& st = states.at(name);
         const size_t offset = sharded.at(name)[r].begin * DTypeSize(st.type.dtype);
-        std::memcpy(buffer.data(), st.data.data() + offset, buffer.size());
+        fn(buffer.data(), st.data.data() + offset, buffer.size());
       }
     }
-    replicas_stale = false;
   }
 
   // Makes `states` whole again after training updated the replicas' parts:
@@ -249,13 +257,8 @@ struct TrainingSession::Impl {
   // replicas stale, so SyncReplicas hands every state out again).
   void GatherParts() {
     if (!parts_newer) return;
-    for (size_t r = 0; r < replicas.size(); ++r) {
-      for (auto& [name, buffer] : replicas[r].parts) {
-        State& st = states.at(name);
-        const size_t offset = sharded.at(name)[r].begin * DTypeSize(st.type.dtype);
-        std::memcpy(st.data.data() + offset, buffer.data(), buffer.size());
-      }
-    }
+    ForEachPart(
+        [](std::byte* part, std::byte* whole, size_t bytes) { std::memcpy(whole, part, bytes); });
     parts_newer = false;
   }
 
@@ -330,10 +333,8 @@ struct TrainingSession::Impl {
           options.num_threads / (options.replicas * options.devices_per_replica));
     compile::PlanShape shape = PlanShapeOf(eval);
     if (eval && options.pipelining) shape.accumulation = shape.micro_batches;
-    std::vector<std::string> accumulators;
-    for (const compile::Accumulator& a : step.accumulators) accumulators.push_back(a.name);
     try {
-      compile::PlanStep(*step.exe, accumulators, *profile, shape).CheckFits();
+      compile::PlanStep(step, *profile, shape).CheckFits();
     } catch (const Error&) {
       fit_checked.erase(step.exe.get());
       throw;
@@ -947,16 +948,7 @@ void TrainingSession::Run(bool eval) {
   s.RequireStateSet("Run()");
   ++s.runs;
   // The trace file is rewritten after every run, failed ones included.
-  struct WriteTrace {
-    Impl& s;
-    ~WriteTrace() {
-      if (!s.trace) return;
-      try {
-        s.trace->Write(s.options.trace_path);
-      } catch (const Error&) {  // a trace must not hide the run's own error
-      }
-    }
-  } write_trace{s};
+  compile::TraceFileGuard write_trace(s.trace.get(), s.options.trace_path);
   const int n_replicas = s.options.replicas;
   const std::vector<Shape> shapes = s.MicroBatchShapes();
   std::vector<compile::CompiledStep*> compiled;
@@ -1060,10 +1052,7 @@ TrainingSession::Summary TrainingSession::GetSummary() const {
     }
     s.replica_optimizer_state_bytes.push_back(bytes);
   }
-  const compile::CompiledStep& first = *impl_->last_copies.at(0);
-  std::vector<std::string> accumulators;
-  for (const compile::Accumulator& a : first.accumulators) accumulators.push_back(a.name);
-  for (const compile::DevicePlan& d : compile::StateByDevice(*first.exe, accumulators)) {
+  for (const compile::DevicePlan& d : compile::StateByDevice(*impl_->last_copies.at(0))) {
     s.device_memory_bytes.push_back(d.state());
   }
   for (const compile::CompiledStep* copy : impl_->last_copies) {
