@@ -34,6 +34,15 @@ class Stream {
  public:
   virtual ~Stream() = default;
   virtual void Submit(std::function<void()> work) = 0;
+  // Like Submit, with `threads` execution threads for this item instead of
+  // the device's own, where the backend can (the CPU: its OpenMP team).
+  // For a caller that knows other devices' threads are idle meanwhile: a
+  // step whose devices run one at a time lends the idle devices' cores to
+  // the one working, so the threads in use never exceed the devices' sum.
+  virtual void SubmitWithThreads(std::function<void()> work, int threads) {
+    (void)threads;
+    Submit(std::move(work));
+  }
   // Waits for everything submitted so far. If an item threw, rethrows the
   // first exception (tiller::Error keeps its kind); items queued after it
   // were skipped.

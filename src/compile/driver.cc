@@ -59,18 +59,36 @@ void Contributions(ir::Value* v, bool root, std::vector<ir::Value*>* out,
   out->push_back(v);
 }
 
-// acc + contribution, in the accumulator's storage; an embedding's table
-// gradient that nothing else reads (`replaced`: ops going away) is
-// scattered straight into it (no table-sized temporary).
+// Whether the op computing `contribution` can add it into an accumulator
+// itself: an embedding's table gradient (scattered in: embedding_grad_add)
+// or a 2-D matmul (the GEMM adds its product in: matmul_accumulate), read by
+// nothing but the ops going away (`replaced`).
+bool AddsItselfIn(const ir::Value* contribution, const std::set<const ir::Op*>& replaced) {
+  const ir::Op* p = contribution->producer;
+  if (!p || !std::all_of(contribution->users.begin(), contribution->users.end(),
+                         [&](const ir::Op* u) { return replaced.count(u) > 0; }))
+    return false;
+  if (p->type == "embedding_grad") return true;
+  return p->type == "matmul" && p->inputs[0]->shape().size() == 2 &&
+         p->inputs[1]->shape().size() == 2 && contribution->dtype() == DType::kF32;
+}
+
+// acc + contribution, in the accumulator's storage; a contribution that
+// AddsItselfIn is added by the op computing it (no gradient-sized
+// temporary).
 ir::Value* AddInto(ir::Graph& g, ir::Value* acc, ir::Value* contribution, const std::string& name,
                    const std::set<const ir::Op*>& replaced) {
   const ir::Op* p = contribution->producer;
-  const bool only_replaced_read_it =
-      std::all_of(contribution->users.begin(), contribution->users.end(),
-                  [&](const ir::Op* u) { return replaced.count(u) > 0; });
-  if (p && p->type == "embedding_grad" && only_replaced_read_it)
-    return g.Add1("embedding_grad_add", {acc, p->inputs[0], p->inputs[1]},
-                  {{"padding_idx", p->GetInt("padding_idx")}}, "accumulate " + name);
+  if (AddsItselfIn(contribution, replaced)) {
+    if (p->type == "embedding_grad")
+      return g.Add1("embedding_grad_add", {acc, p->inputs[0], p->inputs[1]},
+                    {{"padding_idx", p->GetInt("padding_idx")}}, "accumulate " + name);
+    return g.Add1("matmul_accumulate", {acc, p->inputs[0], p->inputs[1]},
+                  {{"transpose_a", p->GetBool("transpose_a")},
+                   {"transpose_b", p->GetBool("transpose_b")},
+                   {"alpha", p->GetFloat("alpha")}},
+                  "accumulate " + name);
+  }
   return g.Add1("accumulate", {acc, contribution}, {}, "accumulate " + name);
 }
 
@@ -113,7 +131,12 @@ std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<
     }
     std::stable_partition(by_shard.begin(), by_shard.end(),
                           [&](const auto& s) { return s.first == home; });
-    if (by_shard.size() == 1) {  // one shard: the gradient as it is
+    // One shard: the gradient as it is, unless some of its contributions
+    // add themselves in (a tied embedding table: its lookup's gradient and
+    // the output projection's matmul, each into the accumulator).
+    if (by_shard.size() == 1 && std::none_of(leaves.begin(), leaves.end(), [&](const ir::Value* v) {
+          return AddsItselfIn(v, tree);
+        })) {
       by_shard = {{0, {grad}}};
       tree.clear();
     }
@@ -124,15 +147,24 @@ std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<
       ir::Placement p = group[0]->producer ? group[0]->producer->placement : g.placement_scope();
       p.phase = ir::Phase::kBackward;
       ir::ScopedPlacement scope(g, p);
-      ir::Value* contribution = group[0];
-      for (size_t i = 1; i < group.size(); ++i)
-        contribution = g.Add1("add", {contribution, group[i]});
       Accumulator a;
       a.name = s == 0 ? fmt::format("{}@GRAD@ACCUMULATED", wrt[k]->name)
                       : fmt::format("{}@GRAD@ACCUMULATED@{}", wrt[k]->name, s);
       if (allocate) a.data.Resize(grad->bytes());  // zeroed
       ir::Value* acc = g.AddState(a.name, grad->type);
-      ir::Value* sum = AddInto(g, acc, contribution, a.name, tree);
+      // The others summed and added first, then those that add themselves
+      // in, one after another (a chain the memory plan keeps in the
+      // accumulator's storage).
+      ir::Value* rest = nullptr;
+      std::vector<ir::Value*> own;
+      for (ir::Value* v : group) {
+        if (AddsItselfIn(v, tree))
+          own.push_back(v);
+        else
+          rest = rest ? g.Add1("add", {rest, v}) : v;
+      }
+      ir::Value* sum = rest ? AddInto(g, acc, rest, a.name, tree) : acc;
+      for (ir::Value* v : own) sum = AddInto(g, sum, v, a.name, tree);
       g.SetStateUpdate(acc, sum);
       accumulators->push_back(std::move(a));
       parts.push_back(sum);
@@ -250,9 +282,10 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
                           "replaced)"
                         : "forward ops -> stages of about equal cost (no ipu_index set)",
                     [&](ir::Graph& g) {
-                      detail = passes::AutoSplitStages(g, static_cast<int>(devices_.size()),
-                                                       fwd.loss != nullptr)
-                                   .detail;
+                      detail =
+                          passes::AutoSplitStages(g, static_cast<int>(devices_.size()),
+                                                  fwd.loss != nullptr, options_.accumulation_steps)
+                              .detail;
                       return static_cast<int>(g.ops().size());
                     });
     report.stages.push_back(passes::RunPass(split, *fwd.graph, ctx));

@@ -83,6 +83,14 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     });
     dev.stream().Synchronize();
   }
+  for (int d = 0; d < n; ++d) {
+    int threads = 0;
+    for (const backend::Device* other : devices) {
+      if (&other->backend() == &devices[d]->backend() && other->host_accessible())
+        threads += other->threads();
+    }
+    exe->lent_threads_.push_back(std::max(threads, devices[d]->threads()));
+  }
   std::vector<size_t> workspace;
   for (const Step& s : exe->steps_) workspace.push_back(s.kernel ? s.kernel->workspace_bytes() : 0);
   // One arena per device; a single device plans every value (views included).
@@ -232,11 +240,13 @@ void Executable::Run(RunPart part) {
   TILLER_CHECK(!plan_only_, "an executable built only for its memory plan cannot run");
   // Segments run one after another (each may read the previous one's
   // results); each on its device's stream, with that device's threads.
+  // The other devices idle meanwhile: those of the same backend lend it
+  // their threads (lent_threads_).
   for (size_t j = 0; j < segments_.size(); ++j) {
     const Segment& seg = segments_[j];
     if (LeavesOut(part, segment_info_[j].phase == ir::Phase::kUpdate)) continue;
     backend::Stream& stream = devices_[seg.device]->stream();
-    stream.Submit([this, &seg] { RunSegment(seg); });
+    stream.SubmitWithThreads([this, &seg] { RunSegment(seg); }, lent_threads_[seg.device]);
     stream.Synchronize();
   }
   CopyBack(part);

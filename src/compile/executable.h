@@ -54,8 +54,9 @@ class Executable {
   // an accumulation window before its last: forward and backward only, the
   // state updates of those phases, such as gradient accumulators, applied).
   enum class RunPart { kAll, kBeforeUpdate, kUpdateOnly };
-  // Runs the steps of `part`. Inputs must have been written into
-  // inputs()[i].data. State updates are in the states' storage when it
+  // Runs the steps of `part`, one device at a time, each with the threads
+  // of the executable's idle devices too (see lent_threads_). Inputs must
+  // have been written into inputs()[i].data. State updates are in the states' storage when it
   // returns. Outputs computed by update ops are not written by kBeforeUpdate.
   void Run(RunPart part = RunPart::kAll);
 
@@ -170,6 +171,11 @@ class Executable {
   std::vector<std::unique_ptr<backend::Buffer>> uploads_;
   std::vector<Step> steps_;
   std::vector<Segment> segments_;
+  // Per device: the threads a segment of Run (which runs one device at a
+  // time) may use: its own and those of the executable's other devices of
+  // the same backend with host memory (CPU devices sharing the machine).
+  // Pipelined runs (RunSegmentHere) keep each device to its own.
+  std::vector<int> lent_threads_;
   std::vector<SegmentInfo> segment_info_;  // same order as segments_
   std::vector<Copy> copy_back_;            // state updates not written in place
   std::vector<TensorSlot> inputs_, outputs_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <unordered_set>
 
 #include "compile/placement.h"
 #include "ir/op_schema.h"
@@ -59,6 +60,8 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace, 
     }
   }
   for (const auto& [name, v] : g.outputs()) read(v, INT_MAX);
+  std::unordered_set<const ir::Value*> graph_outputs;
+  for (const auto& [name, v] : g.outputs()) graph_outputs.insert(root(v));
   for (const auto& [state, v] : g.state_updates()) {
     // Every device's plan makes the same choices (the host's are the
     // executable's), so a device keeps a copied-back value of its own alive
@@ -71,13 +74,39 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace, 
                      src->bytes() == state->bytes();
     // A value already taking one state's storage cannot take another's.
     if (own_value && !plan.in_state.count(src)) {
-      int p = at->second;
-      auto last = last_read.find(state);
-      bool dead = last == last_read.end() || last->second < p;
-      bool last_reader = last != last_read.end() && last->second == p &&
-                         readers_at_last[state] == 1 &&
-                         ir::FindOpSchema(ops[p]->type)->inplace_safe;
-      if (dead || last_reader) {
+      // Whether the state's storage is free to write at position p: nothing
+      // reads the state after p, and at p only an op safe in place does.
+      const ir::Value* st = state;  // (a lambda may not capture a structured binding)
+      auto free_at = [&](int p) {
+        auto last = last_read.find(st);
+        bool dead = last == last_read.end() || last->second < p;
+        bool last_reader = last != last_read.end() && last->second == p &&
+                           readers_at_last[st] == 1 && ir::FindOpSchema(ops[p]->type)->inplace_safe;
+        return dead || last_reader;
+      };
+      // A chain of in-place ops updating the state (acc -> embedding_grad_add
+      // -> matmul_accumulate: the driver's accumulation of a gradient with
+      // several contributions): each link read only by the next, as its
+      // input 0, takes the storage too, from where the chain starts.
+      std::vector<const ir::Value*> chain = {src};
+      int start = at->second;
+      for (;;) {
+        const ir::Op& op = *ops[start];
+        if (!ir::FindOpSchema(op.type)->inplace_safe || op.inputs.empty()) break;
+        const ir::Value* link = op.inputs[0];
+        auto link_at = link ? position.find(link) : position.end();
+        if (link_at == position.end() || root(link) != link ||
+            link->kind != ir::ValueKind::kIntermediate || link->bytes() != state->bytes() ||
+            link->users.size() != 1 || graph_outputs.count(link) || plan.in_state.count(link))
+          break;
+        chain.push_back(link);
+        start = link_at->second;
+      }
+      if (chain.size() > 1 && free_at(start)) {
+        for (const ir::Value* link : chain) plan.in_state[link] = state;
+        continue;
+      }
+      if (free_at(at->second)) {
         plan.in_state[src] = state;
         continue;
       }

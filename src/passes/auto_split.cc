@@ -5,7 +5,8 @@
 //             120 x the elements written for every other op (memory-bound
 //             work, weighed as the flops a CPU or GPU does meanwhile); for training,
 //             x 3 for the gradients, plus the weights' elements (their
-//             gradients' accumulation)
+//             gradients' accumulation) and their update (once per
+//             `micro_batches`)
 // The split is on the cumulative cost, not on op counts (Paddle's even
 // split by op count puts a vocabulary-wide decoder and a dozen elementwise
 // ops on the same footing). Ops get shard = stage = their stage index;
@@ -25,6 +26,9 @@ namespace {
 // time their memory moves a byte. (On BERT-small's 2-stage pipeline, 100
 // left the head's stage 9% busier, 200 the other stage 13%.)
 constexpr double kFlopsPerElement = 120;
+// An update's memory-bound work per weight element, in elements moved
+// through a memory-bound op (see TrainingOpCost).
+constexpr double kUpdateElements = 5;
 
 double Elements(const ir::Value* v) {
   return v ? static_cast<double>(NumElements(v->shape())) : 0.0;
@@ -73,27 +77,32 @@ double ForwardOpCost(const ir::Op& op) {
   return kFlopsPerElement * written;
 }
 
-double TrainingOpCost(const ir::Op& op) {
+double TrainingOpCost(const ir::Op& op, int micro_batches) {
   // A gradient costs about twice its forward op (a matmul's two gradient
   // matmuls; elementwise ops read and write the same tensors again) ...
   double cost = 3 * ForwardOpCost(op);
-  // ... and each weight's gradient is added to its accumulator every
-  // micro-batch (an embedding's is scattered into it row by row: the
-  // tokens' rows only, already counted).
-  if (op.type != "embedding") {
-    for (const ir::Value* in : op.inputs) {
-      if (in && in->kind == ir::ValueKind::kState) cost += kFlopsPerElement * Elements(in);
-    }
+  for (const ir::Value* in : op.inputs) {
+    if (!in || in->kind != ir::ValueKind::kState) continue;
+    // ... each weight's gradient is added to its accumulator every
+    // micro-batch (an embedding's is scattered into it row by row: the
+    // tokens' rows only, already counted) ...
+    if (op.type != "embedding") cost += kFlopsPerElement * Elements(in);
+    // ... and the stage of the weight's first reader updates it once per
+    // update: the optimizer (Adam reads the weight, its gradient and two
+    // moments and writes three) and the mean's scale move about 5 elements'
+    // worth of a memory-bound op, spread over the micro-batches.
+    if (!in->users.empty() && in->users.front() == &op)
+      cost += kUpdateElements * kFlopsPerElement * Elements(in) / std::max(1, micro_batches);
   }
   return cost;
 }
 
-SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training) {
+SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training, int micro_batches) {
   SplitResult r;
   std::vector<ir::Op*> forward;
   double total = 0;
-  auto cost_of = [training](const ir::Op& op) {
-    return training ? TrainingOpCost(op) : ForwardOpCost(op);
+  auto cost_of = [training, micro_batches](const ir::Op& op) {
+    return training ? TrainingOpCost(op, micro_batches) : ForwardOpCost(op);
   };
   for (const auto& op : g.ops()) {
     if (op->placement.phase != ir::Phase::kForward) continue;
@@ -102,6 +111,7 @@ SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training) {
   }
   r.cost.assign(stages, 0.0);
   r.ops.assign(stages, 0);
+  std::vector<const ir::Op*> first(stages, nullptr);
   double acc = 0;
   for (ir::Op* op : forward) {
     const double c = cost_of(*op);
@@ -110,6 +120,7 @@ SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training) {
     s = std::clamp(s, 0, stages - 1);
     acc += c;
     op->placement.shard = op->placement.stage = s;
+    if (!first[s]) first[s] = op;
     r.cost[s] += c;
     ++r.ops[s];
   }
@@ -121,6 +132,8 @@ SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training) {
   for (int s = 0; s < stages; ++s) {
     r.detail += fmt::format("{}stage {}: {} ops, {:.1f}% of the cost", s ? "; " : "", s, r.ops[s],
                             total > 0 ? 100.0 * r.cost[s] / total : 0.0);
+    if (s > 0 && first[s])
+      r.detail += fmt::format(", from {} ({})", first[s]->type, first[s]->name);
   }
   return r;
 }

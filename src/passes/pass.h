@@ -82,15 +82,17 @@ struct SplitResult {
   std::vector<int> ops;      // per stage
   std::string detail;        // "stage 0: 40 ops, 49.8% of the cost; stage 1: ..."
 };
-// training: balance forward + backward (TrainingOpCost), else forward.
-SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training = false);
+// training: balance forward + backward (TrainingOpCost), else forward;
+// micro_batches: per weight update (accumulation), which spreads its cost.
+SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training = false, int micro_batches = 1);
 // The cost the split balances: 2 x multiply-adds of matmul / linear / conv,
 // 120 x the elements written for other ops (memory-bound), 0 for views.
 double ForwardOpCost(const ir::Op& op);
 // Forward + backward estimate of a forward op: 3 x ForwardOpCost, plus the
 // elements of the weights it reads (their gradients' accumulation; not an
-// embedding's table, whose gradient is scattered into its accumulator).
-double TrainingOpCost(const ir::Op& op);
+// embedding's table, whose gradient is scattered into its accumulator), plus
+// the update of the weights it reads first, over `micro_batches`.
+double TrainingOpCost(const ir::Op& op, int micro_batches = 1);
 // 2 x multiply-adds of a matmul / linear / conv op (from the shapes); 0 for
 // every other op.
 double OpFlops(const ir::Op& op);

@@ -260,6 +260,29 @@ TEST(CpuDevice, KernelsAreCreatedAndRunWithTheDevicesThreads) {
   omp_set_num_threads(saved);
 }
 
+// A step whose devices run one at a time (Run) lends the idle CPU devices'
+// threads to the one working: the device of 1 thread runs with 1 + 2; its
+// own setting is back for work submitted afterwards.
+TEST(CpuDevice, RunLendsTheIdleDevicesThreadsToTheWorkingOne) {
+  ASSERT_TRUE(kThreadsKernel && kSchemas);
+  auto g = std::make_unique<Graph>();
+  g->AddOutput("y", g->Add1("arch_test_threads", {g->AddInput("x", {DType::kF32, {1}})}));
+  backend::Backend* cpu = backend::FindBackend("cpu");
+  auto one = cpu->CreateDevice(0, {1, 0});
+  auto two = cpu->CreateDevice(1, {2, 0});
+  std::vector<backend::Device*> devices = {one.get(), two.get()};
+  compile::PlaceOps(*g, devices, compile::PlacementPolicy::kByShard);  // shard 0
+  compile::InsertCopies(*g, compile::HostDevice(devices), compile::HostMemoryDevices(devices));
+  auto exe = compile::Executable::BuildPlaced(std::move(g), devices);
+  EXPECT_EQ(threads_seen.created, 1);  // created with its device's own threads
+  exe->Run();
+  EXPECT_EQ(threads_seen.ran, 3);
+  int after = 0;
+  one->stream().Submit([&] { after = omp_get_max_threads(); });
+  one->stream().Synchronize();
+  EXPECT_EQ(after, 1);
+}
+
 // ---- placement and copies across two backends ------------------------------------
 
 // x -> add(x, c) -> tanh -> transpose -> out: the test device runs add and

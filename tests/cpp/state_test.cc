@@ -4,6 +4,7 @@
 // the run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -192,6 +193,117 @@ TEST(State, EmbeddingGradientScattersIntoItsAccumulatorInPlace) {
     }
   }
   EXPECT_EQ(fused[5 * kDim], start[5 * kDim]);  // the padding row
+}
+
+// matmul_accumulate (the driver's fused accumulation of a weight gradient a
+// matmul computes): acc + op(a) op(b), the GEMM adding into the
+// accumulator's storage in place, for every transpose combination; equal to
+// matmul followed by accumulate within float32 rounding of the sums (the
+// same products, added in another order: 1e-5 relative).
+TEST(State, MatmulGradientAddsIntoItsAccumulatorInPlace) {
+  constexpr int64_t kM = 5, kK = 7, kN = 3;
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    std::vector<float> a(kM * kK), b(kK * kN), start(kM * kN);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = 0.1f * static_cast<float>(i % 11) - 0.4f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = 0.3f - 0.05f * static_cast<float>(i % 13);
+    for (size_t i = 0; i < start.size(); ++i) start[i] = static_cast<float>(i % 4) - 1.5f;
+    auto build = [&](bool fused) {
+      auto g = std::make_unique<ir::Graph>();
+      ir::Value* av = g->AddInput("a", {DType::kF32, ta ? Shape{kK, kM} : Shape{kM, kK}});
+      ir::Value* bv = g->AddInput("b", {DType::kF32, tb ? Shape{kN, kK} : Shape{kK, kN}});
+      ir::Value* acc = g->AddState("acc", {DType::kF32, {kM, kN}});
+      ir::AttrMap attrs = {{"transpose_a", ta}, {"transpose_b", tb}, {"alpha", 0.5}};
+      ir::Value* sum = fused ? g->Add1("matmul_accumulate", {acc, av, bv}, attrs)
+                             : g->Add1("accumulate", {acc, g->Add1("matmul", {av, bv}, attrs)});
+      g->SetStateUpdate(acc, sum);
+      return g;
+    };
+    std::vector<float> fused = start, plain = start;
+    auto x = Executable::Build(build(true), {}, {{"acc", fused.data()}});
+    auto y = Executable::Build(build(false), {}, {{"acc", plain.data()}});
+    EXPECT_EQ(x->plan().in_state.size(), 1u);  // written in place
+    for (Executable* exe : {x.get(), y.get()}) {
+      // a and b hold the same numbers whatever their layout: only the
+      // product's meaning changes with the transposes.
+      std::memcpy(exe->inputs()[0].data, a.data(), a.size() * sizeof(float));
+      std::memcpy(exe->inputs()[1].data, b.data(), b.size() * sizeof(float));
+      exe->Run();
+      exe->Run();
+    }
+    for (int64_t i = 0; i < kM; ++i) {
+      for (int64_t j = 0; j < kN; ++j) {
+        double dot = 0;
+        for (int64_t k = 0; k < kK; ++k)
+          dot += static_cast<double>(ta ? a[k * kM + i] : a[i * kK + k]) *
+                 (tb ? b[j * kK + k] : b[k * kN + j]);
+        const size_t e = static_cast<size_t>(i * kN + j);
+        const double want = start[e] + 2 * 0.5 * dot;
+        EXPECT_NEAR(fused[e], want, 1e-5 * (1 + std::abs(want))) << t << " " << i << "," << j;
+        EXPECT_NEAR(plain[e], fused[e], 1e-5 * (1 + std::abs(want))) << t << " " << i << "," << j;
+      }
+    }
+  }
+}
+
+// When the accumulator is read after the update (by a later op), the
+// product goes to a value of its own, the accumulator copied in first.
+TEST(State, MatmulAccumulateOutOfPlaceCopiesTheAccumulatorFirst) {
+  auto g = std::make_unique<ir::Graph>();
+  ir::Value* a = g->AddInput("a", {DType::kF32, {1, 2}});
+  ir::Value* b = g->AddInput("b", {DType::kF32, {2, 2}});
+  ir::Value* acc = g->AddState("acc", {DType::kF32, {1, 2}});
+  g->SetStateUpdate(acc, g->Add1("matmul_accumulate", {acc, a, b}));
+  g->AddOutput("before", g->Add1("scale", {acc}, {{"scale", 1.0}, {"bias", 0.0}}));
+  std::vector<float> storage = {10.f, 20.f};
+  auto exe = Executable::Build(std::move(g), {}, {{"acc", storage.data()}});
+  EXPECT_EQ(exe->plan().in_state.size(), 0u);
+  const float av[2] = {1.f, 2.f}, bv[4] = {1.f, 2.f, 3.f, 4.f};
+  std::memcpy(exe->inputs()[0].data, av, sizeof(av));
+  std::memcpy(exe->inputs()[1].data, bv, sizeof(bv));
+  exe->Run();
+  const float* before = static_cast<const float*>(exe->outputs()[0].data);
+  EXPECT_EQ(before[0], 10.f);
+  EXPECT_EQ(before[1], 20.f);
+  EXPECT_EQ(storage, (std::vector<float>{17.f, 30.f}));
+}
+
+// A tied embedding's gradient on one device: the lookup's scatter and the
+// output projection's matmul add into the accumulator one after the other;
+// the memory plan keeps the whole chain in the accumulator's storage (no
+// table-sized value in the arena).
+TEST(State, AChainOfInPlaceAccumulationsStaysInTheAccumulatorsStorage) {
+  constexpr int64_t kRows = 6, kDim = 4, kTokens = 3;
+  auto g = std::make_unique<ir::Graph>();
+  ir::Value* id = g->AddInput("ids", {DType::kI64, {kTokens}});
+  ir::Value* d = g->AddInput("dy", {DType::kF32, {kTokens, kDim}});
+  ir::Value* a = g->AddInput("a", {DType::kF32, {kTokens, kRows}});
+  ir::Value* acc = g->AddState("acc", {DType::kF32, {kRows, kDim}});
+  ir::Value* scattered = g->Add1("embedding_grad_add", {acc, id, d});
+  ir::Value* sum = g->Add1("matmul_accumulate", {scattered, a, d}, {{"transpose_a", true}});
+  g->SetStateUpdate(acc, sum);
+  std::vector<float> table(kRows * kDim, 1.0f);
+  auto exe = Executable::Build(std::move(g), {}, {{"acc", table.data()}});
+  EXPECT_EQ(exe->plan().in_state.size(), 2u);
+  EXPECT_EQ(exe->plan().copy_back.size(), 0u);
+  const std::vector<int64_t> ids = {2, 0, 2};
+  std::vector<float> dy(kTokens * kDim), av(kTokens * kRows);
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = 0.5f * static_cast<float>(i) - 2.f;
+  for (size_t i = 0; i < av.size(); ++i) av[i] = 0.25f * static_cast<float>(i % 5) - 0.5f;
+  std::memcpy(exe->inputs()[0].data, ids.data(), ids.size() * sizeof(int64_t));
+  std::memcpy(exe->inputs()[1].data, dy.data(), dy.size() * sizeof(float));
+  std::memcpy(exe->inputs()[2].data, av.data(), av.size() * sizeof(float));
+  exe->Run();
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t j = 0; j < kDim; ++j) {
+      double want = 1.0;
+      for (int64_t t = 0; t < kTokens; ++t) {
+        if (ids[t] == r) want += dy[t * kDim + j];
+        want += static_cast<double>(av[t * kRows + r]) * dy[t * kDim + j];
+      }
+      EXPECT_NEAR(table[r * kDim + j], want, 1e-5) << r << "," << j;
+    }
+  }
 }
 
 }  // namespace

@@ -89,20 +89,22 @@ void WorkerStream::Loop() {
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping with nothing left
-    std::function<void()> work = std::move(queue_.front());
+    Item item = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
     bool skip = error_ != nullptr;
     lock.unlock();
     std::exception_ptr failed;
     if (!skip) {
+      if (item.threads != threads_) omp_set_num_threads(item.threads);
       try {
-        work();
+        item.work();
       } catch (...) {
         failed = std::current_exception();
       }
+      if (item.threads != threads_) omp_set_num_threads(threads_);
     }
-    work = nullptr;
+    item.work = nullptr;
     lock.lock();
     if (failed && !error_) error_ = failed;
     busy_ = false;
@@ -111,9 +113,13 @@ void WorkerStream::Loop() {
 }
 
 void WorkerStream::Submit(std::function<void()> work) {
+  SubmitWithThreads(std::move(work), threads_);
+}
+
+void WorkerStream::SubmitWithThreads(std::function<void()> work, int threads) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(work));
+    queue_.push_back({std::move(work), std::max(1, threads)});
   }
   wake_.notify_one();
 }

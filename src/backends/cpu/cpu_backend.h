@@ -22,15 +22,20 @@ class WorkerStream : public backend::Stream {
   explicit WorkerStream(int threads);
   ~WorkerStream() override;
   void Submit(std::function<void()> work) override;
+  void SubmitWithThreads(std::function<void()> work, int threads) override;
   void Synchronize() override;
 
  private:
+  struct Item {
+    std::function<void()> work;
+    int threads;  // the OpenMP team size while it runs
+  };
   void Loop();
 
   int threads_;
   std::mutex mu_;
   std::condition_variable wake_, idle_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<Item> queue_;
   bool busy_ = false, stop_ = false;
   std::exception_ptr error_;
   std::thread thread_;

@@ -8,6 +8,12 @@
 // fuse_activation only, so it never reaches autodiff.
 // Precision: half safe (float32 accumulation). Layout: fixed (the last two
 // dims are the matrix).
+// matmul_accumulate(acc, a, b){transpose_a, transpose_b, alpha}: acc +
+// matmul(a, b), the matmul's shape equal to acc's: the driver's gradient
+// accumulation of a weight gradient that a matmul computes, written into the
+// accumulator's storage by the GEMM itself (no gradient-sized temporary,
+// one pass over the accumulator instead of three). Float32 (the
+// accumulator's type).
 //
 // Gradients, with C = op(A) op(B) (op = optional transpose of the last two
 // dims):
@@ -15,7 +21,9 @@
 //   A transposed:  dA = B dC^T,        dB = A dC
 //   B transposed:  dA = dC B,          dB = dC^T A
 //   both:          dA = B^T dC^T,      dB = dC^T A^T
-// Broadcast batch dims are summed back by ReduceTo.
+// Broadcast batch dims are summed back by ReduceTo, except for a 2-D B
+// under a batched, untransposed A (a layer's weight): there dB is one GEMM
+// over the batch rows flattened.
 #include "ir/grad.h"
 #include "ir/op_schema.h"
 
@@ -46,6 +54,29 @@ void InferMatmul(InferContext& c) {
   c.AddOutput({a.dtype, batch});
 }
 
+void InferMatmulAccumulate(InferContext& c) {
+  const TensorType& acc = c.input(0);
+  const TensorType& a = c.input(1);
+  const TensorType& b = c.input(2);
+  if (a.shape.size() < 2 || b.shape.size() < 2 || a.dtype != b.dtype || a.dtype != acc.dtype)
+    c.Fail("operands {} and {} do not multiply into acc {}", a.ToString(), b.ToString(),
+           acc.ToString());
+  bool ta = c.op().GetBool("transpose_a"), tb = c.op().GetBool("transpose_b");
+  size_t ra = a.shape.size(), rb = b.shape.size();
+  Shape want(a.shape.begin(), a.shape.end() - 2);
+  want.push_back(ta ? a.shape[ra - 1] : a.shape[ra - 2]);
+  want.push_back(tb ? b.shape[rb - 2] : b.shape[rb - 1]);
+  const int64_t ka = ta ? a.shape[ra - 2] : a.shape[ra - 1];
+  const int64_t kb = tb ? b.shape[rb - 1] : b.shape[rb - 2];
+  if (ka != kb ||
+      Shape(b.shape.begin(), b.shape.end() - 2) != Shape(want.begin(), want.end() - 2) ||
+      want != acc.shape)
+    c.Fail("{}{} x {}{} is not an acc-shaped {} product (equal batch dims, no broadcast)",
+           ShapeToString(a.shape), ta ? "^T" : "", ShapeToString(b.shape), tb ? "^T" : "",
+           ShapeToString(acc.shape));
+  c.AddOutput(acc);
+}
+
 void InferLinear(InferContext& c) {
   const TensorType& x = c.input(0);
   const TensorType& w = c.input(1);
@@ -63,6 +94,13 @@ TILLER_REGISTER_OP_SCHEMA(OpSchema{"matmul", 2, 2, InferMatmul}
                               .Attr("alpha", 1.0)
                               .Precision(PrecisionRule::kHalfSafe)
                               .Layout(LayoutRule::kFixed));
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"matmul_accumulate", 3, 3, InferMatmulAccumulate}
+                              .Attr("transpose_a", false)
+                              .Attr("transpose_b", false)
+                              .Attr("alpha", 1.0)
+                              .Precision(PrecisionRule::kAlwaysF32)
+                              .Layout(LayoutRule::kFixed)
+                              .InPlaceSafe());
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"linear", 2, 3, InferLinear}
                               .Attr("activation", "")
                               .Precision(PrecisionRule::kHalfSafe)
@@ -87,6 +125,17 @@ void MatmulGrad(GradContext& c) {
     c.SetInputGrad(0, c.ReduceTo(da, a->shape()));
   }
   if (c.needs_grad(1)) {
+    const Shape& as = a->shape();
+    if (b->shape().size() == 2 && as.size() > 2 && !ta) {
+      // A weight shared by every batch row (x[B.., M, K] @ W): the batch
+      // rows are more rows of one GEMM, which sums over them as it goes
+      // (no [B.., K, N] product to reduce afterwards).
+      const int64_t k = as.back(), rows = NumElements(as) / k;
+      Value* a2 = c.Add("reshape", {a}, {{"shape", std::vector<int64_t>{rows, k}}});
+      Value* g2 = c.Add("reshape", {g}, {{"shape", std::vector<int64_t>{rows, g->shape().back()}}});
+      c.SetInputGrad(1, !tb ? Mm(c, a2, g2, true, false) : Mm(c, g2, a2, true, false));
+      return;
+    }
     Value* db = !tb ? (!ta ? Mm(c, a, g, true, false) : Mm(c, a, g, false, false))
                     : (!ta ? Mm(c, g, a, true, false) : Mm(c, g, a, true, true));
     c.SetInputGrad(1, c.ReduceTo(db, b->shape()));

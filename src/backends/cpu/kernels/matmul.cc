@@ -1,8 +1,9 @@
-// matmul / linear / conv2d on oneDNN, float32 (every operand: the
+// matmul / matmul_accumulate / linear / conv2d on oneDNN, float32 (every operand: the
 // signatures). Constant weights are reordered once, at kernel creation, into
 // the layout oneDNN prefers for the shapes at hand (blocked formats); this is
 // where most of the speed over a plain GEMM call comes from. Memory objects
 // and the argument map are built once too; Run() only swaps data handles.
+#include <cstring>
 #include <unordered_map>
 
 #include "backends/cpu/dnnl_context.h"
@@ -140,6 +141,61 @@ std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
                                       pd.scratchpad_desc());
 }
 
+// acc + op(a) op(b): oneDNN's sum post-op adds the product into the
+// destination as the GEMM writes it. The destination is the accumulator's
+// own storage when the memory plan put the result there (in place);
+// otherwise the accumulator is copied into it first.
+class MatmulAccumulateKernel : public Kernel {
+ public:
+  MatmulAccumulateKernel(Dnnl& dn, const dnnl::matmul::primitive_desc& pd, size_t bytes)
+      : stream_(dn.stream),
+        prim_(pd),
+        src_(pd.src_desc(), dn.engine, DNNL_MEMORY_NONE),
+        weights_(pd.weights_desc(), dn.engine, DNNL_MEMORY_NONE),
+        dst_(pd.dst_desc(), dn.engine, DNNL_MEMORY_NONE),
+        bytes_(bytes),
+        ws_(pd.scratchpad_desc().get_size()) {
+    args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}};
+    if (ws_) {
+      scratch_ = memory(pd.scratchpad_desc(), dn.engine, DNNL_MEMORY_NONE);
+      args_.emplace(DNNL_ARG_SCRATCHPAD, scratch_);
+    }
+  }
+  size_t workspace_bytes() const override { return ws_; }
+  void Run(const KernelArgs& a) override {
+    if (a.outputs[0] != a.inputs[0]) std::memcpy(a.outputs[0], a.inputs[0], bytes_);
+    src_.set_data_handle(const_cast<void*>(a.inputs[1]));
+    weights_.set_data_handle(const_cast<void*>(a.inputs[2]));
+    dst_.set_data_handle(a.outputs[0]);
+    if (ws_) scratch_.set_data_handle(a.workspace);
+    prim_.execute(stream_, args_);
+    stream_.wait();
+  }
+
+ private:
+  dnnl::stream& stream_;
+  dnnl::matmul prim_;
+  memory src_, weights_, dst_, scratch_;
+  std::unordered_map<int, memory> args_;
+  size_t bytes_, ws_;
+};
+
+std::unique_ptr<Kernel> MakeMatmulAccumulate(const ir::Op& op, backend::Device& device) {
+  Dnnl& dn = DnnlOf(device);
+  const ir::Value* acc = op.inputs[0];
+  size_t rank = acc->shape().size();
+  auto f32 = memory::data_type::f32;
+  memory::desc a_md = MatrixDesc(op.inputs[1]->shape(), rank, op.GetBool("transpose_a"), f32);
+  memory::desc b_md = MatrixDesc(op.inputs[2]->shape(), rank, op.GetBool("transpose_b"), f32);
+  memory::desc c_md = MatrixDesc(acc->shape(), rank, false, f32);
+  dnnl::primitive_attr attr = MakeAttr(op, static_cast<float>(op.GetFloat("alpha")), "");
+  dnnl::post_ops po;
+  po.append_sum(1.0f);
+  attr.set_post_ops(po);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, dn.engine);
+  return std::make_unique<MatmulAccumulateKernel>(dn, pd, acc->bytes());
+}
+
 std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   Dnnl& dn = DnnlOf(device);
   const ir::Value* x = op.inputs[0];
@@ -265,6 +321,8 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
 }
 
 TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("T, T -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
+                  Signature("T, T, T -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("linear", MakeLinear, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("conv2d", MakeConv2d, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
 
