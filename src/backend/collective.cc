@@ -1,5 +1,6 @@
 #include "backend/collective.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -94,26 +95,47 @@ class InProcessCollective : public Collective {
     TILLER_CHECK(dtype == DType::kF32 || dtype == DType::kF64, "{} of {}", what, DTypeName(dtype));
   }
 
-  // The sum in rank order as SumSlice adds it, for `rank`'s own part.
-  template <typename T>
-  void SumPart(int rank, PartRange part, T scale) {
-    T* out = static_cast<T*>(out_[rank]);
-    for (int64_t e = part.begin; e < part.end; ++e) {
-      T sum = static_cast<const T*>(in_[0])[e];
-      for (int r = 1; r < ranks_; ++r) sum += static_cast<const T*>(in_[r])[e];
-      if (scale != T(1)) sum *= scale;
-      out[e - part.begin] = sum;
+  // Elements [begin, end) of the rank-order sum of every rank's input,
+  // scaled, passed to `emit(offset, values, n)` a block at a time. The block
+  // (on the stack, a few pages) is summed in whole passes of one input each,
+  // which the compiler vectorizes; an element loop over the ranks is not
+  // (measured: 2-3x this VM's memory rate). Every element is added in rank
+  // order and then scaled, as before, so the bytes do not change. The whole
+  // block is read before `emit` writes, so in-place buffers stay safe.
+  template <typename T, typename Emit>
+  void SumRange(int64_t begin, int64_t end, T scale, Emit emit) {
+    constexpr int64_t kBlock = 4096 / sizeof(T) * 4;
+    alignas(64) T block[kBlock];
+    for (int64_t at = begin; at < end; at += kBlock) {
+      const int64_t n = std::min(kBlock, end - at);
+      const T* __restrict first = static_cast<const T*>(in_[0]) + at;
+      for (int64_t i = 0; i < n; ++i) block[i] = first[i];
+      for (int r = 1; r < ranks_; ++r) {
+        const T* __restrict next = static_cast<const T*>(in_[r]) + at;
+        for (int64_t i = 0; i < n; ++i) block[i] += next[i];
+      }
+      if (scale != T(1))
+        for (int64_t i = 0; i < n; ++i) block[i] *= scale;
+      emit(at, block, n);
     }
   }
 
+  // `rank`'s own part of the sum, into its own output.
+  template <typename T>
+  void SumPart(int rank, PartRange part, T scale) {
+    T* out = static_cast<T*>(out_[rank]);
+    SumRange<T>(part.begin, part.end, scale, [&](int64_t at, const T* values, int64_t n) {
+      std::memcpy(out + (at - part.begin), values, n * sizeof(T));
+    });
+  }
+
+  // A slice of the sum, into every rank's output.
   template <typename T>
   void SumSlice(int64_t begin, int64_t end, T scale) {
-    for (int64_t e = begin; e < end; ++e) {
-      T sum = static_cast<const T*>(in_[0])[e];
-      for (int r = 1; r < ranks_; ++r) sum += static_cast<const T*>(in_[r])[e];
-      if (scale != T(1)) sum *= scale;
-      for (int r = 0; r < ranks_; ++r) static_cast<T*>(out_[r])[e] = sum;
-    }
+    SumRange<T>(begin, end, scale, [&](int64_t at, const T* values, int64_t n) {
+      for (int r = 0; r < ranks_; ++r)
+        std::memcpy(static_cast<T*>(out_[r]) + at, values, n * sizeof(T));
+    });
   }
 
   void Barrier() {

@@ -16,7 +16,9 @@ namespace {
 
 TEST(InProcessCollective, AllReduceSumGivesEveryRankTheSameSumInPlaceOrNot) {
   constexpr int kRanks = 3;
-  constexpr int64_t kCount = 1001;  // not a multiple of the ranks: uneven slices
+  // Not a multiple of the ranks (uneven slices), and several of the sum's
+  // blocks per slice, the last one partial.
+  constexpr int64_t kCount = 40001;
   auto group = backend::MakeInProcessCollective(kRanks);
   std::vector<std::vector<float>> in(kRanks), out(kRanks);
   std::vector<std::vector<double>> in_place(kRanks);
@@ -52,7 +54,7 @@ TEST(InProcessCollective, AllReduceSumGivesEveryRankTheSameSumInPlaceOrNot) {
 
 TEST(InProcessCollective, ReduceScatterGivesEachRankItsPartOfTheAllReduceAndAllGatherJoinsThem) {
   constexpr int kRanks = 3;
-  constexpr int64_t kCount = 1001;  // parts of 333, 333 and 335 elements
+  constexpr int64_t kCount = 40001;  // parts of 13333, 13333 and 13335 elements
   auto group = backend::MakeInProcessCollective(kRanks);
   std::vector<std::vector<float>> in(kRanks), reduced(kRanks), part(kRanks), gathered(kRanks);
   for (int r = 0; r < kRanks; ++r) {
