@@ -40,7 +40,8 @@ struct DeviceArgs {
   std::string devices = "cpu";  // comma-separated backends, preference order
   std::string placement = "by_shard";
   std::vector<std::string> libraries;
-  std::string trace;  // --trace FILE
+  std::string trace;                  // --trace FILE
+  std::string precision = "float32";  // --precision
 };
 
 Config MakeConfig(const std::string& model, const std::string& params, int threads,
@@ -60,6 +61,7 @@ Config MakeConfig(const std::string& model, const std::string& params, int threa
   c.SetDevices(names);
   c.SetPlacement(dev.placement);
   c.EnableTrace(dev.trace);
+  c.SetPrecision(dev.precision);
   return c;
 }
 
@@ -322,6 +324,8 @@ int main(int argc, char** argv) {
                    "backends to compile for, comma-separated, in preference order (default cpu)");
   info->add_option("--placement", dev.placement, "by_shard (default) or first_supported");
   info->add_option("--backend-library", dev.libraries, "load a backend library first");
+  info->add_option("--precision", dev.precision,
+                   "float32 (default), bfloat16, float16 or half (what --passes then shows)");
 
   auto* run = app.add_subcommand("run", "run a model on .npy inputs, write .npy outputs");
   run->add_option("model", model)->required();
@@ -333,6 +337,10 @@ int main(int argc, char** argv) {
   const char* trace_help =
       "write a Chrome / Perfetto trace of the runs (ui.perfetto.dev): a lane per device";
   run->add_option("--trace", traced.trace, trace_help);
+  const char* precision_help =
+      "float32 (default), bfloat16, float16 or half: matmul / linear / conv2d multiply in that "
+      "type with float32 accumulation";
+  run->add_option("--precision", traced.precision, precision_help);
 
   auto* bench = app.add_subcommand("bench", "measure latency on synthetic inputs");
   bench->add_option("model", model)->required();
@@ -347,6 +355,7 @@ int main(int argc, char** argv) {
   bool profile = false;
   bench->add_flag("--profile", profile, "also print time per op type");
   bench->add_option("--trace", traced.trace, trace_help);
+  bench->add_option("--precision", traced.precision, precision_help);
 
   app.add_subcommand("ops", "the Paddle ops Tiller translates");
 

@@ -82,6 +82,18 @@ class Config {
   // shows as gaps. "" (default): off.
   void EnableTrace(const std::string& path) { trace_path_ = path; }
   const std::string& trace_path() const { return trace_path_; }
+  // Mixed precision (Tiller's own name): "float32" (default), "bfloat16",
+  // "float16", or "half" (bfloat16 where the CPU multiplies it natively -
+  // AVX512_BF16 or AMX - else float16). matmul, linear and conv2d multiply
+  // in the half type with float32 accumulation and results; every other op
+  // stays float32; weights are converted once, when the model compiles.
+  // oneDNN multiplies bfloat16 only: float16 is stored as float16 and
+  // computed in float32 (the compile report says so). An unknown name
+  // throws kInvalidArgument.
+  void SetPrecision(const std::string& precision);
+  const std::string& precision() const { return precision_; }
+  // Paddle Inference's name for SetPrecision("bfloat16").
+  void EnableMkldnnBfloat16() { SetPrecision("bfloat16"); }
 
   // Paddle Inference's IPU settings (paddle_infer::Config::EnableIpu /
   // SetIpuConfig), on CPU devices. A run's inputs hold
@@ -97,10 +109,10 @@ class Config {
   // the math-library threads, which must give each at least one.
   void EnableIpu(int ipu_device_num = 1, int ipu_micro_batch_size = 1,
                  bool ipu_enable_pipelining = false, int ipu_batches_per_step = 1);
-  // ipu_enable_fp16 and ipu_enable_half_partial would change results and
-  // are refused until Tiller computes in half precision; the memory
-  // proportion and the runtime-executor switch tune the IPU toolchain and
-  // have no effect here.
+  // ipu_enable_fp16 is SetPrecision("half"); ipu_enable_half_partial (half
+  // precision accumulators) would change results and is refused; the
+  // memory proportion and the runtime-executor switch tune the IPU
+  // toolchain and have no effect here.
   void SetIpuConfig(bool ipu_enable_fp16 = false, int ipu_replica_num = 1,
                     float ipu_available_memory_proportion = 1.0f,
                     bool ipu_enable_half_partial = false,
@@ -120,6 +132,7 @@ class Config {
   std::vector<std::string> devices_ = {"cpu"};
   std::string placement_ = "by_shard";
   std::string trace_path_;
+  std::string precision_ = "float32";
   IpuSettings ipu_;
 };
 

@@ -56,6 +56,12 @@ struct SessionOptions {
   // Adam, AdamW and Lamb without bias correction (the IPU option
   // use_no_bias_optimizer).
   bool no_bias_optimizer = false;
+  // Mixed precision (the IPU option enable_fp16, with Tiller's half_dtype):
+  // "float32", "bfloat16", "float16" or "half" (see Config::SetPrecision).
+  // matmul / linear / conv2d, forward and backward, multiply in half
+  // precision with float32 accumulation; weights (the master copies),
+  // gradients, their accumulators and the optimizer stay float32.
+  std::string precision = "float32";
 
   // The IPU execution model's step shape. One Run() takes feeds whose
   // leading dimension is batches_per_step x accumulation_factor micro-batches

@@ -118,6 +118,11 @@ PYBIND11_MODULE(_tiller, m) {
       .def("load_custom_op_library", &Config::LoadCustomOpLibrary, py::arg("path"))
       .def("disable_gpu", &Config::DisableGpu)
       .def("switch_ir_optim", &Config::SwitchIrOptim, py::arg("x") = true)
+      .def("set_precision", &Config::SetPrecision, py::arg("precision"),
+           "'float32', 'bfloat16', 'float16' or 'half': matmul / linear / conv2d multiply in "
+           "that type with float32 accumulation")
+      .def("precision", &Config::precision)
+      .def("enable_mkldnn_bfloat16", &Config::EnableMkldnnBfloat16)
       .def("enable_trace", &Config::EnableTrace, py::arg("path"),
            "Tiller's own: after every run, write a Chrome / Perfetto trace of the runs so far "
            "to path (a lane per device, lanes of copies and collectives).")

@@ -223,7 +223,6 @@ void Validate(const CompileOptions& o) {
          o.accumulation_steps);
   if (o.batches_per_step < 1)
     Fail(ErrorKind::kInvalidArgument, "batches per step must be >= 1, got {}", o.batches_per_step);
-  if (o.precision != Precision::kFloat32) refuse("precision", "half");
   if (o.loss_scaling != 1.0) refuse("loss scaling", fmt::format("{}", o.loss_scaling));
 }
 
@@ -370,6 +369,21 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
               "inputs",
         [all](ir::Graph& g) { return passes::RecomputeActivations(g, all); });
     report.stages.push_back(passes::RunPass(recompute, *graph, ctx));
+  }
+  if (options_.precision != Precision::kFloat32) {
+    // Last of the rewrites, after autodiff (gradient rules see float32
+    // only) and after the passes whose patterns expect float32 operands.
+    // oneDNN 2.6 multiplies bfloat16 on CPUs but not float16: float16 is
+    // stored as such and computed in float32.
+    passes::MixedPrecisionOptions mp;
+    mp.half = options_.precision == Precision::kBFloat16 ? DType::kBF16 : DType::kF16;
+    mp.compute_in_half = mp.half == DType::kBF16;
+    std::string detail;
+    StagePass mixed("mixed_precision",
+                    "matmul / linear / conv2d operands -> half, float32 accumulation",
+                    [&](ir::Graph& g) { return passes::ConvertToMixedPrecision(g, mp, &detail); });
+    report.stages.push_back(passes::RunPass(mixed, *graph, ctx));
+    report.stages.back().detail = detail;
   }
   StagePass place("placement", "each op onto a device",
                   [&](ir::Graph& g) { return PlaceOps(g, devices_, options_.placement); });

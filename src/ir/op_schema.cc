@@ -18,6 +18,18 @@ const TensorType& InferContext::input(size_t i) const {
   return v->type;
 }
 
+DType HalfSafeOutDType(const InferContext& c, DType operands) {
+  const std::string& name = c.op().GetStr("out_dtype");
+  if (name.empty()) return operands;
+  DType out;
+  if (!ParseDType(name, &out)) c.Fail("unknown out_dtype '{}'", name);
+  if (out != operands &&
+      !(out == DType::kF32 && (operands == DType::kBF16 || operands == DType::kF16)))
+    c.Fail("out_dtype {} for {} operands (only float16 / bfloat16 operands may give float32)",
+           DTypeName(out), DTypeName(operands));
+  return out;
+}
+
 const char* PrecisionRuleName(PrecisionRule r) {
   switch (r) {
     case PrecisionRule::kUndeclared:

@@ -58,6 +58,13 @@ enum class PrecisionRule : uint8_t {
 };
 const char* PrecisionRuleName(PrecisionRule r);
 
+// The result dtype of a half-safe op with an `out_dtype` attribute (matmul,
+// matmul_accumulate, linear, conv2d): "" keeps the operands' dtype; the
+// mixed-precision pass sets "float32" on ops whose operands it made half
+// (float32 accumulation, float32 result, no cast back). Anything else fails
+// naming the op.
+DType HalfSafeOutDType(const InferContext& c, DType operands);
+
 // How a layout pass (e.g. keeping NHWC between convolutions) may treat an op.
 enum class LayoutRule : uint8_t {
   kUndeclared,

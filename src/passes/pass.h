@@ -118,6 +118,19 @@ struct ShardedState {
 int ShardOptimizerState(ir::Graph& g, const ShardOptions& options, std::vector<ShardedState>* out,
                         std::string* detail);
 
+// Mixed precision (passes/mixed_precision.cc): matmul, matmul_accumulate,
+// linear and conv2d on float32 operands multiply in `half` with float32
+// accumulation and result (out_dtype float32); weights known at compile
+// time are converted once, other operands cast (one cast per value). Without
+// compute_in_half the operands are only rounded to `half` (cast there and
+// back) and the ops stay float32. `detail` says what changed.
+struct MixedPrecisionOptions {
+  DType half = DType::kBF16;  // kBF16 or kF16
+  bool compute_in_half = true;
+};
+int ConvertToMixedPrecision(ir::Graph& g, const MixedPrecisionOptions& options,
+                            std::string* detail);
+
 // The optimization passes, in order (each is a no-op where its pattern
 // does not occur, as in training graphs whose weights are state).
 std::vector<std::unique_ptr<Pass>> OptimizationPasses();

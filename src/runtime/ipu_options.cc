@@ -75,7 +75,21 @@ std::vector<OptionSpec> MakeSpecs() {
       // popart::ReductionType; Paddle's IpuStrategy sets Mean.
       {"accumulation_and_replication_reduction_type", Support::kHonoured, int64_t{1},
        "how accumulated (and replicated) gradients combine: 0 sum, 1 mean"},
-      {"enable_fp16", Support::kNotYet, false, "float16 compute"},
+      {"enable_fp16", Support::kHonoured, false,
+       "half precision: matmul / linear / conv2d multiply in half_dtype with float32 "
+       "accumulation; weights, gradients and the optimizer stay float32"},
+      // Tiller's own: which half type enable_fp16 means.
+      {"half_dtype", Support::kHonoured, std::string("auto"),
+       "with enable_fp16: 'bfloat16', 'float16' (stored as float16, computed in float32 on CPUs) "
+       "or 'auto' (bfloat16 where the CPU multiplies it: AVX512_BF16 or AMX, else float16)"},
+      // Would change results with enable_fp16: refused until implemented.
+      {"accl1_type", Support::kNotYet, std::string("FLOAT"), "optimizer state 1 dtype"},
+      {"accl2_type", Support::kNotYet, std::string("FLOAT"), "optimizer state 2 dtype"},
+      {"accl3_type", Support::kNotYet, std::string("FLOAT"), "optimizer state 3 dtype"},
+      {"enable_stochastic_rounding", Support::kNotYet, false, "stochastic rounding of half values"},
+      {"enable_half_partial", Support::kNotYet, false, "half precision matmul partials"},
+      {"automatic_loss_scaling_settings.enabled", Support::kNotYet, false,
+       "automatic loss scaling"},
       {"loss_scaling", Support::kNotYet, 1.0, "static loss scale"},
       {"enable_replicated_graphs", Support::kHonoured, false, "data-parallel replicas"},
       // set_options({'location_optimizer': {...}}) sets these keys (Paddle's
@@ -90,21 +104,15 @@ std::vector<OptionSpec> MakeSpecs() {
   // Options of Paddle/PopART that tune the IPU toolchain: no meaning on
   // Tiller's backends.
   for (const char* name : {"max_weight_norm",
-                           "accl1_type",
-                           "accl2_type",
-                           "accl3_type",
                            "weight_decay_mode",
                            "available_memory_proportion",
                            "enable_distribution",
                            "scaled_optimizer_state",
                            "onnx_dump_path",
-                           "enable_half_partial",
-                           "enable_stochastic_rounding",
                            "enable_outlining",
                            "global_replication_factor",
                            "global_replica_offset",
                            "enable_distributed_replicated_graphs",
-                           "automatic_loss_scaling_settings.enabled",
                            "automatic_loss_scaling_settings.bin_edge_location",
                            "automatic_loss_scaling_settings.threshold_upper_count_proportion",
                            "partials_type_matmuls",
@@ -269,6 +277,7 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
       Fail(ErrorKind::kInvalidArgument, "option auto_recomputation takes 0 to 4, got {}",
            OptionValueRepr(value));
   }
+  if (name == "half_dtype") RequireOneOf(name, value, *converted, {"auto", "bfloat16", "float16"});
   if (name == "pipeline_schedule") RequireOneOf(name, value, *converted, {"1f1b", "fill_drain"});
   if (name == "anchor_return_type")
     RequireOneOf(name, value, *converted, {"all", "final", "every_n", "sum"});

@@ -19,6 +19,7 @@
 #include "runtime/feeds.h"
 #include "runtime/micro_batches.h"
 #include "runtime/paddle_steps.h"
+#include "runtime/precision.h"
 #include "runtime/step_cache.h"
 #include "tiller/custom_op.h"
 
@@ -119,10 +120,11 @@ void Config::EnableIpu(int ipu_device_num, int ipu_micro_batch_size, bool ipu_en
 void Config::SetIpuConfig(bool ipu_enable_fp16, int ipu_replica_num,
                           float ipu_available_memory_proportion, bool ipu_enable_half_partial,
                           bool /*ipu_enable_model_runtime_executor: no effect*/) {
-  if (ipu_enable_fp16 || ipu_enable_half_partial)
+  if (ipu_enable_half_partial)
     Fail(ErrorKind::kUnimplemented,
-         "SetIpuConfig: ipu_enable_fp16 / ipu_enable_half_partial are not implemented by Tiller "
-         "yet (float32 only)");
+         "SetIpuConfig: ipu_enable_half_partial (half precision accumulation) is not implemented "
+         "by Tiller; ipu_enable_fp16 alone multiplies in half precision with float32 "
+         "accumulation");
   if (ipu_replica_num < 1)
     Fail(ErrorKind::kInvalidArgument, "SetIpuConfig: ipu_replica_num must be >= 1, got {}",
          ipu_replica_num);
@@ -132,6 +134,12 @@ void Config::SetIpuConfig(bool ipu_enable_fp16, int ipu_replica_num,
          ipu_available_memory_proportion);
   ipu_.enabled = true;
   ipu_.replica_num = ipu_replica_num;
+  if (ipu_enable_fp16) SetPrecision("half");
+}
+
+void Config::SetPrecision(const std::string& precision) {
+  runtime::ParsePrecision(precision, "Config::SetPrecision");  // validates now
+  precision_ = precision;
 }
 
 namespace {
@@ -145,6 +153,7 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
   o.placement = c.placement() == "first_supported" ? compile::PlacementPolicy::kFirstSupported
                                                    : compile::PlacementPolicy::kByShard;
   o.optimize = c.ir_optim();
+  o.precision = runtime::ParsePrecision(c.precision(), "Config::SetPrecision");
   if (c.ipu().enabled) {
     // One replica's devices: ipu_device_num CPU devices, placed by shard.
     const Config::IpuSettings& ipu = c.ipu();

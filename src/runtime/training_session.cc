@@ -32,6 +32,7 @@
 #include "runtime/feeds.h"
 #include "runtime/micro_batches.h"
 #include "runtime/paddle_steps.h"
+#include "runtime/precision.h"
 #include "runtime/replica_options.h"
 #include "runtime/step_cache.h"
 #include "tiller/training.h"
@@ -57,6 +58,7 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.replica_rank = rank;
   co.shard_optimizer_state = options.shard_optimizer_state;
   co.shard_min_elements = options.shard_min_elements;
+  co.precision = runtime::ParsePrecision(options.precision, "precision");
   co.reduction = options.reduction == SessionOptions::Reduction::kSum
                      ? compile::CompileOptions::Reduction::kSum
                      : compile::CompileOptions::Reduction::kMean;
@@ -501,6 +503,10 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.random_seed = static_cast<uint64_t>(o.GetInt("random_seed"));
   out.check_nan_inf = o.GetBool("enable_floating_point_checks");
   out.no_bias_optimizer = o.GetBool("use_no_bias_optimizer");
+  if (o.GetBool("enable_fp16")) {
+    const std::string half = o.GetStr("half_dtype");
+    out.precision = half == "auto" ? "half" : half;
+  }
   out.gradient_accumulation = o.GetBool("enable_gradient_accumulation");
   out.accumulation_factor = static_cast<int>(o.GetInt("accumulation_factor"));
   out.batches_per_step = static_cast<int>(o.GetInt("batches_per_step"));

@@ -391,14 +391,14 @@ TEST(Placement, OptionsWithoutAHostDeviceOrWithUnknownBackendsAreRefused) {
               std::string::npos)
         << e.what();
   }
-  compile::CompileOptions half;
-  half.precision = compile::Precision::kBFloat16;
+  compile::CompileOptions scaled;
+  scaled.loss_scaling = 128;
   try {
-    compile::Compiler c(half);
+    compile::Compiler c(scaled);
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kUnimplemented);
-    EXPECT_NE(std::string(e.what()).find("precision = half"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("loss scaling = 128"), std::string::npos) << e.what();
   }
 }
 

@@ -538,6 +538,49 @@ TEST(CpuKernelSoftmax, AnyAxisAndLogSoftmax) {
   }
 }
 
+// Attention rows: masked scores 10^4 below the rest. Their exp underflows;
+// the kernel writes exact zeros without computing subnormals (see
+// ExpOfShifted), the unmasked entries still sum to 1, log_softmax keeps the
+// exact x - max - log(sum), and a NaN in a row still makes that row NaN.
+TEST(CpuKernelSoftmax, MaskedRowsGiveZerosAndNaNStillPropagates) {
+  for (const Shape& shape : {Shape{6, 40}, Shape{40, 6}}) {
+    const int64_t axis = shape[0] == 6 ? 1 : 0;  // rows, then columns
+    const int64_t n = shape[axis], rows = shape[1 - axis];
+    auto at = [&](int64_t r, int64_t k) { return axis == 1 ? r * n + k : k * rows + r; };
+    std::vector<float> x = RandF(NumElements(shape), -3, 3);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t k = n / 2; k < n; ++k) x[at(r, k)] -= 10000.0f;
+      x[at(r, n - 1)] = -90.0f + x[at(r, 0)];  // exp 1e-39 relative: subnormal
+    }
+    x[at(rows - 1, 3)] = std::numeric_limits<float>::quiet_NaN();
+    for (const char* op : {"softmax", "log_softmax"}) {
+      Graph g;
+      Value* o = g.Add1(op, {g.AddInput("x", {DType::kF32, shape})}, {{"axis", axis}});
+      auto r = RunOp(*o->producer, {x.data()});
+      const float* y = Ptr<float>(r[0]);
+      for (int64_t row = 0; row + 1 < rows; ++row) {
+        double sum = 0;
+        for (int64_t k = 0; k < n; ++k) {
+          const float v = y[at(row, k)];
+          if (std::string(op) == "softmax") {
+            if (k >= n / 2) {
+              EXPECT_EQ(v, 0.0f) << op << " row " << row << " k " << k;
+            }
+            sum += v;
+          } else {
+            EXPECT_TRUE(std::isfinite(v) && v < 0) << op << " " << v;
+          }
+        }
+        if (std::string(op) == "softmax") {
+          EXPECT_NEAR(sum, 1.0, 1e-6) << "row " << row;
+        }
+      }
+      for (int64_t k = 0; k < n; ++k)
+        EXPECT_TRUE(std::isnan(y[at(rows - 1, k)])) << op << " NaN row, k " << k;
+    }
+  }
+}
+
 TEST(CpuKernelNorm, LayerNormWithOptionalScaleBias) {
   for (auto [shape, axis] : std::vector<std::pair<Shape, int64_t>>{
            {{4, 7, 768}, -1}, {{4, 7, 96}, 1}, {{2, 4096}, 1}, {{300, 130}, -1}}) {

@@ -72,10 +72,13 @@ TEST(IpuOptionsTest, RefusalsNameTheOptionAndChangeNothing) {
                      "accumulation_factor"),
             std::string::npos)
       << "sorted, honoured and no-effect names together: " << msg;
-  EXPECT_EQ(ErrorOf([&] { o.Set("enable_fp16", true); }),
-            "option enable_fp16=True is not implemented by Tiller yet (supported: False)");
-  EXPECT_EQ(ErrorOf([&] { o.Set("enable_fp16", true); }),
-            "option enable_fp16=True is not implemented by Tiller yet (supported: False)");
+  EXPECT_EQ(ErrorOf([&] { o.Set("accl1_type", std::string("FLOAT16")); }),
+            "option accl1_type='FLOAT16' is not implemented by Tiller yet (supported: 'FLOAT')");
+  EXPECT_EQ(ErrorOf([&] { o.Set("enable_stochastic_rounding", true); }),
+            "option enable_stochastic_rounding=True is not implemented by Tiller yet (supported: "
+            "False)");
+  EXPECT_EQ(ErrorOf([&] { o.Set("half_dtype", std::string("fp8")); }),
+            "option 'half_dtype' takes 'auto', 'bfloat16' or 'float16', got 'fp8'");
   EXPECT_EQ(ErrorOf([&] { o.Set("pipeline_schedule", std::string("gpipe")); }),
             "option 'pipeline_schedule' takes '1f1b' or 'fill_drain', got 'gpipe'");
   EXPECT_EQ(ErrorOf([&] { o.Set("replicated_graph_count", int64_t{0}); }),
@@ -145,10 +148,13 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
   // + accumulation, batches per step, reduction, replication, num_ipus, manual shard,
   // pipelining, pipeline_schedule, trace_path, auto_recomputation,
   // location_optimizer's use_replicated_tensor_sharding and its threshold, device_profile
-  EXPECT_EQ(honoured, 25);  // + need_avg_shard, anchor_return_type and _period
-  EXPECT_EQ(not_yet, 2);
+  // + need_avg_shard, anchor_return_type and _period, enable_fp16, half_dtype
+  EXPECT_EQ(honoured, 27);
+  // loss_scaling, accl1..3_type, enable_stochastic_rounding, enable_half_partial,
+  // automatic_loss_scaling_settings.enabled
+  EXPECT_EQ(not_yet, 7);
   // + location_optimizer's on_chip, min_elements_for_off_chip, use_io_tiles_*
-  EXPECT_EQ(no_effect, 33);
+  EXPECT_EQ(no_effect, 27);
   EXPECT_EQ(IpuOptions::FindSpec("nope"), nullptr);
 }
 

@@ -61,8 +61,8 @@ TEST(OpDeclNn, GradientOpsDeclareTheirForwardsAttributesAlike) {
                                    {"interp", "interp_grad", {}},
                                    {"slice", "slice_grad", {}},
                                    {"pad_nd", "pad_nd_grad", {"value"}},
-                                   {"conv2d", "conv2d_grad_input", {"activation"}},
-                                   {"conv2d", "conv2d_grad_filter", {"activation"}},
+                                   {"conv2d", "conv2d_grad_input", {"activation", "out_dtype"}},
+                                   {"conv2d", "conv2d_grad_filter", {"activation", "out_dtype"}},
                                    {"conv2d_transpose", "conv2d_grad_filter", {"output_size"}},
                                    {"cross_entropy", "cross_entropy_grad", {"match"}},
                                    {"sigmoid_cross_entropy", "sigmoid_cross_entropy_grad", {}}};

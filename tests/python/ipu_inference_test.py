@@ -67,9 +67,9 @@ def test_bad_ipu_inference_configurations_say_what_to_change(model):
     with pytest.raises(tiller.TillerError, match=r"pipelining needs the model sharded over more "
                                                  r"than one device"):
         config.enable_ipu(1, MICRO, True, 4)
-    with pytest.raises(tiller.TillerError, match=r"ipu_enable_fp16 / ipu_enable_half_partial "
-                                                 r"are not implemented"):
-        config.set_ipu_config(ipu_enable_fp16=True)
+    with pytest.raises(tiller.TillerError, match=r"ipu_enable_half_partial \(half precision "
+                                                 r"accumulation\) is not implemented"):
+        config.set_ipu_config(ipu_enable_half_partial=True)
     with pytest.raises(tiller.TillerError, match=r"2 device\(s\) x 1 replica\(s\) need a thread "
                                                  r"each"):
         _predict(model, x, (2, MICRO, False, BATCHES), threads=1)

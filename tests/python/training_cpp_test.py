@@ -299,6 +299,7 @@ def test_options_reach_cpp_with_pythons_values():
     assert s.get_option("micro_batch_size") == 8
     specs = {name: (support, default)
              for name, support, default, _ in tiller._tiller.IpuOptions.specs()}
-    assert specs["enable_fp16"] == ("not_yet", False)
+    assert specs["enable_fp16"] == ("honoured", False)
+    assert specs["accl1_type"] == ("not_yet", "FLOAT")
     assert specs["engine_options"] == ("no_effect", None)
     assert specs["is_training"] == ("honoured", True)

@@ -12,8 +12,11 @@
 // matmul(a, b), the matmul's shape equal to acc's: the driver's gradient
 // accumulation of a weight gradient that a matmul computes, written into the
 // accumulator's storage by the GEMM itself (no gradient-sized temporary,
-// one pass over the accumulator instead of three). Float32 (the
-// accumulator's type).
+// one pass over the accumulator instead of three). The accumulator is
+// float32; a and b may be half with out_dtype float32.
+// out_dtype (matmul, matmul_accumulate, linear): see HalfSafeOutDType
+// (ir/op_schema.h); set by the mixed-precision pass only, after autodiff,
+// so gradient rules never see half operands.
 //
 // Gradients, with C = op(A) op(B) (op = optional transpose of the last two
 // dims):
@@ -51,14 +54,15 @@ void InferMatmul(InferContext& c) {
   if (!BroadcastShapes(batch_a, batch_b, &batch)) c.Fail("batch dims do not broadcast");
   batch.push_back(m);
   batch.push_back(n);
-  c.AddOutput({a.dtype, batch});
+  c.AddOutput({HalfSafeOutDType(c, a.dtype), batch});
 }
 
 void InferMatmulAccumulate(InferContext& c) {
   const TensorType& acc = c.input(0);
   const TensorType& a = c.input(1);
   const TensorType& b = c.input(2);
-  if (a.shape.size() < 2 || b.shape.size() < 2 || a.dtype != b.dtype || a.dtype != acc.dtype)
+  if (a.shape.size() < 2 || b.shape.size() < 2 || a.dtype != b.dtype ||
+      HalfSafeOutDType(c, a.dtype) != acc.dtype)
     c.Fail("operands {} and {} do not multiply into acc {}", a.ToString(), b.ToString(),
            acc.ToString());
   bool ta = c.op().GetBool("transpose_a"), tb = c.op().GetBool("transpose_b");
@@ -82,27 +86,34 @@ void InferLinear(InferContext& c) {
   const TensorType& w = c.input(1);
   if (x.shape.empty() || w.shape.size() != 2 || x.shape.back() != w.shape[0])
     c.Fail("bad shapes {} x {}", ShapeToString(x.shape), ShapeToString(w.shape));
+  if (w.dtype != x.dtype) c.Fail("operand dtypes differ");
+  const DType out_dtype = HalfSafeOutDType(c, x.dtype);
   if (c.has_input(2) && NumElements(c.input(2).shape) != w.shape[1]) c.Fail("bias size mismatch");
+  if (c.has_input(2) && c.input(2).dtype != out_dtype)
+    c.Fail("bias dtype differs from the result's");
   Shape out = x.shape;
   out.back() = w.shape[1];
-  c.AddOutput({x.dtype, out});
+  c.AddOutput({out_dtype, out});
 }
 
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"matmul", 2, 2, InferMatmul}
                               .Attr("transpose_a", false)
                               .Attr("transpose_b", false)
                               .Attr("alpha", 1.0)
+                              .Attr("out_dtype", "")
                               .Precision(PrecisionRule::kHalfSafe)
                               .Layout(LayoutRule::kFixed));
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"matmul_accumulate", 3, 3, InferMatmulAccumulate}
                               .Attr("transpose_a", false)
                               .Attr("transpose_b", false)
                               .Attr("alpha", 1.0)
-                              .Precision(PrecisionRule::kAlwaysF32)
+                              .Attr("out_dtype", "")
+                              .Precision(PrecisionRule::kHalfSafe)
                               .Layout(LayoutRule::kFixed)
                               .InPlaceSafe());
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"linear", 2, 3, InferLinear}
                               .Attr("activation", "")
+                              .Attr("out_dtype", "")
                               .Precision(PrecisionRule::kHalfSafe)
                               .Layout(LayoutRule::kFixed));
 

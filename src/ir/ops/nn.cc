@@ -79,12 +79,16 @@ void InferConv2d(InferContext& c) {
   if (x.shape[1] != w.shape[1] * win.groups || w.shape[0] % win.groups != 0)
     c.Fail("channels {} do not match filter {} with groups {}", x.shape[1], ShapeToString(w.shape),
            win.groups);
+  if (w.dtype != x.dtype) c.Fail("input and filter dtypes differ");
+  const DType out_dtype = HalfSafeOutDType(c, x.dtype);
   if (c.has_input(2) && NumElements(c.input(2).shape) != w.shape[0]) c.Fail("bias size mismatch");
+  if (c.has_input(2) && c.input(2).dtype != out_dtype)
+    c.Fail("bias dtype differs from the result's");
   const auto &s = win.strides, &p = win.pads, &d = win.dilations;
   int64_t oh = WindowOutputSize(x.shape[2], w.shape[2], s[0], p[0], p[1], d[0], false);
   int64_t ow = WindowOutputSize(x.shape[3], w.shape[3], s[1], p[2], p[3], d[1], false);
   if (oh <= 0 || ow <= 0) c.Fail("empty output for input {}", ShapeToString(x.shape));
-  c.AddOutput({x.dtype, {x.shape[0], w.shape[0], oh, ow}});
+  c.AddOutput({out_dtype, {x.shape[0], w.shape[0], oh, ow}});
 }
 
 void InferPool2d(InferContext& c) {
@@ -164,6 +168,7 @@ const bool kSchemas = [] {
                        .Layout(kFixed));
   RegisterOpSchema(WithConvWindowAttrs(OpSchema{"conv2d", 2, 3, InferConv2d})
                        .Attr("activation", "")
+                       .Attr("out_dtype", "")
                        .Precision(PrecisionRule::kHalfSafe)
                        .Layout(kFixed));
   RegisterOpSchema(

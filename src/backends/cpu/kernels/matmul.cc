@@ -1,8 +1,10 @@
-// matmul / matmul_accumulate / linear / conv2d on oneDNN, float32 (every operand: the
-// signatures). Constant weights are reordered once, at kernel creation, into
-// the layout oneDNN prefers for the shapes at hand (blocked formats); this is
-// where most of the speed over a plain GEMM call comes from. Memory objects
-// and the argument map are built once too; Run() only swaps data handles.
+// matmul / matmul_accumulate / linear / conv2d on oneDNN: float32, or
+// bfloat16 operands with a float32 result (out_dtype, from the
+// mixed-precision pass: oneDNN accumulates in float32 and, on AMX or
+// AVX512_BF16 machines, multiplies in bf16 several times faster). Constant weights are reordered
+// once, at kernel creation, into the layout oneDNN prefers for the shapes at hand (blocked
+// formats); this is where most of the speed over a plain GEMM call comes from. Memory objects and
+// the argument map are built once too; Run() only swaps data handles.
 #include <cstring>
 #include <unordered_map>
 
@@ -125,13 +127,13 @@ std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
   const ir::Value* b = op.inputs[1];
   const ir::Value* out = op.outputs[0];
   size_t rank = out->shape().size();
-  auto f32 = memory::data_type::f32;
-  memory::desc a_md = MatrixDesc(a->shape(), rank, op.GetBool("transpose_a"), f32);
-  memory::desc b_md = MatrixDesc(b->shape(), rank, op.GetBool("transpose_b"), f32);
-  memory::desc c_md = MatrixDesc(out->shape(), rank, false, f32);
+  const auto in_t = ToDnnl(a->dtype()), out_t = ToDnnl(out->dtype());
+  memory::desc a_md = MatrixDesc(a->shape(), rank, op.GetBool("transpose_a"), in_t);
+  memory::desc b_md = MatrixDesc(b->shape(), rank, op.GetBool("transpose_b"), in_t);
+  memory::desc c_md = MatrixDesc(out->shape(), rank, false, out_t);
   // Prepack constant weights in oneDNN's preferred layout.
   memory::desc b_any =
-      IsConstant(b) ? memory::desc(b_md.dims(), f32, memory::format_tag::any) : b_md;
+      IsConstant(b) ? memory::desc(b_md.dims(), in_t, memory::format_tag::any) : b_md;
   auto attr = MakeAttr(op, static_cast<float>(op.GetFloat("alpha")), "");
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), attr, dn.engine);
   std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(a_md, dn.engine, DNNL_MEMORY_NONE)},
@@ -184,10 +186,10 @@ std::unique_ptr<Kernel> MakeMatmulAccumulate(const ir::Op& op, backend::Device& 
   Dnnl& dn = DnnlOf(device);
   const ir::Value* acc = op.inputs[0];
   size_t rank = acc->shape().size();
-  auto f32 = memory::data_type::f32;
-  memory::desc a_md = MatrixDesc(op.inputs[1]->shape(), rank, op.GetBool("transpose_a"), f32);
-  memory::desc b_md = MatrixDesc(op.inputs[2]->shape(), rank, op.GetBool("transpose_b"), f32);
-  memory::desc c_md = MatrixDesc(acc->shape(), rank, false, f32);
+  const auto in_t = ToDnnl(op.inputs[1]->dtype()), acc_t = ToDnnl(acc->dtype());
+  memory::desc a_md = MatrixDesc(op.inputs[1]->shape(), rank, op.GetBool("transpose_a"), in_t);
+  memory::desc b_md = MatrixDesc(op.inputs[2]->shape(), rank, op.GetBool("transpose_b"), in_t);
+  memory::desc c_md = MatrixDesc(acc->shape(), rank, false, acc_t);
   dnnl::primitive_attr attr = MakeAttr(op, static_cast<float>(op.GetFloat("alpha")), "");
   dnnl::post_ops po;
   po.append_sum(1.0f);
@@ -203,11 +205,12 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   const ir::Value* bias = op.input(2);
   int64_t k = w->shape()[0], n = w->shape()[1];
   int64_t m = NumElements(x->shape()) / k;
-  auto f32 = memory::data_type::f32;
+  const auto in_t = ToDnnl(x->dtype()), out_t = ToDnnl(op.outputs[0]->dtype());
   using tag = memory::format_tag;
-  memory::desc x_md({m, k}, f32, tag::ab), w_md({k, n}, f32, tag::ab), y_md({m, n}, f32, tag::ab);
-  memory::desc w_any = IsConstant(w) ? memory::desc({k, n}, f32, tag::any) : w_md;
-  memory::desc b_md = bias ? memory::desc({1, n}, f32, tag::ab) : memory::desc();
+  memory::desc x_md({m, k}, in_t, tag::ab), w_md({k, n}, in_t, tag::ab);
+  memory::desc y_md({m, n}, out_t, tag::ab);
+  memory::desc w_any = IsConstant(w) ? memory::desc({k, n}, in_t, tag::any) : w_md;
+  memory::desc b_md = bias ? memory::desc({1, n}, out_t, tag::ab) : memory::desc();
   auto attr = MakeAttr(op, 1.0f, op.GetStr("activation"));
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_any, b_md, y_md), attr, dn.engine);
   std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(x_md, dn.engine, DNNL_MEMORY_NONE)},
@@ -292,16 +295,16 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   const auto& strides = op.GetInts("strides");
   const auto& pads = op.GetInts("pads");
   const auto& dil = op.GetInts("dilations");
-  auto f32 = memory::data_type::f32;
+  const auto in_t = ToDnnl(x->dtype()), out_t = ToDnnl(y->dtype());
   using tag = memory::format_tag;
-  memory::desc x_md(x->shape(), f32, tag::nchw), y_md(y->shape(), f32, tag::nchw);
+  memory::desc x_md(x->shape(), in_t, tag::nchw), y_md(y->shape(), out_t, tag::nchw);
   Shape ws = w->shape();
   memory::desc w_md =
-      groups == 1 ? memory::desc(ws, f32, tag::oihw)
-                  : memory::desc({groups, ws[0] / groups, ws[1], ws[2], ws[3]}, f32, tag::goihw);
-  memory::desc w_any(w_md.dims(), f32,
+      groups == 1 ? memory::desc(ws, in_t, tag::oihw)
+                  : memory::desc({groups, ws[0] / groups, ws[1], ws[2], ws[3]}, in_t, tag::goihw);
+  memory::desc w_any(w_md.dims(), in_t,
                      IsConstant(w) ? tag::any : (groups == 1 ? tag::oihw : tag::goihw));
-  memory::desc b_md = bias ? memory::desc({ws[0]}, f32, tag::a) : memory::desc();
+  memory::desc b_md = bias ? memory::desc({ws[0]}, out_t, tag::a) : memory::desc();
   // oneDNN dilation counts the gaps: Paddle's 1 is oneDNN's 0.
   Dims d_dil{dil[0] - 1, dil[1] - 1};
   auto attr = MakeAttr(op, 1.0f, op.GetStr("activation"));
@@ -309,7 +312,7 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   // direct kernels on them are several times faster than on plain NCHW, which
   // it can only serve with im2col + GEMM. The IR keeps plain NCHW between
   // ops, so the kernel reorders in and out through its workspace.
-  memory::desc x_any(x_md.dims(), f32, tag::any), y_any(y_md.dims(), f32, tag::any);
+  memory::desc x_any(x_md.dims(), in_t, tag::any), y_any(y_md.dims(), out_t, tag::any);
   dnnl::convolution_forward::desc desc_any(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_any, w_any, b_md,
       y_any, Dims{strides[0], strides[1]}, d_dil, Dims{pads[0], pads[2]}, Dims{pads[1], pads[3]});
@@ -325,6 +328,14 @@ TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
                   Signature("T, T, T -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("linear", MakeLinear, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("conv2d", MakeConv2d, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
+// Mixed precision: bfloat16 operands, float32 accumulation and result.
+TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("H, H -> float32").Where("H", {DType::kBF16}));
+TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
+                  Signature("float32, H, H -> float32").Where("H", {DType::kBF16}));
+TILLER_CPU_KERNEL("linear", MakeLinear,
+                  Signature("H, H, float32? -> float32").Where("H", {DType::kBF16}));
+TILLER_CPU_KERNEL("conv2d", MakeConv2d,
+                  Signature("H, H, float32? -> float32").Where("H", {DType::kBF16}));
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -240,9 +240,58 @@ inline D Convert(S s) {
 #define TILLER_CAST_TYPES \
   float, double, int8_t, uint8_t, int16_t, int32_t, int64_t, bool, Half, BFloat16
 
+// float32 -> bfloat16, 16 at a time, with FloatToBF16's bits (round to
+// nearest even, NaN kept quiet; subnormals rounded, not flushed as the
+// AVX512_BF16 instruction would), so weights converted at compile time
+// (core/half.h) and activations cast here agree.
+void FloatsToBF16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512i one = _mm512_set1_epi32(1), round = _mm512_set1_epi32(0x7fff);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  for (; i + 16 <= n; i += 16) {
+    const __m512i v = _mm512_loadu_si512(x + i);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(v, abs_mask), inf);
+    __m512i r = _mm512_add_epi32(
+        v, _mm512_add_epi32(round, _mm512_and_si512(_mm512_srli_epi32(v, 16), one)));
+    r = _mm512_mask_or_epi32(r, nan, v, _mm512_set1_epi32(0x400000));  // quiet NaN
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+  }
+#endif
+  for (; i < n; ++i) y[i] = FloatToBF16(x[i]);
+}
+
+void BF16ToFloats(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m512i v =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+    _mm512_storeu_si512(y + i, _mm512_slli_epi32(v, 16));
+  }
+#endif
+  for (; i < n; ++i) y[i] = BF16ToFloat(x[i]);
+}
+
 std::unique_ptr<Kernel> MakeCast(const ir::Op& op) {
   int64_t n = NumElements(op.outputs[0]->shape());
   if (InDType(op) == OutDType(op)) return MakeIdentity(op);
+  // The mixed-precision pass's casts: vectorized.
+  if (InDType(op) == DType::kF32 && OutDType(op) == DType::kBF16)
+    return std::make_unique<LambdaKernel>([n](const KernelArgs& args) {
+      ParallelRange(n, 1, [&](int64_t b, int64_t e) {
+        FloatsToBF16(static_cast<const float*>(args.inputs[0]) + b,
+                     static_cast<uint16_t*>(args.outputs[0]) + b, e - b);
+      });
+    });
+  if (InDType(op) == DType::kBF16 && OutDType(op) == DType::kF32)
+    return std::make_unique<LambdaKernel>([n](const KernelArgs& args) {
+      ParallelRange(n, 1, [&](int64_t b, int64_t e) {
+        BF16ToFloats(static_cast<const uint16_t*>(args.inputs[0]) + b,
+                     static_cast<float*>(args.outputs[0]) + b, e - b);
+      });
+    });
   std::unique_ptr<Kernel> k;
   DispatchDType<TILLER_CAST_TYPES>(InDType(op), [&](auto src) {
     DispatchDType<TILLER_CAST_TYPES>(OutDType(op), [&](auto dst) {

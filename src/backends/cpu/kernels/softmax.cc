@@ -33,8 +33,8 @@ void SoftmaxColumns(const float* x, float* y, int64_t n, int64_t inner, int64_t 
   for (int64_t i = 0; i < n; ++i) m = _mm512_max_ps(m, _mm512_maskz_loadu_ps(k, x + i * inner));
   __m512 s = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; ++i) {
-    __m512 e =
-        _mm512_maskz_mov_ps(k, Exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i * inner), m)));
+    __m512 e = _mm512_maskz_mov_ps(
+        k, ExpOfShifted(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i * inner), m)));
     s = _mm512_add_ps(s, e);
     if (!log) _mm512_mask_storeu_ps(y + i * inner, k, e);
   }

@@ -224,13 +224,14 @@ float RowExpSum(const float* x, float* y, int64_t n, float shift) {
   __m512 sh = Set1(shift), acc = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m512 e = Exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), sh));
+    __m512 e = ExpOfShifted(_mm512_sub_ps(_mm512_loadu_ps(x + i), sh));
     _mm512_storeu_ps(y + i, e);
     acc = _mm512_add_ps(acc, e);
   }
   if (i < n) {
     __mmask16 k = TailMask(n - i);
-    __m512 e = _mm512_maskz_mov_ps(k, Exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), sh)));
+    __m512 e =
+        _mm512_maskz_mov_ps(k, ExpOfShifted(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), sh)));
     _mm512_mask_storeu_ps(y + i, k, e);
     acc = _mm512_add_ps(acc, e);
   }

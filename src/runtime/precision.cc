@@ -1,0 +1,47 @@
+#include "runtime/precision.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "core/error.h"
+
+namespace tiller::runtime {
+
+bool CpuHasBF16Arithmetic() {
+#if defined(__x86_64__)
+  // CPUID leaf 7: subleaf 1 EAX bit 5 is AVX512_BF16 (Zen 4, Cooper Lake
+  // and later Xeons); subleaf 0 EDX bit 22 is AMX-BF16 (Sapphire Rapids).
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5))) return true;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22));
+#else
+  return false;
+#endif
+}
+
+compile::Precision ParsePrecision(const std::string& name, const std::string& option) {
+  using compile::Precision;
+  if (name == "float32" || name == "fp32") return Precision::kFloat32;
+  if (name == "bfloat16" || name == "bf16") return Precision::kBFloat16;
+  if (name == "float16" || name == "fp16") return Precision::kFloat16;
+  if (name == "half") return CpuHasBF16Arithmetic() ? Precision::kBFloat16 : Precision::kFloat16;
+  Fail(ErrorKind::kInvalidArgument,
+       "{}: precision '{}' is not one of 'float32', 'bfloat16', 'float16' or 'half' (bfloat16 "
+       "where the CPU multiplies it, else float16)",
+       option, name);
+}
+
+const char* PrecisionName(compile::Precision p) {
+  switch (p) {
+    case compile::Precision::kFloat32:
+      return "float32";
+    case compile::Precision::kBFloat16:
+      return "bfloat16";
+    case compile::Precision::kFloat16:
+      return "float16";
+  }
+  return "?";
+}
+
+}  // namespace tiller::runtime

@@ -1,0 +1,24 @@
+// The precision names of the public options and what this CPU multiplies.
+//   Config::SetPrecision / EnableMkldnnBfloat16, SetIpuConfig(ipu_enable_fp16),
+//   the training options enable_fp16 + half_dtype  ->  compile::Precision
+#pragma once
+
+#include <string>
+
+#include "compile/options.h"
+
+namespace tiller::runtime {
+
+// Whether this CPU multiplies bfloat16 natively (AVX512_BF16 or AMX-BF16).
+bool CpuHasBF16Arithmetic();
+
+// "float32" (fp32), "bfloat16" (bf16), "float16" (fp16), or "half": the
+// default half type, bfloat16 where the CPU multiplies it natively, else
+// float16 (stored as float16, computed in float32). Anything else is
+// kInvalidArgument naming `option` and the choices.
+compile::Precision ParsePrecision(const std::string& name, const std::string& option);
+
+// The canonical name of a precision: "float32", "bfloat16", "float16".
+const char* PrecisionName(compile::Precision p);
+
+}  // namespace tiller::runtime

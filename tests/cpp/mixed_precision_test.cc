@@ -1,0 +1,208 @@
+// Mixed precision: the pass's rewrite (casts, weights converted once,
+// out_dtype), the bfloat16 GEMM kernels against a double-precision product
+// of the bf16-rounded operands, and the vectorized float32 <-> bfloat16 casts
+// against core/half.h's scalar conversions, bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "compile/executable.h"
+#include "core/half.h"
+#include "ir/graph.h"
+#include "passes/pass.h"
+
+namespace tiller {
+namespace {
+
+using ir::Graph;
+using ir::Value;
+
+std::shared_ptr<AlignedBuffer> Floats(const std::vector<float>& v) {
+  auto b = std::make_shared<AlignedBuffer>(v.size() * sizeof(float));
+  std::memcpy(b->data(), v.data(), b->size());
+  return b;
+}
+
+std::vector<float> Random(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-2, 2);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+float RoundBF16(float x) {
+  return BF16ToFloat(FloatToBF16(x));
+}
+float RoundF16(float x) {
+  return HalfToFloat(FloatToHalf(x));
+}
+
+// x[M, K] (input) -> matmul(x, W[K, N] param) -> linear(., W2[N, P] param, b[P])
+//                 -> matmul(x, x^T) (both operands the same input: one cast)
+struct Net {
+  static constexpr int64_t M = 5, K = 24, N = 40, P = 7;
+  std::vector<float> x = Random(M * K, 1), w = Random(K * N, 2), w2 = Random(N * P, 3),
+                     b = Random(P, 4);
+  std::unique_ptr<Graph> Build() const {
+    auto g = std::make_unique<Graph>();
+    Value* xv = g->AddInput("x", {DType::kF32, {M, K}});
+    Value* wv = g->AddData("w", {DType::kF32, {K, N}}, ir::ValueKind::kParam, Floats(w));
+    Value* w2v = g->AddData("w2", {DType::kF32, {N, P}}, ir::ValueKind::kParam, Floats(w2));
+    Value* bv = g->AddData("b", {DType::kF32, {P}}, ir::ValueKind::kParam, Floats(b));
+    Value* h = g->Add1("matmul", {xv, wv}, {}, "mm");
+    g->AddOutput("y", g->Add1("linear", {h, w2v, bv}, {}, "fc"));
+    g->AddOutput("gram", g->Add1("matmul", {xv, xv}, {{"transpose_b", true}}, "gram"));
+    return g;
+  }
+};
+
+const ir::Op* OpNamed(const Graph& g, const std::string& name) {
+  for (const auto& op : g.ops()) {
+    if (op->name == name) return op.get();
+  }
+  return nullptr;
+}
+
+TEST(MixedPrecision, HalfSafeOpsReadBF16OperandsAndWeightsAreConvertedOnce) {
+  Net net;
+  auto g = net.Build();
+  std::string detail;
+  EXPECT_EQ(passes::ConvertToMixedPrecision(*g, {DType::kBF16, true}, &detail), 3);
+  int casts = 0;
+  for (const auto& op : g->ops()) casts += op->type == "cast";
+  // x is cast once, for all three ops; the weights are new bf16 parameters.
+  EXPECT_EQ(casts, 2) << "x, and the matmul's float32 result feeding the linear";
+  const ir::Op* mm = OpNamed(*g, "mm");
+  ASSERT_NE(mm, nullptr);
+  EXPECT_EQ(mm->GetStr("out_dtype"), "float32");
+  EXPECT_EQ(mm->outputs[0]->dtype(), DType::kF32);
+  EXPECT_EQ(mm->inputs[0]->dtype(), DType::kBF16);
+  const Value* wh = mm->inputs[1];
+  ASSERT_EQ(wh->kind, ir::ValueKind::kParam);
+  ASSERT_EQ(wh->dtype(), DType::kBF16);
+  for (size_t i = 0; i < net.w.size(); ++i)
+    ASSERT_EQ(wh->const_data<uint16_t>()[i], FloatToBF16(net.w[i])) << i;
+  const ir::Op* fc = OpNamed(*g, "fc");
+  EXPECT_EQ(fc->inputs[2]->dtype(), DType::kF32) << "the bias stays float32";
+  const ir::Op* gram = OpNamed(*g, "gram");
+  EXPECT_EQ(gram->inputs[0], gram->inputs[1]) << "one cast of x serves both operands";
+  EXPECT_EQ(gram->inputs[0], mm->inputs[0]);
+  EXPECT_NE(detail.find("(linear 1, matmul 2)"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("2 weights converted at compile time"), std::string::npos) << detail;
+  EXPECT_EQ(passes::ConvertToMixedPrecision(*g, {DType::kBF16, true}, nullptr), 0)
+      << "converted ops are left alone";
+}
+
+// Runs the net after the pass; compares with a double-precision product of
+// the operands rounded as the pass rounds them (bf16: every operand; the
+// products are then exact in float32, so only float32 accumulation order
+// differs).
+void CheckNetAgainstRoundedReference(const passes::MixedPrecisionOptions& mp) {
+  Net net;
+  auto g = net.Build();
+  passes::ConvertToMixedPrecision(*g, mp, nullptr);
+  auto exe = compile::Executable::Build(std::move(g), compile::CompileOptions::Cpu(1));
+  std::memcpy(exe->inputs()[0].data, net.x.data(), net.x.size() * sizeof(float));
+  exe->Run();
+  auto round = [&](float v) { return mp.half == DType::kBF16 ? RoundBF16(v) : RoundF16(v); };
+  const int64_t M = Net::M, K = Net::K, N = Net::N, P = Net::P;
+  std::vector<double> h(M * N), y(M * P), gram(M * M);
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      for (int64_t k = 0; k < K; ++k)
+        h[i * N + j] += double(round(net.x[i * K + k])) * round(net.w[k * N + j]);
+    }
+    for (int64_t j = 0; j < M; ++j) {
+      for (int64_t k = 0; k < K; ++k)
+        gram[i * M + j] += double(round(net.x[i * K + k])) * round(net.x[j * K + k]);
+    }
+  }
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < P; ++j) {
+      double s = net.b[j];
+      // The linear reads the matmul's float32 result, rounded again.
+      for (int64_t k = 0; k < N; ++k)
+        s += double(round(static_cast<float>(h[i * N + k]))) * round(net.w2[k * P + j]);
+      y[i * P + j] = s;
+    }
+  }
+  auto check = [&](size_t out, const std::vector<double>& want, const char* what) {
+    const float* got = static_cast<const float*>(exe->outputs()[out].data);
+    for (size_t i = 0; i < want.size(); ++i) {
+      // float32 accumulation of <= 40 exact products of magnitude <= 4
+      // (and the matmul result's own float32 rounding before the second
+      // GEMM rounds it to half): 1e-5 relative to the row's scale.
+      EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << what << " " << i;
+    }
+  };
+  check(0, y, "y");
+  check(1, gram, "gram");
+}
+
+TEST(MixedPrecision, BF16GemmsMatchTheProductOfRoundedOperands) {
+  CheckNetAgainstRoundedReference({DType::kBF16, true});
+}
+
+TEST(MixedPrecision, Float16WithoutHalfArithmeticRoundsOperandsAndComputesInFloat32) {
+  Net net;
+  auto g = net.Build();
+  std::string detail;
+  passes::ConvertToMixedPrecision(*g, {DType::kF16, false}, &detail);
+  EXPECT_EQ(OpNamed(*g, "mm")->GetStr("out_dtype"), "") << "the op itself stays float32";
+  EXPECT_EQ(OpNamed(*g, "mm")->inputs[0]->dtype(), DType::kF32);
+  EXPECT_NE(detail.find("float32 arithmetic on float16-rounded operands"), std::string::npos)
+      << detail;
+  CheckNetAgainstRoundedReference({DType::kF16, false});
+}
+
+TEST(MixedPrecision, VectorizedBF16CastsHaveTheScalarConversionsBits) {
+  // Ties (to even, both ways), the largest finite floats, infinities, NaNs
+  // (signalling ones come back quiet), subnormals (rounded, not flushed),
+  // and enough values for the 16-wide loop plus a tail.
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.5f,
+                          3.14159f,
+                          65504.0f,
+                          std::numeric_limits<float>::max(),
+                          -std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::signaling_NaN(),
+                          std::numeric_limits<float>::denorm_min(),
+                          1e-39f,
+                          -3e-39f,
+                          std::bit_cast<float>(0x3f808000u),
+                          std::bit_cast<float>(0x3f818000u),
+                          std::bit_cast<float>(0x3f80ffffu)};
+  for (float r : Random(45, 7)) v.push_back(r * 1e3f);
+  const int64_t n = static_cast<int64_t>(v.size());
+  auto g = std::make_unique<Graph>();
+  Value* x = g->AddInput("x", {DType::kF32, {n}});
+  Value* h = g->Add1("cast", {x}, {{"dtype", std::string("bfloat16")}});
+  g->AddOutput("h", h);
+  g->AddOutput("back", g->Add1("cast", {h}, {{"dtype", std::string("float32")}}));
+  auto exe = compile::Executable::Build(std::move(g), compile::CompileOptions::Cpu(2));
+  std::memcpy(exe->inputs()[0].data, v.data(), v.size() * sizeof(float));
+  exe->Run();
+  const auto* half = static_cast<const uint16_t*>(exe->outputs()[0].data);
+  const auto* back = static_cast<const float*>(exe->outputs()[1].data);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(half[i], FloatToBF16(v[i])) << "element " << i << " = " << v[i];
+    ASSERT_EQ(std::bit_cast<uint32_t>(back[i]), std::bit_cast<uint32_t>(BF16ToFloat(half[i])))
+        << "element " << i;
+  }
+  EXPECT_EQ(half[15], 0x3f80) << "a tie rounds to the even neighbour (down)";
+  EXPECT_EQ(half[16], 0x3f82) << "a tie rounds to the even neighbour (up)";
+  EXPECT_TRUE(std::isnan(back[11])) << "a signalling NaN stays NaN";
+  EXPECT_NE(half[13], 0) << "subnormals are rounded, not flushed";
+}
+
+}  // namespace
+}  // namespace tiller
