@@ -4,6 +4,12 @@ same process, same thread count. Prints median latency, the ratio to each
 peer and, for BERT, achieved GFLOP/s and % of the machine's fp32 peak.
 
     .venv/bin/python bench/bench_inference.py [--models bert-base,resnet50] [--batches 1,4]
+    .venv/bin/python bench/bench_inference.py --bf16 [--models bert-base,ernie-3.0-base]
+
+--bf16 times, in the same run, Tiller in float32 and in bfloat16
+(Config.set_precision) and Paddle Inference's own bfloat16 path
+(enable_mkldnn_bfloat16), and prints Tiller's bf16 speed-up over its fp32,
+its ratio to Paddle's bf16 and how far bf16 outputs are from fp32's.
 """
 from __future__ import annotations
 
@@ -58,7 +64,11 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--format", default="pir", choices=["pir", "legacy"])
     ap.add_argument("--out", default=str(common.REPO / "build" / "bench"))
+    ap.add_argument("--bf16", action="store_true",
+                    help="Tiller fp32 vs Tiller bf16 vs Paddle Inference bf16")
     args = ap.parse_args()
+    if args.bf16:
+        return main_bf16(args)
 
     rows = []
     for preset in args.models.split(","):
@@ -97,6 +107,49 @@ def main() -> int:
         if why:
             print(f"note: ONNX Runtime skipped for {preset}: {why}")
             break
+    return 0
+
+
+def main_bf16(args) -> int:
+    print(f"CPU: {common.cpu_description()}")
+    rows = []
+    for preset in args.models.split(","):
+        model_dir = Path(args.out) / f"{preset}-{args.format}"
+        if not (model_dir / "model.pdiparams").exists():
+            print(f"exporting {preset} ...", flush=True)
+            export.export(preset, model_dir, args.format)
+        model_file, params_file = export.resolve_model(model_dir)
+        fp32 = common.tiller_predictor(model_file, params_file, args.threads)
+        bf16 = common.tiller_predictor(model_file, params_file, args.threads, "bfloat16")
+        for batch in map(int, args.batches.split(",")):
+            inputs = export.make_inputs(preset, batch=batch, seq_len=args.seq_len, seed=0)
+            print(f"{preset} batch {batch}: Tiller fp32, Tiller bf16, Paddle bf16 ...", flush=True)
+            # Interleaved twice, best of the two medians: load on a shared
+            # machine hits all three alike.
+            t32, tb, pb = [], [], []
+            for _ in range(2):
+                ms, out32 = common.time_tiller(fp32, inputs, 2, args.iters)
+                t32.append(ms)
+                ms, outb = common.time_tiller(bf16, inputs, 2, args.iters)
+                tb.append(ms)
+                ms, _ = common.time_paddle(model_file, inputs, args.threads, 2, args.iters,
+                                           bf16=True)
+                pb.append(ms)
+            diff = max(common.max_abs_diff(a, b) for a, b in zip(outb, out32))
+            gflops = ""
+            if preset.startswith(("bert-base", "ernie-3.0-base")):
+                g = common.bert_gflop(12, 768, 3072, args.seq_len, batch) / (min(tb) / 1e3)
+                gflops = f"{g:.0f} GFLOP/s"
+            rows.append((preset, batch, min(t32), min(tb), min(pb), diff, gflops))
+    print(f"\nthreads {args.threads}, seq_len {args.seq_len}, best of 2 interleaved medians of "
+          f"{args.iters} runs")
+    print(f"{'model':<16}{'batch':>6}{'tiller fp32':>13}{'tiller bf16':>13}{'paddle bf16':>13}"
+          f"{'bf16/fp32':>11}{'vs paddle bf16':>16}{'max|bf16-fp32|':>16}  bf16 rate")
+    for preset, batch, t32, tb, pb, diff, gflops in rows:
+        print(f"{preset:<16}{batch:>6}{t32:13.2f}{tb:13.2f}{pb:13.2f}{t32 / tb:10.2f}x"
+              f"{tb / pb:15.2f}x{diff:16.1e}  {gflops}")
+    print("targets (issue 10): bf16 >= 1.6x fp32 with AVX512_BF16, >= 3x with AMX; "
+          "<= 0.8x Paddle Inference's bf16 latency; outputs within 2e-2 of fp32")
     return 0
 
 

@@ -61,11 +61,13 @@ def cpu_description() -> str:
     return f"{model} ({os.cpu_count()} cpus; {' '.join(isa)})"
 
 
-def tiller_predictor(model_file: str, params_file: str, threads: int):
+def tiller_predictor(model_file: str, params_file: str, threads: int,
+                     precision: str = "float32"):
     import tiller.inference as ti
 
     config = ti.Config(model_file, params_file)
     config.set_cpu_math_library_num_threads(threads)
+    config.set_precision(precision)
     return ti.create_predictor(config)
 
 
@@ -83,12 +85,14 @@ def time_tiller(predictor, inputs: dict, warmup: int, iters: int) -> tuple[float
     return statistics.median(times), outs
 
 
-def time_paddle(model_file: str, inputs: dict, threads: int, warmup: int, iters: int):
+def time_paddle(model_file: str, inputs: dict, threads: int, warmup: int, iters: int,
+                bf16: bool = False):
     """Median ms of Paddle Inference (its CPU defaults: IR optimization and
-    oneDNN on) and the outputs of its last run, in output order."""
+    oneDNN on; bf16: its enable_mkldnn_bfloat16 path) and the outputs of its
+    last run, in output order."""
     from models import export
 
-    predictor = export.create_predictor(model_file, threads=threads)
+    predictor = export.create_predictor(model_file, threads=threads, bf16=bf16)
     times = []
     outs = None
     for i in range(warmup + iters + 1):

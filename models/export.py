@@ -166,9 +166,11 @@ def resolve_model(model) -> tuple[str, str]:
     raise FileNotFoundError(f"no model.json / model.pdmodel for {model}")
 
 
-def create_predictor(model, threads: int = 1, ir_optim: bool = True, mkldnn: bool | None = None):
+def create_predictor(model, threads: int = 1, ir_optim: bool = True, mkldnn: bool | None = None,
+                     bf16: bool = False):
     """A paddle.inference CPU predictor. ``mkldnn`` None keeps Paddle's default
-    (oneDNN on for CPU in 3.3.1)."""
+    (oneDNN on for CPU in 3.3.1). ``bf16``: Paddle Inference's own bfloat16
+    path (oneDNN on, enable_mkldnn_bfloat16)."""
     import paddle.inference as pi
 
     model_file, params_file = resolve_model(model)
@@ -180,6 +182,9 @@ def create_predictor(model, threads: int = 1, ir_optim: bool = True, mkldnn: boo
         config.enable_mkldnn()
     elif mkldnn is False:
         config.disable_mkldnn()
+    if bf16:
+        config.enable_mkldnn()
+        config.enable_mkldnn_bfloat16()
     config.disable_glog_info()
     return pi.create_predictor(config)
 

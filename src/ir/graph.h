@@ -3,6 +3,7 @@
 // exist when it is added. Shapes are static (see core/shape.h).
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -163,6 +164,9 @@ class Graph {
   // checks for NaN/Inf). Returns the pin's index for pin().
   size_t Pin(Value* v);
   Value* pin(size_t i) const { return pins_.at(i); }
+  bool IsPinned(const Value* v) const {
+    return std::find(pins_.begin(), pins_.end(), v) != pins_.end();
+  }
   // Replaces one use: input i of op, or graph output i.
   void ReplaceInput(Op* op, size_t i, Value* to);
   void ReplaceOutput(size_t i, Value* to);

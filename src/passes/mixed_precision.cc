@@ -12,6 +12,13 @@
 // (training) is cast once per run, and the forward and backward GEMMs that
 // read it share that cast. Bias and accumulator operands stay float32.
 //
+// A cast of a value that only that cast reads, produced by a converted op
+// through data movement alone (reshape, transpose), is folded away: the
+// op writes the half type itself (out_dtype half, the GEMM rounding its
+// float32 accumulators as it stores them: the same bits as the cast) and
+// the movement runs on half the bytes. Attention's Q, K, V and context and
+// the FFN's inner activation never exist in float32.
+//
 // Without half arithmetic on the device (compute_in_half false: float16 on
 // a CPU, which oneDNN cannot multiply in float16) each operand makes the
 // round trip float32 -> float16 -> float32 instead and the op stays
@@ -91,7 +98,8 @@ class Converter {
     return out;
   }
 
-  std::string Detail(const std::map<std::string, int>& ops) const {
+  // `folded`: casts FoldCastsIntoProducers removed since.
+  std::string Detail(const std::map<std::string, int>& ops, int folded) const {
     std::string list;
     for (const auto& [type, n] : ops)
       list += fmt::format("{}{} {}", list.empty() ? "" : ", ", type, n);
@@ -103,7 +111,10 @@ class Converter {
     s +=
         fmt::format("{} weights converted at compile time ({:.2f} -> {:.2f} MiB), {} casts per run",
                     weights_, static_cast<double>(weight_bytes_) / 1048576.0,
-                    static_cast<double>(weight_half_bytes_) / 1048576.0, casts_);
+                    static_cast<double>(weight_half_bytes_) / 1048576.0, casts_ - folded);
+    if (folded)
+      s += fmt::format(" ({} more folded into the op before them, which writes {})", folded,
+                       DTypeName(o_.half));
     return s;
   }
 
@@ -114,6 +125,66 @@ class Converter {
   int weights_ = 0, casts_ = 0;
   size_t weight_bytes_ = 0, weight_half_bytes_ = 0;
 };
+
+bool IsMovement(const ir::Op& op) {
+  return op.type == "reshape" || op.type == "transpose";
+}
+
+// Whether `v` is read by exactly one op and is no graph output, state
+// update or pinned value (then its float32 form is needed as such).
+bool OnlyReadBy(const ir::Graph& g, const ir::Value* v) {
+  if (v->users.size() != 1 || g.IsPinned(v)) return false;
+  for (const auto& [name, out] : g.outputs()) {
+    if (out == v) return false;
+  }
+  for (const auto& [state, update] : g.state_updates()) {
+    if (update == v) return false;
+  }
+  return true;
+}
+
+// Folds casts into the converted op above them (see the file comment).
+// Returns the casts removed.
+int FoldCastsIntoProducers(ir::Graph& g, DType half) {
+  std::vector<ir::Op*> casts;
+  for (const auto& op : g.ops()) {
+    if (op->type == "cast" && op->inputs[0]->dtype() == DType::kF32 &&
+        op->outputs[0]->dtype() == half)
+      casts.push_back(op.get());
+  }
+  int folded = 0;
+  for (ir::Op* cast : casts) {
+    // Up through data movement whose results only the next op reads.
+    std::vector<ir::Op*> chain;  // bottom-up
+    ir::Value* v = cast->inputs[0];
+    while (v->producer && IsMovement(*v->producer) && OnlyReadBy(g, v)) {
+      chain.push_back(v->producer);
+      v = v->producer->inputs[0];
+    }
+    ir::Op* top = v->producer;
+    if (!top || MultipliedOperands(*top).empty() || top->GetStr("out_dtype") != "float32" ||
+        !OnlyReadBy(g, v))
+      continue;
+    // The op again, writing half, then the movement on half values.
+    g.SetInsertionPoint(top);
+    ir::AttrMap attrs = top->attrs;
+    attrs.Set("out_dtype", std::string(DTypeName(half)));
+    ir::Value* h = g.AddOp(top->type, top->inputs, attrs, top->name)->outputs[0];
+    h->name = v->name;
+    g.SetInsertionPoint(nullptr);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      g.SetInsertionPoint(*it);
+      ir::Value* moved = g.Add1((*it)->type, {h}, (*it)->attrs, (*it)->name);
+      moved->name = (*it)->outputs[0]->name;
+      h = moved;
+      g.SetInsertionPoint(nullptr);
+    }
+    g.ReplaceAllUses(cast->outputs[0], h);
+    ++folded;
+  }
+  if (folded) g.RemoveDeadCode();
+  return folded;
+}
 
 }  // namespace
 
@@ -137,8 +208,9 @@ int ConvertToMixedPrecision(ir::Graph& g, const MixedPrecisionOptions& options,
     if (options.compute_in_half) op->attrs.Set("out_dtype", std::string("float32"));
     ++counts[op->type];
   }
-  if (detail && !targets.empty()) *detail = convert.Detail(counts);
   if (!targets.empty()) g.RemoveDeadCode();
+  const int folded = options.compute_in_half ? FoldCastsIntoProducers(g, options.half) : 0;
+  if (detail && !targets.empty()) *detail = convert.Detail(counts, folded);
   return static_cast<int>(targets.size());
 }
 

@@ -89,8 +89,8 @@ void InferLinear(InferContext& c) {
   if (w.dtype != x.dtype) c.Fail("operand dtypes differ");
   const DType out_dtype = HalfSafeOutDType(c, x.dtype);
   if (c.has_input(2) && NumElements(c.input(2).shape) != w.shape[1]) c.Fail("bias size mismatch");
-  if (c.has_input(2) && c.input(2).dtype != out_dtype)
-    c.Fail("bias dtype differs from the result's");
+  if (c.has_input(2) && c.input(2).dtype != out_dtype && c.input(2).dtype != DType::kF32)
+    c.Fail("bias dtype {} is neither the result's nor float32", DTypeName(c.input(2).dtype));
   Shape out = x.shape;
   out.back() = w.shape[1];
   c.AddOutput({out_dtype, out});

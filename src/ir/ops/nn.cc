@@ -82,8 +82,8 @@ void InferConv2d(InferContext& c) {
   if (w.dtype != x.dtype) c.Fail("input and filter dtypes differ");
   const DType out_dtype = HalfSafeOutDType(c, x.dtype);
   if (c.has_input(2) && NumElements(c.input(2).shape) != w.shape[0]) c.Fail("bias size mismatch");
-  if (c.has_input(2) && c.input(2).dtype != out_dtype)
-    c.Fail("bias dtype differs from the result's");
+  if (c.has_input(2) && c.input(2).dtype != out_dtype && c.input(2).dtype != DType::kF32)
+    c.Fail("bias dtype {} is neither the result's nor float32", DTypeName(c.input(2).dtype));
   const auto &s = win.strides, &p = win.pads, &d = win.dilations;
   int64_t oh = WindowOutputSize(x.shape[2], w.shape[2], s[0], p[0], p[1], d[0], false);
   int64_t ow = WindowOutputSize(x.shape[3], w.shape[3], s[1], p[2], p[3], d[1], false);

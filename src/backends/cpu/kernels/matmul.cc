@@ -210,7 +210,7 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   memory::desc x_md({m, k}, in_t, tag::ab), w_md({k, n}, in_t, tag::ab);
   memory::desc y_md({m, n}, out_t, tag::ab);
   memory::desc w_any = IsConstant(w) ? memory::desc({k, n}, in_t, tag::any) : w_md;
-  memory::desc b_md = bias ? memory::desc({1, n}, out_t, tag::ab) : memory::desc();
+  memory::desc b_md = bias ? memory::desc({1, n}, ToDnnl(bias->dtype()), tag::ab) : memory::desc();
   auto attr = MakeAttr(op, 1.0f, op.GetStr("activation"));
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_any, b_md, y_md), attr, dn.engine);
   std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(x_md, dn.engine, DNNL_MEMORY_NONE)},
@@ -304,7 +304,7 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
                   : memory::desc({groups, ws[0] / groups, ws[1], ws[2], ws[3]}, in_t, tag::goihw);
   memory::desc w_any(w_md.dims(), in_t,
                      IsConstant(w) ? tag::any : (groups == 1 ? tag::oihw : tag::goihw));
-  memory::desc b_md = bias ? memory::desc({ws[0]}, out_t, tag::a) : memory::desc();
+  memory::desc b_md = bias ? memory::desc({ws[0]}, ToDnnl(bias->dtype()), tag::a) : memory::desc();
   // oneDNN dilation counts the gaps: Paddle's 1 is oneDNN's 0.
   Dims d_dil{dil[0] - 1, dil[1] - 1};
   auto attr = MakeAttr(op, 1.0f, op.GetStr("activation"));
@@ -336,6 +336,12 @@ TILLER_CPU_KERNEL("linear", MakeLinear,
                   Signature("H, H, float32? -> float32").Where("H", {DType::kBF16}));
 TILLER_CPU_KERNEL("conv2d", MakeConv2d,
                   Signature("H, H, float32? -> float32").Where("H", {DType::kBF16}));
+// ... and writing bfloat16 (the pass folded the cast after them).
+TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("H, H -> H").Where("H", {DType::kBF16}));
+TILLER_CPU_KERNEL("linear", MakeLinear,
+                  Signature("H, H, float32? -> H").Where("H", {DType::kBF16}));
+TILLER_CPU_KERNEL("conv2d", MakeConv2d,
+                  Signature("H, H, float32? -> H").Where("H", {DType::kBF16}));
 
 }  // namespace
 }  // namespace tiller::cpu
