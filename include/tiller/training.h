@@ -62,6 +62,11 @@ struct SessionOptions {
   // precision with float32 accumulation; weights (the master copies),
   // gradients, their accumulators and the optimizer stay float32.
   std::string precision = "float32";
+  // Static loss scaling (the IPU option loss_scaling): the backward pass
+  // starts from this instead of 1 and the gradients are divided by it before
+  // the update, so gradients too small for float16 survive its rounding.
+  // Power-of-two scales leave float32 results bit for bit unchanged.
+  double loss_scaling = 1.0;
 
   // The IPU execution model's step shape. One Run() takes feeds whose
   // leading dimension is batches_per_step x accumulation_factor micro-batches

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -201,9 +202,7 @@ void Validate(const CompileOptions& o) {
       Fail(ErrorKind::kInvalidArgument, "device {} ({}): threads must be >= 1, got {}", i,
            d.backend, d.threads);
   }
-  auto refuse = [](const char* what, const std::string& value) {
-    Fail(ErrorKind::kUnimplemented, "{} = {} is not implemented yet", what, value);
-  };
+
   if (o.replicas < 1)
     Fail(ErrorKind::kInvalidArgument, "replicas must be >= 1, got {}", o.replicas);
   if (o.replicas > 1) {
@@ -223,7 +222,9 @@ void Validate(const CompileOptions& o) {
          o.accumulation_steps);
   if (o.batches_per_step < 1)
     Fail(ErrorKind::kInvalidArgument, "batches per step must be >= 1, got {}", o.batches_per_step);
-  if (o.loss_scaling != 1.0) refuse("loss scaling", fmt::format("{}", o.loss_scaling));
+  if (!(o.loss_scaling > 0) || !std::isfinite(o.loss_scaling))
+    Fail(ErrorKind::kInvalidArgument, "loss scaling must be a finite number > 0, got {}",
+         o.loss_scaling);
 }
 
 std::string CompileReport::Format() const {
@@ -295,7 +296,8 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     std::vector<ir::Value*> grads;
     StagePass autodiff("autodiff", "d loss / d trained values (backward phase)", [&](ir::Graph& g) {
       size_t before = g.ops().size();
-      auto by_value = passes::BuildBackward(g, fwd.loss, fwd.wrt);
+      auto by_value =
+          passes::BuildBackward(g, fwd.loss, fwd.wrt, static_cast<float>(options_.loss_scaling));
       for (ir::Value* v : fwd.wrt) grads.push_back(by_value.at(v));
       return static_cast<int>(g.ops().size() - before);
     });
@@ -319,9 +321,11 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
       ir::ScopedPlacement update(*fwd.graph, p);
       // The gradients as the update part reads them, pinned so the session
       // finds them after the passes.
-      // Paddle's mean reduction, applied after the sum.
+      // Paddle's mean reduction, applied after the sum, and the loss
+      // scale divided out again (static loss scaling), in one factor.
       const double mean =
-          options_.reduction == CompileOptions::Reduction::kMean ? 1.0 / micro_batches : 1.0;
+          (options_.reduction == CompileOptions::Reduction::kMean ? 1.0 / micro_batches : 1.0) /
+          options_.loss_scaling;
       if (options_.replicas > 1) {
         // Every replica's (accumulated) gradients summed over the group
         // before the update reads them, the mean's scale in the same pass.

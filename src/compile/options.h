@@ -81,8 +81,13 @@ struct CompileOptions {
   // (Paddle's accumulation_and_replication_reduction_type): their mean (the
   // default, the gradient of the mean loss over the global batch) or sum.
   enum class Reduction { kMean, kSum } reduction = Reduction::kMean;
-  // Mixed precision (issue: bf16/fp16); float32 only so far.
+  // Mixed precision (passes/mixed_precision.cc): matmul, linear and conv2d
+  // multiply in the half type with float32 accumulation.
   Precision precision = Precision::kFloat32;
+  // Static loss scaling (training): the backward pass starts from this
+  // instead of 1, so small gradients stay representable in half precision,
+  // and the gradients are divided by it again before the update (with the
+  // mean over micro-batches, in the same scale).
   double loss_scaling = 1.0;
   // Training: backward ops read forward activations recomputed from their
   // pipeline stage's inputs (passes/recompute.cc), so activations do not

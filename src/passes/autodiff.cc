@@ -9,7 +9,8 @@ namespace tiller::passes {
 namespace {
 
 std::shared_ptr<AlignedBuffer> Filled(const ir::TensorType& t, float value) {
-  TILLER_CHECK(t.dtype == DType::kF32, "autodiff supports float32 losses, got {}", DTypeName(t.dtype));
+  TILLER_CHECK(t.dtype == DType::kF32, "autodiff supports float32 losses, got {}",
+               DTypeName(t.dtype));
   auto buf = std::make_shared<AlignedBuffer>(t.bytes());
   for (int64_t i = 0; i < NumElements(t.shape); ++i) buf->as<float>()[i] = value;
   return buf;
@@ -18,7 +19,8 @@ std::shared_ptr<AlignedBuffer> Filled(const ir::TensorType& t, float value) {
 }  // namespace
 
 std::map<const ir::Value*, ir::Value*> BuildBackward(ir::Graph& g, ir::Value* loss,
-                                                     const std::vector<ir::Value*>& wrt) {
+                                                     const std::vector<ir::Value*>& wrt,
+                                                     float seed) {
   // Values that depend on something in `wrt` (forward reachability) ...
   std::set<const ir::Value*> depends(wrt.begin(), wrt.end());
   std::vector<ir::Op*> forward;
@@ -45,7 +47,8 @@ std::map<const ir::Value*, ir::Value*> BuildBackward(ir::Graph& g, ir::Value* lo
   auto on_path = [&](const ir::Value* v) { return v && depends.count(v) && feeds_loss.count(v); };
 
   std::map<const ir::Value*, ir::Value*> grad;
-  grad[loss] = g.AddData("loss.grad_seed", loss->type, ir::ValueKind::kConstant, Filled(loss->type, 1.f));
+  grad[loss] =
+      g.AddData("loss.grad_seed", loss->type, ir::ValueKind::kConstant, Filled(loss->type, seed));
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     ir::Op* op = *it;
     std::vector<ir::Value*> out_grads;
@@ -84,9 +87,9 @@ std::map<const ir::Value*, ir::Value*> BuildBackward(ir::Graph& g, ir::Value* lo
   std::map<const ir::Value*, ir::Value*> result;
   for (ir::Value* v : wrt) {
     auto found = grad.find(v);
-    result[v] = found != grad.end()
-                    ? found->second
-                    : g.AddData(v->name + ".grad", v->type, ir::ValueKind::kConstant, Filled(v->type, 0.f));
+    result[v] = found != grad.end() ? found->second
+                                    : g.AddData(v->name + ".grad", v->type,
+                                                ir::ValueKind::kConstant, Filled(v->type, 0.f));
   }
   return result;
 }

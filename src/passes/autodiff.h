@@ -17,7 +17,10 @@ namespace tiller::passes {
 // Appends the backward graph. Returns, for each value in `wrt`, its gradient
 // (a zero constant when the loss does not depend on it). Fails with
 // kUnimplemented naming the op when an op on the path has no gradient rule.
+// `seed`: d loss / d loss, the loss scale (static loss scaling: every
+// gradient comes out multiplied by it, and the caller divides it out).
 std::map<const ir::Value*, ir::Value*> BuildBackward(ir::Graph& g, ir::Value* loss,
-                                                     const std::vector<ir::Value*>& wrt);
+                                                     const std::vector<ir::Value*>& wrt,
+                                                     float seed = 1.0f);
 
 }  // namespace tiller::passes

@@ -90,7 +90,8 @@ std::vector<OptionSpec> MakeSpecs() {
       {"enable_half_partial", Support::kNotYet, false, "half precision matmul partials"},
       {"automatic_loss_scaling_settings.enabled", Support::kNotYet, false,
        "automatic loss scaling"},
-      {"loss_scaling", Support::kNotYet, 1.0, "static loss scale"},
+      {"loss_scaling", Support::kHonoured, 1.0,
+       "static loss scale: the backward pass starts from it, the update divides it out"},
       {"enable_replicated_graphs", Support::kHonoured, false, "data-parallel replicas"},
       // set_options({'location_optimizer': {...}}) sets these keys (Paddle's
       // IpuStrategy sets use_replicated_tensor_sharding by default).
@@ -275,6 +276,12 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
            "none, 1 standard, 3 pipeline, 4 all; 3 and 4 recompute from stage inputs alone)");
     if (r < 0 || r > 4)
       Fail(ErrorKind::kInvalidArgument, "option auto_recomputation takes 0 to 4, got {}",
+           OptionValueRepr(value));
+  }
+  if (name == "loss_scaling") {
+    const double v = std::get<double>(*converted);
+    if (!(v > 0) || !std::isfinite(v))
+      Fail(ErrorKind::kInvalidArgument, "option 'loss_scaling' must be a finite number > 0, got {}",
            OptionValueRepr(value));
   }
   if (name == "half_dtype") RequireOneOf(name, value, *converted, {"auto", "bfloat16", "float16"});

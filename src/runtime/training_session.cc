@@ -59,6 +59,7 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.shard_optimizer_state = options.shard_optimizer_state;
   co.shard_min_elements = options.shard_min_elements;
   co.precision = runtime::ParsePrecision(options.precision, "precision");
+  co.loss_scaling = options.loss_scaling;
   co.reduction = options.reduction == SessionOptions::Reduction::kSum
                      ? compile::CompileOptions::Reduction::kSum
                      : compile::CompileOptions::Reduction::kMean;
@@ -503,6 +504,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.random_seed = static_cast<uint64_t>(o.GetInt("random_seed"));
   out.check_nan_inf = o.GetBool("enable_floating_point_checks");
   out.no_bias_optimizer = o.GetBool("use_no_bias_optimizer");
+  out.loss_scaling = o.GetDouble("loss_scaling");
   if (o.GetBool("enable_fp16")) {
     const std::string half = o.GetStr("half_dtype");
     out.precision = half == "auto" ? "half" : half;

@@ -392,13 +392,15 @@ TEST(Placement, OptionsWithoutAHostDeviceOrWithUnknownBackendsAreRefused) {
         << e.what();
   }
   compile::CompileOptions scaled;
-  scaled.loss_scaling = 128;
+  scaled.loss_scaling = -2;
   try {
     compile::Compiler c(scaled);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kUnimplemented);
-    EXPECT_NE(std::string(e.what()).find("loss scaling = 128"), std::string::npos) << e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("loss scaling must be a finite number > 0, got -2"),
+              std::string::npos)
+        << e.what();
   }
 }
 

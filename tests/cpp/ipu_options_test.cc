@@ -57,7 +57,8 @@ TEST(IpuOptionsTest, HonouredOptionsAreSetAndConverted) {
   o.SetGraphConfig(1, /*is_training=*/false, 4);
   EXPECT_TRUE(o.EvalOnly());
   EXPECT_EQ(o.GetInt("micro_batch_size"), 4);
-  // The default of a not-yet option is accepted, in any lossless spelling.
+  // The default of a not-yet option is accepted; numbers in any lossless spelling.
+  o.Set("enable_stochastic_rounding", int64_t{0});
   o.Set("loss_scaling", int64_t{1});
   o.Set("accumulation_factor", 1.0);
   o.SetPipeliningConfig();
@@ -92,8 +93,8 @@ TEST(IpuOptionsTest, RefusalsNameTheOptionAndChangeNothing) {
             "implemented by Tiller (supported: 0 sum, 1 mean)");
   EXPECT_EQ(ErrorOf([&] { o.Set("accumulation_and_replication_reduction_type", int64_t{5}); }),
             "option accumulation_and_replication_reduction_type takes 0 (sum) or 1 (mean), got 5");
-  EXPECT_EQ(ErrorOf([&] { o.Set("loss_scaling", 128.0); }),
-            "option loss_scaling=128.0 is not implemented by Tiller yet (supported: 1.0)");
+  EXPECT_EQ(ErrorOf([&] { o.Set("loss_scaling", 0.0); }),
+            "option 'loss_scaling' must be a finite number > 0, got 0.0");
   EXPECT_EQ(ErrorOf([&] { o.Set("micro_batch_size", std::string("eight")); }),
             "option 'micro_batch_size' takes an integer, got 'eight'");
   EXPECT_EQ(ErrorOf([&] { o.Set("is_training", int64_t{2}); }),
@@ -148,11 +149,11 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
   // + accumulation, batches per step, reduction, replication, num_ipus, manual shard,
   // pipelining, pipeline_schedule, trace_path, auto_recomputation,
   // location_optimizer's use_replicated_tensor_sharding and its threshold, device_profile
-  // + need_avg_shard, anchor_return_type and _period, enable_fp16, half_dtype
-  EXPECT_EQ(honoured, 27);
-  // loss_scaling, accl1..3_type, enable_stochastic_rounding, enable_half_partial,
+  // + need_avg_shard, anchor_return_type and _period, enable_fp16, half_dtype, loss_scaling
+  EXPECT_EQ(honoured, 28);
+  // accl1..3_type, enable_stochastic_rounding, enable_half_partial,
   // automatic_loss_scaling_settings.enabled
-  EXPECT_EQ(not_yet, 7);
+  EXPECT_EQ(not_yet, 6);
   // + location_optimizer's on_chip, min_elements_for_off_chip, use_io_tiles_*
   EXPECT_EQ(no_effect, 27);
   EXPECT_EQ(IpuOptions::FindSpec("nope"), nullptr);

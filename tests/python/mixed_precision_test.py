@@ -74,12 +74,14 @@ def test_paddle_names_for_half_precision_inference(zoo):
         config.set_ipu_config(ipu_enable_half_partial=True)
 
 
-def _train(precision, steps, batches, accumulate=1, replicas=1):
+def _train(precision, steps, batches, accumulate=1, replicas=1, loss_scaling=1.0, state=False):
+    """Per-step losses and the compile report (and, with state, the final
+    state by name)."""
     with T.static_mode():
-        return _train_static(precision, steps, batches, accumulate, replicas)
+        return _train_static(precision, steps, batches, accumulate, replicas, loss_scaling, state)
 
 
-def _train_static(precision, steps, batches, accumulate, replicas):
+def _train_static(precision, steps, batches, accumulate, replicas, loss_scaling, state):
     import paddle
 
     built = T.build("bert", "bert-tiny", T.OptSpec("adam", lr=1e-3, schedule="constant",
@@ -93,14 +95,17 @@ def _train_static(precision, steps, batches, accumulate, replicas):
                             accumulation_factor=accumulate)
     if replicas > 1:
         s.set_options({"enable_replicated_graphs": True, "replicated_graph_count": replicas})
-    s.set_options({"num_threads": replicas})
+    s.set_options({"num_threads": replicas, "loss_scaling": loss_scaling})
     if precision != "float32":
         s.set_precision_config(enable_fp16=True)
         s.set_options({"half_dtype": precision})
     prog = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=s).compile(
         built.feed_names, built.fetch_list)
     losses = [float(np.mean(prog.run(feed=batches[i])[0])) for i in range(steps)]
-    return losses, prog.session.summary().compile_report
+    report = prog.session.summary().compile_report
+    if state:
+        return losses, report, {n: prog.session.get_state(n) for n in prog.session.state_names()}
+    return losses, report
 
 
 @pytest.mark.parametrize("layout", ["1 device", "2 replicas x accumulation 2"])
@@ -125,8 +130,7 @@ def test_half_precision_training_tracks_float32(layout):
 @pytest.mark.parametrize("option,value", [("accl1_type", "FLOAT16"), ("accl3_type", "FLOAT16"),
                                           ("enable_stochastic_rounding", True),
                                           ("enable_half_partial", True),
-                                          ("automatic_loss_scaling_settings.enabled", True),
-                                          ("loss_scaling", 1024.0)])
+                                          ("automatic_loss_scaling_settings.enabled", True)])
 def test_half_precision_options_not_implemented_yet_are_refused(option, value):
     s = tiller.IpuStrategy()
     with pytest.raises(tiller.TillerError, match=f"option {option}=.* is not implemented"):
@@ -137,3 +141,40 @@ def test_half_dtype_takes_the_half_types_only():
     s = tiller.IpuStrategy()
     with pytest.raises(tiller.TillerError, match="'half_dtype' takes 'auto', 'bfloat16' or"):
         s.set_options({"half_dtype": "float8"})
+
+
+@pytest.mark.parametrize("layout", ["1 device", "2 replicas x accumulation 2"])
+def test_static_loss_scaling_by_a_power_of_two_changes_no_float32_bit(layout):
+    """The backward pass starts from the scale and the update divides it out
+    (with the mean over micro-batches): scaling by 2^10 is exact in float32,
+    so losses and every state after 6 Adam steps equal the unscaled run's
+    bit for bit; a scale that is not a power of two rounds, and stays within
+    float32 rounding of it."""
+    steps = 6
+    batches = T.make_batches("bert", "bert-tiny", steps, 8, seed=1)
+    kw = {} if layout == "1 device" else {"accumulate": 2, "replicas": 2}
+    ref, _, ref_state = _train("float32", steps, batches, state=True, **kw)
+    losses, report, st = _train("float32", steps, batches, loss_scaling=1024.0, state=True, **kw)
+    assert losses == ref
+    for name, value in ref_state.items():
+        np.testing.assert_array_equal(st[name], value, err_msg=name)
+    odd, _, st = _train("float32", steps, batches, loss_scaling=1000.0, state=True, **kw)
+    np.testing.assert_allclose(odd, ref, rtol=1e-5)
+    assert any(not np.array_equal(st[n], v) for n, v in ref_state.items()), \
+        "a scale of 1000 must round somewhere (else the scale never reached the gradients)"
+
+
+def test_float16_training_with_a_static_loss_scale_tracks_float32():
+    steps = 20
+    batches = T.make_batches("bert", "bert-tiny", steps, 8, seed=1)
+    ref, _ = _train("float32", steps, batches)
+    losses, _ = _train("float16", steps, batches, loss_scaling=1024.0)
+    np.testing.assert_allclose(losses, ref, rtol=1e-2)
+    assert abs(np.mean(losses[-5:]) / np.mean(ref[-5:]) - 1) < 5e-3
+
+
+@pytest.mark.parametrize("bad", [0.0, -4.0, float("inf"), float("nan")])
+def test_loss_scaling_must_be_a_positive_finite_number(bad):
+    s = tiller.IpuStrategy()
+    with pytest.raises(tiller.TillerError, match="'loss_scaling' must be a finite number > 0"):
+        s.set_options({"loss_scaling": bad})

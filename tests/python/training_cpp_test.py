@@ -289,9 +289,9 @@ def test_options_reach_cpp_with_pythons_values():
     with pytest.raises(tiller.TillerError, match="option 'micro_batch_size' takes an integer"):
         s.set_options({"micro_batch_size": "8"})
     with pytest.raises(tiller.TillerError,
-                       match=r"option loss_scaling=2 is not implemented by Tiller yet "
-                             r"\(supported: 1\.0\)"):
-        s.set_options({"loss_scaling": 2})
+                       match=r"option accl2_type='FLOAT16' is not implemented by Tiller yet "
+                             r"\(supported: 'FLOAT'\)"):
+        s.set_options({"accl2_type": "FLOAT16"})
     with pytest.raises(tiller.TillerError, match="enable_manual_shard needs num_ipus > 1"):
         s.set_graph_config(enable_manual_shard=True)
     with pytest.raises(tiller.TillerError, match="unknown option 'nope'"):
