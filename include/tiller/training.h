@@ -67,6 +67,18 @@ struct SessionOptions {
   // the update, so gradients too small for float16 survive its rounding.
   // Power-of-two scales leave float32 results bit for bit unchanged.
   double loss_scaling = 1.0;
+  // Dynamic loss scaling (Tiller's option dynamic_loss_scaling, with Paddle
+  // AMP's rule and defaults for static programs): loss_scaling is the
+  // initial scale; an update whose gradients hold a NaN or Inf is skipped
+  // (parameters and optimizer state untouched) and after
+  // decr_every_n_nan_or_inf such updates in a row the scale is multiplied
+  // by decr_ratio (not below 1); after incr_every_n_steps clean updates in a
+  // row it is multiplied by incr_ratio (if that stays finite).
+  bool dynamic_loss_scaling = false;
+  int incr_every_n_steps = 1000;
+  int decr_every_n_nan_or_inf = 2;
+  double incr_ratio = 2.0;
+  double decr_ratio = 0.8;
 
   // The IPU execution model's step shape. One Run() takes feeds whose
   // leading dimension is batches_per_step x accumulation_factor micro-batches
@@ -202,6 +214,11 @@ class TrainingSession {
   std::vector<std::string> TrainedNames() const;
   // Training steps run so far (eval steps not counted).
   int64_t StepCount() const;
+  // The loss scale the next update uses (SessionOptions::loss_scaling, or
+  // where dynamic loss scaling has taken it), and the updates dynamic loss
+  // scaling skipped so far.
+  double LossScale() const;
+  int64_t SkippedUpdates() const;
 
   // Copies `bytes` of host data into a state; dtype and element count must
   // match the program's declaration.

@@ -66,10 +66,20 @@ py::object ToPython(const OptionValue& v) {
 }
 
 // Sets one option; returns the note of a no-effect option, or None. A dict
-// for location_optimizer (Paddle's tensor-location settings) sets each key
-// as the option "location_optimizer.<key>", so unknown keys are refused.
+// for an option with dotted sub-options (location_optimizer,
+// automatic_loss_scaling_settings, dynamic_loss_scaling_settings) sets each
+// key as the option "<name>.<key>", so unknown keys are refused; other dicts
+// (engine_options, ...) are one value.
+bool HasSubOptions(const std::string& name) {
+  for (const auto& spec : IpuOptions::Specs()) {
+    if (spec.name.size() > name.size() && spec.name.compare(0, name.size() + 1, name + ".") == 0)
+      return true;
+  }
+  return false;
+}
+
 py::object SetOption(PyIpuOptions& o, const std::string& name, const py::object& value) {
-  if (name == "location_optimizer" && py::isinstance<py::dict>(value)) {
+  if (py::isinstance<py::dict>(value) && HasSubOptions(name)) {
     std::string notes;
     for (const auto& [key, item] : value.cast<py::dict>()) {
       py::object note = SetOption(o, name + "." + py::str(key).cast<std::string>(),
@@ -238,6 +248,10 @@ void BindTraining(py::module_& m) {
       .def_property_readonly("loss_name", &TrainingSession::LossName)
       .def("trained_names", &TrainingSession::TrainedNames)
       .def_property_readonly("step_count", &TrainingSession::StepCount)
+      .def_property_readonly("loss_scale", &TrainingSession::LossScale,
+                             "the loss scale the next update uses")
+      .def_property_readonly("skipped_updates", &TrainingSession::SkippedUpdates,
+                             "updates dynamic loss scaling skipped (gradients not finite)")
       .def_property_readonly("feed_names", &TrainingSession::FeedNames)
       .def_property_readonly("fetch_names", &TrainingSession::FetchNames)
       .def(

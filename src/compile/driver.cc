@@ -182,6 +182,15 @@ std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<
   return sums;
 }
 
+void CompiledStep::SetLossScale(double scale) {
+  TILLER_CHECK(loss_scale_seed.size() && loss_scale_unscale.size(),
+               "SetLossScale on a step compiled without dynamic loss scaling");
+  float* seed = loss_scale_seed.as<float>();
+  for (size_t i = 0; i < loss_scale_seed.size() / sizeof(float); ++i)
+    seed[i] = static_cast<float>(scale);
+  *loss_scale_unscale.as<float>() = static_cast<float>(gradient_mean / scale);
+}
+
 void CompiledStep::ResetAccumulators() {
   for (Accumulator& a : accumulators) {
     if (a.data.size()) std::memset(a.data.data(), 0, a.data.size());
@@ -222,6 +231,14 @@ void Validate(const CompileOptions& o) {
          o.accumulation_steps);
   if (o.batches_per_step < 1)
     Fail(ErrorKind::kInvalidArgument, "batches per step must be >= 1, got {}", o.batches_per_step);
+  const bool sharded_state = o.shard_optimizer_state && o.replicas > 1;
+  if (o.dynamic_loss_scaling && (o.devices.size() > 1 || sharded_state))
+    Fail(ErrorKind::kUnimplemented,
+         "dynamic loss scaling with {} is not implemented yet (one device per replica, optimizer "
+         "state not sharded)",
+         o.devices.size() > 1 ? "several devices per replica (sharding, pipelining)"
+                              : "replicated tensor sharding of the optimizer state (set "
+                                "location_optimizer.use_replicated_tensor_sharding False)");
   if (!(o.loss_scaling > 0) || !std::isfinite(o.loss_scaling))
     Fail(ErrorKind::kInvalidArgument, "loss scaling must be a finite number > 0, got {}",
          o.loss_scaling);
@@ -294,10 +311,18 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   if (fwd.loss) {
     ctx.training = true;
     std::vector<ir::Value*> grads;
+    const bool dynamic = options_.dynamic_loss_scaling;
+    ir::Value* seed = nullptr;
+    if (dynamic) {
+      TILLER_CHECK(fwd.loss->dtype() == DType::kF32, "dynamic loss scaling of a {} loss",
+                   DTypeName(fwd.loss->dtype()));
+      seed = fwd.graph->AddState(kLossScaleSeed, fwd.loss->type);
+      step.loss_scale_seed = AlignedBuffer(fwd.loss->bytes());
+    }
     StagePass autodiff("autodiff", "d loss / d trained values (backward phase)", [&](ir::Graph& g) {
       size_t before = g.ops().size();
-      auto by_value =
-          passes::BuildBackward(g, fwd.loss, fwd.wrt, static_cast<float>(options_.loss_scaling));
+      auto by_value = passes::BuildBackward(g, fwd.loss, fwd.wrt,
+                                            static_cast<float>(options_.loss_scaling), seed);
       for (ir::Value* v : fwd.wrt) grads.push_back(by_value.at(v));
       return static_cast<int>(g.ops().size() - before);
     });
@@ -323,9 +348,10 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
       // finds them after the passes.
       // Paddle's mean reduction, applied after the sum, and the loss
       // scale divided out again (static loss scaling), in one factor.
-      const double mean =
-          (options_.reduction == CompileOptions::Reduction::kMean ? 1.0 / micro_batches : 1.0) /
-          options_.loss_scaling;
+      step.gradient_mean =
+          options_.reduction == CompileOptions::Reduction::kMean ? 1.0 / micro_batches : 1.0;
+      // Dynamic: the factor is a state (mean / the current scale).
+      const double mean = dynamic ? 1.0 : step.gradient_mean / options_.loss_scaling;
       if (options_.replicas > 1) {
         // Every replica's (accumulated) gradients summed over the group
         // before the update reads them, the mean's scale in the same pass.
@@ -336,6 +362,11 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
       } else if (mean != 1.0) {
         for (ir::Value*& g : grads)
           g = fwd.graph->Add1("scale", {g}, {{"scale", mean}, {"bias", 0.0}});
+      }
+      if (dynamic) {
+        ir::Value* unscale = fwd.graph->AddState(kLossScaleUnscale, {DType::kF32, {1}});
+        step.loss_scale_unscale = AlignedBuffer(sizeof(float));
+        for (ir::Value*& g : grads) g = fwd.graph->Add1("mul", {g, unscale});
       }
       for (ir::Value* v : source.BuildUpdate(grads)) grad_pins.push_back(fwd.graph->Pin(v));
     }
@@ -422,6 +453,11 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     report.devices.push_back(
         fmt::format("{} ({} thread{})", d->name(), d->threads(), d->threads() == 1 ? "" : "s"));
   StateStorage storage = states;
+  if (step.loss_scale_seed.size()) {
+    storage[kLossScaleSeed] = step.loss_scale_seed.data();
+    storage[kLossScaleUnscale] = step.loss_scale_unscale.data();
+    step.SetLossScale(options_.loss_scaling);
+  }
   // The caller may hand in accumulators (executables that share them: the
   // copies of a pipeline).
   for (Accumulator& a : step.accumulators) {

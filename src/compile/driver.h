@@ -70,6 +70,10 @@ struct Accumulator {
 // which the caller keeps alive as long as the executable.
 using ShardStorage = std::function<void*(const passes::ShardedState&)>;
 
+// Names of the dynamic loss scale's states (CompiledStep::SetLossScale).
+inline constexpr const char* kLossScaleSeed = "@LOSS_SCALE@SEED";
+inline constexpr const char* kLossScaleUnscale = "@LOSS_SCALE@UNSCALE";
+
 struct CompiledStep {
   // Declared before exe: the executable binds the accumulators' storage.
   std::vector<Accumulator> accumulators;
@@ -83,6 +87,13 @@ struct CompiledStep {
   // are summed over the replicas.
   std::vector<const ir::Value*> replica_gradients;
   CompileReport report;
+  // Dynamic loss scaling: the states holding the backward pass's seed (the
+  // scale) and the factor the update multiplies the gradients by (the mean
+  // over micro-batches and replicas divided by the scale); SetLossScale
+  // writes both.
+  AlignedBuffer loss_scale_seed, loss_scale_unscale;
+  double gradient_mean = 1.0;
+  void SetLossScale(double scale);
 
   // Zeroes the gradient accumulators: after each update, and after a run
   // that failed part way through an accumulation window.

@@ -89,6 +89,12 @@ struct CompileOptions {
   // and the gradients are divided by it again before the update (with the
   // mean over micro-batches, in the same scale).
   double loss_scaling = 1.0;
+  // Dynamic loss scaling (training, one device per replica, no pipelining):
+  // the scale is a state the caller sets before each update
+  // (CompiledStep::SetLossScale) instead of loss_scaling, and only the
+  // gradients the update reads are checked for NaN / Inf (they are equal on
+  // every replica, so every replica skips the same updates).
+  bool dynamic_loss_scaling = false;
   // Training: backward ops read forward activations recomputed from their
   // pipeline stage's inputs (passes/recompute.cc), so activations do not
   // live from the forward pass to their gradient.

@@ -19,8 +19,8 @@ std::shared_ptr<AlignedBuffer> Filled(const ir::TensorType& t, float value) {
 }  // namespace
 
 std::map<const ir::Value*, ir::Value*> BuildBackward(ir::Graph& g, ir::Value* loss,
-                                                     const std::vector<ir::Value*>& wrt,
-                                                     float seed) {
+                                                     const std::vector<ir::Value*>& wrt, float seed,
+                                                     ir::Value* seed_value) {
   // Values that depend on something in `wrt` (forward reachability) ...
   std::set<const ir::Value*> depends(wrt.begin(), wrt.end());
   std::vector<ir::Op*> forward;
@@ -47,8 +47,14 @@ std::map<const ir::Value*, ir::Value*> BuildBackward(ir::Graph& g, ir::Value* lo
   auto on_path = [&](const ir::Value* v) { return v && depends.count(v) && feeds_loss.count(v); };
 
   std::map<const ir::Value*, ir::Value*> grad;
-  grad[loss] =
-      g.AddData("loss.grad_seed", loss->type, ir::ValueKind::kConstant, Filled(loss->type, seed));
+  if (seed_value) {
+    TILLER_CHECK(seed_value->type == loss->type, "seed {} for a loss {}",
+                 seed_value->type.ToString(), loss->type.ToString());
+    grad[loss] = seed_value;
+  } else {
+    grad[loss] =
+        g.AddData("loss.grad_seed", loss->type, ir::ValueKind::kConstant, Filled(loss->type, seed));
+  }
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     ir::Op* op = *it;
     std::vector<ir::Value*> out_grads;

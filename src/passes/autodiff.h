@@ -19,8 +19,11 @@ namespace tiller::passes {
 // kUnimplemented naming the op when an op on the path has no gradient rule.
 // `seed`: d loss / d loss, the loss scale (static loss scaling: every
 // gradient comes out multiplied by it, and the caller divides it out).
+// `seed_value`, when given, replaces it: a value of the loss's type (dynamic
+// loss scaling: a state the caller sets before each run).
 std::map<const ir::Value*, ir::Value*> BuildBackward(ir::Graph& g, ir::Value* loss,
                                                      const std::vector<ir::Value*>& wrt,
-                                                     float seed = 1.0f);
+                                                     float seed = 1.0f,
+                                                     ir::Value* seed_value = nullptr);
 
 }  // namespace tiller::passes

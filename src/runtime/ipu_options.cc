@@ -78,6 +78,18 @@ std::vector<OptionSpec> MakeSpecs() {
       {"enable_fp16", Support::kHonoured, false,
        "half precision: matmul / linear / conv2d multiply in half_dtype with float32 "
        "accumulation; weights, gradients and the optimizer stay float32"},
+      // Tiller's own: Paddle AMP's dynamic loss scaling, its defaults for
+      // static programs (paddle.static.amp.decorate).
+      {"dynamic_loss_scaling", Support::kHonoured, false,
+       "skip updates whose gradients overflow and adapt loss_scaling (the initial scale)"},
+      {"dynamic_loss_scaling_settings.incr_every_n_steps", Support::kHonoured, int64_t{1000},
+       "clean updates in a row before the scale grows"},
+      {"dynamic_loss_scaling_settings.decr_every_n_nan_or_inf", Support::kHonoured, int64_t{2},
+       "skipped updates in a row before the scale shrinks"},
+      {"dynamic_loss_scaling_settings.incr_ratio", Support::kHonoured, 2.0,
+       "factor the scale grows by"},
+      {"dynamic_loss_scaling_settings.decr_ratio", Support::kHonoured, 0.8,
+       "factor the scale shrinks by (not below 1)"},
       // Tiller's own: which half type enable_fp16 means.
       {"half_dtype", Support::kHonoured, std::string("auto"),
        "with enable_fp16: 'bfloat16', 'float16' (stored as float16, computed in float32 on CPUs) "

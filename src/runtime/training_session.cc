@@ -60,6 +60,7 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.shard_min_elements = options.shard_min_elements;
   co.precision = runtime::ParsePrecision(options.precision, "precision");
   co.loss_scaling = options.loss_scaling;
+  co.dynamic_loss_scaling = options.dynamic_loss_scaling;
   co.reduction = options.reduction == SessionOptions::Reduction::kSum
                      ? compile::CompileOptions::Reduction::kSum
                      : compile::CompileOptions::Reduction::kMean;
@@ -111,6 +112,12 @@ struct TrainingSession::Impl {
     // steps' storage for it; the whole value is in `states` only after
     // GatherParts).
     std::map<std::string, AlignedBuffer> parts;
+    // Dynamic loss scaling: every replica sees the same all-reduced
+    // gradients, so each keeps its own copy of the rule's state and they
+    // stay equal without talking.
+    double loss_scale = 1.0;
+    int good_updates = 0, bad_updates = 0;
+    int64_t skipped = 0;
   };
   // Sharded states: each replica's elements of the flattened value.
   std::map<std::string, std::vector<PartRange>> sharded;
@@ -291,6 +298,28 @@ struct TrainingSession::Impl {
   }
 
   void RunReplica(int replica, bool eval, compile::CompiledStep& compiled, int* updates_done);
+
+  // Paddle's update_loss_scaling rule, after an update window: a skipped
+  // update (overflow) counts towards lowering the scale, a clean one towards
+  // raising it.
+  void UpdateLossScale(Replica& rep, bool overflow) const {
+    if (overflow) {
+      ++rep.skipped;
+      rep.good_updates = 0;
+      if (++rep.bad_updates == options.decr_every_n_nan_or_inf) {
+        rep.loss_scale = std::max(1.0, rep.loss_scale * options.decr_ratio);
+        rep.bad_updates = 0;
+      }
+      return;
+    }
+    rep.bad_updates = 0;
+    if (++rep.good_updates == options.incr_every_n_steps) {
+      const double up = rep.loss_scale * options.incr_ratio;
+      // The seed is float32: stay where it is finite.
+      if (std::isfinite(static_cast<float>(up))) rep.loss_scale = up;
+      rep.good_updates = 0;
+    }
+  }
   void RunReplicaPipelined(int replica, bool eval, const std::vector<Shape>& shapes,
                            int* updates_done);
   // Micro-batch m of a replica's run (m = b * accumulation_factor + g, batch
@@ -372,14 +401,18 @@ struct TrainingSession::Impl {
     // The loss (the step's last output) and every gradient are checked right
     // after they are computed, before any update reads them.
     const ir::Value* loss = exe.graph().outputs().back().second;
-    int last_guard = exe.GuardFinite(loss, fmt::format("the loss '{}'", info.loss));
+    // Dynamic loss scaling: only the gradients the update reads (equal on
+    // every replica) are checked; a non-finite one skips the update.
+    int last_guard = options.dynamic_loss_scaling
+                         ? -1
+                         : exe.GuardFinite(loss, fmt::format("the loss '{}'", info.loss));
     for (size_t k = 0; k < step.gradients.size(); ++k)
       last_guard = std::max(
           last_guard,
           exe.GuardFinite(step.gradients[k], fmt::format("the gradient of '{}'", info.trained[k])));
     // A replica's own gradients too, so the replica that went non-finite
     // fails first (before the all_reduce spreads it) and is the one named.
-    for (size_t k = 0; k < step.replica_gradients.size(); ++k)
+    for (size_t k = 0; k < step.replica_gradients.size() && !options.dynamic_loss_scaling; ++k)
       exe.GuardFinite(step.replica_gradients[k],
                       fmt::format("replica {}'s gradient of '{}'", replica, info.trained[k]));
     std::set<const ir::Op*> in_place_writers;
@@ -447,6 +480,20 @@ TrainingSession::TrainingSession(const std::string& program_path,
       s.groups.push_back(backend::MakeInProcessCollective(options.replicas));
   }
   s.replicas.resize(options.replicas);
+  for (Impl::Replica& r : s.replicas) r.loss_scale = options.loss_scaling;
+  if (options.dynamic_loss_scaling) {
+    if (options.pipelining)
+      Fail(ErrorKind::kUnimplemented,
+           "dynamic loss scaling with pipelining is not implemented yet (use a static "
+           "loss_scaling, or no pipelining)");
+    if (options.incr_every_n_steps < 1 || options.decr_every_n_nan_or_inf < 1 ||
+        !(options.incr_ratio > 1) || !(options.decr_ratio > 0 && options.decr_ratio < 1))
+      Fail(ErrorKind::kInvalidArgument,
+           "dynamic loss scaling needs incr_every_n_steps >= 1 ({}), decr_every_n_nan_or_inf >= 1 "
+           "({}), incr_ratio > 1 ({}) and 0 < decr_ratio < 1 ({})",
+           options.incr_every_n_steps, options.decr_every_n_nan_or_inf, options.incr_ratio,
+           options.decr_ratio);
+  }
   std::vector<backend::Collective*> groups;
   for (auto& group : s.groups) groups.push_back(group.get());
   for (int r = 0; r < options.replicas; ++r) {
@@ -505,6 +552,13 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.check_nan_inf = o.GetBool("enable_floating_point_checks");
   out.no_bias_optimizer = o.GetBool("use_no_bias_optimizer");
   out.loss_scaling = o.GetDouble("loss_scaling");
+  out.dynamic_loss_scaling = o.GetBool("dynamic_loss_scaling");
+  out.incr_every_n_steps =
+      static_cast<int>(o.GetInt("dynamic_loss_scaling_settings.incr_every_n_steps"));
+  out.decr_every_n_nan_or_inf =
+      static_cast<int>(o.GetInt("dynamic_loss_scaling_settings.decr_every_n_nan_or_inf"));
+  out.incr_ratio = o.GetDouble("dynamic_loss_scaling_settings.incr_ratio");
+  out.decr_ratio = o.GetDouble("dynamic_loss_scaling_settings.decr_ratio");
   if (o.GetBool("enable_fp16")) {
     const std::string half = o.GetStr("half_dtype");
     out.precision = half == "auto" ? "half" : half;
@@ -908,7 +962,11 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
   const int n_replicas = options.replicas;
   const int micro_batches = MicroBatchesPerRun();
   compile::Executable& exe = *compiled.exe;
+  Replica& rep = replicas[replica];
+  const bool dynamic = options.dynamic_loss_scaling && !eval;
   for (int b = 0; b < batches; ++b) {
+    if (dynamic) compiled.SetLossScale(rep.loss_scale);
+    bool overflow = false;
     for (int g = 0; g < accumulate; ++g) {
       // The micro-batch, in feed order: batch, then accumulation, then replica.
       const int k = FeedIndex(b * accumulate + g, replica);
@@ -921,6 +979,13 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
         exe.Run(part);
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::kNonFinite) throw;
+        if (dynamic && !options.check_nan_inf) {
+          // A gradient the update reads is not finite: the run stopped
+          // before the update. The window's update is skipped.
+          overflow = true;
+          FetchMicroBatch(exe, k);
+          continue;
+        }
         std::string where = e.what();
         if (!options.check_nan_inf && rerun_safe.at(&exe) && n_replicas == 1) {
           // Only the loss and the gradients were checked and nothing was
@@ -948,6 +1013,7 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
       compiled.ResetAccumulators();
       *updates_done = b + 1;
     }
+    if (dynamic) UpdateLossScale(rep, overflow);
   }
 }
 
@@ -1018,6 +1084,15 @@ void TrainingSession::Run(bool eval) {
 
 int64_t TrainingSession::StepCount() const {
   return impl_->steps;
+}
+
+double TrainingSession::LossScale() const {
+  return impl_->options.dynamic_loss_scaling ? impl_->replicas[0].loss_scale
+                                             : impl_->options.loss_scaling;
+}
+
+int64_t TrainingSession::SkippedUpdates() const {
+  return impl_->replicas[0].skipped;
 }
 
 TensorInfo TrainingSession::FetchInfo(size_t i) const {

@@ -149,8 +149,9 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
   // + accumulation, batches per step, reduction, replication, num_ipus, manual shard,
   // pipelining, pipeline_schedule, trace_path, auto_recomputation,
   // location_optimizer's use_replicated_tensor_sharding and its threshold, device_profile
-  // + need_avg_shard, anchor_return_type and _period, enable_fp16, half_dtype, loss_scaling
-  EXPECT_EQ(honoured, 28);
+  // + need_avg_shard, anchor_return_type and _period, enable_fp16, half_dtype, loss_scaling,
+  // dynamic_loss_scaling and its four settings
+  EXPECT_EQ(honoured, 33);
   // accl1..3_type, enable_stochastic_rounding, enable_half_partial,
   // automatic_loss_scaling_settings.enabled
   EXPECT_EQ(not_yet, 6);
