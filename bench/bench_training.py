@@ -6,6 +6,12 @@ warm-up, achieved GFLOP/s and Tiller's speedup over Paddle.
 
     .venv/bin/python bench/bench_training.py [--preset bert-base] [--batch 8]
         [--optimizer adam] [--warmup 2] [--iters 5] [--threads 2] [--format pir]
+    .venv/bin/python bench/bench_training.py --bf16    # Tiller fp32 vs Tiller bf16
+
+--bf16 runs no Paddle step: Tiller in float32 and in bfloat16 (enable_fp16,
+half_dtype bfloat16) train the same program from the same state on the same
+batches, their steps alternating, and it prints both step times, the
+speed-up and both losses per step side by side.
 
 FLOPs (stated, not measured): a training step is counted as 3x the forward
 matmul FLOPs (backward = one matmul for the input gradient and one for the
@@ -48,6 +54,7 @@ def parse_args(argv=None):
                     help="program form; Paddle reads FLAGS_enable_pir_api at import")
     ap.add_argument("--profile", action="store_true",
                     help="one more Paddle step under paddle.profiler: time by op type")
+    ap.add_argument("--bf16", action="store_true", help="Tiller fp32 vs Tiller bf16 (no Paddle)")
     return ap.parse_args(argv)
 
 
@@ -136,11 +143,55 @@ def tiller_step_time(built: T.BuiltProgram, batches: list, warmup: int, threads:
     return times, np.asarray(losses)
 
 
+def main_bf16(args) -> int:
+    """Tiller float32 and bfloat16 steps, alternating, same program, state and batches."""
+    import paddle
+
+    from models.tiller_train import _compile
+
+    cfg = T.pretrain_config(args.preset)
+    if args.layers:
+        cfg = dataclasses.replace(cfg, bert=dataclasses.replace(cfg.bert, num_layers=args.layers))
+    spec = T.OptSpec(args.optimizer, lr=1e-4, clip_norm=args.clip_norm or None)
+    n = args.warmup + args.iters
+    print(f"CPU: {common.cpu_description()}")
+    print(f"{args.preset} ({cfg.bert.num_layers} layers) seq {cfg.seq_len} batch {args.batch} "
+          f"{args.optimizer}, {args.threads} threads; {args.warmup} warm-up + {args.iters} timed "
+          f"steps each, float32 and bfloat16 alternating", flush=True)
+    built = T.build_bert_pretrain(cfg, spec, seed=0)
+    batches = T.make_batches("bert", cfg, n, args.batch, seed=1)
+    progs = {}
+    for name, half in (("fp32", None), ("bf16", "bfloat16")):
+        scope = paddle.static.Scope()
+        T.init_scope(built, scope)
+        progs[name] = _compile(built, scope, args.threads, half_dtype=half)
+    times = {k: [] for k in progs}
+    losses = {k: [] for k in progs}
+    for i, feed in enumerate(batches):
+        for name, prog in progs.items():
+            t0 = time.perf_counter()
+            outs = prog.run(feed=feed)
+            if i >= args.warmup:
+                times[name].append((time.perf_counter() - t0) * 1e3)
+            losses[name].append(float(np.asarray(outs[0]).reshape(())))
+    gflop = train_gflop(cfg, args.batch)
+    f32, b16 = statistics.median(times["fp32"]), statistics.median(times["bf16"])
+    print(f"\ntraining step = {gflop:.1f} GFLOP (3x forward matmuls)")
+    print(f"losses fp32: {' '.join(f'{v:.4f}' for v in losses['fp32'])}")
+    print(f"losses bf16: {' '.join(f'{v:.4f}' for v in losses['bf16'])}")
+    print(f"Tiller fp32 {f32:8.1f} ms/step ({gflop / f32 * 1e3:6.1f} GFLOP/s)  "
+          f"bf16 {b16:8.1f} ms/step ({gflop / b16 * 1e3:6.1f} GFLOP/s)  speed-up {f32 / b16:.2f}x")
+    print("target (issue 10): bf16 >= 1.5x fp32 with AVX512_BF16, >= 2.5x with AMX")
+    return 0
+
+
 def fmt_ms(v):
     return f"{v:9.1f}" if v is not None else "      n/a"
 
 
 def main(args) -> int:
+    if args.bf16:
+        return main_bf16(args)
     cfg = T.pretrain_config(args.preset)
     if args.layers:
         cfg = dataclasses.replace(cfg, bert=dataclasses.replace(cfg.bert, num_layers=args.layers))

@@ -14,12 +14,16 @@ import numpy as np
 from . import training as T
 
 
-def _compile(built, scope, threads: int, check_nan_inf: bool = False):
+def _compile(built, scope, threads: int, check_nan_inf: bool = False, half_dtype=None):
+    """half_dtype ("bfloat16", "float16"): enable_fp16 with that half type."""
     import tiller
 
     strategy = tiller.IpuStrategy()
     strategy.set_graph_config(is_training=True, micro_batch_size=1)
     strategy.set_options({"num_threads": threads, "enable_floating_point_checks": check_nan_inf})
+    if half_dtype:
+        strategy.set_precision_config(enable_fp16=True)
+        strategy.set_options({"half_dtype": half_dtype})
     return tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
         built.feed_names, built.fetch_list)
 

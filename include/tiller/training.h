@@ -79,6 +79,23 @@ struct SessionOptions {
   int decr_every_n_nan_or_inf = 2;
   double incr_ratio = 2.0;
   double decr_ratio = 0.8;
+  // Gradient statistics (Tiller's option gradient_statistics; with half
+  // precision): per update, the backward values rounded to the half type
+  // are counted - elements it flushes to zero, elements below the bin edge
+  // (bin_edge_location x the half type's largest value) and at or above it
+  // - summed over micro-batches and replicas (LastGradientStatistics).
+  bool gradient_statistics = false;
+  // Automatic loss scaling (the IPU option
+  // automatic_loss_scaling_settings.enabled, Graphcore's rule; implies
+  // gradient_statistics): every update_period updates, the scale halves
+  // when more than threshold_upper_count_proportion of the counted elements
+  // lie at or above the edge, and doubles otherwise. loss_scaling is the
+  // initial scale; an update with non-finite gradients is skipped and halves
+  // it, as with dynamic loss scaling.
+  bool automatic_loss_scaling = false;
+  double bin_edge_location = 0.0625;
+  double threshold_upper_count_proportion = 1e-7;
+  int update_period = 1;
 
   // The IPU execution model's step shape. One Run() takes feeds whose
   // leading dimension is batches_per_step x accumulation_factor micro-batches
@@ -219,6 +236,11 @@ class TrainingSession {
   // scaling skipped so far.
   double LossScale() const;
   int64_t SkippedUpdates() const;
+  // SessionOptions::gradient_statistics: the last update's counts.
+  struct GradientStatistics {
+    double flushed_to_zero = 0, below_edge = 0, above_edge = 0;
+  };
+  GradientStatistics LastGradientStatistics() const;
 
   // Copies `bytes` of host data into a state; dtype and element count must
   // match the program's declaration.

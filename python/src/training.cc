@@ -250,6 +250,17 @@ void BindTraining(py::module_& m) {
       .def_property_readonly("step_count", &TrainingSession::StepCount)
       .def_property_readonly("loss_scale", &TrainingSession::LossScale,
                              "the loss scale the next update uses")
+      .def_property_readonly(
+          "gradient_statistics",
+          [](const TrainingSession& t) {
+            const auto g = t.LastGradientStatistics();
+            py::dict d;
+            d["flushed_to_zero"] = g.flushed_to_zero;
+            d["below_edge"] = g.below_edge;
+            d["above_edge"] = g.above_edge;
+            return d;
+          },
+          "the last update's counts of gradient elements (gradient_statistics)")
       .def_property_readonly("skipped_updates", &TrainingSession::SkippedUpdates,
                              "updates dynamic loss scaling skipped (gradients not finite)")
       .def_property_readonly("feed_names", &TrainingSession::FeedNames)

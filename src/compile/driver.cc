@@ -191,6 +191,13 @@ void CompiledStep::SetLossScale(double scale) {
   *loss_scale_unscale.as<float>() = static_cast<float>(gradient_mean / scale);
 }
 
+const double* CompiledStep::GradientHistogram() const {
+  for (const Accumulator& a : accumulators) {
+    if (a.name == kGradientHistogram && a.data.size()) return a.data.as<double>();
+  }
+  return nullptr;
+}
+
 void CompiledStep::ResetAccumulators() {
   for (Accumulator& a : accumulators) {
     if (a.data.size()) std::memset(a.data.data(), 0, a.data.size());
@@ -239,6 +246,13 @@ void Validate(const CompileOptions& o) {
          o.devices.size() > 1 ? "several devices per replica (sharding, pipelining)"
                               : "replicated tensor sharding of the optimizer state (set "
                                 "location_optimizer.use_replicated_tensor_sharding False)");
+  if (o.gradient_statistics && o.precision == Precision::kFloat32)
+    Fail(ErrorKind::kInvalidArgument,
+         "gradient statistics (and automatic loss scaling) count what a half type rounds: they "
+         "need half precision (enable_fp16)");
+  if (o.gradient_statistics && !(o.bin_edge_location > 0 && o.bin_edge_location <= 1))
+    Fail(ErrorKind::kInvalidArgument, "bin_edge_location must be in (0, 1], got {}",
+         o.bin_edge_location);
   if (!(o.loss_scaling > 0) || !std::isfinite(o.loss_scaling))
     Fail(ErrorKind::kInvalidArgument, "loss scaling must be a finite number > 0, got {}",
          o.loss_scaling);
@@ -419,6 +433,24 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
                     [&](ir::Graph& g) { return passes::ConvertToMixedPrecision(g, mp, &detail); });
     report.stages.push_back(passes::RunPass(mixed, *graph, ctx));
     report.stages.back().detail = detail;
+    if (ctx.training && options_.gradient_statistics) {
+      std::string stats;
+      StagePass count("gradient_statistics",
+                      "backward values rounded to half -> counts for loss scaling",
+                      [&](ir::Graph& g) {
+                        return passes::AddGradientHistograms(g, mp.half, options_.bin_edge_location,
+                                                             kGradientHistogram, &stats);
+                      });
+      report.stages.push_back(passes::RunPass(count, *graph, ctx));
+      report.stages.back().detail = stats;
+      if (report.stages.back().rewrites > 0) {
+        step.accumulators.push_back({kGradientHistogram, AlignedBuffer()});
+        if (!options_.plan_only) {
+          step.accumulators.back().data = AlignedBuffer(3 * sizeof(double));
+          std::memset(step.accumulators.back().data.data(), 0, 3 * sizeof(double));
+        }
+      }
+    }
   }
   StagePass place("placement", "each op onto a device",
                   [&](ir::Graph& g) { return PlaceOps(g, devices_, options_.placement); });

@@ -73,6 +73,8 @@ using ShardStorage = std::function<void*(const passes::ShardedState&)>;
 // Names of the dynamic loss scale's states (CompiledStep::SetLossScale).
 inline constexpr const char* kLossScaleSeed = "@LOSS_SCALE@SEED";
 inline constexpr const char* kLossScaleUnscale = "@LOSS_SCALE@UNSCALE";
+// The accumulator of CompileOptions::gradient_statistics: float64 [3].
+inline constexpr const char* kGradientHistogram = "@GRADIENT_HISTOGRAM";
 
 struct CompiledStep {
   // Declared before exe: the executable binds the accumulators' storage.
@@ -94,6 +96,9 @@ struct CompiledStep {
   AlignedBuffer loss_scale_seed, loss_scale_unscale;
   double gradient_mean = 1.0;
   void SetLossScale(double scale);
+  // CompileOptions::gradient_statistics: the window's counts so far
+  // (flushed to zero, below the edge, at or above it), or nullptr.
+  const double* GradientHistogram() const;
 
   // Zeroes the gradient accumulators: after each update, and after a run
   // that failed part way through an accumulation window.

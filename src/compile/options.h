@@ -95,6 +95,12 @@ struct CompileOptions {
   // gradients the update reads are checked for NaN / Inf (they are equal on
   // every replica, so every replica skips the same updates).
   bool dynamic_loss_scaling = false;
+  // Training in half precision: count, per update window, the gradient
+  // elements the half type rounds to zero, and those below and at or above
+  // the bin edge (bin_edge_location x the half type's largest value), into
+  // the accumulator kGradientHistogram (passes/gradient_statistics.cc).
+  bool gradient_statistics = false;
+  double bin_edge_location = 0.0625;
   // Training: backward ops read forward activations recomputed from their
   // pipeline stage's inputs (passes/recompute.cc), so activations do not
   // live from the forward pass to their gradient.

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <exception>
@@ -60,7 +61,9 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.shard_min_elements = options.shard_min_elements;
   co.precision = runtime::ParsePrecision(options.precision, "precision");
   co.loss_scaling = options.loss_scaling;
-  co.dynamic_loss_scaling = options.dynamic_loss_scaling;
+  co.dynamic_loss_scaling = options.dynamic_loss_scaling || options.automatic_loss_scaling;
+  co.gradient_statistics = options.gradient_statistics || options.automatic_loss_scaling;
+  co.bin_edge_location = options.bin_edge_location;
   co.reduction = options.reduction == SessionOptions::Reduction::kSum
                      ? compile::CompileOptions::Reduction::kSum
                      : compile::CompileOptions::Reduction::kMean;
@@ -118,6 +121,10 @@ struct TrainingSession::Impl {
     double loss_scale = 1.0;
     int good_updates = 0, bad_updates = 0;
     int64_t skipped = 0;
+    // Gradient statistics of the last update, and automatic loss scaling's
+    // sums over the current update period.
+    std::array<double, 3> last_counts{}, period_counts{};
+    int period_updates = 0;
   };
   // Sharded states: each replica's elements of the flattened value.
   std::map<std::string, std::vector<PartRange>> sharded;
@@ -298,6 +305,35 @@ struct TrainingSession::Impl {
   }
 
   void RunReplica(int replica, bool eval, compile::CompiledStep& compiled, int* updates_done);
+
+  // Graphcore's automatic loss scaling, after an update window: every
+  // update_period updates, halve the scale when the counts at or above the
+  // edge (u) exceed threshold_upper_count_proportion of all (u / (u + l) >
+  // t), else double it. A skipped update (non-finite gradients) halves it
+  // at once and starts a new period.
+  void UpdateLossScaleAutomatically(Replica& rep, bool overflow) const {
+    auto scale_by = [&](double f) {
+      const double next = rep.loss_scale * f;
+      // The seed is float32: stay a normal, finite float32.
+      if (std::isfinite(static_cast<float>(next)) && next >= std::ldexp(1.0, -126))
+        rep.loss_scale = next;
+    };
+    if (overflow) {
+      ++rep.skipped;
+      scale_by(0.5);
+      rep.period_counts = {};
+      rep.period_updates = 0;
+      return;
+    }
+    for (int i = 0; i < 3; ++i) rep.period_counts[i] += rep.last_counts[i];
+    if (++rep.period_updates < options.update_period) return;
+    const double upper = rep.period_counts[2];
+    const double lower = rep.period_counts[0] + rep.period_counts[1];
+    const double t = options.threshold_upper_count_proportion;
+    scale_by(upper > lower * (t / (1 - t)) ? 0.5 : 2.0);
+    rep.period_counts = {};
+    rep.period_updates = 0;
+  }
 
   // Paddle's update_loss_scaling rule, after an update window: a skipped
   // update (overflow) counts towards lowering the scale, a clean one towards
@@ -481,7 +517,18 @@ TrainingSession::TrainingSession(const std::string& program_path,
   }
   s.replicas.resize(options.replicas);
   for (Impl::Replica& r : s.replicas) r.loss_scale = options.loss_scaling;
-  if (options.dynamic_loss_scaling) {
+  if (options.dynamic_loss_scaling && options.automatic_loss_scaling)
+    Fail(ErrorKind::kInvalidArgument,
+         "dynamic_loss_scaling and automatic_loss_scaling_settings.enabled both steer the loss "
+         "scale: choose one");
+  if (options.automatic_loss_scaling &&
+      (options.update_period < 1 || !(options.threshold_upper_count_proportion >= 0 &&
+                                      options.threshold_upper_count_proportion < 1)))
+    Fail(ErrorKind::kInvalidArgument,
+         "automatic loss scaling needs update_period >= 1 ({}) and 0 <= "
+         "threshold_upper_count_proportion < 1 ({})",
+         options.update_period, options.threshold_upper_count_proportion);
+  if (options.dynamic_loss_scaling || options.automatic_loss_scaling) {
     if (options.pipelining)
       Fail(ErrorKind::kUnimplemented,
            "dynamic loss scaling with pipelining is not implemented yet (use a static "
@@ -559,6 +606,12 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
       static_cast<int>(o.GetInt("dynamic_loss_scaling_settings.decr_every_n_nan_or_inf"));
   out.incr_ratio = o.GetDouble("dynamic_loss_scaling_settings.incr_ratio");
   out.decr_ratio = o.GetDouble("dynamic_loss_scaling_settings.decr_ratio");
+  out.gradient_statistics = o.GetBool("gradient_statistics");
+  out.automatic_loss_scaling = o.GetBool("automatic_loss_scaling_settings.enabled");
+  out.bin_edge_location = o.GetDouble("automatic_loss_scaling_settings.bin_edge_location");
+  out.threshold_upper_count_proportion =
+      o.GetDouble("automatic_loss_scaling_settings.threshold_upper_count_proportion");
+  out.update_period = static_cast<int>(o.GetInt("automatic_loss_scaling_settings.update_period"));
   if (o.GetBool("enable_fp16")) {
     const std::string half = o.GetStr("half_dtype");
     out.precision = half == "auto" ? "half" : half;
@@ -963,7 +1016,7 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
   const int micro_batches = MicroBatchesPerRun();
   compile::Executable& exe = *compiled.exe;
   Replica& rep = replicas[replica];
-  const bool dynamic = options.dynamic_loss_scaling && !eval;
+  const bool dynamic = (options.dynamic_loss_scaling || options.automatic_loss_scaling) && !eval;
   for (int b = 0; b < batches; ++b) {
     if (dynamic) compiled.SetLossScale(rep.loss_scale);
     bool overflow = false;
@@ -1010,10 +1063,21 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
       FetchMicroBatch(exe, k);
     }
     if (!eval) {
+      if (const double* h = compiled.GradientHistogram()) {
+        std::array<double, 3> counts{h[0], h[1], h[2]};
+        // Every replica sums every replica's counts (the device streams are
+        // idle: this window's collectives are done), so all decide alike.
+        if (n_replicas > 1)
+          groups[0]->AllReduceSum(replica, counts.data(), counts.data(), 3, DType::kF64);
+        rep.last_counts = counts;
+      }
       compiled.ResetAccumulators();
       *updates_done = b + 1;
     }
-    if (dynamic) UpdateLossScale(rep, overflow);
+    if (dynamic && options.automatic_loss_scaling)
+      UpdateLossScaleAutomatically(rep, overflow);
+    else if (dynamic)
+      UpdateLossScale(rep, overflow);
   }
 }
 
@@ -1087,12 +1151,18 @@ int64_t TrainingSession::StepCount() const {
 }
 
 double TrainingSession::LossScale() const {
-  return impl_->options.dynamic_loss_scaling ? impl_->replicas[0].loss_scale
-                                             : impl_->options.loss_scaling;
+  const training::SessionOptions& o = impl_->options;
+  return o.dynamic_loss_scaling || o.automatic_loss_scaling ? impl_->replicas[0].loss_scale
+                                                            : o.loss_scaling;
 }
 
 int64_t TrainingSession::SkippedUpdates() const {
   return impl_->replicas[0].skipped;
+}
+
+TrainingSession::GradientStatistics TrainingSession::LastGradientStatistics() const {
+  const auto& c = impl_->replicas[0].last_counts;
+  return {c[0], c[1], c[2]};
 }
 
 TensorInfo TrainingSession::FetchInfo(size_t i) const {

@@ -150,13 +150,13 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
   // pipelining, pipeline_schedule, trace_path, auto_recomputation,
   // location_optimizer's use_replicated_tensor_sharding and its threshold, device_profile
   // + need_avg_shard, anchor_return_type and _period, enable_fp16, half_dtype, loss_scaling,
-  // dynamic_loss_scaling and its four settings
-  EXPECT_EQ(honoured, 33);
-  // accl1..3_type, enable_stochastic_rounding, enable_half_partial,
-  // automatic_loss_scaling_settings.enabled
-  EXPECT_EQ(not_yet, 6);
+  // dynamic_loss_scaling and its four settings, automatic_loss_scaling_settings' four,
+  // gradient_statistics
+  EXPECT_EQ(honoured, 38);
+  // accl1..3_type, enable_stochastic_rounding, enable_half_partial
+  EXPECT_EQ(not_yet, 5);
   // + location_optimizer's on_chip, min_elements_for_off_chip, use_io_tiles_*
-  EXPECT_EQ(no_effect, 27);
+  EXPECT_EQ(no_effect, 25);
   EXPECT_EQ(IpuOptions::FindSpec("nope"), nullptr);
 }
 

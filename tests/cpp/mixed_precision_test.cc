@@ -213,5 +213,54 @@ TEST(MixedPrecision, VectorizedBF16CastsHaveTheScalarConversionsBits) {
   EXPECT_NE(half[13], 0) << "subnormals are rounded, not flushed";
 }
 
+// gradient_histogram against counts taken here, for float32 and bfloat16
+// inputs: zeros (below), values at and around the underflow bound, the edge
+// itself (above), NaN and Inf (above), and enough values for every thread.
+TEST(MixedPrecision, GradientHistogramCountsFlushedBelowAndAboveTheEdge) {
+  const passes::GradientStatisticsBounds b = passes::BoundsOf(DType::kF16, 0.0625);
+  EXPECT_EQ(b.edge, 4094.0);
+  EXPECT_EQ(b.underflow, std::ldexp(1.0, -25));
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          std::ldexp(1.0f, -25),
+                          -std::ldexp(1.0f, -26),
+                          std::ldexp(1.0f, -24),
+                          4093.9f,
+                          4094.0f,
+                          -5000.0f,
+                          std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()};
+  for (float r : Random(9999, 11)) v.push_back(r * 3000);
+  const auto e = static_cast<float>(b.edge), u = static_cast<float>(b.underflow);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    std::vector<float> seen = v;  // the values as the input dtype holds them
+    if (dtype == DType::kBF16)
+      for (float& x : seen) x = RoundBF16(x);
+    double want[3] = {0, 0, 0};
+    for (float x : seen) {
+      const float a = std::fabs(x);
+      if (!(a < e))
+        ++want[2];
+      else if (a > 0 && a <= u)
+        ++want[0];
+      else
+        ++want[1];
+    }
+    const auto n = static_cast<int64_t>(v.size());
+    auto g = std::make_unique<Graph>();
+    Value* x = g->AddInput("x", {DType::kF32, {n}});
+    if (dtype == DType::kBF16) x = g->Add1("cast", {x}, {{"dtype", std::string("bfloat16")}});
+    g->AddOutput(
+        "h", g->Add1("gradient_histogram", {x}, {{"edge", b.edge}, {"underflow", b.underflow}}));
+    auto exe = compile::Executable::Build(std::move(g), compile::CompileOptions::Cpu(2));
+    std::memcpy(exe->inputs()[0].data, v.data(), v.size() * sizeof(float));
+    exe->Run();
+    const auto* h = static_cast<const double*>(exe->outputs()[0].data);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(h[i], want[i]) << DTypeName(dtype) << " bin " << i;
+    EXPECT_GE(want[0], dtype == DType::kF32 ? 2 : 0);
+    EXPECT_GE(want[2], 4);
+  }
+}
+
 }  // namespace
 }  // namespace tiller

@@ -140,8 +140,7 @@ def test_half_precision_training_tracks_float32(layout):
 
 @pytest.mark.parametrize("option,value", [("accl1_type", "FLOAT16"), ("accl3_type", "FLOAT16"),
                                           ("enable_stochastic_rounding", True),
-                                          ("enable_half_partial", True),
-                                          ("automatic_loss_scaling_settings.enabled", True)])
+                                          ("enable_half_partial", True)])
 def test_half_precision_options_not_implemented_yet_are_refused(option, value):
     s = tiller.IpuStrategy()
     with pytest.raises(tiller.TillerError, match=f"option {option}=.* is not implemented"):
@@ -276,3 +275,78 @@ def test_dynamic_loss_scaling_with_sharded_optimizer_state_is_refused():
             prog = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=s).compile(
                 built.feed_names, built.fetch_list)
             prog.run(feed=batches[0])
+
+
+ALS_LAYOUTS = {"1 device": {}, "2 replicas x accumulation 4": {"accumulate": 4, "replicas": 2}}
+
+
+def _als_run(layout, steps, loss_scaling, settings, precision="float16"):
+    """(per-update (scale, skipped, statistics), losses) of BERT-tiny."""
+    batches = T.make_batches("bert", "bert-tiny", steps, 8, seed=1)
+    seen = []
+    options = {"automatic_loss_scaling_settings": {"enabled": True, **settings}}
+    if ALS_LAYOUTS[layout]:
+        options["location_optimizer"] = {"use_replicated_tensor_sharding": False}
+    losses, _ = _train(precision, steps, batches, loss_scaling=loss_scaling, options=options,
+                       probe=lambda i, prog: seen.append((prog.session.loss_scale,
+                                                          prog.session.skipped_updates,
+                                                          prog.session.gradient_statistics)),
+                       **ALS_LAYOUTS[layout])
+    return seen, losses
+
+
+@pytest.mark.parametrize("layout", list(ALS_LAYOUTS))
+def test_automatic_loss_scaling_raises_a_scale_far_too_low(layout):
+    """float16, starting at a scale of 1: BERT-tiny's activation gradients
+    then lose tens of thousands of elements per update to float16's
+    underflow (counted); none reaches the bin edge (1/16 of 65504), so
+    automatic loss scaling doubles the scale every update (update_period 1):
+    2^k after k updates, and after 12 the flushed count is under 1% of the
+    first update's. Counts are summed over micro-batches and replicas."""
+    steps = 12
+    seen, losses = _als_run(layout, steps, 1.0, {})
+    assert [x[0] for x in seen] == [2.0 ** (k + 1) for k in range(steps)], [x[0] for x in seen]
+    assert all(x[1] == 0 for x in seen)
+    first, last = seen[0][2], seen[-1][2]
+    assert first["flushed_to_zero"] > 10000 and first["above_edge"] == 0, first
+    assert last["flushed_to_zero"] < 0.01 * first["flushed_to_zero"], (first, last)
+    total = sum(first.values())
+    assert all(sum(x[2].values()) == total for x in seen), "every update counts the same values"
+    assert np.all(np.isfinite(losses))
+
+
+@pytest.mark.parametrize("layout", list(ALS_LAYOUTS))
+def test_automatic_loss_scaling_halves_the_scale_when_gradients_crowd_the_edge(layout):
+    """With the bin edge at 1e-6 of float16's largest value (0.066) and a
+    threshold of 0, any gradient element above 0.066 halves the scale; from
+    2^10 they always are (the scaled gradients are large), so the scale halves
+    every update, and with update_period 2 every second update."""
+    seen, _ = _als_run(layout, 4, 1024.0, {"bin_edge_location": 1e-6,
+                                           "threshold_upper_count_proportion": 0.0})
+    assert [x[0] for x in seen] == [512, 256, 128, 64]
+    assert all(x[2]["above_edge"] > 0 for x in seen)
+    seen, _ = _als_run(layout, 4, 1024.0, {"bin_edge_location": 1e-6,
+                                           "threshold_upper_count_proportion": 0.0,
+                                           "update_period": 2})
+    assert [x[0] for x in seen] == [1024, 512, 512, 256]
+
+
+def test_float16_with_a_static_scale_of_1_reports_its_underflow():
+    batches = T.make_batches("bert", "bert-tiny", 2, 8, seed=1)
+    seen = []
+    _train("float16", 2, batches, options={"gradient_statistics": True},
+           probe=lambda i, prog: seen.append(prog.session.gradient_statistics))
+    assert all(x["flushed_to_zero"] > 10000 for x in seen), seen
+    _, report = _train("bfloat16", 1, batches, options={"gradient_statistics": True})
+    assert "rounded to bfloat16 counted per update" in report, report
+
+
+def test_automatic_loss_scaling_needs_half_precision_and_one_steering_rule():
+    batches = T.make_batches("bert", "bert-tiny", 1, 8, seed=1)
+    with pytest.raises(tiller.TillerError, match="need half precision"):
+        _train("float32", 1, batches,
+               options={"automatic_loss_scaling_settings": {"enabled": True}})
+    with pytest.raises(tiller.TillerError, match="choose one"):
+        _train("float16", 1, batches,
+               options={"automatic_loss_scaling_settings": {"enabled": True},
+                        "dynamic_loss_scaling": True})

@@ -24,6 +24,12 @@
 //     place (each element read before it is written), so the sum goes
 //     straight into the accumulator's storage: micro-batches that run at
 //     once (a pipeline) add into it in the order their device runs them.
+//   gradient_histogram(x){edge, underflow} -> float64 [3]: how x's elements
+//     fall for loss scaling (the driver adds one per gradient a half type
+//     rounds, passes/gradient_statistics.cc): [0] nonzero with |x| <=
+//     underflow (the half type rounds them to zero), [1] the rest below
+//     edge (zeros included), [2] |x| >= edge, NaN or Inf. Counts are exact
+//     below 2^53.
 //
 // Precision: batch statistics run in float32; dropout masks values as they
 // are. Layout: batch_norm_train is channel-first (fixed); dropout is
@@ -54,6 +60,14 @@ void InferAccumulate(InferContext& c) {
   c.AddOutput(c.input(0));
 }
 
+void InferGradientHistogram(InferContext& c) {
+  if (!IsFloat(c.input(0).dtype)) c.Fail("needs a float input, got {}", c.input(0).ToString());
+  const double edge = c.op().GetFloat("edge"), underflow = c.op().GetFloat("underflow");
+  if (!(underflow >= 0 && edge > underflow))
+    c.Fail("needs 0 <= underflow < edge, got underflow {} and edge {}", underflow, edge);
+  c.AddOutput({DType::kF64, {3}});
+}
+
 void InferDropout(InferContext& c) {
   const TensorType& x = c.input(0);
   if (c.has_input(1) && (c.input(1).dtype != DType::kI64 || NumElements(c.input(1).shape) != 1))
@@ -81,6 +95,11 @@ const bool kRegistered = [] {
                        .Attr("mode", "upscale_in_train")
                        .Attr("seed", int64_t{0})
                        .Precision(PrecisionRule::kFollowsInput)
+                       .Layout(LayoutRule::kAgnostic));
+  RegisterOpSchema(OpSchema{"gradient_histogram", 1, 1, InferGradientHistogram}
+                       .RequiredAttr("edge", AttrKind::kFloat)
+                       .RequiredAttr("underflow", AttrKind::kFloat)
+                       .Precision(PrecisionRule::kAlwaysF32)
                        .Layout(LayoutRule::kAgnostic));
   RegisterOpSchema(OpSchema{"accumulate", 2, 2, InferAccumulate}
                        .NoAttrs()

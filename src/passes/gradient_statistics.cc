@@ -1,0 +1,69 @@
+// backward values a half type rounds (a cast's float32 input, or the half
+// output of a converted op that writes it)
+//   ==>  gradient_histogram(value) -> accumulate into one float64 [3] state
+// The statistics loss scaling steers by (Graphcore's automatic loss
+// scaling, and the underflow Tiller reports): per update window, how many
+// gradient elements the half type flushes to zero, how many lie below the
+// bin edge (bin_edge_location x the half type's largest value) and how many
+// at or above it. Each histogram runs right where its value is rounded and
+// yields three numbers, so no gradient lives longer than before.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "ir/op_schema.h"
+#include "passes/pass.h"
+
+namespace tiller::passes {
+
+GradientStatisticsBounds BoundsOf(DType half, double bin_edge_location) {
+  // Largest finite value and half the smallest positive (subnormal) one:
+  // what rounds to zero, ties to even included.
+  if (half == DType::kF16) return {65504.0 * bin_edge_location, std::ldexp(1.0, -25)};
+  if (half == DType::kBF16)
+    return {3.3895313892515355e38 * bin_edge_location, std::ldexp(1.0, -134)};
+  return {std::numeric_limits<float>::max() * bin_edge_location, std::ldexp(1.0, -150)};
+}
+
+int AddGradientHistograms(ir::Graph& g, DType half, double bin_edge_location,
+                          const std::string& state_name, std::string* detail) {
+  const GradientStatisticsBounds bounds = BoundsOf(half, bin_edge_location);
+  const std::string half_name = DTypeName(half);
+  // (value, the op to insert its histogram before), in program order.
+  std::vector<std::pair<ir::Value*, ir::Op*>> tracked;
+  std::set<const ir::Value*> seen;
+  const auto& ops = g.ops();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ir::Op* op = ops[i].get();
+    if (op->placement.phase != ir::Phase::kBackward) continue;
+    if (op->type == "cast" && op->outputs[0]->dtype() == half &&
+        op->inputs[0]->dtype() == DType::kF32 && !op->inputs[0]->is_constant()) {
+      if (seen.insert(op->inputs[0]).second) tracked.push_back({op->inputs[0], op});
+    } else if (op->schema && op->schema->FindAttr("out_dtype") &&
+               op->GetStr("out_dtype") == half_name && op->outputs[0]->dtype() == half) {
+      ir::Op* next = i + 1 < ops.size() ? ops[i + 1].get() : nullptr;
+      if (seen.insert(op->outputs[0]).second) tracked.push_back({op->outputs[0], next});
+    }
+  }
+  if (tracked.empty()) return 0;
+  ir::Value* state = g.AddState(state_name, {DType::kF64, {3}});
+  ir::Value* sum = state;
+  const ir::AttrMap attrs{{"edge", bounds.edge}, {"underflow", bounds.underflow}};
+  for (auto& [value, before] : tracked) {
+    g.SetInsertionPoint(before);
+    ir::Value* h = g.Add1("gradient_histogram", {value}, attrs, value->name + ".histogram");
+    sum = g.Add1("accumulate", {sum, h});
+    g.SetInsertionPoint(nullptr);
+  }
+  g.SetStateUpdate(state, sum);
+  if (detail)
+    *detail = fmt::format(
+        "{} backward values rounded to {} counted per update: flushed to zero (|g| <= {:.3g}), "
+        "below and above the bin edge {:.6g}",
+        tracked.size(), half_name, bounds.underflow, bounds.edge);
+  return static_cast<int>(tracked.size());
+}
+
+}  // namespace tiller::passes
