@@ -191,11 +191,15 @@ void CompiledStep::SetLossScale(double scale) {
   *loss_scale_unscale.as<float>() = static_cast<float>(gradient_mean / scale);
 }
 
-const double* CompiledStep::GradientHistogram() const {
+bool CompiledStep::GradientHistogram(double counts[3]) const {
+  bool any = false;
+  counts[0] = counts[1] = counts[2] = 0;
   for (const Accumulator& a : accumulators) {
-    if (a.name == kGradientHistogram && a.data.size()) return a.data.as<double>();
+    if (a.name.rfind(kGradientHistogram, 0) != 0 || !a.data.size()) continue;
+    for (int i = 0; i < 3; ++i) counts[i] += a.data.as<double>()[i];
+    any = true;
   }
-  return nullptr;
+  return any;
 }
 
 void CompiledStep::ResetAccumulators() {
@@ -238,14 +242,6 @@ void Validate(const CompileOptions& o) {
          o.accumulation_steps);
   if (o.batches_per_step < 1)
     Fail(ErrorKind::kInvalidArgument, "batches per step must be >= 1, got {}", o.batches_per_step);
-  const bool sharded_state = o.shard_optimizer_state && o.replicas > 1;
-  if (o.dynamic_loss_scaling && (o.devices.size() > 1 || sharded_state))
-    Fail(ErrorKind::kUnimplemented,
-         "dynamic loss scaling with {} is not implemented yet (one device per replica, optimizer "
-         "state not sharded)",
-         o.devices.size() > 1 ? "several devices per replica (sharding, pipelining)"
-                              : "replicated tensor sharding of the optimizer state (set "
-                                "location_optimizer.use_replicated_tensor_sharding False)");
   if (o.gradient_statistics && o.precision == Precision::kFloat32)
     Fail(ErrorKind::kInvalidArgument,
          "gradient statistics (and automatic loss scaling) count what a half type rounds: they "
@@ -435,16 +431,17 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     report.stages.back().detail = detail;
     if (ctx.training && options_.gradient_statistics) {
       std::string stats;
+      std::vector<std::string> sums;
       StagePass count("gradient_statistics",
                       "backward values rounded to half -> counts for loss scaling",
                       [&](ir::Graph& g) {
                         return passes::AddGradientHistograms(g, mp.half, options_.bin_edge_location,
-                                                             kGradientHistogram, &stats);
+                                                             kGradientHistogram, &sums, &stats);
                       });
       report.stages.push_back(passes::RunPass(count, *graph, ctx));
       report.stages.back().detail = stats;
-      if (report.stages.back().rewrites > 0) {
-        step.accumulators.push_back({kGradientHistogram, AlignedBuffer()});
+      for (const std::string& name : sums) {
+        step.accumulators.push_back({name, AlignedBuffer()});
         if (!options_.plan_only) {
           step.accumulators.back().data = AlignedBuffer(3 * sizeof(double));
           std::memset(step.accumulators.back().data.data(), 0, 3 * sizeof(double));

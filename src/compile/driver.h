@@ -73,7 +73,8 @@ using ShardStorage = std::function<void*(const passes::ShardedState&)>;
 // Names of the dynamic loss scale's states (CompiledStep::SetLossScale).
 inline constexpr const char* kLossScaleSeed = "@LOSS_SCALE@SEED";
 inline constexpr const char* kLossScaleUnscale = "@LOSS_SCALE@UNSCALE";
-// The accumulator of CompileOptions::gradient_statistics: float64 [3].
+// The accumulators of CompileOptions::gradient_statistics, float64 [3]: this
+// name, then "<name>@1", ... one per shard.
 inline constexpr const char* kGradientHistogram = "@GRADIENT_HISTOGRAM";
 
 struct CompiledStep {
@@ -97,8 +98,9 @@ struct CompiledStep {
   double gradient_mean = 1.0;
   void SetLossScale(double scale);
   // CompileOptions::gradient_statistics: the window's counts so far
-  // (flushed to zero, below the edge, at or above it), or nullptr.
-  const double* GradientHistogram() const;
+  // (flushed to zero, below the edge, at or above it) summed over the
+  // shards' accumulators; false when the step keeps none.
+  bool GradientHistogram(double counts[3]) const;
 
   // Zeroes the gradient accumulators: after each update, and after a run
   // that failed part way through an accumulation window.

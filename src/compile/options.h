@@ -89,11 +89,10 @@ struct CompileOptions {
   // and the gradients are divided by it again before the update (with the
   // mean over micro-batches, in the same scale).
   double loss_scaling = 1.0;
-  // Dynamic loss scaling (training, one device per replica, no pipelining):
-  // the scale is a state the caller sets before each update
-  // (CompiledStep::SetLossScale) instead of loss_scaling, and only the
-  // gradients the update reads are checked for NaN / Inf (they are equal on
-  // every replica, so every replica skips the same updates).
+  // Dynamic loss scaling (training): the scale is a state the caller sets
+  // before each update (CompiledStep::SetLossScale) instead of loss_scaling.
+  // The runtime decides which updates to skip (the session: the guards of
+  // the gradients the update reads, or a pipeline's accumulators).
   bool dynamic_loss_scaling = false;
   // Training in half precision: count, per update window, the gradient
   // elements the half type rounds to zero, and those below and at or above

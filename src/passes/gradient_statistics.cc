@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "ir/op_schema.h"
@@ -28,7 +29,8 @@ GradientStatisticsBounds BoundsOf(DType half, double bin_edge_location) {
 }
 
 int AddGradientHistograms(ir::Graph& g, DType half, double bin_edge_location,
-                          const std::string& state_name, std::string* detail) {
+                          const std::string& state_name, std::vector<std::string>* states,
+                          std::string* detail) {
   const GradientStatisticsBounds bounds = BoundsOf(half, bin_edge_location);
   const std::string half_name = DTypeName(half);
   // (value, the op to insert its histogram before), in program order.
@@ -47,18 +49,31 @@ int AddGradientHistograms(ir::Graph& g, DType half, double bin_edge_location,
       if (seen.insert(op->outputs[0]).second) tracked.push_back({op->outputs[0], next});
     }
   }
-  if (tracked.empty()) return 0;
-  ir::Value* state = g.AddState(state_name, {DType::kF64, {3}});
-  ir::Value* sum = state;
+  // One sum per shard: the shards of a pipeline run their backward passes
+  // at once, so they must not add into one state.
+  struct Sum {
+    ir::Value* state;
+    ir::Value* value;
+  };
+  std::map<int, Sum> sums;
   const ir::AttrMap attrs{{"edge", bounds.edge}, {"underflow", bounds.underflow}};
   for (auto& [value, before] : tracked) {
     g.SetInsertionPoint(before);
+    const int shard = g.placement_scope().shard;
+    auto it = sums.find(shard);
+    if (it == sums.end()) {
+      const std::string name =
+          sums.empty() ? state_name : fmt::format("{}@{}", state_name, sums.size());
+      ir::Value* state = g.AddState(name, {DType::kF64, {3}});
+      it = sums.emplace(shard, Sum{state, state}).first;
+      states->push_back(name);
+    }
     ir::Value* h = g.Add1("gradient_histogram", {value}, attrs, value->name + ".histogram");
-    sum = g.Add1("accumulate", {sum, h});
+    it->second.value = g.Add1("accumulate", {it->second.value, h});
     g.SetInsertionPoint(nullptr);
   }
-  g.SetStateUpdate(state, sum);
-  if (detail)
+  for (auto& [shard, sum] : sums) g.SetStateUpdate(sum.state, sum.value);
+  if (detail && !tracked.empty())
     *detail = fmt::format(
         "{} backward values rounded to {} counted per update: flushed to zero (|g| <= {:.3g}), "
         "below and above the bin edge {:.6g}",

@@ -133,16 +133,18 @@ int ConvertToMixedPrecision(ir::Graph& g, const MixedPrecisionOptions& options,
 
 // Gradient statistics for loss scaling (passes/gradient_statistics.cc):
 // each backward value rounded to `half` (a cast's float32 input, a
-// converted op's half output) gets a gradient_histogram, summed into the
-// float64 [3] state `state_name` (flushed to zero, below the edge, at or
-// above it). The edge is bin_edge_location x the half type's largest value.
-// Returns the values tracked (0: no state added).
+// converted op's half output) gets a gradient_histogram, summed into a
+// float64 [3] state per shard (flushed to zero, below the edge, at or above
+// it): `state_name`, then `state_name@1`, ... (appended to `states`). The
+// edge is bin_edge_location x the half type's largest value. Returns the
+// values tracked (0: no state added).
 struct GradientStatisticsBounds {
   double edge = 0, underflow = 0;
 };
 GradientStatisticsBounds BoundsOf(DType half, double bin_edge_location);
 int AddGradientHistograms(ir::Graph& g, DType half, double bin_edge_location,
-                          const std::string& state_name, std::string* detail);
+                          const std::string& state_name, std::vector<std::string>* states,
+                          std::string* detail);
 
 // The optimization passes, in order (each is a no-op where its pattern
 // does not occur, as in training graphs whose weights are state).

@@ -306,6 +306,42 @@ struct TrainingSession::Impl {
 
   void RunReplica(int replica, bool eval, compile::CompiledStep& compiled, int* updates_done);
 
+  // After an update window (its update applied, or skipped on overflow):
+  // the gradient statistics summed over the replicas, the accumulators
+  // zeroed, the loss scale steered.
+  void EndWindow(int replica, compile::CompiledStep& compiled, bool overflow) {
+    Replica& rep = replicas[replica];
+    if (std::array<double, 3> counts{}; compiled.GradientHistogram(counts.data())) {
+      // Every replica sums every replica's counts (the device streams are
+      // idle: this window's collectives are done), so all decide alike.
+      if (options.replicas > 1)
+        groups[0]->AllReduceSum(replica, counts.data(), counts.data(), 3, DType::kF64);
+      rep.last_counts = counts;
+    }
+    compiled.ResetAccumulators();
+    if (options.automatic_loss_scaling)
+      UpdateLossScaleAutomatically(rep, overflow);
+    else if (options.dynamic_loss_scaling)
+      UpdateLossScale(rep, overflow);
+  }
+
+  // Whether every replica's accumulated gradients are finite (host memory:
+  // CPU devices), agreed through the replicas' collective group.
+  bool AllReplicasFinite(int replica, const compile::CompiledStep& compiled) {
+    double bad = 0;
+    for (const compile::Accumulator& a : compiled.accumulators) {
+      if (a.name.rfind(compile::kGradientHistogram, 0) == 0 || !a.data.size()) continue;
+      // float32 bits: an all-ones exponent is Inf or NaN.
+      const uint32_t* v = a.data.as<uint32_t>();
+      const size_t n = a.data.size() / sizeof(uint32_t);
+      uint32_t any = 0;
+      for (size_t i = 0; i < n; ++i) any |= (v[i] & 0x7f800000u) == 0x7f800000u;
+      if (any) bad = 1;
+    }
+    if (options.replicas > 1) groups[0]->AllReduceSum(replica, &bad, &bad, 1, DType::kF64);
+    return bad == 0;
+  }
+
   // Graphcore's automatic loss scaling, after an update window: every
   // update_period updates, halve the scale when the counts at or above the
   // edge (u) exceed threshold_upper_count_proportion of all (u / (u + l) >
@@ -529,10 +565,18 @@ TrainingSession::TrainingSession(const std::string& program_path,
          "threshold_upper_count_proportion < 1 ({})",
          options.update_period, options.threshold_upper_count_proportion);
   if (options.dynamic_loss_scaling || options.automatic_loss_scaling) {
-    if (options.pipelining)
+    // Without pipelining the update's own check decides, which needs the
+    // update on one device and whole gradients on every replica; a pipeline
+    // checks its window's accumulators before any stage updates.
+    if (!options.pipelining && options.devices_per_replica > 1)
       Fail(ErrorKind::kUnimplemented,
-           "dynamic loss scaling with pipelining is not implemented yet (use a static "
-           "loss_scaling, or no pipelining)");
+           "dynamic / automatic loss scaling over several devices per replica needs pipelining "
+           "(enable_pipelining) for now");
+    if (!options.pipelining && options.replicas > 1 && options.shard_optimizer_state)
+      Fail(ErrorKind::kUnimplemented,
+           "dynamic / automatic loss scaling with replicated tensor sharding of the optimizer "
+           "state needs pipelining for now (or set "
+           "location_optimizer.use_replicated_tensor_sharding False)");
     if (options.incr_every_n_steps < 1 || options.decr_every_n_nan_or_inf < 1 ||
         !(options.incr_ratio > 1) || !(options.decr_ratio > 0 && options.decr_ratio < 1))
       Fail(ErrorKind::kInvalidArgument,
@@ -985,7 +1029,13 @@ void TrainingSession::Impl::RunReplicaPipelined(int replica, bool eval,
   const int n_replicas = options.replicas;
   const int window = PipelineWindow(eval);
   const int windows = eval ? 1 : options.batches_per_step;
+  const bool dynamic = (options.dynamic_loss_scaling || options.automatic_loss_scaling) && !eval;
   for (int w = 0; w < windows; ++w) {
+    if (dynamic) {
+      // Every copy has its own seed and unscale states.
+      for (int c = 0; c < static_cast<int>(runner.copies()); ++c)
+        Compile(replica, eval, shapes, c).SetLossScale(replicas[replica].loss_scale);
+    }
     // Micro-batch i of window w is micro-batch w * window + i of the run's
     // (batch, accumulation) order; the feeds interleave the replicas.
     auto feed_index = [&](int i) { return FeedIndex(w * window + i, replica); };
@@ -1001,10 +1051,17 @@ void TrainingSession::Impl::RunReplicaPipelined(int replica, bool eval,
            n_replicas > 1 ? fmt::format(" on replica {}", replica) : std::string(), e.what());
     }
     if (eval) continue;
+    compile::CompiledStep& first = Compile(replica, eval, shapes, 0);
+    // Dynamic / automatic loss scaling: the update's stages run on their
+    // own devices, so one stage's check cannot stop another's update; the
+    // window's accumulated gradients are checked here first, and every
+    // replica takes the same decision.
+    const bool overflow = dynamic && !AllReplicasFinite(replica, first);
     // The update, once per window, on the copy that ran its last micro-batch.
-    Compile(replica, eval, shapes, static_cast<int>((window - 1) % runner.copies()))
-        .exe->Run(compile::Executable::RunPart::kUpdateOnly);
-    Compile(replica, eval, shapes, 0).ResetAccumulators();
+    if (!overflow)
+      Compile(replica, eval, shapes, static_cast<int>((window - 1) % runner.copies()))
+          .exe->Run(compile::Executable::RunPart::kUpdateOnly);
+    EndWindow(replica, first, overflow);
     *updates_done = w + 1;
   }
 }
@@ -1063,21 +1120,9 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
       FetchMicroBatch(exe, k);
     }
     if (!eval) {
-      if (const double* h = compiled.GradientHistogram()) {
-        std::array<double, 3> counts{h[0], h[1], h[2]};
-        // Every replica sums every replica's counts (the device streams are
-        // idle: this window's collectives are done), so all decide alike.
-        if (n_replicas > 1)
-          groups[0]->AllReduceSum(replica, counts.data(), counts.data(), 3, DType::kF64);
-        rep.last_counts = counts;
-      }
-      compiled.ResetAccumulators();
+      EndWindow(replica, compiled, overflow);
       *updates_done = b + 1;
     }
-    if (dynamic && options.automatic_loss_scaling)
-      UpdateLossScaleAutomatically(rep, overflow);
-    else if (dynamic)
-      UpdateLossScale(rep, overflow);
   }
 }
 

@@ -75,34 +75,37 @@ def test_paddle_names_for_half_precision_inference(zoo):
 
 
 def _train(precision, steps, batches, accumulate=1, replicas=1, loss_scaling=1.0, state=False,
-           options=None, probe=None, kind="bert"):
+           options=None, probe=None, kind="bert", stages=1):
     """Per-step losses and the compile report (and, with state, the final
     state by name) of BERT-tiny (kind "cnn": the small CNN). `options`: more
     strategy options; `probe(i, prog)` runs after step i."""
     with T.static_mode():
         return _train_static(precision, steps, batches, accumulate, replicas, loss_scaling, state,
-                             options or {}, probe, kind)
+                             options or {}, probe, kind, stages)
 
 
 def _train_static(precision, steps, batches, accumulate, replicas, loss_scaling, state, options,
-                  probe, kind):
+                  probe, kind, stages):
     import paddle
 
     built = T.build(kind, "bert-tiny" if kind == "bert" else None,
-                    T.OptSpec("adam", lr=1e-3, schedule="constant", clip_norm=None), seed=0)
+                    T.OptSpec("adam", lr=1e-3, schedule="constant", clip_norm=None), seed=0,
+                    stages=stages)
     scope = paddle.static.Scope()
     T.init_scope(built, scope)
     micro = 8 // accumulate // replicas
     s = tiller.IpuStrategy()
-    s.set_graph_config(num_ipus=replicas, is_training=True, micro_batch_size=micro)
-    s.set_pipelining_config(enable_gradient_accumulation=accumulate > 1,
+    s.set_graph_config(num_ipus=replicas * stages, is_training=True, micro_batch_size=micro,
+                       enable_manual_shard=stages > 1)
+    s.set_pipelining_config(enable_pipelining=stages > 1,
+                            enable_gradient_accumulation=accumulate > 1,
                             accumulation_factor=accumulate)
     if replicas > 1:
         s.set_options({"enable_replicated_graphs": True, "replicated_graph_count": replicas})
-        if options.get("dynamic_loss_scaling"):
+        if options.get("dynamic_loss_scaling") and stages == 1:
             # Not yet with replicated tensor sharding (refused; see below).
             s.set_options({"location_optimizer": {"use_replicated_tensor_sharding": False}})
-    s.set_options({"num_threads": replicas, "loss_scaling": loss_scaling, **options})
+    s.set_options({"num_threads": replicas * stages, "loss_scaling": loss_scaling, **options})
     if precision != "float32":
         s.set_precision_config(enable_fp16=True)
         s.set_options({"half_dtype": precision})
@@ -195,7 +198,9 @@ def _states(prog, roles=("parameter", "optimizer_state", "learning_rate", "stati
             if t.role in roles}
 
 
-DYNAMIC_LAYOUTS = {"1 device": {}, "2 replicas x accumulation 4": {"accumulate": 4, "replicas": 2}}
+DYNAMIC_LAYOUTS = {"1 device": {}, "2 replicas x accumulation 4": {"accumulate": 4, "replicas": 2},
+                   "2 replicas x 2 pipelined stages x accumulation 2":
+                       {"accumulate": 2, "replicas": 2, "stages": 2}}
 
 
 @pytest.mark.parametrize("layout", list(DYNAMIC_LAYOUTS))
@@ -277,7 +282,7 @@ def test_dynamic_loss_scaling_with_sharded_optimizer_state_is_refused():
             prog.run(feed=batches[0])
 
 
-ALS_LAYOUTS = {"1 device": {}, "2 replicas x accumulation 4": {"accumulate": 4, "replicas": 2}}
+ALS_LAYOUTS = DYNAMIC_LAYOUTS
 
 
 def _als_run(layout, steps, loss_scaling, settings, precision="float16"):
@@ -285,7 +290,7 @@ def _als_run(layout, steps, loss_scaling, settings, precision="float16"):
     batches = T.make_batches("bert", "bert-tiny", steps, 8, seed=1)
     seen = []
     options = {"automatic_loss_scaling_settings": {"enabled": True, **settings}}
-    if ALS_LAYOUTS[layout]:
+    if ALS_LAYOUTS[layout] and "stages" not in ALS_LAYOUTS[layout]:
         options["location_optimizer"] = {"use_replicated_tensor_sharding": False}
     losses, _ = _train(precision, steps, batches, loss_scaling=loss_scaling, options=options,
                        probe=lambda i, prog: seen.append((prog.session.loss_scale,
