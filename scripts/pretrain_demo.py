@@ -7,12 +7,15 @@ The text is the license texts Debian's base-files package installs in
 the word-level vocabulary is built from it here. Nothing is downloaded.
 
     .venv/bin/python scripts/pretrain_demo.py [--updates 300] [--layers 4] [--hidden 128]
+        [--precision bfloat16|float16] [--loss-scaling S] [--automatic-loss-scaling]
 
 The model is BERT with --layers layers split into two pipeline stages with
 tiller.set_ipu_shard (embeddings and the first half of the layers | the rest
 and the heads); each update takes 2 replicas x --accumulate micro-batches of
 --micro sequences. The progress line shows the update, the loss, masked-word
-accuracy, sequences per second and the time left. At the end the trained
+accuracy, sequences per second and the time left; in half precision also
+the loss scale, the updates skipped for non-finite gradients and the
+gradient elements float16 / bfloat16 flushed to zero. At the end the trained
 weights run forward only (runtime_options.enable_eval) on sentences held
 out from training, and a few masked words are filled in.
 
@@ -53,6 +56,12 @@ def parse_args(argv=None):
     ap.add_argument("--vocab", type=int, default=3000, help="most frequent words kept")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--threads", type=int, default=4, help="CPU threads in all (one per device at least)")
+    ap.add_argument("--precision", default="float32", choices=["float32", "bfloat16", "float16"],
+                    help="half precision: matmuls in this type, float32 accumulation")
+    ap.add_argument("--loss-scaling", type=float, default=1.0,
+                    help="the (initial) loss scale")
+    ap.add_argument("--automatic-loss-scaling", action="store_true",
+                    help="steer the scale from gradient statistics (half precision)")
     return ap.parse_args(argv)
 
 
@@ -176,7 +185,14 @@ def main(args) -> int:
                                        accumulation_factor=args.accumulate)
         strategy.set_options({"enable_replicated_graphs": True,
                               "replicated_graph_count": replicas,
-                              "num_threads": max(args.threads, replicas * stages)})
+                              "num_threads": max(args.threads, replicas * stages),
+                              "loss_scaling": args.loss_scaling})
+        half = args.precision != "float32"
+        if half:
+            strategy.set_precision_config(enable_fp16=True)
+            strategy.set_options({"half_dtype": args.precision, "gradient_statistics": True})
+        if args.automatic_loss_scaling:
+            strategy.set_options({"automatic_loss_scaling_settings": {"enabled": True}})
         fetches = built.fetch_list + [built.outputs["mlm_logits"]]
         t0 = time.perf_counter()
         prog = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
@@ -192,10 +208,16 @@ def main(args) -> int:
             rate = step * per_run / elapsed
             eta = (args.updates - step) * elapsed / step
             if step == 1 or step % 5 == 0 or step == args.updates:
+                scaling = ""
+                if half:
+                    sess = prog.session
+                    flushed = sess.gradient_statistics["flushed_to_zero"]
+                    scaling = (f"  scale {sess.loss_scale:g}, {sess.skipped_updates} skipped, "
+                               f"{flushed:.0f} flushed")
                 print(f"update {step:4d}/{args.updates}  loss {np.mean(loss):7.4f}  "
                       f"(mlm {np.mean(mlm):6.3f}, nsp {np.mean(nsp):5.3f})  "
                       f"mlm accuracy {100 * acc:5.1f}%  {rate:6.1f} seq/s  "
-                      f"ETA {eta:5.0f} s", flush=True)
+                      f"ETA {eta:5.0f} s{scaling}", flush=True)
         summary = prog.session.summary()
         print(f"pipeline: {summary.pipeline_max_in_flight} micro-batches in flight, "
               f"bubble {100 * summary.pipeline_bubble_fraction:.0f}%", flush=True)
