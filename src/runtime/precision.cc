@@ -4,6 +4,10 @@
 #include <cpuid.h>
 #endif
 
+#include <cstdio>
+#include <mutex>
+#include <set>
+
 #include "core/error.h"
 
 namespace tiller::runtime {
@@ -42,6 +46,25 @@ const char* PrecisionName(compile::Precision p) {
       return "float16";
   }
   return "?";
+}
+
+std::string ReportSlowHalfPrecisionOnce(compile::Precision p) {
+  std::string message;
+  if (p == compile::Precision::kFloat16)
+    message = std::string(
+                  "float16 on this CPU is stored as float16 and computed in float32 (oneDNN has "
+                  "no CPU float16 GEMM): float16's rounding without its speed") +
+              (CpuHasBF16Arithmetic() ? "; bfloat16 is the fast half type here" : "");
+  else if (p == compile::Precision::kBFloat16 && !CpuHasBF16Arithmetic())
+    message =
+        "this CPU has no AVX512_BF16 or AMX-BF16: oneDNN emulates bfloat16, which can be slower "
+        "than float32";
+  if (message.empty()) return message;
+  static std::mutex mu;
+  static std::set<compile::Precision> reported;
+  std::lock_guard<std::mutex> lock(mu);
+  if (reported.insert(p).second) std::fprintf(stderr, "tiller: %s\n", message.c_str());
+  return message;
 }
 
 }  // namespace tiller::runtime

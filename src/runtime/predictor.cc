@@ -154,6 +154,7 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
                                                    : compile::PlacementPolicy::kByShard;
   o.optimize = c.ir_optim();
   o.precision = runtime::ParsePrecision(c.precision(), "Config::SetPrecision");
+  runtime::ReportSlowHalfPrecisionOnce(o.precision);
   if (c.ipu().enabled) {
     // One replica's devices: ipu_device_num CPU devices, placed by shard.
     const Config::IpuSettings& ipu = c.ipu();

@@ -553,6 +553,7 @@ TrainingSession::TrainingSession(const std::string& program_path,
   }
   s.replicas.resize(options.replicas);
   for (Impl::Replica& r : s.replicas) r.loss_scale = options.loss_scaling;
+  runtime::ReportSlowHalfPrecisionOnce(runtime::ParsePrecision(options.precision, "precision"));
   if (options.dynamic_loss_scaling && options.automatic_loss_scaling)
     Fail(ErrorKind::kInvalidArgument,
          "dynamic_loss_scaling and automatic_loss_scaling_settings.enabled both steer the loss "

@@ -1,8 +1,12 @@
-"""Mixed precision (issue 10), first part: bfloat16 / float16 matmul, linear
-and conv2d with float32 accumulation, in inference (Config.set_precision,
+"""Mixed precision (issue 10): bfloat16 / float16 matmul, linear and conv2d
+with float32 accumulation, in inference (Config.set_precision,
 enable_mkldnn_bfloat16, SetIpuConfig's ipu_enable_fp16) and training
 (enable_fp16 + Tiller's half_dtype), against Tiller's own float32 runs of
-the same model; and the options that stay refused."""
+the same model; static, dynamic (Paddle AMP's rule) and automatic
+(Graphcore's rule) loss scaling with gradient statistics, on one device,
+replicas with accumulation, and pipelines; the options that stay refused."""
+import os
+
 import numpy as np
 import pytest
 
@@ -421,3 +425,23 @@ def test_300_updates_on_real_text_in_half_precision_end_where_float32_does():
     assert static_flushed.min() > 1000, static_flushed
     assert als_flushed[-20:].mean() < 0.01 * static_flushed.mean(), (als_flushed[-20:],
                                                                       static_flushed)
+
+
+def test_a_half_type_the_cpu_cannot_multiply_fast_is_reported_once(zoo, tmp_path):
+    """float16 (no oneDNN CPU float16 GEMM) is reported on stderr once per
+    process however many predictors use it; float32 never."""
+    import subprocess
+    import sys
+
+    exp = zoo.export("bert-tiny", "pir")
+    code = (
+        "import tiller.inference as ti\n"
+        f"for precision in ['float32', 'float16', 'float16']:\n"
+        f"    c = ti.Config({exp.model_file!r}, {exp.params_file!r})\n"
+        "    c.set_precision(precision)\n"
+        "    ti.create_predictor(c)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=dict(os.environ))
+    lines = [line for line in out.stderr.splitlines() if line.startswith("tiller: float16")]
+    assert len(lines) == 1, out.stderr
+    assert "computed in float32" in lines[0]
