@@ -383,6 +383,9 @@ int main(int argc, char** argv) {
   plan->add_option("--profile", req.profile,
                    "device profile: cpu, ipu-mk2, ipu-bow, h200; NAME:CAPACITY for a what-if "
                    "capacity (default cpu)");
+  plan->add_option("--precision", req.precision,
+                   "float32 (default), bfloat16, float16 or half: plan half-precision weights, "
+                   "copies and activations");
   plan->add_option("--threads", req.threads, "cpu profile: threads per device")
       ->check(CLI::PositiveNumber);
   bool no_pipeline = false, no_rts = false;

@@ -48,10 +48,16 @@ struct PlanRequest {
   int recompute = 0;
   std::string profile = "cpu";
   int threads = 1;  // cpu profile: threads per device its rates are measured with
+  // "float32", "bfloat16", "float16" or "half" (Config::SetPrecision): what
+  // the plan's weights, their half copies and the arenas hold.
+  std::string precision = "float32";
 };
 
 struct DeviceMemory {
   size_t weights = 0, optimizer = 0, gradients = 0, other = 0;
+  // Half precision, training: the per-run half copies of the float32
+  // (master) weights, part of the arena.
+  size_t half_weight_copies = 0;
   size_t stash = 0;  // per micro-batch
   size_t arena = 0;  // per micro-batch in flight
   int in_flight = 1;

@@ -16,8 +16,8 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
               const std::vector<std::string>& feeds,
               const std::map<std::string, std::vector<int64_t>>& shapes, int64_t seq_len,
               bool pipelining, bool fill_drain, bool replicated_tensor_sharding,
-              int64_t sharding_min_elements, int recompute, int threads,
-              const std::string& params) {
+              int64_t sharding_min_elements, int recompute, int threads, const std::string& params,
+              const std::string& precision) {
   PlanRequest r;
   r.model = model;
   r.params = params;
@@ -37,6 +37,7 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
   r.recompute = recompute;
   r.profile = profile;
   r.threads = threads;
+  r.precision = precision;
   tiller::planning::PlanReport report;
   {
     py::gil_scoped_release release;
@@ -51,6 +52,7 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
     m["other"] = d.other;
     m["stash"] = d.stash;
     m["arena"] = d.arena;
+    m["half_weight_copies"] = d.half_weight_copies;
     m["in_flight"] = d.in_flight;
     m["peak"] = d.peak;
     m["forward_seconds"] = d.forward_seconds;
@@ -78,6 +80,7 @@ void BindPlanner(py::module_& m) {
         py::arg("pipelining") = true, py::arg("fill_drain") = false,
         py::arg("replicated_tensor_sharding") = true, py::arg("sharding_min_elements") = 8192,
         py::arg("recompute") = 0, py::arg("threads") = 1, py::arg("params") = "",
+        py::arg("precision") = "float32",
         "Per-device memory and predicted step time of a configuration on a device profile, "
         "without running the model (what `tiller plan` prints is in 'text'; include/tiller/"
         "planner.h).");

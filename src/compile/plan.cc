@@ -135,6 +135,15 @@ StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const 
     dp.in_flight = in_flight;
   }
   for (const auto& op : g.ops()) {
+    for (const ir::Value* v : op->outputs) {
+      if (v->dtype() != DType::kBF16 && v->dtype() != DType::kF16) continue;
+      DevicePlan& dp = plan.devices.at(op->device);
+      const ir::Value* in = op->inputs.empty() ? nullptr : op->inputs[0];
+      if (op->type == "cast" && in && in->kind == ir::ValueKind::kState)
+        dp.half_weight_copies += v->bytes();
+      else if (!op->schema->is_view)
+        dp.half_values += v->bytes();
+    }
     if (op->schema->is_view) continue;
     DevicePlan& dp = plan.devices.at(op->device);
     const double s = OpSeconds(*op, profile, shape.replicas);
@@ -202,6 +211,14 @@ std::string StepPlan::Format() const {
         FormatBytes(p.other), FormatBytes(p.stash), p.in_flight, FormatBytes(p.arena),
         FormatBytes(p.peak()),
         profile.memory_bytes ? Percent(static_cast<double>(p.peak()) / profile.memory_bytes) : "-");
+  }
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const DevicePlan& p = devices[d];
+    if (p.half_weight_copies || p.half_values)
+      out += fmt::format(
+          "  device {} half precision: {} half copies of the float32 (master) weights per run, "
+          "{} half activations / gradients written per micro-batch (both in the arena)\n",
+          d, FormatBytes(p.half_weight_copies), FormatBytes(p.half_values));
   }
   out += s.training ? "predicted per micro-batch (forward + backward) and per update:\n"
                     : "predicted per micro-batch:\n";

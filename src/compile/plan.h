@@ -51,8 +51,12 @@ struct DevicePlan {
   size_t other = 0;      // other state: running statistics, learning rates
   size_t stash = 0;      // activations kept from forward to backward, per micro-batch
   size_t arena = 0;      // one micro-batch's activations + workspace (its memory plan)
-  int in_flight = 1;     // micro-batches whose arenas it holds at once
-  double flops = 0;      // per micro-batch, forward + backward
+  // Half precision: of the arena, the half copies of trained (master)
+  // weights, and half-precision activations and gradients (bytes written per
+  // micro-batch, before the memory plan reuses any).
+  size_t half_weight_copies = 0, half_values = 0;
+  int in_flight = 1;                     // micro-batches whose arenas it holds at once
+  double flops = 0;                      // per micro-batch, forward + backward
   double forward_s = 0, backward_s = 0;  // per micro-batch
   double update_s = 0;                   // per update (collectives included)
   size_t state() const { return weights + optimizer + gradients + other; }

@@ -77,6 +77,7 @@ PlanReport Plan(const PlanRequest& r) {
   so.devices_per_replica = per_replica;
   so.auto_split = per_replica > 1;  // where nobody sharded the program
   so.recompute = r.recompute != 0;
+  so.precision = r.precision;
   so.recompute_all = r.recompute >= 3;
   std::vector<std::unique_ptr<backend::Collective>> groups;
   std::vector<backend::Collective*> group_ptrs;
@@ -151,6 +152,7 @@ PlanReport Plan(const PlanRequest& r) {
     m.other = d.other;
     m.stash = d.stash;
     m.arena = d.arena;
+    m.half_weight_copies = d.half_weight_copies;
     m.in_flight = d.in_flight;
     m.peak = d.peak();
     m.forward_seconds = d.forward_s;

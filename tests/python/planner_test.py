@@ -42,7 +42,7 @@ CONFIGS = {
 
 
 def _compiled(built, scope, stages, replicas, accumulate, fill_drain=False, rts=False,
-              recompute=0, profile=None):
+              recompute=0, profile=None, precision="float32"):
     s = tiller.IpuStrategy()
     s.set_graph_config(num_ipus=stages * replicas, is_training=True, micro_batch_size=MICRO,
                        enable_manual_shard=stages > 1)
@@ -57,19 +57,22 @@ def _compiled(built, scope, stages, replicas, accumulate, fill_drain=False, rts=
         options["auto_recomputation"] = recompute
     if profile:
         options["device_profile"] = profile
+    if precision != "float32":
+        s.set_precision_config(enable_fp16=True)
+        options["half_dtype"] = precision
     s.set_options(options)
     return tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=s).compile(
         built.feed_names, built.fetch_list)
 
 
 def _plan(prog, built, micro, stages, replicas, accumulate, fill_drain=False, rts=False,
-          recompute=0, profile="ipu-mk2"):
+          recompute=0, profile="ipu-mk2", precision="float32"):
     shapes = {name: list(micro[0][name].shape) for name in built.feed_names}
     return tiller.plan(prog.program_path, train=True, devices=stages * replicas,
                        replicas=replicas, micro_batch=MICRO, accumulate=accumulate,
                        profile=profile, feeds=list(built.feed_names), shapes=shapes,
                        fill_drain=fill_drain, replicated_tensor_sharding=rts,
-                       sharding_min_elements=0, recompute=int(recompute))
+                       sharding_min_elements=0, recompute=int(recompute), precision=precision)
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +132,31 @@ def test_predicted_peak_is_within_ten_percent_of_the_measured(bert):
     p = plans["2 stages pipelined (1F1B), accumulation 4"]
     assert 0 < p["bubble"] < 1 and p["window_seconds"] > 0
     assert all(d["forward_seconds"] > 0 and d["backward_seconds"] > 0 for d in p["devices"])
+
+
+def test_half_precision_plans_master_weights_their_half_copies_and_the_measured_peak(bert):
+    """bfloat16 training: the plan keeps the float32 (master) weights and
+    optimizer state as in float32, shows the per-run bf16 copies of the
+    weights the GEMMs read, and its predicted peak is within 10% of the
+    measured one."""
+    built = bert[0]
+    cfg = CONFIGS["2 stages pipelined (1F1B), accumulation 4"]
+    prog, micro = _session(bert, cfg, precision="bfloat16")
+    plan = _plan(prog, built, micro, **cfg, precision="bfloat16")
+    fp32 = _plan(prog, built, micro, **cfg)
+    prog.run(feed=_concat("bert", micro, False))
+    measured = prog.session.summary().device_memory_bytes
+    for d, (half, full, m) in enumerate(zip(plan["devices"], fp32["devices"], measured)):
+        assert half["weights"] == full["weights"] and half["optimizer"] == full["optimizer"]
+        assert half["half_weight_copies"] > 0, half
+        assert abs(half["peak"] - m) <= 0.10 * m, f"device {d}: predicted {half['peak']}, {m}"
+    # The GEMMs' weights at 2 bytes, each copied once, on the device of its
+    # first GEMM (the tied word embedding: the MLM head's, device 1): not
+    # the norms or position / type tables.
+    copies = sum(d["half_weight_copies"] for d in plan["devices"])
+    assert copies < 0.5 * sum(d["weights"] for d in plan["devices"])
+    assert "half copies of the float32 (master) weights" in plan["text"], plan["text"]
+    assert "half copies" not in fp32["text"]
 
 
 def test_a_step_that_does_not_fit_its_device_profile_fails_before_running(bert):
