@@ -77,7 +77,12 @@ void CopyFrom(Tensor& t, const py::array& arr) {
   py::array c = py::array::ensure(arr, py::array::c_style);
   std::vector<int64_t> shape(c.shape(), c.shape() + c.ndim());
   t.Reshape(shape);
-  DataType dt = FromNumpy(c.dtype(), t.name());
+  // Paddle hands bfloat16 tensors to numpy as uint16 bits (numpy has no
+  // bfloat16): for an input the model declares bfloat16 they are taken as
+  // such.
+  const bool bf16_bits =
+      c.dtype().kind() == 'u' && c.dtype().itemsize() == 2 && t.type() == DataType::BFLOAT16;
+  DataType dt = bf16_bits ? DataType::BFLOAT16 : FromNumpy(c.dtype(), t.name());
   t.CopyFromCpuBytes(c.data(), dt, static_cast<size_t>(c.nbytes()));
 }
 

@@ -10,6 +10,7 @@
 
 #include "backend/collective.h"
 #include "compile/fold.h"
+#include "compile/half_fallback.h"
 #include "compile/placement.h"
 #include "core/error.h"
 #include "passes/autodiff.h"
@@ -447,6 +448,18 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
           std::memset(step.accumulators.back().data.data(), 0, 3 * sizeof(double));
         }
       }
+    }
+  }
+  {
+    // A model saved in float16 / bfloat16 runs as saved where a backend has
+    // no half kernel for an op.
+    std::string detail;
+    StagePass widen("half_fallback", "ops on half values without a half kernel -> float32",
+                    [&](ir::Graph& g) { return RunHalfOpsInFloat32(g, devices_, &detail); });
+    passes::PassRecord record = passes::RunPass(widen, *graph, ctx);
+    if (record.rewrites) {
+      record.detail = detail;
+      report.stages.push_back(record);
     }
   }
   StagePass place("placement", "each op onto a device",

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "compile/driver.h"
+#include "compile/half_fallback.h"
 #include "compile/pipeline.h"
 #include "compile/placement.h"
 #include "compile/trace.h"
@@ -299,6 +300,7 @@ struct Predictor::Impl {
     try {
       auto graph =
           paddle::Translate(model, FeedTypes(shapes), compiler->folder(), TranslateOptions());
+      compile::RunHalfOpsInFloat32(*graph, compiler->devices(), nullptr);
       compile::PlaceOps(*graph, compiler->devices(), compiler->options().placement);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::kUnimplemented) throw;
