@@ -55,6 +55,16 @@ def time_onnx(sess, inputs, warmup, iters):
     return statistics.median(times)
 
 
+def exported(preset: str, args):
+    """The preset's model in args.format under args.out, exported on first
+    use: (directory, model file, parameter file)."""
+    model_dir = Path(args.out) / f"{preset}-{args.format}"
+    if not (model_dir / "model.pdiparams").exists():
+        print(f"exporting {preset} ...", flush=True)
+        export.export(preset, model_dir, args.format)
+    return (model_dir, *export.resolve_model(model_dir))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="bert-base,ernie-3.0-base,resnet50")
@@ -72,11 +82,7 @@ def main() -> int:
 
     rows = []
     for preset in args.models.split(","):
-        model_dir = Path(args.out) / f"{preset}-{args.format}"
-        if not (model_dir / "model.pdiparams").exists():
-            print(f"exporting {preset} ...", flush=True)
-            export.export(preset, model_dir, args.format)
-        model_file, params_file = export.resolve_model(model_dir)
+        model_dir, model_file, params_file = exported(preset, args)
         predictor = common.tiller_predictor(model_file, params_file, args.threads)
         sess, why = onnx_session(model_dir, args.threads)
         for batch in map(int, args.batches.split(",")):
@@ -114,11 +120,7 @@ def main_bf16(args) -> int:
     print(f"CPU: {common.cpu_description()}")
     rows = []
     for preset in args.models.split(","):
-        model_dir = Path(args.out) / f"{preset}-{args.format}"
-        if not (model_dir / "model.pdiparams").exists():
-            print(f"exporting {preset} ...", flush=True)
-            export.export(preset, model_dir, args.format)
-        model_file, params_file = export.resolve_model(model_dir)
+        _, model_file, params_file = exported(preset, args)
         fp32 = common.tiller_predictor(model_file, params_file, args.threads)
         bf16 = common.tiller_predictor(model_file, params_file, args.threads, "bfloat16")
         for batch in map(int, args.batches.split(",")):
