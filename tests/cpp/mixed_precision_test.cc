@@ -9,7 +9,9 @@
 #include <limits>
 #include <random>
 
+#include "backend/backend.h"
 #include "compile/executable.h"
+#include "compile/half_fallback.h"
 #include "core/half.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
@@ -259,6 +261,50 @@ TEST(MixedPrecision, GradientHistogramCountsFlushedBelowAndAboveTheEdge) {
     for (int i = 0; i < 3; ++i) EXPECT_EQ(h[i], want[i]) << DTypeName(dtype) << " bin " << i;
     EXPECT_GE(want[0], dtype == DType::kF32 ? 2 : 0);
     EXPECT_GE(want[2], 4);
+  }
+}
+
+// An op on bf16 values without a bf16 CPU kernel (gelu, add) runs in
+// float32 between casts: the result is the float32 result rounded to bf16.
+// A bf16 matmul (which has a kernel) is left alone.
+TEST(MixedPrecision, HalfOpsWithoutAHalfKernelRunInFloat32BetweenCasts) {
+  auto dev = backend::FindBackend("cpu")->CreateDevice(0, {.threads = 1});
+  std::vector<backend::Device*> devices{dev.get()};
+  auto g = std::make_unique<Graph>();
+  Value* x = g->AddInput("x", {DType::kBF16, {3, 8}});
+  Value* m = g->Add1("matmul", {x, x}, {{"transpose_b", true}}, "mm");
+  Value* y = g->Add1("gelu", {m}, {}, "act");
+  g->AddOutput("y", g->Add1("add", {y, y}, {}, "twice"));
+  std::string detail;
+  EXPECT_EQ(compile::RunHalfOpsInFloat32(*g, devices, &detail), 2);
+  EXPECT_EQ(detail, "computed in float32 between casts: add 1, gelu 1");
+  EXPECT_EQ(OpNamed(*g, "mm")->inputs[0]->dtype(), DType::kBF16) << "matmul has a bf16 kernel";
+  EXPECT_EQ(OpNamed(*g, "act")->inputs[0]->dtype(), DType::kF32);
+  EXPECT_EQ(g->outputs()[0].second->dtype(), DType::kBF16) << "the graph's output keeps its type";
+  EXPECT_EQ(compile::RunHalfOpsInFloat32(*g, devices, nullptr), 0);
+
+  std::vector<float> xf = Random(24, 5);
+  std::vector<uint16_t> xb(24);
+  for (size_t i = 0; i < xf.size(); ++i) xb[i] = FloatToBF16(xf[i]);
+  auto exe = compile::Executable::Build(std::move(g), compile::CompileOptions::Cpu(1));
+  std::memcpy(exe->inputs()[0].data, xb.data(), xb.size() * 2);
+  exe->Run();
+  const auto* got = static_cast<const uint16_t*>(exe->outputs()[0].data);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      // The matmul writes bf16 (its dot product rounded); gelu and the add
+      // run on that in float32 and round once each.
+      double dot = 0;
+      for (int k = 0; k < 8; ++k)
+        dot += double(BF16ToFloat(xb[i * 8 + k])) * BF16ToFloat(xb[j * 8 + k]);
+      const float mm = RoundBF16(static_cast<float>(dot));
+      const float act = RoundBF16(0.5f * mm * (1.0f + std::erf(mm / std::sqrt(2.0f))));
+      // One bf16 step (2^-7 relative): the float32 dot product may round
+      // across a bf16 boundary the double one does not.
+      const float want = RoundBF16(act + act);
+      EXPECT_NEAR(BF16ToFloat(got[i * 3 + j]), want, std::ldexp(std::fabs(want), -7) + 1e-6)
+          << i << "," << j;
+    }
   }
 }
 
