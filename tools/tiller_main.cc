@@ -6,11 +6,13 @@
 //   tiller plan MODEL [--train] --devices N --replicas R --micro-batch B --accumulate G
 //               [--profile ipu-mk2]
 #include <fmt/format.h>
+#include <immintrin.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <random>
@@ -137,6 +139,22 @@ void FillSynthetic(Predictor& p, const std::map<std::string, std::vector<int64_t
         std::vector<int32_t> v(n);
         for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i % 2);
         h->CopyFromCpu(v.data());
+        break;
+      }
+      case DataType::BFLOAT16:
+      case DataType::FLOAT16: {
+        // Half inputs (a model saved in bfloat16 / float16): the same
+        // uniform values, rounded to nearest even into the half type.
+        const bool bf16 = p.GetInputType(name) == DataType::BFLOAT16;
+        std::vector<uint16_t> v(n);
+        for (auto& x : v) {
+          const float f = uni(rng);
+          uint32_t bits;
+          std::memcpy(&bits, &f, 4);
+          x = bf16 ? static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16)
+                   : static_cast<uint16_t>(_cvtss_sh(f, 0));
+        }
+        h->CopyFromCpuBytes(v.data(), p.GetInputType(name), v.size() * sizeof(uint16_t));
         break;
       }
       default:

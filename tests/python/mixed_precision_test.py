@@ -489,3 +489,16 @@ def test_a_model_paddle_saved_in_bfloat16_runs_as_saved(tmp_path):
     assert np.abs(got - want).max() > 0, "bf16 rounding must show"
     report = predictor.summary()["compile_report"]
     assert "half_fallback" in report and "softmax 1" in report, report
+    # The command line synthesizes bf16 inputs for it too.
+    import subprocess
+    from pathlib import Path
+
+    tiller_bin = Path(os.environ.get("TILLER_BUILD_DIR", Path(__file__).parents[2] / "build"))
+    tiller_bin = tiller_bin / "bin" / "tiller"
+    model = str(tmp_path / "model.json")
+    bench = subprocess.run([str(tiller_bin), "bench", model, "--iters", "2"], capture_output=True,
+                           text=True)
+    assert bench.returncode == 0 and "latency" in bench.stdout, bench.stderr
+    info = subprocess.run([str(tiller_bin), "info", model, "--passes"], capture_output=True,
+                          text=True)
+    assert info.returncode == 0 and "computed in float32 between casts" in info.stdout, info
