@@ -143,17 +143,23 @@ def tiller_step_time(built: T.BuiltProgram, batches: list, warmup: int, threads:
     return times, np.asarray(losses)
 
 
+def run_setup(args):
+    """The model config (the preset, --layers applied), the optimizer and the
+    number of steps a run takes."""
+    cfg = T.pretrain_config(args.preset)
+    if args.layers:
+        cfg = dataclasses.replace(cfg, bert=dataclasses.replace(cfg.bert, num_layers=args.layers))
+    spec = T.OptSpec(args.optimizer, lr=1e-4, clip_norm=args.clip_norm or None)
+    return cfg, spec, args.warmup + args.iters
+
+
 def main_bf16(args) -> int:
     """Tiller float32 and bfloat16 steps, alternating, same program, state and batches."""
     import paddle
 
     from models.tiller_train import _compile
 
-    cfg = T.pretrain_config(args.preset)
-    if args.layers:
-        cfg = dataclasses.replace(cfg, bert=dataclasses.replace(cfg.bert, num_layers=args.layers))
-    spec = T.OptSpec(args.optimizer, lr=1e-4, clip_norm=args.clip_norm or None)
-    n = args.warmup + args.iters
+    cfg, spec, n = run_setup(args)
     print(f"CPU: {common.cpu_description()}")
     print(f"{args.preset} ({cfg.bert.num_layers} layers) seq {cfg.seq_len} batch {args.batch} "
           f"{args.optimizer}, {args.threads} threads; {args.warmup} warm-up + {args.iters} timed "
@@ -192,11 +198,7 @@ def fmt_ms(v):
 def main(args) -> int:
     if args.bf16:
         return main_bf16(args)
-    cfg = T.pretrain_config(args.preset)
-    if args.layers:
-        cfg = dataclasses.replace(cfg, bert=dataclasses.replace(cfg.bert, num_layers=args.layers))
-    spec = T.OptSpec(args.optimizer, lr=1e-4, clip_norm=args.clip_norm or None)
-    n = args.warmup + args.iters
+    cfg, spec, n = run_setup(args)
     print(f"{args.preset} ({cfg.bert.num_layers} layers) seq {cfg.seq_len} batch {args.batch} "
           f"{args.optimizer} fp32, {args.format} program, {args.threads} threads; "
           f"{args.warmup} warm-up + {args.iters} timed steps", flush=True)

@@ -196,7 +196,7 @@ bool CompiledStep::GradientHistogram(double counts[3]) const {
   bool any = false;
   counts[0] = counts[1] = counts[2] = 0;
   for (const Accumulator& a : accumulators) {
-    if (a.name.rfind(kGradientHistogram, 0) != 0 || !a.data.size()) continue;
+    if (!IsGradientHistogram(a) || !a.data.size()) continue;
     for (int i = 0; i < 3; ++i) counts[i] += a.data.as<double>()[i];
     any = true;
   }
@@ -443,10 +443,8 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
       report.stages.back().detail = stats;
       for (const std::string& name : sums) {
         step.accumulators.push_back({name, AlignedBuffer()});
-        if (!options_.plan_only) {
-          step.accumulators.back().data = AlignedBuffer(3 * sizeof(double));
-          std::memset(step.accumulators.back().data.data(), 0, 3 * sizeof(double));
-        }
+        if (!options_.plan_only)
+          step.accumulators.back().data.Resize(3 * sizeof(double));  // zeroed
       }
     }
   }

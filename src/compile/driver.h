@@ -76,6 +76,10 @@ inline constexpr const char* kLossScaleUnscale = "@LOSS_SCALE@UNSCALE";
 // The accumulators of CompileOptions::gradient_statistics, float64 [3]: this
 // name, then "<name>@1", ... one per shard.
 inline constexpr const char* kGradientHistogram = "@GRADIENT_HISTOGRAM";
+// Whether `a` holds gradient statistics (float64 counts), not a gradient.
+inline bool IsGradientHistogram(const Accumulator& a) {
+  return a.name.rfind(kGradientHistogram, 0) == 0;
+}
 
 struct CompiledStep {
   // Declared before exe: the executable binds the accumulators' storage.

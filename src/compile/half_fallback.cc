@@ -7,10 +7,6 @@
 namespace tiller::compile {
 namespace {
 
-bool IsHalf(DType t) {
-  return t == DType::kF16 || t == DType::kBF16;
-}
-
 bool TouchesHalf(const ir::Op& op) {
   for (const ir::Value* v : op.inputs) {
     if (v && IsHalf(v->dtype())) return true;

@@ -135,9 +135,9 @@ StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const 
     dp.in_flight = in_flight;
   }
   for (const auto& op : g.ops()) {
+    DevicePlan& dp = plan.devices.at(op->device);
     for (const ir::Value* v : op->outputs) {
-      if (v->dtype() != DType::kBF16 && v->dtype() != DType::kF16) continue;
-      DevicePlan& dp = plan.devices.at(op->device);
+      if (!IsHalf(v->dtype())) continue;
       const ir::Value* in = op->inputs.empty() ? nullptr : op->inputs[0];
       if (op->type == "cast" && in && in->kind == ir::ValueKind::kState)
         dp.half_weight_copies += v->bytes();
@@ -145,7 +145,6 @@ StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const 
         dp.half_values += v->bytes();
     }
     if (op->schema->is_view) continue;
-    DevicePlan& dp = plan.devices.at(op->device);
     const double s = OpSeconds(*op, profile, shape.replicas);
     switch (op->placement.phase) {
       case ir::Phase::kForward:

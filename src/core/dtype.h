@@ -45,6 +45,10 @@ bool ParseNumpyDescr(std::string_view descr, DType* out);
 inline bool IsFloat(DType t) {
   return Info(t).is_float;
 }
+// float16 or bfloat16.
+inline bool IsHalf(DType t) {
+  return t == DType::kF16 || t == DType::kBF16;
+}
 inline bool IsInteger(DType t) {
   return Info(t).is_integer;
 }

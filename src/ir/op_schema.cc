@@ -23,8 +23,7 @@ DType HalfSafeOutDType(const InferContext& c, DType operands) {
   if (name.empty()) return operands;
   DType out;
   if (!ParseDType(name, &out)) c.Fail("unknown out_dtype '{}'", name);
-  if (out != operands &&
-      !(out == DType::kF32 && (operands == DType::kBF16 || operands == DType::kF16)))
+  if (out != operands && !(out == DType::kF32 && IsHalf(operands)))
     c.Fail("out_dtype {} for {} operands (only float16 / bfloat16 operands may give float32)",
            DTypeName(out), DTypeName(operands));
   return out;

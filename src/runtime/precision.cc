@@ -36,19 +36,7 @@ compile::Precision ParsePrecision(const std::string& name, const std::string& op
        option, name);
 }
 
-const char* PrecisionName(compile::Precision p) {
-  switch (p) {
-    case compile::Precision::kFloat32:
-      return "float32";
-    case compile::Precision::kBFloat16:
-      return "bfloat16";
-    case compile::Precision::kFloat16:
-      return "float16";
-  }
-  return "?";
-}
-
-std::string ReportSlowHalfPrecisionOnce(compile::Precision p) {
+void ReportSlowHalfPrecisionOnce(compile::Precision p) {
   std::string message;
   if (p == compile::Precision::kFloat16)
     message = std::string(
@@ -59,12 +47,11 @@ std::string ReportSlowHalfPrecisionOnce(compile::Precision p) {
     message =
         "this CPU has no AVX512_BF16 or AMX-BF16: oneDNN emulates bfloat16, which can be slower "
         "than float32";
-  if (message.empty()) return message;
+  if (message.empty()) return;
   static std::mutex mu;
   static std::set<compile::Precision> reported;
   std::lock_guard<std::mutex> lock(mu);
   if (reported.insert(p).second) std::fprintf(stderr, "tiller: %s\n", message.c_str());
-  return message;
 }
 
 }  // namespace tiller::runtime

@@ -18,13 +18,10 @@ bool CpuHasBF16Arithmetic();
 // kInvalidArgument naming `option` and the choices.
 compile::Precision ParsePrecision(const std::string& name, const std::string& option);
 
-// The canonical name of a precision: "float32", "bfloat16", "float16".
-const char* PrecisionName(compile::Precision p);
-
 // A half type this CPU cannot multiply fast (float16 anywhere: oneDNN 2.6
 // has no CPU float16 GEMM; bfloat16 without AVX512_BF16 / AMX-BF16: oneDNN
 // emulates it) is reported on stderr, once per process and type, so a run
-// is never silently slow. Returns the message ("" when fast).
-std::string ReportSlowHalfPrecisionOnce(compile::Precision p);
+// is never silently slow.
+void ReportSlowHalfPrecisionOnce(compile::Precision p);
 
 }  // namespace tiller::runtime

@@ -21,4 +21,10 @@ namespace tiller::runtime {
 compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& options, int rank,
                                               const std::vector<backend::Collective*>& groups);
 
+// Whether the session steers the loss scale (dynamic or automatic loss
+// scaling): the scale is then a state of the compiled steps, set per window.
+inline bool SteersLossScale(const training::SessionOptions& options) {
+  return options.dynamic_loss_scaling || options.automatic_loss_scaling;
+}
+
 }  // namespace tiller::runtime

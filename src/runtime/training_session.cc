@@ -61,7 +61,7 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.shard_min_elements = options.shard_min_elements;
   co.precision = runtime::ParsePrecision(options.precision, "precision");
   co.loss_scaling = options.loss_scaling;
-  co.dynamic_loss_scaling = options.dynamic_loss_scaling || options.automatic_loss_scaling;
+  co.dynamic_loss_scaling = SteersLossScale(options);
   co.gradient_statistics = options.gradient_statistics || options.automatic_loss_scaling;
   co.bin_edge_location = options.bin_edge_location;
   co.reduction = options.reduction == SessionOptions::Reduction::kSum
@@ -330,7 +330,7 @@ struct TrainingSession::Impl {
   bool AllReplicasFinite(int replica, const compile::CompiledStep& compiled) {
     double bad = 0;
     for (const compile::Accumulator& a : compiled.accumulators) {
-      if (a.name.rfind(compile::kGradientHistogram, 0) == 0 || !a.data.size()) continue;
+      if (compile::IsGradientHistogram(a) || !a.data.size()) continue;
       // float32 bits: an all-ones exponent is Inf or NaN.
       const uint32_t* v = a.data.as<uint32_t>();
       const size_t n = a.data.size() / sizeof(uint32_t);
@@ -565,7 +565,7 @@ TrainingSession::TrainingSession(const std::string& program_path,
          "automatic loss scaling needs update_period >= 1 ({}) and 0 <= "
          "threshold_upper_count_proportion < 1 ({})",
          options.update_period, options.threshold_upper_count_proportion);
-  if (options.dynamic_loss_scaling || options.automatic_loss_scaling) {
+  if (runtime::SteersLossScale(options)) {
     // Without pipelining the update's own check decides, which needs the
     // update on one device and whole gradients on every replica; a pipeline
     // checks its window's accumulators before any stage updates.
@@ -1030,7 +1030,7 @@ void TrainingSession::Impl::RunReplicaPipelined(int replica, bool eval,
   const int n_replicas = options.replicas;
   const int window = PipelineWindow(eval);
   const int windows = eval ? 1 : options.batches_per_step;
-  const bool dynamic = (options.dynamic_loss_scaling || options.automatic_loss_scaling) && !eval;
+  const bool dynamic = runtime::SteersLossScale(options) && !eval;
   for (int w = 0; w < windows; ++w) {
     if (dynamic) {
       // Every copy has its own seed and unscale states.
@@ -1074,7 +1074,7 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
   const int micro_batches = MicroBatchesPerRun();
   compile::Executable& exe = *compiled.exe;
   Replica& rep = replicas[replica];
-  const bool dynamic = (options.dynamic_loss_scaling || options.automatic_loss_scaling) && !eval;
+  const bool dynamic = runtime::SteersLossScale(options) && !eval;
   for (int b = 0; b < batches; ++b) {
     if (dynamic) compiled.SetLossScale(rep.loss_scale);
     bool overflow = false;
@@ -1197,9 +1197,8 @@ int64_t TrainingSession::StepCount() const {
 }
 
 double TrainingSession::LossScale() const {
-  const training::SessionOptions& o = impl_->options;
-  return o.dynamic_loss_scaling || o.automatic_loss_scaling ? impl_->replicas[0].loss_scale
-                                                            : o.loss_scaling;
+  // Starts at SessionOptions::loss_scaling; only a steered scale moves.
+  return impl_->replicas[0].loss_scale;
 }
 
 int64_t TrainingSession::SkippedUpdates() const {
