@@ -475,16 +475,20 @@ struct TrainingSession::Impl {
     const ir::Value* loss = exe.graph().outputs().back().second;
     // Dynamic loss scaling: only the gradients the update reads (equal on
     // every replica) are checked; a non-finite one skips the update.
-    int last_guard = options.dynamic_loss_scaling
+    // A program that checks its gradients itself (Paddle AMP) is not
+    // guarded: its loss and gradients may overflow, and it skips the update.
+    const bool program_checks = !info.checks_finite_op.empty();
+    int last_guard = options.dynamic_loss_scaling || program_checks
                          ? -1
                          : exe.GuardFinite(loss, fmt::format("the loss '{}'", info.loss));
-    for (size_t k = 0; k < step.gradients.size(); ++k)
+    for (size_t k = 0; k < step.gradients.size() && !program_checks; ++k)
       last_guard = std::max(
           last_guard,
           exe.GuardFinite(step.gradients[k], fmt::format("the gradient of '{}'", info.trained[k])));
     // A replica's own gradients too, so the replica that went non-finite
     // fails first (before the all_reduce spreads it) and is the one named.
-    for (size_t k = 0; k < step.replica_gradients.size() && !options.dynamic_loss_scaling; ++k)
+    for (size_t k = 0;
+         k < step.replica_gradients.size() && !options.dynamic_loss_scaling && !program_checks; ++k)
       exe.GuardFinite(step.replica_gradients[k],
                       fmt::format("replica {}'s gradient of '{}'", replica, info.trained[k]));
     std::set<const ir::Op*> in_place_writers;
@@ -565,6 +569,29 @@ TrainingSession::TrainingSession(const std::string& program_path,
          "automatic loss scaling needs update_period >= 1 ({}) and 0 <= "
          "threshold_upper_count_proportion < 1 ({})",
          options.update_period, options.threshold_upper_count_proportion);
+  if (!s.info.checks_finite_op.empty()) {
+    // Paddle AMP's loss-scaling ops are in the program: they scale the loss,
+    // check the gradients and skip updates themselves.
+    if (runtime::SteersLossScale(options) || options.loss_scaling != 1.0)
+      Fail(ErrorKind::kInvalidArgument,
+           "{}: the program scales its loss itself ({}, from paddle.static.amp.decorate): "
+           "Tiller's loss_scaling / dynamic_loss_scaling / automatic_loss_scaling_settings would "
+           "scale it again; leave them off",
+           s.program.path, s.info.checks_finite_op);
+    // The check reads every gradient: on several devices per replica, or
+    // with each replica updating its own shard, it would see only part.
+    if (options.devices_per_replica > 1)
+      Fail(ErrorKind::kUnimplemented,
+           "{}: the program's own gradient check ({}) needs every gradient on one device; "
+           "{} devices per replica are not supported with it yet",
+           s.program.path, s.info.checks_finite_op, options.devices_per_replica);
+    if (options.replicas > 1 && options.shard_optimizer_state)
+      Fail(ErrorKind::kUnimplemented,
+           "{}: the program's own gradient check ({}) needs every gradient on each replica; "
+           "replicated tensor sharding of the optimizer state is not supported with it yet "
+           "(set location_optimizer.use_replicated_tensor_sharding False)",
+           s.program.path, s.info.checks_finite_op);
+  }
   if (runtime::SteersLossScale(options)) {
     // Without pipelining the update's own check decides, which needs the
     // update on one device and whole gradients on every replica; a pipeline

@@ -527,8 +527,10 @@ TEST(CpuKernelSoftmax, AnyAxisAndLogSoftmax) {
           for (int64_t k = 0; k < n; ++k) m = std::max(m, double(x[at(k)]));
           for (int64_t k = 0; k < n; ++k) s += std::exp(x[at(k)] - m);
           for (int64_t k = 0; k < n; ++k)
-            want[at(k)] = std::string(op) == "softmax" ? std::exp(x[at(k)] - m) / s
-                                                       : x[at(k)] - m - std::log(s);
+            // log_softmax clips x - max at -64, as Paddle's CPU kernel.
+            want[at(k)] = std::string(op) == "softmax"
+                              ? std::exp(x[at(k)] - m) / s
+                              : std::max(x[at(k)] - m, -64.0) - std::log(s);
         }
       }
       // log_softmax: log of a float sum near 1 carries ~1e-7 absolute error.
@@ -540,8 +542,9 @@ TEST(CpuKernelSoftmax, AnyAxisAndLogSoftmax) {
 
 // Attention rows: masked scores 10^4 below the rest. Their exp underflows;
 // the kernel writes exact zeros without computing subnormals (see
-// ExpOfShifted), the unmasked entries still sum to 1, log_softmax keeps the
-// exact x - max - log(sum), and a NaN in a row still makes that row NaN.
+// ExpOfShifted), the unmasked entries still sum to 1, log_softmax gives
+// max(x - max, -64) - log(sum) (Paddle's clip), and a NaN in a row still
+// makes that row NaN.
 TEST(CpuKernelSoftmax, MaskedRowsGiveZerosAndNaNStillPropagates) {
   for (const Shape& shape : {Shape{6, 40}, Shape{40, 6}}) {
     const int64_t axis = shape[0] == 6 ? 1 : 0;  // rows, then columns
@@ -569,6 +572,14 @@ TEST(CpuKernelSoftmax, MaskedRowsGiveZerosAndNaNStillPropagates) {
             sum += v;
           } else {
             EXPECT_TRUE(std::isfinite(v) && v < 0) << op << " " << v;
+            // Paddle's clip: masked entries (and the one 90 below) sit at
+            // -64 - log(sum).
+            double m = -INFINITY, s = 0;
+            for (int64_t j = 0; j < n; ++j) m = std::max(m, double(x[at(row, j)]));
+            for (int64_t j = 0; j < n; ++j) s += std::exp(x[at(row, j)] - m);
+            if (k >= n / 2) {
+              EXPECT_NEAR(v, -64.0 - std::log(s), 1e-5) << op << " k " << k;
+            }
           }
         }
         if (std::string(op) == "softmax") {

@@ -192,6 +192,10 @@ TrainingProgramInfo AnalyzeTrainingProgram(const Program& p) {
         info.trained.push_back(it->second);
     }
   }
+  for (size_t i = info.seed_op + 1; i < p.ops.size() && info.checks_finite_op.empty(); ++i) {
+    if (!info.backward[i] && p.ops[i].type == "check_finite_and_unscale")
+      info.checks_finite_op = p.ops[i].Describe();
+  }
   if (info.trained.empty())
     Fail(ErrorKind::kInvalidArgument,
          "{}: no op after the backward part reads a gradient (no optimizer ops?)", p.path);

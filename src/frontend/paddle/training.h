@@ -34,6 +34,10 @@ struct TrainingProgramInfo {
   std::map<std::string, std::string> grad_of;
   std::vector<std::string> trained;  // forward variables whose gradients are used, first use order
   std::vector<std::string> state;    // persistable variables (program.param_names)
+  // The update part checks the gradients itself (Paddle AMP's
+  // check_finite_and_unscale): a non-finite gradient is the program's to
+  // handle (it skips the update), not an error.
+  std::string checks_finite_op;  // that op, described; empty if none
 };
 
 // Finds the loss, Paddle's backward ops and which gradient each update op

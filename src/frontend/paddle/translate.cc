@@ -196,6 +196,9 @@ std::vector<double> TranslateContext::ConstFloats(const OpDesc& op, const ir::Va
       case DType::kI32:
         out[i] = v->const_data<int32_t>()[i];
         break;
+      case DType::kBool:
+        out[i] = v->const_data<uint8_t>()[i] != 0 ? 1.0 : 0.0;
+        break;
       default:
         Unsupported(op, "tensor '{}' has dtype {}, expected a number", v->name,
                     DTypeName(v->dtype()));

@@ -1,6 +1,8 @@
 // Neural-network ops (more in nn_ext.cc) and their gradient rules.
 // Attributes (defaults after =):
-//   softmax(x){axis = -1}, log_softmax(x){axis = -1}
+//   softmax(x){axis = -1}, log_softmax(x){axis = -1}: log_softmax clips
+//     x - max at -64 first, as Paddle's CPU kernel (log-probabilities >= -64 -
+//     log(sum)); softmax does not (Paddle's 1.6e-28 floor is invisible)
 //   layer_norm(x, scale?, bias?){axis = -1, epsilon = 1e-5}: normalizes over
 //     dims [axis, rank) (translators set axis from Paddle's begin_norm_axis)
 //   batch_norm(x, scale, bias, mean, variance){epsilon = 1e-5}: inference

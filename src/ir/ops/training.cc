@@ -30,11 +30,24 @@
 //     underflow (the half type rounds them to zero), [1] the rest below
 //     edge (zeros included), [2] |x| >= edge, NaN or Inf. Counts are exact
 //     below 2^53.
+//   any_non_finite(x0, x1, ...) -> bool [1]: whether any element of any
+//     input is NaN or +-Inf (Paddle's check_finite_and_unscale's
+//     FoundInfinite). Float inputs of one dtype.
+//   update_loss_scaling(found bool [1], scale f32 [1], good i32 [1],
+//     bad i32 [1]){incr_every_n_steps, decr_every_n_nan_or_inf, incr_ratio,
+//     decr_ratio} -> scale, good, bad: Paddle AMP's dynamic loss-scaling rule
+//     for programs that carry it. found: good = 0, ++bad, and when bad
+//     reaches decr_every_n_nan_or_inf the scale becomes max(scale *
+//     decr_ratio, 1) and bad 0; else bad = 0, ++good, and when good reaches
+//     incr_every_n_steps the scale becomes scale * incr_ratio (unless that
+//     is not finite) and good 0. Same float32 arithmetic as Paddle's kernel.
 //
 // Precision: batch statistics run in float32; dropout masks values as they
 // are. Layout: batch_norm_train is channel-first (fixed); dropout is
 // elementwise (its mask follows the element order, so another layout draws
 // another, equally random, mask).
+#include <cmath>
+
 #include "ir/op_schema.h"
 
 namespace tiller::ir {
@@ -68,6 +81,33 @@ void InferGradientHistogram(InferContext& c) {
   c.AddOutput({DType::kF64, {3}});
 }
 
+void InferAnyNonFinite(InferContext& c) {
+  for (size_t i = 0; i < c.num_inputs(); ++i) {
+    if (!IsFloat(c.input(i).dtype) || c.input(i).dtype != c.input(0).dtype)
+      c.Fail("input {} is {}, expected a float tensor of input 0's dtype ({})", i,
+             c.input(i).ToString(), DTypeName(c.input(0).dtype));
+  }
+  c.AddOutput({DType::kBool, {1}});
+}
+
+void InferUpdateLossScaling(InferContext& c) {
+  const TensorType want[] = {
+      {DType::kBool, {1}}, {DType::kF32, {1}}, {DType::kI32, {1}}, {DType::kI32, {1}}};
+  const char* names[] = {"found", "scale", "good", "bad"};
+  for (size_t i = 0; i < 4; ++i) {
+    if (c.input(i).dtype != want[i].dtype || NumElements(c.input(i).shape) != 1)
+      c.Fail("{} is {}, expected {}", names[i], c.input(i).ToString(), want[i].ToString());
+  }
+  for (const char* n : {"incr_every_n_steps", "decr_every_n_nan_or_inf"}) {
+    if (c.op().GetInt(n) < 1) c.Fail("{} must be >= 1, got {}", n, c.op().GetInt(n));
+  }
+  for (const char* n : {"incr_ratio", "decr_ratio"}) {
+    const double r = c.op().GetFloat(n);
+    if (!(r > 0 && std::isfinite(r))) c.Fail("{} must be a positive finite number, got {}", n, r);
+  }
+  for (size_t i = 1; i < 4; ++i) c.AddOutput(c.input(i));
+}
+
 void InferDropout(InferContext& c) {
   const TensorType& x = c.input(0);
   if (c.has_input(1) && (c.input(1).dtype != DType::kI64 || NumElements(c.input(1).shape) != 1))
@@ -99,6 +139,17 @@ const bool kRegistered = [] {
   RegisterOpSchema(OpSchema{"gradient_histogram", 1, 1, InferGradientHistogram}
                        .RequiredAttr("edge", AttrKind::kFloat)
                        .RequiredAttr("underflow", AttrKind::kFloat)
+                       .Precision(PrecisionRule::kAlwaysF32)
+                       .Layout(LayoutRule::kAgnostic));
+  RegisterOpSchema(OpSchema{"any_non_finite", 1, 1 << 20, InferAnyNonFinite}
+                       .NoAttrs()
+                       .Precision(PrecisionRule::kFollowsInput)
+                       .Layout(LayoutRule::kAgnostic));
+  RegisterOpSchema(OpSchema{"update_loss_scaling", 4, 4, InferUpdateLossScaling}
+                       .RequiredAttr("incr_every_n_steps", AttrKind::kInt)
+                       .RequiredAttr("decr_every_n_nan_or_inf", AttrKind::kInt)
+                       .RequiredAttr("incr_ratio", AttrKind::kFloat)
+                       .RequiredAttr("decr_ratio", AttrKind::kFloat)
                        .Precision(PrecisionRule::kAlwaysF32)
                        .Layout(LayoutRule::kAgnostic));
   RegisterOpSchema(OpSchema{"accumulate", 2, 2, InferAccumulate}

@@ -1,5 +1,14 @@
 // softmax and log_softmax over any axis, float32.
 //
+// log_softmax clips x - max at -64 as Paddle's CPU kernels do (ValueClip in
+// phi's SoftmaxFunctor): a log-probability never falls below about -64, so
+// a confidently wrong sample's cross entropy stops near 64 and its gradient
+// (softmax - label, with softmax = exp(log_softmax)) is exp(-64) rather than
+// 0 for the other classes, as in Paddle. softmax does not clip: Paddle's
+// floor of exp(-64) = 1.6e-28 is invisible in a probability, and exact
+// zeros keep masked attention positions out of the backward pass (and of
+// the gradient statistics of loss scaling).
+//
 // The input is viewed as [outer, n, inner] around the axis. inner == 1 (the
 // usual last axis) runs per row: max, exp and sum in one sweep writing
 // exp(x - max) to the output, then a scale (softmax) or a subtraction
@@ -11,13 +20,15 @@
 namespace tiller::cpu {
 namespace {
 
+constexpr float kLogSoftmaxClip = -64.0f;  // lowest x - max of log_softmax
+
 void SoftmaxRow(const float* x, float* y, int64_t n, bool log) {
   float m = RowMax(x, n);
   if (log) {
     // log_softmax = (x - max) - log(sum exp(x - max)); y holds exp meanwhile.
     // x - max is exact near the max, so small results keep their precision.
     float ls = std::log(RowExpSum(x, y, n, m));
-    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - ls;
+    for (int64_t i = 0; i < n; ++i) y[i] = std::max(x[i] - m, kLogSoftmaxClip) - ls;
   } else {
     float s = RowExpSum(x, y, n, m);
     float inv = 1.0f / s;
@@ -44,7 +55,8 @@ void SoftmaxColumns(const float* x, float* y, int64_t n, int64_t inner, int64_t 
     for (int j = 0; j < 16; ++j) ls[j] = j < w ? std::log(ls[j]) : 0.0f;
     __m512 lsv = _mm512_load_ps(ls);
     for (int64_t i = 0; i < n; ++i) {
-      __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i * inner), m);
+      __m512 d = _mm512_max_ps(_mm512_set1_ps(kLogSoftmaxClip),
+                               _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i * inner), m));
       _mm512_mask_storeu_ps(y + i * inner, k, _mm512_sub_ps(d, lsv));
     }
   } else {
@@ -60,6 +72,7 @@ void SoftmaxColumns(const float* x, float* y, int64_t n, int64_t inner, int64_t 
     for (int64_t i = 0; i < n; ++i) s += std::exp(x[i * inner + j] - m);
     for (int64_t i = 0; i < n; ++i) {
       float d = x[i * inner + j] - m;
+      if (log) d = std::max(d, kLogSoftmaxClip);
       y[i * inner + j] = log ? d - std::log(s) : std::exp(d) / s;
     }
   }

@@ -29,7 +29,8 @@ ir::Value* HardLabel(TranslateContext& ctx, const OpDesc& op, ir::Value* label, 
 
 // -log(prob) against the label; `match` gives the picked probability.
 ir::Value* CrossEntropy(TranslateContext& ctx, const OpDesc& op, ir::Value* prob, ir::Value* label,
-                        int axis, bool soft, int64_t ignore, bool match = false, bool log_input = false) {
+                        int axis, bool soft, int64_t ignore, bool match = false,
+                        bool log_input = false) {
   if (!soft) label = HardLabel(ctx, op, label, prob->shape(), axis);
   return ctx.Add1(op, "cross_entropy", {prob, label},
                   {{"axis", int64_t{axis}},
@@ -47,27 +48,26 @@ int Axis(TranslateContext& ctx, const OpDesc& op, const ir::Value* x, int64_t ax
 
 void SoftmaxWithCrossEntropy(TranslateContext& ctx, const OpDesc& op) {
   // numeric_stable_mode only selects a GPU algorithm; the CPU result is the
-  // same. Paddle's CPU kernel takes the log of the softmax it outputs.
+  // same. Paddle's CPU kernel takes the log of the softmax it outputs, whose
+  // shifted logits it clips at -64: log_softmax does the same (each
+  // sample's loss stops near 64), and its gradient is softmax - label with
+  // no division by a probability that can underflow to 0 (Paddle's fused
+  // gradient is the same expression).
   ir::Value* x = ctx.In(op, "Logits");
   int axis = Axis(ctx, op, x, op.attrs.Int("axis", -1));
-  if (ctx.training() && op.attrs.Bool("use_softmax", true)) {
-    // Training differentiates the loss: from log_softmax the gradient is
-    // softmax - label with no division by a probability that can underflow
-    // to 0 (Paddle's fused gradient is the same expression).
+  if (op.attrs.Bool("use_softmax", true)) {
     ir::Value* log_prob = ctx.Add1(op, "log_softmax", {x}, {{"axis", int64_t{axis}}});
     ctx.SetOut(op, "Softmax", ctx.Add1(op, "exp", {log_prob}));
     ctx.SetOut(op, "Loss",
-               CrossEntropy(ctx, op, log_prob, ctx.In(op, "Label"), axis, op.attrs.Bool("soft_label", false),
-                            op.attrs.Int("ignore_index", -100), false, /*log_input=*/true));
+               CrossEntropy(ctx, op, log_prob, ctx.In(op, "Label"), axis,
+                            op.attrs.Bool("soft_label", false), op.attrs.Int("ignore_index", -100),
+                            false, /*log_input=*/true));
     return;
   }
-  ir::Value* prob = op.attrs.Bool("use_softmax", true)
-                        ? ctx.Add1(op, "softmax", {x}, {{"axis", int64_t{axis}}})
-                        : x;
-  ctx.SetOut(op, "Softmax", prob);
+  ctx.SetOut(op, "Softmax", x);
   ctx.SetOut(op, "Loss",
-             CrossEntropy(ctx, op, prob, ctx.In(op, "Label"), axis,
-                          op.attrs.Bool("soft_label", false), op.attrs.Int("ignore_index", -100)));
+             CrossEntropy(ctx, op, x, ctx.In(op, "Label"), axis, op.attrs.Bool("soft_label", false),
+                          op.attrs.Int("ignore_index", -100)));
 }
 
 // cross_entropy / cross_entropy2 take probabilities over the last axis.
@@ -155,7 +155,7 @@ void WarpCtc(TranslateContext& ctx, const OpDesc& op) {
 
 const bool kRegistered = [] {
   RegisterTranslator("softmax_with_cross_entropy", SoftmaxWithCrossEntropy,
-                     {"softmax", "log_softmax", "exp", "cross_entropy", "reshape"});
+                     {"log_softmax", "exp", "cross_entropy", "reshape"});
   RegisterPirOpCompat(
       "cross_entropy_with_softmax",
       {"softmax_with_cross_entropy", {T("Logits"), T("Label")}, {"Softmax", "Loss"}, {}, {}});

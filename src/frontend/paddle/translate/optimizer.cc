@@ -10,9 +10,14 @@
 // (Beta1PowOut under use_global_beta_pow, MeanGradOut of plain rmsprop) is
 // bound to its input's value.
 //
+// SkipUpdate (Paddle AMP programs feed it check_finite_and_unscale's
+// FoundInfinite) keeps every state as it was when it holds: each new value
+// becomes where(skip, old, new), which also keeps the update from running in
+// place (the old value is read after it).
+//
 // What Tiller does not do fails here, naming the attribute: master weights
-// (MasterParam, for fp16/bf16 parameters), SkipUpdate, lazy_mode (row-sparse
-// updates), and gradients that are not dense tensors.
+// (MasterParam, for fp16/bf16 parameters), lazy_mode (row-sparse updates),
+// and gradients that are not dense tensors.
 #include "frontend/paddle/pir_compat.h"
 #include "frontend/paddle/translate.h"
 
@@ -27,9 +32,6 @@ void CheckCommon(TranslateContext& ctx, const OpDesc& op) {
   if (op.HasInput("MasterParam"))
     ctx.Unsupported(op, "MasterParam '{}' (multi_precision master weights) is not supported",
                     op.Inputs("MasterParam")[0]);
-  if (op.HasInput("SkipUpdate"))
-    ctx.Unsupported(op, "SkipUpdate '{}' (conditional update) is not supported",
-                    op.Inputs("SkipUpdate")[0]);
   if (op.attrs.Bool("lazy_mode", false))
     ctx.Unsupported(op, "lazy_mode = true (row-sparse updates) is not supported");
   const VarInfo* grad =
@@ -46,10 +48,23 @@ std::vector<ir::Value*> Common(TranslateContext& ctx, const OpDesc& op) {
   return {ctx.In(op, "Param"), ctx.In(op, "Grad"), ctx.In(op, "LearningRate")};
 }
 
+// Binds `next`, the new value of input slot <X>, to output slot <X>Out; under
+// SkipUpdate the old value when the skip flag holds.
+void SetNew(TranslateContext& ctx, const OpDesc& op, const std::string& out_slot, ir::Value* next) {
+  if (ir::Value* skip = ctx.InOpt(op, "SkipUpdate")) {
+    if (skip->dtype() != DType::kBool || NumElements(skip->shape()) != 1)
+      ctx.Invalid(op, "SkipUpdate '{}' is {}, expected one bool", skip->name,
+                  skip->type.ToString());
+    const std::string in_slot = out_slot.substr(0, out_slot.size() - 3);  // drop "Out"
+    next = ctx.Add1(op, "where", {ctx.Reshape(op, skip, {}), ctx.In(op, in_slot), next});
+  }
+  ctx.SetOut(op, out_slot, next);
+}
+
 // Binds the IR op's outputs to the Paddle output slots, in order.
 void BindOuts(TranslateContext& ctx, const OpDesc& op, const ir::Op* ir_op,
               const std::vector<const char*>& slots) {
-  for (size_t i = 0; i < slots.size(); ++i) ctx.SetOut(op, slots[i], ir_op->outputs[i]);
+  for (size_t i = 0; i < slots.size(); ++i) SetNew(ctx, op, slots[i], ir_op->outputs[i]);
 }
 
 // A float attribute that an optional tensor slot may override (adam's
@@ -106,7 +121,7 @@ void Adam(TranslateContext& ctx, const OpDesc& op) {
   if (ctx.no_bias_optimizer()) attrs.Set("bias_correction", false);
   ir::Op* o = ctx.AddOp(op, "adam", in, std::move(attrs));
   BindOuts(ctx, op, o, {"ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"});
-  if (amsgrad) ctx.SetOut(op, "Moment2MaxOut", o->outputs[5]);
+  if (amsgrad) SetNew(ctx, op, "Moment2MaxOut", o->outputs[5]);
 }
 
 void Adamax(TranslateContext& ctx, const OpDesc& op) {
@@ -165,7 +180,7 @@ void Rmsprop(TranslateContext& ctx, const OpDesc& op) {
                          {"momentum", op.attrs.Float("momentum", 0.0)}});
   BindOuts(ctx, op, o, {"ParamOut", "MeanSquareOut", "MomentOut"});
   if (centered) {
-    ctx.SetOut(op, "MeanGradOut", o->outputs[3]);
+    SetNew(ctx, op, "MeanGradOut", o->outputs[3]);
   } else if (mean_grad) {
     ctx.SetOut(op, "MeanGradOut", mean_grad);  // plain rmsprop leaves it as is
   }
@@ -270,17 +285,18 @@ void RegisterPir() {
 }
 
 const bool kRegistered = [] {
-  RegisterTranslator("sgd", Sgd, {"sgd"});
-  RegisterTranslator("momentum", Momentum, {"momentum"});
-  RegisterTranslator("adam", Adam, {"adam"});
-  RegisterTranslator("adamw", Adam, {"adam"});
-  RegisterTranslator("adamax", Adamax, {"adamax"});
-  RegisterTranslator("lamb", Lamb, {"lamb"});
-  RegisterTranslator("adagrad", Adagrad, {"adagrad"});
-  RegisterTranslator("adadelta", Adadelta, {"adadelta"});
-  RegisterTranslator("rmsprop", Rmsprop, {"rmsprop"});
+  RegisterTranslator("sgd", Sgd, {"sgd", "where", "reshape"});
+  RegisterTranslator("momentum", Momentum, {"momentum", "where", "reshape"});
+  RegisterTranslator("adam", Adam, {"adam", "where", "reshape"});
+  RegisterTranslator("adamw", Adam, {"adam", "where", "reshape"});
+  RegisterTranslator("adamax", Adamax, {"adamax", "where", "reshape"});
+  RegisterTranslator("lamb", Lamb, {"lamb", "where", "reshape"});
+  RegisterTranslator("adagrad", Adagrad, {"adagrad", "where", "reshape"});
+  RegisterTranslator("adadelta", Adadelta, {"adadelta", "where", "reshape"});
+  RegisterTranslator("rmsprop", Rmsprop, {"rmsprop", "where", "reshape"});
   RegisterTranslator("squared_l2_norm", SquaredL2Norm, {"square", "reduce_sum", "reshape"});
-  RegisterTranslator("clip_by_norm", ClipByNorm, {"square", "reduce_sum", "sqrt", "less_equal", "where", "div", "mul"});
+  RegisterTranslator("clip_by_norm", ClipByNorm,
+                     {"square", "reduce_sum", "sqrt", "less_equal", "where", "div", "mul"});
   RegisterPir();
   return true;
 }();
