@@ -293,15 +293,16 @@ int Bench(const std::string& model, const std::string& params, int64_t batch, in
 int Ops() {
   // One row per Paddle op type with a translator (frontend/paddle/op_table.h).
   auto rows = tiller::SupportedOps();
-  fmt::print("{:<36} {:<36} {:<40} {:<36} {}\n", "paddle op (legacy)", "pir name(s)", "ir op(s)",
-             "dtypes", "notes");
+  fmt::print("{:<36} {:<36} {:<40} {:<36} {:<32} {}\n", "paddle op (legacy)", "pir name(s)",
+             "ir op(s)", "dtypes", "half precision", "notes");
   for (const auto& r : rows) {
     std::string pir, ir;
     for (const auto& n : r.pir_names) pir += (pir.empty() ? "" : ",") + n;
     if (pir.empty()) pir = "-";
     for (const auto& n : r.ir_ops) ir += (ir.empty() ? "" : ",") + n;
     if (ir.empty()) ir = r.ir_ops_declared ? "(none)" : "-";
-    fmt::print("{:<36} {:<36} {:<40} {:<36} {}\n", r.paddle_op, pir, ir, r.dtypes, r.notes);
+    fmt::print("{:<36} {:<36} {:<40} {:<36} {:<32} {}\n", r.paddle_op, pir, ir, r.dtypes, r.half,
+               r.notes);
   }
   fmt::print("{} Paddle op types\n", rows.size());
   return 0;

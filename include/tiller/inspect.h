@@ -60,6 +60,14 @@ struct OpSupport {
   // The dtypes its translation runs with on the CPU: those every emitted IR
   // op has a kernel for ("all", "none", "-" when undeclared, or a list).
   std::string dtypes;
+  // How it runs in half precision (--precision, enable_fp16, models saved in
+  // half): "bfloat16 GEMM, float16 rounded" (an IR op multiplies half
+  // operands with float32 accumulation; float16 operands are rounded and
+  // multiplied in float32, oneDNN 2.6 having no CPU float16 GEMM),
+  // "bfloat16, float16" (its kernels take half values as they are), "via
+  // float32" (half inputs are widened for its float32 kernels and the
+  // results narrowed), "-" (no float path).
+  std::string half;
   std::string notes;
 };
 // Sorted by Paddle op type; includes loaded custom ops.

@@ -40,10 +40,10 @@ namespace tiller::passes {
 namespace {
 
 // The operands an op multiplies (its bias and accumulator are not).
-std::vector<size_t> MultipliedOperands(const ir::Op& op) {
-  if (op.type == "matmul") return {0, 1};
-  if (op.type == "matmul_accumulate") return {1, 2};
-  if (op.type == "linear" || op.type == "conv2d") return {0, 1};
+std::vector<size_t> MultipliedOperands(const std::string& type) {
+  if (type == "matmul") return {0, 1};
+  if (type == "matmul_accumulate") return {1, 2};
+  if (type == "linear" || type == "conv2d") return {0, 1};
   return {};
 }
 
@@ -162,7 +162,7 @@ int FoldCastsIntoProducers(ir::Graph& g, DType half) {
       v = v->producer->inputs[0];
     }
     ir::Op* top = v->producer;
-    if (!top || MultipliedOperands(*top).empty() || top->GetStr("out_dtype") != "float32" ||
+    if (!top || MultipliedOperands(top->type).empty() || top->GetStr("out_dtype") != "float32" ||
         !OnlyReadBy(g, v))
       continue;
     // The op again, writing half, then the movement on half values.
@@ -188,13 +188,17 @@ int FoldCastsIntoProducers(ir::Graph& g, DType half) {
 
 }  // namespace
 
+bool MultipliesInHalf(const std::string& type) {
+  return !MultipliedOperands(type).empty();
+}
+
 int ConvertToMixedPrecision(ir::Graph& g, const MixedPrecisionOptions& options,
                             std::string* detail) {
   TILLER_CHECK(options.half == DType::kBF16 || options.half == DType::kF16, "mixed precision to {}",
                DTypeName(options.half));
   std::vector<ir::Op*> targets;
   for (const auto& op : g.ops()) {
-    const std::vector<size_t> operands = MultipliedOperands(*op);
+    const std::vector<size_t> operands = MultipliedOperands(op->type);
     if (operands.empty() || !op->GetStr("out_dtype").empty()) continue;
     bool f32 = op->outputs[0]->dtype() == DType::kF32;
     for (size_t i : operands) f32 = f32 && op->inputs[i]->dtype() == DType::kF32;
@@ -203,7 +207,7 @@ int ConvertToMixedPrecision(ir::Graph& g, const MixedPrecisionOptions& options,
   Converter convert(g, options);
   std::map<std::string, int> counts;
   for (ir::Op* op : targets) {
-    for (size_t i : MultipliedOperands(*op))
+    for (size_t i : MultipliedOperands(op->type))
       g.ReplaceInput(op, i, convert.Operand(op->inputs[i], *op));
     if (options.compute_in_half) op->attrs.Set("out_dtype", std::string("float32"));
     ++counts[op->type];

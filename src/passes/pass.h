@@ -130,6 +130,8 @@ struct MixedPrecisionOptions {
 };
 int ConvertToMixedPrecision(ir::Graph& g, const MixedPrecisionOptions& options,
                             std::string* detail);
+// Whether ConvertToMixedPrecision multiplies IR op `type` in half precision.
+bool MultipliesInHalf(const std::string& type);
 
 // Gradient statistics for loss scaling (passes/gradient_statistics.cc):
 // each backward value rounded to `half` (a cast's float32 input, a

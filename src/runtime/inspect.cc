@@ -7,6 +7,7 @@
 #include "frontend/paddle/op_table.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/translate.h"
+#include "passes/pass.h"
 #include "runtime/api_types.h"
 
 namespace tiller {
@@ -34,6 +35,21 @@ std::string TranslationDTypes(const paddle::OpTableRow& r) {
   std::string out;
   for (DType t : dtypes) out += (out.empty() ? "" : ",") + std::string(DTypeName(t));
   return out;
+}
+
+// OpSupport::half, from the IR ops the translation emits and its dtypes.
+std::string HalfPrecision(const paddle::OpTableRow& r, const std::string& dtypes) {
+  if (!r.ir_ops_declared) return "-";
+  for (const std::string& ir : r.ir_ops) {
+    if (passes::MultipliesInHalf(ir)) return "bfloat16 GEMM, float16 rounded";
+  }
+  auto has = [&](DType t) {
+    return dtypes == "all" ||
+           (',' + dtypes + ',').find(',' + std::string(DTypeName(t)) + ',') != std::string::npos;
+  };
+  if (has(DType::kBF16) && has(DType::kF16)) return "bfloat16, float16";
+  if (has(DType::kF32)) return "via float32";
+  return "-";
 }
 
 }  // namespace
@@ -81,6 +97,7 @@ std::vector<OpSupport> SupportedOps() {
     s.ir_ops = r.ir_ops;
     s.ir_ops_declared = r.ir_ops_declared;
     s.dtypes = TranslationDTypes(r);
+    s.half = HalfPrecision(r, s.dtypes);
     s.notes = r.notes;
     out.push_back(std::move(s));
   }
