@@ -49,6 +49,9 @@ class Case:
     # written directly (legacy_writer.py) from `legacy`, whose output slots
     # are (slot, dtype, shape) triples; the case is legacy-only.
     reference: Callable | None = None
+    # A half-precision variant (half_variant): also run by ops_test.py with
+    # Tiller's bfloat16 and float16 precision.
+    half: bool = False
 
     @property
     def id(self) -> str:
@@ -67,14 +70,45 @@ def written_case(op, name, inputs, legacy, reference, **kw) -> Case:
                 exact=True, **kw)
 
 
+# The Paddle ops whose translation multiplies in half precision under
+# Tiller's bfloat16 / float16 precision (the "bfloat16 GEMM" rows of `tiller
+# ops`; ops_test.py checks this set against that column).
+HALF_OPS = frozenset({"bmm", "conv2d", "depthwise_conv2d", "matmul", "matmul_v2", "mul"})
+
+
+def to_bfloat16_grid(a: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16 (ties to even). They are
+    float16 values too in the range the cases use (8 significant bits; below
+    2^-17 float16 keeps fewer, an error under 3e-8)."""
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).reshape(a.shape)
+
+
+def half_variant(case: Case) -> Case:
+    """The case with every float32 input and parameter on the bfloat16 grid:
+    the "float32 upcast" of half operands. Paddle's float32 result on them is
+    the reference a half-precision run must reproduce."""
+    def grid(arrays):
+        if arrays is None:
+            return None
+        return {k: to_bfloat16_grid(v) if v.dtype == np.float32 else v for k, v in arrays.items()}
+
+    return dataclasses.replace(case, name=case.name + "@half", inputs=grid(case.inputs),
+                               params=grid(case.params), exact=False, half=True)
+
+
 def all_cases() -> list[Case]:
-    """Every case of every module in op_cases/, in a stable order."""
+    """Every case of every module in op_cases/, in a stable order, then the
+    half-precision variants of the float cases of HALF_OPS."""
     sys.path.insert(0, str(HERE))
     cases = []
     pkg = importlib.import_module("op_cases")
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
         mod = importlib.import_module(f"op_cases.{info.name}")
         cases.extend(mod.CASES)
+    cases += [half_variant(c) for c in cases
+              if c.op in HALF_OPS and all(v.dtype == np.float32 for v in c.inputs.values())]
     ids = [c.id for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     assert not dup, f"duplicate case ids: {sorted(dup)}"
