@@ -405,6 +405,13 @@ int main(int argc, char** argv) {
   plan->add_option("--precision", req.precision,
                    "float32 (default), bfloat16, float16 or half: plan half-precision weights, "
                    "copies and activations");
+  for (int k = 0; k < 3; ++k) {
+    plan->add_option(fmt::format("--accl{}-type", k + 1), req.accl_types[k],
+                     fmt::format("training: optimizer state accl{}_type, FLOAT (default) or "
+                                 "FLOAT16 (stored in float16)",
+                                 k + 1))
+        ->check(CLI::IsMember({"FLOAT", "FLOAT16"}));
+  }
   plan->add_option("--threads", req.threads, "cpu profile: threads per device")
       ->check(CLI::PositiveNumber);
   bool no_pipeline = false, no_rts = false;

@@ -14,6 +14,7 @@
 // "NAME:CAPACITY" (e.g. "ipu-mk2:2GB") asks what-if about the capacity.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -51,6 +52,10 @@ struct PlanRequest {
   // "float32", "bfloat16", "float16" or "half" (Config::SetPrecision): what
   // the plan's weights, their half copies and the arenas hold.
   std::string precision = "float32";
+  // Training: the IPU options accl1_type..accl3_type ("FLOAT" / "FLOAT16",
+  // SessionOptions::accl_types): which optimizer accumulators the plan
+  // stores in float16.
+  std::array<std::string, 3> accl_types = {"FLOAT", "FLOAT", "FLOAT"};
 };
 
 struct DeviceMemory {

@@ -25,6 +25,7 @@
 // file, op or tensor.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,6 +63,13 @@ struct SessionOptions {
   // precision with float32 accumulation; weights (the master copies),
   // gradients, their accumulators and the optimizer stay float32.
   std::string precision = "float32";
+  // Storage of the optimizer accumulators (the IPU options accl1_type,
+  // accl2_type, accl3_type: "FLOAT" or "FLOAT16"; which state each one
+  // types: paddle::OptimizerAccumulators). FLOAT16 keeps that state in
+  // float16 (half its memory): the update reads it widened to float32 and
+  // stores its result rounded to nearest float16. State reads, writes and
+  // checkpoints still exchange float32, as the program declares it.
+  std::array<std::string, 3> accl_types = {"FLOAT", "FLOAT", "FLOAT"};
   // Static loss scaling (the IPU option loss_scaling): the backward pass
   // starts from this instead of 1 and the gradients are divided by it before
   // the update, so gradients too small for float16 survive its rounding.

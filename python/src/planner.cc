@@ -17,7 +17,7 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
               const std::map<std::string, std::vector<int64_t>>& shapes, int64_t seq_len,
               bool pipelining, bool fill_drain, bool replicated_tensor_sharding,
               int64_t sharding_min_elements, int recompute, int threads, const std::string& params,
-              const std::string& precision) {
+              const std::string& precision, const std::array<std::string, 3>& accl_types) {
   PlanRequest r;
   r.model = model;
   r.params = params;
@@ -38,6 +38,7 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
   r.profile = profile;
   r.threads = threads;
   r.precision = precision;
+  r.accl_types = accl_types;
   tiller::planning::PlanReport report;
   {
     py::gil_scoped_release release;
@@ -81,6 +82,7 @@ void BindPlanner(py::module_& m) {
         py::arg("replicated_tensor_sharding") = true, py::arg("sharding_min_elements") = 8192,
         py::arg("recompute") = 0, py::arg("threads") = 1, py::arg("params") = "",
         py::arg("precision") = "float32",
+        py::arg("accl_types") = std::array<std::string, 3>{"FLOAT", "FLOAT", "FLOAT"},
         "Per-device memory and predicted step time of a configuration on a device profile, "
         "without running the model (what `tiller plan` prints is in 'text'; include/tiller/"
         "planner.h).");

@@ -62,11 +62,12 @@ std::string Seconds(double s) {
 
 // The state an optimizer operand is part of: replicated tensor sharding
 // hands the optimizer a slice of the flattened weight (copied to the
-// optimizer's device when the view of it lives elsewhere).
+// optimizer's device when the view of it lives elsewhere); an accumulator
+// stored in float16 (accl*_type) reaches it widened by a cast.
 const ir::Value* Root(const ir::Value* v) {
   while (v && v->producer &&
          (v->producer->type == "reshape" || v->producer->type == "slice" ||
-          v->producer->type == "copy"))
+          v->producer->type == "copy" || v->producer->type == "cast"))
     v = v->producer->inputs[0];
   return v;
 }

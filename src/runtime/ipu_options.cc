@@ -94,10 +94,16 @@ std::vector<OptionSpec> MakeSpecs() {
       {"half_dtype", Support::kHonoured, std::string("auto"),
        "with enable_fp16: 'bfloat16', 'float16' (stored as float16, computed in float32 on CPUs) "
        "or 'auto' (bfloat16 where the CPU multiplies it: AVX512_BF16 or AMX, else float16)"},
+      // Storage of optimizer accumulators (paddle::OptimizerAccumulators).
+      {"accl1_type", Support::kHonoured, std::string("FLOAT"),
+       "'FLOAT' or 'FLOAT16': first-moment state (Adam/Lamb Moment1, Adamax/Adagrad Moment, "
+       "Adadelta AvgSquaredGrad, RMSProp MeanSquare)"},
+      {"accl2_type", Support::kHonoured, std::string("FLOAT"),
+       "'FLOAT' or 'FLOAT16': second-moment state (Adam/Lamb Moment2, Adamax InfNorm, Adadelta "
+       "AvgSquaredUpdate, RMSProp MeanGrad)"},
+      {"accl3_type", Support::kHonoured, std::string("FLOAT"),
+       "'FLOAT' or 'FLOAT16': RMSProp's Moment"},
       // Would change results with enable_fp16: refused until implemented.
-      {"accl1_type", Support::kNotYet, std::string("FLOAT"), "optimizer state 1 dtype"},
-      {"accl2_type", Support::kNotYet, std::string("FLOAT"), "optimizer state 2 dtype"},
-      {"accl3_type", Support::kNotYet, std::string("FLOAT"), "optimizer state 3 dtype"},
       {"enable_stochastic_rounding", Support::kNotYet, false, "stochastic rounding of half values"},
       {"enable_half_partial", Support::kNotYet, false, "half precision matmul partials"},
       {"automatic_loss_scaling_settings.enabled", Support::kHonoured, false,
@@ -304,6 +310,8 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
            OptionValueRepr(value));
   }
   if (name == "half_dtype") RequireOneOf(name, value, *converted, {"auto", "bfloat16", "float16"});
+  if (name == "accl1_type" || name == "accl2_type" || name == "accl3_type")
+    RequireOneOf(name, value, *converted, {"FLOAT", "FLOAT16"});
   if (name == "pipeline_schedule") RequireOneOf(name, value, *converted, {"1f1b", "fill_drain"});
   if (name == "anchor_return_type")
     RequireOneOf(name, value, *converted, {"all", "final", "every_n", "sum"});

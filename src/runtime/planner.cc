@@ -110,12 +110,8 @@ PlanReport Plan(const PlanRequest& r) {
   if (r.train) {
     paddle::Program program = paddle::ReadProgramFile(r.model);
     paddle::TrainingProgramInfo info = paddle::AnalyzeTrainingProgram(program);
-    std::map<std::string, ir::TensorType> state_types;
-    for (const std::string& name : info.state) {
-      const paddle::VarInfo* v = program.FindVar(name);
-      if (!v) Fail(ErrorKind::kDataLoss, "{}: persistable '{}' has no variable", r.model, name);
-      state_types[name] = {v->dtype, v->dims};
-    }
+    std::map<std::string, ir::TensorType> state_types =
+        runtime::StoredStateTypes(program, info.state, r.accl_types);
     runtime::PaddleTrainingStep::Args args{&program, &info, &state_types, {}, {}, {}, {}};
     args.feed_names = r.feeds.empty() ? DataVariables(program) : r.feeds;
     for (const std::string& name : args.feed_names) {

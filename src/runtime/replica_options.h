@@ -5,9 +5,13 @@
 // session would run.
 #pragma once
 
+#include <array>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "compile/options.h"
+#include "frontend/paddle/program.h"
 #include "tiller/training.h"
 
 namespace tiller::backend {
@@ -26,5 +30,13 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
 inline bool SteersLossScale(const training::SessionOptions& options) {
   return options.dynamic_loss_scaling || options.automatic_loss_scaling;
 }
+
+// How a training session stores each persistable of `program`: as declared,
+// except the optimizer accumulators options.accl_types makes FLOAT16
+// (float32 ones become float16). Fails naming a type other than FLOAT /
+// FLOAT16.
+std::map<std::string, ir::TensorType> StoredStateTypes(
+    const paddle::Program& program, const std::vector<std::string>& state,
+    const std::array<std::string, 3>& accl_types);
 
 }  // namespace tiller::runtime

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <list>
 #include <map>
 #include <optional>
 #include <set>
@@ -24,6 +25,7 @@
 #include "compile/trace.h"
 #include "core/aligned_buffer.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "frontend/paddle/pickle.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/state_roles.h"
@@ -70,6 +72,29 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   return co;
 }
 
+std::map<std::string, ir::TensorType> StoredStateTypes(
+    const paddle::Program& program, const std::vector<std::string>& state,
+    const std::array<std::string, 3>& accl_types) {
+  for (int k = 0; k < 3; ++k) {
+    if (accl_types[k] != "FLOAT" && accl_types[k] != "FLOAT16")
+      Fail(ErrorKind::kInvalidArgument, "accl{}_type must be 'FLOAT' or 'FLOAT16', got '{}'", k + 1,
+           accl_types[k]);
+  }
+  const std::map<std::string, int> accumulators = paddle::OptimizerAccumulators(program);
+  std::map<std::string, ir::TensorType> out;
+  for (const std::string& name : state) {
+    const paddle::VarInfo* v = program.FindVar(name);
+    if (!v) Fail(ErrorKind::kDataLoss, "{}: persistable '{}' has no variable", program.path, name);
+    ir::TensorType t{v->dtype, v->dims};
+    auto acc = accumulators.find(name);
+    if (acc != accumulators.end() && accl_types[acc->second - 1] == "FLOAT16" &&
+        t.dtype == DType::kF32)
+      t.dtype = DType::kF16;
+    out[name] = t;
+  }
+  return out;
+}
+
 }  // namespace tiller::runtime
 
 namespace tiller::training {
@@ -92,10 +117,31 @@ struct TrainingSession::Impl {
   std::vector<std::string> feed_names, fetch_names;
 
   struct State {
-    ir::TensorType type;
+    ir::TensorType type;  // as stored (float16 for accumulators accl*_type makes half)
+    DType declared;       // as the program declares it: what reads and writes exchange
     AlignedBuffer data;
     bool set = false;
+    size_t declared_bytes() const { return NumElements(type.shape) * DTypeSize(declared); }
   };
+  // Between the declared dtype and the stored one (float32 <-> float16).
+  static void Store(State& st, const void* declared) {
+    if (st.type.dtype == st.declared) {
+      if (st.type.bytes()) std::memcpy(st.data.data(), declared, st.type.bytes());
+      return;
+    }
+    const auto* in = static_cast<const float*>(declared);
+    auto* out = reinterpret_cast<uint16_t*>(st.data.data());
+    for (int64_t i = 0, n = NumElements(st.type.shape); i < n; ++i) out[i] = FloatToHalf(in[i]);
+  }
+  static void Load(const State& st, void* declared) {
+    if (st.type.dtype == st.declared) {
+      if (st.type.bytes()) std::memcpy(declared, st.data.data(), st.type.bytes());
+      return;
+    }
+    const auto* in = reinterpret_cast<const uint16_t*>(st.data.data());
+    auto* out = static_cast<float*>(declared);
+    for (int64_t i = 0, n = NumElements(st.type.shape); i < n; ++i) out[i] = HalfToFloat(in[i]);
+  }
   std::map<std::string, State> states;
   std::map<std::string, ir::TensorType> state_types;
   std::unique_ptr<FeedSet> feeds;
@@ -621,17 +667,18 @@ TrainingSession::TrainingSession(const std::string& program_path,
   }
   s.feed_names = std::move(feed_names);
   s.fetch_names = std::move(fetch_names);
+  const std::map<std::string, ir::TensorType> stored =
+      runtime::StoredStateTypes(s.program, s.info.state, options.accl_types);
   for (const std::string& name : s.info.state) {
     const paddle::VarInfo* v = s.program.FindVar(name);
-    if (!v)
-      Fail(ErrorKind::kDataLoss, "{}: persistable '{}' has no variable", s.program.path, name);
     for (int64_t d : v->dims) {
       if (d < 0)
         Fail(ErrorKind::kInvalidArgument, "{}: persistable '{}' has a dynamic shape {}",
              s.program.path, name, ShapeToString(v->dims));
     }
     Impl::State st;
-    st.type = {v->dtype, v->dims};
+    st.type = stored.at(name);
+    st.declared = v->dtype;
     st.data.Resize(st.type.bytes());
     auto [it, fresh] = s.states.emplace(name, std::move(st));
     s.state_types[name] = it->second.type;
@@ -684,6 +731,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.threshold_upper_count_proportion =
       o.GetDouble("automatic_loss_scaling_settings.threshold_upper_count_proportion");
   out.update_period = static_cast<int>(o.GetInt("automatic_loss_scaling_settings.update_period"));
+  for (int k = 0; k < 3; ++k) out.accl_types[k] = o.GetStr(fmt::format("accl{}_type", k + 1));
   if (o.GetBool("enable_fp16")) {
     const std::string half = o.GetStr("half_dtype");
     out.precision = half == "auto" ? "half" : half;
@@ -768,7 +816,7 @@ std::vector<StateTensorInfo> TrainingSession::StateInfo() const {
     const auto& st = impl_->states.at(name);
     StateTensorInfo info;
     info.name = name;
-    info.dtype = ToApi(st.type.dtype);
+    info.dtype = ToApi(st.declared);
     info.shape = st.type.shape;
     if (const paddle::StateVariable* v = impl_->Role(name)) {
       info.role = ApiRole(v->role);
@@ -799,13 +847,14 @@ void TrainingSession::SetState(const std::string& name, const void* data, DataTy
                                size_t bytes) {
   Impl::State& st = impl_->FindState(name);
   impl_->GatherParts();
-  if (FromApi(dtype) != st.type.dtype)
-    Fail(ErrorKind::kInvalidArgument, "state '{}' is {}, got {}", name, st.type.ToString(),
+  const ir::TensorType declared{st.declared, st.type.shape};
+  if (FromApi(dtype) != st.declared)
+    Fail(ErrorKind::kInvalidArgument, "state '{}' is {}, got {}", name, declared.ToString(),
          inference::DataTypeName(dtype));
-  if (bytes != st.type.bytes())
+  if (bytes != declared.bytes())
     Fail(ErrorKind::kInvalidArgument, "state '{}' ({}) needs {} bytes, got {}", name,
-         st.type.ToString(), st.type.bytes(), bytes);
-  if (bytes) std::memcpy(st.data.data(), data, bytes);
+         declared.ToString(), declared.bytes(), bytes);
+  Impl::Store(st, data);
   st.set = true;
   impl_->replicas_stale = true;
 }
@@ -813,10 +862,11 @@ void TrainingSession::SetState(const std::string& name, const void* data, DataTy
 void TrainingSession::GetState(const std::string& name, void* data, size_t bytes) const {
   Impl::State& st = impl_->FindState(name);
   impl_->GatherParts();
-  if (bytes != st.type.bytes())
+  const ir::TensorType declared{st.declared, st.type.shape};
+  if (bytes != declared.bytes())
     Fail(ErrorKind::kInvalidArgument, "state '{}' ({}) has {} bytes, buffer has {}", name,
-         st.type.ToString(), st.type.bytes(), bytes);
-  if (bytes) std::memcpy(data, st.data.data(), bytes);
+         declared.ToString(), declared.bytes(), bytes);
+  Impl::Load(st, data);
 }
 
 void TrainingSession::SetLearningRate(double lr) {
@@ -859,14 +909,19 @@ void TrainingSession::SaveCheckpoint(const std::string& path_prefix) const {
   const Impl& s = *impl_;
   s.RequireStateSet("SaveCheckpoint()");
   std::vector<paddle::ArrayView> params, opts;
+  std::list<AlignedBuffer> widened;  // float16-stored accumulators, as declared
   for (const std::string& name : s.info.state) {
     const paddle::StateVariable* v = s.Role(name);
     if (!v || v->file == paddle::SaveFile::kNone) continue;
     const Impl::State& st = s.states.at(name);
-    paddle::ArrayView view{name,
-                           paddle::NumpyNameOf(st.type.dtype),
-                           st.type.shape,
-                           {reinterpret_cast<const std::byte*>(st.data.data()), st.type.bytes()}};
+    const std::byte* bytes = reinterpret_cast<const std::byte*>(st.data.data());
+    if (st.declared != st.type.dtype) {
+      widened.emplace_back().Resize(st.declared_bytes());
+      Impl::Load(st, widened.back().data());
+      bytes = reinterpret_cast<const std::byte*>(widened.back().data());
+    }
+    paddle::ArrayView view{
+        name, paddle::NumpyNameOf(st.declared), st.type.shape, {bytes, st.declared_bytes()}};
     (v->file == paddle::SaveFile::kPdparams ? params : opts).push_back(view);
   }
   std::filesystem::path dir = std::filesystem::path(path_prefix).parent_path();
@@ -933,17 +988,17 @@ void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
       Fail(ErrorKind::kInvalidArgument,
            "checkpoint '{}': '{}' has shape {}, the program declares {}", path_prefix, name,
            ShapeToString(a.shape), ShapeToString(st.type.shape));
-    const char* declared = paddle::NumpyNameOf(st.type.dtype);
+    const char* declared = paddle::NumpyNameOf(st.declared);
     if (a.dtype != declared)
       Fail(ErrorKind::kInvalidArgument, "checkpoint '{}': '{}' is {}, the program declares {}",
            path_prefix, name, a.dtype, declared);
-    TILLER_CHECK(a.data->size() == st.type.bytes(), "'{}': {} bytes for {}", name, a.data->size(),
-                 st.type.ToString());
+    TILLER_CHECK(a.data->size() == st.declared_bytes(), "'{}': {} bytes for {}", name,
+                 a.data->size(), st.type.ToString());
   }
   for (const std::string& name : s.info.state) {
     const paddle::PickledArray& a = values.at(name);
     Impl::State& st = s.states.at(name);
-    if (st.type.bytes()) std::memcpy(st.data.data(), a.data->data(), st.type.bytes());
+    Impl::Store(st, a.data->data());
     st.set = true;
   }
   s.replicas_stale = true;

@@ -61,14 +61,18 @@ def test_ops_lists_the_translators():
         assert op in out
 
 
-def _ops_table():
-    """`tiller ops` rows as {paddle op: (pir names, ir ops, dtypes)}."""
+def _ops_table(half=None):
+    """`tiller ops` rows as {paddle op: (pir names, ir ops, dtypes)}; `half`
+    (a dict) receives each row's half-precision column."""
     lines = tiller("ops").stdout.splitlines()
-    assert lines[0].split()[-3:] == ["op(s)", "dtypes", "notes"], lines[0]
+    assert lines[0].split()[-5:] == ["op(s)", "dtypes", "half", "precision", "notes"], lines[0]
+    start, end = lines[0].index("half precision"), lines[0].index("notes")
     rows = {}
     for line in lines[1:-1]:
         paddle_op, pir, ir_ops, dtypes = line.split()[:4]
         rows[paddle_op] = (pir, ir_ops.split(","), dtypes)
+        if half is not None:
+            half[paddle_op] = line[start:end].strip()
     assert lines[-1] == f"{len(rows)} Paddle op types"
     return rows
 
@@ -94,6 +98,16 @@ def test_ops_names_the_ir_ops_and_their_kernel_dtypes():
     # Views and pass-through ops run no kernel.
     assert rows["reshape2"][1:] == (["reshape"], "all")
     assert rows["assign"][1:] == (["(none)"], "all")
+
+
+def test_ops_says_how_each_op_runs_in_half_precision():
+    half = {}
+    _ops_table(half)
+    for op in ("matmul_v2", "conv2d", "bmm"):
+        assert half[op] == "bfloat16 GEMM, float16 rounded", op
+    assert half["cast"] == half["reshape2"] == "bfloat16, float16"  # any dtype
+    assert half["softmax"] == half["layer_norm"] == "via float32"
+    assert half["one_hot_v2"] == "-"  # integer ids only
 
 
 def test_errors_exit_2_with_names(bert, tmp_path):

@@ -289,9 +289,9 @@ def test_options_reach_cpp_with_pythons_values():
     with pytest.raises(tiller.TillerError, match="option 'micro_batch_size' takes an integer"):
         s.set_options({"micro_batch_size": "8"})
     with pytest.raises(tiller.TillerError,
-                       match=r"option accl2_type='FLOAT16' is not implemented by Tiller yet "
-                             r"\(supported: 'FLOAT'\)"):
-        s.set_options({"accl2_type": "FLOAT16"})
+                       match=r"option enable_half_partial=True is not implemented by Tiller yet "
+                             r"\(supported: False\)"):
+        s.set_options({"enable_half_partial": True})
     with pytest.raises(tiller.TillerError, match="enable_manual_shard needs num_ipus > 1"):
         s.set_graph_config(enable_manual_shard=True)
     with pytest.raises(tiller.TillerError, match="unknown option 'nope'"):
@@ -300,6 +300,7 @@ def test_options_reach_cpp_with_pythons_values():
     specs = {name: (support, default)
              for name, support, default, _ in tiller._tiller.IpuOptions.specs()}
     assert specs["enable_fp16"] == ("honoured", False)
-    assert specs["accl1_type"] == ("not_yet", "FLOAT")
+    assert specs["accl1_type"] == ("honoured", "FLOAT")
+    assert specs["enable_stochastic_rounding"] == ("not_yet", False)
     assert specs["engine_options"] == ("no_effect", None)
     assert specs["is_training"] == ("honoured", True)

@@ -31,7 +31,6 @@
 namespace tiller::paddle {
 namespace {
 
-
 // io_utils.is_persistable: persistable, and not a feed/fetch list or reader.
 bool IsPersistable(const VarInfo& v) {
   constexpr int64_t kFeedMinibatch = 9, kFetchList = 10, kReader = 15;
@@ -86,6 +85,27 @@ std::vector<StateVariable> ClassifyState(const Program& program) {
     else if (var.is_parameter)
       role = StateRole::kStatistic;
     out.push_back({name, role, file});
+  }
+  return out;
+}
+
+std::map<std::string, int> OptimizerAccumulators(const Program& program) {
+  static const std::map<std::string, std::vector<std::pair<const char*, int>>> kSlots = {
+      {"adam", {{"Moment1", 1}, {"Moment2", 2}, {"Moment2Max", 2}}},
+      {"adamw", {{"Moment1", 1}, {"Moment2", 2}, {"Moment2Max", 2}}},
+      {"lamb", {{"Moment1", 1}, {"Moment2", 2}}},
+      {"adamax", {{"Moment", 1}, {"InfNorm", 2}}},
+      {"adagrad", {{"Moment", 1}}},
+      {"adadelta", {{"AvgSquaredGrad", 1}, {"AvgSquaredUpdate", 2}}},
+      {"rmsprop", {{"MeanSquare", 1}, {"MeanGrad", 2}, {"Moment", 3}}},
+  };
+  std::map<std::string, int> out;
+  for (const OpDesc& op : program.ops) {
+    auto it = kSlots.find(op.type);
+    if (it == kSlots.end()) continue;
+    for (const auto& [slot, index] : it->second) {
+      for (const std::string& var : op.Inputs(slot)) out.emplace(var, index);
+    }
   }
   return out;
 }

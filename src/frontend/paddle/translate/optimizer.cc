@@ -48,14 +48,26 @@ std::vector<ir::Value*> Common(TranslateContext& ctx, const OpDesc& op) {
   return {ctx.In(op, "Param"), ctx.In(op, "Grad"), ctx.In(op, "LearningRate")};
 }
 
-// Binds `next`, the new value of input slot <X>, to output slot <X>Out; under
-// SkipUpdate the old value when the skip flag holds.
+// A state input of the update, widened to float32 when the session stores
+// it in float16 (accl1_type..accl3_type = FLOAT16): the IR optimizer ops
+// compute in float32.
+ir::Value* StateIn(TranslateContext& ctx, const OpDesc& op, const std::string& slot) {
+  ir::Value* v = ctx.In(op, slot);
+  if (v->dtype() != DType::kF16) return v;
+  return ctx.Add1(op, "cast", {v}, {{"dtype", std::string("float32")}});
+}
+
+// Binds `next`, the new value of input slot <X>, to output slot <X>Out,
+// rounded back to <X>'s dtype where StateIn widened it; under SkipUpdate the
+// old value when the skip flag holds.
 void SetNew(TranslateContext& ctx, const OpDesc& op, const std::string& out_slot, ir::Value* next) {
+  const std::string in_slot = out_slot.substr(0, out_slot.size() - 3);  // drop "Out"
+  if (ir::Value* old = ctx.InOpt(op, in_slot); old && old->dtype() != next->dtype())
+    next = ctx.Add1(op, "cast", {next}, {{"dtype", std::string(DTypeName(old->dtype()))}});
   if (ir::Value* skip = ctx.InOpt(op, "SkipUpdate")) {
     if (skip->dtype() != DType::kBool || NumElements(skip->shape()) != 1)
       ctx.Invalid(op, "SkipUpdate '{}' is {}, expected one bool", skip->name,
                   skip->type.ToString());
-    const std::string in_slot = out_slot.substr(0, out_slot.size() - 3);  // drop "Out"
     next = ctx.Add1(op, "where", {ctx.Reshape(op, skip, {}), ctx.In(op, in_slot), next});
   }
   ctx.SetOut(op, out_slot, next);
@@ -106,9 +118,10 @@ void Momentum(TranslateContext& ctx, const OpDesc& op) {
 // adam and adamw share one IR op; adamw adds decoupled weight decay.
 void Adam(TranslateContext& ctx, const OpDesc& op) {
   std::vector<ir::Value*> in = Common(ctx, op);
-  for (const char* s : {"Moment1", "Moment2", "Beta1Pow", "Beta2Pow"}) in.push_back(ctx.In(op, s));
+  for (const char* s : {"Moment1", "Moment2", "Beta1Pow", "Beta2Pow"})
+    in.push_back(StateIn(ctx, op, s));
   bool amsgrad = op.attrs.Bool("amsgrad", false);
-  if (amsgrad) in.push_back(ctx.In(op, "Moment2Max"));
+  if (amsgrad) in.push_back(StateIn(ctx, op, "Moment2Max"));
   bool global_pow = op.attrs.Bool("use_global_beta_pow", false);
   ir::AttrMap attrs = {{"beta1", FloatOrTensor(ctx, op, "beta1", "Beta1Tensor", 0.9)},
                        {"beta2", FloatOrTensor(ctx, op, "beta2", "Beta2Tensor", 0.999)},
@@ -126,7 +139,7 @@ void Adam(TranslateContext& ctx, const OpDesc& op) {
 
 void Adamax(TranslateContext& ctx, const OpDesc& op) {
   std::vector<ir::Value*> in = Common(ctx, op);
-  for (const char* s : {"Moment", "InfNorm", "Beta1Pow"}) in.push_back(ctx.In(op, s));
+  for (const char* s : {"Moment", "InfNorm", "Beta1Pow"}) in.push_back(StateIn(ctx, op, s));
   ir::Op* o = ctx.AddOp(op, "adamax", in,
                         {{"beta1", op.attrs.Float("beta1", 0.9)},
                          {"beta2", op.attrs.Float("beta2", 0.999)},
@@ -136,7 +149,8 @@ void Adamax(TranslateContext& ctx, const OpDesc& op) {
 
 void Lamb(TranslateContext& ctx, const OpDesc& op) {
   std::vector<ir::Value*> in = Common(ctx, op);
-  for (const char* s : {"Moment1", "Moment2", "Beta1Pow", "Beta2Pow"}) in.push_back(ctx.In(op, s));
+  for (const char* s : {"Moment1", "Moment2", "Beta1Pow", "Beta2Pow"})
+    in.push_back(StateIn(ctx, op, s));
   // Parameters excluded from weight decay (exclude_from_weight_decay_fn)
   // get their own op with weight_decay = 0.
   ir::Op* o = ctx.AddOp(op, "lamb", in,
@@ -151,14 +165,14 @@ void Lamb(TranslateContext& ctx, const OpDesc& op) {
 
 void Adagrad(TranslateContext& ctx, const OpDesc& op) {
   std::vector<ir::Value*> in = Common(ctx, op);
-  in.push_back(ctx.In(op, "Moment"));
+  in.push_back(StateIn(ctx, op, "Moment"));
   ir::Op* o = ctx.AddOp(op, "adagrad", in, {{"epsilon", op.attrs.Float("epsilon", 1e-6)}});
   BindOuts(ctx, op, o, {"ParamOut", "MomentOut"});
 }
 
 void Adadelta(TranslateContext& ctx, const OpDesc& op) {
   std::vector<ir::Value*> in = Common(ctx, op);
-  for (const char* s : {"AvgSquaredGrad", "AvgSquaredUpdate"}) in.push_back(ctx.In(op, s));
+  for (const char* s : {"AvgSquaredGrad", "AvgSquaredUpdate"}) in.push_back(StateIn(ctx, op, s));
   ir::Op* o = ctx.AddOp(
       op, "adadelta", in,
       {{"rho", op.attrs.Float("rho", 0.95)}, {"epsilon", op.attrs.Float("epsilon", 1e-6)}});
@@ -167,12 +181,12 @@ void Adadelta(TranslateContext& ctx, const OpDesc& op) {
 
 void Rmsprop(TranslateContext& ctx, const OpDesc& op) {
   std::vector<ir::Value*> in = Common(ctx, op);
-  for (const char* s : {"MeanSquare", "Moment"}) in.push_back(ctx.In(op, s));
+  for (const char* s : {"MeanSquare", "Moment"}) in.push_back(StateIn(ctx, op, s));
   bool centered = op.attrs.Bool("centered", false);
   ir::Value* mean_grad = ctx.InOpt(op, "MeanGrad");
   if (centered) {
     if (!mean_grad) ctx.Invalid(op, "centered = true needs input MeanGrad");
-    in.push_back(mean_grad);
+    in.push_back(StateIn(ctx, op, "MeanGrad"));
   }
   ir::Op* o = ctx.AddOp(op, "rmsprop", in,
                         {{"epsilon", op.attrs.Float("epsilon", 1e-10)},
@@ -285,15 +299,15 @@ void RegisterPir() {
 }
 
 const bool kRegistered = [] {
-  RegisterTranslator("sgd", Sgd, {"sgd", "where", "reshape"});
-  RegisterTranslator("momentum", Momentum, {"momentum", "where", "reshape"});
-  RegisterTranslator("adam", Adam, {"adam", "where", "reshape"});
-  RegisterTranslator("adamw", Adam, {"adam", "where", "reshape"});
-  RegisterTranslator("adamax", Adamax, {"adamax", "where", "reshape"});
-  RegisterTranslator("lamb", Lamb, {"lamb", "where", "reshape"});
-  RegisterTranslator("adagrad", Adagrad, {"adagrad", "where", "reshape"});
-  RegisterTranslator("adadelta", Adadelta, {"adadelta", "where", "reshape"});
-  RegisterTranslator("rmsprop", Rmsprop, {"rmsprop", "where", "reshape"});
+  RegisterTranslator("sgd", Sgd, {"sgd", "where", "reshape", "cast"});
+  RegisterTranslator("momentum", Momentum, {"momentum", "where", "reshape", "cast"});
+  RegisterTranslator("adam", Adam, {"adam", "where", "reshape", "cast"});
+  RegisterTranslator("adamw", Adam, {"adam", "where", "reshape", "cast"});
+  RegisterTranslator("adamax", Adamax, {"adamax", "where", "reshape", "cast"});
+  RegisterTranslator("lamb", Lamb, {"lamb", "where", "reshape", "cast"});
+  RegisterTranslator("adagrad", Adagrad, {"adagrad", "where", "reshape", "cast"});
+  RegisterTranslator("adadelta", Adadelta, {"adadelta", "where", "reshape", "cast"});
+  RegisterTranslator("rmsprop", Rmsprop, {"rmsprop", "where", "reshape", "cast"});
   RegisterTranslator("squared_l2_norm", SquaredL2Norm, {"square", "reduce_sum", "reshape"});
   RegisterTranslator("clip_by_norm", ClipByNorm,
                      {"square", "reduce_sum", "sqrt", "less_equal", "where", "div", "mul"});
