@@ -70,6 +70,12 @@ struct SessionOptions {
   // stores its result rounded to nearest float16. State reads, writes and
   // checkpoints still exchange float32, as the program declares it.
   std::array<std::string, 3> accl_types = {"FLOAT", "FLOAT", "FLOAT"};
+  // Stochastic rounding (the IPU option enable_stochastic_rounding): every
+  // rounding of a float32 value to a half type in the training step (the
+  // operands half precision multiplies, float16 accumulators) rounds up or
+  // down at random in proportion to the distance, unbiased on average. The
+  // draws follow random_seed and the step number: a run repeats bit for bit.
+  bool stochastic_rounding = false;
   // Static loss scaling (the IPU option loss_scaling): the backward pass
   // starts from this instead of 1 and the gradients are divided by it before
   // the update, so gradients too small for float16 survive its rounding.

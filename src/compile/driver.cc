@@ -424,6 +424,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     passes::MixedPrecisionOptions mp;
     mp.half = options_.precision == Precision::kBFloat16 ? DType::kBF16 : DType::kF16;
     mp.compute_in_half = mp.half == DType::kBF16;
+    mp.fold_casts = !(ctx.training && options_.stochastic_rounding);
     std::string detail;
     StagePass mixed("mixed_precision",
                     "matmul / linear / conv2d operands -> half, float32 accumulation",
@@ -447,6 +448,17 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
           step.accumulators.back().data.Resize(3 * sizeof(double));  // zeroed
       }
     }
+  }
+  if (ctx.training && options_.stochastic_rounding) {
+    // After gradient_statistics, which counts what the casts round.
+    std::string detail;
+    StagePass round("stochastic_rounding", "casts to half -> stochastic_cast (seeded, per step)",
+                    [&](ir::Graph& g) {
+                      return passes::RoundStochastically(g, options_.stochastic_rounding_seed,
+                                                         &detail);
+                    });
+    report.stages.push_back(passes::RunPass(round, *graph, ctx));
+    report.stages.back().detail = detail;
   }
   {
     // A model saved in float16 / bfloat16 runs as saved where a backend has

@@ -100,6 +100,10 @@ struct CompileOptions {
   // the accumulator kGradientHistogram (passes/gradient_statistics.cc).
   bool gradient_statistics = false;
   double bin_edge_location = 0.0625;
+  // Training: every rounding to a half type is stochastic
+  // (passes/stochastic_rounding.cc), drawn from this seed and the step.
+  bool stochastic_rounding = false;
+  uint64_t stochastic_rounding_seed = 0;
   // Training: backward ops read forward activations recomputed from their
   // pipeline stage's inputs (passes/recompute.cc), so activations do not
   // live from the forward pass to their gradient.

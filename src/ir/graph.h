@@ -114,6 +114,12 @@ struct Op {
   const Attribute& GetAttr(std::string_view name, AttrKind kind) const;
 };
 
+// The training step number: an int64 [1] graph input of this name, added
+// after the feeds by whatever needs it (dropout's translator, stochastic
+// rounding); a training session feeds it each micro-batch, so random draws
+// change from step to step and repeat for the same step.
+inline constexpr const char* kStepInputName = "tiller.step";
+
 class Graph {
  public:
   // Called after an op whose inputs are all constants was added; may fill in

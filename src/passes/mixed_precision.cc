@@ -213,7 +213,8 @@ int ConvertToMixedPrecision(ir::Graph& g, const MixedPrecisionOptions& options,
     ++counts[op->type];
   }
   if (!targets.empty()) g.RemoveDeadCode();
-  const int folded = options.compute_in_half ? FoldCastsIntoProducers(g, options.half) : 0;
+  const int folded =
+      options.compute_in_half && options.fold_casts ? FoldCastsIntoProducers(g, options.half) : 0;
   if (detail && !targets.empty()) *detail = convert.Detail(counts, folded);
   return static_cast<int>(targets.size());
 }

@@ -127,9 +127,18 @@ int ShardOptimizerState(ir::Graph& g, const ShardOptions& options, std::vector<S
 struct MixedPrecisionOptions {
   DType half = DType::kBF16;  // kBF16 or kF16
   bool compute_in_half = true;
+  // Fold casts into the half-safe ops that produce their operands (those
+  // then write half directly). Off with stochastic rounding, which replaces
+  // each cast.
+  bool fold_casts = true;
 };
 int ConvertToMixedPrecision(ir::Graph& g, const MixedPrecisionOptions& options,
                             std::string* detail);
+// Stochastic rounding (passes/stochastic_rounding.cc): every cast of a
+// float32 value to bfloat16 / float16 becomes a stochastic_cast drawing from
+// (seed, the graph's step input, element). `detail` says how many.
+int RoundStochastically(ir::Graph& g, uint64_t seed, std::string* detail);
+
 // Whether ConvertToMixedPrecision multiplies IR op `type` in half precision.
 bool MultipliesInHalf(const std::string& type);
 

@@ -104,7 +104,8 @@ std::vector<OptionSpec> MakeSpecs() {
       {"accl3_type", Support::kHonoured, std::string("FLOAT"),
        "'FLOAT' or 'FLOAT16': RMSProp's Moment"},
       // Would change results with enable_fp16: refused until implemented.
-      {"enable_stochastic_rounding", Support::kNotYet, false, "stochastic rounding of half values"},
+      {"enable_stochastic_rounding", Support::kHonoured, false,
+       "training: round float32 to half types stochastically (seeded by random_seed, per step)"},
       {"enable_half_partial", Support::kNotYet, false, "half precision matmul partials"},
       {"automatic_loss_scaling_settings.enabled", Support::kHonoured, false,
        "automatic loss scaling (with enable_fp16): the scale follows gradient statistics"},

@@ -66,6 +66,9 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.dynamic_loss_scaling = SteersLossScale(options);
   co.gradient_statistics = options.gradient_statistics || options.automatic_loss_scaling;
   co.bin_edge_location = options.bin_edge_location;
+  co.stochastic_rounding = options.stochastic_rounding;
+  // Its own stream: not the draws of dropout under the same random_seed.
+  co.stochastic_rounding_seed = options.random_seed ^ 0x5352'5f73'6565'6421ULL;
   co.reduction = options.reduction == SessionOptions::Reduction::kSum
                      ? compile::CompileOptions::Reduction::kSum
                      : compile::CompileOptions::Reduction::kMean;
@@ -732,6 +735,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
       o.GetDouble("automatic_loss_scaling_settings.threshold_upper_count_proportion");
   out.update_period = static_cast<int>(o.GetInt("automatic_loss_scaling_settings.update_period"));
   for (int k = 0; k < 3; ++k) out.accl_types[k] = o.GetStr(fmt::format("accl{}_type", k + 1));
+  out.stochastic_rounding = o.GetBool("enable_stochastic_rounding");
   if (o.GetBool("enable_fp16")) {
     const std::string half = o.GetStr("half_dtype");
     out.precision = half == "auto" ? "half" : half;

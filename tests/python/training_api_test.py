@@ -196,7 +196,7 @@ def test_strategy_options():
     with pytest.raises(tiller.TillerError, match="valid options"):
         s.set_options({"no_such_option": 1})
     with pytest.raises(tiller.TillerError, match="not implemented"):
-        s.set_options({"enable_stochastic_rounding": True})
+        s.set_options({"enable_half_partial": True})
     with pytest.raises(tiller.TillerError, match="manual_shard"):
         s.set_pipelining_config(enable_pipelining=True)
     with pytest.warns(UserWarning, match="no effect"):

@@ -301,6 +301,7 @@ def test_options_reach_cpp_with_pythons_values():
              for name, support, default, _ in tiller._tiller.IpuOptions.specs()}
     assert specs["enable_fp16"] == ("honoured", False)
     assert specs["accl1_type"] == ("honoured", "FLOAT")
-    assert specs["enable_stochastic_rounding"] == ("not_yet", False)
+    assert specs["enable_stochastic_rounding"] == ("honoured", False)
+    assert specs["enable_half_partial"] == ("not_yet", False)
     assert specs["engine_options"] == ("no_effect", None)
     assert specs["is_training"] == ("honoured", True)

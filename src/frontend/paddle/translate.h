@@ -39,7 +39,7 @@ class TranslateContext {
   // added on first use (after the feeds). Random training ops (dropout) read
   // it so their draws change from step to step; a training session feeds it
   // and increments it once per step.
-  static constexpr const char* kStepInput = "tiller.step";
+  static constexpr const char* kStepInput = ir::kStepInputName;
   ir::Value* StepCounter();
 
   // The IR value bound to argument `idx` of input slot `slot`; fails naming
@@ -132,7 +132,8 @@ struct TranslateOptions {
 };
 
 std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::TensorType>& feeds,
-                                     ir::Graph::Folder folder, const TranslateOptions& options = {});
+                                     ir::Graph::Folder folder,
+                                     const TranslateOptions& options = {});
 
 // Translates one op into ctx's graph; errors name the program file.
 void TranslateOp(TranslateContext& ctx, const OpDesc& op);

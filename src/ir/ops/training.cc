@@ -41,6 +41,14 @@
 //     decr_ratio, 1) and bad 0; else bad = 0, ++good, and when good reaches
 //     incr_every_n_steps the scale becomes scale * incr_ratio (unless that
 //     is not finite) and good 0. Same float32 arithmetic as Paddle's kernel.
+//   stochastic_cast(x float32, step int64 [1]){dtype = "bfloat16" |
+//     "float16", seed} -> x rounded to dtype stochastically (the IPU option
+//     enable_stochastic_rounding): up to the next representable value with
+//     probability (x - down) / (up - down), else down, so the rounding is
+//     unbiased on average. The draws are a pure function of (seed, step,
+//     element index): reproducible, thread-count independent, fresh each
+//     step. NaN stays NaN, Inf stays Inf; a value past the largest finite
+//     one may round to Inf.
 //
 // Precision: batch statistics run in float32; dropout masks values as they
 // are. Layout: batch_norm_train is channel-first (fixed); dropout is
@@ -108,6 +116,17 @@ void InferUpdateLossScaling(InferContext& c) {
   for (size_t i = 1; i < 4; ++i) c.AddOutput(c.input(i));
 }
 
+void InferStochasticCast(InferContext& c) {
+  if (c.input(0).dtype != DType::kF32) c.Fail("x must be float32, got {}", c.input(0).ToString());
+  if (c.input(1).dtype != DType::kI64 || NumElements(c.input(1).shape) != 1)
+    c.Fail("step must be an int64 tensor of one element, got {}", c.input(1).ToString());
+  const std::string& name = c.op().GetStr("dtype");
+  DType to;
+  if (!ParseDType(name, &to) || (to != DType::kBF16 && to != DType::kF16))
+    c.Fail("dtype '{}' is not bfloat16 or float16", name);
+  c.AddOutput({to, c.input(0).shape});
+}
+
 void InferDropout(InferContext& c) {
   const TensorType& x = c.input(0);
   if (c.has_input(1) && (c.input(1).dtype != DType::kI64 || NumElements(c.input(1).shape) != 1))
@@ -151,6 +170,11 @@ const bool kRegistered = [] {
                        .RequiredAttr("incr_ratio", AttrKind::kFloat)
                        .RequiredAttr("decr_ratio", AttrKind::kFloat)
                        .Precision(PrecisionRule::kAlwaysF32)
+                       .Layout(LayoutRule::kAgnostic));
+  RegisterOpSchema(OpSchema{"stochastic_cast", 2, 2, InferStochasticCast}
+                       .RequiredAttr("dtype", AttrKind::kString)
+                       .Attr("seed", int64_t{0})
+                       .Precision(PrecisionRule::kFollowsInput)
                        .Layout(LayoutRule::kAgnostic));
   RegisterOpSchema(OpSchema{"accumulate", 2, 2, InferAccumulate}
                        .NoAttrs()
