@@ -23,6 +23,15 @@ namespace {
 // Elementwise updates are a handful of flops per element.
 constexpr int64_t kWorkPerElement = 8;
 
+// The update loops run in place (outputs bound to the inputs they update):
+// iteration i reads element i of each input before writing element i of
+// each output, so no iteration depends on another's writes. The compiler
+// cannot prove that for aliased pointers and would fall back to its scalar
+// loop (measured: BERT-Base's Adam 7 ns per element and thread); ivdep
+// tells it, and the vector code computes the same IEEE operations per
+// element (sqrt and division are correctly rounded in both).
+#define TILLER_UPDATE_LOOP _Pragma("GCC ivdep")
+
 template <typename T>
 const T* In(const KernelArgs& a, size_t i) {
   return static_cast<const T*>(a.inputs[i]);
@@ -68,6 +77,7 @@ struct Sgd {
       const T lr = In<T>(a, 2)[0];
       T* po = Out<T>(a, 0);
       ParallelRange(n, kWorkPerElement, [&](int64_t b, int64_t e) {
+        TILLER_UPDATE_LOOP
         for (int64_t i = b; i < e; ++i) po[i] = p[i] - lr * g[i];
       });
     });
@@ -88,6 +98,7 @@ struct Momentum {
       const T lr = In<T>(a, 2)[0];
       T *po = Out<T>(a, 0), *vo = Out<T>(a, 1);
       ParallelRange(n, kWorkPerElement, [&](int64_t b, int64_t e) {
+        TILLER_UPDATE_LOOP
         for (int64_t i = b; i < e; ++i) {
           T pi = p[i];
           T gi = l2 != T(0) ? pi * l2 + g[i] : g[i];
@@ -140,6 +151,7 @@ struct Adam {
       const T decay = lr * lr_ratio * wd;
       const T omb1 = T(1) - b1, omb2 = T(1) - b2;
       ParallelRange(n, kWorkPerElement, [&](int64_t b, int64_t e) {
+        TILLER_UPDATE_LOOP
         for (int64_t i = b; i < e; ++i) {
           T gi = g[i], pi = p[i], mi, vi;
           if constexpr (jit) {
@@ -180,6 +192,7 @@ struct Adamax {
       const T lr_t = In<T>(a, 2)[0] / (T(1) - In<T>(a, 5)[0]);
       T *po = Out<T>(a, 0), *mo = Out<T>(a, 1), *uo = Out<T>(a, 2);
       ParallelRange(n, kWorkPerElement, [&](int64_t b, int64_t e) {
+        TILLER_UPDATE_LOOP
         for (int64_t i = b; i < e; ++i) {
           T gi = g[i], pi = p[i];
           T mi = b1 * m[i] + (T(1) - b1) * gi;
@@ -225,6 +238,7 @@ struct Lamb {
           double* part = static_cast<double*>(a.workspace);
           auto moments = [&](int64_t b, int64_t e, double* sums) {
             double pp = 0, rr = 0;
+            TILLER_UPDATE_LOOP
             for (int64_t i = b; i < e; ++i) {
               T gi = g[i], pi = p[i];
               T mi = b1 * m[i] + (T(1) - b1) * gi;
@@ -261,6 +275,7 @@ struct Lamb {
           T pn = static_cast<T>(std::sqrt(pp)), rn = static_cast<T>(std::sqrt(rr));
           const T lr_r = lr * (pn > T(0) && rn > T(0) ? pn / rn : T(1));
           ParallelRange(n, kWorkPerElement, [&](int64_t b, int64_t e) {
+            TILLER_UPDATE_LOOP
             for (int64_t i = b; i < e; ++i) {
               T pi = p[i];
               po[i] = pi - lr_r * ratio(mo[i], vo[i], pi);
@@ -284,6 +299,7 @@ struct Adagrad {
       const T lr = In<T>(a, 2)[0];
       T *po = Out<T>(a, 0), *mo = Out<T>(a, 1);
       ParallelRange(n, kWorkPerElement, [&](int64_t b, int64_t e) {
+        TILLER_UPDATE_LOOP
         for (int64_t i = b; i < e; ++i) {
           T gi = g[i], pi = p[i];
           T mi = m[i] + gi * gi;
@@ -309,6 +325,7 @@ struct Adadelta {
       const T lr = In<T>(a, 2)[0];
       T *po = Out<T>(a, 0), *ego = Out<T>(a, 1), *edo = Out<T>(a, 2);
       ParallelRange(n, kWorkPerElement, [&](int64_t b, int64_t e) {
+        TILLER_UPDATE_LOOP
         for (int64_t i = b; i < e; ++i) {
           T gi = g[i], pi = p[i], edi = ed[i];
           T egi = rho * eg[i] + (T(1) - rho) * (gi * gi);
@@ -340,6 +357,7 @@ struct Rmsprop {
       T *po = Out<T>(a, 0), *mso = Out<T>(a, 1), *momo = Out<T>(a, 2);
       T* mgo = centered ? Out<T>(a, 3) : nullptr;
       ParallelRange(n, kWorkPerElement, [&](int64_t b, int64_t e) {
+        TILLER_UPDATE_LOOP
         for (int64_t i = b; i < e; ++i) {
           T gi = g[i], pi = p[i], momi = mom[i];
           T msi = rho * ms[i] + (T(1) - rho) * gi * gi;
