@@ -10,6 +10,8 @@
 ``tiller.IpuStrategy`` / ``tiller.IpuCompiledProgram`` mirror Paddle's IPU
 static-graph API for training (see ``tiller.ipu``); ``tiller.ipu_shard_guard``
 and ``tiller.set_ipu_shard`` its manual sharding (see ``tiller.shard``).
+``tiller.patch_paddle()`` makes Paddle itself an IPU build on Tiller, so a
+Paddle IPU script runs unmodified after that one line (``tiller.patch``).
 ``tiller.plan`` predicts per-device memory and step time of a configuration
 on a device profile (cpu, ipu-mk2, ipu-bow, h200) without running it.
 """
@@ -19,5 +21,19 @@ from .ipu import Executor, IpuCompiledProgram, IpuStrategy
 from .shard import ipu_shard_guard, set_ipu_shard
 
 __all__ = ["inference", "TillerError", "IpuStrategy", "IpuCompiledProgram", "Executor",
-           "ipu_shard_guard", "set_ipu_shard", "plan"]
+           "ipu_shard_guard", "set_ipu_shard", "plan", "patch_paddle", "unpatch_paddle"]
 __version__ = "0.1.0"
+
+
+def patch_paddle() -> None:
+    """Makes ``paddle`` an IPU build on Tiller (see ``tiller.patch``)."""
+    from .patch import patch_paddle as patch
+
+    patch()
+
+
+def unpatch_paddle() -> None:
+    """Undoes patch_paddle() (see ``tiller.patch``)."""
+    from .patch import unpatch_paddle as unpatch
+
+    unpatch()

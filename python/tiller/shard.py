@@ -45,6 +45,13 @@ def _key(op):
     return ("pir", op.id()) if hasattr(op, "set_int_attr") else ("legacy", id(op))
 
 
+def _is_builtin(op) -> bool:
+    """PIR's builtin ops (a parameter's definition, list packing) compute
+    nothing, and its serializer refuses attributes on them (a parameter
+    created by a layer inside the guard): they run where their readers do."""
+    return hasattr(op, "set_int_attr") and op.name().startswith("builtin.")
+
+
 def _has(op, name) -> bool:
     if hasattr(op, "has_attr"):
         return op.has_attr(name)
@@ -76,7 +83,7 @@ def ipu_shard_guard(index=-1, stage=-1):
         yield
     finally:
         for op in _block_ops(program):
-            if _key(op) in before:
+            if _key(op) in before or _is_builtin(op):
                 continue
             for name, value in zip(ATTRS, (index, stage)):
                 if value >= 0 and not _has(op, name):

@@ -1,0 +1,127 @@
+"""tiller.patch_paddle() / python -m tiller.patch (issue 11, first part):
+Paddle behaves as a build with IPU support whose devices are Tiller's, so
+an unmodified Paddle IPU script runs. Each test runs in a child process
+(patching changes the paddle module for the whole process).
+
+Tolerance for the script against Paddle's CPU executor: the training tests'
+(rtol 1e-5 on losses; 10 Adam steps of float32 on a tiny model, differences
+are summation order).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SCRIPT = HERE / "ipu_scripts" / "train_two_stages.py"
+REPO = HERE.parents[1]
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
+    return env
+
+
+def _run(*args, check=True):
+    proc = subprocess.run([sys.executable, *map(str, args)], env=_env(), capture_output=True,
+                          text=True, timeout=600)
+    if check:
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def test_unmodified_ipu_script_runs_after_python_m_tiller_patch(tmp_path):
+    ipu = json.loads(_run("-m", "tiller.patch", SCRIPT, "ipu", tmp_path / "ipu").stdout
+                     .splitlines()[-1])
+    # The reference: the same program on Paddle's CPU executor (the script's
+    # cpu mode, patched too: Paddle's own ipu_shard_guard refuses to run).
+    cpu = json.loads(_run("-m", "tiller.patch", SCRIPT, "cpu", tmp_path / "cpu").stdout
+                     .splitlines()[-1])
+    np.testing.assert_allclose(ipu["losses"], cpu["losses"], rtol=1e-5)
+    assert ipu["losses"][8] < ipu["losses"][4] < ipu["losses"][0]  # the same batch: it trains
+    # weights_to_host put the trained weights where paddle.static.save reads them.
+    for name, value in cpu["weights"].items():
+        np.testing.assert_allclose(ipu["weights"][name], value, rtol=1e-4, atol=1e-5,
+                                   err_msg=name)
+    assert (tmp_path / "ipu.pdparams").exists()
+
+
+def test_the_script_needs_the_patch(tmp_path):
+    """Without Tiller, Paddle's CPU wheel refuses the IPU script (so the test
+    above shows the patch doing the work)."""
+    proc = _run(SCRIPT, "ipu", tmp_path / "x", check=False)
+    assert proc.returncode != 0
+    assert "IPU" in proc.stderr
+
+
+CHILD = r"""
+import json, paddle, paddle.static, tiller
+from paddle.base import core
+before = {"compiled": paddle.is_compiled_with_ipu()}
+tiller.patch_paddle()
+tiller.patch_paddle()   # twice: harmless
+s = paddle.static.IpuStrategy()
+s.set_graph_config(num_ipus=2, is_training=False, micro_batch_size=3)
+place = paddle.IPUPlace()
+after = {
+    "compiled": [paddle.is_compiled_with_ipu(), paddle.device.is_compiled_with_ipu(),
+                 core.is_compiled_with_ipu()],
+    "count": paddle.device.get_ipu_device_count(),
+    "place": repr(place),
+    "core_place": repr(core.IPUPlace(1)),
+    "set_device": repr(paddle.set_device("ipu:1")),
+    "strategy": type(s).__module__,
+    "num_ipus": s.get_option("num_ipus"), "micro": s.get_option("micro_batch_size"),
+    "guard": paddle.static.ipu_shard_guard.__module__,
+    "executor": type(paddle.static.Executor(place)).__name__,
+}
+try:
+    s.set_options({"no_such_option": 1})
+    after["unknown"] = ""
+except Exception as e:
+    after["unknown"] = str(e)
+try:
+    paddle.set_device("ipu:999")
+    after["bad_device"] = ""
+except ValueError as e:
+    after["bad_device"] = str(e)
+tiller.unpatch_paddle()
+restored = {"compiled": paddle.is_compiled_with_ipu(),
+            "strategy": paddle.static.IpuStrategy.__module__}
+print(json.dumps({"before": before, "after": after, "restored": restored}))
+"""
+
+
+def test_patch_makes_paddle_an_ipu_build_and_unpatch_restores_it():
+    env = dict(_env(), TILLER_IPU_DEVICE_COUNT="16")
+    proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    r = json.loads(proc.stdout.splitlines()[-1])
+    assert r["before"]["compiled"] is False
+    a = r["after"]
+    assert a["compiled"] == [True, True, True]
+    assert a["count"] == 16
+    assert a["place"] == "Place(ipu:0)" and a["core_place"] == "Place(ipu:1)"
+    assert a["set_device"] == "Place(ipu:1)"
+    assert a["strategy"] == "tiller.ipu" and a["guard"] == "tiller.shard"
+    assert a["num_ipus"] == 2 and a["micro"] == 3
+    assert a["executor"] == "Executor"
+    assert "no_such_option" in a["unknown"]
+    assert "16 IPU devices" in a["bad_device"]
+    assert r["restored"]["compiled"] is False
+    assert r["restored"]["strategy"].startswith("paddle")
+
+
+def test_python_m_tiller_patch_needs_a_script():
+    proc = _run("-m", "tiller.patch", check=False)
+    assert proc.returncode == 2 and "usage" in proc.stderr
+    proc = _run("-m", "tiller.patch", "/no/such/script.py", check=False)
+    assert proc.returncode == 2 and "/no/such/script.py" in proc.stderr
