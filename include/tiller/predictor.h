@@ -117,10 +117,31 @@ class Config {
                     float ipu_available_memory_proportion = 1.0f,
                     bool ipu_enable_half_partial = false,
                     bool ipu_enable_model_runtime_executor = false);
+  // Paddle's custom-op mapping and pattern switches for the IPU toolchain
+  // (paddle_infer::Config::SetIpuCustomInfo). Each op entry is {paddle op,
+  // popart op, domain, version}: Tiller runs the Paddle op itself (a loaded
+  // custom-op library, see LoadCustomOpLibrary), so predictor creation
+  // checks that every named Paddle op is one Tiller runs. Patterns tune the
+  // toolchain and have no effect here. An entry of another size throws.
+  void SetIpuCustomInfo(const std::vector<std::vector<std::string>>& ipu_custom_ops_info = {},
+                        const std::map<std::string, bool>& ipu_custom_patterns = {});
+  // Paddle Inference's IPU configuration file: one "key,value" per line
+  // (spaces ignored, blank lines skipped), keys ipu_device_num,
+  // ipu_micro_batch_size, ipu_enable_pipelining, ipu_batches_per_step,
+  // ipu_enable_fp16, ipu_replica_num, ipu_available_memory_proportion,
+  // ipu_enable_half_partial, ipu_enable_model_runtime_executor,
+  // ipu_custom_ops_info ([[paddle_op, popart_op, domain, version], ...]) and
+  // ipu_custom_patterns ([[pattern, true|false], ...]). Like Paddle it sets
+  // the values without turning the IPU mode on (EnableIpu does). A missing
+  // file, an unknown key or a malformed value throws naming the file and
+  // line; the settings stay as they were.
+  void LoadIpuConfig(const std::string& config_path);
   struct IpuSettings {
     bool enabled = false;
     int device_num = 1, micro_batch_size = 1, batches_per_step = 1, replica_num = 1;
     bool pipelining = false;
+    std::vector<std::vector<std::string>> custom_ops_info;
+    std::map<std::string, bool> custom_patterns;
   };
   const IpuSettings& ipu() const { return ipu_; }
 

@@ -147,6 +147,10 @@ PYBIND11_MODULE(_tiller, m) {
            py::arg("ipu_micro_batch_size") = 1, py::arg("ipu_enable_pipelining") = false,
            py::arg("ipu_batches_per_step") = 1,
            "Paddle Inference's IPU settings on CPU devices: sharded, pipelined, replicated runs")
+      .def("set_ipu_custom_info", &Config::SetIpuCustomInfo,
+           py::arg("ipu_custom_ops_info") = std::vector<std::vector<std::string>>{},
+           py::arg("ipu_custom_patterns") = std::map<std::string, bool>{})
+      .def("load_ipu_config", &Config::LoadIpuConfig, py::arg("config_path"))
       .def("set_ipu_config", &Config::SetIpuConfig, py::arg("ipu_enable_fp16") = false,
            py::arg("ipu_replica_num") = 1, py::arg("ipu_available_memory_proportion") = 1.0f,
            py::arg("ipu_enable_half_partial") = false,

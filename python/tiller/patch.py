@@ -19,7 +19,12 @@ After ``patch_paddle()``:
 * ``paddle.static.IpuStrategy`` / ``IpuCompiledProgram`` / ``ipu_shard_guard``
   / ``set_ipu_shard`` are Tiller's (``tiller.ipu``, ``tiller.shard``);
 * ``paddle.static.Executor.run(compiled, feed, fetch_list)`` runs a compiled
-  IPU program through Tiller; any other program goes to Paddle as before.
+  IPU program through Tiller; any other program goes to Paddle as before;
+* ``paddle.inference.Config``'s ``enable_ipu``, ``set_ipu_config``,
+  ``set_ipu_custom_info`` and ``load_ipu_config`` work, and
+  ``paddle.inference.create_predictor`` of a config with the IPU enabled
+  returns Tiller's predictor (``tiller.inference``, the same API); other
+  configs get Paddle's.
 
 ``unpatch_paddle()`` restores everything (tests use it). Patching twice is
 harmless.
@@ -69,6 +74,54 @@ def _device_count() -> int:
 def _set(owner, name: str, value) -> None:
     _saved.append((owner, name, getattr(owner, name, _MISSING)))
     setattr(owner, name, value)
+
+
+def _inference_config(base):
+    """paddle.inference.Config with Paddle Inference's IPU calls recorded
+    (each checked at once on a scratch Tiller config, so a bad value fails
+    where it is set) and replayed on the Tiller config create_predictor
+    makes."""
+    from . import inference
+
+    class Config(base):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._tiller_calls = []
+            self._tiller_ipu = False
+
+        def _tiller_record(self, name, *args, **kwargs):
+            getattr(inference.Config(), name)(*args, **kwargs)  # validates now
+            self._tiller_calls.append((name, args, kwargs))
+
+        def enable_ipu(self, *args, **kwargs):
+            self._tiller_record("enable_ipu", *args, **kwargs)
+            self._tiller_ipu = True
+
+        def set_ipu_config(self, *args, **kwargs):
+            self._tiller_record("set_ipu_config", *args, **kwargs)
+
+        def set_ipu_custom_info(self, *args, **kwargs):
+            self._tiller_record("set_ipu_custom_info", *args, **kwargs)
+
+        def load_ipu_config(self, *args, **kwargs):
+            self._tiller_record("load_ipu_config", *args, **kwargs)
+
+        def use_ipu(self):
+            return self._tiller_ipu
+
+        def _tiller_config(self):
+            if self.model_dir():
+                config = inference.Config(self.model_dir())
+            else:
+                config = inference.Config(self.prog_file(), self.params_file())
+            config.set_cpu_math_library_num_threads(self.cpu_math_library_num_threads())
+            for name, args, kwargs in self._tiller_calls:
+                getattr(config, name)(*args, **kwargs)
+            return config
+
+    Config.__name__ = Config.__qualname__ = "Config"
+    Config.__module__ = base.__module__
+    return Config
 
 
 def is_patched() -> bool:
@@ -130,6 +183,21 @@ def patch_paddle() -> None:
     _set(paddle.static, "set_ipu_shard", shard.set_ipu_shard)
     _set(executor_cls, "__init__", executor_init)
     _set(executor_cls, "run", executor_run)
+
+    import paddle.inference
+
+    from . import inference
+
+    config_cls = _inference_config(paddle.inference.Config)
+    original_create = paddle.inference.create_predictor
+
+    def create_predictor(config):
+        if isinstance(config, config_cls) and config.use_ipu():
+            return inference.create_predictor(config._tiller_config())
+        return original_create(config)
+
+    _set(paddle.inference, "Config", config_cls)
+    _set(paddle.inference, "create_predictor", create_predictor)
 
 
 def unpatch_paddle() -> None:

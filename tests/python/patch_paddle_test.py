@@ -120,6 +120,79 @@ def test_patch_makes_paddle_an_ipu_build_and_unpatch_restores_it():
     assert r["restored"]["strategy"].startswith("paddle")
 
 
+@pytest.fixture(scope="module")
+def fc_model(tmp_path_factory):
+    """A saved fc + relu model (PIR), batch dimension free."""
+    out = tmp_path_factory.mktemp("fc") / "model"
+    code = (
+        "import paddle, sys\n"
+        "paddle.enable_static()\n"
+        "main, start = paddle.static.Program(), paddle.static.Program()\n"
+        "main.random_seed = start.random_seed = 3\n"
+        "with paddle.static.program_guard(main, start):\n"
+        "    x = paddle.static.data('x', [-1, 8], 'float32')\n"
+        "    y = paddle.nn.functional.relu(paddle.static.nn.fc(x, 5))\n"
+        "exe = paddle.static.Executor(paddle.CPUPlace()); exe.run(start)\n"
+        "paddle.static.save_inference_model(sys.argv[1], [x], [y], exe, program=main)\n")
+    _run("-c", code, out)
+    return out
+
+
+INFER = HERE / "ipu_scripts" / "infer_fc.py"
+
+
+def test_unmodified_paddle_inference_ipu_program_runs_on_tiller(fc_model, tmp_path):
+    """enable_ipu(1 device, micro-batch 2, no pipelining, 2 batches per
+    step) + set_ipu_config, and the same from an IPU config file: Tiller's
+    predictor, the outputs of Paddle's CPU predictor (rtol 1e-5: one fc)."""
+    cpu = json.loads(_run(INFER, "cpu", fc_model).stdout.splitlines()[-1])
+    ipu = json.loads(_run("-m", "tiller.patch", INFER, "ipu", fc_model).stdout.splitlines()[-1])
+    cfg = tmp_path / "ipu.conf"
+    cfg.write_text("ipu_device_num,1\nipu_micro_batch_size, 2\n\nipu_batches_per_step,2\n"
+                   "ipu_enable_fp16,false\nipu_enable_model_runtime_executor,true\n")
+    from_file = json.loads(_run("-m", "tiller.patch", INFER, "ipu_file", fc_model, cfg).stdout
+                           .splitlines()[-1])
+    assert cpu["module"].startswith("paddle")
+    assert ipu["module"].startswith("tiller") and from_file["module"].startswith("tiller")
+    np.testing.assert_allclose(ipu["out"], cpu["out"], rtol=1e-5)
+    np.testing.assert_allclose(from_file["out"], cpu["out"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("ipu_device_num,1\nipu_bogus,3\n", ":2: unknown key 'ipu_bogus'"),
+    ("ipu_enable_fp16,maybe\n", ":1: expected true or false, got 'maybe'"),
+    ("ipu_micro_batch_size,two\n", ":1: expected an integer, got 'two'"),
+    ("ipu_custom_ops_info,[[custom_relu,Relu]]\n", ":1: a custom op is [paddle_op, popart_op"),
+    ("ipu_device_num,0\n", "ipu_device_num (0)"),
+    ("ipu_enable_half_partial,true\n", "ipu_enable_half_partial"),
+])
+def test_bad_ipu_config_files_are_refused_by_file_and_line(tmp_path, text, needle):
+    import tiller.inference as ti
+
+    path = tmp_path / "bad.conf"
+    path.write_text(text)
+    config = ti.Config()
+    with pytest.raises(ti.TillerError) as e:
+        config.load_ipu_config(str(path))
+    assert str(path) in str(e.value) and needle in str(e.value), str(e.value)
+    with pytest.raises(ti.TillerError, match="cannot open"):
+        config.load_ipu_config(str(tmp_path / "missing.conf"))
+
+
+def test_ipu_custom_ops_name_an_op_tiller_runs(fc_model):
+    import tiller.inference as ti
+
+    config = ti.Config(str(fc_model) + ".json", str(fc_model) + ".pdiparams")
+    with pytest.raises(ti.TillerError, match="paddle_op, popart_op, domain, version"):
+        config.set_ipu_custom_info([["custom_relu", "Relu"]])
+    config.set_ipu_custom_info([["custom_relu", "Relu", "custom.ops", "1"]],
+                               {"AccumulatePriorityPattern": False})
+    with pytest.raises(ti.TillerError, match="IPU custom op 'custom_relu'.*LoadCustomOpLibrary"):
+        ti.create_predictor(config)
+    config.set_ipu_custom_info([["relu", "Relu", "custom.ops", "1"]])   # an op Tiller runs
+    ti.create_predictor(config)
+
+
 def test_python_m_tiller_patch_needs_a_script():
     proc = _run("-m", "tiller.patch", check=False)
     assert proc.returncode == 2 and "usage" in proc.stderr
