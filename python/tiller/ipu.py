@@ -53,6 +53,11 @@ class IpuStrategy:
         self._noted = set()
         self._patterns = {}
         self._custom_ops = []
+        # Paddle's attributes: custom ops added, and whether options changed
+        # since the last compile (set_options of anything but 'lr').
+        self.has_custom_ops = False
+        self.custom_op_names = []
+        self.need_compile = True
 
     # -- Paddle's setters ------------------------------------------------------
     def set_graph_config(self, num_ipus=1, is_training=True, micro_batch_size=1,
@@ -72,10 +77,40 @@ class IpuStrategy:
         # Tiller runs custom ops from shared libraries (tiller.inference.
         # load_custom_op_library); the name mapping is kept for reference.
         self._custom_ops.append((paddle_op, popart_op or paddle_op, domain, version))
+        self.custom_op_names.append(paddle_op)
+        self.has_custom_ops = True
+
+    def get_all_option_names(self):
+        """Every option name set_options takes (Paddle's registry and
+        Tiller's own)."""
+        return [spec[0] for spec in _tiller.IpuOptions.specs()]
+
+    # -- Paddle's dygraph-to-static path ---------------------------------------
+    def register_patch(self):
+        raise TillerError("IpuStrategy.register_patch: the IPU dygraph-to-static path "
+                          "(paddle.jit.to_static training) is not implemented by Tiller yet; "
+                          "build the program in static mode (paddle.enable_static())")
+
+    def release_patch(self):
+        self.register_patch()
+
+    def set_optimizer(self, optimizer):
+        import paddle
+        if not paddle.in_dynamic_mode():
+            raise TillerError("Only needs to set optimizer in dynamic mode.")
+        self.register_patch()
+
+    def parse_optimizer(self, optimizer):
+        """Paddle's: {'is_dynamic': True, 'lr': the optimizer's current rate}."""
+        from paddle.optimizer.lr import LRScheduler
+        lr = optimizer._learning_rate
+        return {"is_dynamic": True, "lr": lr() if isinstance(lr, LRScheduler) else lr}
 
     def set_options(self, options):
         if not isinstance(options, dict):
             raise TillerError(f"set_options expects a dict, got {type(options).__name__}")
+        if set(options) - {"lr"}:
+            self.need_compile = True
         for key, value in options.items():
             note = self._options.set(key, value)
             if note is not None and key not in self._noted:

@@ -129,34 +129,56 @@ std::vector<OptionSpec> MakeSpecs() {
        int64_t{8192}, "weights with fewer elements keep their optimizer state whole"},
       {"replicated_graph_count", Support::kHonoured, int64_t{1},
        "replicas, each training on its share of the micro-batches"},
+      // popart::MeanReductionStrategy: 1 Post (divide the summed gradients
+      // once; Paddle's IpuStrategy default), 0 Running (a running mean per
+      // micro-batch, other rounding): Tiller divides once.
+      {"mean_accumulation_and_replication_reduction_strategy", Support::kNotYet, int64_t{1},
+       "how a mean reduction divides: 1 post (Tiller's), 0 running"},
+      // popart::SyntheticDataMode: 0 off; the others replace the host's data
+      // by zeros or random values.
+      {"synthetic_data_mode", Support::kNotYet, int64_t{0},
+       "0: the feeds' data (the others ignore it)"},
   };
   // Options of Paddle/PopART that tune the IPU toolchain: no meaning on
   // Tiller's backends.
-  for (const char* name : {"max_weight_norm",
-                           "weight_decay_mode",
-                           "available_memory_proportion",
-                           "enable_distribution",
-                           "scaled_optimizer_state",
-                           "onnx_dump_path",
-                           "enable_outlining",
-                           "global_replication_factor",
-                           "global_replica_offset",
-                           "enable_distributed_replicated_graphs",
-                           "partials_type_matmuls",
-                           "enable_prefetch_datastreams",
-                           "default_prefetch_buffering_depth",
-                           "cache_path",
-                           "enable_engine_caching",
-                           "location_optimizer",
-                           "location_optimizer.on_chip",
-                           "location_optimizer.min_elements_for_off_chip",
-                           "location_optimizer.use_io_tiles_to_load",
-                           "location_optimizer.use_io_tiles_to_store",
-                           "location_weight",
-                           "location_activation",
-                           "location_accumulator",
-                           "engine_options",
-                           "convolution_options"}) {
+  for (const char* name :
+       {"max_weight_norm", "weight_decay_mode", "available_memory_proportion",
+        "enable_distribution", "scaled_optimizer_state", "onnx_dump_path", "enable_outlining",
+        "global_replication_factor", "global_replica_offset",
+        "enable_distributed_replicated_graphs", "partials_type_matmuls",
+        "enable_prefetch_datastreams", "default_prefetch_buffering_depth", "cache_path",
+        "enable_engine_caching", "location_optimizer", "location_optimizer.on_chip",
+        "location_optimizer.min_elements_for_off_chip", "location_optimizer.use_io_tiles_to_load",
+        "location_optimizer.use_io_tiles_to_store", "location_weight", "location_activation",
+        "location_accumulator", "engine_options", "convolution_options",
+        // The rest of PopART's session options Paddle's IpuStrategy
+        // registry exposes (ipu_strategy.cc): scheduling, outlining,
+        // batch serialization, debugging and reports.
+        "transfer_cast_op", "enable_non_stable_softmax", "enable_stable_norm",
+        "autodiff_settings.stitch_strategy", "batch_serialization_settings.transform_context",
+        "batch_serialization_settings.method", "batch_serialization_settings.batch_schedule",
+        "batch_serialization_settings.factor",
+        "batch_serialization_settings.concat_on_virtual_graph_change",
+        "batch_serialization_settings.concat_on_execution_phase_change",
+        "batch_serialization_settings.concat_on_pipeline_stage_change", "merge_var_update",
+        "merge_var_update_mem_threshold", "virtual_graph_mode", "subgraph_copying_strategy",
+        "log_dir", "custom_codelet_compile_flags", "serialized_poprithms_shift_graphs_dir",
+        "kahn_tie_breaker", "execution_phase_settings.phases", "execution_phase_settings.stages",
+        "first_dot_op", "final_dot_op", "num_io_tiles", "loose_threshold_at_peak",
+        "swap_limit_scheduler", "compilation_progress_total",
+        "transitive_closure_optimization_threshold", "strict_op_versions", "opx_alias_checking",
+        "opx_modify_checking", "dot_op_names", "export_poplar_computation_graph",
+        "export_poplar_vertex_graph", "separate_call_op_pdfs", "enable_outlining_copy_cost_pruning",
+        "rearrange_anchors_on_host", "instrument_with_hardware_cycle_counter",
+        "disable_grad_accumulation_tensor_streams", "compile_engine", "constant_weights",
+        "enable_merge_exchange", "explicit_recomputation", "enable_explicit_main_loops",
+        "use_host_copy_ops", "alias_zero_copy", "delay_var_updates", "enable_fully_connected_pass",
+        "enable_serialized_matmuls", "decompose_grad_sum", "group_host_sync",
+        "enable_supported_data_type_casting", "group_norm_strided_channel_grouping",
+        "schedule_non_weight_update_gradient_consumers_early", "outline_sequence_break_cost",
+        "outline_threshold", "time_limit_scheduler", "custom_ops", "dot_checks",
+        "hardware_instrumentations", "custom_codelets", "report_options", "lstm_options",
+        "gcl_options"}) {
     specs.push_back({name, Support::kNoEffect, std::nullopt, "IPU toolchain setting; no effect"});
   }
   std::sort(specs.begin(), specs.end(),

@@ -198,3 +198,23 @@ def test_python_m_tiller_patch_needs_a_script():
     assert proc.returncode == 2 and "usage" in proc.stderr
     proc = _run("-m", "tiller.patch", "/no/such/script.py", check=False)
     assert proc.returncode == 2 and "/no/such/script.py" in proc.stderr
+
+
+def test_strategy_has_paddles_attributes_and_knows_every_option_name():
+    import tiller
+
+    s = tiller.IpuStrategy()
+    assert s.need_compile and not s.has_custom_ops
+    s.add_custom_op("custom_relu", "Relu")
+    assert s.has_custom_ops and s.custom_op_names == ["custom_relu"]
+    names = s.get_all_option_names()
+    for name in ("transfer_cast_op", "enable_non_stable_softmax", "batch_serialization_settings.factor",
+                 "gcl_options", "accl1_type", "enable_stochastic_rounding", "half_dtype"):
+        assert name in names, name
+    with pytest.warns(UserWarning, match="no effect"):
+        s.set_options({"outline_threshold": 2.5})
+    assert s.get_option("outline_threshold") == 2.5
+    with pytest.raises(tiller.TillerError, match="not implemented"):
+        s.set_options({"mean_accumulation_and_replication_reduction_strategy": 0})
+    with pytest.raises(tiller.TillerError, match="dygraph-to-static"):
+        s.register_patch()
