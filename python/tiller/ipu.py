@@ -160,6 +160,33 @@ def _fetch_name(item):
     raise TillerError(f"fetch_list item {item!r} is neither a name nor a named variable")
 
 
+def _has_backward(program):
+    """Whether the program holds Paddle's backward ops (optimizer.minimize)."""
+    if _is_pir(program):
+        return any(op.name().endswith("_grad") for op in program.global_block().ops)
+    return any(op.type.endswith("_grad") for op in program.global_block().ops)
+
+
+def _find_value(program, item, data=False):
+    """A feed (data=True: by name) or fetch target of the program as the
+    Value (PIR) or Variable (legacy) save_inference_model takes."""
+    if not isinstance(item, str):
+        return item
+    block = program.global_block()
+    if not _is_pir(program):
+        if not block.has_var(item):
+            raise TillerError(f"'{item}' is not a variable of the program")
+        return block.var(item)
+    for op in block.ops:
+        if data and op.name() == "pd_op.data" and op.attrs().get("name") == item:
+            return op.result(0)
+        if not data:
+            for r in op.results():
+                if r.has_name and r.name == item:
+                    return r
+    raise TillerError(f"'{item}' is not a {'data' if data else 'named'} value of the program")
+
+
 class IpuCompiledProgram:
     """A Paddle training (or eval) program compiled by Tiller.
 
@@ -174,6 +201,7 @@ class IpuCompiledProgram:
         self._scope = scope if scope is not None else paddle.static.global_scope()
         self._strategy = ipu_strategy if ipu_strategy is not None else IpuStrategy()
         self._session = None
+        self._predictor = None  # an inference program's (see compile())
         self._tmp = None
 
     def compile(self, feed_list, fetch_list):
@@ -181,6 +209,12 @@ class IpuCompiledProgram:
         fetch_list: names or variables (the loss, metrics). Returns self."""
         feed_names = [_fetch_name(f) for f in feed_list]
         self._tmp = tempfile.TemporaryDirectory(prefix="tiller_prog_")
+        if not _has_backward(self.org_program):
+            if self._strategy.is_training:
+                raise TillerError("IpuCompiledProgram: is_training is True but the program has "
+                                  "no backward part (call optimizer.minimize(loss)); for "
+                                  "inference set_graph_config(is_training=False)")
+            return self._compile_inference(feed_names, fetch_list)
         if _is_pir(self.org_program):
             path, fetch_names = self._save_pir(fetch_list)
         else:
@@ -193,6 +227,42 @@ class IpuCompiledProgram:
         self._session = _tiller.TrainingSession(path, feed_names, fetch_names,
                                                 self._strategy._options)
         self.weights_to_device()
+        return self
+
+    def _compile_inference(self, feed_names, fetch_list):
+        """An inference program (is_training=False, no optimizer): saved as
+        an inference model from the scope and run by Tiller's predictor with
+        the strategy's devices, replicas, micro-batches and precision (what
+        Paddle Inference's enable_ipu / set_ipu_config mean)."""
+        import paddle
+
+        from . import inference
+
+        program = self.org_program
+        pir = _is_pir(program)
+        feeds = [_find_value(program, n, data=True) for n in feed_names]
+        fetches = [_find_value(program, f) for f in fetch_list]
+        prefix = os.path.join(self._tmp.name, "model")
+        with paddle.static.scope_guard(self._scope):
+            paddle.static.save_inference_model(prefix, feeds, fetches,
+                                               paddle.static.Executor(paddle.CPUPlace()),
+                                               program=program)
+        self.program_path = prefix + (".json" if pir else ".pdmodel")
+        config = inference.Config(self.program_path, prefix + ".pdiparams")
+        o = self._strategy._options
+        config.set_cpu_math_library_num_threads(o.num_threads)
+        replicas = o.get("replicated_graph_count") if o.get("enable_replicated_graphs") else 1
+        devices = max(1, o.get("num_ipus") // replicas)
+        batches = o.get("batches_per_step")
+        if devices > 1 or replicas > 1 or batches > 1:
+            config.enable_ipu(devices, o.get("micro_batch_size"), o.get("enable_pipelining"),
+                              batches)
+            config.set_ipu_config(False, replicas)
+        if o.get("enable_fp16"):
+            half = o.get("half_dtype")
+            config.set_precision("half" if half == "auto" else half)
+        self._predictor = inference.create_predictor(config)
+        self._fetch_count = len(fetches)
         return self
 
     def _save_pir(self, fetch_list):
@@ -299,6 +369,16 @@ class IpuCompiledProgram:
         or is_training=False). Returns the fetches as numpy arrays in the order
         given to compile(); fetch_list is accepted for Executor.run symmetry
         and must name the same targets when given."""
+        if self._predictor is not None:
+            if fetch_list is not None and len(fetch_list) != self._fetch_count:
+                raise TillerError(f"run(): {len(fetch_list)} fetch targets, compiled with "
+                                  f"{self._fetch_count}")
+            feed = dict(feed or {})
+            names = self._predictor.get_input_names()
+            missing = [n for n in names if n not in feed]
+            if missing:
+                raise TillerError(f"run(): no feed for {missing}")
+            return self._predictor.run([np.asarray(feed[n]) for n in names])
         if self._session is None:
             raise TillerError("IpuCompiledProgram.run() before compile()")
         if fetch_list is not None and len(fetch_list) != len(self._session.fetch_names):
