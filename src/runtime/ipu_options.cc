@@ -138,16 +138,25 @@ std::vector<OptionSpec> MakeSpecs() {
       // by zeros or random values.
       {"synthetic_data_mode", Support::kNotYet, int64_t{0},
        "0: the feeds' data (the others ignore it)"},
+      // Several hosts (a launcher's ranks each feeding part of the global
+      // batch): until the MPI backend lands each rank would train its own
+      // model, so anything but the single-host defaults is refused.
+      {"enable_distribution", Support::kNotYet, false, "training across hosts (MPI, not yet)"},
+      {"enable_distributed_replicated_graphs", Support::kNotYet, false,
+       "replicas across hosts (MPI, not yet)"},
+      {"global_replication_factor", Support::kNotYet, int64_t{1},
+       "replicas over all hosts (MPI, not yet)"},
+      {"global_replica_offset", Support::kNotYet, int64_t{0},
+       "this host's first replica (MPI, not yet)"},
   };
   // Options of Paddle/PopART that tune the IPU toolchain: no meaning on
   // Tiller's backends.
   for (const char* name :
        {"max_weight_norm", "weight_decay_mode", "available_memory_proportion",
-        "enable_distribution", "scaled_optimizer_state", "onnx_dump_path", "enable_outlining",
-        "global_replication_factor", "global_replica_offset",
-        "enable_distributed_replicated_graphs", "partials_type_matmuls",
-        "enable_prefetch_datastreams", "default_prefetch_buffering_depth", "cache_path",
-        "enable_engine_caching", "location_optimizer", "location_optimizer.on_chip",
+        "scaled_optimizer_state", "onnx_dump_path", "enable_outlining",
+
+        "partials_type_matmuls", "enable_prefetch_datastreams", "default_prefetch_buffering_depth",
+        "cache_path", "enable_engine_caching", "location_optimizer", "location_optimizer.on_chip",
         "location_optimizer.min_elements_for_off_chip", "location_optimizer.use_io_tiles_to_load",
         "location_optimizer.use_io_tiles_to_store", "location_weight", "location_activation",
         "location_accumulator", "engine_options", "convolution_options",

@@ -237,3 +237,9 @@ def test_strategy_has_paddles_attributes_and_knows_every_option_name():
         s.set_options({"mean_accumulation_and_replication_reduction_strategy": 0})
     with pytest.raises(tiller.TillerError, match="dygraph-to-static"):
         s.register_patch()
+    # Several hosts would train one model per rank until the MPI backend lands.
+    s.set_options({"enable_distribution": False, "global_replication_factor": 1})
+    for name, value in (("enable_distribution", True), ("global_replication_factor", 2),
+                        ("global_replica_offset", 1)):
+        with pytest.raises(tiller.TillerError, match=f"option {name}=.* is not implemented"):
+            s.set_options({name: value})
