@@ -136,7 +136,7 @@ def test_program_without_optimizer_is_refused():
         exe = paddle.static.Executor(paddle.CPUPlace())
         with paddle.static.scope_guard(scope):
             exe.run(start)
-        with pytest.raises(tiller.TillerError, match="not a training program"):
+        with pytest.raises(tiller.TillerError, match="no backward part.*minimize"):
             tiller.IpuCompiledProgram(main, scope=scope).compile(["x"], [loss])
 
 
