@@ -188,7 +188,8 @@ def _find_value(program, item, data=False):
 
 
 class IpuCompiledProgram:
-    """A Paddle training (or eval) program compiled by Tiller.
+    """A Paddle training (or eval) program compiled by Tiller; an inference
+    program (is_training=False, no optimizer) runs on Tiller's predictor.
 
     ``program``: a ``paddle.static.Program`` after ``optimizer.minimize`` (PIR
     or legacy); ``scope``: the scope holding its initialized parameters
@@ -307,8 +308,17 @@ class IpuCompiledProgram:
                               "(or load a checkpoint) before compiling")
         return var.get_tensor()
 
+    def _require_training(self, what):
+        if self._predictor is not None:
+            raise TillerError(f"{what}: this is an inference program (is_training=False): it "
+                              "has no trained state; its weights were read from the scope at "
+                              "compile()")
+        if self._session is None:
+            raise TillerError(f"{what} before compile()")
+
     def weights_to_device(self):
         """Copies parameters and optimizer state from the scope into Tiller."""
+        self._require_training("weights_to_device()")
         for info in self._session.state_info():
             value = np.array(self._tensor(info.name))
             if tuple(value.shape) != tuple(info.shape):
@@ -320,8 +330,12 @@ class IpuCompiledProgram:
 
     def weights_to_host(self):
         """Writes parameters and optimizer state back into the scope (before
-        paddle.static.save, or to continue with Paddle's executor)."""
+        paddle.static.save, or to continue with Paddle's executor). An
+        inference program changes no weights: nothing to write."""
         import paddle
+        if self._predictor is not None:
+            return
+        self._require_training("weights_to_host()")
         place = paddle.CPUPlace()
         for info in self._session.state_info():
             t = self._tensor(info.name)
@@ -340,8 +354,7 @@ class IpuCompiledProgram:
         set_program_state or load() resume from it. Each file is written to a
         temporary name and renamed, so an interrupted save never leaves a
         truncated checkpoint."""
-        if self._session is None:
-            raise TillerError("save() before compile()")
+        self._require_training("save()")
         if protocol != 4:
             raise TillerError(f"save(protocol={protocol!r}): Tiller writes pickle protocol 4 "
                               "(paddle.static.save's default)")
@@ -352,8 +365,7 @@ class IpuCompiledProgram:
         paddle.static.save (<prefix>.pdparams and, when the optimizer has
         state, <prefix>.pdopt). Every persistable variable of the program must
         be in it, with its shape; a refused checkpoint changes nothing."""
-        if self._session is None:
-            raise TillerError("load() before compile()")
+        self._require_training("load()")
         self._session.load_checkpoint(os.fspath(path_prefix))
 
     def _set_learning_rate(self):

@@ -243,3 +243,38 @@ def test_strategy_has_paddles_attributes_and_knows_every_option_name():
                         ("global_replica_offset", 1)):
         with pytest.raises(tiller.TillerError, match=f"option {name}=.* is not implemented"):
             s.set_options({name: value})
+
+
+def test_inference_program_compiles_and_has_no_trained_state():
+    """is_training=False with a program without an optimizer: Tiller's
+    predictor runs it (Paddle's IPU op tests did this for every op); the
+    training-only calls say why they do not apply."""
+    import paddle
+
+    import tiller
+
+    paddle.enable_static()
+    try:
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            x = paddle.static.data("x", [3, 4], "float32")
+            out = paddle.nn.functional.softmax(paddle.static.nn.fc(x, 5))
+        scope = paddle.static.Scope()
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        with paddle.static.scope_guard(scope):
+            exe.run(startup)
+            xv = np.random.default_rng(0).random((3, 4)).astype(np.float32)
+            ref, = exe.run(main, feed={"x": xv}, fetch_list=[out])
+        s = tiller.IpuStrategy()
+        s.set_graph_config(is_training=False)
+        prog = tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(["x"], [out])
+        got, = prog.run(feed={"x": xv})
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+        prog.weights_to_host()   # nothing trained: a no-op
+        with pytest.raises(tiller.TillerError, match="inference program"):
+            prog.save("/tmp/never")
+        s.set_graph_config(is_training=True)
+        with pytest.raises(tiller.TillerError, match="no backward part"):
+            tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(["x"], [out])
+    finally:
+        paddle.disable_static()
