@@ -127,6 +127,19 @@ def _tiller_session(info, ref, fetch, options=None):
     return session
 
 
+def _check_state(session, ref, step):
+    """Every persistable after `step` against Paddle's: the loss-scaling
+    state exactly, the rest within TOL."""
+    for si in session.state_info():
+        got, want = session.get_state(si.name), ref[f"{step}/{si.name}"]
+        if si.name in SCALING_STATE:
+            np.testing.assert_array_equal(got.reshape(want.shape), want,
+                                          err_msg=f"{si.name} after step {step}")
+        else:
+            np.testing.assert_allclose(got.reshape(want.shape), want, rtol=TOL, atol=TOL,
+                                       err_msg=f"{si.name} after step {step}")
+
+
 CASES = [
     ("legacy", "O1", "float16", True),
     ("legacy", "O2", "float16", True),
@@ -153,20 +166,12 @@ def test_amp_program_trains_as_paddle_does(tmp_path, fmt, level, dtype, dynamic)
         assert min(scales) < 2.0 ** 15 < max(scales), scales
     fetch = [info["loss"]] if info["loss"] else []
     session = _tiller_session(info, ref, fetch)
-    state_names = [si.name for si in session.state_info()]
     for step in range(STEPS):
         outs = session.run({"x": ref[f"{step}/x"], "y": ref[f"{step}/y"]})
         if fetch:
             np.testing.assert_allclose(outs[0], ref[f"{step}/loss"], rtol=TOL, atol=TOL,
                                        err_msg=f"loss, step {step}")
-        for n in state_names:
-            got, want = session.get_state(n), ref[f"{step}/{n}"]
-            if n in SCALING_STATE:
-                np.testing.assert_array_equal(got.reshape(want.shape), want,
-                                              err_msg=f"{n} after step {step}")
-            else:
-                np.testing.assert_allclose(got.reshape(want.shape), want, rtol=TOL, atol=TOL,
-                                           err_msg=f"{n} after step {step}")
+        _check_state(session, ref, step)
 
 
 
@@ -189,14 +194,7 @@ def test_amp_program_with_replicas_and_accumulation_follows_one_device(tmp_path)
     session = _tiller_session(info, ref, [info["loss"]], options)
     for step in range(STEPS):
         outs = session.run({"x": ref[f"{step}/x"], "y": ref[f"{step}/y"]})
-        for n in [si.name for si in session.state_info()]:
-            got, want = session.get_state(n), ref[f"{step}/{n}"]
-            if n in SCALING_STATE:
-                np.testing.assert_array_equal(got.reshape(want.shape), want,
-                                              err_msg=f"{n} after step {step}")
-            else:
-                np.testing.assert_allclose(got.reshape(want.shape), want, rtol=TOL, atol=TOL,
-                                           err_msg=f"{n} after step {step}")
+        _check_state(session, ref, step)
         # One loss per micro-batch; their mean is the batch's.
         np.testing.assert_allclose(np.mean(outs[0]), ref[f"{step}/loss"], rtol=TOL, atol=TOL,
                                    err_msg=f"loss, step {step}")
