@@ -177,14 +177,17 @@ def _find_value(program, item, data=False):
         if not block.has_var(item):
             raise TillerError(f"'{item}' is not a variable of the program")
         return block.var(item)
+    found = None
     for op in block.ops:
         if data and op.name() == "pd_op.data" and op.attrs().get("name") == item:
             return op.result(0)
         if not data:
             for r in op.results():
                 if r.has_name and r.name == item:
-                    return r
-    raise TillerError(f"'{item}' is not a {'data' if data else 'named'} value of the program")
+                    found = r  # the last value of that name, as the program ends
+    if found is None:
+        raise TillerError(f"'{item}' is not a {'data' if data else 'named'} value of the program")
+    return found
 
 
 class IpuCompiledProgram:
@@ -277,15 +280,7 @@ class IpuCompiledProgram:
         names = []
         with paddle.static.program_guard(program):
             for i, item in enumerate(fetch_list):
-                if isinstance(item, str):
-                    value = None
-                    for op in block.ops:
-                        for r in op.results():
-                            if r.has_name and r.name == item:
-                                value = r
-                    if value is None:
-                        raise TillerError(f"fetch target '{item}' is not a named value of the program")
-                    item = value
+                item = _find_value(program, item)
                 name = f"tiller_fetch_{i}"
                 out = paddle._pir_ops.fetch(item, name, i)
                 added.append(out.get_defining_op())

@@ -143,20 +143,22 @@ void Config::SetIpuConfig(bool ipu_enable_fp16, int ipu_replica_num,
   if (ipu_enable_fp16) SetPrecision("half");
 }
 
-void Config::SetIpuCustomInfo(const std::vector<std::vector<std::string>>& ipu_custom_ops_info,
-                              const std::map<std::string, bool>& ipu_custom_patterns) {
-  for (const auto& entry : ipu_custom_ops_info) {
+namespace {
+
+// Each IPU custom op is [paddle_op, popart_op, domain, version]; fail(message)
+// throws.
+void CheckCustomOps(const std::vector<std::vector<std::string>>& ops, const auto& fail) {
+  for (const auto& entry : ops) {
     if (entry.size() != 4)
-      Fail(ErrorKind::kInvalidArgument,
-           "SetIpuCustomInfo: a custom op entry is [paddle_op, popart_op, domain, version], got "
-           "{} field(s)",
-           entry.size());
+      fail(fmt::format("a custom op is [paddle_op, popart_op, domain, version], got {} field(s)",
+                       entry.size()));
   }
-  ipu_.custom_ops_info = ipu_custom_ops_info;
-  ipu_.custom_patterns = ipu_custom_patterns;
 }
 
-namespace {
+std::string Lowercase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
 
 // "[[a, b, c], [d, e]]" (spaces already removed) -> {{a, b, c}, {d, e}}.
 std::vector<std::vector<std::string>> ParseNestedList(const std::string& text, const auto& fail) {
@@ -192,6 +194,15 @@ std::vector<std::vector<std::string>> ParseNestedList(const std::string& text, c
 
 }  // namespace
 
+void Config::SetIpuCustomInfo(const std::vector<std::vector<std::string>>& ipu_custom_ops_info,
+                              const std::map<std::string, bool>& ipu_custom_patterns) {
+  CheckCustomOps(ipu_custom_ops_info, [](const std::string& message) {
+    Fail(ErrorKind::kInvalidArgument, "SetIpuCustomInfo: {}", message);
+  });
+  ipu_.custom_ops_info = ipu_custom_ops_info;
+  ipu_.custom_patterns = ipu_custom_patterns;
+}
+
 void Config::LoadIpuConfig(const std::string& config_path) {
   std::ifstream in(config_path);
   if (!in) Fail(ErrorKind::kNotFound, "LoadIpuConfig: cannot open '{}'", config_path);
@@ -218,9 +229,7 @@ void Config::LoadIpuConfig(const std::string& config_path) {
       return v;
     };
     auto to_bool = [&]() {
-      std::string v = value;
-      std::transform(v.begin(), v.end(), v.begin(),
-                     [](unsigned char c) { return std::tolower(c); });
+      const std::string v = Lowercase(value);
       if (v == "true" || v == "1") return true;
       if (v == "false" || v == "0") return false;
       fail(fmt::format("expected true or false, got '{}'", value));
@@ -248,17 +257,12 @@ void Config::LoadIpuConfig(const std::string& config_path) {
       to_bool();  // toolchain-only: validated, no effect
     } else if (key == "ipu_custom_ops_info") {
       ipu.custom_ops_info = ParseNestedList(value, fail);
-      for (const auto& entry : ipu.custom_ops_info) {
-        if (entry.size() != 4)
-          fail(fmt::format("a custom op is [paddle_op, popart_op, domain, version]: '{}'", value));
-      }
+      CheckCustomOps(ipu.custom_ops_info, fail);
     } else if (key == "ipu_custom_patterns") {
       ipu.custom_patterns.clear();
       for (const auto& entry : ParseNestedList(value, fail)) {
         if (entry.size() != 2) fail(fmt::format("a pattern is [name, true|false]: '{}'", value));
-        std::string flag = entry[1];
-        std::transform(flag.begin(), flag.end(), flag.begin(),
-                       [](unsigned char c) { return std::tolower(c); });
+        const std::string flag = Lowercase(entry[1]);
         ipu.custom_patterns[entry[0]] = flag == "true" || flag == "1";
       }
     } else {

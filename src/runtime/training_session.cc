@@ -124,7 +124,7 @@ struct TrainingSession::Impl {
     DType declared;       // as the program declares it: what reads and writes exchange
     AlignedBuffer data;
     bool set = false;
-    size_t declared_bytes() const { return NumElements(type.shape) * DTypeSize(declared); }
+    ir::TensorType declared_type() const { return {declared, type.shape}; }
   };
   // Between the declared dtype and the stored one (float32 <-> float16).
   static void Store(State& st, const void* declared) {
@@ -851,7 +851,7 @@ void TrainingSession::SetState(const std::string& name, const void* data, DataTy
                                size_t bytes) {
   Impl::State& st = impl_->FindState(name);
   impl_->GatherParts();
-  const ir::TensorType declared{st.declared, st.type.shape};
+  const ir::TensorType declared = st.declared_type();
   if (FromApi(dtype) != st.declared)
     Fail(ErrorKind::kInvalidArgument, "state '{}' is {}, got {}", name, declared.ToString(),
          inference::DataTypeName(dtype));
@@ -866,7 +866,7 @@ void TrainingSession::SetState(const std::string& name, const void* data, DataTy
 void TrainingSession::GetState(const std::string& name, void* data, size_t bytes) const {
   Impl::State& st = impl_->FindState(name);
   impl_->GatherParts();
-  const ir::TensorType declared{st.declared, st.type.shape};
+  const ir::TensorType declared = st.declared_type();
   if (bytes != declared.bytes())
     Fail(ErrorKind::kInvalidArgument, "state '{}' ({}) has {} bytes, buffer has {}", name,
          declared.ToString(), declared.bytes(), bytes);
@@ -920,12 +920,12 @@ void TrainingSession::SaveCheckpoint(const std::string& path_prefix) const {
     const Impl::State& st = s.states.at(name);
     const std::byte* bytes = reinterpret_cast<const std::byte*>(st.data.data());
     if (st.declared != st.type.dtype) {
-      widened.emplace_back().Resize(st.declared_bytes());
+      widened.emplace_back().Resize(st.declared_type().bytes());
       Impl::Load(st, widened.back().data());
       bytes = reinterpret_cast<const std::byte*>(widened.back().data());
     }
     paddle::ArrayView view{
-        name, paddle::NumpyNameOf(st.declared), st.type.shape, {bytes, st.declared_bytes()}};
+        name, paddle::NumpyNameOf(st.declared), st.type.shape, {bytes, st.declared_type().bytes()}};
     (v->file == paddle::SaveFile::kPdparams ? params : opts).push_back(view);
   }
   std::filesystem::path dir = std::filesystem::path(path_prefix).parent_path();
@@ -996,7 +996,7 @@ void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
     if (a.dtype != declared)
       Fail(ErrorKind::kInvalidArgument, "checkpoint '{}': '{}' is {}, the program declares {}",
            path_prefix, name, a.dtype, declared);
-    TILLER_CHECK(a.data->size() == st.declared_bytes(), "'{}': {} bytes for {}", name,
+    TILLER_CHECK(a.data->size() == st.declared_type().bytes(), "'{}': {} bytes for {}", name,
                  a.data->size(), st.type.ToString());
   }
   for (const std::string& name : s.info.state) {

@@ -488,17 +488,12 @@ def test_a_model_paddle_saved_in_bfloat16_runs_as_saved(tmp_path):
     report = predictor.summary()["compile_report"]
     assert "half_fallback" in report and "softmax 1" in report, report
     # The command line synthesizes bf16 inputs for it too.
-    import subprocess
-    from pathlib import Path
+    from cli_test import tiller as tiller_cli
 
-    tiller_bin = Path(os.environ.get("TILLER_BUILD_DIR", Path(__file__).parents[2] / "build"))
-    tiller_bin = tiller_bin / "bin" / "tiller"
-    model = str(tmp_path / "model.json")
-    bench = subprocess.run([str(tiller_bin), "bench", model, "--iters", "2"], capture_output=True,
-                           text=True)
+    model = tmp_path / "model.json"
+    bench = tiller_cli("bench", model, "--iters", "2", check=False)
     assert bench.returncode == 0 and "latency" in bench.stdout, bench.stderr
-    info = subprocess.run([str(tiller_bin), "info", model, "--passes"], capture_output=True,
-                          text=True)
+    info = tiller_cli("info", model, "--passes", check=False)
     assert info.returncode == 0 and "computed in float32 between casts" in info.stdout, info
 
 

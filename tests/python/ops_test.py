@@ -87,13 +87,11 @@ def test_op_in_half_precision_matches_paddle_on_half_operands(generated, case, f
 def test_half_ops_are_the_ops_tiller_multiplies_in_half():
     """op_harness.HALF_OPS is the set of `tiller ops` rows whose translation
     multiplies in half precision, so the half cases cannot drift from it."""
-    import os
-    import subprocess
+    from cli_test import _ops_table
 
-    build = os.environ.get("TILLER_BUILD_DIR", str(op_harness.HERE.parents[1] / "build"))
-    table = subprocess.run([os.path.join(build, "bin", "tiller"), "ops"], capture_output=True,
-                           text=True, check=True).stdout
-    gemm = {line.split()[0] for line in table.splitlines() if "bfloat16 GEMM" in line}
+    half = {}
+    _ops_table(half)
+    gemm = {op for op, how in half.items() if how.startswith("bfloat16 GEMM")}
     assert gemm == set(op_harness.HALF_OPS)
     assert {c.op for c in CASES if c.half} == gemm, "every such op has half cases"
 

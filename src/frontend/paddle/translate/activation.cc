@@ -4,6 +4,7 @@
 
 #include "frontend/paddle/pir_compat.h"
 #include "frontend/paddle/translate.h"
+#include "frontend/paddle/translate/helpers.h"
 
 namespace tiller::paddle {
 namespace {
@@ -83,10 +84,7 @@ ir::Value* ScalarOperand(TranslateContext& ctx, const OpDesc& op, ir::Value* v, 
   if (NumElements(v->shape()) != 1)
     ctx.Invalid(op, "tensor '{}' must hold one value, has shape {}", v->name,
                 ShapeToString(v->shape()));
-  v = ctx.Reshape(op, v, {});
-  if (v->dtype() != dtype)
-    v = ctx.Add1(op, "cast", {v}, {{"dtype", std::string(DTypeName(dtype))}});
-  return v;
+  return Cast(ctx, op, ctx.Reshape(op, v, {}), dtype);
 }
 
 // pow: a FactorTensor, when present, replaces the `factor` attribute.

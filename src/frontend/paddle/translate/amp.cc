@@ -13,6 +13,7 @@
 // num_bad_steps_0 stay ordinary persistable state that the program updates
 // and a checkpoint holds, exactly as in Paddle.
 #include "frontend/paddle/translate.h"
+#include "frontend/paddle/translate/helpers.h"
 
 namespace tiller::paddle {
 namespace {
@@ -35,12 +36,8 @@ void CheckFiniteAndUnscale(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "FoundInfinite", ctx.Add1(op, "any_non_finite", xs));
   ir::Value* inverse =
       ctx.Reshape(op, ctx.Add1(op, "div", {ctx.ConstScalar(1, DType::kF32), scale}), {});
-  for (size_t i = 0; i < xs.size(); ++i) {
-    ir::Value* inv = inverse;
-    if (xs[i]->dtype() != DType::kF32)
-      inv = ctx.Add1(op, "cast", {inverse}, {{"dtype", std::string(DTypeName(xs[i]->dtype()))}});
-    ctx.SetOut(op, "Out", ctx.Add1(op, "mul", {xs[i], inv}), i);
-  }
+  for (size_t i = 0; i < xs.size(); ++i)
+    ctx.SetOut(op, "Out", ctx.Add1(op, "mul", {xs[i], Cast(ctx, op, inverse, xs[i]->dtype())}), i);
 }
 
 // A bool input that must be known when the program is compiled.
@@ -62,9 +59,7 @@ void UpdateLossScaling(TranslateContext& ctx, const OpDesc& op) {
     ctx.Invalid(op, "{} outputs Out for {} inputs X", op.Outputs("Out").size(), xs.size());
   ir::Value* flag = ctx.Reshape(op, found, {});
   for (size_t i = 0; i < xs.size(); ++i) {
-    ir::Value* zero = ctx.ConstScalar(0, DType::kF32);
-    if (xs[i]->dtype() != DType::kF32)
-      zero = ctx.Add1(op, "cast", {zero}, {{"dtype", std::string(DTypeName(xs[i]->dtype()))}});
+    ir::Value* zero = Cast(ctx, op, ctx.ConstScalar(0, DType::kF32), xs[i]->dtype());
     ctx.SetOut(op, "Out", ctx.Add1(op, "where", {flag, zero, xs[i]}), i);
   }
   ir::Value* scale = ctx.In(op, "PrevLossScaling");

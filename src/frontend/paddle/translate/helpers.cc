@@ -88,4 +88,9 @@ std::vector<int64_t> WindowPads(TranslateContext& ctx, const OpDesc& op, const S
   ctx.Unsupported(op, "paddings with {} values", p.size());
 }
 
+ir::Value* Cast(TranslateContext& ctx, const OpDesc& op, ir::Value* v, DType to) {
+  if (v->dtype() == to) return v;
+  return ctx.Add1(op, "cast", {v}, {{"dtype", std::string(DTypeName(to))}});
+}
+
 }  // namespace tiller::paddle

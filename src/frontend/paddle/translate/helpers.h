@@ -16,6 +16,9 @@ void AlignForAxis(TranslateContext& ctx, const OpDesc& op, ir::Value** x, ir::Va
 std::vector<int64_t> IntsFrom(TranslateContext& ctx, const OpDesc& op, const std::string& attr,
                               const std::string& tensor_slot, const std::string& list_slot);
 
+// `v` as dtype `to`: itself when it already is, else an IR cast.
+ir::Value* Cast(TranslateContext& ctx, const OpDesc& op, ir::Value* v, DType to);
+
 // Resolves a Paddle target shape (0 copies the input dim, -1 is inferred).
 Shape ResolveTargetShape(TranslateContext& ctx, const OpDesc& op, const Shape& in,
                          const std::vector<int64_t>& target);

@@ -13,11 +13,6 @@ std::string DTypeAttr(DType t) {
   return std::string(DTypeName(t));
 }
 
-ir::Value* Cast(TranslateContext& ctx, const OpDesc& op, ir::Value* v, DType to) {
-  if (v->dtype() == to) return v;
-  return ctx.Add1(op, "cast", {v}, {{"dtype", DTypeAttr(to)}});
-}
-
 // Old fluid programs may carry MKL-DNN int8 quantization scales on math ops;
 // the CPU kernels compute in float, so only the neutral value is accepted.
 void CheckNeutralScales(TranslateContext& ctx, const OpDesc& op) {

@@ -20,6 +20,7 @@
 // and gradients that are not dense tensors.
 #include "frontend/paddle/pir_compat.h"
 #include "frontend/paddle/translate.h"
+#include "frontend/paddle/translate/helpers.h"
 
 namespace tiller::paddle {
 namespace {
@@ -53,8 +54,7 @@ std::vector<ir::Value*> Common(TranslateContext& ctx, const OpDesc& op) {
 // compute in float32.
 ir::Value* StateIn(TranslateContext& ctx, const OpDesc& op, const std::string& slot) {
   ir::Value* v = ctx.In(op, slot);
-  if (v->dtype() != DType::kF16) return v;
-  return ctx.Add1(op, "cast", {v}, {{"dtype", std::string("float32")}});
+  return v->dtype() == DType::kF16 ? Cast(ctx, op, v, DType::kF32) : v;
 }
 
 // Binds `next`, the new value of input slot <X>, to output slot <X>Out,
@@ -62,8 +62,7 @@ ir::Value* StateIn(TranslateContext& ctx, const OpDesc& op, const std::string& s
 // old value when the skip flag holds.
 void SetNew(TranslateContext& ctx, const OpDesc& op, const std::string& out_slot, ir::Value* next) {
   const std::string in_slot = out_slot.substr(0, out_slot.size() - 3);  // drop "Out"
-  if (ir::Value* old = ctx.InOpt(op, in_slot); old && old->dtype() != next->dtype())
-    next = ctx.Add1(op, "cast", {next}, {{"dtype", std::string(DTypeName(old->dtype()))}});
+  if (ir::Value* old = ctx.InOpt(op, in_slot)) next = Cast(ctx, op, next, old->dtype());
   if (ir::Value* skip = ctx.InOpt(op, "SkipUpdate")) {
     if (skip->dtype() != DType::kBool || NumElements(skip->shape()) != 1)
       ctx.Invalid(op, "SkipUpdate '{}' is {}, expected one bool", skip->name,

@@ -167,8 +167,7 @@ ir::Value* Filled(TranslateContext& ctx, const OpDesc& op, DType dtype, const Sh
                                                      dtype == DType::kBool
                                                  ? dtype
                                                  : DType::kF32);
-  if (scalar->dtype() != dtype)
-    scalar = ctx.Add1(op, "cast", {scalar}, {{"dtype", std::string(DTypeName(dtype))}});
+  scalar = Cast(ctx, op, scalar, dtype);
   if (shape.empty()) return scalar;
   return ctx.Add1(op, "expand", {scalar}, {{"shape", std::vector<int64_t>(shape)}});
 }
@@ -205,7 +204,7 @@ void ShapeOp(TranslateContext& ctx, const OpDesc& op, DType dt) {
   }
   std::vector<int64_t> dims(x->shape().begin(), x->shape().end());
   ir::Value* v = ctx.ConstI64(dims, {static_cast<int64_t>(dims.size())});
-  if (dt != DType::kI64) v = ctx.Add1(op, "cast", {v}, {{"dtype", std::string(DTypeName(dt))}});
+  v = Cast(ctx, op, v, dt);
   ctx.SetOut(op, "Out", v);
 }
 
@@ -285,7 +284,7 @@ void Range(TranslateContext& ctx, const OpDesc& op) {
     for (int64_t i = 0; i < n; ++i) vals[i] = static_cast<int64_t>(start + i * step);
     v = ctx.ConstI64(vals, {n});
   }
-  if (v->dtype() != dt) v = ctx.Add1(op, "cast", {v}, {{"dtype", std::string(DTypeName(dt))}});
+  v = Cast(ctx, op, v, dt);
   ctx.SetOut(op, "Out", v);
 }
 
