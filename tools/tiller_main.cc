@@ -417,6 +417,10 @@ int main(int argc, char** argv) {
   bool no_pipeline = false, no_rts = false;
   plan->add_flag("--no-pipeline", no_pipeline, "run the stages one after another");
   plan->add_flag("--fill-drain", req.fill_drain, "pipeline schedule fill-drain (default 1F1B)");
+  plan->add_option("--stages-per-device", req.stages_per_device,
+                   "pipelined: split by cost into this many stages per device, interleaved "
+                   "(default 1: the program's ipu_index, or one stage per device)")
+      ->check(CLI::PositiveNumber);
   plan->add_flag("--no-replicated-tensor-sharding", no_rts,
                  "keep the whole optimizer state on every replica");
   plan->add_option("--recompute", req.recompute,

@@ -42,6 +42,10 @@ struct PlanRequest {
   int batches_per_step = 1;  // updates (training) or micro-batches (inference) per run
   bool pipelining = true;    // with more than one device per replica
   bool fill_drain = false;   // the pipeline schedule (default 1F1B)
+  // Pipelined: the program split by cost into stages_per_device x devices
+  // stages interleaved over the devices (Tiller's option stages_per_device,
+  // replacing any ipu_index as need_avg_shard does); 1: as the program says.
+  int stages_per_device = 1;
   bool replicated_tensor_sharding = true;  // Paddle's default
   int64_t sharding_min_elements = 8192;
   // Paddle's auto_recomputation: 0 none, 1 standard (matmul / conv outputs

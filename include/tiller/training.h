@@ -144,6 +144,13 @@ struct SessionOptions {
   // a program whose ops carry ipu_index, replacing it (Paddle split evenly
   // by op count; Tiller balances the cost).
   bool auto_split_sharded = false;
+  // The automatic split's stages per device (Tiller's option
+  // stages_per_device, with pipelining and need_avg_shard): 2 splits the
+  // program into 2 x
+  // devices_per_replica stages, stage s on device s mod devices_per_replica
+  // (interleaved 1F1B: the pipeline fills and drains in half the time; one
+  // micro-batch per stage in flight).
+  int stages_per_device = 1;
   // Pipelining (enable_pipelining) over a replica's devices (its stages, in
   // ipu_index order): the micro-batches of each update (of an eval run) flow
   // through the devices, which work on different micro-batches at once.

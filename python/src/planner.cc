@@ -15,7 +15,8 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
               int accumulate, int batches_per_step, const std::string& profile,
               const std::vector<std::string>& feeds,
               const std::map<std::string, std::vector<int64_t>>& shapes, int64_t seq_len,
-              bool pipelining, bool fill_drain, bool replicated_tensor_sharding,
+              bool pipelining, bool fill_drain, int stages_per_device,
+              bool replicated_tensor_sharding,
               int64_t sharding_min_elements, int recompute, int threads, const std::string& params,
               const std::string& precision, const std::array<std::string, 3>& accl_types) {
   PlanRequest r;
@@ -32,6 +33,7 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
   r.batches_per_step = batches_per_step;
   r.pipelining = pipelining;
   r.fill_drain = fill_drain;
+  r.stages_per_device = stages_per_device;
   r.replicated_tensor_sharding = replicated_tensor_sharding;
   r.sharding_min_elements = sharding_min_elements;
   r.recompute = recompute;
@@ -79,6 +81,7 @@ void BindPlanner(py::module_& m) {
         py::arg("feeds") = std::vector<std::string>{},
         py::arg("shapes") = std::map<std::string, std::vector<int64_t>>{}, py::arg("seq_len") = 128,
         py::arg("pipelining") = true, py::arg("fill_drain") = false,
+        py::arg("stages_per_device") = 1,
         py::arg("replicated_tensor_sharding") = true, py::arg("sharding_min_elements") = 8192,
         py::arg("recompute") = 0, py::arg("threads") = 1, py::arg("params") = "",
         py::arg("precision") = "float32",

@@ -310,10 +310,11 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
                           "replaced)"
                         : "forward ops -> stages of about equal cost (no ipu_index set)",
                     [&](ir::Graph& g) {
-                      detail =
-                          passes::AutoSplitStages(g, static_cast<int>(devices_.size()),
-                                                  fwd.loss != nullptr, options_.accumulation_steps)
-                              .detail;
+                      const int devices = static_cast<int>(devices_.size());
+                      detail = passes::AutoSplitStages(
+                                   g, devices * std::max(1, options_.stages_per_device),
+                                   fwd.loss != nullptr, options_.accumulation_steps, devices)
+                                   .detail;
                       return static_cast<int>(g.ops().size());
                     });
     report.stages.push_back(passes::RunPass(split, *fwd.graph, ctx));

@@ -45,6 +45,9 @@ struct CompileOptions {
   // need_avg_shard), which splits it anyway.
   bool auto_split = false;
   bool auto_split_sharded = false;
+  // The automatic split's stages per device (Tiller's option
+  // stages_per_device): more than 1 interleaves them over the devices.
+  int stages_per_device = 1;
   bool optimize = true;  // run the optimization passes (Config::SwitchIrOptim)
   // Compile for the memory plans only (the planner): no arenas, no
   // accumulator or shard storage; the executable cannot run.

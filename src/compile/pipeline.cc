@@ -8,8 +8,11 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <set>
+#include <utility>
 
 #include "core/error.h"
+#include "ir/op_schema.h"
 
 namespace tiller::compile {
 
@@ -18,6 +21,38 @@ double PipelineStats::BubbleFraction() const {
   double busy = 0;
   for (double b : busy_ms) busy += b;
   return std::max(0.0, 1.0 - busy / (wall_ms * static_cast<double>(busy_ms.size())));
+}
+
+namespace {
+
+// Copies and views carry whatever placement they were inserted under: the
+// stage order is the program's ops'.
+bool IsPlacedByCompiler(const ir::Op& op) {
+  return op.type == "copy" || op.schema->is_view;
+}
+
+// The program op computing `v`, looking through copies and views.
+const ir::Op* Source(const ir::Value* v) {
+  while (v->producer && IsPlacedByCompiler(*v->producer) && !v->producer->inputs.empty() &&
+         v->producer->inputs[0])
+    v = v->producer->inputs[0];
+  return v->producer;
+}
+
+}  // namespace
+
+int PipelineStages(const ir::Graph& g) {
+  std::set<std::pair<int, int>> stages;
+  for (const auto& op : g.ops()) {
+    if (op->placement.phase == ir::Phase::kForward && !IsPlacedByCompiler(*op))
+      stages.insert(ir::PipelineOrder(op->placement));
+  }
+  return std::max<int>(1, static_cast<int>(stages.size()));
+}
+
+int PipelineCopies(PipelineSchedule schedule, int window, int devices, int stages) {
+  if (schedule == PipelineSchedule::kFillDrain) return std::max(1, window);
+  return std::max(1, std::min(window, std::max(devices, stages)));
 }
 
 PipelineRunner::PipelineRunner(std::vector<Executable*> copies,
@@ -29,18 +64,21 @@ PipelineRunner::PipelineRunner(std::vector<Executable*> copies,
   for (const Executable* c : copies_)
     TILLER_CHECK(c->segments().size() == segs.size(), "pipeline copies differ in segments");
   for (size_t j = 0; j < segs.size(); ++j) {
-    if (segs[j].phase == ir::Phase::kUpdate) continue;
-    segments_.push_back(j);
-    if (segs[j].phase != ir::Phase::kForward) continue;
-    for (size_t k : segs[j].deps) {
-      if (segs[k].phase != ir::Phase::kForward || segs[k].device <= segs[j].device) continue;
-      const ir::Op* reader = exe.ReaderOf(j, k);
+    if (segs[j].phase != ir::Phase::kUpdate) segments_.push_back(j);
+  }
+  for (const auto& op : exe.graph().ops()) {
+    if (op->placement.phase != ir::Phase::kForward || IsPlacedByCompiler(*op)) continue;
+    for (const ir::Value* in : op->inputs) {
+      const ir::Op* from = in ? Source(in) : nullptr;
+      if (!from || from->placement.phase != ir::Phase::kForward ||
+          ir::PipelineOrder(from->placement) <= ir::PipelineOrder(op->placement))
+        continue;
       Fail(ErrorKind::kInvalidArgument,
-           "the pipeline's stage order runs backwards: {} ({}) on device {} reads a value "
-           "computed later in the forward pass on device {}; give later layers higher "
-           "ipu_index / ipu_stage",
-           reader ? reader->type : "an op", reader ? reader->name : segs[j].first_op->name,
-           segs[j].device, segs[k].device);
+           "the pipeline's stage order runs backwards: {} ({}) on device {} (ipu_stage {}) reads "
+           "a value computed later in the forward pass, by {} on device {} (ipu_stage {}); give "
+           "later layers higher ipu_index / ipu_stage",
+           op->type, op->name, op->placement.shard, op->placement.stage, from->type,
+           from->placement.shard, from->placement.stage);
     }
   }
 }

@@ -44,13 +44,23 @@ struct PipelineStats {
   double BubbleFraction() const;
 };
 
+// The pipeline stages of a compiled step: the distinct PipelineOrder of its
+// forward ops (copies and views, which the compiler places, aside).
+int PipelineStages(const ir::Graph& g);
+
+// The copies (micro-batches in flight) a runner needs: fill-drain the whole
+// window; 1F1B one per pipeline stage, or per device when there are fewer
+// stages than devices (several stages on a device, as the interleaved split
+// gives, need a micro-batch each in flight to keep every device busy).
+int PipelineCopies(PipelineSchedule schedule, int window, int devices, int stages);
+
 class PipelineRunner {
  public:
   // copies: executables of the same graph on the same devices (same
-  // segments). Checks that forward values flow from lower to higher devices
-  // (stages): a forward segment reading a value a later device computed
-  // fails with kInvalidArgument naming the op ("the stage order runs
-  // backwards").
+  // segments). Checks that forward values flow to the same or a later
+  // pipeline stage (ir::PipelineOrder): a forward op reading a value a later
+  // stage computed fails with kInvalidArgument naming the op ("the stage
+  // order runs backwards").
   PipelineRunner(std::vector<Executable*> copies, std::vector<backend::Device*> devices,
                  PipelineSchedule schedule);
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "compile/pipeline.h"
 #include "compile/placement.h"
 #include "core/error.h"
 #include "ir/op_schema.h"
@@ -129,7 +130,10 @@ StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const 
   const int n = static_cast<int>(plan.devices.size());
   const int window = shape.training ? shape.accumulation : shape.micro_batches;
   int in_flight = 1;
-  if (shape.pipelined) in_flight = shape.fill_drain ? window : std::min(window, n);
+  if (shape.pipelined)
+    in_flight = PipelineCopies(
+        shape.fill_drain ? PipelineSchedule::kFillDrain : PipelineSchedule::kOneForwardOneBackward,
+        window, n, PipelineStages(g));
   for (int d = 0; d < n; ++d) {
     DevicePlan& dp = plan.devices[d];
     dp.arena = exe.plan(d).arena_bytes();

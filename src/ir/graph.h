@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -81,6 +82,15 @@ struct Placement {
   Phase phase = Phase::kForward;
   bool operator==(const Placement&) const = default;
 };
+
+// The order a pipeline runs its stages in: by ipu_stage, then by ipu_index.
+// A program that sets only ipu_index (every stage 0) pipelines by device; one
+// that sets both may run device 1 before device 0, or put several stages on
+// one device (Tiller's interleaved split, or a head placed back on the first
+// device): a forward value may flow only to the same or a later stage.
+inline std::pair<int, int> PipelineOrder(const Placement& p) {
+  return {p.stage, p.shard};
+}
 
 struct Op {
   int id = 0;

@@ -9,11 +9,18 @@
 //             `micro_batches`)
 // The split is on the cumulative cost, not on op counts (Paddle's even
 // split by op count puts a vocabulary-wide decoder and a dozen elementwise
-// ops on the same footing). Ops get shard = stage = their stage index;
-// autodiff and the update ops follow their forward ops.
+// ops on the same footing). Ops get stage = their stage index and shard =
+// stage mod devices; autodiff and the update ops follow their forward ops.
+// More stages than devices interleave them (device 0 runs stages 0 and 2 of
+// 4 on 2 devices): a micro-batch reaches the last device after a quarter of
+// the forward pass instead of half, so the pipeline fills and drains in
+// half the time (Narayanan et al., 2021), for more copies between devices
+// and more micro-batches in flight.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "ir/op_schema.h"
 #include "passes/pass.h"
@@ -97,7 +104,9 @@ double TrainingOpCost(const ir::Op& op, int micro_batches) {
   return cost;
 }
 
-SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training, int micro_batches) {
+SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training, int micro_batches,
+                            int devices) {
+  if (devices <= 0) devices = stages;
   SplitResult r;
   std::vector<ir::Op*> forward;
   double total = 0;
@@ -109,29 +118,104 @@ SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training, int micro_b
     forward.push_back(op.get());
     total += cost_of(*op);
   }
+  // Stage s holds forward[bound[s], bound[s + 1]). Start from the stage
+  // whose share of the total holds each op's midpoint, ...
+  const size_t n = forward.size();
+  std::vector<double> prefix(n + 1, 0.0);
+  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + cost_of(*forward[i]);
+  std::vector<size_t> bound(stages + 1, n);
+  bound[0] = 0;
+  for (int s = 1; s < stages; ++s) {
+    size_t i = bound[s - 1];
+    while (i < n && (prefix[i] + prefix[i + 1]) / 2 < total * s / stages) ++i;
+    bound[s] = i;
+  }
+  // ... then move one bound at a time to where it lowers the busiest
+  // device's cost (then the largest stage's): an op is indivisible, so with
+  // interleaved stages a heavy last stage (a vocabulary-wide head) is
+  // balanced by a lighter stage on the same device, not by the next stage.
+  auto score = [&](const std::vector<size_t>& b) {
+    std::vector<double> device(devices, 0.0);
+    double largest = 0;
+    for (int s = 0; s < stages; ++s) {
+      const double c = prefix[b[s + 1]] - prefix[b[s]];
+      device[s % devices] += c;
+      largest = std::max(largest, c);
+    }
+    return std::pair{*std::max_element(device.begin(), device.end()), largest};
+  };
+  const double tolerance = 1e-9 * total;
+  auto better = [tolerance](std::pair<double, double> a, std::pair<double, double> b) {
+    if (a.first < b.first - tolerance) return true;
+    return a.first <= b.first + tolerance && a.second < b.second - tolerance;
+  };
+  // Moves of one bound, and when none helps, of two neighbouring bounds at
+  // once (with interleaved stages, shifting work from a stage to the next
+  // moves it to another device, and a pair move keeps a third stage fixed).
+  // Each move strictly improves the score; the cap only guards against the
+  // tolerance's ties.
+  auto move_one = [&](int s) {
+    const size_t was = bound[s];
+    std::pair<double, double> best = score(bound);
+    size_t best_at = was;
+    for (size_t at = bound[s - 1]; at <= bound[s + 1]; ++at) {
+      bound[s] = at;
+      if (const auto e = score(bound); better(e, best)) {
+        best = e;
+        best_at = at;
+      }
+    }
+    bound[s] = best_at;
+    return best_at != was;
+  };
+  auto move_two = [&](int s) {
+    const size_t was_a = bound[s], was_b = bound[s + 1];
+    std::pair<double, double> best = score(bound);
+    size_t best_a = was_a, best_b = was_b;
+    for (size_t a = bound[s - 1]; a <= bound[s + 2]; ++a) {
+      bound[s] = a;
+      for (size_t b = a; b <= bound[s + 2]; ++b) {
+        bound[s + 1] = b;
+        if (const auto e = score(bound); better(e, best)) {
+          best = e;
+          best_a = a;
+          best_b = b;
+        }
+      }
+    }
+    bound[s] = best_a;
+    bound[s + 1] = best_b;
+    return best_a != was_a || best_b != was_b;
+  };
+  for (int sweep = 0; sweep < 64; ++sweep) {
+    bool moved = false;
+    for (int s = 1; s < stages; ++s) moved |= move_one(s);
+    for (int s = 1; !moved && s + 1 < stages; ++s) moved |= move_two(s);
+    if (!moved) break;
+  }
   r.cost.assign(stages, 0.0);
   r.ops.assign(stages, 0);
   std::vector<const ir::Op*> first(stages, nullptr);
-  double acc = 0;
-  for (ir::Op* op : forward) {
-    const double c = cost_of(*op);
-    // The stage whose share of the total holds this op's midpoint.
-    int s = total > 0 ? static_cast<int>((acc + c / 2) / total * stages) : 0;
-    s = std::clamp(s, 0, stages - 1);
-    acc += c;
-    op->placement.shard = op->placement.stage = s;
-    if (!first[s]) first[s] = op;
-    r.cost[s] += c;
-    ++r.ops[s];
+  for (int s = 0; s < stages; ++s) {
+    for (size_t i = bound[s]; i < bound[s + 1]; ++i) {
+      ir::Op* op = forward[i];
+      op->placement.stage = s;
+      op->placement.shard = s % devices;
+      if (!first[s]) first[s] = op;
+      r.cost[s] += prefix[i + 1] - prefix[i];
+      ++r.ops[s];
+    }
   }
   // Forward ops added later (none yet) take the scope's placement: keep the
   // scope on the last stage, where the loss is.
   ir::Placement p = g.placement_scope();
-  p.shard = p.stage = stages - 1;
+  p.stage = stages - 1;
+  p.shard = (stages - 1) % devices;
   g.set_placement_scope(p);
   for (int s = 0; s < stages; ++s) {
-    r.detail += fmt::format("{}stage {}: {} ops, {:.1f}% of the cost", s ? "; " : "", s, r.ops[s],
-                            total > 0 ? 100.0 * r.cost[s] / total : 0.0);
+    r.detail += fmt::format("{}stage {}{}: {} ops, {:.1f}% of the cost", s ? "; " : "", s,
+                            devices < stages ? fmt::format(" (device {})", s % devices) : "",
+                            r.ops[s], total > 0 ? 100.0 * r.cost[s] / total : 0.0);
     if (s > 0 && first[s])
       r.detail += fmt::format(", from {} ({})", first[s]->type, first[s]->name);
   }

@@ -76,7 +76,9 @@ int RecomputeActivations(ir::Graph& g, bool only_stage_inputs = false);
 
 // Automatic pipeline stages (passes/auto_split.cc) for a forward graph
 // nobody sharded: contiguous runs of forward ops of about equal cost, each
-// op's shard and stage set to its run's index. `detail` says the split.
+// op's stage set to its run's index and its shard (device) to that index
+// modulo `devices` (devices < stages interleaves: device d runs stages d,
+// d + devices, ...). `detail` says the split.
 struct SplitResult {
   std::vector<double> cost;  // per stage
   std::vector<int> ops;      // per stage
@@ -84,7 +86,8 @@ struct SplitResult {
 };
 // training: balance forward + backward (TrainingOpCost), else forward;
 // micro_batches: per weight update (accumulation), which spreads its cost.
-SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training = false, int micro_batches = 1);
+SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training = false, int micro_batches = 1,
+                            int devices = 0);  // 0: as many as stages
 // The cost the split balances: 2 x multiply-adds of matmul / linear / conv,
 // 120 x the elements written for other ops (memory-bound), 0 for views.
 double ForwardOpCost(const ir::Op& op);

@@ -44,7 +44,7 @@ class Recomputer {
       if (op->placement.phase != ir::Phase::kForward) continue;
       for (const ir::Value* in : op->inputs) {
         if (in && in->producer && in->producer->placement.phase == ir::Phase::kForward &&
-            in->producer->placement.stage != op->placement.stage)
+            ir::PipelineOrder(in->producer->placement) != ir::PipelineOrder(op->placement))
           stage_inputs_.insert(in);
       }
     }

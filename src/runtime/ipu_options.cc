@@ -64,6 +64,11 @@ std::vector<OptionSpec> MakeSpecs() {
       // Tiller's own: the device profile every compiled step must fit.
       {"device_profile", Support::kHonoured, std::string(""),
        "check each step fits this profile (cpu, ipu-mk2, ipu-bow, h200, NAME:CAPACITY); '' : off"},
+      // Tiller's own: interleaved stages of the automatic split.
+      {"stages_per_device", Support::kHonoured, int64_t{1},
+       "with pipelining and need_avg_shard: stages per device of the split by cost, "
+       "interleaved (device d runs stages d, d + devices, ...: a shorter pipeline fill and "
+       "drain)"},
       // Tiller's own: how each pipeline device orders its work.
       {"pipeline_schedule", Support::kHonoured, std::string("1f1b"),
        "'1f1b' (backward first, at most `stages` micro-batches in flight) or 'fill_drain'"},
@@ -349,6 +354,9 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
     RequireOneOf(name, value, *converted, {"all", "final", "every_n", "sum"});
   if (name == "anchor_return_period" && std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option 'anchor_return_period' must be >= 1, got {}",
+         OptionValueRepr(value));
+  if (name == "stages_per_device" && std::get<int64_t>(*converted) < 1)
+    Fail(ErrorKind::kInvalidArgument, "option 'stages_per_device' must be >= 1, got {}",
          OptionValueRepr(value));
   if (name == "num_threads" && std::get<int64_t>(*converted) < 0)
     Fail(ErrorKind::kInvalidArgument,

@@ -64,6 +64,11 @@ PlanReport Plan(const PlanRequest& r) {
          "accumulation {} is less than the {} pipeline stages: every update needs a micro-batch "
          "per stage",
          r.accumulate, per_replica);
+  if (r.stages_per_device < 1 || (r.stages_per_device > 1 && !pipelined))
+    Fail(ErrorKind::kInvalidArgument,
+         "stages per device {}: interleaved stages need a pipeline (more than one device per "
+         "replica, pipelining on) and a value >= 1",
+         r.stages_per_device);
   if (r.recompute < 0 || r.recompute > 4 || r.recompute == 2)
     Fail(ErrorKind::kInvalidArgument, "recompute {}: 0 none, 1 standard, 3 pipeline or 4 all",
          r.recompute);
@@ -76,6 +81,8 @@ PlanReport Plan(const PlanRequest& r) {
   so.num_threads = r.devices;
   so.devices_per_replica = per_replica;
   so.auto_split = per_replica > 1;  // where nobody sharded the program
+  so.auto_split_sharded = r.stages_per_device > 1;
+  so.stages_per_device = r.stages_per_device;
   so.recompute = r.recompute != 0;
   so.precision = r.precision;
   so.recompute_all = r.recompute >= 3;

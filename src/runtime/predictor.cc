@@ -528,7 +528,12 @@ void Predictor::Impl::RunIpu() {
            rows);
     shapes[i][0] = ipu.micro_batch_size;
   }
-  const int copies = ipu.pipelining ? std::min(batches, ipu.device_num) : 1;
+  const int copies =
+      ipu.pipelining
+          ? compile::PipelineCopies(compile::PipelineSchedule::kOneForwardOneBackward, batches,
+                                    ipu.device_num,
+                                    compile::PipelineStages(CompileIpu(0, 0, shapes).exe->graph()))
+          : 1;
   for (int r = 0; r < replicas; ++r) {
     for (int c = 0; c < copies; ++c) CompileIpu(r, c, shapes);
   }

@@ -52,6 +52,7 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.placement = compile::PlacementPolicy::kByShard;
   co.auto_split = options.auto_split || options.auto_split_sharded;
   co.auto_split_sharded = options.auto_split_sharded;
+  co.stages_per_device = options.stages_per_device;
   co.accumulation_steps = options.accumulation_factor;
   co.batches_per_step = options.batches_per_step;
   co.recompute = options.recompute;
@@ -277,16 +278,17 @@ struct TrainingSession::Impl {
     Replica& rep = replicas[replica];
     auto& runner = rep.runners[{eval ? 1 : 0, shapes}];
     if (runner) return *runner;
-    const int window = PipelineWindow(eval);
-    const bool one_f_one_b = options.pipeline_schedule == SessionOptions::Schedule::kOneFOneB;
-    const int n_copies = one_f_one_b ? std::min(window, options.devices_per_replica) : window;
+    const compile::PipelineSchedule schedule =
+        options.pipeline_schedule == SessionOptions::Schedule::kOneFOneB
+            ? compile::PipelineSchedule::kOneForwardOneBackward
+            : compile::PipelineSchedule::kFillDrain;
+    const int n_copies = compile::PipelineCopies(
+        schedule, PipelineWindow(eval), options.devices_per_replica,
+        compile::PipelineStages(Compile(replica, eval, shapes, 0).exe->graph()));
     std::vector<compile::Executable*> copies;
     for (int c = 0; c < n_copies; ++c)
       copies.push_back(Compile(replica, eval, shapes, c).exe.get());
-    runner = std::make_unique<compile::PipelineRunner>(
-        copies, rep.compiler->devices(),
-        one_f_one_b ? compile::PipelineSchedule::kOneForwardOneBackward
-                    : compile::PipelineSchedule::kFillDrain);
+    runner = std::make_unique<compile::PipelineRunner>(copies, rep.compiler->devices(), schedule);
     return *runner;
   }
 
@@ -591,6 +593,16 @@ TrainingSession::TrainingSession(const std::string& program_path,
     Fail(ErrorKind::kInvalidArgument,
          "pipelining needs the program sharded over more than one device per replica "
          "(enable_manual_shard, num_ipus = replicas x stages)");
+  if (options.stages_per_device < 1)
+    Fail(ErrorKind::kInvalidArgument, "stages_per_device must be >= 1, got {}",
+         options.stages_per_device);
+  if (options.stages_per_device > 1 &&
+      !(options.pipelining && (options.auto_split || options.auto_split_sharded)))
+    Fail(ErrorKind::kInvalidArgument,
+         "stages_per_device {} interleaves the stages of Tiller's split by cost over a "
+         "pipeline's devices: it needs enable_pipelining and need_avg_shard; a program sharded "
+         "by ipu_shard_guard alone interleaves through its own ipu_stage",
+         options.stages_per_device);
   // Each device (devices_per_replica per replica) gets its share of the
   // threads: never more compute threads than num_threads.
   const int n_devices = options.replicas * options.devices_per_replica;
@@ -760,6 +772,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.auto_split = devices / replicas > 1 && !manual_shard;
   // need_avg_shard: the split replaces the program's ipu_index.
   out.auto_split_sharded = manual_shard && o.GetBool("need_avg_shard");
+  out.stages_per_device = static_cast<int>(o.GetInt("stages_per_device"));
   if (manual_shard && devices / replicas < 2)
     Fail(ErrorKind::kInvalidArgument,
          "enable_manual_shard needs more than one device per replica: num_ipus {} with {} "

@@ -9,6 +9,7 @@ and data:
   (e) 2 replicas, no pipeline, accumulation 4
   (f) (c) with recomputation (auto_recomputation 3)
   (g) (c) with replicated tensor sharding of every optimizer state
+  (h) Tiller's interleaved split: 4 stages on 2 devices, accumulation 8
 (b)-(f) turn replicated tensor sharding off (Paddle's IpuStrategy turns it
 on, for tensors of at least 8192 elements), (g) on for every tensor.
 Per-update losses within rel 1e-5 and final parameters and optimizer state
@@ -46,6 +47,10 @@ CONFIGS = {
                                       recompute=True, options=NO_RTS),
     "g: (c) with replicated tensor sharding": dict(accumulate=4, stages=2, replicas=2,
                                                    pipeline=True, options=RTS),
+    # Tiller's own: the split by cost into 4 stages interleaved over 2 devices.
+    "h: 2 devices x 2 interleaved stages, accumulation 8": dict(
+        accumulate=8, stages=2, pipeline=True,
+        options={"need_avg_shard": True, "stages_per_device": 2}),
 }
 
 
@@ -77,6 +82,13 @@ def test_every_configuration_trains_like_one_device(kind):
     assert len(b.pipeline_device_busy_ms) == 4 and min(b.pipeline_device_busy_ms) > 0
     c = runs["c: 2 replicas x 2 stages pipelined, accumulation 4"][3].summary()
     assert c.pipeline_max_in_flight == 2
+    # Interleaved: device 0 runs stages 0 and 2, device 1 stages 1 and 3, a
+    # micro-batch in flight per stage.
+    h = runs["h: 2 devices x 2 interleaved stages, accumulation 8"][3].summary()
+    assert h.pipeline_max_in_flight == 4
+    assert len(h.pipeline_device_busy_ms) == 2 and min(h.pipeline_device_busy_ms) > 0
+    for s in range(4):
+        assert f"stage {s} (device {s % 2})" in h.compile_report, h.compile_report
     if kind == "bert":
         # The word embedding is tied to the MLM output projection on the
         # other stage: each stage accumulates its own contribution (the
@@ -118,6 +130,28 @@ def test_recomputation_lowers_the_peak_and_changes_nothing(kind):
     before, after = plain[3].summary(), again[3].summary()
     assert after.arena_bytes < before.arena_bytes, (before.arena_bytes, after.arena_bytes)
     assert "recompute" in after.compile_report
+
+
+def test_stages_per_device_needs_tillers_split_of_a_pipeline():
+    """stages_per_device interleaves the stages Tiller's split makes: asked
+    without pipelining, or of a program sharded by hand, it is refused before
+    any step, saying why; a value below 1 is refused when set."""
+    import tiller
+
+    opt = T.OptSpec("adam", schedule="constant")
+    with T.static_mode():
+        with pytest.raises(RuntimeError, match=r"stages_per_device 2 interleaves the stages of "
+                                               r"Tiller's split by cost .* it needs "
+                                               r"enable_pipelining and need_avg_shard"):
+            _train("bert", opt, 4, 1, global_micro=GLOBAL, stages=2,
+                   options={"need_avg_shard": True, "stages_per_device": 2})
+        with pytest.raises(RuntimeError, match=r"stages_per_device 2 .* a program sharded by "
+                                               r"ipu_shard_guard alone interleaves through its own "
+                                               r"ipu_stage"):
+            _train("bert", opt, 4, 1, global_micro=GLOBAL, stages=2, pipeline=True,
+                   options={"stages_per_device": 2})
+    with pytest.raises(RuntimeError, match=r"option 'stages_per_device' must be >= 1, got 0"):
+        tiller.IpuStrategy().set_options({"stages_per_device": 0})
 
 
 def test_unsharded_program_on_more_devices_is_split_by_cost():

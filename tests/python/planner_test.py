@@ -38,11 +38,14 @@ CONFIGS = {
                                               recompute=3),
     "2 stages pipelined, standard recomputation": dict(stages=2, replicas=1, accumulate=2,
                                                        recompute=1),
+    "2 devices x 2 interleaved stages, accumulation 4": dict(stages=2, replicas=1,
+                                                             accumulate=4,
+                                                             stages_per_device=2),
 }
 
 
 def _compiled(built, scope, stages, replicas, accumulate, fill_drain=False, rts=False,
-              recompute=0, profile=None, precision="float32"):
+              recompute=0, profile=None, precision="float32", stages_per_device=1):
     s = tiller.IpuStrategy()
     s.set_graph_config(num_ipus=stages * replicas, is_training=True, micro_batch_size=MICRO,
                        enable_manual_shard=stages > 1)
@@ -55,6 +58,8 @@ def _compiled(built, scope, stages, replicas, accumulate, fill_drain=False, rts=
         options["pipeline_schedule"] = "fill_drain"
     if recompute:
         options["auto_recomputation"] = recompute
+    if stages_per_device > 1:
+        options.update(need_avg_shard=True, stages_per_device=stages_per_device)
     if profile:
         options["device_profile"] = profile
     if precision != "float32":
@@ -66,12 +71,13 @@ def _compiled(built, scope, stages, replicas, accumulate, fill_drain=False, rts=
 
 
 def _plan(prog, built, micro, stages, replicas, accumulate, fill_drain=False, rts=False,
-          recompute=0, profile="ipu-mk2", precision="float32"):
+          recompute=0, profile="ipu-mk2", precision="float32", stages_per_device=1):
     shapes = {name: list(micro[0][name].shape) for name in built.feed_names}
     return tiller.plan(prog.program_path, train=True, devices=stages * replicas,
                        replicas=replicas, micro_batch=MICRO, accumulate=accumulate,
                        profile=profile, feeds=list(built.feed_names), shapes=shapes,
-                       fill_drain=fill_drain, replicated_tensor_sharding=rts,
+                       fill_drain=fill_drain, stages_per_device=stages_per_device,
+                       replicated_tensor_sharding=rts,
                        sharding_min_elements=0, recompute=int(recompute), precision=precision)
 
 
@@ -113,6 +119,9 @@ def test_predicted_peak_is_within_ten_percent_of_the_measured(bert):
     one_f = plans["2 stages pipelined (1F1B), accumulation 4"]["devices"]
     fill = plans["2 stages fill-drain, accumulation 4"]["devices"]
     assert [d["in_flight"] for d in one_f] == [2, 2] and [d["in_flight"] for d in fill] == [4, 4]
+    # 4 stages interleaved on 2 devices: a micro-batch in flight per stage.
+    interleaved = plans["2 devices x 2 interleaved stages, accumulation 4"]["devices"]
+    assert [d["in_flight"] for d in interleaved] == [4, 4]
     whole = plans["2 replicas x 2 stages, accumulation 2"]["devices"]
     parts = plans["2 replicas x 2 stages, sharded optimizer state"]["devices"]
     for w, p in zip(whole, parts):

@@ -103,6 +103,27 @@ def test_sharded_program_trains_the_same_on_every_configuration(fmt):
     assert re.search(r"state linear_0\.w_0_moment1_0 <- %\d+:float32\[1024\]", g_graph), g_graph
 
 
+@pytest.mark.parametrize("fmt", ["pir", "legacy"])
+def test_ipu_stage_orders_the_pipeline_not_ipu_index(fmt):
+    """ipu_shard_guard(index=1, stage=0) for the first half and (index=0,
+    stage=1) for the second: Paddle's stage says what runs first, so device 1
+    starts the pipeline and device 0 ends it; it trains like one device."""
+    configs = [{"name": "1 device"},
+               {"name": "device 1 first, pipelined", "devices": 2, "accumulate": 4,
+                "pipeline": True}]
+    one, flipped = sharded.train(fmt, configs, updates=6, first_index=1, second_index=0,
+                                 second_stage=1,
+                                 opt_spec=T.OptSpec("adam", schedule="constant"))
+    assert {(1, 0), (0, 1)} <= {(i, s) for _, i, s in one["annotations"]}
+    _same(one, flipped, TILLER_RTOL, TILLER_ATOL)
+    assert flipped["in_flight"] == 2
+    # The loss (second half) runs on device 0.
+    loss_ops = [ln for ln in flipped["graph"].splitlines()
+                if "softmax_with_cross_entropy" in ln or "cross_entropy" in ln]
+    assert loss_ops and all("[forward 0/1 @0]" in ln for ln in loss_ops
+                            if "[forward" in ln), loss_ops
+
+
 def test_a_shard_beyond_the_devices_is_refused_before_any_step():
     with pytest.raises(RuntimeError, match=r"is on shard 2 \(ipu_index\), but the compilation "
                                            r"has 2 device\(s\)"):
@@ -145,11 +166,14 @@ def test_bad_pipeline_configurations_fail_before_any_step():
                                            r"stages: every update needs at least one "
                                            r"micro-batch per stage"):
         sharded.train("pir", [dict(two_stages, accumulate=1)], updates=1)
-    # The first half on device 1, the second on device 0: values flow back.
+    # The first half on device 1, the second on device 0, both stage 0: the
+    # pipeline runs by device, and values would flow back.
     with pytest.raises(RuntimeError, match=r"the pipeline's stage order runs backwards: .* on "
-                                           r"device 0 reads a value computed later in the "
-                                           r"forward pass on device 1"):
-        sharded.train("pir", [two_stages], updates=1, first_index=1, second_index=0)
+                                           r"device 0 \(ipu_stage 0\) reads a value computed "
+                                           r"later in the forward pass, by .* on device 1 "
+                                           r"\(ipu_stage 0\)"):
+        sharded.train("pir", [two_stages], updates=1, first_index=1, second_index=0,
+                      second_stage=0)
     with pytest.raises(RuntimeError, match=r"pipelining needs enable_manual_shard"):
         sharded.train("pir", [{"name": "x", "devices": 1, "pipeline": True}], updates=1)
     with pytest.raises(RuntimeError, match=r"option 'pipeline_schedule' takes '1f1b' or "
