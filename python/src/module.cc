@@ -195,6 +195,12 @@ PYBIND11_MODULE(_tiller, m) {
           },
           py::arg("inputs") = py::none())
       .def("get_input_shape", &Predictor::GetInputShape)
+      .def(
+          "get_input_type",
+          [](const Predictor& p, const std::string& name) {
+            return std::string(tiller::inference::DataTypeName(p.GetInputType(name)));
+          },
+          "numpy's name of the input's declared type ('float32', 'int64', ...)")
       .def("op_histogram", &Predictor::OpHistogram)
       .def("summary", [](const Predictor& p) {
         auto s = p.GetSummary();

@@ -21,8 +21,25 @@ from .ipu import Executor, IpuCompiledProgram, IpuStrategy
 from .shard import ipu_shard_guard, set_ipu_shard
 
 __all__ = ["inference", "TillerError", "IpuStrategy", "IpuCompiledProgram", "Executor",
-           "ipu_shard_guard", "set_ipu_shard", "plan", "patch_paddle", "unpatch_paddle"]
+           "ipu_shard_guard", "set_ipu_shard", "plan", "patch_paddle", "unpatch_paddle",
+           "cmake_prefix_path"]
 __version__ = "0.1.0"
+
+
+def cmake_prefix_path() -> str:
+    """The prefix holding Tiller's CMake package (lib/cmake/Tiller), headers
+    and library in an installed package: pass it as CMAKE_PREFIX_PATH so that
+    ``find_package(Tiller)`` gives ``Tiller::tiller``. (A source checkout
+    installs that tree with ``cmake --install build --prefix DIR``.)"""
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    if not (here / "lib" / "cmake" / "Tiller" / "TillerConfig.cmake").is_file():
+        raise FileNotFoundError(
+            f"{here} holds no CMake package (lib/cmake/Tiller): this tiller runs from a source "
+            "checkout; install it with pip, or run `cmake --install build --prefix DIR` and use "
+            "DIR")
+    return str(here)
 
 
 def patch_paddle() -> None:

@@ -1,0 +1,133 @@
+"""Tiller as a package (issue 11): `cmake --install` gives a prefix with the
+library, headers, CLI and a CMake package that a separate C++ project finds
+with find_package(Tiller); `pip wheel .` builds a wheel (scikit-build-core,
+this repository's CMake) that installs into a fresh venv holding only numpy
+and runs the inference example there, with paddlepaddle absent, matching
+Paddle Inference run here on the same inputs.
+
+The wheel is built with the .venv's scikit-build-core and pybind11 (no build
+isolation, nothing downloaded) in build/wheel, which ccache and CMake reuse
+between runs; the fresh venv gets numpy from pip's cache or PyPI.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("TILLER_BUILD_DIR", REPO / "build"))
+# Agreement with Paddle Inference: cli_test's bounds for bert-tiny in float32
+# (the engines sum the GEMMs in different orders).
+RTOL, ATOL = 1e-4, 1e-4
+
+
+def _run(cmd, **kw):
+    res = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=1500,
+                         **kw)
+    assert res.returncode == 0, f"{cmd} failed ({res.returncode}):\n{res.stdout[-3000:]}\n" \
+                                f"{res.stderr[-6000:]}"
+    return res
+
+
+def _build_consumer(prefix: Path, out: Path) -> Path:
+    """Configures and builds examples/cpp_consumer against `prefix`."""
+    _run(["cmake", "-S", REPO / "examples" / "cpp_consumer", "-B", out, "-G", "Ninja",
+          f"-DCMAKE_PREFIX_PATH={prefix}", "-DCMAKE_BUILD_TYPE=Release"])
+    _run(["cmake", "--build", out])
+    return out / "infer"
+
+
+def _consumer_values(stdout: str) -> dict[str, tuple[list[int], list[float]]]:
+    out = {}
+    for line in stdout.splitlines():
+        name, rest = line.split(" [", 1)
+        dims, values = rest.split("]", 1)
+        out[name] = ([int(d) for d in dims.split(", ") if d], [float(v) for v in values.split()])
+    return out
+
+
+def _paddle_outputs(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    from models import export
+
+    return list(export.paddle_infer(model.dir, feeds).values())
+
+
+@pytest.fixture(scope="module")
+def bert(zoo):
+    return zoo.export("bert-tiny", "pir")
+
+
+def test_installed_prefix_serves_a_cpp_consumer_through_find_package(bert, tmp_path):
+    prefix = tmp_path / "prefix"
+    _run(["cmake", "--install", BUILD, "--prefix", prefix])
+    for rel in ("lib/libtiller.so", "include/tiller/predictor.h", "include/tiller/training.h",
+                "bin/tiller", "lib/cmake/Tiller/TillerConfig.cmake",
+                "lib/cmake/Tiller/TillerConfigVersion.cmake",
+                "lib/cmake/Tiller/TillerTargets.cmake"):
+        assert (prefix / rel).exists(), rel
+    # The installed CLI finds the installed library (RPATH $ORIGIN/../lib).
+    info = _run([prefix / "bin" / "tiller", "info", bert.model_file]).stdout
+    assert "input_ids" in info
+    infer = _build_consumer(prefix, tmp_path / "consumer")
+    got = _consumer_values(_run([infer, Path(bert.model_file).parent]).stdout)
+    # The example feeds ones to integer inputs, dynamic dims 1: the same here.
+    import tiller.inference as ti
+
+    predictor = ti.create_predictor(ti.Config(str(Path(bert.model_file).parent)))
+    feeds = [np.ones([d if d >= 0 else 1 for d in predictor.get_input_shape(n)], np.int64)
+             for n in predictor.get_input_names()]
+    want = predictor.run(feeds)
+    assert list(got) == predictor.get_output_names()
+    for (dims, values), w in zip(got.values(), want):
+        assert dims == list(w.shape)
+        # The example prints 6 significant digits.
+        np.testing.assert_allclose(values, w.reshape(-1)[:len(values)], rtol=1e-5, atol=1e-6)
+
+
+def test_wheel_installs_in_a_fresh_venv_and_runs_without_paddle(bert, tmp_path):
+    dist = tmp_path / "dist"
+    env = dict(os.environ, CCACHE_BASEDIR=str(REPO))
+    _run([sys.executable, "-m", "pip", "wheel", REPO, "--no-build-isolation", "--no-deps",
+          "-w", dist], env=env)
+    wheels = list(dist.glob("tiller-0.1.0-*.whl"))
+    assert len(wheels) == 1, list(dist.iterdir())
+    venv = tmp_path / "venv"
+    _run(["/usr/bin/python3", "-m", "venv", venv])
+    py = venv / "bin" / "python"
+    _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+          f"numpy=={np.__version__}", wheels[0]])
+    # Outside the checkout: nothing but the venv's own packages.
+    work = tmp_path / "work"
+    work.mkdir()
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TILLER_BUILD_DIR")}
+    probe = _run([py, "-c", "import importlib.util, tiller; "
+                  "print(importlib.util.find_spec('paddle') is None, tiller.__file__, "
+                  "tiller.cmake_prefix_path())"], cwd=work, env=clean).stdout.split()
+    assert probe[0] == "True", "paddle must not be installed in the fresh venv"
+    assert probe[1].startswith(str(venv)), probe
+    pkg = Path(probe[2])
+    assert (pkg / "py.typed").is_file() and (pkg / "bin" / "tiller").is_file()
+    # The inference example, numpy only, against Paddle Inference here.
+    saved = tmp_path / "out.npz"
+    shutil.copy(REPO / "examples" / "infer.py", work / "infer.py")
+    out = _run([py, "infer.py", Path(bert.model_file).parent, "--batch", "2", "--seq-len", "12",
+                "--save", saved], cwd=work, env=clean).stdout
+    assert "[2, 12" in out, out
+    data = np.load(saved)
+    feeds = {k.split(":", 1)[1]: data[k] for k in data.files if k.startswith("input:")}
+    outputs = [data[k] for k in data.files if k.startswith("output:")]
+    for got, want in zip(outputs, _paddle_outputs(bert, feeds)):
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    # python -m tiller and the `tiller` script reach the CLI.
+    assert "input_ids" in _run([py, "-m", "tiller", "info", bert.model_file], cwd=work,
+                               env=clean).stdout
+    assert "plan" in _run([venv / "bin" / "tiller", "--help"], cwd=work, env=clean).stdout
+    # A C++ project finds the wheel's CMake package.
+    infer = _build_consumer(pkg, tmp_path / "consumer")
+    assert "[1, 1" in _run([infer, Path(bert.model_file).parent]).stdout
