@@ -35,7 +35,22 @@ if [ ! -f "$stamp" ] || ! cmp -s requirements.txt "$stamp"; then
   cp requirements.txt "$stamp"
 fi
 
-# `import tiller` from the venv finds the package in python/ (the build puts
-# the compiled _tiller module there).
-site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "$root/python" > "$site/tiller.pth"
+# A second venv with Paddle 2.6.2 (requirements-paddle2.txt): the drop-in is
+# tested against both Paddle generations.
+stamp2=.venv-paddle2/.requirements.stamp
+if [ ! -x .venv-paddle2/bin/python ]; then
+  echo "setup: creating .venv-paddle2"
+  "$py" -m venv .venv-paddle2
+fi
+if [ ! -f "$stamp2" ] || ! cmp -s requirements-paddle2.txt "$stamp2"; then
+  echo "setup: installing Paddle 2.6.2 into .venv-paddle2 (requirements-paddle2.txt)"
+  .venv-paddle2/bin/pip install -q --disable-pip-version-check -r requirements-paddle2.txt
+  cp requirements-paddle2.txt "$stamp2"
+fi
+
+# `import tiller` from either venv finds the package in python/ (the build
+# puts the compiled _tiller module there).
+for venv in .venv .venv-paddle2; do
+  site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$root/python" > "$site/tiller.pth"
+done

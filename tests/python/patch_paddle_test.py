@@ -6,6 +6,10 @@ an unmodified Paddle IPU script runs. Each test runs in a child process
 Tolerance for the script against Paddle's CPU executor: the training tests'
 (rtol 1e-5 on losses; 10 Adam steps of float32 on a tiny model, differences
 are summation order).
+
+The user scripts run under both Paddle generations: 3.3.1 (.venv, PIR
+programs) and 2.6.2 (.venv-paddle2 from scripts/setup.sh, the IPU era's
+legacy programs), each against its own CPU executor / predictor.
 """
 from __future__ import annotations
 
@@ -23,27 +27,41 @@ SCRIPT = HERE / "ipu_scripts" / "train_two_stages.py"
 REPO = HERE.parents[1]
 
 
+# Paddle version -> the interpreter that has it.
+PYTHONS = {"3.3.1": sys.executable, "2.6.2": str(REPO / ".venv-paddle2" / "bin" / "python")}
+
+
 def _env():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
     return env
 
 
-def _run(*args, check=True):
-    proc = subprocess.run([sys.executable, *map(str, args)], env=_env(), capture_output=True,
+def _run(*args, check=True, python=sys.executable):
+    proc = subprocess.run([python, *map(str, args)], env=_env(), capture_output=True,
                           text=True, timeout=600)
     if check:
         assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
 
 
-def test_unmodified_ipu_script_runs_after_python_m_tiller_patch(tmp_path):
-    ipu = json.loads(_run("-m", "tiller.patch", SCRIPT, "ipu", tmp_path / "ipu").stdout
-                     .splitlines()[-1])
+@pytest.fixture(scope="module", params=list(PYTHONS))
+def python(request):
+    """The interpreter of one Paddle generation, checked to hold it."""
+    exe = PYTHONS[request.param]
+    assert Path(exe).is_file(), f"{exe} is missing: run scripts/setup.sh"
+    version = _run("-c", "import paddle; print(paddle.__version__)", python=exe).stdout.split()
+    assert version[-1] == request.param, version
+    return exe
+
+
+def test_unmodified_ipu_script_runs_after_python_m_tiller_patch(tmp_path, python):
+    ipu = json.loads(_run("-m", "tiller.patch", SCRIPT, "ipu", tmp_path / "ipu", python=python)
+                     .stdout.splitlines()[-1])
     # The reference: the same program on Paddle's CPU executor (the script's
     # cpu mode, patched too: Paddle's own ipu_shard_guard refuses to run).
-    cpu = json.loads(_run("-m", "tiller.patch", SCRIPT, "cpu", tmp_path / "cpu").stdout
-                     .splitlines()[-1])
+    cpu = json.loads(_run("-m", "tiller.patch", SCRIPT, "cpu", tmp_path / "cpu", python=python)
+                     .stdout.splitlines()[-1])
     np.testing.assert_allclose(ipu["losses"], cpu["losses"], rtol=1e-5)
     assert ipu["losses"][8] < ipu["losses"][4] < ipu["losses"][0]  # the same batch: it trains
     # weights_to_host put the trained weights where paddle.static.save reads them.
@@ -53,17 +71,18 @@ def test_unmodified_ipu_script_runs_after_python_m_tiller_patch(tmp_path):
     assert (tmp_path / "ipu.pdparams").exists()
 
 
-def test_unmodified_bert_style_pipelined_replicated_script_follows_paddles_cpu_run(tmp_path):
+def test_unmodified_bert_style_pipelined_replicated_script_follows_paddles_cpu_run(tmp_path,
+                                                                                  python):
     """2 replicas x 2 pipeline stages (ipu_shard_guard), accumulation 4,
     AdamW with a LinearWarmup scheduler, weights_to_host + paddle.static.save:
     the per-update losses (mean over micro-batches) and the saved weights of
     Paddle's CPU executor on the global batch, to float32 summation order
     (rtol 1e-5 on losses, 1e-4 on weight sums)."""
     script = HERE / "ipu_scripts" / "train_pipelined.py"
-    ipu = json.loads(_run("-m", "tiller.patch", script, "ipu", tmp_path / "ipu").stdout
-                     .splitlines()[-1])
-    cpu = json.loads(_run("-m", "tiller.patch", script, "cpu", tmp_path / "cpu").stdout
-                     .splitlines()[-1])
+    ipu = json.loads(_run("-m", "tiller.patch", script, "ipu", tmp_path / "ipu", python=python)
+                     .stdout.splitlines()[-1])
+    cpu = json.loads(_run("-m", "tiller.patch", script, "cpu", tmp_path / "cpu", python=python)
+                     .stdout.splitlines()[-1])
     np.testing.assert_allclose(ipu["losses"], cpu["losses"], rtol=1e-5)
     assert ipu["losses"][6] < ipu["losses"][0]  # the same batch, six updates later
     assert ipu["weights"].keys() == cpu["weights"].keys()
@@ -72,10 +91,10 @@ def test_unmodified_bert_style_pipelined_replicated_script_follows_paddles_cpu_r
                                    err_msg=name)
 
 
-def test_the_script_needs_the_patch(tmp_path):
+def test_the_script_needs_the_patch(tmp_path, python):
     """Without Tiller, Paddle's CPU wheel refuses the IPU script (so the test
     above shows the patch doing the work)."""
-    proc = _run(SCRIPT, "ipu", tmp_path / "x", check=False)
+    proc = _run(SCRIPT, "ipu", tmp_path / "x", check=False, python=python)
     assert proc.returncode != 0
     assert "IPU" in proc.stderr
 
@@ -142,7 +161,11 @@ def test_patch_makes_paddle_an_ipu_build_and_unpatch_restores_it():
 @pytest.fixture(scope="module")
 def fc_model(tmp_path_factory):
     """A saved fc + relu model (PIR), batch dimension free."""
-    out = tmp_path_factory.mktemp("fc") / "model"
+    return _save_fc_model(tmp_path_factory.mktemp("fc") / "model", sys.executable)
+
+
+def _save_fc_model(out, python):
+    """An fc + relu model saved by `python`'s Paddle (3: PIR, 2: legacy)."""
     code = (
         "import paddle, sys\n"
         "paddle.enable_static()\n"
@@ -153,24 +176,27 @@ def fc_model(tmp_path_factory):
         "    y = paddle.nn.functional.relu(paddle.static.nn.fc(x, 5))\n"
         "exe = paddle.static.Executor(paddle.CPUPlace()); exe.run(start)\n"
         "paddle.static.save_inference_model(sys.argv[1], [x], [y], exe, program=main)\n")
-    _run("-c", code, out)
+    _run("-c", code, out, python=python)
     return out
 
 
 INFER = HERE / "ipu_scripts" / "infer_fc.py"
 
 
-def test_unmodified_paddle_inference_ipu_program_runs_on_tiller(fc_model, tmp_path):
+def test_unmodified_paddle_inference_ipu_program_runs_on_tiller(tmp_path, python):
     """enable_ipu(1 device, micro-batch 2, no pipelining, 2 batches per
     step) + set_ipu_config, and the same from an IPU config file: Tiller's
-    predictor, the outputs of Paddle's CPU predictor (rtol 1e-5: one fc)."""
-    cpu = json.loads(_run(INFER, "cpu", fc_model).stdout.splitlines()[-1])
-    ipu = json.loads(_run("-m", "tiller.patch", INFER, "ipu", fc_model).stdout.splitlines()[-1])
+    predictor, the outputs of Paddle's CPU predictor (rtol 1e-5: one fc), on
+    a model the same Paddle saved."""
+    fc_model = _save_fc_model(tmp_path / "model", python)
+    cpu = json.loads(_run(INFER, "cpu", fc_model, python=python).stdout.splitlines()[-1])
+    ipu = json.loads(_run("-m", "tiller.patch", INFER, "ipu", fc_model, python=python).stdout
+                     .splitlines()[-1])
     cfg = tmp_path / "ipu.conf"
     cfg.write_text("ipu_device_num,1\nipu_micro_batch_size, 2\n\nipu_batches_per_step,2\n"
                    "ipu_enable_fp16,false\nipu_enable_model_runtime_executor,true\n")
-    from_file = json.loads(_run("-m", "tiller.patch", INFER, "ipu_file", fc_model, cfg).stdout
-                           .splitlines()[-1])
+    from_file = json.loads(_run("-m", "tiller.patch", INFER, "ipu_file", fc_model, cfg,
+                                python=python).stdout.splitlines()[-1])
     assert cpu["module"].startswith("paddle")
     assert ipu["module"].startswith("tiller") and from_file["module"].startswith("tiller")
     np.testing.assert_allclose(ipu["out"], cpu["out"], rtol=1e-5)

@@ -7,13 +7,16 @@ Prints the output and the predictor's module as JSON.
     python infer_fc.py ipu|ipu_file|cpu MODEL_PREFIX [IPU_CONFIG_FILE]
 """
 import json
+import os
 import sys
 
 import numpy as np
 import paddle.inference as paddle_infer
 
 mode, prefix = sys.argv[1], sys.argv[2]
-config = paddle_infer.Config(prefix + ".json", prefix + ".pdiparams")
+# Paddle 3 saves model.json (PIR), Paddle 2 model.pdmodel.
+model = prefix + ".json" if os.path.exists(prefix + ".json") else prefix + ".pdmodel"
+config = paddle_infer.Config(model, prefix + ".pdiparams")
 config.set_cpu_math_library_num_threads(1)
 if mode == "ipu":
     config.enable_ipu(1, 2, False, 2)
