@@ -134,9 +134,84 @@ def test_every_op_case_runs_cpu_ipu_fp32_and_ipu_fp16_through_paddles_ipu_api(tm
     ran = {cid.split("/")[0] for cid in results}
     # Ops Paddle 3.3 can no longer build (their cases are programs written
     # directly, checked against numpy by ops_test.py) have no Paddle program
-    # to compile here.
+    # to compile here; two of them Paddle 2.6.2 builds (the test below).
     every = {c.op for c in op_harness.all_cases() if c.reference is None}
     assert ran == every, f"ops not run: {sorted(every - ran)}"
+
+
+# Ops whose cases are programs written directly because Paddle 3.3 has no API
+# that builds them, but Paddle 2.6.2's does: its static.nn.data_norm and fc
+# (mul + elementwise_add). (Its sparse_embedding writes lookup_table over a
+# parameter-server table that Paddle's own CPU executor cannot run.)
+PADDLE2_CHILD = r"""
+import json, sys
+import numpy as np
+import paddle, paddle.static as st
+import tiller
+tiller.patch_paddle()
+paddle.enable_static()
+rng = np.random.default_rng(5)
+x = rng.standard_normal((4, 8)).astype("float32")
+ids = rng.integers(0, 10, (4, 1)).astype("int64")
+inputs = {"x": x, "ids": ids}
+builders = {  # op: (its input, the Paddle 2 call)
+    "data_norm": ("x", lambda v: st.nn.data_norm(v)),
+    "mul": ("x", lambda v: st.nn.fc(v, 3)),
+}
+results = {}
+for name, (feed_name, build) in builders.items():
+    main, start = st.Program(), st.Program()
+    main.random_seed = start.random_seed = 11
+    value = inputs[feed_name]
+    with st.program_guard(main, start):
+        out = build(st.data(feed_name, list(value.shape), str(value.dtype)))
+    types = [op.type for op in main.global_block().ops]
+    scope = st.Scope()
+    with st.scope_guard(scope):
+        exe = st.Executor(paddle.IPUPlace())
+        exe.run(start)
+        feed = {feed_name: value}
+        ref, = exe.run(main, feed=feed, fetch_list=[out])
+        got = {}
+        for mode in ("IPU_FP32", "IPU_FP16"):
+            strategy = st.IpuStrategy()
+            strategy.set_graph_config(is_training=False)
+            if mode == "IPU_FP16":
+                strategy.set_precision_config(enable_fp16=True)
+                strategy.set_options({"half_dtype": "float16"})
+            prog = st.IpuCompiledProgram(main, scope=scope, ipu_strategy=strategy).compile(
+                [feed_name], [out])
+            got[mode] = np.asarray(exe.run(prog, feed=feed, fetch_list=[out])[0]).tolist()
+            got[mode + "_tiller"] = type(prog).__module__ == "tiller.ipu" and \
+                prog._predictor is not None
+    results[name] = {"types": types, "ref": np.asarray(ref).tolist(), **got}
+results["version"] = paddle.__version__
+print(json.dumps(results))
+"""
+
+
+def test_ops_only_paddle_2_builds_run_through_paddles_ipu_api():
+    """data_norm and mul have no Paddle 3.3 builder: built by Paddle 2.6.2's
+    API (.venv-paddle2) and run as the op test above runs its cases, at the
+    same tolerances (fp32 1e-5 relative: a K=8 product sum, or a
+    normalization; fp16 as above)."""
+    python = REPO / ".venv-paddle2" / "bin" / "python"
+    assert python.is_file(), f"{python} is missing: run scripts/setup.sh"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([str(python), "-c", PADDLE2_CHILD], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = json.loads(proc.stdout.splitlines()[-1])
+    assert results.pop("version") == "2.6.2"
+    assert set(results) == {"data_norm", "mul"}, list(results)
+    for op, r in results.items():
+        assert op in r["types"], (op, r["types"])
+        ref = np.asarray(r["ref"], np.float32)
+        assert r["IPU_FP32_tiller"] and r["IPU_FP16_tiller"], op
+        np.testing.assert_allclose(r["IPU_FP32"], ref, rtol=1e-5, atol=1e-6, err_msg=op)
+        scale = max(1.0, float(np.abs(ref).max()))
+        np.testing.assert_allclose(r["IPU_FP16"], ref, rtol=1e-2, atol=1e-2 * scale, err_msg=op)
 
 
 if __name__ == "__main__":
