@@ -11,6 +11,8 @@
 // code (the CPU's with TILLER_CPU_KERNEL, backends/cpu/kernel.h).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -23,12 +25,52 @@
 
 namespace tiller::backend {
 
+// An index operand outside its range (an embedding id, a gather index, a
+// one_hot id, a class label). A kernel cannot throw from its worker threads
+// and must never read outside a tensor: it writes a zero (or NaN) row and
+// records the value here; whoever ran the kernel then fails, naming the op
+// (compile::Executable after each step), as Paddle raises for such input.
+class IndexFault {
+ public:
+  // Thread-safe; the first value recorded is kept. `operand`: the op input
+  // holding the index.
+  void Record(int64_t value, int64_t bound, int operand) {
+    bool expected = false;
+    if (hit_.compare_exchange_strong(expected, true, std::memory_order_relaxed)) {
+      value_ = value;
+      bound_ = bound;
+      operand_ = operand;
+    }
+  }
+  // Read after the kernel returned (its threads joined).
+  bool hit() const { return hit_.load(std::memory_order_relaxed); }
+  int64_t value() const { return value_; }
+  int64_t bound() const { return bound_; }  // valid: [0, bound)
+  int operand() const { return operand_; }
+  void Clear() { hit_.store(false, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> hit_{false};
+  int64_t value_ = 0, bound_ = 0;
+  int operand_ = 0;
+};
+
 struct KernelArgs {
   std::vector<const void*> inputs;  // nullptr for an absent optional input
   std::vector<void*> outputs;
   void* workspace = nullptr;
-  Stream* stream = nullptr;  // the stream the kernel runs on
+  Stream* stream = nullptr;           // the stream the kernel runs on
+  IndexFault* index_fault = nullptr;  // where index kernels report bad indices
 };
+
+// For index kernels: records an out-of-range index, if anyone listens.
+inline void RecordIndexFault(const KernelArgs& args, int64_t value, int64_t bound, int operand) {
+  if (args.index_fault) args.index_fault->Record(value, bound, operand);
+}
+
+// The error for a recorded fault: "<op> (<name>): <input> holds <value>,
+// outside [0, <bound>)"; throws tiller::Error (kInvalidArgument).
+[[noreturn]] void FailIndexFault(const ir::Op& op, const IndexFault& fault);
 
 class Kernel {
  public:

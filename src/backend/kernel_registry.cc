@@ -82,4 +82,12 @@ std::vector<const Signature*> KernelSignatures(const std::string& backend,
   return out;
 }
 
+void FailIndexFault(const ir::Op& op, const IndexFault& fault) {
+  const ir::Value* in = op.input(static_cast<size_t>(fault.operand()));
+  Fail(ErrorKind::kInvalidArgument,
+       "{} ({}): input '{}' holds {}, outside [0, {}) (an id, index or label beyond what the op "
+       "indexes; Paddle rejects it too)",
+       op.type, op.name, in ? in->name : "?", fault.value(), fault.bound());
+}
+
 }  // namespace tiller::backend

@@ -146,6 +146,8 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     s.args.workspace =
         static_cast<std::byte*>(exe->arenas_[d]->data()) + exe->plans_[d].tensor_bytes;
     s.args.stream = &devices[d]->stream();
+    s.index_fault = std::make_unique<backend::IndexFault>();
+    s.args.index_fault = s.index_fault.get();
   }
   std::map<const ir::Op*, size_t> segment_of;
   for (size_t i = 0; i < exe->steps_.size(); ++i) {
@@ -204,6 +206,10 @@ void Executable::RunStep(size_t i) {
   }
   if (!s.kernel) return;
   s.kernel->Run(s.args);
+  if (s.index_fault->hit()) {
+    s.index_fault->Clear();  // the next run starts clean
+    backend::FailIndexFault(*s.op, *s.args.index_fault);
+  }
   if (check_nan_inf_ || (!guarded_step_.empty() && guarded_step_[i]))
     CheckFinite(s, !check_nan_inf_);
 }

@@ -135,6 +135,8 @@ class Executable {
     std::unique_ptr<backend::Kernel> kernel;  // null for views and copies
     bool copy = false;
     backend::KernelArgs args;
+    // args.index_fault's storage (atomics do not move with the vector).
+    std::unique_ptr<backend::IndexFault> index_fault;
   };
   // Consecutive steps on one device, submitted to its stream as one item.
   struct Segment {

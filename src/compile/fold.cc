@@ -20,7 +20,9 @@ ir::Graph::Folder MakeFolder(backend::Device& device) {
     std::vector<std::shared_ptr<AlignedBuffer>> results;
     for (const ir::Value* out : op.outputs)
       results.push_back(std::make_shared<AlignedBuffer>(out->bytes()));
-    // Created and run on the device's stream, with its threads.
+    // Created and run on the device's stream, with its threads. A constant
+    // index out of range fails the compile, naming the op.
+    backend::IndexFault fault;
     device.stream().Submit([&] {
       auto kernel = device.backend().CreateKernel(op, device);
       auto scratch = device.Allocate(kernel->workspace_bytes());
@@ -29,9 +31,11 @@ ir::Graph::Folder MakeFolder(backend::Device& device) {
       for (const auto& r : results) args.outputs.push_back(r->data());
       args.workspace = scratch->data();
       args.stream = &device.stream();
+      args.index_fault = &fault;
       kernel->Run(args);
     });
     device.stream().Synchronize();
+    if (fault.hit()) backend::FailIndexFault(op, fault);
     for (size_t i = 0; i < op.outputs.size(); ++i) {
       op.outputs[i]->data = std::move(results[i]);
       op.outputs[i]->kind = ir::ValueKind::kConstant;

@@ -171,3 +171,66 @@ def test_output_that_is_an_input(tmp_path):
     y_out, z_out = predictor.run([data])
     np.testing.assert_array_equal(y_out, data)
     np.testing.assert_array_equal(z_out, np.maximum(data, 0))
+
+
+def _save_index_model(tmp_path):
+    """gather, one_hot and cross_entropy over fed indices and labels."""
+    import paddle
+
+    paddle.enable_static()
+    try:
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            x = paddle.static.data("x", [4, 3], "float32")
+            idx = paddle.static.data("idx", [2], "int64")
+            label = paddle.static.data("label", [4, 1], "int64")
+            hot_ids = paddle.static.data("hot_ids", [2], "int64")
+            gathered = paddle.gather(x, idx)
+            hot = paddle.nn.functional.one_hot(hot_ids, 5)
+            loss = paddle.nn.functional.cross_entropy(x, label, reduction="none")
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        prefix = str(tmp_path / "model")
+        paddle.static.save_inference_model(prefix, [x, idx, label, hot_ids],
+                                           [gathered, hot, loss], exe, program=main)
+    finally:
+        paddle.disable_static()
+    return prefix
+
+
+def test_indices_out_of_range_are_refused_naming_the_op_and_input(bert, tmp_path):
+    """An id, index or label outside what its op indexes raises, as Paddle
+    raises, instead of a zero (or NaN) row; the predictor stays usable."""
+    predictor = make(bert.model_file, bert.params_file)
+    ids, types = np.full((1, 8), 5, np.int64), np.zeros((1, 8), np.int64)
+    good = predictor.run([ids, types])
+    bad = ids.copy()
+    bad[0, 3] = 100000
+    expect_error(lambda: predictor.run([bad, types]), "embedding", "input 'input_ids' holds 100000",
+                 "outside [0, 1024)")
+    bad_types = types.copy()
+    bad_types[0, 0] = -1
+    expect_error(lambda: predictor.run([ids, bad_types]), "input 'token_type_ids' holds -1",
+                 "outside [0, 2)")
+    for a, b in zip(predictor.run([ids, types]), good):
+        np.testing.assert_array_equal(a, b)
+
+    prefix = _save_index_model(tmp_path)
+    predictor = make(prefix + ".json", prefix + ".pdiparams")
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    label = np.array([[0], [1], [2], [1]], np.int64)
+    idx, hot_ids = np.array([3, 0], np.int64), np.array([4, 1], np.int64)
+    gathered, hot, loss = predictor.run([x, idx, label, hot_ids])
+    np.testing.assert_array_equal(gathered, x[[3, 0]])
+    np.testing.assert_array_equal(hot, np.eye(5, dtype=np.float32)[[4, 1]])
+    assert np.isfinite(loss).all()
+    expect_error(lambda: predictor.run([x, np.array([1, 4], np.int64), label, hot_ids]),
+                 "gather", "input 'idx' holds 4", "outside [0, 4)")
+    expect_error(lambda: predictor.run([x, np.array([1, -5], np.int64), label, hot_ids]),
+                 "gather", "holds -5")
+    expect_error(lambda: predictor.run([x, idx, label, np.array([5, 1], np.int64)]),
+                 "one_hot", "input 'hot_ids' holds 5", "outside [0, 5)")
+    bad_label = label.copy()
+    bad_label[2, 0] = 3
+    expect_error(lambda: predictor.run([x, idx, bad_label, hot_ids]), "holds 3",
+                 "outside [0, 3)")

@@ -111,6 +111,9 @@ const bool kRegistered = [] {
   RegisterOpSchema(OpSchema{"one_hot", 1, 1, InferOneHot}
                        .RequiredAttr("depth", AttrKind::kInt)
                        .Attr("dtype", "float32")
+                       // Paddle's: an id outside [0, depth) gives a zero row
+                       // instead of an error.
+                       .Attr("allow_out_of_range", false)
                        .Precision(kFollows)
                        .Layout(LayoutRule::kFixed));
   RegisterOpSchema(Random("random_normal").Attr("mean", 0.0).Attr("std", 1.0));

@@ -1,22 +1,25 @@
 // embedding(table [V, D], ids int32|int64){padding_idx}: out[i] = table[ids[i]].
-// Rows are copied as bytes, so any table dtype works. The padding_idx row and
-// any id outside [0, V) produce a zero row: a kernel cannot fail mid-run, and
-// reading outside the table is never acceptable.
+// Rows are copied as bytes, so any table dtype works. The padding_idx row is
+// zero; an id outside [0, V) gets a zero row too (never a read outside the
+// table) and is reported (backend::IndexFault), which fails the step.
 #include "backends/cpu/kernels/kernel_utils.h"
 
 namespace tiller::cpu {
 namespace {
 
 template <typename I>
-void Lookup(const std::byte* table, const I* ids, std::byte* out, int64_t count, int64_t vocab,
-            int64_t row_bytes, int64_t padding_idx) {
+void Lookup(const KernelArgs& args, const std::byte* table, const I* ids, std::byte* out,
+            int64_t count, int64_t vocab, int64_t row_bytes, int64_t padding_idx) {
   ParallelRange(
       count, row_bytes / 4 + 1,
       [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           int64_t id = static_cast<int64_t>(ids[i]);
           std::byte* dst = out + i * row_bytes;
-          if (id < 0 || id >= vocab || id == padding_idx) {
+          if (id < 0 || id >= vocab) {  // padding_idx -1 is "none", not an id
+            RecordIndexFault(args, id, vocab, 1);
+            std::memset(dst, 0, row_bytes);
+          } else if (id == padding_idx) {
             std::memset(dst, 0, row_bytes);
           } else {
             std::memcpy(dst, table + id * row_bytes, row_bytes);
@@ -39,10 +42,10 @@ std::unique_ptr<Kernel> MakeEmbedding(const ir::Op& op) {
     const auto* table = static_cast<const std::byte*>(args.inputs[0]);
     auto* out = static_cast<std::byte*>(args.outputs[0]);
     if (i64) {
-      Lookup(table, static_cast<const int64_t*>(args.inputs[1]), out, count, vocab, row_bytes,
+      Lookup(args, table, static_cast<const int64_t*>(args.inputs[1]), out, count, vocab, row_bytes,
              padding_idx);
     } else {
-      Lookup(table, static_cast<const int32_t*>(args.inputs[1]), out, count, vocab, row_bytes,
+      Lookup(args, table, static_cast<const int32_t*>(args.inputs[1]), out, count, vocab, row_bytes,
              padding_idx);
     }
   });

@@ -37,7 +37,8 @@ std::unique_ptr<Kernel> MakeCrossEntropy(const ir::Op& op) {
         out[r] = -acc;
       } else if (lbl == spec.ignore) {
         out[r] = 0;
-      } else if (lbl < 0 || lbl >= n) {  // Paddle rejects it; a NaN marks the row
+      } else if (lbl < 0 || lbl >= n) {  // Paddle rejects it: a NaN row, and reported
+        RecordIndexFault(args, lbl, n, 1);
         out[r] = std::numeric_limits<float>::quiet_NaN();
       } else {
         float v = pr[lbl * inner];

@@ -189,7 +189,8 @@ std::unique_ptr<Kernel> MakeConcatSplit(const ir::Op& op, bool split) {
 }
 
 // numpy take. Negative indices count from the end; an index still out of
-// range yields a zero slab instead of reading out of bounds.
+// range yields a zero slab instead of reading out of bounds, and is reported
+// (backend::IndexFault).
 std::unique_ptr<Kernel> MakeGather(const ir::Op& op) {
   const Shape& xs = op.inputs[0]->shape();
   int axis = NormalizeAxis(op.GetInt("axis"), static_cast<int>(xs.size()));
@@ -210,6 +211,7 @@ std::unique_ptr<Kernel> MakeGather(const ir::Op& op) {
                              : static_cast<const int32_t*>(args.inputs[1])[j];
             if (id < 0) id += dim;
             if (id < 0 || id >= dim) {
+              RecordIndexFault(args, id < 0 ? id - dim : id, dim, 1);
               std::memset(y + t * inner, 0, inner);
             } else {
               std::memcpy(y + t * inner, x + (o * dim + id) * inner, inner);

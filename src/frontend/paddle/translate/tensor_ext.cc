@@ -127,9 +127,11 @@ void OneHot(TranslateContext& ctx, const OpDesc& op, bool v2) {
   }
   DType dt = DType::kF32;
   if (op.attrs.Has("dtype")) dt = PaddleAttrDType(ctx, op, "dtype");
-  ctx.SetOut(
-      op, "Out",
-      ctx.Add1(op, "one_hot", {ids}, {{"depth", depth}, {"dtype", std::string(DTypeName(dt))}}));
+  ctx.SetOut(op, "Out",
+             ctx.Add1(op, "one_hot", {ids},
+                      {{"depth", depth},
+                       {"dtype", std::string(DTypeName(dt))},
+                       {"allow_out_of_range", op.attrs.Bool("allow_out_of_range", false)}}));
 }
 
 // Whether output `slot` of `op` is read by a later op or fetched.
