@@ -153,46 +153,96 @@ std::vector<OptionSpec> MakeSpecs() {
        "replicas over all hosts (MPI, not yet)"},
       {"global_replica_offset", Support::kNotYet, int64_t{0},
        "this host's first replica (MPI, not yet)"},
+      // PopART's Lamb clamps the weight norm of its trust ratio here; Paddle's
+      // lamb op, which Tiller runs, has no clamp.
+      {"max_weight_norm", Support::kNotYet, 65504.0,
+       "Lamb: clamp of the weight norm in the trust ratio (PopART's)"},
+      // Tiller applies weight decay as the program's optimizer op says (adamw
+      // and lamb decoupled, a regularizer as L2); the option cannot override.
+      {"weight_decay_mode", Support::kNotYet, std::string(""),
+       "'decay' or 'l2_regularization' override of the optimizer's weight decay"},
   };
   // Options of Paddle/PopART that tune the IPU toolchain: no meaning on
-  // Tiller's backends.
+  // Tiller's backends. Where Paddle's registry (ipu_strategy.cc) gives a
+  // scalar type, the option keeps it and PopART's default (SDK 2.6
+  // sessionoptions.hpp, or Paddle's own), so get_option reads as on an IPU
+  // build and set_options checks the type; maps, lists and the location_*
+  // settings (write-only in Paddle) take any value.
+  const std::vector<std::pair<const char*, OptionValue>> toolchain = {
+      {"available_memory_proportion", 0.0},
+      {"scaled_optimizer_state", false},
+      {"onnx_dump_path", std::string("")},
+      {"enable_outlining", true},
+      {"partials_type_matmuls", std::string("")},
+      {"enable_prefetch_datastreams", true},
+      {"cache_path", std::string("session_cache")},
+      {"enable_engine_caching", false},
+      {"enable_non_stable_softmax", false},
+      {"enable_stable_norm", false},
+      {"autodiff_settings.stitch_strategy", int64_t{1}},
+      {"batch_serialization_settings.transform_context", int64_t{0}},
+      {"batch_serialization_settings.method", int64_t{0}},
+      {"batch_serialization_settings.batch_schedule", int64_t{1}},
+      {"batch_serialization_settings.factor", int64_t{0}},
+      {"batch_serialization_settings.concat_on_virtual_graph_change", true},
+      {"batch_serialization_settings.concat_on_execution_phase_change", true},
+      {"batch_serialization_settings.concat_on_pipeline_stage_change", true},
+      {"merge_var_update", int64_t{0}},
+      {"merge_var_update_mem_threshold", int64_t{1000000}},
+      {"virtual_graph_mode", int64_t{0}},
+      {"subgraph_copying_strategy", int64_t{0}},
+      {"log_dir", std::string("")},
+      {"custom_codelet_compile_flags", std::string("")},
+      {"serialized_poprithms_shift_graphs_dir", std::string("")},
+      {"kahn_tie_breaker", std::string("greedy")},
+      {"execution_phase_settings.phases", int64_t{0}},
+      {"execution_phase_settings.stages", int64_t{2}},
+      {"first_dot_op", int64_t{0}},
+      {"final_dot_op", int64_t{10000}},
+      {"num_io_tiles", int64_t{0}},
+      {"loose_threshold_at_peak", int64_t{8000}},
+      {"swap_limit_scheduler", int64_t{1000000000}},
+      {"compilation_progress_total", int64_t{100}},
+      {"transitive_closure_optimization_threshold", int64_t{100000}},
+      {"strict_op_versions", true},
+      {"opx_alias_checking", false},
+      {"opx_modify_checking", false},
+      {"dot_op_names", false},
+      {"export_poplar_computation_graph", false},
+      {"export_poplar_vertex_graph", false},
+      {"separate_call_op_pdfs", true},
+      {"enable_outlining_copy_cost_pruning", true},
+      {"rearrange_anchors_on_host", true},
+      {"instrument_with_hardware_cycle_counter", false},
+      {"disable_grad_accumulation_tensor_streams", false},
+      {"compile_engine", true},
+      {"constant_weights", true},
+      {"enable_merge_exchange", true},
+      {"explicit_recomputation", false},
+      {"enable_explicit_main_loops", false},
+      {"use_host_copy_ops", false},
+      {"alias_zero_copy", false},
+      {"delay_var_updates", true},
+      {"enable_fully_connected_pass", true},
+      {"enable_serialized_matmuls", true},
+      {"decompose_grad_sum", false},
+      {"group_host_sync", false},
+      {"enable_supported_data_type_casting", true},
+      {"group_norm_strided_channel_grouping", false},
+      {"schedule_non_weight_update_gradient_consumers_early", false},
+      {"outline_sequence_break_cost", 10000.0},
+      {"outline_threshold", 1.0},
+      {"time_limit_scheduler", 1000000000.0},
+  };
+  for (const auto& [name, value] : toolchain)
+    specs.push_back({name, Support::kNoEffect, value, "IPU toolchain setting; no effect"});
   for (const char* name :
-       {"max_weight_norm", "weight_decay_mode", "available_memory_proportion",
-        "scaled_optimizer_state", "onnx_dump_path", "enable_outlining",
-
-        "partials_type_matmuls", "enable_prefetch_datastreams", "default_prefetch_buffering_depth",
-        "cache_path", "enable_engine_caching", "location_optimizer", "location_optimizer.on_chip",
+       {"default_prefetch_buffering_depth", "location_optimizer", "location_optimizer.on_chip",
         "location_optimizer.min_elements_for_off_chip", "location_optimizer.use_io_tiles_to_load",
         "location_optimizer.use_io_tiles_to_store", "location_weight", "location_activation",
-        "location_accumulator", "engine_options", "convolution_options",
-        // The rest of PopART's session options Paddle's IpuStrategy
-        // registry exposes (ipu_strategy.cc): scheduling, outlining,
-        // batch serialization, debugging and reports.
-        "transfer_cast_op", "enable_non_stable_softmax", "enable_stable_norm",
-        "autodiff_settings.stitch_strategy", "batch_serialization_settings.transform_context",
-        "batch_serialization_settings.method", "batch_serialization_settings.batch_schedule",
-        "batch_serialization_settings.factor",
-        "batch_serialization_settings.concat_on_virtual_graph_change",
-        "batch_serialization_settings.concat_on_execution_phase_change",
-        "batch_serialization_settings.concat_on_pipeline_stage_change", "merge_var_update",
-        "merge_var_update_mem_threshold", "virtual_graph_mode", "subgraph_copying_strategy",
-        "log_dir", "custom_codelet_compile_flags", "serialized_poprithms_shift_graphs_dir",
-        "kahn_tie_breaker", "execution_phase_settings.phases", "execution_phase_settings.stages",
-        "first_dot_op", "final_dot_op", "num_io_tiles", "loose_threshold_at_peak",
-        "swap_limit_scheduler", "compilation_progress_total",
-        "transitive_closure_optimization_threshold", "strict_op_versions", "opx_alias_checking",
-        "opx_modify_checking", "dot_op_names", "export_poplar_computation_graph",
-        "export_poplar_vertex_graph", "separate_call_op_pdfs", "enable_outlining_copy_cost_pruning",
-        "rearrange_anchors_on_host", "instrument_with_hardware_cycle_counter",
-        "disable_grad_accumulation_tensor_streams", "compile_engine", "constant_weights",
-        "enable_merge_exchange", "explicit_recomputation", "enable_explicit_main_loops",
-        "use_host_copy_ops", "alias_zero_copy", "delay_var_updates", "enable_fully_connected_pass",
-        "enable_serialized_matmuls", "decompose_grad_sum", "group_host_sync",
-        "enable_supported_data_type_casting", "group_norm_strided_channel_grouping",
-        "schedule_non_weight_update_gradient_consumers_early", "outline_sequence_break_cost",
-        "outline_threshold", "time_limit_scheduler", "custom_ops", "dot_checks",
-        "hardware_instrumentations", "custom_codelets", "report_options", "lstm_options",
-        "gcl_options"}) {
+        "location_accumulator", "engine_options", "convolution_options", "transfer_cast_op",
+        "custom_ops", "dot_checks", "hardware_instrumentations", "custom_codelets",
+        "report_options", "lstm_options", "gcl_options"}) {
     specs.push_back({name, Support::kNoEffect, std::nullopt, "IPU toolchain setting; no effect"});
   }
   std::sort(specs.begin(), specs.end(),
@@ -302,7 +352,15 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
     Fail(ErrorKind::kInvalidArgument, "unknown option '{}'; valid options: {}", name, valid);
   }
   if (spec->support == Support::kNoEffect) {
-    values_[name] = value;
+    OptionValue stored = value;
+    if (spec->default_value) {  // Paddle's type
+      std::optional<OptionValue> converted = Convert(value, *spec->default_value);
+      if (!converted)
+        Fail(ErrorKind::kInvalidArgument, "option '{}' takes {}, got {}", name,
+             TypeWord(*spec->default_value), OptionValueRepr(value));
+      stored = *converted;
+    }
+    values_[name] = stored;
     set_.insert(name);
     return fmt::format("option '{}' tunes the IPU toolchain and has no effect on Tiller", name);
   }

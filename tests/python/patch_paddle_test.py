@@ -304,3 +304,45 @@ def test_inference_program_compiles_and_has_no_trained_state():
             tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(["x"], [out])
     finally:
         paddle.disable_static()
+
+
+def test_every_option_round_trips_with_its_type():
+    """Every name of Paddle's IPU option registry: get_option reads a value
+    (Paddle's default) of the type Paddle registers, set_options takes a
+    value of that type back and get_option returns it; a value of another
+    type is refused naming the option. The maps, lists and write-only
+    location_* settings of the registry take any value and return it."""
+    import warnings
+
+    import tiller
+
+    s = tiller.IpuStrategy()
+    checked = untyped = 0
+    with warnings.catch_warnings():  # the no-effect options' notes (tested elsewhere)
+        warnings.simplefilter("ignore")
+        for name in s.get_all_option_names():
+            try:
+                default = s.get_option(name)
+            except tiller.TillerError as e:
+                assert "has not been set" in str(e), (name, str(e))
+                value = {"k": "v"} if not name.startswith("location_") else 1
+                s.set_options({name: value})
+                assert s.get_option(name) == value, name
+                untyped += 1
+                continue
+            if name in ("num_ipus", "replicated_graph_count") or isinstance(default, dict):
+                continue  # cross-checked with other options / a dict of sub-options
+            kind = type(default)
+            assert kind in (bool, int, float, str), (name, default)
+            s.set_options({name: default})
+            got = s.get_option(name)
+            assert got == default and type(got) is kind, (name, default, got)
+            if kind is not str:
+                with pytest.raises(tiller.TillerError, match=f"option '{name}' takes"):
+                    s.set_options({name: "not a " + kind.__name__})
+            checked += 1
+    assert checked > 100 and untyped == 19, (checked, untyped)
+    with pytest.raises(tiller.TillerError, match=r"max_weight_norm=1\.0 is not implemented"):
+        s.set_options({"max_weight_norm": 1.0})
+    with pytest.raises(tiller.TillerError, match=r"weight_decay_mode='decay' is not implemented"):
+        s.set_options({"weight_decay_mode": "decay"})
