@@ -190,6 +190,46 @@ def _find_value(program, item, data=False):
     return found
 
 
+class IpuBackend:
+    """Paddle's ``core.IpuBackend`` as Tiller offers it. Paddle's IPU scripts
+    wrote the trained weights back with ``ipu_compiler._backend
+    .weights_to_host()`` (the IpuCompiledProgram's backend) before
+    ``paddle.static.save``; ``IpuBackend.get_instance()`` is the process-wide
+    one, which acts on the program compiled last (Paddle kept one compiled
+    executable per process). ``detach()`` released the IPUs; Tiller's CPU
+    devices need no releasing, so it only ends the program's use here."""
+
+    _instance = None
+    _last = None  # the IpuCompiledProgram compiled last
+
+    def __init__(self, program=None):
+        self._program = program
+
+    @classmethod
+    def get_instance(cls):
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+
+    def _target(self, what):
+        program = self._program if self._program is not None else IpuBackend._last
+        if program is None:
+            raise TillerError(f"IpuBackend.{what}(): no program has been compiled")
+        return program
+
+    def weights_to_host(self):
+        self._target("weights_to_host").weights_to_host()
+
+    def weights_to_device(self):
+        self._target("weights_to_device").weights_to_device()
+
+    def detach(self):
+        self._target("detach")
+
+    def reset(self):
+        self._target("reset")
+
+
 class IpuCompiledProgram:
     """A Paddle training (or eval) program compiled by Tiller; an inference
     program (is_training=False, no optimizer) runs on Tiller's predictor.
@@ -207,12 +247,15 @@ class IpuCompiledProgram:
         self._session = None
         self._predictor = None  # an inference program's (see compile())
         self._tmp = None
+        # Paddle's scripts called ipu_compiler._backend.weights_to_host().
+        self._backend = IpuBackend(self)
 
     def compile(self, feed_list, fetch_list):
         """Compiles the program; feed_list: variable names (data ops),
         fetch_list: names or variables (the loss, metrics). Returns self."""
         feed_names = [_fetch_name(f) for f in feed_list]
         self._tmp = tempfile.TemporaryDirectory(prefix="tiller_prog_")
+        IpuBackend._last = self
         if not _has_backward(self.org_program):
             if self._strategy.is_training:
                 raise TillerError("IpuCompiledProgram: is_training is True but the program has "

@@ -177,6 +177,7 @@ def patch_paddle() -> None:
     _set(paddle, "set_device", set_device)
     if getattr(paddle.device, "set_device", None) is original_set_device:
         _set(paddle.device, "set_device", set_device)
+    _set(core, "IpuBackend", ipu.IpuBackend)
     _set(paddle.static, "IpuStrategy", ipu.IpuStrategy)
     _set(paddle.static, "IpuCompiledProgram", ipu.IpuCompiledProgram)
     _set(paddle.static, "ipu_shard_guard", shard.ipu_shard_guard)

@@ -37,7 +37,7 @@ std::vector<OptionSpec> MakeSpecs() {
       // Tiller's own (Paddle's CPU executor uses its math-library thread
       // setting the same way).
       {"num_threads", Support::kHonoured, int64_t{0},
-       "CPU threads of a step; 0: every hardware thread"},
+       "CPU threads of a step; 0: every hardware thread, at least one per device"},
       // Would change results: only the default until implemented.
       {"num_ipus", Support::kHonoured, int64_t{1},
        "devices of all replicas (replicated_graph_count x devices per replica)"},

@@ -803,6 +803,13 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
          "one micro-batch per stage (set_pipelining_config(enable_gradient_accumulation=True, "
          "accumulation_factor=N) with N >= {})",
          out.accumulation_factor, out.devices_per_replica, out.devices_per_replica);
+  // num_threads 0 (the default: every hardware thread) still gives each
+  // device a thread: a script written for more IPUs than this machine has
+  // cores runs, its devices sharing the cores. A number below the devices is
+  // refused (TrainingSession).
+  if (o.GetInt("num_threads") == 0)
+    out.num_threads = std::max(out.num_threads,
+                               static_cast<int>(replicas) * out.devices_per_replica);
   return out;
 }
 

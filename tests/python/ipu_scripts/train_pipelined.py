@@ -44,10 +44,9 @@ if mode == "ipu":
                                   enable_manual_shard=True)
     ipu_strategy.set_pipelining_config(enable_pipelining=True, batches_per_step=1,
                                        enable_gradient_accumulation=True, accumulation_factor=4)
-    ipu_strategy.set_options({"enable_replicated_graphs": True, "replicated_graph_count": 2,
-                              "num_threads": 4})
-    program = paddle.static.IpuCompiledProgram(main, ipu_strategy=ipu_strategy).compile(
-        ["ids", "label"], [loss])
+    ipu_strategy.set_options({"enable_replicated_graphs": True, "replicated_graph_count": 2})
+    ipu_compiler = paddle.static.IpuCompiledProgram(main, ipu_strategy=ipu_strategy)
+    program = ipu_compiler.compile(["ids", "label"], [loss])
 
 rng = np.random.default_rng(1)
 batches = [{"ids": rng.integers(0, 50, (16, 12)).astype(np.int64),
@@ -58,7 +57,7 @@ for step in range(9):
     losses.append(float(np.mean(value)))   # the IPU returns one loss per micro-batch
     scheduler.step()
 if mode == "ipu":
-    program.weights_to_host()
+    ipu_compiler._backend.weights_to_host()
 paddle.static.save(main, out)
 with open(out + ".pdparams", "rb") as f:
     weights = {name: float(np.asarray(value).sum()) for name, value in pickle.load(f).items()}

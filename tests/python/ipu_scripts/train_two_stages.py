@@ -39,7 +39,6 @@ if mode == "ipu":
     ipu_strategy.set_graph_config(num_ipus=2, is_training=True, micro_batch_size=4,
                                   enable_manual_shard=True)
     ipu_strategy.set_pipelining_config(enable_pipelining=False, batches_per_step=1)
-    ipu_strategy.set_options({"num_threads": 2})
     program = paddle.static.IpuCompiledProgram(main, ipu_strategy=ipu_strategy).compile(
         [x.name, y.name], [loss])
 
@@ -52,7 +51,7 @@ for step in range(12):
     loss_value = exe.run(program, feed=feed, fetch_list=[loss])
     losses.append(float(np.asarray(loss_value[0]).reshape(-1)[0]))
 if mode == "ipu":
-    program.weights_to_host()
+    paddle.base.core.IpuBackend.get_instance().weights_to_host()
 paddle.static.save(main, out)
 with open(out + ".pdparams", "rb") as f:
     weights = {name: float(np.asarray(value).sum()) for name, value in pickle.load(f).items()}
