@@ -164,18 +164,10 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     } else if (exe->segments_.empty() || exe->segments_.back().device != d ||
                exe->segment_info_.back().phase != op->placement.phase) {
       exe->segments_.push_back({d, exe->segments_.empty() ? 0 : i, i});
-      exe->segment_info_.push_back({d, op->placement.phase, {}, op});
+      exe->segment_info_.push_back({d, op->placement.phase});
     }
     exe->segments_.back().end = i + 1;
-    const size_t j = exe->segments_.size() - 1;
-    segment_of[op] = j;
-    std::vector<size_t>& deps = exe->segment_info_.back().deps;
-    for (const ir::Value* in : op->inputs) {
-      if (!in || !in->producer) continue;
-      auto it = segment_of.find(in->producer);
-      if (it == segment_of.end() || it->second == j) continue;
-      if (std::find(deps.begin(), deps.end(), it->second) == deps.end()) deps.push_back(it->second);
-    }
+    segment_of[op] = exe->segments_.size() - 1;
   }
   for (const ir::Value* in : g.inputs())
     exe->inputs_.push_back({in->name, in->type, address(in, host)});
@@ -320,20 +312,6 @@ void Executable::RunSegmentHere(size_t j) {
   for (const Copy& c : copy_back_) {
     if (c.segment == j && !c.update && c.from != c.to) std::memcpy(c.to, c.from, c.bytes);
   }
-}
-
-const ir::Op* Executable::ReaderOf(size_t segment, size_t dep) const {
-  const Segment& seg = segments_.at(segment);
-  const Segment& from = segments_.at(dep);
-  for (size_t i = seg.begin; i < seg.end; ++i) {
-    for (const ir::Value* in : steps_[i].op->inputs) {
-      if (!in || !in->producer) continue;
-      for (size_t k = from.begin; k < from.end; ++k) {
-        if (steps_[k].op == in->producer) return steps_[i].op;
-      }
-    }
-  }
-  return nullptr;
 }
 
 void Executable::CopyBack(RunPart part) {

@@ -90,13 +90,11 @@ class Executable {
   void SetTraceTag(std::string tag) { trace_tag_ = std::move(tag); }
 
   // The steps in segments: runs of consecutive steps on one device and in
-  // one phase, with the earlier segments whose values they read. A pipeline
-  // (compile/pipeline.h) runs segments of several micro-batches at once.
+  // one phase. A pipeline (compile/pipeline.h) runs segments of several
+  // micro-batches at once, each micro-batch's in program order.
   struct SegmentInfo {
     int device;
     ir::Phase phase;
-    std::vector<size_t> deps;  // segments this one reads values from
-    const ir::Op* first_op;    // for messages
   };
   const std::vector<SegmentInfo>& segments() const { return segment_info_; }
   // Runs segment j's steps on the calling thread, which must be its
@@ -105,9 +103,6 @@ class Executable {
   // could not write in place (batch-norm running statistics): the next
   // micro-batch's segment on the device reads them updated.
   void RunSegmentHere(size_t j);
-  // The value read across segments that makes `segment` depend on `dep`:
-  // the op of `segment` reading it, for messages.
-  const ir::Op* ReaderOf(size_t segment, size_t dep) const;
 
   std::vector<TensorSlot>& inputs() { return inputs_; }
   const std::vector<TensorSlot>& outputs() const { return outputs_; }
