@@ -196,8 +196,9 @@ class IpuBackend:
     .weights_to_host()`` (the IpuCompiledProgram's backend) before
     ``paddle.static.save``; ``IpuBackend.get_instance()`` is the process-wide
     one, which acts on the program compiled last (Paddle kept one compiled
-    executable per process). ``detach()`` released the IPUs; Tiller's CPU
-    devices need no releasing, so it only ends the program's use here."""
+    executable per process). ``detach()`` and ``reset()`` released / reset
+    the IPUs; Tiller's CPU devices need neither, so they only check that a
+    program was compiled."""
 
     _instance = None
     _last = None  # the IpuCompiledProgram compiled last

@@ -17,7 +17,8 @@ After ``patch_paddle()``:
   Paddle's executor runs as the CPU (the startup program, eval clones), and
   ``paddle.set_device("ipu")`` selects it;
 * ``paddle.static.IpuStrategy`` / ``IpuCompiledProgram`` / ``ipu_shard_guard``
-  / ``set_ipu_shard`` are Tiller's (``tiller.ipu``, ``tiller.shard``);
+  / ``set_ipu_shard`` are Tiller's (``tiller.ipu``, ``tiller.shard``), and so
+  is ``core.IpuBackend`` (``ipu_compiler._backend.weights_to_host()``);
 * ``paddle.static.Executor.run(compiled, feed, fetch_list)`` runs a compiled
   IPU program through Tiller; any other program goes to Paddle as before;
 * ``paddle.inference.Config``'s ``enable_ipu``, ``set_ipu_config``,
