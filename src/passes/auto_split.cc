@@ -109,20 +109,18 @@ SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training, int micro_b
   if (devices <= 0) devices = stages;
   SplitResult r;
   std::vector<ir::Op*> forward;
-  double total = 0;
-  auto cost_of = [training, micro_batches](const ir::Op& op) {
-    return training ? TrainingOpCost(op, micro_batches) : ForwardOpCost(op);
-  };
+  // prefix[i]: the cost of forward[0, i).
+  std::vector<double> prefix{0.0};
   for (const auto& op : g.ops()) {
     if (op->placement.phase != ir::Phase::kForward) continue;
     forward.push_back(op.get());
-    total += cost_of(*op);
+    prefix.push_back(prefix.back() +
+                     (training ? TrainingOpCost(*op, micro_batches) : ForwardOpCost(*op)));
   }
+  const size_t n = forward.size();
+  const double total = prefix[n];
   // Stage s holds forward[bound[s], bound[s + 1]). Start from the stage
   // whose share of the total holds each op's midpoint, ...
-  const size_t n = forward.size();
-  std::vector<double> prefix(n + 1, 0.0);
-  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + cost_of(*forward[i]);
   std::vector<size_t> bound(stages + 1, n);
   bound[0] = 0;
   for (int s = 1; s < stages; ++s) {
@@ -134,8 +132,9 @@ SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training, int micro_b
   // device's cost (then the largest stage's): an op is indivisible, so with
   // interleaved stages a heavy last stage (a vocabulary-wide head) is
   // balanced by a lighter stage on the same device, not by the next stage.
+  std::vector<double> device(devices);  // score's, reused: it runs O(ops^2) times
   auto score = [&](const std::vector<size_t>& b) {
-    std::vector<double> device(devices, 0.0);
+    std::fill(device.begin(), device.end(), 0.0);
     double largest = 0;
     for (int s = 0; s < stages; ++s) {
       const double c = prefix[b[s + 1]] - prefix[b[s]];

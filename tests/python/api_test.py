@@ -107,21 +107,32 @@ def test_param_shape_mismatch(zoo, tmp_path):
     expect_error(lambda: make(small.model_file, big.params_file), "shape")
 
 
-def test_unsupported_ops_are_listed_with_counts(tmp_path):
+def _save_static(tmp_path, build):
+    """Saves the inference model `build(paddle)` makes (it returns (feed
+    variables, fetch variables), built in static mode) as tmp_path/model;
+    returns that prefix."""
     import paddle
 
     paddle.enable_static()
     try:
         main, startup = paddle.static.Program(), paddle.static.Program()
         with paddle.static.program_guard(main, startup):
-            x = paddle.static.data("x", [2, 3], "float32")
-            y = paddle.roll(x, 1) + paddle.roll(x, 2) + paddle.cumprod(x, 0)
+            feeds, fetches = build(paddle)
         exe = paddle.static.Executor(paddle.CPUPlace())
         exe.run(startup)
         prefix = str(tmp_path / "model")
-        paddle.static.save_inference_model(prefix, [x], [y], exe, program=main)
+        paddle.static.save_inference_model(prefix, feeds, fetches, exe, program=main)
     finally:
         paddle.disable_static()
+    return prefix
+
+
+def test_unsupported_ops_are_listed_with_counts(tmp_path):
+    def build(paddle):
+        x = paddle.static.data("x", [2, 3], "float32")
+        return [x], [paddle.roll(x, 1) + paddle.roll(x, 2) + paddle.cumprod(x, 0)]
+
+    prefix = _save_static(tmp_path, build)
     model_file = prefix + (".json" if (tmp_path / "model.json").exists() else ".pdmodel")
     # Refused at creation, as Paddle Inference does, with every type counted.
     msg = expect_error(lambda: make(model_file, prefix + ".pdiparams"), "unsupported", "roll (x2)",
@@ -151,20 +162,12 @@ def test_static_dim_mismatch(zoo):
 
 def test_output_that_is_an_input(tmp_path):
     """Paddle names the fetch of a passed-through input after the input."""
-    import paddle
+    def build(paddle):
+        x = paddle.static.data("x", [2, 3], "float32")
+        return [x], [paddle.nn.functional.dropout(x, p=0.0, training=False),
+                     paddle.nn.functional.relu(x)]
 
-    paddle.enable_static()
-    try:
-        main, startup = paddle.static.Program(), paddle.static.Program()
-        with paddle.static.program_guard(main, startup):
-            x = paddle.static.data("x", [2, 3], "float32")
-            y = paddle.nn.functional.dropout(x, p=0.0, training=False)
-            z = paddle.nn.functional.relu(x)
-        exe = paddle.static.Executor(paddle.CPUPlace())
-        exe.run(startup)
-        paddle.static.save_inference_model(str(tmp_path / "model"), [x], [y, z], exe, program=main)
-    finally:
-        paddle.disable_static()
+    _save_static(tmp_path, build)
     predictor = make(str(tmp_path / "model.json"), str(tmp_path / "model.pdiparams"))
     assert predictor.get_output_names()[0] == "x"
     data = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
@@ -175,27 +178,16 @@ def test_output_that_is_an_input(tmp_path):
 
 def _save_index_model(tmp_path):
     """gather, one_hot and cross_entropy over fed indices and labels."""
-    import paddle
+    def build(paddle):
+        x = paddle.static.data("x", [4, 3], "float32")
+        idx = paddle.static.data("idx", [2], "int64")
+        label = paddle.static.data("label", [4, 1], "int64")
+        hot_ids = paddle.static.data("hot_ids", [2], "int64")
+        return [x, idx, label, hot_ids], [
+            paddle.gather(x, idx), paddle.nn.functional.one_hot(hot_ids, 5),
+            paddle.nn.functional.cross_entropy(x, label, reduction="none")]
 
-    paddle.enable_static()
-    try:
-        main, startup = paddle.static.Program(), paddle.static.Program()
-        with paddle.static.program_guard(main, startup):
-            x = paddle.static.data("x", [4, 3], "float32")
-            idx = paddle.static.data("idx", [2], "int64")
-            label = paddle.static.data("label", [4, 1], "int64")
-            hot_ids = paddle.static.data("hot_ids", [2], "int64")
-            gathered = paddle.gather(x, idx)
-            hot = paddle.nn.functional.one_hot(hot_ids, 5)
-            loss = paddle.nn.functional.cross_entropy(x, label, reduction="none")
-        exe = paddle.static.Executor(paddle.CPUPlace())
-        exe.run(startup)
-        prefix = str(tmp_path / "model")
-        paddle.static.save_inference_model(prefix, [x, idx, label, hot_ids],
-                                           [gathered, hot, loss], exe, program=main)
-    finally:
-        paddle.disable_static()
-    return prefix
+    return _save_static(tmp_path, build)
 
 
 def test_indices_out_of_range_are_refused_naming_the_op_and_input(bert, tmp_path):

@@ -17,7 +17,6 @@ process (patching changes paddle for the whole process).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import traceback
@@ -25,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+from interpreters import child_env, paddle2
+
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 
 
 def _compare(got, ref, rtol, atol, exact):
@@ -122,9 +122,7 @@ def test_every_op_case_runs_cpu_ipu_fp32_and_ipu_fp16_through_paddles_ipu_api(tm
     results = {}
     for fmt in ("pir", "legacy"):
         out = tmp_path / f"{fmt}.json"
-        env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0")
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), str(REPO),
-                                             env.get("PYTHONPATH", "")])
+        env = child_env(with_repo=True, FLAGS_enable_pir_api="1" if fmt == "pir" else "0")
         proc = subprocess.run([sys.executable, __file__, str(out), fmt], env=env,
                               capture_output=True, text=True, timeout=1200)
         assert proc.returncode == 0, proc.stderr[-4000:]
@@ -195,12 +193,8 @@ def test_ops_only_paddle_2_builds_run_through_paddles_ipu_api():
     API (.venv-paddle2) and run as the op test above runs its cases, at the
     same tolerances (fp32 1e-5 relative: a K=8 product sum, or a
     normalization; fp16 as above)."""
-    python = REPO / ".venv-paddle2" / "bin" / "python"
-    assert python.is_file(), f"{python} is missing: run scripts/setup.sh"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([str(python), "-c", PADDLE2_CHILD], env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run([paddle2(), "-c", PADDLE2_CHILD], env=child_env(),
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads(proc.stdout.splitlines()[-1])
     assert results.pop("version") == "2.6.2"

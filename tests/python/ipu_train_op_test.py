@@ -84,7 +84,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import re
 import subprocess
 import sys
@@ -95,8 +94,8 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+from interpreters import child_env, paddle2
+
 SEED = 2021          # Paddle's IPUTest.SEED
 IN, HIDDEN, CLASSES = 6, 16, 3
 MODES = ("IPU_FP32", "IPU_FP16")
@@ -388,8 +387,8 @@ def _child(out_path):
 # The interpreter of each Paddle generation: 3.3.1 builds PIR and legacy
 # programs; 2.6.2 (.venv-paddle2 from scripts/setup.sh, as
 # patch_paddle_test.py uses it) is the IPU era's release, legacy programs.
-PYTHONS = {"pir": sys.executable, "legacy": sys.executable,
-           "paddle2": str(REPO / ".venv-paddle2" / "bin" / "python")}
+PYTHONS = {"pir": lambda: sys.executable, "legacy": lambda: sys.executable,
+           "paddle2": paddle2}
 FORMATS = tuple(PYTHONS)
 _RESULTS = {}
 
@@ -399,11 +398,8 @@ def _results(fmt):
     file run as a script; the Paddle 2.6 environment has no pytest, hence no
     pytest import here)."""
     if fmt not in _RESULTS:
-        python = PYTHONS[fmt]
-        assert Path(python).is_file(), f"{python} is missing: run scripts/setup.sh"
-        env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0")
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), str(REPO),
-                                             env.get("PYTHONPATH", "")])
+        python = PYTHONS[fmt]()
+        env = child_env(with_repo=True, FLAGS_enable_pir_api="1" if fmt == "pir" else "0")
         with tempfile.TemporaryDirectory(prefix="ipu_train_") as tmp:
             out = Path(tmp) / "results.json"
             proc = subprocess.run([python, __file__, str(out)], env=env, capture_output=True,

@@ -14,7 +14,6 @@ legacy programs), each against its own CPU executor / predictor.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,23 +21,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from interpreters import child_env, paddle2
+
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "ipu_scripts" / "train_two_stages.py"
-REPO = HERE.parents[1]
 
 
 # Paddle version -> the interpreter that has it.
-PYTHONS = {"3.3.1": sys.executable, "2.6.2": str(REPO / ".venv-paddle2" / "bin" / "python")}
-
-
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
-    return env
+PYTHONS = {"3.3.1": lambda: sys.executable, "2.6.2": paddle2}
 
 
 def _run(*args, check=True, python=sys.executable):
-    proc = subprocess.run([python, *map(str, args)], env=_env(), capture_output=True,
+    proc = subprocess.run([python, *map(str, args)], env=child_env(), capture_output=True,
                           text=True, timeout=600)
     if check:
         assert proc.returncode == 0, proc.stderr[-4000:]
@@ -48,8 +42,7 @@ def _run(*args, check=True, python=sys.executable):
 @pytest.fixture(scope="module", params=list(PYTHONS))
 def python(request):
     """The interpreter of one Paddle generation, checked to hold it."""
-    exe = PYTHONS[request.param]
-    assert Path(exe).is_file(), f"{exe} is missing: run scripts/setup.sh"
+    exe = PYTHONS[request.param]()
     version = _run("-c", "import paddle; print(paddle.__version__)", python=exe).stdout.split()
     assert version[-1] == request.param, version
     return exe
@@ -138,7 +131,7 @@ print(json.dumps({"before": before, "after": after, "restored": restored}))
 
 
 def test_patch_makes_paddle_an_ipu_build_and_unpatch_restores_it():
-    env = dict(_env(), TILLER_IPU_DEVICE_COUNT="16")
+    env = child_env(TILLER_IPU_DEVICE_COUNT="16")
     proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]

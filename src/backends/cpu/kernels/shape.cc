@@ -207,11 +207,11 @@ std::unique_ptr<Kernel> MakeGather(const ir::Op& op) {
         [&](int64_t b, int64_t e) {
           for (int64_t t = b; t < e; ++t) {
             int64_t o = t / count, j = t % count;
-            int64_t id = i64 ? static_cast<const int64_t*>(args.inputs[1])[j]
-                             : static_cast<const int32_t*>(args.inputs[1])[j];
-            if (id < 0) id += dim;
+            const int64_t given = i64 ? static_cast<const int64_t*>(args.inputs[1])[j]
+                                      : static_cast<const int32_t*>(args.inputs[1])[j];
+            const int64_t id = given < 0 ? given + dim : given;
             if (id < 0 || id >= dim) {
-              RecordIndexFault(args, id < 0 ? id - dim : id, dim, 1);
+              RecordIndexFault(args, given, dim, 1);
               std::memset(y + t * inner, 0, inner);
             } else {
               std::memcpy(y + t * inner, x + (o * dim + id) * inner, inner);
