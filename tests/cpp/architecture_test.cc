@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "backend/kernel.h"
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernel.h"
 #include "compile/driver.h"
 #include "compile/placement.h"
@@ -281,6 +282,52 @@ TEST(CpuDevice, RunLendsTheIdleDevicesThreadsToTheWorkingOne) {
   one->stream().Submit([&] { after = omp_get_max_threads(); });
   one->stream().Synchronize();
   EXPECT_EQ(after, 1);
+}
+
+// libgomp sleeps between parallel regions, in every team, once the process's
+// OpenMP pool threads outnumber the CPUs (two predictors of 2 threads on 2
+// cores ran BERT 50-80% slower): an idle worker then gives its team back,
+// and builds it again for its next item; alone, it keeps it.
+TEST(CpuDevice, IdleTeamsAreReleasedOnlyWhileTheTeamsOversubscribeTheCpus) {
+  const int cpus = omp_get_num_procs();
+  if (cpus < 2) GTEST_SKIP() << "one CPU: no team has pool threads";
+  backend::Backend* cpu = backend::FindBackend("cpu");
+  auto team_size = [](backend::Device& d) {
+    int n = 0;
+    d.stream().Submit([&] {
+#pragma omp parallel
+      {
+#pragma omp single
+        n = omp_get_num_threads();
+      }
+    });
+    d.stream().Synchronize();
+    return n;
+  };
+  auto pooled_after_idling = [] {
+    // Long enough for an idle worker to notice (kPoolIdleRelease) on a busy
+    // machine; returns early once nothing oversubscribes.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (1 + cpu::WorkerStream::PooledThreads() > omp_get_num_procs() &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return cpu::WorkerStream::PooledThreads();
+  };
+  auto b = cpu->CreateDevice(0, {cpus, 0});
+  {
+    auto a = cpu->CreateDevice(0, {cpus, 0});
+    EXPECT_EQ(team_size(*a), cpus);
+    EXPECT_EQ(team_size(*b), cpus);
+    // Both teams hold cpus - 1 pool threads each: one of them goes.
+    EXPECT_LE(1 + pooled_after_idling(), cpus);
+    EXPECT_EQ(team_size(*a), cpus);  // rebuilt where released
+    EXPECT_EQ(team_size(*b), cpus);
+    EXPECT_LE(1 + pooled_after_idling(), cpus);
+  }
+  // a's thread has ended, its pool with it; b's team stays while it idles.
+  EXPECT_EQ(team_size(*b), cpus);
+  std::this_thread::sleep_for(4 * cpu::WorkerStream::kPoolIdleRelease);
+  EXPECT_GE(cpu::WorkerStream::PooledThreads(), cpus - 1);
 }
 
 // ---- placement and copies across two backends ------------------------------------

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "backends/cpu/kernel.h"
@@ -61,6 +62,9 @@ size_t PhysicalMemory() {
 
 const bool kRegistered = backend::RegisterBackend(std::make_unique<CpuBackendImpl>());
 
+// Pool threads of all workers' OpenMP teams (team size - 1 each).
+std::atomic<int> g_pooled_threads{0};
+
 }  // namespace
 
 const backend::Backend& CpuBackend() {
@@ -81,14 +85,44 @@ WorkerStream::~WorkerStream() {
   thread_.join();
 }
 
+int WorkerStream::PooledThreads() {
+  return g_pooled_threads.load();
+}
+
+bool WorkerStream::Oversubscribed() {
+  // libgomp's own test: its managed threads (the process's first thread and
+  // every pool thread) against the CPUs this process may run on.
+  return 1 + g_pooled_threads.load() > omp_get_num_procs();
+}
+
+void WorkerStream::SetTeam(int threads) {
+  if (threads == team_) return;
+  g_pooled_threads += threads - team_;
+  team_ = threads;
+}
+
 void WorkerStream::Loop() {
   // The OpenMP thread count is a per-thread setting: this sets the team size
   // of every parallel region (ours and oneDNN's) this worker starts.
   omp_set_num_threads(threads_);
   std::unique_lock<std::mutex> lock(mu_);
+  const auto has_work = [&] { return stop_ || !queue_.empty(); };
   for (;;) {
-    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping with nothing left
+    // With a team, wake up every kPoolIdleRelease while idle to check
+    // whether other teams have come since (a wake-up costs microseconds).
+    if (team_ > 1 && !wake_.wait_for(lock, kPoolIdleRelease, has_work)) {
+      if (Oversubscribed()) {
+        // Idle, and this team's threads make every team sleep between
+        // parallel regions: give them back (see the class comment).
+        lock.unlock();
+        omp_pause_resource(omp_pause_soft, omp_get_initial_device());
+        SetTeam(1);
+        lock.lock();
+      }
+      continue;
+    }
+    wake_.wait(lock, has_work);
+    if (queue_.empty()) break;  // stopping with nothing left
     Item item = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
@@ -97,6 +131,8 @@ void WorkerStream::Loop() {
     std::exception_ptr failed;
     if (!skip) {
       if (item.threads != threads_) omp_set_num_threads(item.threads);
+      // libgomp keeps a pool of the last team's size (it trims a larger one).
+      SetTeam(item.threads);
       try {
         item.work();
       } catch (...) {
@@ -110,6 +146,7 @@ void WorkerStream::Loop() {
     busy_ = false;
     if (queue_.empty()) idle_.notify_all();
   }
+  SetTeam(1);  // the pool ends with this thread
 }
 
 void WorkerStream::Submit(std::function<void()> work) {

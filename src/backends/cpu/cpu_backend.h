@@ -5,6 +5,7 @@
 // caller) and its own oneDNN engine and stream.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -17,6 +18,16 @@
 namespace tiller::cpu {
 
 // Runs submitted work, in order, on one thread of its own.
+//
+// The worker's OpenMP team outlives each item (libgomp keeps a pool per
+// thread). libgomp counts the pool threads of every team in the process, and
+// once they outnumber the CPUs it stops spinning between parallel regions and
+// sleeps in the kernel instead, which slows every team - the active one too -
+// by tens of percent on a model of many small kernels (two 2-thread
+// predictors on a 2-core machine: BERT at batch 1 ran 50-80% slower). So a
+// worker that has been idle for kPoolIdleRelease while the process's Tiller
+// teams hold more threads than the machine has CPUs releases its pool; the
+// next item starts a new one (one thread creation per team thread).
 class WorkerStream : public backend::Stream {
  public:
   explicit WorkerStream(int threads);
@@ -25,14 +36,26 @@ class WorkerStream : public backend::Stream {
   void SubmitWithThreads(std::function<void()> work, int threads) override;
   void Synchronize() override;
 
+  // How long an idle worker keeps its OpenMP team when the process's teams
+  // oversubscribe the CPUs (libgomp itself spins about 3 ms before sleeping).
+  static constexpr std::chrono::milliseconds kPoolIdleRelease{10};
+  // OpenMP pool threads the process's workers hold now (their teams' sizes
+  // less the workers themselves).
+  static int PooledThreads();
+
  private:
   struct Item {
     std::function<void()> work;
     int threads;  // the OpenMP team size while it runs
   };
   void Loop();
+  // Notes that this worker's team now has `threads` threads.
+  void SetTeam(int threads);
+  // Whether the teams of all workers hold more threads than there are CPUs.
+  static bool Oversubscribed();
 
   int threads_;
+  int team_ = 1;  // the worker's OpenMP team size as libgomp keeps it
   std::mutex mu_;
   std::condition_variable wake_, idle_;
   std::deque<Item> queue_;
