@@ -190,6 +190,38 @@ def _save_index_model(tmp_path):
     return _save_static(tmp_path, build)
 
 
+def test_ctc_labels_and_lengths_out_of_range_are_refused(tmp_path):
+    """ctc_loss over a class id outside [0, classes) or a length beyond its
+    tensor raises naming the input (it gave a NaN loss and went on)."""
+    T, B, C, L = 6, 2, 4, 2
+
+    def build(paddle):
+        logits = paddle.static.data("logits", [T, B, C], "float32")
+        labels = paddle.static.data("labels", [B, L], "int32")
+        tlen = paddle.static.data("tlen", [B], "int64")
+        llen = paddle.static.data("llen", [B], "int64")
+        loss = paddle.nn.functional.ctc_loss(logits, labels, tlen, llen, blank=0,
+                                             reduction="none")
+        return [logits, labels, tlen, llen], [loss]
+
+    prefix = _save_static(tmp_path, build)
+    predictor = make(prefix + ".json", prefix + ".pdiparams")
+    logits = np.random.default_rng(0).standard_normal((T, B, C)).astype(np.float32)
+    labels = np.array([[1, 2], [3, 1]], np.int32)
+    tlen, llen = np.array([T, T - 1], np.int64), np.array([L, L - 1], np.int64)
+    (good,) = predictor.run([logits, labels, tlen, llen])
+    assert np.isfinite(good).all()
+    bad = labels.copy()
+    bad[1, 0] = C
+    expect_error(lambda: predictor.run([logits, bad, tlen, llen]), "ctc_loss",
+                 "input 'labels' holds 4", "outside [0, 4)")
+    expect_error(lambda: predictor.run([logits, labels, np.array([T + 1, T], np.int64), llen]),
+                 "input 'tlen' holds 7", "outside [0, 7)")
+    expect_error(lambda: predictor.run([logits, labels, tlen, np.array([L, -1], np.int64)]),
+                 "input 'llen' holds -1")
+    np.testing.assert_array_equal(predictor.run([logits, labels, tlen, llen])[0], good)
+
+
 def test_indices_out_of_range_are_refused_naming_the_op_and_input(bert, tmp_path):
     """An id, index or label outside what its op indexes raises, as Paddle
     raises, instead of a zero (or NaN) row; the predictor stays usable."""

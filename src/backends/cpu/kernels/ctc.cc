@@ -3,7 +3,9 @@
 // log-softmax over C, then the usual alpha recursion over the label with
 // blanks interleaved (2L + 1 states) runs in log space. Accumulation is in
 // double (warp-ctc keeps float); results agree to float rounding. A sequence
-// whose label cannot fit its frames has probability 0: loss +inf.
+// whose label cannot fit its frames has probability 0: loss +inf. A class id
+// outside [0, C) or a length outside [0, T] / [0, L] is reported (an index
+// fault naming the input) with a NaN loss, as Paddle refuses such input.
 // Batches run in parallel, each on its own slice of the workspace.
 #include "backends/cpu/kernels/kernel_utils.h"
 
@@ -49,6 +51,10 @@ std::unique_ptr<Kernel> MakeCtc(const ir::Op& op) {
                 int64_t tb = tlen ? ReadInt(tlen, tlen_t, b) : T;
                 int64_t lb = llen ? ReadInt(llen, llen_t, b) : L;
                 if (tb < 0 || tb > T || lb < 0 || lb > L) {
+                  if (tb < 0 || tb > T)
+                    RecordIndexFault(args, tb, T + 1, 2);
+                  else
+                    RecordIndexFault(args, lb, L + 1, 3);
                   loss[b] = std::numeric_limits<float>::quiet_NaN();
                   continue;
                 }
@@ -56,7 +62,10 @@ std::unique_ptr<Kernel> MakeCtc(const ir::Op& op) {
                 bool bad = false;
                 for (int64_t k = 0; k < sb; ++k) {
                   int64_t c = k % 2 == 0 ? blank : ReadInt(label, label_t, b * L + k / 2);
-                  if (c < 0 || c >= C) bad = true;
+                  if (c < 0 || c >= C) {
+                    RecordIndexFault(args, c, C, 1);
+                    bad = true;
+                  }
                   ext[k] = static_cast<double>(c);
                 }
                 if (bad || tb == 0) {
