@@ -24,7 +24,8 @@
 //    accepted until Tiller implements it; any other value is refused rather
 //    than ignored;
 //  - no effect: it tunes the IPU toolchain (memory proportions, engine
-//    options, tensor locations, ...); accepted and stored, with a note.
+//    options, tensor locations, ...); accepted and stored with the type
+//    Paddle's registry gives it (maps and lists included), with a note.
 // Any other name is refused, listing the valid ones.
 #pragma once
 
@@ -40,14 +41,24 @@
 
 namespace tiller::training {
 
+// Paddle's container options hold strings, as its registry stores them
+// (ipu_strategy.cc): a "vector" (custom_codelets, dot_checks, ...) and a
+// "map" (engine_options, the location_* settings, ...).
+using OptionList = std::vector<std::string>;
+using OptionMap = std::map<std::string, std::string>;
+
 // A value of an option. Set() converts between the numeric alternatives
 // where nothing is lost: an integer 0 or 1 for a bool option, an integral
 // double for an integer option, an integer for a double option.
-using OptionValue = std::variant<bool, int64_t, double, std::string>;
+using OptionValue = std::variant<bool, int64_t, double, std::string, OptionList, OptionMap>;
 
-// The value as Python's repr() writes it: True, 8, 1.0, 'text'. Messages
-// use it, so they read like the Python API's.
+// The value as Python's repr() writes it: True, 8, 1.0, 'text', ['a'],
+// {'k': 'v'}. Messages use it, so they read like the Python API's.
 std::string OptionValueRepr(const OptionValue& value);
+
+// The type as Paddle's core.IpuStrategy.get_option names it ('type'): bool,
+// uint64, double, string, vector or map.
+const char* OptionTypeName(const OptionValue& value);
 
 enum class OptionSupport {
   kHonoured,  // Tiller does what the option says
@@ -58,26 +69,34 @@ enum class OptionSupport {
 struct OptionSpec {
   std::string name;
   OptionSupport support = OptionSupport::kHonoured;
-  // Paddle's default, which also fixes the option's type; none for
-  // kNoEffect options (they take any value).
+  // Paddle's default (PopART's for its session options), which also fixes
+  // the option's type. Every option has one.
   std::optional<OptionValue> default_value;
   std::string description;
 };
 
 class IpuOptions {
  public:
-  // Every honoured and not-yet option at Paddle's default; no no-effect
-  // option set.
+  // Every option at Paddle's default; none set.
   IpuOptions();
 
   // Sets one option. Returns a note for a no-effect option ("option 'X'
   // tunes the IPU toolchain and has no effect on Tiller"), "" otherwise.
-  // Throws tiller::Error (kInvalidArgument):
+  // Containers add to the value, as Paddle's setters do: a map's keys are
+  // merged in (a key given again takes the new value), a list's items
+  // appended (dot_checks and hardware_instrumentations are sets: sorted,
+  // once each). location_optimizer's keys set its location_optimizer.<key>
+  // options. Throws tiller::Error (kInvalidArgument):
   //   unknown name        "unknown option 'X'; valid options: a, b, ..."
   //   wrong type          "option 'X' takes a bool, got 'yes'"
   //   not implemented     "option X=2 is not implemented by Tiller yet (supported: 1)"
   // A failed Set changes nothing.
   std::string Set(const std::string& name, const OptionValue& value);
+
+  // Paddle's IpuStrategy.add_custom_op: adds "paddle_op: P, domain: D, type:
+  // T, version: V" to custom_ops, which Set refuses (read-only, as in Paddle).
+  void AddCustomOp(const std::string& paddle_op, const std::string& popart_op,
+                   const std::string& domain, int64_t version);
 
   // Paddle's grouped setters, with its cross checks (before anything is set):
   // SetGraphConfig refuses enable_manual_shard without num_ipus > 1
@@ -92,8 +111,7 @@ class IpuOptions {
   void SetPrecisionConfig(bool enable_fp16 = false);
 
   // The current value: the default until set. Throws kNotFound for an
-  // unknown name ("unknown option 'X'") and for a no-effect option that was
-  // never set.
+  // unknown name ("unknown option 'X'").
   OptionValue Get(const std::string& name) const;
   bool GetBool(const std::string& name) const;
   int64_t GetInt(const std::string& name) const;
@@ -115,7 +133,7 @@ class IpuOptions {
   static const OptionSpec* FindSpec(const std::string& name);
 
  private:
-  std::map<std::string, OptionValue> values_;  // honoured and not-yet: always present
+  std::map<std::string, OptionValue> values_;  // every option: always present
   std::set<std::string> set_;                  // names given a value by the caller
 };
 

@@ -17,6 +17,8 @@
 
 namespace py = pybind11;
 using tiller::training::IpuOptions;
+using tiller::training::OptionList;
+using tiller::training::OptionMap;
 using tiller::training::OptionSupport;
 using tiller::training::OptionValue;
 using tiller::training::SessionOptions;
@@ -31,17 +33,49 @@ py::array Empty(const TensorInfo& info) {
   return py::array(tiller::python::ToNumpy(info.dtype), info.shape);
 }
 
-// IpuOptions as tiller.IpuStrategy holds them. A no-effect option may be
-// given any Python object (engine_options is a dict): IpuOptions stores its
-// repr and get() returns the object itself.
+// IpuOptions as tiller.IpuStrategy holds them, and the dicts given to the
+// groups of dotted options that are not options themselves
+// (automatic_loss_scaling_settings, ...), which get() returns as given.
 struct PyIpuOptions {
   IpuOptions options;
   std::map<std::string, py::object> objects;
 };
 
-// bool, int, float or str (numpy scalars included) as an OptionValue;
-// nullopt for anything else.
+std::optional<OptionValue> ToOptionValue(const py::handle& v);
+
+// An item of a container option as Paddle's set_options converts it: a str,
+// or an int (bool included) in decimal.
+std::optional<std::string> ToOptionWord(const py::handle& v) {
+  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+  std::optional<OptionValue> scalar = ToOptionValue(v);
+  if (scalar && std::holds_alternative<bool>(*scalar)) return std::get<bool>(*scalar) ? "1" : "0";
+  if (scalar && std::holds_alternative<int64_t>(*scalar))
+    return std::to_string(std::get<int64_t>(*scalar));
+  return std::nullopt;
+}
+
+// bool, int, float or str (numpy scalars included), a list / tuple / set of
+// words (an OptionList) or a dict of words by str (an OptionMap) as an
+// OptionValue; nullopt for anything else.
 std::optional<OptionValue> ToOptionValue(const py::handle& v) {
+  if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v) || py::isinstance<py::set>(v)) {
+    OptionList list;
+    for (const py::handle item : v) {
+      std::optional<std::string> word = ToOptionWord(item);
+      if (!word) return std::nullopt;
+      list.push_back(*word);
+    }
+    return list;
+  }
+  if (py::isinstance<py::dict>(v)) {
+    OptionMap map;
+    for (const auto& [key, item] : v.cast<py::dict>()) {
+      std::optional<std::string> word = ToOptionWord(item);
+      if (!py::isinstance<py::str>(key) || !word) return std::nullopt;
+      map[key.cast<std::string>()] = *word;
+    }
+    return map;
+  }
   py::module_ np = py::module_::import("numpy");
   if (py::isinstance<py::bool_>(v) || py::isinstance(v, np.attr("bool_")))
     return OptionValue(v.cast<bool>());
@@ -66,10 +100,11 @@ py::object ToPython(const OptionValue& v) {
 }
 
 // Sets one option; returns the note of a no-effect option, or None. A dict
-// for an option with dotted sub-options (location_optimizer,
-// automatic_loss_scaling_settings, dynamic_loss_scaling_settings) sets each
+// for a group of dotted options that is not an option itself
+// (automatic_loss_scaling_settings, dynamic_loss_scaling_settings) sets each
 // key as the option "<name>.<key>", so unknown keys are refused; other dicts
-// (engine_options, ...) are one value.
+// (engine_options, location_optimizer, ...) are one value. A value of no
+// OptionValue type goes as its repr, which Set refuses naming the type.
 bool HasSubOptions(const std::string& name) {
   for (const auto& spec : IpuOptions::Specs()) {
     if (spec.name.size() > name.size() && spec.name.compare(0, name.size() + 1, name + ".") == 0)
@@ -79,7 +114,7 @@ bool HasSubOptions(const std::string& name) {
 }
 
 py::object SetOption(PyIpuOptions& o, const std::string& name, const py::object& value) {
-  if (py::isinstance<py::dict>(value) && HasSubOptions(name)) {
+  if (py::isinstance<py::dict>(value) && !IpuOptions::FindSpec(name) && HasSubOptions(name)) {
     std::string notes;
     for (const auto& [key, item] : value.cast<py::dict>()) {
       py::object note = SetOption(o, name + "." + py::str(key).cast<std::string>(),
@@ -92,10 +127,6 @@ py::object SetOption(PyIpuOptions& o, const std::string& name, const py::object&
   }
   std::optional<OptionValue> v = ToOptionValue(value);
   std::string note = o.options.Set(name, v ? *v : OptionValue(py::repr(value).cast<std::string>()));
-  if (v)
-    o.objects.erase(name);
-  else
-    o.objects[name] = value;
   if (note.empty()) return py::none();
   return py::str(note);
 }
@@ -129,6 +160,31 @@ void BindOptions(py::module_& m) {
             return ToPython(o.options.Get(name));
           },
           py::arg("name"))
+      .def(
+          "get_option",
+          [](const PyIpuOptions& o, const std::string& name) {
+            OptionValue v = o.options.Get(name);
+            py::dict out;
+            out["name"] = name;
+            out["type"] = tiller::training::OptionTypeName(v);
+            out["value"] = ToPython(v);
+            return out;
+          },
+          py::arg("name"),
+          "Paddle's core.IpuStrategy.get_option: {'name', 'type' (bool, uint64, double, string, "
+          "vector or map), 'value'}.")
+      .def("get_all_option_names",
+           [](const PyIpuOptions&) {
+             std::vector<std::string> names;
+             for (const auto& spec : IpuOptions::Specs()) names.push_back(spec.name);
+             return names;
+           })
+      .def(
+          "add_custom_op",
+          [](PyIpuOptions& o, const std::string& paddle_op, const std::string& popart_op,
+             const std::string& domain,
+             int64_t version) { o.options.AddCustomOp(paddle_op, popart_op, domain, version); },
+          py::arg("paddle_op"), py::arg("popart_op"), py::arg("domain"), py::arg("version"))
       .def(
           "is_set",
           [](const PyIpuOptions& o, const std::string& name) { return o.options.IsSet(name); },

@@ -77,13 +77,14 @@ class IpuStrategy:
         # Tiller runs custom ops from shared libraries (tiller.inference.
         # load_custom_op_library); the name mapping is kept for reference.
         self._custom_ops.append((paddle_op, popart_op or paddle_op, domain, version))
+        self._options.add_custom_op(paddle_op, popart_op or paddle_op, domain, version)
         self.custom_op_names.append(paddle_op)
         self.has_custom_ops = True
 
     def get_all_option_names(self):
         """Every option name set_options takes (Paddle's registry and
         Tiller's own)."""
-        return [spec[0] for spec in _tiller.IpuOptions.specs()]
+        return self._options.get_all_option_names()
 
     # -- Paddle's dygraph-to-static path ---------------------------------------
     def register_patch(self):
@@ -118,7 +119,17 @@ class IpuStrategy:
                 warnings.warn(f"tiller: {note}", stacklevel=2)
 
     def get_option(self, name):
+        """The option's value (Paddle's ``get_option``: the 'value' of
+        ``_ipu_strategy.get_option``)."""
         return self._options.get(name)
+
+    @property
+    def _ipu_strategy(self):
+        """Paddle's ``core.IpuStrategy`` of the strategy, which Paddle's own
+        tests read: ``get_option(name)`` is ``{'name', 'type', 'value'}``
+        (type bool, uint64, double, string, vector or map),
+        ``get_all_option_names()``."""
+        return self._options
 
     def enable_pattern(self, name):
         self._patterns[name] = True

@@ -4,10 +4,15 @@
 #include "tiller/ipu_options.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
 #include <initializer_list>
+#include <iterator>
+#include <string_view>
 #include <thread>
 
 #include "core/error.h"
@@ -16,6 +21,12 @@ namespace tiller::training {
 namespace {
 
 using Support = OptionSupport;
+
+void RequireOneOf(const std::string& name, const OptionValue& value, const OptionValue& converted,
+                  std::initializer_list<const char*> choices);
+template <typename ValueOf>
+OptionMap WithLocationKeys(const std::vector<OptionSpec>& specs, const std::string& group,
+                           OptionMap stored, ValueOf value_of);
 
 std::vector<OptionSpec> MakeSpecs() {
   std::vector<OptionSpec> specs = {
@@ -163,12 +174,51 @@ std::vector<OptionSpec> MakeSpecs() {
        "'decay' or 'l2_regularization' override of the optimizer's weight decay"},
   };
   // Options of Paddle/PopART that tune the IPU toolchain: no meaning on
-  // Tiller's backends. Where Paddle's registry (ipu_strategy.cc) gives a
-  // scalar type, the option keeps it and PopART's default (SDK 2.6
+  // Tiller's backends. Each keeps the type Paddle's registry
+  // (ipu_strategy.cc) gives it and PopART's default (SDK 2.6
   // sessionoptions.hpp, or Paddle's own), so get_option reads as on an IPU
-  // build and set_options checks the type; maps, lists and the location_*
-  // settings (write-only in Paddle) take any value.
+  // build and set_options checks the type.
+  //
+  // TensorLocationSettings (tensorlocation.hpp), which Paddle's set_options
+  // takes as a dict {key: integer} per location_* name and cannot read back:
+  // PopART's default is on chip, no sharding, compute tiles, 2 and 8192
+  // elements. Where a tensor lives changes no value.
+  const OptionMap popart_location = {{"on_chip", "1"},
+                                     {"use_replicated_tensor_sharding", "0"},
+                                     {"min_elements_for_off_chip", "2"},
+                                     {"min_elements_for_replicated_tensor_sharding", "8192"},
+                                     {"use_io_tiles_to_load", "0"},
+                                     {"use_io_tiles_to_store", "0"}};
   const std::vector<std::pair<const char*, OptionValue>> toolchain = {
+      // PopART's defaultPrefetchBufferingDepth was 1; SDK 2.6 deprecates it
+      // for defaultBufferingDepth (1) and leaves it at a sentinel until set.
+      {"default_prefetch_buffering_depth", int64_t{1}},
+      // Paddle's: the keys of location_optimizer Tiller has no option for
+      // (sharding_domain_with_*) are kept here; get_option adds the
+      // location_optimizer.<key> options (Paddle's IpuStrategy sets on_chip
+      // 0 and use_replicated_tensor_sharding 1).
+      {"location_optimizer", OptionMap{}},
+      {"location_optimizer.on_chip", false},
+      {"location_optimizer.min_elements_for_off_chip", int64_t{2}},
+      {"location_optimizer.use_io_tiles_to_load", false},
+      {"location_optimizer.use_io_tiles_to_store", false},
+      {"location_weight", popart_location},
+      {"location_activation", popart_location},
+      {"location_accumulator", popart_location},
+      // Poplar's option maps: empty until set.
+      {"engine_options", OptionMap{}},
+      {"convolution_options", OptionMap{}},
+      {"lstm_options", OptionMap{}},
+      {"report_options", OptionMap{}},
+      {"gcl_options", OptionMap{}},
+      // custom_ops lists add_custom_op's ops (read-only in Paddle);
+      // dot_checks are IR stages ('Fwd0', ..., 'Final'), hardware
+      // instrumentations popart::Instrumentation numbers (0 Outer, PopART's
+      // default, 1 Inner), custom_codelets source files.
+      {"custom_ops", OptionList{}},
+      {"dot_checks", OptionList{}},
+      {"hardware_instrumentations", OptionList{"0"}},
+      {"custom_codelets", OptionList{}},
       {"available_memory_proportion", 0.0},
       {"scaled_optimizer_state", false},
       {"onnx_dump_path", std::string("")},
@@ -236,17 +286,20 @@ std::vector<OptionSpec> MakeSpecs() {
   };
   for (const auto& [name, value] : toolchain)
     specs.push_back({name, Support::kNoEffect, value, "IPU toolchain setting; no effect"});
-  for (const char* name :
-       {"default_prefetch_buffering_depth", "location_optimizer", "location_optimizer.on_chip",
-        "location_optimizer.min_elements_for_off_chip", "location_optimizer.use_io_tiles_to_load",
-        "location_optimizer.use_io_tiles_to_store", "location_weight", "location_activation",
-        "location_accumulator", "engine_options", "convolution_options", "transfer_cast_op",
-        "custom_ops", "dot_checks", "hardware_instrumentations", "custom_codelets",
-        "report_options", "lstm_options", "gcl_options"}) {
-    specs.push_back({name, Support::kNoEffect, std::nullopt, "IPU toolchain setting; no effect"});
-  }
+  // Paddle's (2.x before SDK 2.6): with enable_fp16, casts to float32 become
+  // casts to float16. Tiller's enable_fp16 keeps float32 outside the
+  // matmul / conv multiplies, so its casts stay as the program says.
+  specs.push_back({"transfer_cast_op", Support::kNoEffect, true,
+                   "with enable_fp16 on an IPU: casts to float32 become float16 ones; no effect "
+                   "(Tiller's half precision keeps the program's casts)"});
   std::sort(specs.begin(), specs.end(),
             [](const OptionSpec& a, const OptionSpec& b) { return a.name < b.name; });
+  // location_optimizer reads as its keys: its default from theirs.
+  OptionSpec& group = *std::find_if(specs.begin(), specs.end(), [](const OptionSpec& s) {
+    return s.name == "location_optimizer";
+  });
+  group.default_value = WithLocationKeys(specs, group.name, OptionMap{},
+                                         [](const OptionSpec& s) { return *s.default_value; });
   return specs;
 }
 
@@ -258,9 +311,91 @@ const char* TypeWord(const OptionValue& v) {
       return "an integer";
     case 2:
       return "a number";
-    default:
+    case 3:
       return "a string";
+    case 4:
+      return "a list of strings";
+    default:
+      return "a dict of strings";
   }
+}
+
+// A location_* setting as Paddle's dict spells it: an unsigned integer
+// (Paddle casts each value to uint64; > 0 is on).
+std::optional<int64_t> ParseLocationValue(const std::string& s) {
+  int64_t v = 0;
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, v);
+  if (s.empty() || ec != std::errc() || ptr != end || v < 0) return std::nullopt;
+  return v;
+}
+
+std::string LocationWord(const OptionValue& v) {
+  if (const bool* b = std::get_if<bool>(&v)) return *b ? "1" : "0";
+  return fmt::format("{}", std::get<int64_t>(v));
+}
+
+// `stored` with the key of each option "<group>.<key>" set to its value
+// (value_of(spec)) as the group's dict spells it.
+template <typename ValueOf>
+OptionMap WithLocationKeys(const std::vector<OptionSpec>& specs, const std::string& group,
+                           OptionMap stored, ValueOf value_of) {
+  const std::string prefix = group + ".";
+  for (const OptionSpec& s : specs) {
+    if (s.name.starts_with(prefix))
+      stored[s.name.substr(prefix.size())] = LocationWord(value_of(s));
+  }
+  return stored;
+}
+
+// The keys of a location_* dict: Paddle's IpuStrategy::SetTensorLocation's,
+// each with an unsigned integer.
+void CheckLocation(const std::string& name, const OptionMap& settings) {
+  static constexpr std::array<std::string_view, 9> kKeys = {
+      "on_chip",
+      "use_replicated_tensor_sharding",
+      "min_elements_for_off_chip",
+      "min_elements_for_replicated_tensor_sharding",
+      "use_io_tiles_to_load",
+      "use_io_tiles_to_store",
+      "sharding_domain_with_all",
+      "sharding_domain_with_consecutive",
+      "sharding_domain_with_orthogonal"};
+  for (const auto& [key, value] : settings) {
+    if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end())
+      Fail(ErrorKind::kInvalidArgument, "option '{}' has no setting '{}' (Paddle's: {})", name, key,
+           fmt::join(kKeys, ", "));
+    if (!ParseLocationValue(value))
+      Fail(ErrorKind::kInvalidArgument, "option '{}' takes integers >= 0, got {} for '{}'", name,
+           OptionValueRepr(value), key);
+  }
+}
+
+// The container `old` with `add` added as Paddle's container setters do:
+// map keys merged in, list items appended; PopART keeps dot checks and
+// instrumentations in sets.
+OptionValue AddTo(const std::string& name, const OptionValue& old, const OptionValue& add) {
+  if (const OptionMap* settings = std::get_if<OptionMap>(&add)) {
+    if (name.starts_with("location_")) CheckLocation(name, *settings);
+    OptionMap out = std::get<OptionMap>(old);
+    for (const auto& [key, value] : *settings) out[key] = value;
+    return out;
+  }
+  OptionList out = std::get<OptionList>(old);
+  for (const std::string& item : std::get<OptionList>(add)) {
+    if (name == "dot_checks")  // Paddle's valid_dot
+      RequireOneOf(name, item, item, {"Fwd0", "Fwd1", "Bwd0", "PreAlias", "Final"});
+    if (name == "hardware_instrumentations" && item != "0" && item != "1")
+      Fail(ErrorKind::kInvalidArgument,
+           "option 'hardware_instrumentations' takes 0 (outer) or 1 (inner), got {}",
+           OptionValueRepr(item));
+    out.push_back(item);
+  }
+  if (name == "dot_checks" || name == "hardware_instrumentations") {
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+  return out;
 }
 
 // `value` as the type of `like`, where nothing is lost (see OptionValue).
@@ -314,6 +449,18 @@ std::string OptionValueRepr(const OptionValue& value) {
     if (s.find_first_of(".eninf") == std::string::npos) s += ".0";
     return s;
   }
+  if (const OptionList* list = std::get_if<OptionList>(&value)) {
+    std::string out = "[";
+    for (const std::string& item : *list)
+      out += (out.size() > 1 ? ", " : "") + OptionValueRepr(item);
+    return out + "]";
+  }
+  if (const OptionMap* map = std::get_if<OptionMap>(&value)) {
+    std::string out = "{";
+    for (const auto& [key, item] : *map)
+      out += (out.size() > 1 ? ", " : "") + OptionValueRepr(key) + ": " + OptionValueRepr(item);
+    return out + "}";
+  }
   // Python quotes with ' unless the text holds ' and no ".
   const std::string& s = std::get<std::string>(value);
   const char quote =
@@ -324,6 +471,12 @@ std::string OptionValueRepr(const OptionValue& value) {
     out += c;
   }
   return out + quote;
+}
+
+const char* OptionTypeName(const OptionValue& value) {
+  static constexpr const char* kNames[] = {"bool", "uint64", "double", "string", "vector", "map"};
+  static_assert(std::size(kNames) == std::variant_size_v<OptionValue>);
+  return kNames[value.index()];
 }
 
 const std::vector<OptionSpec>& IpuOptions::Specs() {
@@ -351,18 +504,45 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
     for (const OptionSpec& s : Specs()) valid += (valid.empty() ? "" : ", ") + s.name;
     Fail(ErrorKind::kInvalidArgument, "unknown option '{}'; valid options: {}", name, valid);
   }
+  const std::string no_effect =
+      fmt::format("option '{}' tunes the IPU toolchain and has no effect on Tiller", name);
   if (spec->support == Support::kNoEffect) {
-    OptionValue stored = value;
-    if (spec->default_value) {  // Paddle's type
-      std::optional<OptionValue> converted = Convert(value, *spec->default_value);
-      if (!converted)
-        Fail(ErrorKind::kInvalidArgument, "option '{}' takes {}, got {}", name,
-             TypeWord(*spec->default_value), OptionValueRepr(value));
-      stored = *converted;
+    std::optional<OptionValue> converted = Convert(value, *spec->default_value);
+    if (!converted)
+      Fail(ErrorKind::kInvalidArgument, "option '{}' takes {}, got {}", name,
+           TypeWord(*spec->default_value), OptionValueRepr(value));
+    if (name == "custom_ops")
+      Fail(ErrorKind::kInvalidArgument,
+           "option 'custom_ops' is read-only (as in Paddle): add_custom_op adds to it");
+    if (name == "location_optimizer") {
+      // Each key sets its location_optimizer.<key> option (some honoured),
+      // all or none; Paddle's keys without one are kept in the dict.
+      const OptionMap& settings = std::get<OptionMap>(*converted);
+      CheckLocation(name, settings);
+      IpuOptions next = *this;
+      OptionMap& kept = std::get<OptionMap>(next.values_[name]);
+      std::string notes;
+      for (const auto& [key, word] : settings) {
+        const OptionSpec* sub = FindSpec(name + "." + key);
+        std::string note = no_effect;
+        if (!sub) {
+          kept[key] = word;
+        } else {
+          const int64_t v = *ParseLocationValue(word);
+          note = std::holds_alternative<bool>(*sub->default_value) ? next.Set(sub->name, v > 0)
+                                                                   : next.Set(sub->name, v);
+        }
+        if (!note.empty() && notes.find(note) == std::string::npos)
+          notes += (notes.empty() ? "" : "; ") + note;
+      }
+      next.set_.insert(name);
+      *this = std::move(next);
+      return notes;
     }
-    values_[name] = stored;
+    values_[name] =
+        converted->index() >= 4 ? AddTo(name, values_.at(name), *converted) : *converted;
     set_.insert(name);
-    return fmt::format("option '{}' tunes the IPU toolchain and has no effect on Tiller", name);
+    return no_effect;
   }
   std::optional<OptionValue> converted = Convert(value, *spec->default_value);
   if (!converted)
@@ -457,13 +637,22 @@ void IpuOptions::SetPrecisionConfig(bool enable_fp16) {
   Set("enable_fp16", enable_fp16);
 }
 
+void IpuOptions::AddCustomOp(const std::string& paddle_op, const std::string& popart_op,
+                             const std::string& domain, int64_t version) {
+  // IpuCustomOpIdentifier::repr() (paddle/fluid/platform/device/ipu/ipu_utils.h).
+  std::get<OptionList>(values_.at("custom_ops"))
+      .push_back(fmt::format("paddle_op: {}, domain: {}, type: {}, version: {}", paddle_op, domain,
+                             popart_op, version));
+  set_.insert("custom_ops");
+}
+
 OptionValue IpuOptions::Get(const std::string& name) const {
-  const OptionSpec& spec = Require(name);
-  auto it = values_.find(name);
-  if (it == values_.end())
-    Fail(ErrorKind::kNotFound, "option '{}' has not been set (it has no effect on Tiller)",
-         spec.name);
-  return it->second;
+  Require(name);
+  const OptionValue& value = values_.at(name);
+  if (name == "location_optimizer")  // its keys are options of their own
+    return WithLocationKeys(Specs(), name, std::get<OptionMap>(value),
+                            [this](const OptionSpec& s) { return values_.at(s.name); });
+  return value;
 }
 
 bool IpuOptions::GetBool(const std::string& name) const {

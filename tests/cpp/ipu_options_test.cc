@@ -134,14 +134,121 @@ TEST(IpuOptionsTest, NoEffectOptionsAreKeptWithANote) {
             "option 'enable_outlining' takes a bool, got 'yes'");
   EXPECT_EQ(ErrorOf([&] { o.Set("outline_threshold", std::string("high")); }),
             "option 'outline_threshold' takes a number, got 'high'");
-  // Maps and lists (and the write-only location_* dicts) take any value.
-  EXPECT_NE(ErrorOf([&] { o.Get("convolution_options"); }), "(no error)");
   EXPECT_EQ(o.Set("available_memory_proportion", 0.5),
             "option 'available_memory_proportion' tunes the IPU toolchain and has no effect on "
             "Tiller");
   EXPECT_EQ(o.GetDouble("available_memory_proportion"), 0.5);
-  EXPECT_NE(o.Set("engine_options", std::string("{'debug.instrument': 'true'}")), "");
-  EXPECT_EQ(std::get<std::string>(o.Get("engine_options")), "{'debug.instrument': 'true'}");
+  EXPECT_EQ(ErrorOf([&] { o.Set("engine_options", std::string("{'debug.instrument': 'true'}")); }),
+            "option 'engine_options' takes a dict of strings, got \"{'debug.instrument': "
+            "'true'}\"");
+}
+
+// Paddle's container options (ipu_strategy.cc's container_options with
+// vector / map getters, and SetTensorLocation's location_* dicts): typed,
+// PopART's defaults, added to as Paddle's setters add.
+TEST(IpuOptionsTest, ContainerOptionsHavePaddlesTypesAndAddUp) {
+  using tiller::training::OptionList;
+  using tiller::training::OptionMap;
+  using tiller::training::OptionTypeName;
+  IpuOptions o;
+  EXPECT_EQ(std::get<OptionMap>(o.Get("convolution_options")), OptionMap{});
+  EXPECT_STREQ(OptionTypeName(o.Get("gcl_options")), "map");
+  EXPECT_STREQ(OptionTypeName(o.Get("custom_codelets")), "vector");
+  EXPECT_STREQ(OptionTypeName(o.Get("default_prefetch_buffering_depth")), "uint64");
+  EXPECT_STREQ(OptionTypeName(o.Get("transfer_cast_op")), "bool");
+  // PopART's hardwareInstrumentations default {Instrumentation::Outer}.
+  EXPECT_EQ(std::get<OptionList>(o.Get("hardware_instrumentations")), OptionList{"0"});
+  // Maps merge keys (a key given again takes its new value).
+  EXPECT_NE(o.Set("engine_options", OptionMap{{"debug.instrument", "true"}}), "");
+  o.Set("engine_options", OptionMap{{"autoReport.all", "true"}, {"debug.instrument", "false"}});
+  EXPECT_EQ(std::get<OptionMap>(o.Get("engine_options")),
+            (OptionMap{{"autoReport.all", "true"}, {"debug.instrument", "false"}}));
+  // Lists append; dot checks and instrumentations are sets.
+  o.Set("custom_codelets", OptionList{"a.cpp"});
+  o.Set("custom_codelets", OptionList{"b.cpp", "a.cpp"});
+  EXPECT_EQ(std::get<OptionList>(o.Get("custom_codelets")),
+            (OptionList{"a.cpp", "b.cpp", "a.cpp"}));
+  o.Set("dot_checks", OptionList{"Fwd1", "Final", "Fwd1"});
+  EXPECT_EQ(std::get<OptionList>(o.Get("dot_checks")), (OptionList{"Final", "Fwd1"}));
+  o.Set("hardware_instrumentations", OptionList{"1"});
+  EXPECT_EQ(std::get<OptionList>(o.Get("hardware_instrumentations")), (OptionList{"0", "1"}));
+  EXPECT_EQ(ErrorOf([&] { o.Set("dot_checks", OptionList{"Bwd1"}); }),
+            "option 'dot_checks' takes 'Fwd0', 'Fwd1', 'Bwd0', 'PreAlias' or 'Final', got 'Bwd1'");
+  EXPECT_EQ(ErrorOf([&] { o.Set("hardware_instrumentations", OptionList{"2"}); }),
+            "option 'hardware_instrumentations' takes 0 (outer) or 1 (inner), got '2'");
+  EXPECT_EQ(ErrorOf([&] { o.Set("custom_codelets", std::string("a.cpp")); }),
+            "option 'custom_codelets' takes a list of strings, got 'a.cpp'");
+  EXPECT_EQ(std::get<OptionList>(o.Get("dot_checks")), (OptionList{"Final", "Fwd1"}))
+      << "a refused item adds none";
+  // custom_ops: add_custom_op's, in IpuCustomOpIdentifier::repr()'s words.
+  EXPECT_EQ(ErrorOf([&] { o.Set("custom_ops", OptionList{}); }),
+            "option 'custom_ops' is read-only (as in Paddle): add_custom_op adds to it");
+  o.AddCustomOp("custom_relu", "Relu", "custom.ops", 1);
+  EXPECT_EQ(std::get<OptionList>(o.Get("custom_ops")),
+            OptionList{"paddle_op: custom_relu, domain: custom.ops, type: Relu, version: 1"});
+  EXPECT_EQ(OptionValueRepr(o.Get("dot_checks")), "['Final', 'Fwd1']");
+  EXPECT_EQ(OptionValueRepr(OptionMap{{"k", "v"}, {"l", "it's"}}), "{'k': 'v', 'l': \"it's\"}");
+  EXPECT_EQ(OptionValueRepr(OptionList{}), "[]");
+}
+
+TEST(IpuOptionsTest, LocationSettingsAreDictsOfPaddlesKeys) {
+  using tiller::training::OptionMap;
+  IpuOptions o;
+  // PopART's TensorLocationSettings{TensorLocation(), 2, 8192}.
+  const OptionMap popart = {{"min_elements_for_off_chip", "2"},
+                            {"min_elements_for_replicated_tensor_sharding", "8192"},
+                            {"on_chip", "1"},
+                            {"use_io_tiles_to_load", "0"},
+                            {"use_io_tiles_to_store", "0"},
+                            {"use_replicated_tensor_sharding", "0"}};
+  EXPECT_EQ(std::get<OptionMap>(o.Get("location_weight")), popart);
+  // Paddle's IpuStrategy: the optimizer state off chip, sharded.
+  OptionMap optimizer = popart;
+  optimizer["on_chip"] = "0";
+  optimizer["use_replicated_tensor_sharding"] = "1";
+  EXPECT_EQ(std::get<OptionMap>(o.Get("location_optimizer")), optimizer);
+  EXPECT_EQ(std::get<OptionMap>(*IpuOptions::FindSpec("location_optimizer")->default_value),
+            optimizer);
+  o.Set("location_activation", OptionMap{{"on_chip", "0"}, {"sharding_domain_with_all", "4"}});
+  OptionMap activation = popart;
+  activation["on_chip"] = "0";
+  activation["sharding_domain_with_all"] = "4";
+  EXPECT_EQ(std::get<OptionMap>(o.Get("location_activation")), activation);
+  // location_optimizer's keys are its dotted options (Paddle: > 0 is on).
+  EXPECT_EQ(
+      o.Set("location_optimizer", OptionMap{{"use_replicated_tensor_sharding", "0"},
+                                            {"min_elements_for_replicated_tensor_sharding", "16"}}),
+      "")
+      << "honoured keys only: no note";
+  EXPECT_FALSE(o.GetBool("location_optimizer.use_replicated_tensor_sharding"));
+  EXPECT_EQ(o.GetInt("location_optimizer.min_elements_for_replicated_tensor_sharding"), 16);
+  o.Set("location_optimizer",
+        OptionMap{{"on_chip", "2"}, {"sharding_domain_with_orthogonal", "2"}});
+  EXPECT_TRUE(o.GetBool("location_optimizer.on_chip"));
+  o.Set("location_optimizer.use_io_tiles_to_load", true);
+  optimizer["on_chip"] = "1";
+  optimizer["use_replicated_tensor_sharding"] = "0";
+  optimizer["min_elements_for_replicated_tensor_sharding"] = "16";
+  optimizer["use_io_tiles_to_load"] = "1";
+  optimizer["sharding_domain_with_orthogonal"] = "2";
+  EXPECT_EQ(std::get<OptionMap>(o.Get("location_optimizer")), optimizer);
+  EXPECT_EQ(ErrorOf([&] {
+              o.Set("location_weight", OptionMap{{"on_chips", "1"}});
+            }),
+            "option 'location_weight' has no setting 'on_chips' (Paddle's: on_chip, "
+            "use_replicated_tensor_sharding, min_elements_for_off_chip, "
+            "min_elements_for_replicated_tensor_sharding, use_io_tiles_to_load, "
+            "use_io_tiles_to_store, sharding_domain_with_all, sharding_domain_with_consecutive, "
+            "sharding_domain_with_orthogonal)");
+  EXPECT_EQ(ErrorOf([&] {
+              o.Set("location_optimizer",
+                    OptionMap{{"use_replicated_tensor_sharding", "1"}, {"on_chip", "yes"}});
+            }),
+            "option 'location_optimizer' takes integers >= 0, got 'yes' for 'on_chip'");
+  EXPECT_EQ(ErrorOf([&] { o.Set("location_weight", int64_t{1}); }),
+            "option 'location_weight' takes a dict of strings, got 1");
+  EXPECT_FALSE(o.GetBool("location_optimizer.use_replicated_tensor_sharding"))
+      << "a refused dict sets none of its keys";
 }
 
 TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
@@ -154,11 +261,7 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
     honoured += specs[i].support == OptionSupport::kHonoured;
     not_yet += specs[i].support == OptionSupport::kNotYet;
     no_effect += specs[i].support == OptionSupport::kNoEffect;
-    // Honoured and not-yet options have Paddle's default (and type); so do the
-    // no-effect ones whose type Paddle's registry fixes as a scalar.
-    if (specs[i].support != OptionSupport::kNoEffect) {
-      EXPECT_TRUE(specs[i].default_value.has_value()) << specs[i].name;
-    }
+    // Every option has Paddle's default (and type), the no-effect ones too.
     no_default += !specs[i].default_value.has_value();
     EXPECT_EQ(IpuOptions::FindSpec(specs[i].name), &specs[i]);
   }
@@ -176,9 +279,7 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
   // + location_optimizer's on_chip, min_elements_for_off_chip, use_io_tiles_*, and the
   // rest of PopART's session options in Paddle's registry
   EXPECT_EQ(no_effect, 83);
-  // The maps and lists (engine_options, custom_ops, ...), the location_* settings and
-  // the SDK-dependent default_prefetch_buffering_depth / transfer_cast_op.
-  EXPECT_EQ(no_default, 19);
+  EXPECT_EQ(no_default, 0) << "the maps, lists and location_* dicts are typed too";
   EXPECT_EQ(IpuOptions::FindSpec("nope"), nullptr);
 }
 

@@ -303,39 +303,145 @@ def test_every_option_round_trips_with_its_type():
     """Every name of Paddle's IPU option registry: get_option reads a value
     (Paddle's default) of the type Paddle registers, set_options takes a
     value of that type back and get_option returns it; a value of another
-    type is refused naming the option. The maps, lists and write-only
-    location_* settings of the registry take any value and return it."""
+    type is refused naming the option. _ipu_strategy.get_option gives
+    core.IpuStrategy's {'name', 'type', 'value'}."""
     import warnings
 
     import tiller
 
     s = tiller.IpuStrategy()
-    checked = untyped = 0
+    checked = containers = 0
+    python_type = {"bool": bool, "uint64": int, "double": float, "string": str,
+                   "vector": list, "map": dict}
     with warnings.catch_warnings():  # the no-effect options' notes (tested elsewhere)
         warnings.simplefilter("ignore")
-        for name in s.get_all_option_names():
-            try:
-                default = s.get_option(name)
-            except tiller.TillerError as e:
-                assert "has not been set" in str(e), (name, str(e))
-                value = {"k": "v"} if not name.startswith("location_") else 1
-                s.set_options({name: value})
-                assert s.get_option(name) == value, name
-                untyped += 1
-                continue
-            if name in ("num_ipus", "replicated_graph_count") or isinstance(default, dict):
-                continue  # cross-checked with other options / a dict of sub-options
-            kind = type(default)
-            assert kind in (bool, int, float, str), (name, default)
+        names = s._ipu_strategy.get_all_option_names()
+        assert names == s.get_all_option_names()
+        for name in names:
+            option = s._ipu_strategy.get_option(name)
+            assert option["name"] == name and option["type"] in python_type, option
+            default = option["value"]
+            kind = python_type[option["type"]]
+            assert type(default) is kind and s.get_option(name) == default, (name, option)
+            if name in ("num_ipus", "replicated_graph_count", "custom_ops"):
+                continue  # cross-checked with other options / read-only (add_custom_op)
             s.set_options({name: default})
-            got = s.get_option(name)
-            assert got == default and type(got) is kind, (name, default, got)
+            got = s._ipu_strategy.get_option(name)
+            assert got == option, (name, option, got)
             if kind is not str:
+                wrong = 2.5 if kind in (list, dict) else "not a " + kind.__name__
                 with pytest.raises(tiller.TillerError, match=f"option '{name}' takes"):
-                    s.set_options({name: "not a " + kind.__name__})
+                    s.set_options({name: wrong})
             checked += 1
-    assert checked > 100 and untyped == 19, (checked, untyped)
+            containers += kind in (list, dict)
+    # engine_options, convolution_options, lstm_options, report_options, gcl_options,
+    # dot_checks, hardware_instrumentations, custom_codelets, location_optimizer,
+    # location_weight, location_activation, location_accumulator (+ custom_ops, skipped)
+    assert checked > 100 and containers == 12, (checked, containers)
     with pytest.raises(tiller.TillerError, match=r"max_weight_norm=1\.0 is not implemented"):
         s.set_options({"max_weight_norm": 1.0})
     with pytest.raises(tiller.TillerError, match=r"weight_decay_mode='decay' is not implemented"):
         s.set_options({"weight_decay_mode": "decay"})
+
+
+# The options Paddle's registry (paddle/fluid/platform/device/ipu/ipu_strategy.cc)
+# registers with a container setter / vector or map getter, or as scalars whose
+# default depends on the SDK, and the location_* dicts of SetTensorLocation:
+# (name, core get_option 'type', a value of that type, what get_option reads then).
+# Paddle converts each container item to a string (an int in decimal).
+PADDLE_TYPED = [
+    ("default_prefetch_buffering_depth", "uint64", 3, 3),          # ADD_POPART_UINT64_OPTION_ALIAS
+    ("transfer_cast_op", "bool", False, False),                   # ADD_BOOL_OPTION (Paddle 2.3-2.5)
+    ("engine_options", "map", {"debug.allowOutOfMemory": "true", "opt.x": 4},
+     {"debug.allowOutOfMemory": "true", "opt.x": "4"}),
+    ("convolution_options", "map", {"partialsType": "half"}, {"partialsType": "half"}),
+    ("lstm_options", "map", {"availableMemoryProportion": "0.3"},
+     {"availableMemoryProportion": "0.3"}),
+    ("report_options", "map", {"showExecutionSteps": "true"}, {"showExecutionSteps": "true"}),
+    ("gcl_options", "map", {"useSynclessCollectives": "true"}, {"useSynclessCollectives": "true"}),
+    ("custom_codelets", "vector", ["b.cpp", "a.cpp"], ["b.cpp", "a.cpp"]),
+    # PopART's std::set<std::string> dotChecks; Paddle's valid_dot names.
+    ("dot_checks", "vector", ["PreAlias", "Fwd0", "Fwd0"], ["Fwd0", "PreAlias"]),
+    # std::set<Instrumentation>, PopART's default {Outer (0)}: 1 (Inner) is added.
+    ("hardware_instrumentations", "vector", [1], ["0", "1"]),
+]
+# TensorLocationSettings keys (values: unsigned integers; Paddle has no getter
+# for these, Tiller reads them as a map of strings as Paddle's map options do).
+LOCATION_DEFAULT = {"on_chip": "1", "use_replicated_tensor_sharding": "0",
+                    "min_elements_for_off_chip": "2",
+                    "min_elements_for_replicated_tensor_sharding": "8192",
+                    "use_io_tiles_to_load": "0", "use_io_tiles_to_store": "0"}
+
+
+def test_paddles_container_and_location_options_round_trip_with_their_types():
+    import warnings
+
+    import tiller
+
+    s = tiller.IpuStrategy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, kind, value, read in PADDLE_TYPED:
+            s.set_options({name: value})
+            assert s._ipu_strategy.get_option(name) == {"name": name, "type": kind,
+                                                        "value": read}, name
+            assert s.get_option(name) == read, name
+            wrong = "text" if kind != "bool" else "yes"
+            with pytest.raises(tiller.TillerError, match=f"option '{name}' takes"):
+                s.set_options({name: wrong})
+            assert s.get_option(name) == read, f"{name}: a refused value changes nothing"
+        # Maps merge keys and lists append, as Paddle's container setters do.
+        s.set_options({"engine_options": {"opt.y": "1"}, "custom_codelets": ["c.cpp"]})
+        assert s.get_option("engine_options") == {"debug.allowOutOfMemory": "true",
+                                                  "opt.x": "4", "opt.y": "1"}
+        assert s.get_option("custom_codelets") == ["b.cpp", "a.cpp", "c.cpp"]
+        for name, value, message in (
+                ("dot_checks", ["Fwd2"], "option 'dot_checks' takes 'Fwd0', 'Fwd1', 'Bwd0', "
+                                         "'PreAlias' or 'Final', got 'Fwd2'"),
+                ("hardware_instrumentations", [2], "option 'hardware_instrumentations' takes 0 "
+                                                   r"\(outer\) or 1 \(inner\), got '2'"),
+                ("engine_options", {"a": 1.5}, "option 'engine_options' takes a dict of strings"),
+                ("custom_codelets", [None], "option 'custom_codelets' takes a list of strings")):
+            with pytest.raises(tiller.TillerError, match=message):
+                s.set_options({name: value})
+        # custom_ops: read-only in Paddle (a getter only), filled by add_custom_op.
+        with pytest.raises(tiller.TillerError, match="option 'custom_ops' is read-only"):
+            s.set_options({"custom_ops": ["x"]})
+        s.add_custom_op("custom_relu", "Relu")
+        assert s._ipu_strategy.get_option("custom_ops") == {
+            "name": "custom_ops", "type": "vector",
+            "value": ["paddle_op: custom_relu, domain: custom.ops, type: Relu, version: 1"]}
+
+        for name in ("location_weight", "location_activation", "location_accumulator"):
+            assert s.get_option(name) == LOCATION_DEFAULT, name
+            s.set_options({name: {"on_chip": 0, "min_elements_for_off_chip": 64,
+                                  "sharding_domain_with_all": 2}})
+            assert s._ipu_strategy.get_option(name) == {
+                "name": name, "type": "map",
+                "value": {**LOCATION_DEFAULT, "on_chip": "0", "min_elements_for_off_chip": "64",
+                          "sharding_domain_with_all": "2"}}, name
+            with pytest.raises(tiller.TillerError, match=f"option '{name}' has no setting 'x'"):
+                s.set_options({name: {"x": 1}})
+            with pytest.raises(tiller.TillerError, match=f"option '{name}' takes a dict"):
+                s.set_options({name: 1})
+        # location_optimizer: Paddle's IpuStrategy puts the state off chip, sharded;
+        # its keys are the location_optimizer.<key> options.
+        assert s.get_option("location_optimizer") == {
+            **LOCATION_DEFAULT, "on_chip": "0", "use_replicated_tensor_sharding": "1"}
+        s.set_options({"location_optimizer": {"on_chip": 1, "use_io_tiles_to_store": True,
+                                              "min_elements_for_off_chip": 16}})
+        for key, kind, value in (("on_chip", bool, True), ("use_io_tiles_to_store", bool, True),
+                                 ("use_io_tiles_to_load", bool, False),
+                                 ("min_elements_for_off_chip", int, 16)):
+            got = s._ipu_strategy.get_option(f"location_optimizer.{key}")
+            assert got["type"] == {bool: "bool", int: "uint64"}[kind] and got["value"] == value
+            assert type(got["value"]) is kind, key
+            wrong = "yes"
+            with pytest.raises(tiller.TillerError, match=f"option 'location_optimizer.{key}' takes"):
+                s.set_options({f"location_optimizer.{key}": wrong})
+        assert s.get_option("location_optimizer")["on_chip"] == "1"
+        with pytest.raises(tiller.TillerError, match="option 'location_optimizer' takes integers"):
+            s.set_options({"location_optimizer": {"use_replicated_tensor_sharding": 0,
+                                                  "on_chip": "off"}})
+        assert s.get_option("location_optimizer.use_replicated_tensor_sharding") is True, \
+            "a refused dict sets none of its keys"

@@ -283,7 +283,7 @@ def test_options_reach_cpp_with_pythons_values():
     engine = {"debug.instrument": "true"}
     with pytest.warns(UserWarning, match="tiller: option 'engine_options' tunes the IPU toolchain"):
         s.set_options({"engine_options": engine})
-    assert s.get_option("engine_options") == engine   # no effect, kept as given
+    assert s.get_option("engine_options") == engine   # no effect, kept (a map, as Paddle's)
     s.set_options({"micro_batch_size": np.int64(8), "loss_scaling": 1})
     assert s.get_option("micro_batch_size") == 8 and s.get_option("loss_scaling") == 1.0
     with pytest.raises(tiller.TillerError, match="option 'micro_batch_size' takes an integer"):
@@ -303,5 +303,5 @@ def test_options_reach_cpp_with_pythons_values():
     assert specs["accl1_type"] == ("honoured", "FLOAT")
     assert specs["enable_stochastic_rounding"] == ("honoured", False)
     assert specs["enable_half_partial"] == ("not_yet", False)
-    assert specs["engine_options"] == ("no_effect", None)
+    assert specs["engine_options"] == ("no_effect", {})
     assert specs["is_training"] == ("honoured", True)
