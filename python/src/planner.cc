@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+
 #include "bindings.h"
 
 namespace py = pybind11;
@@ -18,7 +20,13 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
               bool pipelining, bool fill_drain, int stages_per_device,
               bool replicated_tensor_sharding,
               int64_t sharding_min_elements, int recompute, int threads, const std::string& params,
-              const std::string& precision, const std::array<std::string, 3>& accl_types) {
+              const std::string& precision, const std::vector<std::string>& accl_types) {
+  // A list, not a fixed-size array, in the binding: type stubs spell a
+  // list[str] without pybind11-stubgen's own annotation types.
+  if (accl_types.size() != 3)
+    throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
+                        "accl_types takes 3 names (accl1_type, accl2_type, accl3_type), got " +
+                            std::to_string(accl_types.size()));
   PlanRequest r;
   r.model = model;
   r.params = params;
@@ -40,7 +48,7 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
   r.profile = profile;
   r.threads = threads;
   r.precision = precision;
-  r.accl_types = accl_types;
+  std::copy(accl_types.begin(), accl_types.end(), r.accl_types.begin());
   tiller::planning::PlanReport report;
   {
     py::gil_scoped_release release;
@@ -85,7 +93,7 @@ void BindPlanner(py::module_& m) {
         py::arg("replicated_tensor_sharding") = true, py::arg("sharding_min_elements") = 8192,
         py::arg("recompute") = 0, py::arg("threads") = 1, py::arg("params") = "",
         py::arg("precision") = "float32",
-        py::arg("accl_types") = std::array<std::string, 3>{"FLOAT", "FLOAT", "FLOAT"},
+        py::arg("accl_types") = std::vector<std::string>{"FLOAT", "FLOAT", "FLOAT"},
         "Per-device memory and predicted step time of a configuration on a device profile, "
         "without running the model (what `tiller plan` prints is in 'text'; include/tiller/"
         "planner.h).");

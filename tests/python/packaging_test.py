@@ -112,7 +112,8 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_without_paddle(bert, tmp_path):
     assert probe[0] == "True", "paddle must not be installed in the fresh venv"
     assert probe[1].startswith(str(venv)), probe
     pkg = Path(probe[2])
-    assert (pkg / "py.typed").is_file() and (pkg / "bin" / "tiller").is_file()
+    assert (pkg / "py.typed").is_file() and (pkg / "_tiller.pyi").is_file()
+    assert (pkg / "bin" / "tiller").is_file()
     # The inference example, numpy only, against Paddle Inference here.
     saved = tmp_path / "out.npz"
     shutil.copy(REPO / "examples" / "infer.py", work / "infer.py")
