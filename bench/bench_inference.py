@@ -9,7 +9,11 @@ peer and, for BERT, achieved GFLOP/s and % of the machine's fp32 peak.
 --bf16 times, in the same run, Tiller in float32 and in bfloat16
 (Config.set_precision) and Paddle Inference's own bfloat16 path
 (enable_mkldnn_bfloat16), and prints Tiller's bf16 speed-up over its fp32,
-its ratio to Paddle's bf16 and how far bf16 outputs are from fp32's.
+its ratio to Paddle's bf16, how far bf16 outputs are from fp32's (Tiller's
+from Tiller's, and Paddle's bf16 from Paddle's own fp32, for reference),
+and the bf16 rate against the machine's bf16 GEMM rate measured in the run
+(a 4096^3 bf16 matmul through oneDNN, as Tiller calls it: the ceiling a
+GEMM-bound model can reach).
 """
 from __future__ import annotations
 
@@ -116,8 +120,40 @@ def main() -> int:
     return 0
 
 
+def bf16_gemm_gflops(threads: int, n: int = 4096, reps: int = 3) -> float:
+    """The machine's bf16 GEMM rate as oneDNN reaches it: a one-layer model
+    (y = x W, n x n x n) run by Tiller in bfloat16 on `threads` threads.
+    Includes casting x to bf16 (n^2 elements against 2n^3 flops)."""
+    import tempfile
+
+    import paddle
+
+    paddle.enable_static()
+    main, start = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, start):
+        x = paddle.static.data("x", [n, n], "float32")
+        y = paddle.static.nn.fc(x, n, bias_attr=False)
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    exe.run(start)
+    with tempfile.TemporaryDirectory() as d:
+        paddle.static.save_inference_model(f"{d}/gemm", [x], [y], exe, program=main)
+        model_file, params_file = export.resolve_model(f"{d}/gemm")
+        predictor = common.tiller_predictor(model_file, params_file, threads, "bfloat16")
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    predictor.run([a])
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        predictor.run([a])
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best / 1e9
+
+
 def main_bf16(args) -> int:
     print(f"CPU: {common.cpu_description()}")
+    peak = bf16_gemm_gflops(args.threads)
+    print(f"machine bf16 GEMM rate measured now (4096^3 matmul via oneDNN, {args.threads} threads): "
+          f"{peak:.0f} GFLOP/s")
     rows = []
     for preset in args.models.split(","):
         _, model_file, params_file = exported(preset, args)
@@ -138,18 +174,26 @@ def main_bf16(args) -> int:
                                            bf16=True)
                 pb.append(ms)
             diff = max(common.max_abs_diff(a, b) for a, b in zip(outb, out32))
+            # Paddle's bf16 against Paddle's fp32 on the same inputs: how far
+            # the peer's half precision strays, the yardstick for `diff`.
+            _, paddle_b = common.time_paddle(model_file, inputs, args.threads, 0, 1, bf16=True)
+            _, paddle_32 = common.time_paddle(model_file, inputs, args.threads, 0, 1)
+            pdiff = max(common.max_abs_diff(a, b) for a, b in zip(paddle_b, paddle_32))
             gflops = ""
             if preset.startswith(("bert-base", "ernie-3.0-base")):
                 g = common.bert_gflop(12, 768, 3072, args.seq_len, batch) / (min(tb) / 1e3)
-                gflops = f"{g:.0f} GFLOP/s"
-            rows.append((preset, batch, min(t32), min(tb), min(pb), diff, gflops))
+                gflops = f"{g:.0f} GFLOP/s ({100 * g / peak:.0f}%)"
+            rows.append((preset, batch, min(t32), min(tb), min(pb), diff, pdiff, gflops))
     print(f"\nthreads {args.threads}, seq_len {args.seq_len}, best of 2 interleaved medians of "
           f"{args.iters} runs")
     print(f"{'model':<16}{'batch':>6}{'tiller fp32':>13}{'tiller bf16':>13}{'paddle bf16':>13}"
-          f"{'bf16/fp32':>11}{'vs paddle bf16':>16}{'max|bf16-fp32|':>16}  bf16 rate")
-    for preset, batch, t32, tb, pb, diff, gflops in rows:
+          f"{'bf16/fp32':>11}{'vs paddle bf16':>16}{'max|bf16-fp32|':>16}{'paddle own':>12}"
+          f"  bf16 rate (% of the GEMM rate)")
+    for preset, batch, t32, tb, pb, diff, pdiff, gflops in rows:
         print(f"{preset:<16}{batch:>6}{t32:13.2f}{tb:13.2f}{pb:13.2f}{t32 / tb:10.2f}x"
-              f"{tb / pb:15.2f}x{diff:16.1e}  {gflops}")
+              f"{tb / pb:15.2f}x{diff:16.1e}{pdiff:12.1e}  {gflops}")
+    print("max|bf16-fp32|: Tiller bf16 vs Tiller fp32; paddle own: Paddle Inference bf16 vs "
+          "Paddle Inference fp32, same inputs")
     print("targets (issue 10): bf16 >= 1.6x fp32 with AVX512_BF16, >= 3x with AMX; "
           "<= 0.8x Paddle Inference's bf16 latency; outputs within 2e-2 of fp32")
     return 0
