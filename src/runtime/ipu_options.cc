@@ -504,13 +504,14 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
     for (const OptionSpec& s : Specs()) valid += (valid.empty() ? "" : ", ") + s.name;
     Fail(ErrorKind::kInvalidArgument, "unknown option '{}'; valid options: {}", name, valid);
   }
-  const std::string no_effect =
-      fmt::format("option '{}' tunes the IPU toolchain and has no effect on Tiller", name);
+  // Every option has Paddle's type (its default's).
+  std::optional<OptionValue> converted = Convert(value, *spec->default_value);
+  if (!converted)
+    Fail(ErrorKind::kInvalidArgument, "option '{}' takes {}, got {}", name,
+         TypeWord(*spec->default_value), OptionValueRepr(value));
   if (spec->support == Support::kNoEffect) {
-    std::optional<OptionValue> converted = Convert(value, *spec->default_value);
-    if (!converted)
-      Fail(ErrorKind::kInvalidArgument, "option '{}' takes {}, got {}", name,
-           TypeWord(*spec->default_value), OptionValueRepr(value));
+    std::string no_effect =
+        fmt::format("option '{}' tunes the IPU toolchain and has no effect on Tiller", name);
     if (name == "custom_ops")
       Fail(ErrorKind::kInvalidArgument,
            "option 'custom_ops' is read-only (as in Paddle): add_custom_op adds to it");
@@ -523,7 +524,7 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
       OptionMap& kept = std::get<OptionMap>(next.values_[name]);
       std::string notes;
       for (const auto& [key, word] : settings) {
-        const OptionSpec* sub = FindSpec(name + "." + key);
+        const OptionSpec* sub = FindSpec(fmt::format("{}.{}", name, key));
         std::string note = no_effect;
         if (!sub) {
           kept[key] = word;
@@ -544,10 +545,6 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
     set_.insert(name);
     return no_effect;
   }
-  std::optional<OptionValue> converted = Convert(value, *spec->default_value);
-  if (!converted)
-    Fail(ErrorKind::kInvalidArgument, "option '{}' takes {}, got {}", name,
-         TypeWord(*spec->default_value), OptionValueRepr(value));
   if (spec->support == Support::kNotYet && *converted != *spec->default_value)
     Fail(ErrorKind::kInvalidArgument,
          "option {}={} is not implemented by Tiller yet (supported: {})", name,
