@@ -1,9 +1,14 @@
 #include "backend/collective.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -12,13 +17,24 @@
 namespace tiller::backend {
 namespace {
 
+// The CPUs this process may run on (its affinity mask, as taskset and
+// container limits set it).
+int UsableCpus() {
+#ifdef __linux__
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#endif
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 // Ranks meet at a barrier, publish their buffers, and each sums one slice
 // of the tensor over all ranks and writes it into every rank's output: the
 // work is split R ways and every output gets identical bytes. A slice is
 // read and written by one rank only, so in-place buffers are safe.
 class InProcessCollective : public Collective {
  public:
-  explicit InProcessCollective(int ranks) : ranks_(ranks), in_(ranks), out_(ranks) {}
+  explicit InProcessCollective(int ranks)
+      : ranks_(ranks), spin_(ranks <= UsableCpus()), in_(ranks), out_(ranks) {}
   int size() const override { return ranks_; }
 
   void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype,
@@ -138,27 +154,63 @@ class InProcessCollective : public Collective {
     });
   }
 
+  // Waits until every rank has arrived. A waiting rank first spins for up
+  // to kSpin, then sleeps: waking a sleeping thread took 70-115 us on the
+  // project's VMs (an all-reduce of 256 floats between two threads cost
+  // 150-230 us sleeping, 2 us spinning), and a replica's step meets its
+  // peers at every gradient's collective, about a hundred times. Spinning
+  // for about the cost of one wake-up costs at most twice the best choice
+  // made in hindsight. Ranks outnumbering the CPUs only sleep: a spinner
+  // would hold the CPU the rank it waits for needs.
   void Barrier() {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (aborted_) Fail(ErrorKind::kInternal, "{}", why_);
-    const int64_t generation = generation_;
-    if (++arrived_ == ranks_) {
-      arrived_ = 0;
-      ++generation_;
-      wake_.notify_all();
-      return;
+    int64_t generation = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (aborted_) Fail(ErrorKind::kInternal, "{}", why_);
+      generation = generation_.load(std::memory_order_relaxed);
+      if (++arrived_ == ranks_) {
+        arrived_ = 0;
+        // Release: every rank's writes before it arrived (ordered by the
+        // mutex) happen before a spinner's acquire load sees the change.
+        generation_.store(generation + 1, std::memory_order_release);
+        wake_.notify_all();
+        return;
+      }
     }
-    wake_.wait(lock, [&] { return generation_ != generation || aborted_; });
-    if (generation_ == generation) Fail(ErrorKind::kInternal, "{}", why_);
+    if (spin_) {
+      const auto until = std::chrono::steady_clock::now() + kSpin;
+      do {
+        for (int i = 0; i < 64; ++i) {
+          if (generation_.load(std::memory_order_acquire) != generation) return;
+          CpuRelax();
+        }
+      } while (std::chrono::steady_clock::now() < until);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait(lock, [&] {
+      return generation_.load(std::memory_order_relaxed) != generation || aborted_;
+    });
+    if (generation_.load(std::memory_order_relaxed) == generation)
+      Fail(ErrorKind::kInternal, "{}", why_);
   }
 
+  static void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
+  static constexpr std::chrono::microseconds kSpin{100};
   const int ranks_;
+  const bool spin_;  // ranks fit the CPUs: waiters spin before sleeping
   std::vector<const void*> in_;
   std::vector<void*> out_;
   std::mutex mu_;
   std::condition_variable wake_;
   int arrived_ = 0;
-  int64_t generation_ = 0;
+  std::atomic<int64_t> generation_{0};
   bool aborted_ = false;
   std::string why_;
 };

@@ -52,6 +52,39 @@ TEST(InProcessCollective, AllReduceSumGivesEveryRankTheSameSumInPlaceOrNot) {
   }
 }
 
+// Many small in-place calls back to back, each rank's buffer rewritten
+// between them: a waiter that leaves the barrier early (the spinning path
+// when the ranks fit the CPUs, the sleeping one when they do not) would read
+// a peer's old or half-written values.
+TEST(InProcessCollective, BackToBackSmallCallsSeeEveryRanksLatestValues) {
+  for (int ranks : {2, 5}) {
+    auto group = backend::MakeInProcessCollective(ranks);
+    constexpr int kRounds = 2000;
+    constexpr int64_t kCount = 33;
+    std::vector<int> wrong(ranks, 0);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        std::vector<float> buffer(kCount);
+        for (int round = 0; round < kRounds; ++round) {
+          for (int64_t i = 0; i < kCount; ++i)
+            buffer[i] = static_cast<float>(round * 8 + r + static_cast<int>(i));
+          group->AllReduceSum(r, buffer.data(), buffer.data(), kCount, DType::kF32);
+          for (int64_t i = 0; i < kCount; ++i) {
+            float want = 0;
+            for (int q = 0; q < ranks; ++q)
+              want += static_cast<float>(round * 8 + q + static_cast<int>(i));
+            if (buffer[i] != want) ++wrong[r];
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < ranks; ++r)
+      EXPECT_EQ(wrong[r], 0) << "rank " << r << " of " << ranks << " read stale sums";
+  }
+}
+
 TEST(InProcessCollective, ReduceScatterGivesEachRankItsPartOfTheAllReduceAndAllGatherJoinsThem) {
   constexpr int kRanks = 3;
   constexpr int64_t kCount = 40001;  // parts of 13333, 13333 and 13335 elements
