@@ -58,6 +58,10 @@ class IpuStrategy:
         self.has_custom_ops = False
         self.custom_op_names = []
         self.need_compile = True
+        self._optimizer = None
+        import paddle
+        if paddle.in_dynamic_mode():
+            self.register_patch()
 
     # -- Paddle's setters ------------------------------------------------------
     def set_graph_config(self, num_ipus=1, is_training=True, micro_batch_size=1,
@@ -86,20 +90,27 @@ class IpuStrategy:
         Tiller's own)."""
         return self._options.get_all_option_names()
 
-    # -- Paddle's dygraph-to-static path ---------------------------------------
+    # -- Paddle's dygraph-to-static path (tiller/dygraph.py) ---------------------
     def register_patch(self):
-        raise TillerError("IpuStrategy.register_patch: the IPU dygraph-to-static path "
-                          "(paddle.jit.to_static training) is not implemented by Tiller yet; "
-                          "build the program in static mode (paddle.enable_static())")
+        """Makes paddle.jit.to_static(full_graph=True) layers train through
+        Tiller with this strategy (done by the constructor in dygraph mode);
+        breaks to_static on Paddle's own executor until release_patch()."""
+        from . import dygraph
+        dygraph.register_patch(self)
 
     def release_patch(self):
-        self.register_patch()
+        """Restores Paddle's to_static."""
+        from . import dygraph
+        dygraph.release_patch()
 
     def set_optimizer(self, optimizer):
+        """The dygraph optimizer whose update a traced training step applies
+        (its class, hyperparameters and LR scheduler; Tiller keeps the state)."""
         import paddle
         if not paddle.in_dynamic_mode():
             raise TillerError("Only needs to set optimizer in dynamic mode.")
-        self.register_patch()
+        self._optimizer = optimizer
+        self.need_compile = True
 
     def parse_optimizer(self, optimizer):
         """Paddle's: {'is_dynamic': True, 'lr': the optimizer's current rate}."""

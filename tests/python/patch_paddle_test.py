@@ -254,8 +254,15 @@ def test_strategy_has_paddles_attributes_and_knows_every_option_name():
     assert s.get_option("outline_threshold") == 2.5
     with pytest.raises(tiller.TillerError, match="not implemented"):
         s.set_options({"mean_accumulation_and_replication_reduction_strategy": 0})
-    with pytest.raises(tiller.TillerError, match="dygraph-to-static"):
-        s.register_patch()
+    # The dygraph-to-static patch (dygraph_to_static_test.py) goes on and off
+    # (a strategy made in dygraph mode, as this one, put it on already).
+    from paddle.jit.dy2static.program_translator import ASTStaticFunction
+    s.release_patch()
+    call = ASTStaticFunction.__dict__["_perform_call"]
+    s.register_patch()
+    assert ASTStaticFunction.__dict__["_perform_call"] is not call
+    s.release_patch()
+    assert ASTStaticFunction.__dict__["_perform_call"] is call
     # Several hosts would train one model per rank until the MPI backend lands.
     s.set_options({"enable_distribution": False, "global_replication_factor": 1})
     for name, value in (("enable_distribution", True), ("global_replication_factor", 2),
