@@ -1,7 +1,8 @@
 """Inference benchmark: Tiller vs Paddle Inference (and ONNX Runtime where
 paddle2onnx converts the model) on the same exported model, same inputs,
 same process, same thread count. Prints median latency, the ratio to each
-peer and, for BERT, achieved GFLOP/s and % of the machine's fp32 peak.
+peer and, for BERT, achieved GFLOP/s and % of the machine's fp32 GEMM rate
+measured in the same run (common.gemm_gflops); the CPU and its ISA first.
 
     .venv/bin/python bench/bench_inference.py [--models bert-base,resnet50] [--batches 1,4]
     .venv/bin/python bench/bench_inference.py --bf16 [--models bert-base,ernie-3.0-base]
@@ -84,6 +85,10 @@ def main() -> int:
     if args.bf16:
         return main_bf16(args)
 
+    print(f"CPU: {common.cpu_description()}")
+    peak = common.gemm_gflops(args.threads)
+    print(f"machine fp32 GEMM rate measured now (4096^3 matmul via oneDNN, {args.threads} "
+          f"threads): {peak:.0f} GFLOP/s")
     rows = []
     for preset in args.models.split(","):
         model_dir, model_file, params_file = exported(preset, args)
@@ -103,7 +108,7 @@ def main() -> int:
             gflops = ""
             if preset.startswith(("bert-base", "ernie-3.0-base")):
                 g = common.bert_gflop(12, 768, 3072, args.seq_len, batch) / (t_ms / 1e3)
-                gflops = f"{g:.0f} GFLOP/s ({100 * g / common.PEAK_FP32_GFLOPS_2T:.0f}% of fp32 peak)"
+                gflops = f"{g:.0f} GFLOP/s ({100 * g / peak:.0f}% of the GEMM rate)"
             rows.append((preset, batch, t_ms, p_ms, o_ms, diff, gflops, why))
 
     print(f"\nthreads {args.threads}, seq_len {args.seq_len}, median of {args.iters} runs, fp32")
@@ -120,38 +125,9 @@ def main() -> int:
     return 0
 
 
-def bf16_gemm_gflops(threads: int, n: int = 4096, reps: int = 3) -> float:
-    """The machine's bf16 GEMM rate as oneDNN reaches it: a one-layer model
-    (y = x W, n x n x n) run by Tiller in bfloat16 on `threads` threads.
-    Includes casting x to bf16 (n^2 elements against 2n^3 flops)."""
-    import tempfile
-
-    import paddle
-
-    paddle.enable_static()
-    main, start = paddle.static.Program(), paddle.static.Program()
-    with paddle.static.program_guard(main, start):
-        x = paddle.static.data("x", [n, n], "float32")
-        y = paddle.static.nn.fc(x, n, bias_attr=False)
-    exe = paddle.static.Executor(paddle.CPUPlace())
-    exe.run(start)
-    with tempfile.TemporaryDirectory() as d:
-        paddle.static.save_inference_model(f"{d}/gemm", [x], [y], exe, program=main)
-        model_file, params_file = export.resolve_model(f"{d}/gemm")
-        predictor = common.tiller_predictor(model_file, params_file, threads, "bfloat16")
-    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
-    predictor.run([a])
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        predictor.run([a])
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n**3 / best / 1e9
-
-
 def main_bf16(args) -> int:
     print(f"CPU: {common.cpu_description()}")
-    peak = bf16_gemm_gflops(args.threads)
+    peak = common.gemm_gflops(args.threads, "bfloat16")
     print(f"machine bf16 GEMM rate measured now (4096^3 matmul via oneDNN, {args.threads} threads): "
           f"{peak:.0f} GFLOP/s")
     rows = []

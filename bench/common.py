@@ -1,5 +1,6 @@
 """Shared pieces of the demo and the benchmarks: timing Tiller and Paddle
-Inference on the same inputs in the same process, and the machine's peak."""
+Inference on the same inputs in the same process, and the machine's GEMM
+rate measured in the run."""
 from __future__ import annotations
 
 import os
@@ -15,9 +16,6 @@ for p in (REPO / "python", REPO):
 
 import numpy as np  # noqa: E402
 
-# Measured fp32 GEMM roofline of the 2-core Zen 4 dev/CI machine (oneDNN
-# 2.6 brgemm, BERT-Base shapes): docs/MISSION.md "Platform facts".
-PEAK_FP32_GFLOPS_2T = 215.0
 # BERT-Base forward FLOPs per sequence at seq 128 (MISSION.md); other
 # lengths are estimated by the dense + attention formula below.
 BERT_BASE_GFLOP_SEQ128 = 22.35
@@ -69,6 +67,43 @@ def tiller_predictor(model_file: str, params_file: str, threads: int,
     config.set_cpu_math_library_num_threads(threads)
     config.set_precision(precision)
     return ti.create_predictor(config)
+
+
+def gemm_gflops(threads: int, precision: str = "float32", n: int = 4096,
+                reps: int = 3) -> float:
+    """The machine's GEMM rate as oneDNN reaches it now: a one-layer model
+    (y = x W, n x n x n) run by Tiller in `precision` on `threads` threads,
+    best of `reps` runs. In bfloat16 it includes casting x (n^2 elements
+    against 2n^3 flops). Benchmarks print their rates against this figure,
+    measured in the same run (the project's machines differ)."""
+    import tempfile
+
+    import paddle
+
+    from models import export
+
+    was_dynamic = paddle.in_dynamic_mode()
+    paddle.enable_static()
+    main, start = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, start):
+        x = paddle.static.data("x", [n, n], "float32")
+        y = paddle.static.nn.fc(x, n, bias_attr=False)
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    exe.run(start)
+    with tempfile.TemporaryDirectory() as d:
+        paddle.static.save_inference_model(f"{d}/gemm", [x], [y], exe, program=main)
+        model_file, params_file = export.resolve_model(f"{d}/gemm")
+        predictor = tiller_predictor(model_file, params_file, threads, precision)
+    if was_dynamic:
+        paddle.disable_static()
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    predictor.run([a])
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        predictor.run([a])
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best / 1e9
 
 
 def time_tiller(predictor, inputs: dict, warmup: int, iters: int) -> tuple[float, list]:
