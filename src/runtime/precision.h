@@ -3,6 +3,7 @@
 //   the training options enable_fp16 + half_dtype  ->  compile::Precision
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "compile/options.h"
@@ -18,10 +19,24 @@ bool CpuHasBF16Arithmetic();
 // kInvalidArgument naming `option` and the choices.
 compile::Precision ParsePrecision(const std::string& name, const std::string& option);
 
+// The bfloat16 and float32 GEMM rates of this CPU, measured once per
+// process (about 50 ms, on first use): a 128x768x3072 matmul on one thread
+// as the mixed-precision pass compiles it.
+struct HalfSpeed {
+  double half_gflops = 0, float32_gflops = 0;
+};
+const HalfSpeed& MeasuredBF16Speed();
+
 // A half type this CPU cannot multiply fast (float16 anywhere: oneDNN 2.6
 // has no CPU float16 GEMM; bfloat16 without AVX512_BF16 / AMX-BF16: oneDNN
-// emulates it) is reported on stderr, once per process and type, so a run
-// is never silently slow.
+// emulates it; bfloat16 measured slower than float32, as on Intel CPUs with
+// AVX512_BF16 but no AMX) is reported on stderr, once per process and type,
+// so a run is never silently slow.
 void ReportSlowHalfPrecisionOnce(compile::Precision p);
+// What ReportSlowHalfPrecisionOnce says ("" for nothing), given whether the
+// CPU has bfloat16 instructions and, called only when needed, its measured
+// bfloat16 speed.
+std::string SlowHalfPrecisionMessage(compile::Precision p, bool bf16_instructions,
+                                     const std::function<const HalfSpeed&()>& bf16_speed);
 
 }  // namespace tiller::runtime

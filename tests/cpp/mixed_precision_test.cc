@@ -15,6 +15,7 @@
 #include "core/half.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
+#include "runtime/precision.h"
 
 namespace tiller {
 namespace {
@@ -306,6 +307,52 @@ TEST(MixedPrecision, HalfOpsWithoutAHalfKernelRunInFloat32BetweenCasts) {
           << i << "," << j;
     }
   }
+}
+
+}  // namespace
+}  // namespace tiller
+
+namespace tiller {
+namespace {
+
+// The half-precision report follows the measured speed, not the CPU flags
+// alone: an Intel Xeon with AVX512_BF16 but no AMX multiplied bfloat16 at
+// 0.7x float32, and said nothing before.
+TEST(MixedPrecision, SlowHalfPrecisionIsReportedFromTheMeasuredSpeed) {
+  using compile::Precision;
+  const runtime::HalfSpeed slow{70, 110}, fast{400, 200};
+  int measured = 0;
+  auto speed = [&](const runtime::HalfSpeed& s) {
+    return [&measured, &s]() -> const runtime::HalfSpeed& {
+      ++measured;
+      return s;
+    };
+  };
+  std::string m = runtime::SlowHalfPrecisionMessage(Precision::kBFloat16, true, speed(slow));
+  EXPECT_NE(m.find("bfloat16 70 GFLOP/s, float32 110"), std::string::npos) << m;
+  EXPECT_EQ(runtime::SlowHalfPrecisionMessage(Precision::kBFloat16, true, speed(fast)), "");
+  EXPECT_NE(
+      runtime::SlowHalfPrecisionMessage(Precision::kBFloat16, false, speed(fast)).find("emulates"),
+      std::string::npos);
+  m = runtime::SlowHalfPrecisionMessage(Precision::kFloat16, true, speed(fast));
+  EXPECT_NE(m.find("bfloat16 is the fast half type here (measured 400 vs 200"), std::string::npos)
+      << m;
+  m = runtime::SlowHalfPrecisionMessage(Precision::kFloat16, true, speed(slow));
+  EXPECT_NE(m.find("rounding without its speed"), std::string::npos) << m;
+  EXPECT_EQ(m.find("fast half type"), std::string::npos) << "bfloat16 measured slower: " << m;
+  const int before = measured;
+  EXPECT_EQ(runtime::SlowHalfPrecisionMessage(Precision::kFloat32, true, speed(slow)), "");
+  EXPECT_EQ(runtime::SlowHalfPrecisionMessage(Precision::kFloat16, false, speed(slow)).find("fast"),
+            std::string::npos);
+  EXPECT_EQ(measured, before) << "float32, and a CPU without bfloat16, measure nothing";
+}
+
+TEST(MixedPrecision, TheMeasuredBF16SpeedIsAPositiveRateOfBothTypes) {
+  if (!runtime::CpuHasBF16Arithmetic()) GTEST_SKIP() << "no bfloat16 instructions";
+  const runtime::HalfSpeed& s = runtime::MeasuredBF16Speed();
+  EXPECT_GT(s.half_gflops, 0.5);
+  EXPECT_GT(s.float32_gflops, 0.5);
+  EXPECT_EQ(&s, &runtime::MeasuredBF16Speed()) << "measured once per process";
 }
 
 }  // namespace

@@ -434,14 +434,15 @@ def test_300_updates_on_real_text_in_half_precision_end_where_float32_does():
 
 def test_a_half_type_the_cpu_cannot_multiply_fast_is_reported_once(zoo, tmp_path):
     """float16 (no oneDNN CPU float16 GEMM) is reported on stderr once per
-    process however many predictors use it; float32 never."""
+    process however many predictors use it; float32 never; bfloat16 at most
+    once, and only with a measured rate below float32's."""
     import subprocess
     import sys
 
     exp = zoo.export("bert-tiny", "pir")
     code = (
         "import tiller.inference as ti\n"
-        f"for precision in ['float32', 'float16', 'float16']:\n"
+        f"for precision in ['float32', 'float16', 'float16', 'bfloat16', 'bfloat16']:\n"
         f"    c = ti.Config({exp.model_file!r}, {exp.params_file!r})\n"
         "    c.set_precision(precision)\n"
         "    ti.create_predictor(c)\n")
@@ -450,6 +451,12 @@ def test_a_half_type_the_cpu_cannot_multiply_fast_is_reported_once(zoo, tmp_path
     lines = [line for line in out.stderr.splitlines() if line.startswith("tiller: float16")]
     assert len(lines) == 1, out.stderr
     assert "computed in float32" in lines[0]
+    bf16 = [line for line in out.stderr.splitlines() if line.startswith("tiller: bfloat16")]
+    assert len(bf16) <= 1, out.stderr
+    if bf16:
+        import re
+        rates = re.search(r"bfloat16 (\d+) GFLOP/s, float32 (\d+)", bf16[0])
+        assert rates and int(rates[1]) <= int(rates[2]), bf16[0]  # (rounded)
 
 
 def test_a_model_paddle_saved_in_bfloat16_runs_as_saved(tmp_path):
