@@ -116,9 +116,10 @@ PYBIND11_MODULE(_tiller, m) {
       .def(py::init<const std::string&>(), py::arg("model_dir"))
       .def(py::init<const std::string&, const std::string&>(), py::arg("prog_file"),
            py::arg("params_file"))
-      .def("set_model", &Config::SetModel)
-      .def("set_model_dir", &Config::SetModelDir)
-      .def("set_cpu_math_library_num_threads", &Config::SetCpuMathLibraryNumThreads)
+      .def("set_model", &Config::SetModel, py::arg("prog_file"), py::arg("params_file"))
+      .def("set_model_dir", &Config::SetModelDir, py::arg("model_dir"))
+      .def("set_cpu_math_library_num_threads", &Config::SetCpuMathLibraryNumThreads,
+           py::arg("cpu_math_library_num_threads"))
       .def("cpu_math_library_num_threads", &Config::cpu_math_library_num_threads)
       .def("load_custom_op_library", &Config::LoadCustomOpLibrary, py::arg("path"))
       .def("disable_gpu", &Config::DisableGpu)
@@ -157,8 +158,8 @@ PYBIND11_MODULE(_tiller, m) {
            py::arg("ipu_enable_model_runtime_executor") = false);
 
   py::class_<Tensor>(m, "Tensor")
-      .def("reshape", &Tensor::Reshape)
-      .def("copy_from_cpu", &CopyFrom)
+      .def("reshape", &Tensor::Reshape, py::arg("shape"))
+      .def("copy_from_cpu", &CopyFrom, py::arg("data"))
       .def("copy_to_cpu", &CopyTo)
       .def("shape", &Tensor::shape)
       .def("name", &Tensor::name)
@@ -168,8 +169,8 @@ PYBIND11_MODULE(_tiller, m) {
   py::class_<Predictor, std::shared_ptr<Predictor>>(m, "Predictor")
       .def("get_input_names", &Predictor::GetInputNames)
       .def("get_output_names", &Predictor::GetOutputNames)
-      .def("get_input_handle", &Predictor::GetInputHandle)
-      .def("get_output_handle", &Predictor::GetOutputHandle)
+      .def("get_input_handle", &Predictor::GetInputHandle, py::arg("name"))
+      .def("get_output_handle", &Predictor::GetOutputHandle, py::arg("name"))
       .def(
           "run",
           [](Predictor& p, py::object inputs) -> py::object {
@@ -194,13 +195,13 @@ PYBIND11_MODULE(_tiller, m) {
             return outs;
           },
           py::arg("inputs") = py::none())
-      .def("get_input_shape", &Predictor::GetInputShape)
+      .def("get_input_shape", &Predictor::GetInputShape, py::arg("name"))
       .def(
           "get_input_type",
           [](const Predictor& p, const std::string& name) {
             return std::string(tiller::inference::DataTypeName(p.GetInputType(name)));
           },
-          "numpy's name of the input's declared type ('float32', 'int64', ...)")
+          py::arg("name"), "numpy's name of the input's declared type ('float32', 'int64', ...)")
       .def("op_histogram", &Predictor::OpHistogram)
       .def("summary", [](const Predictor& p) {
         auto s = p.GetSummary();
