@@ -30,9 +30,9 @@ before every step. A program traced in eval mode (``model.eval()``) runs
 forward only on the weights training reached. Refused with a message: the
 SOT path (``to_static`` without ``full_graph=True``), optimizers built on
 parameter groups, optimizers that cover only some of the layer's trainable
-parameters, a last output that is not a one-element floating-point loss, a
-second training signature (other input shapes) for one strategy, and legacy
-(non-PIR) programs.
+parameters, a last output that is not a one-element floating-point loss, and a
+second training signature (other input shapes) for one strategy. Paddle 3's
+PIR programs and Paddle 2.6's legacy programs both work.
 """
 from __future__ import annotations
 
@@ -70,14 +70,17 @@ def register_patch(strategy):
         args, kwargs = function._function_spec.unified_args_and_kwargs(args, kwargs)
         specs, kwarg_specs = function._function_spec.args_to_input_spec(args, kwargs)
         train = function._is_train_mode()
-        key = CacheKey(function._function_spec, specs, kwarg_specs, function.class_instance,
+        # Paddle 3: a property; Paddle 2.6: the attribute itself.
+        instance = (function.class_instance if hasattr(type(function), "class_instance")
+                    else function._class_instance)
+        key = CacheKey(function._function_spec, specs, kwarg_specs, instance,
                        **function._kwargs, with_hook=False, is_train=train)
         layers = function.__dict__.setdefault("_tiller_layers", {})
         _functions.add(function)
         layer = layers.get(hash(key))
         if layer is None or strategy.need_compile:
             concrete, _ = function._program_cache._build_once(key)
-            layer = CompiledLayer(strategy, concrete, function.class_instance is not None, train,
+            layer = CompiledLayer(strategy, concrete, instance is not None, train,
                                   replaces=layer)
             layers[hash(key)] = layer
         return layer(args)
@@ -158,16 +161,17 @@ class CompiledLayer:
         self._strategy = strategy
         self._concrete = concrete
         program = concrete.main_program
-        if not isinstance(program, paddle.pir.Program):
-            raise TillerError("Tiller's dygraph-to-static path needs Paddle's PIR programs "
-                              "(the default of Paddle 3; FLAGS_enable_pir_api=0 is not supported)")
+        pir = hasattr(paddle, "pir") and isinstance(program, paddle.pir.Program)
+        # Tensors among the traced arguments: PIR data values, or the legacy
+        # program's feed variables (Paddle 2.x).
+        kind = paddle.pir.Value if pir else paddle.static.Variable
         inputs = [v for v in (concrete.inputs[1:] if is_method else concrete.inputs)
-                  if isinstance(v, paddle.pir.Value)]
-        self._feed_names = [v.get_defining_op().attrs()["name"] for v in inputs]
+                  if isinstance(v, kind)]
+        self._feed_names = [_feed_name(v) for v in inputs]
         self._outputs = list(concrete.outputs)
         if not self._outputs:
             raise TillerError("the to_static function returned no tensor: nothing to run")
-        self._params = {p.name: p for p in concrete.parameters[0]} if concrete.parameters else {}
+        self._params = {p.name: p for p in _parameters(concrete)}
         self._trains = bool(strategy.is_training and train)
         state = _state(strategy)
         if replaces is not None:
@@ -234,7 +238,7 @@ class CompiledLayer:
 
     @staticmethod
     def _describe(inputs):
-        return ", ".join(f"{v.get_defining_op().attrs()['name']} {list(v.shape)}" for v in inputs)
+        return ", ".join(f"{_feed_name(v)} {list(v.shape)}" for v in inputs)
 
     @staticmethod
     def _append_optimizer(strategy, concrete, loss):
@@ -255,7 +259,7 @@ class CompiledLayer:
             raise TillerError("IpuStrategy.set_optimizer: an optimizer built on parameter groups "
                               "(a list of dicts) is not supported by Tiller's dygraph-to-static "
                               "path; give it the layer's parameters()")
-        trainable = {p.name for p in concrete.parameters[0] if not p.stop_gradient}
+        trainable = {p.name for p in _parameters(concrete) if not p.stop_gradient}
         covered = {p.name for p in (optimizer._parameter_list or [])}
         if covered and covered != trainable:
             raise TillerError(f"IpuStrategy.set_optimizer: the optimizer updates "
@@ -287,6 +291,24 @@ class CompiledLayer:
         optimizer state into the program's own scope)."""
         if self._trains:
             self._compiled.weights_to_host()
+
+
+def _feed_name(value):
+    """The feed name of a traced input: a PIR data op's name, or a legacy
+    program's variable name."""
+    op = getattr(value, "get_defining_op", None)
+    return op().attrs()["name"] if op is not None else value.name
+
+
+def _parameters(concrete):
+    """The traced layer's parameters: Paddle 3 gives (parameters, buffers),
+    Paddle 2 a list of parameters and buffers."""
+    params = concrete.parameters
+    if not params:
+        return []
+    if isinstance(params, (tuple, list)) and params and isinstance(params[0], (tuple, list)):
+        return list(params[0])
+    return [p for p in params if getattr(p, "trainable", False) or not p.stop_gradient]
 
 
 class _StrategyState:

@@ -20,7 +20,7 @@ import pytest
 
 import paddle
 import tiller
-from interpreters import child_env
+from interpreters import child_env, paddle2
 from tiller import TillerError, dygraph
 
 HERE = Path(__file__).resolve().parent
@@ -288,11 +288,16 @@ def test_symbolic_to_static_is_refused_while_patched():
 
 
 # -- Paddle's own script, unmodified, after tiller.patch_paddle() ---------------
-def test_paddles_ipu_dygraph_script_runs_after_patch_paddle():
+@pytest.mark.parametrize("version", ["3.3.1", "2.6.2"])
+def test_paddles_ipu_dygraph_script_runs_after_patch_paddle(version):
     """The flow of Paddle's test_dy2static_ipu.py (TestBase and TestSaveLoad)
     through paddle.static.IpuStrategy, paddle.set_device('ipu') and
-    core.IpuBackend, against Paddle's dygraph loop in the same script."""
-    proc = subprocess.run([sys.executable, str(HERE / "ipu_scripts" / "dygraph_train.py")],
+    core.IpuBackend, against Paddle's dygraph loop in the same script: on
+    Paddle 3 (PIR programs) and on the IPU era's Paddle 2.6 (legacy
+    programs)."""
+    python = sys.executable if version == "3.3.1" else paddle2()
+    proc = subprocess.run([python, str(HERE / "ipu_scripts" / "dygraph_train.py")],
                           env=child_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "ok" in proc.stdout.split(), proc.stdout
+    assert f"paddle {version}" in proc.stdout, proc.stdout

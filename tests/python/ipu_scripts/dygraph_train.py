@@ -86,6 +86,7 @@ def train(use_ipu, workdir):
 with tempfile.TemporaryDirectory() as tmp:
     ipu_losses, ipu_saved = train(True, tmp)
     cpu_losses, cpu_saved = train(False, tmp)
+print("paddle", paddle.__version__)
 print("ipu", ipu_losses[:3], ipu_losses[-1])
 print("cpu", cpu_losses[:3], cpu_losses[-1])
 np.testing.assert_allclose(ipu_losses, cpu_losses, rtol=1e-5, atol=1e-6)
