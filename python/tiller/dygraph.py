@@ -13,7 +13,8 @@ with ``paddle.jit.to_static(full_graph=True)`` like this::
 
 A call of the model runs one whole training step: the program to_static
 traced, with the optimizer's update appended, compiled by Tiller. Its last
-output is the loss. With ``tiller.IpuStrategy`` (or after
+output is the loss (of a returned dict: the value under "loss"); calls
+return what forward returned (tuples, lists, dicts), as Paddle does. With ``tiller.IpuStrategy`` (or after
 ``tiller.patch_paddle()``), creating the strategy in dygraph mode replaces
 how Paddle's to_static runs a call (``ASTStaticFunction._perform_call``): the
 program it traces is compiled by Tiller (``IpuCompiledProgram``) instead of
@@ -168,9 +169,20 @@ class CompiledLayer:
         inputs = [v for v in (concrete.inputs[1:] if is_method else concrete.inputs)
                   if isinstance(v, kind)]
         self._feed_names = [_feed_name(v) for v in inputs]
-        self._outputs = list(concrete.outputs)
+        # What forward returned (nested lists, tuples, dicts), flattened as
+        # Paddle flattens it; calls return the same structure.
+        self._structure = concrete.outputs
+        self._outputs = [v for v in paddle.utils.flatten(concrete.outputs)
+                         if isinstance(v, kind)]
         if not self._outputs:
             raise TillerError("the to_static function returned no tensor: nothing to run")
+        # The loss: the last output, or a returned dict's "loss".
+        self._loss = self._outputs[-1]
+        nested = concrete.outputs
+        while isinstance(nested, (list, tuple)) and len(nested) == 1:
+            nested = nested[0]
+        if isinstance(nested, dict) and isinstance(nested.get("loss"), kind):
+            self._loss = nested["loss"]
         self._params = {p.name: p for p in _parameters(concrete)}
         self._trains = bool(strategy.is_training and train)
         state = _state(strategy)
@@ -192,7 +204,7 @@ class CompiledLayer:
                 "DataLoader(drop_last=True))")
         if self._trains:
             with _static_mode():
-                self._append_optimizer(strategy, concrete, self._outputs[-1])
+                self._append_optimizer(strategy, concrete, self._loss)
         self._compiled = None
         self._version = -1  # the training steps the compiled weights have seen
         self._compile()
@@ -283,8 +295,12 @@ class CompiledLayer:
         results = self._compiled.run(feed=feed)
         if self._trains:
             state.steps += 1
-        results = [paddle.to_tensor(r) for r in results]
-        return results[0] if len(results) == 1 else tuple(results)
+        results = paddle.utils.pack_sequence_as(
+            self._structure, [paddle.to_tensor(r) for r in results])
+        # As Paddle's partial program: a structure of one element is that element.
+        while isinstance(results, (list, tuple)) and len(results) == 1:
+            results = results[0]
+        return results
 
     def weights_to_host(self):
         """The compiled program's parameters written into the layer (and its

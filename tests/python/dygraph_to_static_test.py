@@ -129,6 +129,47 @@ def test_identity_loss_trains_as_the_mean():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+class DictNet(paddle.nn.Layer):
+    """Returns a dict, the loss under "loss" (not the last key Paddle's
+    flatten order gives)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = paddle.nn.Linear(300, 10)
+
+    @paddle.jit.to_static(full_graph=True)
+    def forward(self, x, target):
+        logits = self.fc(paddle.flatten(x, 1, -1))
+        loss = paddle.mean(paddle.nn.functional.cross_entropy(logits, target))
+        return {"loss": loss, "logits": logits}
+
+
+def test_a_returned_dict_comes_back_as_a_dict_and_trains_its_loss():
+    x, y = _data()
+    runs = []
+    for on_tiller in (True, False):
+        paddle.seed(9)
+        model = DictNet()
+        optim = _optimizer("adam", model.parameters())
+        if on_tiller:
+            strategy = _armed(model, optim)
+        losses = []
+        for _ in range(10):
+            out = model(x, y)
+            assert isinstance(out, dict) and set(out) == {"loss", "logits"}, out
+            assert list(out["logits"].shape) == [8, 10]
+            if not on_tiller:
+                out["loss"].backward()
+                optim.step()
+                optim.clear_grad()
+            losses.append(float(out["loss"]))
+        if on_tiller:
+            strategy.release_patch()
+        runs.append(losses)
+    assert runs[1][-1] < runs[1][0] - 0.05, runs[1]
+    np.testing.assert_allclose(runs[0], runs[1], rtol=1e-5, atol=1e-6)
+
+
 def test_eval_mode_runs_forward_on_the_trained_weights():
     paddle.seed(3)
     model = Net()
