@@ -135,6 +135,8 @@ def _static_optimizer(optimizer):
 
 @contextlib.contextmanager
 def _static_mode():
+    """Paddle's static mode for the block (minimize, the startup program and
+    saving need it), then dygraph mode again if the caller was in it."""
     import paddle
 
     was_dynamic = paddle.in_dynamic_mode()
@@ -166,8 +168,8 @@ class CompiledLayer:
         # Tensors among the traced arguments: PIR data values, or the legacy
         # program's feed variables (Paddle 2.x).
         kind = paddle.pir.Value if pir else paddle.static.Variable
-        inputs = [v for v in (concrete.inputs[1:] if is_method else concrete.inputs)
-                  if isinstance(v, kind)]
+        inputs = [v for v in paddle.utils.flatten(
+            list(concrete.inputs[1:] if is_method else concrete.inputs)) if isinstance(v, kind)]
         self._feed_names = [_feed_name(v) for v in inputs]
         # What forward returned (nested lists, tuples, dicts), flattened as
         # Paddle flattens it; calls return the same structure.
@@ -261,10 +263,11 @@ class CompiledLayer:
             raise TillerError("IpuStrategy: is_training is True but no optimizer was given: call "
                               "strategy.set_optimizer(optimizer) before the first step")
         if loss.dtype not in (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16):
-            raise TillerError(f"the loss (the last output of forward) is {loss.dtype}, not a "
-                              "floating-point value")
+            raise TillerError(f"the loss (forward's last output, or its dict's 'loss') is "
+                              f"{loss.dtype}, not a floating-point value")
         if int(np.prod(loss.shape or [1])) != 1:
-            raise TillerError(f"the loss (the last output of forward) has shape {loss.shape}: "
+            raise TillerError(f"the loss (forward's last output, or its dict's 'loss') has shape "
+                              f"{loss.shape}: "
                               "a training step needs a one-element loss (reduce it, e.g. "
                               "paddle.mean, or paddle.incubate.identity_loss)")
         if any(isinstance(g, dict) for g in optimizer._param_groups or []):
@@ -284,11 +287,15 @@ class CompiledLayer:
     def __call__(self, args):
         import paddle
 
-        tensors = [a for a in args if isinstance(a, paddle.Tensor)]
+        # The tensor arguments, flattened as the trace flattened them (numpy
+        # arrays are tensors to to_static too).
+        tensors = [a for a in paddle.utils.flatten(list(args))
+                   if isinstance(a, (paddle.Tensor, np.ndarray))]
         if len(tensors) != len(self._feed_names):
             raise TillerError(f"the traced forward takes {len(self._feed_names)} tensors "
                               f"({self._feed_names}), got {len(tensors)}")
-        feed = {n: t.numpy() for n, t in zip(self._feed_names, tensors)}
+        feed = {n: t.numpy() if isinstance(t, paddle.Tensor) else t
+                for n, t in zip(self._feed_names, tensors)}
         state = _state(self._strategy)
         if not self._trains and self._version != state.steps:
             self._compile()  # training moved the weights since

@@ -170,6 +170,17 @@ def test_a_returned_dict_comes_back_as_a_dict_and_trains_its_loss():
     np.testing.assert_allclose(runs[0], runs[1], rtol=1e-5, atol=1e-6)
 
 
+def test_numpy_arguments_feed_like_tensors():
+    paddle.seed(4)
+    model = Net()
+    _armed(model)
+    x, y = _data()
+    first = float(model(x.numpy(), y.numpy())[1])  # one step on numpy arguments
+    # The same program (numpy and tensors trace alike), one update later.
+    second = float(model(x, y)[1])
+    assert second < first, (first, second)
+
+
 def test_eval_mode_runs_forward_on_the_trained_weights():
     paddle.seed(3)
     model = Net()
