@@ -59,7 +59,12 @@ class IpuStrategy:
         self.custom_op_names = []
         self.need_compile = True
         self._optimizer = None
-        import paddle
+        # Made in dygraph mode, the strategy patches paddle.jit.to_static, as
+        # Paddle's did (tiller/dygraph.py). Tiller itself needs no Paddle.
+        try:
+            import paddle
+        except ImportError:
+            return
         if paddle.in_dynamic_mode():
             self.register_patch()
 
