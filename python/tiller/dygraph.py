@@ -160,7 +160,6 @@ class CompiledLayer:
     def __init__(self, strategy, concrete, is_method, train, replaces=None):
         import paddle
 
-        self.training = train  # to_static sets it before each call
         self._strategy = strategy
         self._concrete = concrete
         program = concrete.main_program

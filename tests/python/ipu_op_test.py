@@ -138,6 +138,32 @@ def test_every_op_case_runs_cpu_ipu_fp32_and_ipu_fp16_through_paddles_ipu_api(tm
     assert ran == every, f"ops not run: {sorted(every - ran)}"
 
 
+# Both Paddle 2.6.2 children below run a built program the way the op test
+# above runs its cases: IPU_FP32 and IPU_FP16 through the patched
+# paddle.static API (prepended to each child's code).
+PADDLE2_IPU_MODES = r"""
+import numpy as np
+import paddle.static as st
+
+
+def ipu_modes(main, scope, exe, feed, outs):
+    # {mode: the outputs as lists, mode + "_tiller": whether Tiller ran it}
+    got = {}
+    for mode in ("IPU_FP32", "IPU_FP16"):
+        strategy = st.IpuStrategy()
+        strategy.set_graph_config(is_training=False)
+        if mode == "IPU_FP16":
+            strategy.set_precision_config(enable_fp16=True)
+            strategy.set_options({"half_dtype": "float16"})
+        prog = st.IpuCompiledProgram(main, scope=scope, ipu_strategy=strategy).compile(
+            list(feed), outs)
+        got[mode] = [np.asarray(g).tolist() for g in exe.run(prog, feed=feed, fetch_list=outs)]
+        got[mode + "_tiller"] = type(prog).__module__ == "tiller.ipu" and \
+            prog._predictor is not None
+    return got
+"""
+
+
 # Ops whose cases are programs written directly because Paddle 3.3 has no API
 # that builds them, but Paddle 2.6.2's does: its static.nn.data_norm and fc
 # (mul + elementwise_add). (Its sparse_embedding writes lookup_table over a
@@ -171,18 +197,9 @@ for name, (feed_name, build) in builders.items():
         exe.run(start)
         feed = {feed_name: value}
         ref, = exe.run(main, feed=feed, fetch_list=[out])
-        got = {}
+        got = ipu_modes(main, scope, exe, feed, [out])
         for mode in ("IPU_FP32", "IPU_FP16"):
-            strategy = st.IpuStrategy()
-            strategy.set_graph_config(is_training=False)
-            if mode == "IPU_FP16":
-                strategy.set_precision_config(enable_fp16=True)
-                strategy.set_options({"half_dtype": "float16"})
-            prog = st.IpuCompiledProgram(main, scope=scope, ipu_strategy=strategy).compile(
-                [feed_name], [out])
-            got[mode] = np.asarray(exe.run(prog, feed=feed, fetch_list=[out])[0]).tolist()
-            got[mode + "_tiller"] = type(prog).__module__ == "tiller.ipu" and \
-                prog._predictor is not None
+            got[mode] = got[mode][0]
     results[name] = {"types": types, "ref": np.asarray(ref).tolist(), **got}
 results["version"] = paddle.__version__
 print(json.dumps(results))
@@ -194,8 +211,8 @@ def test_ops_only_paddle_2_builds_run_through_paddles_ipu_api():
     API (.venv-paddle2) and run as the op test above runs its cases, at the
     same tolerances (fp32 1e-5 relative: a K=8 product sum, or a
     normalization; fp16 as above)."""
-    proc = subprocess.run([paddle2(), "-c", PADDLE2_CHILD], env=child_env(),
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([paddle2(), "-c", PADDLE2_IPU_MODES + PADDLE2_CHILD],
+                          env=child_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads(proc.stdout.splitlines()[-1])
     assert results.pop("version") == "2.6.2"
@@ -257,22 +274,9 @@ for case in op_harness.all_cases():
         with st.scope_guard(scope):
             exe = st.Executor(paddle.IPUPlace())
             exe.run(start)
-            try:
-                ref = [np.asarray(v) for v in exe.run(main, feed=dict(case.inputs), fetch_list=outs)]
-                r["reference"] = "paddle"
-            except Exception as e:
-                ref = [np.asarray(v) for v in case.reference(**case.inputs, **(case.params or {}))]
-                r["reference"] = "numpy: " + str(e).strip().splitlines()[-1][:160]
-            for mode in ("IPU_FP32", "IPU_FP16"):
-                strategy = st.IpuStrategy()
-                strategy.set_graph_config(is_training=False)
-                if mode == "IPU_FP16":
-                    strategy.set_precision_config(enable_fp16=True)
-                    strategy.set_options({"half_dtype": "float16"})
-                prog = st.IpuCompiledProgram(main, scope=scope, ipu_strategy=strategy).compile(list(case.inputs), outs)
-                got = exe.run(prog, feed=dict(case.inputs), fetch_list=outs)
-                r[mode] = [np.asarray(g).tolist() for g in got]
-                r[mode + "_tiller"] = type(prog).__module__ == "tiller.ipu" and prog._predictor is not None
+            ref = [np.asarray(v) for v in exe.run(main, feed=dict(case.inputs), fetch_list=outs)]
+            r["reference"] = "paddle"
+            r.update(ipu_modes(main, scope, exe, dict(case.inputs), outs))
             r["ref"] = [x.tolist() for x in ref]
             r["ref_dtype"] = [str(x.dtype) for x in ref]
             r["tol"] = [case.rtol, case.atol, bool(case.exact)]
@@ -293,7 +297,8 @@ def test_ops_paddle_2_holds_only_through_append_op_run_through_paddles_ipu_api()
     import op_harness
 
     ops = WRITTEN_ONLY | NEVER_REGISTERED
-    proc = subprocess.run([paddle2(), "-c", PADDLE2_APPEND_OP_CHILD, str(HERE), ",".join(ops)],
+    proc = subprocess.run([paddle2(), "-c", PADDLE2_IPU_MODES + PADDLE2_APPEND_OP_CHILD,
+                           str(HERE), ",".join(ops)],
                           env=child_env(with_repo=True), capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
