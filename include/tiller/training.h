@@ -151,6 +151,12 @@ struct SessionOptions {
   // (interleaved 1F1B: the pipeline fills and drains in half the time; one
   // micro-batch per stage in flight).
   int stages_per_device = 1;
+  // The automatic split (auto_split, auto_split_sharded) balances measured
+  // costs: the step's forward and backward ops timed on one device at
+  // compile time (Tiller's option auto_split_cost = measured), instead of
+  // the flops-and-bytes estimate. Deterministic within a process (the
+  // replicas share one measurement), not across processes.
+  bool auto_split_measured = false;
   // Pipelining (enable_pipelining) over a replica's devices (its stages, in
   // ipu_index order): the micro-batches of each update (of an eval run) flow
   // through the devices, which work on different micro-batches at once.

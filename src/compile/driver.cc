@@ -11,6 +11,7 @@
 #include "backend/collective.h"
 #include "compile/fold.h"
 #include "compile/half_fallback.h"
+#include "compile/measured_cost.h"
 #include "compile/placement.h"
 #include "core/error.h"
 #include "passes/autodiff.h"
@@ -304,19 +305,44 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   if (options_.auto_split && devices_.size() > 1 &&
       (options_.auto_split_sharded || !passes::IsSharded(*fwd.graph))) {
     std::string detail;
-    StagePass split("auto_split",
-                    options_.auto_split_sharded
-                        ? "forward ops -> stages of about equal cost (need_avg_shard: ipu_index "
-                          "replaced)"
-                        : "forward ops -> stages of about equal cost (no ipu_index set)",
-                    [&](ir::Graph& g) {
-                      const int devices = static_cast<int>(devices_.size());
-                      detail = passes::AutoSplitStages(
-                                   g, devices * std::max(1, options_.stages_per_device),
-                                   fwd.loss != nullptr, options_.accumulation_steps, devices)
-                                   .detail;
-                      return static_cast<int>(g.ops().size());
-                    });
+    StagePass split(
+        "auto_split",
+        options_.auto_split_sharded
+            ? "forward ops -> stages of about equal cost (need_avg_shard: ipu_index "
+              "replaced)"
+            : "forward ops -> stages of about equal cost (no ipu_index set)",
+        [&](ir::Graph& g) {
+          const int devices = static_cast<int>(devices_.size());
+          const int stages = devices * std::max(1, options_.stages_per_device);
+          std::string measured_failed;
+          if (options_.auto_split_measured) {
+            // A graph the timing run cannot take (a kernel that
+            // refuses zeroed inputs) is split by the estimate,
+            // and the report says why.
+            try {
+              MeasureOptions mo;
+              mo.device = options_.devices[0];
+              mo.accumulation_steps = options_.accumulation_steps;
+              mo.optimize = options_.optimize;
+              const MeasuredCosts m = MeasureForwardOpCosts(g, fwd.loss, fwd.wrt, states, mo);
+              detail = passes::SplitStagesByCost(g, stages, m.ms, devices).detail;
+              detail += fmt::format(
+                  " (measured: {:.1f} ms per micro-batch{} on one device, mean of {} "
+                  "runs{})",
+                  m.total_ms, fwd.loss ? " forward + backward" : "", m.runs,
+                  m.cached ? ", measured earlier in this process" : "");
+              return static_cast<int>(g.ops().size());
+            } catch (const Error& e) {
+              measured_failed = e.what();
+            }
+          }
+          detail = passes::AutoSplitStages(g, stages, fwd.loss != nullptr,
+                                           options_.accumulation_steps, devices)
+                       .detail;
+          if (!measured_failed.empty())
+            detail += fmt::format(" (estimated: measuring failed: {})", measured_failed);
+          return static_cast<int>(g.ops().size());
+        });
     report.stages.push_back(passes::RunPass(split, *fwd.graph, ctx));
     report.stages.back().detail = detail;
   }

@@ -321,6 +321,17 @@ void Executable::CopyBack(RunPart part) {
   }
 }
 
+std::vector<Executable::StepTime> Executable::StepTimes() const {
+  std::vector<StepTime> out;
+  out.reserve(steps_.size());
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const double total = i < step_ms_.size() ? step_ms_[i] : 0.0;
+    out.push_back(
+        {steps_[i].op, profiled_runs_ > 0 ? total / static_cast<double>(profiled_runs_) : 0.0});
+  }
+  return out;
+}
+
 std::vector<Executable::ProfileEntry> Executable::Profile() const {
   std::map<std::string, ProfileEntry> by_type;
   for (size_t i = 0; i < step_ms_.size(); ++i) {

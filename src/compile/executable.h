@@ -82,6 +82,13 @@ class Executable {
   // `label` names the value in the error ("the loss 'mean_0.tmp_0'").
   int GuardFinite(const ir::Value* v, const std::string& label);
   std::vector<ProfileEntry> Profile() const;  // sorted by total time, largest first
+  // Per step while profiling: the op it runs and its mean wall time per run
+  // (ms; 0 for views, and for every step before a profiled run).
+  struct StepTime {
+    const ir::Op* op;
+    double ms;
+  };
+  std::vector<StepTime> StepTimes() const;
   // Records each segment run (on lane `lane_prefix` + device name), and each
   // copy and all_reduce (lanes `lane_prefix` copies / collectives), into
   // `trace` (compile/trace.h; nullptr: off). The tag (a micro-batch) names

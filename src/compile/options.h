@@ -48,6 +48,11 @@ struct CompileOptions {
   // The automatic split's stages per device (Tiller's option
   // stages_per_device): more than 1 interleaves them over the devices.
   int stages_per_device = 1;
+  // The automatic split balances measured costs (compile/measured_cost.h:
+  // the forward graph and its gradients run a few times on one device
+  // first) instead of the flops-and-bytes estimate (Tiller's option
+  // auto_split_cost = measured).
+  bool auto_split_measured = false;
   bool optimize = true;  // run the optimization passes (Config::SwitchIrOptim)
   // Compile for the memory plans only (the planner): no arenas, no
   // accumulator or shard storage; the executable cannot run.

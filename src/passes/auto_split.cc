@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "ir/op_schema.h"
 #include "passes/pass.h"
 
@@ -106,6 +107,16 @@ double TrainingOpCost(const ir::Op& op, int micro_batches) {
 
 SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training, int micro_batches,
                             int devices) {
+  std::vector<double> costs;
+  for (const auto& op : g.ops()) {
+    if (op->placement.phase != ir::Phase::kForward) continue;
+    costs.push_back(training ? TrainingOpCost(*op, micro_batches) : ForwardOpCost(*op));
+  }
+  return SplitStagesByCost(g, stages, costs, devices);
+}
+
+SplitResult SplitStagesByCost(ir::Graph& g, int stages, const std::vector<double>& costs,
+                              int devices) {
   if (devices <= 0) devices = stages;
   SplitResult r;
   std::vector<ir::Op*> forward;
@@ -113,10 +124,12 @@ SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training, int micro_b
   std::vector<double> prefix{0.0};
   for (const auto& op : g.ops()) {
     if (op->placement.phase != ir::Phase::kForward) continue;
+    TILLER_CHECK(forward.size() < costs.size(), "{} costs for more forward ops", costs.size());
+    prefix.push_back(prefix.back() + costs[forward.size()]);
     forward.push_back(op.get());
-    prefix.push_back(prefix.back() +
-                     (training ? TrainingOpCost(*op, micro_batches) : ForwardOpCost(*op)));
   }
+  TILLER_CHECK(forward.size() == costs.size(), "{} costs for {} forward ops", costs.size(),
+               forward.size());
   const size_t n = forward.size();
   const double total = prefix[n];
   // Stage s holds forward[bound[s], bound[s + 1]). Start from the stage

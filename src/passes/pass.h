@@ -88,6 +88,10 @@ struct SplitResult {
 // micro_batches: per weight update (accumulation), which spreads its cost.
 SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training = false, int micro_batches = 1,
                             int devices = 0);  // 0: as many as stages
+// The same split of the forward ops by given costs (one per forward op, in
+// graph order; any unit): the measured costs of compile/measured_cost.h.
+SplitResult SplitStagesByCost(ir::Graph& g, int stages, const std::vector<double>& costs,
+                              int devices = 0);
 // The cost the split balances: 2 x multiply-adds of matmul / linear / conv,
 // 120 x the elements written for other ops (memory-bound), 0 for views.
 double ForwardOpCost(const ir::Op& op);

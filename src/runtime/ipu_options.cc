@@ -80,6 +80,10 @@ std::vector<OptionSpec> MakeSpecs() {
        "with pipelining and need_avg_shard: stages per device of the split by cost, "
        "interleaved (device d runs stages d, d + devices, ...: a shorter pipeline fill and "
        "drain)"},
+      // Tiller's own: what the automatic split balances.
+      {"auto_split_cost", Support::kHonoured, std::string("estimated"),
+       "the automatic split balances 'estimated' costs (flops and bytes per op) or 'measured' "
+       "ones (the step's forward and backward timed on one device first, per op)"},
       // Tiller's own: how each pipeline device orders its work.
       {"pipeline_schedule", Support::kHonoured, std::string("1f1b"),
        "'1f1b' (backward first, at most `stages` micro-batches in flight) or 'fill_drain'"},
@@ -585,6 +589,7 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
   if (name == "accl1_type" || name == "accl2_type" || name == "accl3_type")
     RequireOneOf(name, value, *converted, {"FLOAT", "FLOAT16"});
   if (name == "pipeline_schedule") RequireOneOf(name, value, *converted, {"1f1b", "fill_drain"});
+  if (name == "auto_split_cost") RequireOneOf(name, value, *converted, {"estimated", "measured"});
   if (name == "anchor_return_type")
     RequireOneOf(name, value, *converted, {"all", "final", "every_n", "sum"});
   if (name == "anchor_return_period" && std::get<int64_t>(*converted) < 1)

@@ -53,6 +53,7 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.auto_split = options.auto_split || options.auto_split_sharded;
   co.auto_split_sharded = options.auto_split_sharded;
   co.stages_per_device = options.stages_per_device;
+  co.auto_split_measured = options.auto_split_measured;
   co.accumulation_steps = options.accumulation_factor;
   co.batches_per_step = options.batches_per_step;
   co.recompute = options.recompute;
@@ -773,6 +774,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   // need_avg_shard: the split replaces the program's ipu_index.
   out.auto_split_sharded = manual_shard && o.GetBool("need_avg_shard");
   out.stages_per_device = static_cast<int>(o.GetInt("stages_per_device"));
+  out.auto_split_measured = o.GetStr("auto_split_cost") == "measured";
   if (manual_shard && devices / replicas < 2)
     Fail(ErrorKind::kInvalidArgument,
          "enable_manual_shard needs more than one device per replica: num_ipus {} with {} "

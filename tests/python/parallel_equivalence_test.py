@@ -154,17 +154,32 @@ def test_stages_per_device_needs_tillers_split_of_a_pipeline():
         tiller.IpuStrategy().set_options({"stages_per_device": 0})
 
 
-def test_unsharded_program_on_more_devices_is_split_by_cost():
+@pytest.mark.parametrize("cost", ["estimated", "measured"])
+def test_unsharded_program_on_more_devices_is_split_by_cost(cost):
     """num_ipus 2 without enable_manual_shard: BERT-tiny (nobody sharded it)
-    is split into 2 stages of about equal cost; it trains like one device."""
+    is split into 2 stages of about equal cost; it trains like one device.
+    With auto_split_cost 'measured' the split balances each op's time on one
+    device, measured at compile time with its gradients, accumulators and
+    fusions (compile/measured_cost.h), instead of the flops-and-bytes
+    estimate, and the report says so (the split moves work between devices,
+    never changes the math)."""
     opt = T.OptSpec("adam", schedule="constant")
     with T.static_mode():
         one = _train("bert", opt, 1, 1, global_micro=GLOBAL)
         split = _train("bert", opt, GLOBAL, 1, global_micro=GLOBAL, auto_devices=2,
-                       with_session=True)
-    _assert_same(one, split, "bert: auto split over 2 devices")
+                       with_session=True, options={"auto_split_cost": cost})
+    _assert_same(one, split, f"bert: auto split over 2 devices, {cost} costs")
     report = split[3].summary().compile_report
     assert "auto_split" in report, report
+    measured = "ms per micro-batch forward + backward on one device" in report
+    assert measured == (cost == "measured"), report
     shares = [float(p.split("% of")[0].split()[-1]) for p in report.split("stage ")[1:]
               if "% of the cost" in p]
     assert len(shares) == 2 and all(25 <= x <= 75 for x in shares), report
+
+
+def test_auto_split_cost_is_estimated_or_measured():
+    import tiller
+
+    with pytest.raises(RuntimeError, match=r"auto_split_cost.*'estimated'.*'measured'"):
+        tiller.IpuStrategy().set_options({"auto_split_cost": "timed"})

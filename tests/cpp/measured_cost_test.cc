@@ -1,0 +1,65 @@
+// compile/measured_cost.h: each forward op's time on one device, with the
+// backward ops derived from it, for the automatic pipeline split.
+#include "compile/measured_cost.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+
+namespace tiller::compile {
+namespace {
+
+using ir::Graph;
+using ir::Value;
+
+TEST(MeasuredCost, TimesEachForwardOpWithTheGradientsDerivedFromIt) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {256, 512}});
+  Value* w = g.AddState("w", {DType::kF32, {512, 512}});
+  Value* loss = g.Add1("reduce_mean", {g.Add1("relu", {g.Add1("matmul", {x, w})})},
+                       {{"axes", std::vector<int64_t>{0, 1}}, {"keepdim", false}});
+  AlignedBuffer w_data(w->bytes());
+  const StateStorage states{{"w", w_data.data()}};
+  MeasureOptions o;
+  o.device.threads = 1;
+  o.accumulation_steps = 2;  // w's gradient goes into an accumulator
+  o.runs = 3;
+  const MeasuredCosts m = MeasureForwardOpCosts(g, loss, {w}, states, o);
+  ASSERT_EQ(m.ms.size(), 3u);
+  for (double t : m.ms) EXPECT_GE(t, 0.0);
+  EXPECT_NEAR(std::accumulate(m.ms.begin(), m.ms.end(), 0.0), m.total_ms, 1e-9 * m.total_ms);
+  // The matmul (134 MFLOP, and as much again for w's gradient) against
+  // elementwise work on its 131072 outputs: tens of times more.
+  EXPECT_GT(m.ms[0], m.ms[1]);
+  EXPECT_GT(m.ms[0], m.ms[2]);
+  EXPECT_EQ(m.runs, 3);
+  EXPECT_FALSE(m.cached);
+  // The measured graph is a copy: the step's own graph is as it was.
+  EXPECT_EQ(g.ops().size(), 3u);
+  for (const auto& op : g.ops()) EXPECT_EQ(op->placement.phase, ir::Phase::kForward);
+  // A second compile of the same graph (another replica) reuses the
+  // measurement, so every replica splits alike.
+  const MeasuredCosts again = MeasureForwardOpCosts(g, loss, {w}, states, o);
+  EXPECT_TRUE(again.cached);
+  EXPECT_EQ(again.ms, m.ms);
+}
+
+TEST(MeasuredCost, InferenceTimesTheForwardOpsAlone) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {64, 128}});
+  Value* w = g.AddData("w", {DType::kF32, {128, 128}}, ir::ValueKind::kParam,
+                       std::make_shared<AlignedBuffer>(size_t{128} * 128 * sizeof(float)));
+  g.Add1("tanh", {g.Add1("matmul", {x, w})});
+  MeasureOptions o;
+  o.runs = 1;
+  const MeasuredCosts m = MeasureForwardOpCosts(g, nullptr, {}, {}, o);
+  ASSERT_EQ(m.ms.size(), 2u);
+  EXPECT_GT(m.total_ms, 0.0);
+  EXPECT_FALSE(m.cached);
+}
+
+}  // namespace
+}  // namespace tiller::compile
