@@ -17,6 +17,8 @@ Configurations:
   2-stage pipeline, split  the same with need_avg_shard: Tiller splits the
     by cost                program into two stages of about equal forward +
                            backward cost instead of the layers given
+  2-stage pipeline,        the same, the cost measured at compile time
+    measured cost          (auto_split_cost measured) instead of estimated
   2 devices, 4             the split by cost into four stages, device 0
     interleaved stages     running stages 0 and 2 (Tiller's option
                            stages_per_device 2): the pipeline fills and
@@ -104,7 +106,7 @@ class Config:
     args.global_batch sequences in micro-batches of `micro`."""
 
     def __init__(self, name, threads, replicas, stages, micro, args, split_by_cost=False,
-                 stages_per_device=1):
+                 stages_per_device=1, split_cost="estimated"):
         import paddle
 
         import tiller
@@ -126,7 +128,7 @@ class Config:
                                        accumulation_factor=accumulate)
         strategy.set_options({"num_threads": threads})
         if split_by_cost:
-            strategy.set_options({"need_avg_shard": True})
+            strategy.set_options({"need_avg_shard": True, "auto_split_cost": split_cost})
         if stages_per_device > 1:
             strategy.set_options({"stages_per_device": stages_per_device})
         if replicas > 1:
@@ -173,6 +175,8 @@ def main(args) -> int:
         ("2-stage pipeline x 1 thread", 2, 1, 2, args.micro))]
     configs.append(Config("2-stage pipeline, split by cost", 2, 1, 2, args.micro, args,
                           split_by_cost=True))
+    configs.append(Config("2-stage pipeline, measured cost", 2, 1, 2, args.micro, args,
+                          split_by_cost=True, split_cost="measured"))
     configs.append(Config("2 devices, 4 interleaved stages", 2, 1, 2, args.micro, args,
                           split_by_cost=True, stages_per_device=2))
     for c in configs:
@@ -201,9 +205,12 @@ def main(args) -> int:
     pipe = rows["2-stage pipeline x 1 thread"]
     by_cost = rows["2-stage pipeline, split by cost"]
     interleaved = rows["2 devices, 4 interleaved stages"]
+    measured = rows["2-stage pipeline, measured cost"]
     print(f"2 replicas vs 1 device x 1 thread:        {one / rep:.2f}x (target >= 1.8x)")
     print(f"2-stage pipeline vs 1 device x 1 thread:  {one / by_cost:.2f}x (target >= 1.6x; "
           f"Tiller's split by cost)")
+    print(f"  split by measured cost:                 {one / measured:.2f}x "
+          f"(auto_split_cost measured)")
     print(f"  with the layers' split as given:        {one / pipe:.2f}x (the second stage "
           f"also holds the heads)")
     print(f"  with 4 stages interleaved on 2 devices: {one / interleaved:.2f}x "

@@ -325,7 +325,9 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
               mo.accumulation_steps = options_.accumulation_steps;
               mo.optimize = options_.optimize;
               const MeasuredCosts m = MeasureForwardOpCosts(g, fwd.loss, fwd.wrt, states, mo);
-              detail = passes::SplitStagesByCost(g, stages, m.ms, devices).detail;
+              detail =
+                  passes::SplitStagesByCost(g, stages, m.ms, devices, options_.accumulation_steps)
+                      .detail;
               detail += fmt::format(
                   " (measured: {:.1f} ms per micro-batch{} on one device, mean of {} "
                   "runs{})",

@@ -90,8 +90,10 @@ SplitResult AutoSplitStages(ir::Graph& g, int stages, bool training = false, int
                             int devices = 0);  // 0: as many as stages
 // The same split of the forward ops by given costs (one per forward op, in
 // graph order; any unit): the measured costs of compile/measured_cost.h.
+// It minimises the busiest device's cost plus the pipeline's fill and drain,
+// (devices - 1) / micro_batches x the largest stage.
 SplitResult SplitStagesByCost(ir::Graph& g, int stages, const std::vector<double>& costs,
-                              int devices = 0);
+                              int devices = 0, int micro_batches = 1);
 // The cost the split balances: 2 x multiply-adds of matmul / linear / conv,
 // 120 x the elements written for other ops (memory-bound), 0 for views.
 double ForwardOpCost(const ir::Op& op);
