@@ -2,9 +2,11 @@
 # (scripts/setup.sh is idempotent and fast when nothing is missing).
 #   make demo   export BERT-Base with Paddle, run it with Tiller, compare
 #   make test   build, then every C++ (ctest) and Python (pytest) test, then the
-#               C++ tests again under AddressSanitizer/UBSan
+#               C++ tests again under AddressSanitizer/UBSan, and those of code
+#               that threads share under ThreadSanitizer
 #   make build  configure and build only
 #   make asan   build with AddressSanitizer/UBSan and run the C++ tests
+#   make tsan   build with ThreadSanitizer and run the C++ tests of shared-thread code
 #   make bench / bench-train   inference / training benchmarks against Paddle
 PY      := $(CURDIR)/.venv/bin/python
 BUILD   := build
@@ -13,7 +15,7 @@ JOBS    ?= $(shell nproc)
 export CCACHE_BASEDIR := $(CURDIR)
 CMAKE_ARGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
 
-.PHONY: setup build build-asan test test-cpp test-python demo bench bench-train asan clean
+.PHONY: setup build build-asan build-tsan test test-cpp test-python demo bench bench-train asan tsan clean
 
 setup:
 	@bash scripts/setup.sh
@@ -28,7 +30,7 @@ test-cpp: build
 test-python: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q tests/python
 
-test: build build-asan
+test: build build-asan build-tsan
 	@$(PY) scripts/run_tests.py
 
 demo: build
@@ -49,5 +51,12 @@ build-asan: setup
 asan: build-asan
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 
+build-tsan: setup
+	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPython3_EXECUTABLE=$(PY) -DTILLER_TSAN=ON -DTILLER_BUILD_PYTHON=OFF > build-tsan.configure.log 2>&1 || (cat build-tsan.configure.log; exit 1)
+	@ninja -C build-tsan -j $(JOBS) tiller_tests
+
+tsan: build-tsan
+	@cd build-tsan && ctest --output-on-failure -j $(JOBS)
+
 clean:
-	rm -rf $(BUILD) build-asan *.configure.log
+	rm -rf $(BUILD) build-asan build-tsan *.configure.log

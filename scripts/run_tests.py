@@ -1,7 +1,8 @@
 """Runs every test suite `make test` covers and ends with one summary line.
 
 Suites: the C++ tests (ctest, Release build), the Python tests (pytest
-against Paddle), and the C++ tests again under AddressSanitizer + UBSan.
+against Paddle), the C++ tests again under AddressSanitizer + UBSan, and
+those of code that threads share under ThreadSanitizer.
 Each suite's own output is shown; the last line counts all of them:
     total: N passed, N failed, N skipped
 Exit status is non-zero when any test failed or any suite did not run.
@@ -45,6 +46,7 @@ def run_suite(name: str, cmd: list[str], junit: Path, cwd: Path, env=None) -> tu
 def main() -> int:
     build = Path(os.environ.get("TILLER_BUILD_DIR", REPO / "build"))
     asan = Path(os.environ.get("TILLER_ASAN_DIR", REPO / "build-asan"))
+    tsan = Path(os.environ.get("TILLER_TSAN_DIR", REPO / "build-tsan"))
     jobs = str(os.cpu_count() or 2)
     results = [
         run_suite("C++ tests", ["ctest", "--output-on-failure", "-j", jobs, "--output-junit",
@@ -55,6 +57,9 @@ def main() -> int:
         run_suite("C++ tests under AddressSanitizer/UBSan",
                   ["ctest", "--output-on-failure", "-j", jobs, "--output-junit", str(asan / "ctest.xml")],
                   asan / "ctest.xml", asan, dict(os.environ, ASAN_OPTIONS="detect_leaks=1")),
+        run_suite("C++ tests of shared-thread code under ThreadSanitizer",
+                  ["ctest", "--output-on-failure", "-j", jobs, "--output-junit", str(tsan / "ctest.xml")],
+                  tsan / "ctest.xml", tsan),
     ]
     passed, failed, skipped = (sum(r[i] for r in results) for i in range(3))
     print(f"\ntotal: {passed} passed, {failed} failed, {skipped} skipped")

@@ -201,6 +201,12 @@ class Predictor {
   // Runs the model on the inputs set through the handles. The first run for
   // a set of input shapes compiles (cached; later runs reuse it).
   bool Run();
+  // Paddle Inference's Clone: a predictor of the same model for another
+  // thread. It shares the loaded program and the parameters' bytes (and the
+  // trace file, its lanes named "clone N"); it has its own devices, inputs,
+  // compiled steps and arenas, so a predictor and its clones run at the same
+  // time on different threads. One predictor is not for two threads at once.
+  std::unique_ptr<Predictor> Clone() const;
 
   // Tiller extensions.
   // Declared input shape (-1 = dynamic) and dtype.
@@ -230,8 +236,30 @@ class Predictor {
 
  private:
   friend class Tensor;
+  struct CloneTag {};
+  Predictor(const Predictor& original, CloneTag);
   std::unique_ptr<Impl> impl_;
 };
+
+namespace services {
+
+// Paddle Inference's services::PredictorPool: `size` predictors of one
+// config, the first created from it and the others its clones, one for
+// each serving thread (Retrive(i) on thread i).
+class PredictorPool {
+ public:
+  explicit PredictorPool(const Config& config, size_t size = 1);
+  // The predictor of index `idx` (< size; kInvalidArgument otherwise).
+  // Paddle spells it Retrive; Retrieve is the same.
+  Predictor* Retrive(size_t idx);
+  Predictor* Retrieve(size_t idx) { return Retrive(idx); }
+  size_t size() const { return predictors_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<Predictor>> predictors_;
+};
+
+}  // namespace services
 
 std::shared_ptr<Predictor> CreatePredictor(const Config& config);
 

@@ -195,6 +195,18 @@ PYBIND11_MODULE(_tiller, m) {
             return outs;
           },
           py::arg("inputs") = py::none())
+      .def(
+          "clone",
+          [](const Predictor& p) {
+            std::unique_ptr<Predictor> c;
+            {
+              py::gil_scoped_release release;
+              c = p.Clone();
+            }
+            return std::shared_ptr<Predictor>(std::move(c));
+          },
+          "A predictor of the same model for another thread: shares the program and the "
+          "parameters, has its own devices, inputs and compiled steps (Paddle's clone()).")
       .def("get_input_shape", &Predictor::GetInputShape, py::arg("name"))
       .def(
           "get_input_type",
@@ -216,6 +228,18 @@ PYBIND11_MODULE(_tiller, m) {
       });
 
   m.def("create_predictor", &tiller::inference::CreatePredictor, py::arg("config"));
+  py::class_<tiller::inference::services::PredictorPool>(
+      m, "PredictorPool",
+      "`size` predictors of one config (the first and its clones), one per serving thread "
+      "(Paddle's paddle.inference.PredictorPool).")
+      .def(py::init<const Config&, size_t>(), py::arg("config"), py::arg("size") = 1)
+      .def("retrive", &tiller::inference::services::PredictorPool::Retrive,
+           py::return_value_policy::reference_internal, py::arg("idx"),
+           "The predictor of index idx (Paddle 2's spelling).")
+      .def("retrieve", &tiller::inference::services::PredictorPool::Retrieve,
+           py::return_value_policy::reference_internal, py::arg("idx"),
+           "The predictor of index idx (Paddle 3's spelling).")
+      .def("__len__", &tiller::inference::services::PredictorPool::size);
   m.def("load_custom_op_library", &tiller::LoadCustomOpLibrary, py::arg("path"),
         "Load a shared library of custom ops (see include/tiller/custom_op.h).");
   m.def("supported_paddle_ops", &tiller::SupportedPaddleOps);

@@ -4,7 +4,7 @@ Tiller: compiled inference and training for PaddlePaddle programs
 from __future__ import annotations
 import numpy
 import typing
-__all__ = ['Config', 'IpuOptions', 'Predictor', 'StateTensorInfo', 'Tensor', 'TensorInfo', 'TillerError', 'TrainingSession', 'TrainingSummary', 'backend_names', 'compute_gradients', 'create_predictor', 'load_backend_library', 'load_custom_op_library', 'paddle_state_roles', 'plan', 'read_paddle_pickle', 'read_paddle_program_ops', 'supported_paddle_ops', 'write_paddle_pickle']
+__all__ = ['Config', 'IpuOptions', 'Predictor', 'PredictorPool', 'StateTensorInfo', 'Tensor', 'TensorInfo', 'TillerError', 'TrainingSession', 'TrainingSummary', 'backend_names', 'compute_gradients', 'create_predictor', 'load_backend_library', 'load_custom_op_library', 'paddle_state_roles', 'plan', 'read_paddle_pickle', 'read_paddle_program_ops', 'supported_paddle_ops', 'write_paddle_pickle']
 class Config:
     @staticmethod
     def _pybind11_conduit_v1_(*args, **kwargs):
@@ -124,6 +124,10 @@ class Predictor:
     @staticmethod
     def _pybind11_conduit_v1_(*args, **kwargs):
         ...
+    def clone(self) -> Predictor:
+        """
+        A predictor of the same model for another thread: shares the program and the parameters, has its own devices, inputs and compiled steps (Paddle's clone()).
+        """
     def get_input_handle(self, name: str) -> Tensor:
         ...
     def get_input_names(self) -> list[str]:
@@ -144,6 +148,25 @@ class Predictor:
         ...
     def summary(self) -> dict:
         ...
+class PredictorPool:
+    """
+    `size` predictors of one config (the first and its clones), one per serving thread (Paddle's paddle.inference.PredictorPool).
+    """
+    @staticmethod
+    def _pybind11_conduit_v1_(*args, **kwargs):
+        ...
+    def __init__(self, config: Config, size: int = 1) -> None:
+        ...
+    def __len__(self) -> int:
+        ...
+    def retrieve(self, idx: int) -> Predictor:
+        """
+        The predictor of index idx (Paddle 3's spelling).
+        """
+    def retrive(self, idx: int) -> Predictor:
+        """
+        The predictor of index idx (Paddle 2's spelling).
+        """
 class StateTensorInfo(TensorInfo):
     @staticmethod
     def _pybind11_conduit_v1_(*args, **kwargs):

@@ -3,6 +3,7 @@
 #include "tiller/predictor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
@@ -326,20 +327,40 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
 
 struct Predictor::Impl {
   Config config;
-  paddle::Model model;
+  // Shared by a predictor and its clones: the program and the parameters'
+  // bytes, read only after loading.
+  std::shared_ptr<const paddle::Model> model;
   std::unique_ptr<FeedSet> feeds;
   std::unique_ptr<compile::Compiler> compiler;
   // One compiled step per set of input shapes.
   StepCache cache;
   compile::CompiledStep* current = nullptr;
   bool profiling = false;
-  // Config::EnableTrace: every executable records into it; the file is
-  // rewritten after each Run().
-  std::unique_ptr<compile::TraceRecorder> trace;
+  // Config::EnableTrace: every executable records into it (a predictor's
+  // clones too); the file is rewritten after each Run().
+  std::shared_ptr<compile::TraceRecorder> trace;
   int64_t runs = 0;
 
-  void Trace(compile::Executable& exe, const std::string& lane_prefix) {
-    if (trace) exe.SetTrace(trace.get(), lane_prefix);
+  // A clone's lanes are named "clone N ..." in the trace it shares.
+  std::string lane_prefix;
+  struct Clones {
+    std::atomic<int> count{0};
+  };
+  std::shared_ptr<Clones> clones = std::make_shared<Clones>();
+
+  void Trace(compile::Executable& exe, const std::string& lanes) {
+    if (trace) exe.SetTrace(trace.get(), lane_prefix + lanes);
+  }
+
+  // Each predictor (and clone) has its own devices: their streams and
+  // thread teams, and the arenas of what they compile.
+  void CreateCompilers() {
+    compiler = std::make_unique<compile::Compiler>(ToCompileOptions(config));
+    if (config.ipu().enabled) {
+      ipu_replicas.resize(config.ipu().replica_num);
+      for (IpuReplica& r : ipu_replicas)
+        r.compiler = std::make_unique<compile::Compiler>(ToCompileOptions(config));
+    }
   }
 
   // EnableIpu: per replica, its devices (compiler), its compiled steps (the
@@ -358,7 +379,7 @@ struct Predictor::Impl {
   compile::CompiledStep& CompileIpu(int replica, int copy, const std::vector<Shape>& shapes) {
     IpuReplica& rep = ipu_replicas[replica];
     return rep.cache.Get({copy, shapes}, [&] {
-      PaddleInferenceStep source(model, FeedTypes(shapes), TranslateOptions());
+      PaddleInferenceStep source(*model, FeedTypes(shapes), TranslateOptions());
       compile::CompiledStep step = rep.compiler->Compile(source);
       step.exe->EnableProfiling(profiling);
       Trace(*step.exe, config.ipu().replica_num > 1 ? fmt::format("replica {} ", replica) : "");
@@ -372,7 +393,7 @@ struct Predictor::Impl {
           Fail(ErrorKind::kInvalidArgument,
                "{}: EnableIpu(ipu_device_num={}) but no op of the model is on device {}: its "
                "ipu_index attributes (ipu_shard_guard / set_ipu_shard) use fewer devices",
-               model.program.path, n, d);
+               model->program.path, n, d);
       }
       return step;
     });
@@ -381,7 +402,7 @@ struct Predictor::Impl {
   void RunIpu();
 
   size_t OutputIndex(const std::string& name) const {
-    const auto& outs = model.program.fetch_names;
+    const auto& outs = model->program.fetch_names;
     for (size_t i = 0; i < outs.size(); ++i) {
       if (outs[i] == name) return i;
     }
@@ -405,7 +426,7 @@ struct Predictor::Impl {
   // The executable for one set of input shapes, compiled on first use.
   compile::CompiledStep& CompileFor(const std::vector<Shape>& shapes) {
     return cache.Get({0, shapes}, [&] {
-      PaddleInferenceStep source(model, FeedTypes(shapes), TranslateOptions());
+      PaddleInferenceStep source(*model, FeedTypes(shapes), TranslateOptions());
       compile::CompiledStep step = compiler->Compile(source);
       step.exe->EnableProfiling(profiling);
       Trace(*step.exe, "");
@@ -448,7 +469,7 @@ struct Predictor::Impl {
     }
     try {
       auto graph =
-          paddle::Translate(model, FeedTypes(shapes), compiler->folder(), TranslateOptions());
+          paddle::Translate(*model, FeedTypes(shapes), compiler->folder(), TranslateOptions());
       compile::RunHalfOpsInFloat32(*graph, compiler->devices(), nullptr);
       compile::PlaceOps(*graph, compiler->devices(), compiler->options().placement);
     } catch (const Error& e) {
@@ -467,21 +488,17 @@ Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
            entry[0], entry[1], entry[0]);
   }
   impl_->config = config;
-  if (!config.trace_path().empty()) impl_->trace = std::make_unique<compile::TraceRecorder>();
-  impl_->compiler = std::make_unique<compile::Compiler>(ToCompileOptions(config));
-  if (config.ipu().enabled) {
-    impl_->ipu_replicas.resize(config.ipu().replica_num);
-    for (Impl::IpuReplica& r : impl_->ipu_replicas)
-      r.compiler = std::make_unique<compile::Compiler>(ToCompileOptions(config));
-  }
+  if (!config.trace_path().empty()) impl_->trace = std::make_shared<compile::TraceRecorder>();
+  impl_->CreateCompilers();
   if (!config.model_dir().empty()) {
-    impl_->model = paddle::LoadModel(config.model_dir(), "");
+    impl_->model = std::make_shared<const paddle::Model>(paddle::LoadModel(config.model_dir(), ""));
   } else {
     if (config.prog_file().empty())
       Fail(ErrorKind::kInvalidArgument, "Config names no model: set a model file or directory");
-    impl_->model = paddle::LoadModel(config.prog_file(), config.params_file());
+    impl_->model = std::make_shared<const paddle::Model>(
+        paddle::LoadModel(config.prog_file(), config.params_file()));
   }
-  const paddle::Program& p = impl_->model.program;
+  const paddle::Program& p = impl_->model->program;
   // Like Paddle Inference, refuse a model with unsupported ops at creation.
   paddle::CheckSupported(p);
   std::vector<FeedDecl> decls;
@@ -494,13 +511,32 @@ Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
   impl_->CheckAtLoad();
 }
 
+Predictor::Predictor(const Predictor& original, CloneTag) : impl_(std::make_unique<Impl>()) {
+  const Impl& o = *original.impl_;
+  impl_->config = o.config;
+  impl_->model = o.model;
+  impl_->trace = o.trace;
+  impl_->lane_prefix = fmt::format("clone {} ", ++o.clones->count);
+  impl_->clones = o.clones;
+  impl_->profiling = o.profiling;
+  impl_->CreateCompilers();
+  std::vector<FeedDecl> decls;
+  for (size_t i = 0; i < o.feeds->size(); ++i) decls.push_back(o.feeds->decl(i));
+  impl_->feeds = std::make_unique<FeedSet>(std::move(decls), FeedSet::Words{"input", "model"});
+  impl_->CheckAtLoad();
+}
+
+std::unique_ptr<Predictor> Predictor::Clone() const {
+  return std::unique_ptr<Predictor>(new Predictor(*this, CloneTag{}));
+}
+
 Predictor::~Predictor() = default;
 
 std::vector<std::string> Predictor::GetInputNames() const {
-  return impl_->model.program.feed_names;
+  return impl_->model->program.feed_names;
 }
 std::vector<std::string> Predictor::GetOutputNames() const {
-  return impl_->model.program.fetch_names;
+  return impl_->model->program.fetch_names;
 }
 
 std::unique_ptr<Tensor> Predictor::GetInputHandle(const std::string& name) {
@@ -626,7 +662,7 @@ Predictor::Summary Predictor::GetSummary() const {
   for (const auto& op : exe->graph().ops()) s.num_kernels += op->type != "reshape";
   s.arena_bytes = exe->arena_bytes();
   for (size_t d = 0; d < exe->num_devices(); ++d) s.naive_bytes += exe->plan(d).naive_bytes;
-  for (const auto& [name, p] : impl_->model.params) s.weight_bytes += p.data ? p.data->size() : 0;
+  for (const auto& [name, p] : impl_->model->params) s.weight_bytes += p.data ? p.data->size() : 0;
   s.graph = exe->graph().ToString();
   s.compile_report = impl_->current->report.Format();
   return s;
@@ -647,13 +683,30 @@ std::vector<std::tuple<std::string, double, int64_t>> Predictor::GetProfile() co
 
 std::map<std::string, int> Predictor::OpHistogram() const {
   std::map<std::string, int> h;
-  for (const auto& op : impl_->model.program.ops) ++h[op.type];
+  for (const auto& op : impl_->model->program.ops) ++h[op.type];
   return h;
 }
 
 std::shared_ptr<Predictor> CreatePredictor(const Config& config) {
   return std::make_shared<Predictor>(config);
 }
+
+namespace services {
+
+PredictorPool::PredictorPool(const Config& config, size_t size) {
+  if (size == 0) Fail(ErrorKind::kInvalidArgument, "PredictorPool: size must be >= 1, got 0");
+  predictors_.push_back(std::make_unique<Predictor>(config));
+  for (size_t i = 1; i < size; ++i) predictors_.push_back(predictors_.front()->Clone());
+}
+
+Predictor* PredictorPool::Retrive(size_t idx) {
+  if (idx >= predictors_.size())
+    Fail(ErrorKind::kInvalidArgument, "PredictorPool::Retrive({}): the pool holds {} predictor(s)",
+         idx, predictors_.size());
+  return predictors_[idx].get();
+}
+
+}  // namespace services
 
 // ---- Tensor ----
 

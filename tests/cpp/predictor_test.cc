@@ -13,11 +13,10 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include "paddle_wire.h"
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -26,7 +25,10 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "paddle_wire.h"
 
 namespace tiller::inference {
 namespace {
@@ -36,7 +38,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 using namespace ::tiller::paddle_wire;  // NOLINT: test helpers
-using ::tiller::paddle_wire::Slot;       // not paddle::Slot, the program type
+using ::tiller::paddle_wire::Slot;      // not paddle::Slot, the program type
 
 Pb IntAttr(const std::string& name, int64_t v) {
   return Pb().Bytes(1, name).Int(2, aInt).Int(3, v);
@@ -85,7 +87,6 @@ std::string ProgramBytes(const std::vector<Pb>& vars, const std::vector<Pb>& ops
 }
 
 // ---- Tensor records -------------------------------------------------------
-
 
 // One .pdiparams record: version, no LoD, tensor version, TensorDesc, data.
 template <typename T>
@@ -313,8 +314,7 @@ void ExpectError(const std::function<void()>& fn, ErrorKind kind,
 
 TEST_F(PredictorTest, NamesShapesAndTypes) {
   std::string dir = WriteMlp("m");
-  auto predictor =
-      CreatePredictor(Config(dir + "/model.pdmodel", dir + "/model.pdiparams"));
+  auto predictor = CreatePredictor(Config(dir + "/model.pdmodel", dir + "/model.pdiparams"));
   // Inputs in feed `col` order although the feed ops are in reverse order;
   // outputs in fetch `col` order.
   EXPECT_EQ(predictor->GetInputNames(), (std::vector<std::string>{"x", "ids"}));
@@ -333,15 +333,13 @@ TEST_F(PredictorTest, NamesShapesAndTypes) {
 
 TEST_F(PredictorTest, MatchesReference) {
   std::string dir = WriteMlp("m");
-  auto predictor =
-      CreatePredictor(Config(dir + "/model.pdmodel", dir + "/model.pdiparams"));
+  auto predictor = CreatePredictor(Config(dir + "/model.pdmodel", dir + "/model.pdiparams"));
   RunAndCheck(*predictor, 3);
 }
 
 TEST_F(PredictorTest, BatchSizeChangesRecompileAndReuse) {
   std::string dir = WriteMlp("m");
-  auto predictor =
-      CreatePredictor(Config(dir + "/model.pdmodel", dir + "/model.pdiparams"));
+  auto predictor = CreatePredictor(Config(dir + "/model.pdmodel", dir + "/model.pdiparams"));
   // 3 compiles, 7 compiles a second executable, 3 again must reuse the
   // first one and still see the new input data, and 1 covers a single row.
   for (int64_t batch : {3, 7, 3, 1, 7}) RunAndCheck(*predictor, batch);
@@ -349,8 +347,7 @@ TEST_F(PredictorTest, BatchSizeChangesRecompileAndReuse) {
 
 TEST_F(PredictorTest, RepeatedRunsWithSameShapeSeeNewData) {
   std::string dir = WriteMlp("m");
-  auto predictor =
-      CreatePredictor(Config(dir + "/model.pdmodel", dir + "/model.pdiparams"));
+  auto predictor = CreatePredictor(Config(dir + "/model.pdmodel", dir + "/model.pdiparams"));
   // Same shape each time, so only the cached executable is used; stale
   // inputs or outputs from the previous run would show up here.
   for (int i = 0; i < 3; ++i) RunAndCheck(*predictor, 4);
@@ -365,6 +362,76 @@ TEST_F(PredictorTest, TwoThreadsMatchReference) {
   // A batch large enough that work is split between threads.
   RunAndCheck(*predictor, 64);
   RunAndCheck(*predictor, 5);
+}
+
+// Predictor::Clone and services::PredictorPool: every thread runs its own
+// clone at the same time, on the same requests, and gets the bytes one
+// thread got from the original alone.
+TEST_F(PredictorTest, ClonesRunAtOnceOnThreadsAndMatchOneThread) {
+  std::string dir = WriteMlp("m");
+  Config config(dir + "/model.pdmodel", dir + "/model.pdiparams");
+  struct Request {
+    int64_t batch;
+    std::vector<float> x;
+    std::vector<int64_t> ids;
+    std::vector<float> prob, mixed;  // the original's, on one thread
+  };
+  auto run = [](Predictor& p, const Request& r, std::vector<float>* prob,
+                std::vector<float>* mixed) {
+    auto x = p.GetInputHandle("x");
+    x->Reshape({r.batch, kIn});
+    x->CopyFromCpu(r.x.data());
+    auto ids = p.GetInputHandle("ids");
+    ids->Reshape({r.batch, kSeq});
+    ids->CopyFromCpu(r.ids.data());
+    p.Run();
+    prob->resize(static_cast<size_t>(r.batch * kClasses));
+    mixed->resize(prob->size());
+    p.GetOutputHandle("prob")->CopyToCpu(prob->data());
+    p.GetOutputHandle("mixed")->CopyToCpu(mixed->data());
+  };
+  constexpr int kThreads = 4, kRequests = 24, kRunsPerThread = 60;
+  services::PredictorPool pool(config, kThreads);
+  ASSERT_EQ(pool.size(), static_cast<size_t>(kThreads));
+  std::vector<Request> requests(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    Request& r = requests[static_cast<size_t>(i)];
+    r.batch = 1 + i % 6;  // several compiled shapes per clone
+    r.x = RandomFloats(rng_, static_cast<size_t>(r.batch * kIn));
+    r.ids = RandomIds(rng_, static_cast<size_t>(r.batch * kSeq));
+    run(*pool.Retrive(0), r, &r.prob, &r.mixed);
+  }
+  std::atomic<int> mismatches{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Predictor& p = *pool.Retrieve(static_cast<size_t>(t));
+      std::vector<float> prob, mixed;
+      try {
+        for (int k = 0; k < kRunsPerThread; ++k) {
+          const Request& r = requests[static_cast<size_t>((k * 5 + t * 7) % kRequests)];
+          run(p, r, &prob, &mixed);
+          if (prob != r.prob || mixed != r.mixed) ++mismatches;
+        }
+      } catch (const std::exception& e) {
+        ++failures;
+        ADD_FAILURE() << "thread " << t << ": " << e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+  // The original still answers like the reference after its clones ran.
+  RunAndCheck(*pool.Retrive(0), 3);
+  ExpectError([&] { pool.Retrive(kThreads); }, ErrorKind::kInvalidArgument,
+              {"Retrive(4)", "4 predictor(s)"});
+  ExpectError([&] { services::PredictorPool empty(config, 0); }, ErrorKind::kInvalidArgument,
+              {"size must be >= 1"});
+  // A clone of a clone is a clone of the same model.
+  auto original = CreatePredictor(config);
+  auto grandchild = original->Clone()->Clone();
+  RunAndCheck(*grandchild, 2);
 }
 
 TEST_F(PredictorTest, ModelDirectory) {
@@ -434,13 +501,18 @@ TEST_F(PredictorTest, ReshapeMismatch) {
   auto predictor = CreatePredictor(Config(dir));
   auto x = predictor->GetInputHandle("x");
   ExpectError([&] { x->Reshape({2}); }, ErrorKind::kInvalidArgument, {"'x'", "[2]", "[-1, 8]"});
-  ExpectError([&] { x->Reshape({2, kIn, 1}); }, ErrorKind::kInvalidArgument,
-              {"'x'", "[2, 8, 1]"});
-  ExpectError([&] { x->Reshape({2, 7}); }, ErrorKind::kInvalidArgument,
-              {"'x'", "[2, 7]", "[-1, 8]"});
+  ExpectError([&] { x->Reshape({2, kIn, 1}); }, ErrorKind::kInvalidArgument, {"'x'", "[2, 8, 1]"});
+  ExpectError(
+      [&] {
+        x->Reshape({2, 7});
+      },
+      ErrorKind::kInvalidArgument, {"'x'", "[2, 7]", "[-1, 8]"});
   auto ids = predictor->GetInputHandle("ids");
-  ExpectError([&] { ids->Reshape({2, 4}); }, ErrorKind::kInvalidArgument,
-              {"'ids'", "[2, 4]", "[-1, 5]"});
+  ExpectError(
+      [&] {
+        ids->Reshape({2, 4});
+      },
+      ErrorKind::kInvalidArgument, {"'ids'", "[2, 4]", "[-1, 5]"});
   // Copying into a dynamic input before any Reshape cannot know the size.
   std::vector<float> data(kIn, 0.0f);
   ExpectError([&] { x->CopyFromCpu(data.data()); }, ErrorKind::kInvalidArgument, {"'x'"});
@@ -473,16 +545,14 @@ TEST_F(PredictorTest, OutputReadBeforeRun) {
   auto predictor = CreatePredictor(Config(dir));
   auto out = predictor->GetOutputHandle("prob");
   std::vector<float> buf(2 * kClasses);
-  ExpectError([&] { out->CopyToCpu(buf.data()); }, ErrorKind::kInvalidArgument,
-              {"'prob'", "Run"});
+  ExpectError([&] { out->CopyToCpu(buf.data()); }, ErrorKind::kInvalidArgument, {"'prob'", "Run"});
   ExpectError([&] { out->shape(); }, ErrorKind::kInvalidArgument, {"'prob'", "Run"});
 }
 
 TEST_F(PredictorTest, UnsupportedOpsListedWithCounts) {
   std::vector<Pb> vars = {
-      ListVar("feed", kFeed), ListVar("fetch", kFetch),
-      Var("x", kF32, {-1, 4}),         Var("t0", kF32, {-1, 4}),
-      Var("t1", kF32, {-1, 4}),        Var("t2", kF32, {-1, 4}),
+      ListVar("feed", kFeed),   ListVar("fetch", kFetch), Var("x", kF32, {-1, 4}),
+      Var("t0", kF32, {-1, 4}), Var("t1", kF32, {-1, 4}), Var("t2", kF32, {-1, 4}),
       Var("t3", kF32, {-1, 4}),
   };
   std::vector<Pb> ops = {
