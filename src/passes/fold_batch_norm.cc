@@ -11,11 +11,7 @@ namespace tiller::passes {
 
 int FoldBatchNorm(ir::Graph& g) {
   int rewrites = 0;
-  std::vector<ir::Op*> convs;
-  for (const auto& op : g.ops()) {
-    if (op->type == "conv2d") convs.push_back(op.get());
-  }
-  for (ir::Op* conv : convs) {
+  for (ir::Op* conv : OpsOfType(g, "conv2d")) {
     ir::Value* w = conv->inputs[1];
     ir::Value* b = conv->input(2);
     ir::Op* bn = SoleUser(g, conv->outputs[0]);

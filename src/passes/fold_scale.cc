@@ -21,11 +21,7 @@ bool PowerOfTwo(double s) {
 
 int FoldScaleIntoMatmul(ir::Graph& g) {
   int rewrites = 0;
-  std::vector<ir::Op*> scales;
-  for (const auto& op : g.ops()) {
-    if (op->type == "scale") scales.push_back(op.get());
-  }
-  for (ir::Op* sc : scales) {
+  for (ir::Op* sc : OpsOfType(g, "scale")) {
     ir::Value* scaled = sc->outputs[0];
     ir::Op* mm = SoleUser(g, scaled);
     if (!mm || mm->type != "matmul" || scaled->dtype() != DType::kF32) continue;

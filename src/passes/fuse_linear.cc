@@ -9,15 +9,12 @@ namespace tiller::passes {
 
 int FuseLinear(ir::Graph& g) {
   int rewrites = 0;
-  std::vector<ir::Op*> matmuls;
-  for (const auto& op : g.ops()) {
-    if (op->type == "matmul") matmuls.push_back(op.get());
-  }
-  for (ir::Op* mm : matmuls) {
+  for (ir::Op* mm : OpsOfType(g, "matmul")) {
     ir::Value* x = mm->inputs[0];
     ir::Value* w = mm->inputs[1];
     if (mm->GetBool("transpose_a") || mm->GetBool("transpose_b") || mm->GetFloat("alpha") != 1.0 ||
-        !HasData(w) || w->rank() != 2 || x->dtype() != DType::kF32)
+        !mm->GetInts("perm_a").empty() || !mm->GetInts("perm_out").empty() || !HasData(w) ||
+        w->rank() != 2 || x->dtype() != DType::kF32)
       continue;
     ir::Value* out = mm->outputs[0];
     ir::Value* bias = nullptr;

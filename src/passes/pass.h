@@ -61,6 +61,9 @@ PassRecord RunPass(Pass& pass, ir::Graph& g, const PassContext& ctx);
 int FuseLinear(ir::Graph& g);
 // scale(x){power of two} -> matmul -> matmul{alpha}
 int FoldScaleIntoMatmul(ir::Graph& g);
+// transpose(.){perm keeping the last dim} -> matmul, and matmul -> such a
+// transpose -> matmul{perm_a | perm_b | perm_out}: strides, not a moved tensor
+int FoldTransposeIntoMatmul(ir::Graph& g);
 // conv2d -> batch_norm (inference, constant statistics) -> conv2d with folded weights
 int FoldBatchNorm(ir::Graph& g);
 // conv2d|linear -> relu|tanh|gelu -> conv2d|linear{activation}

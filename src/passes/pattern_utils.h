@@ -1,6 +1,9 @@
 // Small queries shared by the rewrite passes.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "ir/graph.h"
 
 namespace tiller::passes {
@@ -18,6 +21,16 @@ inline ir::Op* SoleUser(const ir::Graph& g, const ir::Value* v) {
     if (out == v) return nullptr;
   }
   return v->users[0];
+}
+
+// The ops of `type`, in graph order, collected before a rewrite adds or
+// removes any (the graph's op list changes under the rewrite).
+inline std::vector<ir::Op*> OpsOfType(const ir::Graph& g, const std::string& type) {
+  std::vector<ir::Op*> out;
+  for (const auto& op : g.ops()) {
+    if (op->type == type) out.push_back(op.get());
+  }
+  return out;
 }
 
 }  // namespace tiller::passes

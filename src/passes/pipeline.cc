@@ -39,6 +39,10 @@ std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
   // After fuse_linear, which leaves matmuls with alpha != 1 alone.
   p.push_back(std::make_unique<FunctionPass>(
       "fold_scale", "scale(x){power of two} -> matmul -> matmul{alpha}", FoldScaleIntoMatmul));
+  // After fold_scale, which removes a scale between a transpose and its matmul.
+  p.push_back(std::make_unique<FunctionPass>(
+      "fold_transpose", "transpose{perm} -> matmul -> transpose{perm} -> matmul{perm_a, perm_out}",
+      FoldTransposeIntoMatmul));
   p.push_back(std::make_unique<FunctionPass>(
       "fold_batch_norm", "conv2d -> batch_norm (constant statistics) -> conv2d, weights folded",
       FoldBatchNorm));

@@ -2,13 +2,14 @@
 // graph before and after on the same inputs) and make the rewrite it claims.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "passes/pass.h"
 #include "compile/executable.h"
+#include "passes/pass.h"
 
 namespace tiller::passes {
 namespace {
@@ -58,7 +59,8 @@ Compared RunBothWays(Build build, int (*pass)(Graph&), const Shape& in_shape) {
 
 void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tol) {
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * std::max(1.f, std::abs(a[i]))) << i;
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], b[i], tol * std::max(1.f, std::abs(a[i]))) << i;
 }
 
 TEST(Passes, FoldBatchNormIntoConv) {
@@ -69,8 +71,9 @@ TEST(Passes, FoldBatchNormIntoConv) {
     };
     Value* y = g.Add1("conv2d", {x, param("w", {4, 3, 3, 3}, -1, 1), param("b", {4}, -1, 1)},
                       {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
-    y = g.Add1("batch_norm", {y, param("scale", {4}, 0.5, 2), param("shift", {4}, -1, 1),
-                              param("mean", {4}, -1, 1), param("var", {4}, 0.1, 2)},
+    y = g.Add1("batch_norm",
+               {y, param("scale", {4}, 0.5, 2), param("shift", {4}, -1, 1),
+                param("mean", {4}, -1, 1), param("var", {4}, 0.1, 2)},
                {{"epsilon", 1e-5}});
     g.AddOutput("y", g.Add1("relu", {y}));
   };
@@ -79,6 +82,54 @@ TEST(Passes, FoldBatchNormIntoConv) {
   EXPECT_EQ(c.ops_after, (std::vector<std::string>{"conv2d", "relu"}));
   // Folding reorders float operations on the weights: rounding-level changes.
   ExpectNear(c.plain, c.rewritten, 1e-5f);
+}
+
+// A transformer's attention on [batch, seq, heads, head_dim] activations:
+// heads split by transpose [0, 2, 1, 3] before both matmuls and merged after.
+void Attention(Graph& g, std::mt19937& rng, const std::vector<int64_t>& k_perm, bool q_read_twice) {
+  const Shape s{2, 5, 3, 4};
+  Value* x = g.AddInput("x", {DType::kF32, s});
+  Value* k =
+      g.Add1("add", {x, g.AddData("ck", {DType::kF32, s}, ir::ValueKind::kParam, Random(s, rng))});
+  Value* v =
+      g.Add1("mul", {x, g.AddData("cv", {DType::kF32, s}, ir::ValueKind::kParam, Random(s, rng))});
+  const std::vector<int64_t> heads{0, 2, 1, 3};
+  Value* qt = g.Add1("transpose", {x}, {{"perm", heads}});
+  Value* kt = g.Add1("transpose", {k}, {{"perm", k_perm}});
+  Value* vt = g.Add1("transpose", {v}, {{"perm", heads}});
+  // k_perm [0, 2, 3, 1] gives K^T already: no transpose_b then.
+  const bool kt_is_transposed = k_perm.back() != 3;
+  Value* scores = g.Add1("matmul", {qt, kt}, {{"transpose_b", !kt_is_transposed}});
+  Value* probs = g.Add1("softmax", {scores}, {{"axis", int64_t{-1}}});
+  Value* ctx = g.Add1("transpose", {g.Add1("matmul", {probs, vt})}, {{"perm", heads}});
+  if (q_read_twice) ctx = g.Add1("add", {ctx, g.Add1("transpose", {qt}, {{"perm", heads}})});
+  g.AddOutput("y", ctx);
+}
+
+TEST(Passes, FoldTransposeIntoMatmulReadsAndWritesThroughStrides) {
+  Compared c = RunBothWays(
+      [](Graph& g, std::mt19937& rng) {
+        Attention(g, rng, {0, 2, 1, 3}, false);
+      },
+      FoldTransposeIntoMatmul, {2, 5, 3, 4});
+  // q, k, v into the matmuls, and the merge of the heads out of the second.
+  EXPECT_EQ(c.rewrites, 4);
+  EXPECT_EQ(c.ops_after, (std::vector<std::string>{"add", "mul", "matmul", "softmax", "matmul"}));
+  // The same GEMMs over the same numbers, through other strides.
+  ExpectNear(c.plain, c.rewritten, 1e-6f);
+}
+
+TEST(Passes, FoldTransposeLeavesTransposesOtherOpsNeedOrThatMoveTheRows) {
+  // K transposed [0, 2, 3, 1] (its rows become columns: not a strided row
+  // read), and q's transpose read by an add too: both stay.
+  Compared c = RunBothWays(
+      [](Graph& g, std::mt19937& rng) {
+        Attention(g, rng, {0, 2, 3, 1}, true);
+      },
+      FoldTransposeIntoMatmul, {2, 5, 3, 4});
+  EXPECT_EQ(c.rewrites, 2);  // v in, the heads' merge out
+  EXPECT_EQ(std::count(c.ops_after.begin(), c.ops_after.end(), "transpose"), 3);
+  ExpectNear(c.plain, c.rewritten, 1e-6f);
 }
 
 TEST(Passes, FuseLinearThenActivation) {
@@ -144,8 +195,8 @@ std::vector<ir::Op*> LayersAndHead(Graph& g, int layers) {
                          Random({64, 64}, rng));
     h = g.Add1("relu", {g.Add1("matmul", {h, w})});
   }
-  Value* head = g.AddData("head", {DType::kF32, {64, 256}}, ir::ValueKind::kParam,
-                          Random({64, 256}, rng));
+  Value* head =
+      g.AddData("head", {DType::kF32, {64, 256}}, ir::ValueKind::kParam, Random({64, 256}, rng));
   g.AddOutput("y", g.Add1("matmul", {h, head}));
   std::vector<ir::Op*> ops;
   for (const auto& op : g.ops()) ops.push_back(op.get());

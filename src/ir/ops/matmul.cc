@@ -1,7 +1,13 @@
 // matmul(a, b){transpose_a: bool = false, transpose_b: bool = false,
-// alpha: float = 1.0}: numpy matmul over the last two dims with broadcast
-// batch dims; both operands have rank >= 2 (frontends reshape vectors).
+// alpha: float = 1.0, perm_a: ints = [], perm_b: ints = [], perm_out:
+// ints = []}: numpy matmul over the last two dims with broadcast batch dims;
+// both operands have rank >= 2 (frontends reshape vectors).
 // Output: batch... x M x N, times alpha.
+// perm_a / perm_b / perm_out (set by the fold_transpose pass only, after
+// autodiff): the operand is transpose(a, perm_a) (before transpose_a), and
+// the output is transpose(result, perm_out); the kernel reads and writes
+// through strides instead of a transpose op moving the tensor. Each keeps
+// the last dim last (the rows stay contiguous).
 // linear(x, w, bias?){activation: string = ""}: x[..., K] @ w[K, N] +
 // bias[N]; the fused form the inference passes produce from matmul + add.
 // `activation` (relu, tanh, gelu, gelu_tanh; "" for none) is set by
@@ -33,9 +39,32 @@
 namespace tiller::ir {
 namespace {
 
+// `shape` permuted by `perm` (empty: as it is), checked to be a permutation
+// of its dims that keeps the last one last.
+Shape Permuted(InferContext& c, const Shape& shape, const std::vector<int64_t>& perm,
+               const char* attr) {
+  if (perm.empty()) return shape;
+  std::vector<bool> seen(shape.size(), false);
+  bool ok = perm.size() == shape.size() && !perm.empty() &&
+            perm.back() == static_cast<int64_t>(shape.size()) - 1;
+  Shape out;
+  for (int64_t p : perm) {
+    ok = ok && p >= 0 && p < static_cast<int64_t>(shape.size()) && !seen[static_cast<size_t>(p)];
+    if (!ok) break;
+    seen[static_cast<size_t>(p)] = true;
+    out.push_back(shape[static_cast<size_t>(p)]);
+  }
+  if (!ok)
+    c.Fail("{} {} is not a permutation of {}'s dims keeping the last one last", attr,
+           ShapeToString(perm), ShapeToString(shape));
+  return out;
+}
+
 void InferMatmul(InferContext& c) {
-  const TensorType& a = c.input(0);
-  const TensorType& b = c.input(1);
+  const TensorType a{c.input(0).dtype,
+                     Permuted(c, c.input(0).shape, c.op().GetInts("perm_a"), "perm_a")};
+  const TensorType b{c.input(1).dtype,
+                     Permuted(c, c.input(1).shape, c.op().GetInts("perm_b"), "perm_b")};
   if (a.shape.size() < 2 || b.shape.size() < 2)
     c.Fail("operands need rank >= 2, got {} and {}", ShapeToString(a.shape),
            ShapeToString(b.shape));
@@ -54,7 +83,8 @@ void InferMatmul(InferContext& c) {
   if (!BroadcastShapes(batch_a, batch_b, &batch)) c.Fail("batch dims do not broadcast");
   batch.push_back(m);
   batch.push_back(n);
-  c.AddOutput({HalfSafeOutDType(c, a.dtype), batch});
+  c.AddOutput(
+      {HalfSafeOutDType(c, a.dtype), Permuted(c, batch, c.op().GetInts("perm_out"), "perm_out")});
 }
 
 void InferMatmulAccumulate(InferContext& c) {
@@ -100,6 +130,9 @@ TILLER_REGISTER_OP_SCHEMA(OpSchema{"matmul", 2, 2, InferMatmul}
                               .Attr("transpose_a", false)
                               .Attr("transpose_b", false)
                               .Attr("alpha", 1.0)
+                              .Attr("perm_a", std::vector<int64_t>{})
+                              .Attr("perm_b", std::vector<int64_t>{})
+                              .Attr("perm_out", std::vector<int64_t>{})
                               .Attr("out_dtype", "")
                               .Precision(PrecisionRule::kHalfSafe)
                               .Layout(LayoutRule::kFixed));
@@ -124,6 +157,11 @@ Value* Mm(GradContext& c, Value* a, Value* b, bool ta, bool tb) {
 }
 
 void MatmulGrad(GradContext& c) {
+  for (const char* perm : {"perm_a", "perm_b", "perm_out"}) {
+    if (!c.op().GetInts(perm).empty())
+      Fail(ErrorKind::kInternal, "matmul ({}) with a folded transpose ({}) reached autodiff",
+           c.op().name, perm);
+  }
   Value* a = c.input(0);
   Value* b = c.input(1);
   Value* g = c.out_grad();
