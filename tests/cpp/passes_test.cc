@@ -241,6 +241,22 @@ TEST(Passes, AutoSplitInterleavesStagesOverDevicesAndBalancesTheDevices) {
   EXPECT_NE(r.detail.find("stage 3 (device 1)"), std::string::npos) << r.detail;
 }
 
+TEST(Passes, AutoSplitGivesEveryStageAnOp) {
+  // One matmul holds nearly all the cost, then a few cheap ops: balancing
+  // the devices alone is as good with an empty stage as without, and an
+  // empty stage is a pipeline hop doing nothing.
+  Graph g;
+  std::mt19937 rng(5);
+  Value* h = g.AddInput("x", {DType::kF32, {64, 512}});
+  h = g.Add1("matmul", {h, g.AddData("w", {DType::kF32, {512, 512}}, ir::ValueKind::kParam,
+                                     Random({512, 512}, rng))});
+  for (int i = 0; i < 4; ++i) h = g.Add1("relu", {h});
+  g.AddOutput("y", h);
+  SplitResult r = AutoSplitStages(g, 4, /*training=*/true, /*micro_batches=*/8, /*devices=*/2);
+  ASSERT_EQ(r.ops.size(), 4u);
+  for (int s = 0; s < 4; ++s) EXPECT_GE(r.ops[s], 1) << "stage " << s << ": " << r.detail;
+}
+
 TEST(Passes, AutoSplitWithAStagePerDeviceMinimisesTheLargestStage) {
   Graph g;
   std::vector<ir::Op*> ops = LayersAndHead(g, 6);
