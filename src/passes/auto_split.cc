@@ -143,9 +143,9 @@ SplitResult SplitStagesByCost(ir::Graph& g, int stages, const std::vector<double
     bound[s] = i;
   }
   // ... with at least one op per stage when there are enough ops (an empty
-  // stage is a pipeline hop that does nothing: a heavy first convolution
-  // left BERT's neighbour, the small CNN, with stages of 49.6, 50.0, 0.3 and
-  // 0% of its cost) ...
+  // stage is a pipeline hop that does nothing: the small CNN of the
+  // equivalence tests, whose first convolution is heavy, got 4 interleaved
+  // stages of 49.6, 50.0, 0.3 and 0% of its cost) ...
   const bool every_stage_busy = n >= static_cast<size_t>(stages);
   if (every_stage_busy) {
     for (int s = 1; s < stages; ++s) bound[s] = std::max(bound[s], bound[s - 1] + 1);
