@@ -25,6 +25,19 @@ int NormalizeAxis(int64_t axis, int rank) {
   return static_cast<int>(axis);
 }
 
+bool NormalizePermutation(const std::vector<int64_t>& perm, int rank, std::vector<int64_t>* out) {
+  if (static_cast<int>(perm.size()) != rank) return false;
+  std::vector<bool> seen(perm.size(), false);
+  out->clear();
+  for (int64_t p : perm) {
+    const int a = NormalizeAxis(p, rank);
+    if (a < 0 || seen[static_cast<size_t>(a)]) return false;
+    seen[static_cast<size_t>(a)] = true;
+    out->push_back(a);
+  }
+  return true;
+}
+
 bool BroadcastShapes(const Shape& a, const Shape& b, Shape* out) {
   size_t rank = std::max(a.size(), b.size());
   Shape r(rank);

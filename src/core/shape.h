@@ -14,6 +14,9 @@ int64_t NumElements(const Shape& s);
 std::string ShapeToString(const Shape& s);  // "[1, 128, 768]"
 // Normalizes a possibly negative axis against rank; returns -1 when out of range.
 int NormalizeAxis(int64_t axis, int rank);
+// `perm` with its negative axes counted from the end, into `out`; false
+// unless it is a permutation of the `rank` axes.
+bool NormalizePermutation(const std::vector<int64_t>& perm, int rank, std::vector<int64_t>* out);
 // Numpy broadcasting of two shapes; returns false when they are incompatible.
 bool BroadcastShapes(const Shape& a, const Shape& b, Shape* out);
 // Row-major strides in elements.

@@ -17,12 +17,16 @@
 namespace tiller::passes {
 namespace {
 
-bool KeepsLastDim(const std::vector<int64_t>& perm) {
-  return !perm.empty() && perm.back() == static_cast<int64_t>(perm.size()) - 1;
-}
-
-bool IsFoldable(const ir::Op* op) {
-  return op && op->type == "transpose" && KeepsLastDim(op->GetInts("perm"));
+// A transpose's permutation, normalized (the matmul's perm attributes hold
+// axes counted from the front), when it keeps the last dim last; else empty.
+std::vector<int64_t> FoldablePerm(const ir::Op* op) {
+  std::vector<int64_t> axes;
+  if (!op || op->type != "transpose") return {};
+  const auto& perm = op->GetInts("perm");
+  if (!NormalizePermutation(perm, static_cast<int>(perm.size()), &axes) || axes.empty() ||
+      axes.back() != static_cast<int64_t>(axes.size()) - 1)
+    return {};
+  return axes;
 }
 
 // A copy of matmul `mm` (placed where it was) with inputs `ins` and
@@ -43,20 +47,20 @@ int FoldTransposeIntoMatmul(ir::Graph& g) {
     ir::AttrMap attrs = mm->attrs;
     int folded = 0;
     const char* perm_attr[] = {"perm_a", "perm_b"};
+    // (A transpose read as both operands has two uses: SoleUser is null.)
     for (size_t i = 0; i < 2; ++i) {
       ir::Op* t = ins[i]->producer;
-      if (!IsFoldable(t) || SoleUser(g, ins[i]) != mm || !mm->GetInts(perm_attr[i]).empty() ||
-          (i == 1 && mm->inputs[0] == mm->inputs[1]))
-        continue;
-      attrs.Set(perm_attr[i], t->GetInts("perm"));
+      std::vector<int64_t> perm = FoldablePerm(t);
+      if (perm.empty() || SoleUser(g, ins[i]) != mm || !mm->GetInts(perm_attr[i]).empty()) continue;
+      attrs.Set(perm_attr[i], std::move(perm));
       ins[i] = t->inputs[0];
       ++folded;
     }
     ir::Value* result = mm->outputs[0];
     ir::Op* after = SoleUser(g, result);
-    const bool fold_out = IsFoldable(after) && mm->GetInts("perm_out").empty();
-    if (fold_out) {
-      attrs.Set("perm_out", after->GetInts("perm"));
+    if (std::vector<int64_t> perm = FoldablePerm(after);
+        !perm.empty() && mm->GetInts("perm_out").empty()) {
+      attrs.Set("perm_out", std::move(perm));
       result = after->outputs[0];
       ++folded;
     }

@@ -86,14 +86,14 @@ TEST(Passes, FoldBatchNormIntoConv) {
 
 // A transformer's attention on [batch, seq, heads, head_dim] activations:
 // heads split by transpose [0, 2, 1, 3] before both matmuls and merged after.
-void Attention(Graph& g, std::mt19937& rng, const std::vector<int64_t>& k_perm, bool q_read_twice) {
+void Attention(Graph& g, std::mt19937& rng, const std::vector<int64_t>& k_perm, bool q_read_twice,
+               const std::vector<int64_t>& heads = {0, 2, 1, 3}) {
   const Shape s{2, 5, 3, 4};
   Value* x = g.AddInput("x", {DType::kF32, s});
   Value* k =
       g.Add1("add", {x, g.AddData("ck", {DType::kF32, s}, ir::ValueKind::kParam, Random(s, rng))});
   Value* v =
       g.Add1("mul", {x, g.AddData("cv", {DType::kF32, s}, ir::ValueKind::kParam, Random(s, rng))});
-  const std::vector<int64_t> heads{0, 2, 1, 3};
   Value* qt = g.Add1("transpose", {x}, {{"perm", heads}});
   Value* kt = g.Add1("transpose", {k}, {{"perm", k_perm}});
   Value* vt = g.Add1("transpose", {v}, {{"perm", heads}});
@@ -116,6 +116,19 @@ TEST(Passes, FoldTransposeIntoMatmulReadsAndWritesThroughStrides) {
   EXPECT_EQ(c.rewrites, 4);
   EXPECT_EQ(c.ops_after, (std::vector<std::string>{"add", "mul", "matmul", "softmax", "matmul"}));
   // The same GEMMs over the same numbers, through other strides.
+  ExpectNear(c.plain, c.rewritten, 1e-6f);
+}
+
+TEST(Passes, FoldTransposeTakesPermutationsWithNegativeAxes) {
+  // transpose accepts axes counted from the end (as Paddle's does); the
+  // matmul gets the permutation normalized.
+  Compared c = RunBothWays(
+      [](Graph& g, std::mt19937& rng) {
+        Attention(g, rng, {0, 2, 1, 3}, false, {0, -2, 1, -1});
+      },
+      FoldTransposeIntoMatmul, {2, 5, 3, 4});
+  EXPECT_EQ(c.rewrites, 4);
+  EXPECT_EQ(std::count(c.ops_after.begin(), c.ops_after.end(), "transpose"), 0);
   ExpectNear(c.plain, c.rewritten, 1e-6f);
 }
 

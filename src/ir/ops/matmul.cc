@@ -40,23 +40,18 @@ namespace tiller::ir {
 namespace {
 
 // `shape` permuted by `perm` (empty: as it is), checked to be a permutation
-// of its dims that keeps the last one last.
+// of its dims (negative ones counted from the end) that keeps the last one
+// last.
 Shape Permuted(InferContext& c, const Shape& shape, const std::vector<int64_t>& perm,
                const char* attr) {
   if (perm.empty()) return shape;
-  std::vector<bool> seen(shape.size(), false);
-  bool ok = perm.size() == shape.size() && !perm.empty() &&
-            perm.back() == static_cast<int64_t>(shape.size()) - 1;
-  Shape out;
-  for (int64_t p : perm) {
-    ok = ok && p >= 0 && p < static_cast<int64_t>(shape.size()) && !seen[static_cast<size_t>(p)];
-    if (!ok) break;
-    seen[static_cast<size_t>(p)] = true;
-    out.push_back(shape[static_cast<size_t>(p)]);
-  }
-  if (!ok)
+  std::vector<int64_t> axes;
+  if (!NormalizePermutation(perm, static_cast<int>(shape.size()), &axes) ||
+      axes.back() != static_cast<int64_t>(shape.size()) - 1)
     c.Fail("{} {} is not a permutation of {}'s dims keeping the last one last", attr,
            ShapeToString(perm), ShapeToString(shape));
+  Shape out;
+  for (int64_t a : axes) out.push_back(shape[static_cast<size_t>(a)]);
   return out;
 }
 

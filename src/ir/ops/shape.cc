@@ -42,14 +42,11 @@ void InferTranspose(InferContext& c) {
   const auto& perm = c.op().GetInts("perm");
   if (perm.size() != x.shape.size())
     c.Fail("perm has {} dims, input {}", perm.size(), x.shape.size());
-  Shape out(perm.size());
-  std::vector<bool> seen(perm.size(), false);
-  for (size_t i = 0; i < perm.size(); ++i) {
-    int a = NormalizeAxis(perm[i], static_cast<int>(perm.size()));
-    if (a < 0 || seen[a]) c.Fail("perm is not a permutation");
-    seen[a] = true;
-    out[i] = x.shape[a];
-  }
+  std::vector<int64_t> axes;
+  if (!NormalizePermutation(perm, static_cast<int>(perm.size()), &axes))
+    c.Fail("perm is not a permutation");
+  Shape out;
+  for (int64_t a : axes) out.push_back(x.shape[static_cast<size_t>(a)]);
   c.AddOutput({x.dtype, out});
 }
 

@@ -23,45 +23,29 @@ bool IsConstant(const ir::Value* v) {
 }
 
 // Logical [.., rows, cols] view of a row-major tensor padded to `rank` dims,
-// optionally transposed in its last two dims.
-memory::desc MatrixDesc(const Shape& shape, size_t rank, bool transpose, memory::data_type dt) {
-  Dims dims(rank - shape.size(), 1);
-  dims.insert(dims.end(), shape.begin(), shape.end());
-  Dims strides(rank);
-  int64_t s = 1;
-  for (int i = static_cast<int>(rank) - 1; i >= 0; --i) {
-    strides[i] = s;
-    s *= dims[i];
-  }
-  if (transpose) {
-    std::swap(dims[rank - 1], dims[rank - 2]);
-    std::swap(strides[rank - 1], strides[rank - 2]);
-  }
-  return memory::desc(dims, dt, strides);
-}
-
-// The same for matmul's folded transposes: the operand is `shape` (row
-// major) read as transpose(., perm) (perm_a / perm_b), or the result is
-// written into `shape` as transpose(result, perm) (perm_out, `inverse`):
-// the logical dims and their strides are the tensor's, permuted.
-memory::desc PermutedMatrixDesc(const Shape& shape, const std::vector<int64_t>& perm, bool inverse,
-                                size_t rank, bool transpose, memory::data_type dt) {
-  if (perm.empty()) return MatrixDesc(shape, rank, transpose, dt);
+// optionally transposed in its last two dims. With matmul's folded
+// transposes, the operand is `shape` read as transpose(., perm) (perm_a /
+// perm_b), or the result is written into `shape` as transpose(result, perm)
+// (perm_out, `inverse`): the logical dims and their strides are the
+// tensor's, permuted.
+memory::desc MatrixDesc(const Shape& shape, size_t rank, bool transpose, memory::data_type dt,
+                        const std::vector<int64_t>& perm = {}, bool inverse = false) {
   const size_t r = shape.size();
-  Dims row_major(r);
-  int64_t s = 1;
-  for (size_t i = r; i-- > 0;) {
-    row_major[i] = s;
-    s *= shape[i];
+  std::vector<int64_t> axes;
+  if (perm.empty()) {
+    for (size_t i = 0; i < r; ++i) axes.push_back(static_cast<int64_t>(i));
+  } else {
+    TILLER_CHECK(NormalizePermutation(perm, static_cast<int>(r), &axes),
+                 "perm {} of a rank-{} operand", ShapeToString(perm), r);
   }
-  Dims dims(rank - r, 1), strides(rank - r, s);
-  dims.resize(rank);
-  strides.resize(rank);
+  const std::vector<int64_t> row_major = Strides(shape);
+  // Padding dims of size 1 in front; their stride is never stepped.
+  Dims dims(rank, 1), strides(rank, NumElements(shape));
   for (size_t i = 0; i < r; ++i) {
     // transpose(x, perm)[.., i, ..] is x[.., perm[i], ..]; written through
     // the inverse, the result's dim perm[i] is the tensor's dim i.
-    const size_t from = inverse ? i : static_cast<size_t>(perm[i]);
-    const size_t to = inverse ? static_cast<size_t>(perm[i]) : i;
+    const size_t from = inverse ? i : static_cast<size_t>(axes[i]);
+    const size_t to = inverse ? static_cast<size_t>(axes[i]) : i;
     dims[rank - r + to] = shape[from];
     strides[rank - r + to] = row_major[from];
   }
@@ -160,12 +144,11 @@ std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
   const ir::Value* out = op.outputs[0];
   size_t rank = out->shape().size();
   const auto in_t = ToDnnl(a->dtype()), out_t = ToDnnl(out->dtype());
-  memory::desc a_md = PermutedMatrixDesc(a->shape(), op.GetInts("perm_a"), false, rank,
-                                         op.GetBool("transpose_a"), in_t);
-  memory::desc b_md = PermutedMatrixDesc(b->shape(), op.GetInts("perm_b"), false, rank,
-                                         op.GetBool("transpose_b"), in_t);
-  memory::desc c_md =
-      PermutedMatrixDesc(out->shape(), op.GetInts("perm_out"), true, rank, false, out_t);
+  memory::desc a_md =
+      MatrixDesc(a->shape(), rank, op.GetBool("transpose_a"), in_t, op.GetInts("perm_a"));
+  memory::desc b_md =
+      MatrixDesc(b->shape(), rank, op.GetBool("transpose_b"), in_t, op.GetInts("perm_b"));
+  memory::desc c_md = MatrixDesc(out->shape(), rank, false, out_t, op.GetInts("perm_out"), true);
   // Prepack constant weights in oneDNN's preferred layout.
   memory::desc b_any =
       IsConstant(b) ? memory::desc(b_md.dims(), in_t, memory::format_tag::any) : b_md;
