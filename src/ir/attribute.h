@@ -35,6 +35,7 @@ class AttrMap {
 
   void Set(const std::string& name, Attribute v) { map_[name] = std::move(v); }
   bool Has(const std::string& name) const { return map_.count(name) != 0; }
+  void Erase(const std::string& name) { map_.erase(name); }
   const Attribute* Find(const std::string& name) const;
 
   // Typed getters: ints and bools convert into each other and into double;

@@ -1,10 +1,28 @@
-// conv2d|linear -> relu|tanh|gelu   ==>  conv2d|linear{activation}
+// conv2d|linear -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6
+//   ==>  conv2d|linear{activation}
 // oneDNN applies the activation while writing the result (a post-op), which
-// saves a full read and write of the activations.
+// saves a full read and write of the activations. hard_swish, hard_sigmoid
+// and relu6 only with Paddle's default attributes (MobileNetV3's), which the
+// kernel's post-ops hard-wire.
 #include "passes/pass.h"
 #include "passes/pattern_utils.h"
 
 namespace tiller::passes {
+namespace {
+
+bool Fusable(const ir::Op& act) {
+  const std::string& t = act.type;
+  auto is = [&](const char* attr, float value) {
+    return static_cast<float>(act.GetFloat(attr)) == value;
+  };
+  if (t == "relu" || t == "tanh" || t == "gelu") return true;
+  if (t == "hard_swish") return is("offset", 3.0f) && is("threshold", 6.0f) && is("scale", 6.0f);
+  if (t == "hard_sigmoid") return is("slope", 0.1666667f) && is("offset", 0.5f);
+  if (t == "relu6") return is("threshold", 6.0f);
+  return false;
+}
+
+}  // namespace
 
 int FuseActivation(ir::Graph& g) {
   int rewrites = 0;
@@ -16,7 +34,7 @@ int FuseActivation(ir::Graph& g) {
   for (ir::Op* p : producers) {
     if (p->outputs[0]->dtype() != DType::kF32) continue;
     ir::Op* act = SoleUser(g, p->outputs[0]);
-    if (!act || (act->type != "relu" && act->type != "tanh" && act->type != "gelu")) continue;
+    if (!act || !Fusable(*act)) continue;
     std::string name = act->type;
     if (name == "gelu" && act->GetBool("approximate")) name = "gelu_tanh";
     ir::AttrMap attrs = p->attrs;

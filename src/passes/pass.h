@@ -44,6 +44,16 @@ class FunctionPass : public Pass {
   int (*fn_)(ir::Graph&);
 };
 
+// A function pass that leaves training graphs alone (its rewrite has no
+// gradient rules behind it).
+class InferencePass : public FunctionPass {
+ public:
+  using FunctionPass::FunctionPass;
+  int Run(ir::Graph& g, const PassContext& ctx) override {
+    return ctx.training ? 0 : FunctionPass::Run(g, ctx);
+  }
+};
+
 // What one pass did: its rewrites and the op types it added and removed.
 struct PassRecord {
   std::string name;
@@ -64,9 +74,17 @@ int FoldScaleIntoMatmul(ir::Graph& g);
 // transpose(.){perm keeping the last dim} -> matmul, and matmul -> such a
 // transpose -> matmul{perm_a | perm_b | perm_out}: strides, not a moved tensor
 int FoldTransposeIntoMatmul(ir::Graph& g);
+// conv2d(x, W) -> add(., c const per output channel) -> conv2d(x, W, c)
+int FuseConvBias(ir::Graph& g);
 // conv2d -> batch_norm (inference, constant statistics) -> conv2d with folded weights
 int FoldBatchNorm(ir::Graph& g);
-// conv2d|linear -> relu|tanh|gelu -> conv2d|linear{activation}
+// conv2d|pool2d chains and the elementwise ops between them (NCHW) ->
+// channel-last, transposes only at the chain's edges (inference;
+// passes/channels_last.cc)
+int ChannelsLast(ir::Graph& g);
+// conv2d{NHWC}(x, W, b) -> add(., r) [-> relu] -> conv2d(x, W, b, r){activation}
+int FuseConvAdd(ir::Graph& g);
+// conv2d|linear -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6 -> conv2d|linear{activation}
 int FuseActivation(ir::Graph& g);
 
 // update ops -> the shard and stage of the weight they update (training)

@@ -753,6 +753,33 @@ std::vector<float> RefStrided(const std::vector<float>& x, const Shape& out, con
   return y;
 }
 
+// Transposes that are a 2-D transpose per batch (NCHW <-> NHWC and the like)
+// take a tiled kernel: shapes that are not multiples of its 16 x 256 work
+// items, dims of extent 1 among the moved ones, several items per image.
+TEST(CpuKernelShape, TransposeAsBatched2DMatchesStridedReference) {
+  struct Case {
+    Shape s;
+    V perm;
+  };
+  for (const Case& c : std::vector<Case>{{{3, 17, 5, 40}, {0, 2, 3, 1}},
+                                         {{3, 17, 5, 40}, {0, 3, 1, 2}},
+                                         {{3, 17, 5, 40}, {1, 2, 3, 0}},
+                                         {{3, 17, 5, 40}, {3, 0, 1, 2}},
+                                         {{2, 3, 61, 67}, {0, 2, 3, 1}},
+                                         {{1, 33, 1, 300}, {0, 3, 1, 2}},
+                                         {{1, 33, 1, 300}, {0, 2, 3, 1}},
+                                         {{300, 33}, {1, 0}}}) {
+    std::vector<float> x = RandF(NumElements(c.s));
+    Graph g;
+    Value* o = g.Add1("transpose", {g.AddInput("x", {DType::kF32, c.s})}, {{"perm", c.perm}});
+    V st = Strides(c.s), pst;
+    for (int64_t p : c.perm) pst.push_back(st[p]);
+    auto r = RunOp(*o->producer, {x.data()});
+    ExpectEq(Ptr<float>(r[0]), RefStrided(x, o->shape(), pst, 0),
+             "transpose " + ShapeToString(c.s) + " " + ShapeToString(c.perm));
+  }
+}
+
 TEST(CpuKernelShape, TransposeSliceExpand) {
   Shape s{2, 3, 4, 5};
   std::vector<float> x = RandF(120);

@@ -57,15 +57,16 @@ TEST(OpDeclNn, GradientOpsDeclareTheirForwardsAttributesAlike) {
     const char *fwd, *grad;
     std::vector<std::string> own;  // the forward's attributes the gradient op lacks
   };
-  const std::vector<Pair> pairs = {{"pool2d", "pool2d_grad", {}},
-                                   {"interp", "interp_grad", {}},
-                                   {"slice", "slice_grad", {}},
-                                   {"pad_nd", "pad_nd_grad", {"value"}},
-                                   {"conv2d", "conv2d_grad_input", {"activation", "out_dtype"}},
-                                   {"conv2d", "conv2d_grad_filter", {"activation", "out_dtype"}},
-                                   {"conv2d_transpose", "conv2d_grad_filter", {"output_size"}},
-                                   {"cross_entropy", "cross_entropy_grad", {"match"}},
-                                   {"sigmoid_cross_entropy", "sigmoid_cross_entropy_grad", {}}};
+  const std::vector<Pair> pairs = {
+      {"pool2d", "pool2d_grad", {"data_format"}},
+      {"interp", "interp_grad", {}},
+      {"slice", "slice_grad", {}},
+      {"pad_nd", "pad_nd_grad", {"value"}},
+      {"conv2d", "conv2d_grad_input", {"activation", "out_dtype", "data_format"}},
+      {"conv2d", "conv2d_grad_filter", {"activation", "out_dtype", "data_format"}},
+      {"conv2d_transpose", "conv2d_grad_filter", {"output_size"}},
+      {"cross_entropy", "cross_entropy_grad", {"match"}},
+      {"sigmoid_cross_entropy", "sigmoid_cross_entropy_grad", {}}};
   for (const Pair& p : pairs) {
     const OpSchema* g = FindOpSchema(p.grad);
     for (const AttrDecl& d : FindOpSchema(p.fwd)->attrs) {

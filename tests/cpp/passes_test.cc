@@ -84,6 +84,125 @@ TEST(Passes, FoldBatchNormIntoConv) {
   ExpectNear(c.plain, c.rewritten, 1e-5f);
 }
 
+// A small residual CNN as Paddle exports one: convolutions with batch norm,
+// a residual add + relu, max pooling, a squeeze-excitation branch (adaptive
+// pool, 1x1 convs, hard_sigmoid, a broadcast multiply), an average pool
+// with ceil_mode, then a reshape that needs NCHW order. `fetch_inner` also
+// fetches an activation inside the chain.
+void ResidualCnn(Graph& g, std::mt19937& rng, bool fetch_inner) {
+  auto param = [&](const char* n, const Shape& s, float lo = -0.5f, float hi = 0.5f) {
+    return g.AddData(n, {DType::kF32, s}, ir::ValueKind::kParam, Random(s, rng, lo, hi));
+  };
+  auto conv = [&](Value* x, const char* n, int64_t in, int64_t out, int64_t k, int64_t groups = 1) {
+    const int64_t p = k / 2;
+    return g.Add1(
+        "conv2d",
+        {x, param(n, {out, in / groups, k, k}), param((std::string(n) + ".b").c_str(), {out})},
+        {{"pads", std::vector<int64_t>{p, p, p, p}}, {"groups", groups}});
+  };
+  Value* x = g.AddInput("x", {DType::kF32, {2, 3, 13, 11}});
+  Value* stem = g.Add1("relu", {conv(x, "stem", 3, 8, 3)});
+  Value* body = g.Add1("relu", {conv(stem, "a", 8, 8, 3, 8)});  // depthwise
+  body = conv(body, "b", 8, 8, 1);
+  Value* block = g.Add1("relu", {g.Add1("add", {body, stem})});
+  Value* pooled = g.Add1("pool2d", {block},
+                         {{"pooling_type", "max"},
+                          {"ksize", std::vector<int64_t>{3, 3}},
+                          {"strides", std::vector<int64_t>{2, 2}},
+                          {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value* se =
+      g.Add1("pool2d", {pooled},
+             {{"pooling_type", "avg"}, {"ksize", std::vector<int64_t>{1, 1}}, {"adaptive", true}});
+  se = g.Add1("hard_sigmoid", {conv(g.Add1("relu", {conv(se, "se1", 8, 4, 1)}), "se2", 4, 8, 1)});
+  Value* scaled = g.Add1("mul", {pooled, se});
+  Value* avg = g.Add1("pool2d", {scaled},
+                      {{"pooling_type", "avg"},
+                       {"ksize", std::vector<int64_t>{2, 2}},
+                       {"strides", std::vector<int64_t>{2, 2}},
+                       {"ceil_mode", true},
+                       {"exclusive", false}});
+  g.AddOutput("y", g.Add1("reshape", {avg}, {{"shape", std::vector<int64_t>{2, 96}}}));
+  if (fetch_inner) g.AddOutput("block", block);
+}
+
+int CountOps(const std::vector<std::string>& ops, const std::string& type) {
+  return static_cast<int>(std::count(ops.begin(), ops.end(), type));
+}
+
+TEST(Passes, ChannelsLastKeepsTheChainInNhwcWithTransposesOnlyAtItsEdges) {
+  auto all = [](Graph& g) { return ChannelsLast(g) + FuseConvAdd(g) + FuseActivation(g); };
+  for (bool fetch_inner : {false, true}) {
+    auto build = [&](Graph& g, std::mt19937& rng) { ResidualCnn(g, rng, fetch_inner); };
+    auto g = std::make_unique<Graph>();
+    std::mt19937 rng(11);
+    build(*g, rng);
+    all(*g);
+    for (const auto& op : g->ops()) {
+      if (op->type == "conv2d" || op->type == "pool2d") {
+        EXPECT_EQ(op->GetStr("data_format"), "NHWC") << op->name;
+      }
+    }
+    Compared c = RunBothWays(build, +all, {2, 3, 13, 11});
+    // In: x. Out: before the reshape, and (fetched) the block's activation.
+    EXPECT_EQ(CountOps(c.ops_after, "transpose"), fetch_inner ? 3 : 2);
+    EXPECT_EQ(CountOps(c.ops_after, "add"), 0);   // into conv b, with its relu
+    EXPECT_EQ(CountOps(c.ops_after, "relu"), 0);  // all fused
+    EXPECT_EQ(CountOps(c.ops_after, "hard_sigmoid"), 0);
+    // oneDNN sums a channel-last convolution in another order: rounding.
+    ExpectNear(c.plain, c.rewritten, 1e-5f);
+  }
+}
+
+TEST(Passes, ChannelsLastLeavesTrainingGraphsAndOtherLayoutsAlone) {
+  auto g = std::make_unique<Graph>();
+  std::mt19937 rng(11);
+  ResidualCnn(*g, rng, false);
+  for (auto& pass : OptimizationPasses()) {
+    if (std::string(pass->name()) != "channels_last") continue;
+    PassContext training;
+    training.training = true;
+    EXPECT_EQ(pass->Run(*g, training), 0);
+    EXPECT_GT(pass->Run(*g, PassContext{}), 0);
+    EXPECT_EQ(pass->Run(*g, PassContext{}), 0);  // nothing NCHW is left to switch
+  }
+  // An elementwise op between a chain value and a tensor that broadcasts
+  // differently in NHWC (a per-width [W] vector) stays NCHW.
+  auto build = [](Graph& g, std::mt19937& rng) {
+    Value* x = g.AddInput("x", {DType::kF32, {2, 3, 6, 5}});
+    Value* w = g.AddData("w", {DType::kF32, {4, 3, 1, 1}}, ir::ValueKind::kParam,
+                         Random({4, 3, 1, 1}, rng));
+    Value* row = g.AddData("row", {DType::kF32, {5}}, ir::ValueKind::kParam, Random({5}, rng));
+    g.AddOutput("y", g.Add1("add", {g.Add1("conv2d", {x, w}), row}));
+  };
+  Compared c = RunBothWays(build, ChannelsLast, {2, 3, 6, 5});
+  EXPECT_EQ(c.ops_after, (std::vector<std::string>{"transpose", "conv2d", "transpose", "add"}));
+  ExpectNear(c.plain, c.rewritten, 1e-5f);
+}
+
+TEST(Passes, FuseConvBiasTakesAPerChannelConstantAddThenBatchNormFolds) {
+  auto build = [](Graph& g, std::mt19937& rng) {
+    Value* x = g.AddInput("x", {DType::kF32, {2, 3, 7, 7}});
+    auto param = [&](const char* n, const Shape& s, float lo, float hi) {
+      return g.AddData(n, {DType::kF32, s}, ir::ValueKind::kParam, Random(s, rng, lo, hi));
+    };
+    Value* y = g.Add1("conv2d", {x, param("w", {4, 3, 3, 3}, -1, 1)});
+    // Paddle's form: the [O] bias reshaped to [1, O, 1, 1].
+    Value* b =
+        g.Add1("reshape", {param("b", {4}, -1, 1)}, {{"shape", std::vector<int64_t>{1, 4, 1, 1}}});
+    y = g.Add1("add", {y, b});
+    y = g.Add1("batch_norm", {y, param("scale", {4}, 0.5, 2), param("shift", {4}, -1, 1),
+                              param("mean", {4}, -1, 1), param("var", {4}, 0.1, 2)});
+    // A [W] row is no channel bias: kept.
+    y = g.Add1("conv2d", {y, param("w2", {4, 4, 1, 1}, -1, 1)});
+    g.AddOutput("y", g.Add1("add", {y, param("row", {5}, -1, 1)}));
+  };
+  auto both = [](Graph& g) { return FuseConvBias(g) + FoldBatchNorm(g); };
+  Compared c = RunBothWays(build, +both, {2, 3, 7, 7});
+  EXPECT_EQ(c.rewrites, 2);
+  EXPECT_EQ(c.ops_after, (std::vector<std::string>{"conv2d", "conv2d", "add"}));
+  ExpectNear(c.plain, c.rewritten, 1e-5f);
+}
+
 // A transformer's attention on [batch, seq, heads, head_dim] activations:
 // heads split by transpose [0, 2, 1, 3] before both matmuls and merged after.
 void Attention(Graph& g, std::mt19937& rng, const std::vector<int64_t>& k_perm, bool q_read_twice,

@@ -7,14 +7,17 @@
 //     dims [axis, rank) (translators set axis from Paddle's begin_norm_axis)
 //   batch_norm(x, scale, bias, mean, variance){epsilon = 1e-5}: inference
 //     form, channel dim 1
-//   conv2d(x NCHW, w [O, C/groups, KH, KW], bias? [O]){strides = [1, 1],
-//     pads = [0, 0, 0, 0] (top, bottom, left, right), dilations = [1, 1],
-//     groups = 1, activation = "" (none; fuse_activation sets the one the
-//     oneDNN kernel applies while writing)}
+//   conv2d(x NCHW, w [O, C/groups, KH, KW], bias? [O], residual? (y's type)){
+//     strides = [1, 1], pads = [0, 0, 0, 0] (top, bottom, left, right),
+//     dilations = [1, 1], groups = 1, activation = "" (none; fuse_activation
+//     sets the one the oneDNN kernel applies while writing), data_format =
+//     "NCHW" | "NHWC" (x and y channel-last; the filter stays OIHW; set by
+//     the channels_last pass)}: residual (fuse_conv_add; needs a bias) is
+//     added to the convolution before the activation
 //   pool2d(x NCHW){pooling_type = "max" | "avg", ksize [2] (required),
 //     strides = [1, 1], pads = [0, 0, 0, 0] as conv2d, ceil_mode = false,
 //     exclusive = true (avg ignores padding), adaptive = false (ksize is the
-//     output size)}
+//     output size), data_format = "NCHW" | "NHWC" (as conv2d)}
 //   embedding(table [V, D], ids int){padding_idx = -1 (none)}: ids.shape + [D]
 //   embedding_grad(ids int, dy){rows (required), padding_idx = -1}: [rows, D],
 //     row r = sum of dy rows whose id is r; the padding row gets no gradient.
@@ -28,8 +31,9 @@
 // exponentials, squares or many rows: float32. conv2d is a GEMM: half
 // inputs, float32 accumulation. Pooling and embedding move or compare
 // values: they follow their input.
-// Layout: softmax names its axis. The others are channel-first (translators
-// transpose channel-last inputs; there is no data_format attribute) or index
+// Layout: softmax names its axis. conv2d and pool2d take data_format (the
+// translators emit NCHW, transposing channel-last inputs; the channels_last
+// pass switches inference chains to NHWC). The others are channel-first or index
 // rows, and layer_norm's [axis, rank) is a range no single axis remap keeps:
 // fixed.
 #include "ir/grad.h"
@@ -70,12 +74,31 @@ void InferBatchNorm(InferContext& c) {
   c.AddOutput(x);
 }
 
+// "NCHW" -> false, "NHWC" -> true; anything else fails naming the op.
+bool ChannelsLast(InferContext& c) {
+  const std::string& f = c.op().GetStr("data_format");
+  if (f != "NCHW" && f != "NHWC") c.Fail("data_format '{}' is not NCHW or NHWC", f);
+  return f == "NHWC";
+}
+
+// x in NCHW order (a channel-last shape read as N, C, H, W).
+Shape AsNchw(const Shape& s, bool channels_last) {
+  if (!channels_last || s.size() != 4) return s;
+  return {s[0], s[3], s[1], s[2]};
+}
+
+Shape FromNchw(const Shape& s, bool channels_last) {
+  if (!channels_last) return s;
+  return {s[0], s[2], s[3], s[1]};
+}
+
 void InferConv2d(InferContext& c) {
-  const TensorType& x = c.input(0);
+  const bool last = ChannelsLast(c);
   const TensorType& w = c.input(1);
-  if (x.shape.size() != 4 || w.shape.size() != 4)
-    c.Fail("needs 4-D input and filter, got {} and {}", ShapeToString(x.shape),
+  if (c.input(0).shape.size() != 4 || w.shape.size() != 4)
+    c.Fail("needs 4-D input and filter, got {} and {}", ShapeToString(c.input(0).shape),
            ShapeToString(w.shape));
+  const TensorType x{c.input(0).dtype, AsNchw(c.input(0).shape, last)};
   ConvWindow win = ReadConvWindow(c.op());
   if (!win.valid()) c.Fail("bad strides/pads/dilations/groups");
   if (x.shape[1] != w.shape[1] * win.groups || w.shape[0] % win.groups != 0)
@@ -90,19 +113,27 @@ void InferConv2d(InferContext& c) {
   int64_t oh = WindowOutputSize(x.shape[2], w.shape[2], s[0], p[0], p[1], d[0], false);
   int64_t ow = WindowOutputSize(x.shape[3], w.shape[3], s[1], p[2], p[3], d[1], false);
   if (oh <= 0 || ow <= 0) c.Fail("empty output for input {}", ShapeToString(x.shape));
-  c.AddOutput({out_dtype, {x.shape[0], w.shape[0], oh, ow}});
+  TensorType y{out_dtype, FromNchw({x.shape[0], w.shape[0], oh, ow}, last)};
+  if (c.has_input(3)) {
+    if (!c.has_input(2)) c.Fail("a residual input needs a bias input");
+    if (c.input(3).dtype != y.dtype || c.input(3).shape != y.shape)
+      c.Fail("residual {} is not the result's type {}", c.input(3).ToString(), y.ToString());
+  }
+  c.AddOutput(y);
 }
 
 void InferPool2d(InferContext& c) {
-  const TensorType& x = c.input(0);
+  const bool last = ChannelsLast(c);
+  if (c.input(0).shape.size() != 4)
+    c.Fail("needs 4-D input, got {}", ShapeToString(c.input(0).shape));
+  const TensorType x{c.input(0).dtype, AsNchw(c.input(0).shape, last)};
   const Op& op = c.op();
-  if (x.shape.size() != 4) c.Fail("needs 4-D input, got {}", ShapeToString(x.shape));
   const std::string& type = op.GetStr("pooling_type");
   if (type != "max" && type != "avg") c.Fail("pooling_type '{}' is not max or avg", type);
   const auto& k = op.GetInts("ksize");
   if (k.size() != 2) c.Fail("ksize must have 2 values");
   if (op.GetBool("adaptive")) {
-    c.AddOutput({x.dtype, {x.shape[0], x.shape[1], k[0], k[1]}});
+    c.AddOutput({x.dtype, FromNchw({x.shape[0], x.shape[1], k[0], k[1]}, last)});
     return;
   }
   const auto& s = op.GetInts("strides");
@@ -112,7 +143,7 @@ void InferPool2d(InferContext& c) {
   int64_t oh = WindowOutputSize(x.shape[2], k[0], s[0], p[0], p[1], 1, ceil);
   int64_t ow = WindowOutputSize(x.shape[3], k[1], s[1], p[2], p[3], 1, ceil);
   if (oh <= 0 || ow <= 0) c.Fail("empty output for input {}", ShapeToString(x.shape));
-  c.AddOutput({x.dtype, {x.shape[0], x.shape[1], oh, ow}});
+  c.AddOutput({x.dtype, FromNchw({x.shape[0], x.shape[1], oh, ow}, last)});
 }
 
 void InferEmbedding(InferContext& c) {
@@ -168,13 +199,16 @@ const bool kSchemas = [] {
                        .Attr("epsilon", 1e-5)
                        .Precision(kF32)
                        .Layout(kFixed));
-  RegisterOpSchema(WithConvWindowAttrs(OpSchema{"conv2d", 2, 3, InferConv2d})
+  RegisterOpSchema(WithConvWindowAttrs(OpSchema{"conv2d", 2, 4, InferConv2d})
                        .Attr("activation", "")
                        .Attr("out_dtype", "")
+                       .Attr("data_format", "NCHW")
                        .Precision(PrecisionRule::kHalfSafe)
-                       .Layout(kFixed));
-  RegisterOpSchema(
-      WithPool2dAttrs(OpSchema{"pool2d", 1, 1, InferPool2d}).Precision(kFollows).Layout(kFixed));
+                       .Layout(LayoutRule::kDataFormat));
+  RegisterOpSchema(WithPool2dAttrs(OpSchema{"pool2d", 1, 1, InferPool2d})
+                       .Attr("data_format", "NCHW")
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kDataFormat));
   RegisterOpSchema(OpSchema{"embedding", 2, 2, InferEmbedding}
                        .Attr("padding_idx", kNoPadding)
                        .Precision(kFollows)
@@ -203,9 +237,12 @@ Value* AlongChannels(GradContext& c, Value* v, int rank) {
 
 void Conv2dGrad(GradContext& c) {
   const Op& op = c.op();
-  if (!op.GetStr("activation").empty())
-    Fail(ErrorKind::kInternal, "{} ({}) with a fused activation reached autodiff", op.type,
-         op.name);
+  // Fusions and the channel-last layout are for inference graphs only.
+  if (!op.GetStr("activation").empty() || op.inputs.size() > 3 ||
+      op.GetStr("data_format") != "NCHW")
+    Fail(ErrorKind::kInternal,
+         "{} ({}) with a fused activation, residual or {} layout reached autodiff", op.type,
+         op.name, op.GetStr("data_format"));
   Value* x = c.input(0);
   Value* w = c.input(1);
   Value* g = c.out_grad();
@@ -334,7 +371,13 @@ const bool kRules = [] {
   });
   RegisterGrad("conv2d", Conv2dGrad);
   RegisterGrad("pool2d", [](GradContext& c) {
-    c.SetInputGrad(0, c.Add("pool2d_grad", {c.input(0), c.output(), c.out_grad()}, c.op().attrs));
+    // Only inference graphs are made channel-last (passes/channels_last.cc).
+    if (c.op().GetStr("data_format") != "NCHW")
+      Fail(ErrorKind::kInternal, "pool2d ({}) in {} reached autodiff", c.op().name,
+           c.op().GetStr("data_format"));
+    AttrMap a = c.op().attrs;
+    a.Erase("data_format");
+    c.SetInputGrad(0, c.Add("pool2d_grad", {c.input(0), c.output(), c.out_grad()}, a));
   });
   RegisterGrad("batch_norm", BatchNormGrad);
   RegisterGrad("batch_norm_train", BatchNormTrainGrad);

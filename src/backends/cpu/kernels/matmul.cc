@@ -56,11 +56,22 @@ memory::desc MatrixDesc(const Shape& shape, size_t rank, bool transpose, memory:
   return memory::desc(dims, dt, strides);
 }
 
-dnnl::algorithm ActivationAlgorithm(const std::string& act, const ir::Op& op) {
-  if (act == "relu") return dnnl::algorithm::eltwise_relu;
-  if (act == "gelu") return dnnl::algorithm::eltwise_gelu_erf;
-  if (act == "gelu_tanh") return dnnl::algorithm::eltwise_gelu_tanh;
-  if (act == "tanh") return dnnl::algorithm::eltwise_tanh;
+// Appends the eltwise post-ops of fused activation `act` (passes/fuse_activation.cc
+// fuses hard_swish, hard_sigmoid and relu6 only with Paddle's default
+// attributes, which these are).
+void AppendActivation(dnnl::post_ops& po, const std::string& act, const ir::Op& op) {
+  using alg = dnnl::algorithm;
+  if (act == "relu") return po.append_eltwise(1.0f, alg::eltwise_relu, 0.f, 0.f);
+  if (act == "gelu") return po.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.f, 0.f);
+  if (act == "gelu_tanh") return po.append_eltwise(1.0f, alg::eltwise_gelu_tanh, 0.f, 0.f);
+  if (act == "tanh") return po.append_eltwise(1.0f, alg::eltwise_tanh, 0.f, 0.f);
+  // x * min(max(x + 3, 0), 6) / 6
+  if (act == "hard_swish") return po.append_eltwise(1.0f, alg::eltwise_hardswish, 0.f, 0.f);
+  if (act == "relu6") return po.append_eltwise(1.0f, alg::eltwise_clip, 0.f, 6.f);
+  if (act == "hard_sigmoid") {  // min(max(x / 6 + 0.5, 0), 1), Paddle's slope 0.1666667
+    po.append_eltwise(1.0f, alg::eltwise_linear, 0.1666667f, 0.5f);
+    return po.append_eltwise(1.0f, alg::eltwise_clip, 0.f, 1.f);
+  }
   Fail(ErrorKind::kUnimplemented, "{} ({}): fused activation '{}' is not supported", op.type,
        op.name, act);
 }
@@ -131,7 +142,7 @@ dnnl::primitive_attr MakeAttr(const ir::Op& op, float scale, const std::string& 
   if (scale != 1.0f) attr.set_output_scales(0, {scale});
   if (!act.empty()) {
     dnnl::post_ops po;
-    po.append_eltwise(1.0f, ActivationAlgorithm(act, op), 0.f, 0.f);
+    AppendActivation(po, act, op);
     attr.set_post_ops(po);
   }
   return attr;
@@ -240,9 +251,11 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
 }
 
 // A convolution that runs in oneDNN's preferred activation layout: src is
-// reordered from NCHW into workspace, the convolution writes its blocked
-// result into workspace, and a reorder writes NCHW to the output. Reorders
-// are skipped when the chosen layout is plain already.
+// reordered from the op's plain layout (NCHW or NHWC) into workspace, the
+// convolution writes its blocked result into workspace, and a reorder writes
+// the plain layout to the output. Reorders are skipped when the chosen
+// layout is the plain one. `weights`: the slots of the op's inputs after x
+// (filter, bias, residual), in order.
 class BlockedConvKernel : public Kernel {
  public:
   BlockedConvKernel(Dnnl& dn, const dnnl::convolution_forward::primitive_desc& pd,
@@ -308,14 +321,22 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   const ir::Value* x = op.inputs[0];
   const ir::Value* w = op.inputs[1];
   const ir::Value* bias = op.input(2);
+  const ir::Value* residual = op.input(3);
   const ir::Value* y = op.outputs[0];
+  const bool channels_last = op.GetStr("data_format") == "NHWC";
   int64_t groups = op.GetInt("groups");
   const auto& strides = op.GetInts("strides");
   const auto& pads = op.GetInts("pads");
   const auto& dil = op.GetInts("dilations");
   const auto in_t = ToDnnl(x->dtype()), out_t = ToDnnl(y->dtype());
   using tag = memory::format_tag;
-  memory::desc x_md(x->shape(), in_t, tag::nchw), y_md(y->shape(), out_t, tag::nchw);
+  // oneDNN's dims are N, C, H, W whatever the memory order.
+  auto nchw_dims = [&](const Shape& s) {
+    return channels_last ? Dims{s[0], s[3], s[1], s[2]} : Dims(s.begin(), s.end());
+  };
+  const tag act_tag = channels_last ? tag::nhwc : tag::nchw;
+  memory::desc x_md(nchw_dims(x->shape()), in_t, act_tag);
+  memory::desc y_md(nchw_dims(y->shape()), out_t, act_tag);
   Shape ws = w->shape();
   memory::desc w_md =
       groups == 1 ? memory::desc(ws, in_t, tag::oihw)
@@ -325,12 +346,25 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   memory::desc b_md = bias ? memory::desc({ws[0]}, ToDnnl(bias->dtype()), tag::a) : memory::desc();
   // oneDNN dilation counts the gaps: Paddle's 1 is oneDNN's 0.
   Dims d_dil{dil[0] - 1, dil[1] - 1};
-  auto attr = MakeAttr(op, 1.0f, op.GetStr("activation"));
-  // Let oneDNN choose blocked activation layouts (nChw16c on AVX-512): its
-  // direct kernels on them are several times faster than on plain NCHW, which
-  // it can only serve with im2col + GEMM. The IR keeps plain NCHW between
-  // ops, so the kernel reorders in and out through its workspace.
-  memory::desc x_any(x_md.dims(), in_t, tag::any), y_any(y_md.dims(), out_t, tag::any);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::post_ops po;
+  // The residual (fuse_conv_add) is read as the result is written: a binary
+  // post-op, before the activation.
+  if (residual) {
+    TILLER_CHECK(channels_last, "{} ({}): a residual input needs the NHWC layout", op.type,
+                 op.name);
+    po.append_binary(dnnl::algorithm::binary_add, y_md);
+  }
+  if (!op.GetStr("activation").empty()) AppendActivation(po, op.GetStr("activation"), op);
+  attr.set_post_ops(po);
+  // NCHW: let oneDNN choose blocked activation layouts (nChw16c on AVX-512):
+  // its direct kernels on them are several times faster than on plain NCHW,
+  // which it can only serve with im2col + GEMM, and the kernel reorders in
+  // and out through its workspace. NHWC (the channels_last pass) is what
+  // oneDNN picks for most shapes anyway: it runs as it is, no reorders.
+  memory::desc x_any = channels_last ? x_md : memory::desc(x_md.dims(), in_t, tag::any);
+  memory::desc y_any = channels_last ? y_md : memory::desc(y_md.dims(), out_t, tag::any);
   dnnl::convolution_forward::desc desc_any(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_any, w_any, b_md,
       y_any, Dims{strides[0], strides[1]}, d_dil, Dims{pads[0], pads[2]}, Dims{pads[1], pads[3]});
@@ -338,6 +372,10 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   std::vector<DnnlKernel::Slot> weights{
       BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
   if (bias) weights.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
+  if (residual) {
+    weights.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                       memory(y_md, dn.engine, DNNL_MEMORY_NONE), false});
+  }
   return std::make_unique<BlockedConvKernel>(dn, pd, x_md, y_md, std::move(weights));
 }
 
@@ -345,7 +383,7 @@ TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("T, T -> T").Where("T", {DType
 TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
                   Signature("T, T, T -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("linear", MakeLinear, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
-TILLER_CPU_KERNEL("conv2d", MakeConv2d, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("conv2d", MakeConv2d, Signature("T, T, T?, T? -> T").Where("T", {DType::kF32}));
 // Mixed precision: bfloat16 operands, float32 accumulation and result.
 TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("H, H -> float32").Where("H", {DType::kBF16}));
 TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
@@ -353,7 +391,7 @@ TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
 TILLER_CPU_KERNEL("linear", MakeLinear,
                   Signature("H, H, float32? -> float32").Where("H", {DType::kBF16}));
 TILLER_CPU_KERNEL("conv2d", MakeConv2d,
-                  Signature("H, H, float32? -> float32").Where("H", {DType::kBF16}));
+                  Signature("H, H, float32?, float32? -> float32").Where("H", {DType::kBF16}));
 // ... and writing bfloat16 (the pass folded the cast after them).
 TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("H, H -> H").Where("H", {DType::kBF16}));
 TILLER_CPU_KERNEL("linear", MakeLinear,

@@ -1,5 +1,5 @@
-// pool2d (NCHW, float32): max/avg with pads, ceil_mode, exclusive, adaptive;
-// max_pool2d_with_index.
+// pool2d (NCHW or NHWC, float32): max/avg with pads, ceil_mode, exclusive,
+// adaptive; max_pool2d_with_index.
 //
 // Follows Paddle's CPU pooling exactly: a window is [o*stride - pad_begin,
 // + ksize) clipped to the input (not to the padded input), and a
@@ -55,7 +55,62 @@ void PoolTaps(const float* xp, float* yp, const TapGeom& g, const Windows& wh) {
   }
 }
 
+// Channel-last pooling (the channels_last pass's layout): each output pixel
+// reduces its window's pixels, whole rows of C channels at a time, so the
+// inner loop runs over contiguous channels. Same windows and divisors as
+// the NCHW kernel.
+std::unique_ptr<Kernel> MakePool2dNhwc(const ir::Op& op) {
+  const Shape& xs = op.inputs[0]->shape();  // [N, H, W, C]
+  const Shape& ys = op.outputs[0]->shape();
+  const int64_t n = xs[0], c = xs[3];
+  Pool2dGeometry g = ReadPool2d(op, {n, c, xs[1], xs[2]}, {n, c, ys[1], ys[2]});
+  const bool is_max = g.is_max;
+  const bool inclusive = !g.adaptive && !g.exclusive;
+  const int64_t ih = g.ih, iw = g.iw, oh = g.oh, ow = g.ow;
+  std::vector<float> div;  // per output pixel; 0: empty window
+  for (int64_t i = 0; i < oh; ++i) {
+    for (int64_t j = 0; j < ow; ++j) {
+      const Windows &wh = g.wh, &ww = g.ww;
+      float area = static_cast<float>((wh.end[i] - wh.begin[i]) * (ww.end[j] - ww.begin[j]));
+      float span = static_cast<float>(wh.span[i] * ww.span[j]);
+      div.push_back(area == 0 ? 0.0f : (inclusive && !g.adaptive) ? span : area);
+    }
+  }
+  const Windows wh = g.wh, ww = g.ww;
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int64_t pixels = n * oh * ow;
+    ParallelRange(
+        pixels, c * 9,
+        [&](int64_t b, int64_t e) {
+          for (int64_t p = b; p < e; ++p) {
+            const int64_t img = p / (oh * ow), i = p / ow % oh, j = p % ow;
+            float* yr = y + p * c;
+            const float init = is_max ? -std::numeric_limits<float>::max() : 0.0f;
+            for (int64_t k = 0; k < c; ++k) yr[k] = init;
+            for (int64_t h = wh.begin[i]; h < wh.end[i]; ++h) {
+              for (int64_t w = ww.begin[j]; w < ww.end[j]; ++w) {
+                const float* xr = x + ((img * ih + h) * iw + w) * c;
+                if (is_max) {
+                  for (int64_t k = 0; k < c; ++k) yr[k] = std::max(yr[k], xr[k]);
+                } else {
+                  for (int64_t k = 0; k < c; ++k) yr[k] += xr[k];
+                }
+              }
+            }
+            if (!is_max) {
+              const float d = div[static_cast<size_t>(i * ow + j)];
+              for (int64_t k = 0; k < c; ++k) yr[k] = d > 0 ? yr[k] / d : 0.0f;
+            }
+          }
+        },
+        1);
+  });
+}
+
 std::unique_ptr<Kernel> MakePool2d(const ir::Op& op) {
+  if (op.GetStr("data_format") == "NHWC") return MakePool2dNhwc(op);
   Pool2dGeometry g = ReadPool2d(op, op.inputs[0]->shape(), op.outputs[0]->shape());
   const bool is_max = g.is_max, adaptive = g.adaptive, exclusive = g.exclusive;
   const std::vector<int64_t>&k = g.k, &s = g.s, &p = g.p;

@@ -1,6 +1,7 @@
 // Data-movement kernels: transpose, slice, expand (all one strided copy),
 // concat, split, gather, cast, where and identity. Movement kernels work on
 // bytes, so they take every dtype; only cast and where look at values.
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/kernels/kernel_utils.h"
@@ -104,9 +105,76 @@ std::unique_ptr<Kernel> CopyKernel(IterPlan plan, size_t elem) {
   });
 }
 
+// A transpose that is, per batch, a 2-D transpose: in [batch, a, b] -> out
+// [batch, b, a] (NCHW <-> NHWC are [N, C, HW] <-> [N, HW, C]). Dims of
+// extent 1 are dropped first; they never move data.
+struct Batched2D {
+  int64_t batch = 1, a = 1, b = 1;
+};
+bool AsBatched2D(const Shape& in, const std::vector<int64_t>& perm, Batched2D* t) {
+  std::vector<int64_t> axes;
+  if (!NormalizePermutation(perm, static_cast<int>(in.size()), &axes)) return false;
+  std::vector<int64_t> kept;  // the axes of extent > 1, in output order
+  for (int64_t ax : axes) {
+    if (in[ax] > 1) kept.push_back(ax);
+  }
+  std::vector<int64_t> sorted = kept;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t m = kept.size();
+  size_t k = 0;  // leading axes in place
+  while (k < m && kept[k] == sorted[k]) ++k;
+  if (k == m) return false;  // a copy
+  // The rest must be sorted[j..m) then sorted[k..j) for some k < j < m.
+  size_t j = k;
+  while (j < m && kept[k] != sorted[j]) ++j;
+  if (j == m) return false;
+  for (size_t i = k; i < m; ++i) {
+    const size_t want = i - k < m - j ? j + (i - k) : k + (i - k - (m - j));
+    if (kept[i] != sorted[want]) return false;
+  }
+  for (size_t i = 0; i < k; ++i) t->batch *= in[sorted[i]];
+  for (size_t i = k; i < j; ++i) t->a *= in[sorted[i]];
+  for (size_t i = j; i < m; ++i) t->b *= in[sorted[i]];
+  return true;
+}
+
+// Tiles of 16 x 16 elements: each tile's rows are read, and its columns
+// written, within a few cache lines (the strided copy walks one side with a
+// stride of a whole row). Work items of 16 rows x 256 columns, so even one
+// image of 3 channels splits across threads.
+template <typename T>
+void Transpose2D(const T* x, T* y, const Batched2D& t) {
+  constexpr int64_t kTile = 16, kBlock = 16 * kTile;  // a work item: 16 rows x 256 columns
+  const int64_t a_tiles = (t.a + kTile - 1) / kTile, b_blocks = (t.b + kBlock - 1) / kBlock;
+  ParallelRange(
+      t.batch * a_tiles * b_blocks, kTile * kBlock,
+      [&](int64_t first, int64_t last) {
+        for (int64_t w = first; w < last; ++w) {
+          const int64_t n = w / (a_tiles * b_blocks), i0 = w / b_blocks % a_tiles * kTile;
+          const int64_t i1 = std::min(t.a, i0 + kTile), b0 = w % b_blocks * kBlock;
+          const T* xb = x + n * t.a * t.b;
+          T* yb = y + n * t.a * t.b;
+          for (int64_t j0 = b0; j0 < std::min(t.b, b0 + kBlock); j0 += kTile) {
+            const int64_t j1 = std::min(t.b, j0 + kTile);
+            for (int64_t i = i0; i < i1; ++i) {
+              for (int64_t j = j0; j < j1; ++j) yb[j * t.a + i] = xb[i * t.b + j];
+            }
+          }
+        }
+      },
+      1);
+}
+
 std::unique_ptr<Kernel> MakeTranspose(const ir::Op& op) {
   const Shape& in = op.inputs[0]->shape();
   const std::vector<int64_t>& perm = op.GetInts("perm");
+  Batched2D t;
+  if (DTypeSize(InDType(op)) == 4 && AsBatched2D(in, perm, &t)) {
+    return std::make_unique<LambdaKernel>([t](const KernelArgs& args) {
+      Transpose2D(static_cast<const uint32_t*>(args.inputs[0]),
+                  static_cast<uint32_t*>(args.outputs[0]), t);
+    });
+  }
   std::vector<int64_t> in_st = Strides(in), st(perm.size());
   for (size_t i = 0; i < perm.size(); ++i)
     st[i] = in_st[NormalizeAxis(perm[i], static_cast<int>(in.size()))];

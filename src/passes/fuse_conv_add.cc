@@ -1,0 +1,41 @@
+// conv2d{NHWC}(x, W, b) -> add(., r) [-> relu]   ==>  conv2d(x, W, b, r){activation}
+// A residual block ends by adding its shortcut to its last convolution's
+// result (then relu): oneDNN adds r as a binary post-op while the
+// convolution writes, so the sum costs no pass of its own over the
+// activations. Only channel-last convolutions (after channels_last), whose
+// kernel writes the plain layout r is in; r must have the result's type.
+#include "passes/pass.h"
+#include "passes/pattern_utils.h"
+
+namespace tiller::passes {
+
+int FuseConvAdd(ir::Graph& g) {
+  int rewrites = 0;
+  for (ir::Op* conv : OpsOfType(g, "conv2d")) {
+    if (conv->GetStr("data_format") != "NHWC" || conv->inputs.size() != 3 ||
+        !conv->GetStr("activation").empty())
+      continue;
+    ir::Value* y = conv->outputs[0];
+    ir::Op* add = SoleUser(g, y);
+    if (!add || add->type != "add" || add->inputs[0] == add->inputs[1]) continue;
+    ir::Value* r = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
+    if (r->type != y->type) continue;
+    ir::Op* relu = SoleUser(g, add->outputs[0]);
+    if (relu && relu->type != "relu") relu = nullptr;
+    ir::Op* last = relu ? relu : add;
+    ir::AttrMap attrs = conv->attrs;
+    if (relu) attrs.Set("activation", std::string("relu"));
+    std::vector<ir::Value*> ins = conv->inputs;
+    ins.push_back(r);
+    g.SetInsertionPoint(last);
+    ir::Value* fused = g.Add1("conv2d", std::move(ins), std::move(attrs), conv->name);
+    g.SetInsertionPoint(nullptr);
+    fused->name = last->outputs[0]->name;
+    g.ReplaceAllUses(last->outputs[0], fused);
+    ++rewrites;
+  }
+  if (rewrites) g.RemoveDeadCode();
+  return rewrites;
+}
+
+}  // namespace tiller::passes

@@ -1,0 +1,57 @@
+// conv2d(x, W) -> add(., c)   (c constant, one value per output channel)
+//   ==>  conv2d(x, W, c)
+// Paddle saves a convolution's bias as a separate add of a [1, O, 1, 1]
+// reshape of the [O] parameter (squeeze-excitation blocks, detection
+// heads); in the convolution it is oneDNN's bias, added while the result is
+// written, and the chain stays a chain of convolutions for fold_batch_norm,
+// channels_last and the activation fusions.
+#include "passes/pass.h"
+#include "passes/pattern_utils.h"
+
+namespace tiller::passes {
+namespace {
+
+// The constant `v` holds, looking through reshapes (views of its bytes).
+ir::Value* ConstantRoot(ir::Value* v) {
+  while (v && v->producer && v->producer->type == "reshape") v = v->producer->inputs[0];
+  return HasData(v) ? v : nullptr;
+}
+
+// Whether `shape` is [O] aligned with dim 1 of a rank-4 NCHW result: [1, O,
+// 1, 1] or [O, 1, 1].
+bool AlongChannels(const Shape& shape, int64_t channels) {
+  if (shape.size() == 4)
+    return shape[0] == 1 && shape[1] == channels && shape[2] == 1 && shape[3] == 1;
+  if (shape.size() == 3) return shape[0] == channels && shape[1] == 1 && shape[2] == 1;
+  return false;
+}
+
+}  // namespace
+
+int FuseConvBias(ir::Graph& g) {
+  int rewrites = 0;
+  for (ir::Op* conv : OpsOfType(g, "conv2d")) {
+    if (conv->inputs.size() != 2 || !conv->GetStr("activation").empty() ||
+        conv->GetStr("data_format") != "NCHW")
+      continue;
+    ir::Value* y = conv->outputs[0];
+    ir::Op* add = SoleUser(g, y);
+    if (!add || add->type != "add") continue;
+    ir::Value* other = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
+    ir::Value* bias = ConstantRoot(other);
+    if (!bias || bias->dtype() != DType::kF32 || add->outputs[0]->type != y->type ||
+        !AlongChannels(other->shape(), y->shape()[1]))
+      continue;
+    g.SetInsertionPoint(add);
+    ir::Value* fused =
+        g.Add1("conv2d", {conv->inputs[0], conv->inputs[1], bias}, conv->attrs, conv->name);
+    g.SetInsertionPoint(nullptr);
+    fused->name = add->outputs[0]->name;
+    g.ReplaceAllUses(add->outputs[0], fused);
+    ++rewrites;
+  }
+  if (rewrites) g.RemoveDeadCode();
+  return rewrites;
+}
+
+}  // namespace tiller::passes
