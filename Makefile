@@ -8,6 +8,7 @@
 #   make asan   build with AddressSanitizer/UBSan and run the C++ tests
 #   make tsan   build with ThreadSanitizer and run the C++ tests of shared-thread code
 #   make bench / bench-train   inference / training benchmarks against Paddle
+#   make bench-zoo             every zoo model at batch 1 and 8 vs Paddle Inference and ONNX Runtime
 PY      := $(CURDIR)/.venv/bin/python
 BUILD   := build
 JOBS    ?= $(shell nproc)
@@ -15,7 +16,7 @@ JOBS    ?= $(shell nproc)
 export CCACHE_BASEDIR := $(CURDIR)
 CMAKE_ARGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
 
-.PHONY: setup build build-asan build-tsan test test-cpp test-python demo bench bench-train asan tsan clean
+.PHONY: setup build build-asan build-tsan test test-cpp test-python demo bench bench-train bench-zoo asan tsan clean
 
 setup:
 	@bash scripts/setup.sh
@@ -39,6 +40,9 @@ demo: build
 
 bench: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_inference.py
+
+bench-zoo: build
+	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_zoo.py
 
 bench-train: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_training.py

@@ -22,6 +22,8 @@ class UNetConfig:
 
 PRESETS = {
     "unet-tiny": UNetConfig(),
+    # The zoo benchmark's size (bench/bench_zoo.py).
+    "unet-base": UNetConfig(channels=(32, 64, 128), image_size=256),
 }
 INPUTS = (("x", "float32"),)
 OUTPUTS = ("logits",)

@@ -5,18 +5,19 @@
 // itself for most shapes), so a convolution on NCHW tensors reorders its input
 // and its result every time: on MobileNetV3 at batch 8 the reorders took more
 // time than the convolutions. Here a chain of convolutions, poolings and the
-// layout-agnostic ops between them (activations, residual adds, the
-// squeeze-excitation multiply) keeps NHWC tensors, and a transpose converts
+// ops between them that are layout-agnostic (activations, residual adds,
+// the squeeze-excitation multiply) or name their axes (concat of skip
+// connections, slices, reductions keeping their dims) keeps NHWC tensors, and a transpose converts
 // only where the chain starts and where something outside it reads its
 // values. Inference only: the gradient rules are channel-first.
 //
 // One walk in graph order keeps, for each NCHW value, its NHWC twin once one
-// exists. A conv2d / pool2d is rebuilt channel-last on its input's twin (a
-// transpose makes one when there is none); an op of LayoutRule::kAgnostic is
-// rebuilt on its inputs' twins when every input has one, or is a single
-// element (broadcasts the same in any layout). A rebuilt op's result gets a
-// transpose back to NCHW for the readers that stay; dead-code removal drops
-// the ones nobody reads.
+// exists. A conv2d is rebuilt channel-last on its input's twin (a transpose
+// makes one when there is none), a pool2d when its input has a twin; an op of LayoutRule::kAgnostic
+// is rebuilt on its inputs' twins when every input has one, or is a single element (broadcasts the
+// same in any layout); one of kAxisAttrs when every input has a twin and its result is 4-D, with
+// its axes renumbered. A rebuilt op's result gets a transpose back to NCHW for the readers that
+// stay; dead-code removal drops the ones nobody reads.
 #include <unordered_map>
 
 #include "ir/op_schema.h"
@@ -42,6 +43,46 @@ bool IsAgnostic(const ir::Op& op) {
          op.outputs.size() == 1 && op.outputs[0]->rank() == 4;
 }
 
+// Where NCHW dim d sits in NHWC.
+constexpr int64_t kNhwcPosition[4] = {0, 3, 1, 2};
+
+// An op naming NCHW axes in attributes, with them renumbered for NHWC
+// inputs and result into `attrs`; false when it does not qualify
+// (transpose's perm is an order, not axes: it is left alone).
+bool RemapAxes(const ir::Op& op, ir::AttrMap* attrs) {
+  const ir::OpSchema* s = ir::FindOpSchema(op.type);
+  if (!s || s->layout != ir::LayoutRule::kAxisAttrs || s->side_effects || op.type == "transpose" ||
+      op.outputs.size() != 1 || op.outputs[0]->rank() != 4)
+    return false;
+  for (const ir::Value* in : op.inputs) {
+    if (!in || in->rank() != 4) return false;
+  }
+  auto position = [](int64_t axis, int64_t* out) {
+    const int a = NormalizeAxis(axis, 4);
+    if (a < 0) return false;
+    *out = kNhwcPosition[a];
+    return true;
+  };
+  for (const std::string& name : s->axis_attrs) {
+    const ir::AttrDecl* decl = s->FindAttr(name);
+    if (!decl) return false;
+    if (decl->kind == ir::AttrKind::kInt) {
+      int64_t a = 0;
+      if (!position(op.GetInt(name), &a)) return false;
+      attrs->Set(name, a);
+    } else if (decl->kind == ir::AttrKind::kInts) {
+      std::vector<int64_t> axes;
+      for (int64_t axis : op.GetInts(name)) {
+        if (!position(axis, &axes.emplace_back())) return false;
+      }
+      attrs->Set(name, std::move(axes));
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 // A value that broadcasts alike against NCHW and NHWC tensors.
 bool IsSingleElement(const ir::Value* v) {
   return v->rank() <= 4 && NumElements(v->shape()) == 1;
@@ -65,16 +106,18 @@ int ChannelsLast(ir::Graph& g) {
   for (ir::Op* op : ops) {
     std::vector<ir::Value*> ins = op->inputs;
     ir::AttrMap attrs = op->attrs;
-    if (IsChannelFirstWindowOp(*op)) {
+    // A pooling alone would only gain two transposes: it joins a chain a
+    // convolution started.
+    if (IsChannelFirstWindowOp(*op) && (op->type == "conv2d" || twin.count(ins[0]))) {
       g.SetInsertionPoint(op);
       ins[0] = to_nhwc(ins[0]);
       attrs.Set("data_format", std::string("NHWC"));
-    } else if (IsAgnostic(*op)) {
+    } else if (const bool axes = RemapAxes(*op, &attrs); axes || IsAgnostic(*op)) {
       bool any_twin = false, all_ok = true;
       for (ir::Value* in : ins) {
         const bool has_twin = in && twin.count(in);
         any_twin = any_twin || has_twin;
-        all_ok = all_ok && in && (has_twin || IsSingleElement(in));
+        all_ok = all_ok && in && (has_twin || (!axes && IsSingleElement(in)));
       }
       if (!any_twin || !all_ok) continue;
       for (ir::Value*& in : ins) {

@@ -87,7 +87,7 @@ TEST(Passes, FoldBatchNormIntoConv) {
 // A small residual CNN as Paddle exports one: convolutions with batch norm,
 // a residual add + relu, max pooling, a squeeze-excitation branch (adaptive
 // pool, 1x1 convs, hard_sigmoid, a broadcast multiply), an average pool
-// with ceil_mode, then a reshape that needs NCHW order. `fetch_inner` also
+// with ceil_mode, a concat and a slice, then a reshape that needs NCHW order. `fetch_inner` also
 // fetches an activation inside the chain.
 void ResidualCnn(Graph& g, std::mt19937& rng, bool fetch_inner) {
   auto param = [&](const char* n, const Shape& s, float lo = -0.5f, float hi = 0.5f) {
@@ -115,13 +115,20 @@ void ResidualCnn(Graph& g, std::mt19937& rng, bool fetch_inner) {
              {{"pooling_type", "avg"}, {"ksize", std::vector<int64_t>{1, 1}}, {"adaptive", true}});
   se = g.Add1("hard_sigmoid", {conv(g.Add1("relu", {conv(se, "se1", 8, 4, 1)}), "se2", 4, 8, 1)});
   Value* scaled = g.Add1("mul", {pooled, se});
-  Value* avg = g.Add1("pool2d", {scaled},
+  // A skip connection's concat along channels, then a crop of rows: axes
+  // the pass renumbers.
+  Value* both = g.Add1("concat", {pooled, scaled}, {{"axis", int64_t{-3}}});
+  both = g.Add1("slice", {both},
+                {{"axes", std::vector<int64_t>{2}},
+                 {"starts", std::vector<int64_t>{1}},
+                 {"ends", std::vector<int64_t>{7}}});
+  Value* avg = g.Add1("pool2d", {both},
                       {{"pooling_type", "avg"},
                        {"ksize", std::vector<int64_t>{2, 2}},
                        {"strides", std::vector<int64_t>{2, 2}},
                        {"ceil_mode", true},
                        {"exclusive", false}});
-  g.AddOutput("y", g.Add1("reshape", {avg}, {{"shape", std::vector<int64_t>{2, 96}}}));
+  g.AddOutput("y", g.Add1("reshape", {avg}, {{"shape", std::vector<int64_t>{2, 144}}}));
   if (fetch_inner) g.AddOutput("block", block);
 }
 

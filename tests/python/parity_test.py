@@ -107,3 +107,44 @@ def test_more_real_models_match_paddle(zoo, preset, fmt, batch):
     # as the reference there.
     mkldnn = False if (preset, fmt) == ("unet-tiny", "pir") else None
     assert_matches_paddle(model, inputs, paddle_mkldnn=mkldnn)
+
+
+def test_paddle_vision_mobilenet_v3_runs_channel_last_and_matches_paddle(tmp_path):
+    """MobileNetV3 as paddle.vision.models builds it (depthwise convs, biased
+    squeeze-excitation convs, hard_swish / hard_sigmoid, residual adds):
+    Tiller's channels_last pass keeps the whole convolution chain in NHWC
+    (one transpose in, one out: the oneDNN convolutions run without
+    reorders), and the result matches Paddle Inference. Batch norm
+    statistics are randomized so that every layer moves the output (at
+    Paddle's initial values the logits are ~1e-7 and any error would pass).
+    Tolerance: 1e-4 of the largest logit, as the module's TOL."""
+    import paddle
+    from paddle.vision.models import mobilenet_v3_small
+
+    paddle.seed(5)
+    m = mobilenet_v3_small(scale=0.5, num_classes=16)
+    rng = np.random.default_rng(5)
+    for layer in m.sublayers():
+        if isinstance(layer, paddle.nn.BatchNorm2D):
+            c = layer.weight.shape[0]
+            layer.weight.set_value(rng.uniform(0.5, 1.5, c).astype("float32"))
+            layer.bias.set_value(rng.uniform(-0.2, 0.2, c).astype("float32"))
+            layer._mean.set_value(rng.uniform(-0.2, 0.2, c).astype("float32"))
+            layer._variance.set_value(rng.uniform(0.5, 1.5, c).astype("float32"))
+    m.eval()
+    spec = [paddle.static.InputSpec([None, 3, 64, 64], "float32", "x")]
+    paddle.jit.save(m, str(tmp_path / "model"), input_spec=spec)
+    x = rng.standard_normal((2, 3, 64, 64)).astype("float32")
+    ref = export.paddle_infer(str(tmp_path), {"x": x}, threads=1)
+    config = ti.Config(str(tmp_path / "model.json"), str(tmp_path / "model.pdiparams"))
+    predictor = ti.create_predictor(config)
+    (got,) = predictor.run([x])
+    (want,) = ref.values()
+    scale = np.abs(want).max()
+    assert scale > 1e-2
+    err = np.abs(got.astype(np.float64) - want).max() / scale
+    assert err <= TOL, f"max error {err:.3g} of the largest logit"
+    graph = predictor.summary()["graph"]
+    assert graph.count("= transpose(") == 2
+    assert graph.count('data_format="NHWC"') == graph.count("= conv2d(") + graph.count("= pool2d(")
+    assert "= hard_swish(" not in graph and "= add(" not in graph
