@@ -40,6 +40,48 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace, 
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
     for (const ir::Value* out : ops[i]->outputs) position[out] = i;
   }
+  // An op whose output may take an input's storage (OpSchema::inplace_input)
+  // gets it when that input's root is an intermediate of the same size on
+  // the same device, no graph output, and this op is its last reader and
+  // reads it once: the output becomes an alias of the root, which lives on
+  // until the output's last use. Decided from the graph alone, so every
+  // device's plan agrees.
+  {
+    std::unordered_map<const ir::Value*, std::pair<int, int>> last;  // root -> (pos, reads)
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+      for (const ir::Value* in : ops[i]->inputs) {
+        if (!in) continue;
+        auto& [pos, reads] = last[root(in)];
+        reads = pos == i ? reads + 1 : 1;
+        pos = i;
+      }
+    }
+    std::unordered_set<const ir::Value*> fetched;
+    for (const auto& [name, v] : g.outputs()) fetched.insert(root(v));
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+      const ir::Op& op = *ops[i];
+      const int k = ir::FindOpSchema(op.type)->inplace_input;
+      if (k < 0 || k >= static_cast<int>(op.inputs.size()) || !op.inputs[k]) continue;
+      const ir::Value* r = root(op.inputs[k]);
+      const ir::Value* out = op.outputs[0];
+      auto it = last.find(r);
+      if (r->kind != ir::ValueKind::kIntermediate || r->type != out->type || fetched.count(r) ||
+          it == last.end() || it->second != std::make_pair(i, 1) ||
+          HomeDevice(r, host) != HomeDevice(out, host))
+        continue;
+      plan.alias_of[out] = r;
+      // The output's readers are the root's now (a chain of such ops).
+      auto out_reads = last.find(out);
+      if (out_reads != last.end()) it->second = out_reads->second;
+      if (fetched.count(out)) fetched.insert(r);
+      for (const auto& later : ops) {  // views of the output, planned above, follow it
+        for (const ir::Value* v : later->outputs) {
+          auto a = plan.alias_of.find(v);
+          if (a != plan.alias_of.end() && a->second == out) a->second = r;
+        }
+      }
+    }
+  }
   // Last position reading each state (graph outputs read at the very end).
   std::unordered_map<const ir::Value*, int> last_read;
   std::unordered_map<const ir::Value*, int> readers_at_last;  // how many inputs at that position

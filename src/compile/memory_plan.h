@@ -4,6 +4,10 @@
 // extend its lifetime. Weights and folded constants live outside the arena,
 // and so do state values (ir::ValueKind::kState), which the caller owns.
 //
+// An op declaring OpSchema::inplace_input (conv2d's residual) writes its
+// result into that input's storage when the input is an intermediate read
+// by nothing after it (the result becomes an alias of it, as a view is).
+//
 // A state update (Graph::SetStateUpdate) is written in place when nothing
 // reads the old state after the op producing the new value (or that op is
 // the last reader and its schema is inplace_safe): the new value then takes

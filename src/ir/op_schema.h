@@ -96,6 +96,12 @@ struct OpSchema {
   // executable write a state update (an optimizer's new parameter) straight
   // into the state's storage; see compile/memory_plan.h.
   bool inplace_safe = false;
+  // Output 0 may take the storage of this input (an index; -1: none) when
+  // the input is an intermediate nothing reads afterwards: the kernel then
+  // finds the input's bytes in its output and updates them (conv2d's
+  // residual, added by oneDNN's sum post-op). The kernel must also work
+  // when the two are apart. See compile/memory_plan.h.
+  int inplace_input = -1;
   // Kept by dead-code removal even without used outputs (send).
   bool side_effects = false;
 
@@ -163,6 +169,11 @@ struct OpSchema {
     inplace_safe = true;
     return std::move(*this);
   }
+  OpSchema& InPlaceInput(int input) & {
+    inplace_input = input;
+    return *this;
+  }
+  OpSchema&& InPlaceInput(int input) && { return std::move(InPlaceInput(input)); }
 
  private:
   void AddAttr(std::string attr, Attribute default_value);

@@ -1,8 +1,9 @@
 // The memory planner: overlapping lifetimes never share bytes, disjoint ones
 // do, views alias their source, graph outputs survive to the end.
+#include "compile/memory_plan.h"
+
 #include <gtest/gtest.h>
 
-#include "compile/memory_plan.h"
 #include "ir/graph.h"
 
 namespace tiller::compile {
@@ -11,7 +12,9 @@ namespace {
 using ir::Graph;
 using ir::Value;
 
-bool Overlap(size_t a, size_t an, size_t b, size_t bn) { return a < b + bn && b < a + an; }
+bool Overlap(size_t a, size_t an, size_t b, size_t bn) {
+  return a < b + bn && b < a + an;
+}
 
 TEST(MemoryPlan, ChainReusesMemory) {
   Graph g;
@@ -75,6 +78,35 @@ TEST(MemoryPlan, ViewsAliasAndExtendLifetime) {
   EXPECT_EQ(plan.alias_of.at(v), r);
   EXPECT_EQ(plan.offset.count(v), 0u);
   EXPECT_FALSE(Overlap(plan.offset.at(r), r->bytes(), plan.offset.at(y), y->bytes()));
+}
+
+// conv2d's residual (OpSchema::inplace_input): the result takes the
+// residual's storage when nothing reads the residual afterwards, chains of
+// them share one buffer, and a residual read later or fetched keeps its own.
+TEST(MemoryPlan, AResidualDeadAfterItsConvGivesTheResultItsStorage) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {1, 4, 4, 8}});
+  Value* w = g.AddInput("w", {DType::kF32, {8, 8, 1, 1}});
+  Value* b = g.AddInput("b", {DType::kF32, {8}});
+  const ir::AttrMap nhwc = {{"data_format", std::string("NHWC")}};
+  Value* r = g.Add1("relu", {x});
+  Value* y1 = g.Add1("conv2d", {r, w, b, g.Add1("exp", {r})}, nhwc);  // residual exp(r): dead after
+  Value* y2 = g.Add1("conv2d", {y1, w, b, y1}, nhwc);                 // y1 read twice here: no
+  Value* y3 = g.Add1("conv2d", {y2, w, b, y2}, nhwc);
+  Value* kept = g.Add1("tanh", {y2});
+  Value* y4 = g.Add1("conv2d", {kept, w, b, y3}, nhwc);  // chains onto y3's storage
+  Value* fetched = g.Add1("sigmoid", {y4});
+  Value* y5 = g.Add1("conv2d", {x, w, b, fetched}, nhwc);
+  g.AddOutput("y", y5);
+  g.AddOutput("fetched", fetched);
+  MemoryPlan plan = PlanMemory(g, std::vector<size_t>(g.ops().size(), 0));
+  const Value* exp_r = y1->producer->inputs[3];
+  EXPECT_EQ(plan.alias_of.at(y1), exp_r);
+  EXPECT_EQ(plan.alias_of.count(y2), 0u);
+  EXPECT_EQ(plan.alias_of.count(y3), 0u);  // y2 is read later by tanh
+  EXPECT_EQ(plan.alias_of.at(y4), y3);
+  EXPECT_EQ(plan.alias_of.count(y5), 0u);  // its residual is a graph output
+  EXPECT_FALSE(Overlap(plan.offset.at(y3), y3->bytes(), plan.offset.at(kept), kept->bytes()));
 }
 
 TEST(MemoryPlan, WorkspaceIsSharedMaximum) {

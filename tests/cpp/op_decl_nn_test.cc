@@ -101,6 +101,46 @@ TEST(OpDeclNn, UndeclaredOrMistypedAttributesAreRefusedNamingThem) {
   refused("interp", {{"method", std::string("nearest")}}, "out_size");
 }
 
+// conv2d / pool2d in NHWC read and write channel-last shapes; a bad layout
+// name, a residual without a bias or of another type are refused naming the op.
+TEST(OpDeclNn, ChannelLastConvAndPoolShapesAndTheirRefusals) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {2, 9, 7, 3}});  // N, H, W, C
+  Value* w = g.AddInput("w", {DType::kF32, {5, 3, 3, 3}});  // OIHW
+  Value* b = g.AddInput("b", {DType::kF32, {5}});
+  const AttrMap nhwc = {{"data_format", std::string("NHWC")},
+                        {"strides", std::vector<int64_t>{2, 2}},
+                        {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  Value* y = g.Add1("conv2d", {x, w, b}, nhwc);
+  EXPECT_EQ(y->shape(), (Shape{2, 5, 4, 5}));
+  Value* r = g.AddInput("r", {DType::kF32, {2, 5, 4, 5}});
+  EXPECT_EQ(g.Add1("conv2d", {x, w, b, r}, nhwc)->shape(), (Shape{2, 5, 4, 5}));
+  Value* p = g.Add1("pool2d", {y},
+                    {{"data_format", std::string("NHWC")},
+                     {"pooling_type", std::string("max")},
+                     {"ksize", std::vector<int64_t>{2, 2}},
+                     {"strides", std::vector<int64_t>{2, 2}}});
+  EXPECT_EQ(p->shape(), (Shape{2, 2, 2, 5}));
+  auto refused = [&](const std::string& type, std::vector<Value*> ins, AttrMap a,
+                     const char* part) {
+    try {
+      g.AddOp(type, std::move(ins), std::move(a), "paddle op #9");
+      ADD_FAILURE() << type << " accepted " << part;
+    } catch (const Error& e) {
+      std::string m = e.what();
+      for (const char* want : {type.c_str(), "paddle op #9", part})
+        EXPECT_NE(m.find(want), std::string::npos) << "missing '" << want << "' in: " << m;
+    }
+  };
+  refused("conv2d", {x, w}, {{"data_format", std::string("NDHWC")}}, "NDHWC");
+  refused("pool2d", {x},
+          {{"data_format", std::string("CHWN")}, {"ksize", std::vector<int64_t>{2, 2}}}, "CHWN");
+  Value* r_small = g.AddInput("r_small", {DType::kF32, {2, 5, 4, 4}});
+  refused("conv2d", {x, w, b, r_small}, nhwc, "residual");
+  Value* r_half = g.AddInput("r_half", {DType::kBF16, {2, 5, 4, 5}});
+  refused("conv2d", {x, w, b, r_half}, nhwc, "residual");
+}
+
 TEST(OpDeclNn, GettersGiveTheDeclaredDefaultsAndConvertKinds) {
   Graph g;
   Value* x = g.AddInput("x", {DType::kF32, {2, 3, 4}});

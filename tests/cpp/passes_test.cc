@@ -88,7 +88,7 @@ TEST(Passes, FoldBatchNormIntoConv) {
 // a residual add + relu, max pooling, a squeeze-excitation branch (adaptive
 // pool, 1x1 convs, hard_sigmoid, a broadcast multiply), an average pool
 // with ceil_mode, a concat and a slice, then a reshape that needs NCHW order. `fetch_inner` also
-// fetches an activation inside the chain.
+// fetches two activations inside the chain.
 void ResidualCnn(Graph& g, std::mt19937& rng, bool fetch_inner) {
   auto param = [&](const char* n, const Shape& s, float lo = -0.5f, float hi = 0.5f) {
     return g.AddData(n, {DType::kF32, s}, ir::ValueKind::kParam, Random(s, rng, lo, hi));
@@ -129,7 +129,11 @@ void ResidualCnn(Graph& g, std::mt19937& rng, bool fetch_inner) {
                        {"ceil_mode", true},
                        {"exclusive", false}});
   g.AddOutput("y", g.Add1("reshape", {avg}, {{"shape", std::vector<int64_t>{2, 144}}}));
-  if (fetch_inner) g.AddOutput("block", block);
+  if (fetch_inner) {
+    g.AddOutput("block", block);
+    // The residual read after its add: the fused conv adds into a copy of it.
+    g.AddOutput("late", g.Add1("tanh", {stem}));
+  }
 }
 
 int CountOps(const std::vector<std::string>& ops, const std::string& type) {
@@ -150,8 +154,8 @@ TEST(Passes, ChannelsLastKeepsTheChainInNhwcWithTransposesOnlyAtItsEdges) {
       }
     }
     Compared c = RunBothWays(build, +all, {2, 3, 13, 11});
-    // In: x. Out: before the reshape, and (fetched) the block's activation.
-    EXPECT_EQ(CountOps(c.ops_after, "transpose"), fetch_inner ? 3 : 2);
+    // In: x. Out: before the reshape, and (fetched) two inner activations.
+    EXPECT_EQ(CountOps(c.ops_after, "transpose"), fetch_inner ? 4 : 2);
     EXPECT_EQ(CountOps(c.ops_after, "add"), 0);   // into conv b, with its relu
     EXPECT_EQ(CountOps(c.ops_after, "relu"), 0);  // all fused
     EXPECT_EQ(CountOps(c.ops_after, "hard_sigmoid"), 0);

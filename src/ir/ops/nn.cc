@@ -204,7 +204,8 @@ const bool kSchemas = [] {
                        .Attr("out_dtype", "")
                        .Attr("data_format", "NCHW")
                        .Precision(PrecisionRule::kHalfSafe)
-                       .Layout(LayoutRule::kDataFormat));
+                       .Layout(LayoutRule::kDataFormat)
+                       .InPlaceInput(3));
   RegisterOpSchema(WithPool2dAttrs(OpSchema{"pool2d", 1, 1, InferPool2d})
                        .Attr("data_format", "NCHW")
                        .Precision(kFollows)

@@ -73,7 +73,7 @@ std::unique_ptr<Kernel> MakePool2dNhwc(const ir::Op& op) {
       const Windows &wh = g.wh, &ww = g.ww;
       float area = static_cast<float>((wh.end[i] - wh.begin[i]) * (ww.end[j] - ww.begin[j]));
       float span = static_cast<float>(wh.span[i] * ww.span[j]);
-      div.push_back(area == 0 ? 0.0f : (inclusive && !g.adaptive) ? span : area);
+      div.push_back(area == 0 ? 0.0f : inclusive ? span : area);
     }
   }
   const Windows wh = g.wh, ww = g.ww;
