@@ -217,6 +217,63 @@ def contention(name: str, out: Path, args) -> str:
     return ", ".join(parts)
 
 
+def measure(name: str, out: Path, args, rows: list, notes: list) -> bool:
+    """Times `name` at every batch into `rows` (reasons for skipped peers
+    into `notes`); returns whether an engine's outputs mismatched."""
+    mismatch = False
+    if name in VISION:
+        d = export_vision(name, out)
+    elif name == "unet":
+        # Legacy format: Paddle Inference's oneDNN executor refuses PIR's
+        # bilinear_interp (its float-array scale; see parity_test.py).
+        d = export_preset("unet-base", out, "legacy")
+    else:
+        d = export_preset(name, out, seq_len=None)
+    engines = [tiller_engine(d, args.threads), paddle_engine(d, args.threads)]
+    why = convert_to_onnx(d)
+    sess, why = onnx_session(d, args.threads) if not why else (None, why)
+    if sess is not None:
+        engines.append(ort_engine(sess, "ort"))
+    else:
+        notes.append(f"{name}: ONNX Runtime skipped: {why}")
+    if name in TRANSFORMERS and sess is not None:
+        opt, why = ort_transformer_session(d, name, args.threads)
+        if opt is not None:
+            engines.append(ort_engine(opt, "ort+opt"))
+        else:
+            notes.append(f"{name}: ONNX Runtime transformer optimizer skipped: {why}")
+    for batch in map(int, args.batches.split(",")):
+        inputs = inputs_for(name, batch, args.seq_len)
+        print(f"{name} batch {batch} ...", flush=True)
+        outs = {}
+        for e in engines:
+            e.times = []
+            for _ in range(2):  # warm-up (and the first run's compile)
+                outs[e.label] = e.run(inputs)
+        rounds = args.rounds if batch == 1 else max(3, args.rounds // 2)
+        for e in engines:
+            e.first = []
+        for _ in range(rounds):
+            for e in engines:
+                time.sleep(SETTLE_S)
+                for k in range(1 + RUNS_PER_ROUND):
+                    t0 = time.perf_counter()
+                    e.run(inputs)
+                    ms = (time.perf_counter() - t0) * 1e3
+                    (e.times if k else e.first).append(ms)
+        ref = outs["paddle"]
+        scale = max(float(np.max(np.abs(r))) for r in ref) or 1.0
+        worst = {}
+        for label, o in outs.items():
+            worst[label] = max(common.max_abs_diff(np.asarray(a), np.asarray(b))
+                               for a, b in zip(o, ref)) / scale
+            mismatch = mismatch or worst[label] > TOLERANCE
+        med = {e.label: statistics.median(e.times) for e in engines}
+        first = {e.label: statistics.median(e.first) for e in engines}
+        rows.append((name, batch, med, worst, first))
+    return mismatch
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models",
@@ -240,56 +297,11 @@ def main() -> int:
 
     rows, notes, mismatch = [], [], False
     for name in args.models.split(","):
-        if name in VISION:
-            d = export_vision(name, out)
-        elif name == "unet":
-            # Legacy format: Paddle Inference's oneDNN executor refuses PIR's
-            # bilinear_interp (its float-array scale; see parity_test.py).
-            d = export_preset("unet-base", out, "legacy")
-        else:
-            d = export_preset(name, out, seq_len=None)
-        engines = [tiller_engine(d, args.threads), paddle_engine(d, args.threads)]
-        why = convert_to_onnx(d)
-        sess, why = onnx_session(d, args.threads) if not why else (None, why)
-        if sess is not None:
-            engines.append(ort_engine(sess, "ort"))
-        else:
-            notes.append(f"{name}: ONNX Runtime skipped: {why}")
-        if name in TRANSFORMERS and sess is not None:
-            opt, why = ort_transformer_session(d, name, args.threads)
-            if opt is not None:
-                engines.append(ort_engine(opt, "ort+opt"))
-            else:
-                notes.append(f"{name}: ONNX Runtime transformer optimizer skipped: {why}")
-        for batch in map(int, args.batches.split(",")):
-            inputs = inputs_for(name, batch, args.seq_len)
-            print(f"{name} batch {batch} ...", flush=True)
-            outs = {}
-            for e in engines:
-                e.times = []
-                for _ in range(2):  # warm-up (and the first run's compile)
-                    outs[e.label] = e.run(inputs)
-            rounds = args.rounds if batch == 1 else max(3, args.rounds // 2)
-            for e in engines:
-                e.first = []
-            for _ in range(rounds):
-                for e in engines:
-                    time.sleep(SETTLE_S)
-                    for k in range(1 + RUNS_PER_ROUND):
-                        t0 = time.perf_counter()
-                        e.run(inputs)
-                        ms = (time.perf_counter() - t0) * 1e3
-                        (e.times if k else e.first).append(ms)
-            ref = outs["paddle"]
-            scale = max(float(np.max(np.abs(r))) for r in ref) or 1.0
-            worst = {}
-            for label, o in outs.items():
-                worst[label] = max(common.max_abs_diff(np.asarray(a), np.asarray(b))
-                                   for a, b in zip(o, ref)) / scale
-                mismatch = mismatch or worst[label] > TOLERANCE
-            med = {e.label: statistics.median(e.times) for e in engines}
-            first = {e.label: statistics.median(e.first) for e in engines}
-            rows.append((name, batch, med, worst, first))
+        try:
+            mismatch = measure(name, out, args, rows, notes) or mismatch
+        except Exception as e:  # one model's failure must not lose the others' figures
+            notes.append(f"{name}: failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            print(f"{name}: failed, see the notes", flush=True)
 
     labels = ["tiller", "paddle", "ort", "ort+opt"]
     print(f"\n{args.threads} threads, median of interleaved rounds, fp32, ms "

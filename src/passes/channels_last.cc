@@ -1,4 +1,4 @@
-// conv2d|pool2d -> relu -> add -> conv2d ...             (NCHW, inference)
+// conv2d|conv2d_transpose|pool2d -> relu -> add -> conv2d ...   (NCHW, inference)
 //   ==>  transpose{to NHWC} -> conv2d{NHWC} -> relu -> add -> conv2d{NHWC} ...
 //        -> transpose{to NCHW} only where an NCHW reader remains
 // oneDNN's convolutions run on channel-last activations (it picks that layout
@@ -12,11 +12,13 @@
 // values. Inference only: the gradient rules are channel-first.
 //
 // One walk in graph order keeps, for each NCHW value, its NHWC twin once one
-// exists. A conv2d is rebuilt channel-last on its input's twin (a transpose
-// makes one when there is none), a pool2d when its input has a twin; an op of LayoutRule::kAgnostic
-// is rebuilt on its inputs' twins when every input has one, or is a single element (broadcasts the
-// same in any layout); one of kAxisAttrs when every input has a twin and its result is 4-D, with
-// its axes renumbered. A rebuilt op's result gets a transpose back to NCHW for the readers that
+// exists. A conv2d or conv2d_transpose is rebuilt channel-last on its
+// input's twin (a transpose makes one when there is none), a pool2d when its
+// input has a twin. An op of LayoutRule::kAgnostic, or of kAxisAttrs with a
+// 4-D result (its axes renumbered), is rebuilt when some inputs have twins:
+// the others are single elements (they broadcast alike in any layout) or
+// 4-D tensors transposed in, if they are no more bytes than the twins. A
+// rebuilt op's result gets a transpose back to NCHW for the readers that
 // stay; dead-code removal drops the ones nobody reads.
 #include <unordered_map>
 
@@ -31,15 +33,31 @@ const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
 const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
 
 bool IsChannelFirstWindowOp(const ir::Op& op) {
-  if (op.type != "conv2d" && op.type != "pool2d") return false;
+  if (op.type != "conv2d" && op.type != "pool2d" && op.type != "conv2d_transpose") return false;
   if (op.GetStr("data_format") != "NCHW" || op.inputs[0]->rank() != 4) return false;
-  // The NHWC pooling kernel is float32's; conv2d takes its half types too.
-  return op.type == "conv2d" || op.inputs[0]->dtype() == DType::kF32;
+  if (op.type == "conv2d") return true;  // its half types too
+  // The NHWC pooling kernel is float32's; conv2d_transpose runs NHWC only
+  // as oneDNN's deconvolution: float32, one group, no output padding.
+  if (op.inputs[0]->dtype() != DType::kF32) return false;
+  if (op.type == "pool2d") return true;
+  if (op.GetInt("groups") != 1) return false;
+  const Shape &x = op.inputs[0]->shape(), &w = op.inputs[1]->shape();
+  const auto &size = op.GetInts("output_size"), &s = op.GetInts("strides");
+  const auto &p = op.GetInts("pads"), &d = op.GetInts("dilations");
+  for (int i = 0; i < 2; ++i) {
+    if (size[i] > (x[2 + i] - 1) * s[i] - p[2 * i] - p[2 * i + 1] + d[i] * (w[2 + i] - 1) + 1)
+      return false;
+  }
+  return true;
 }
 
+// Elementwise in any layout. Not random ops (a seeded mask or rounding is
+// drawn per position: another layout draws other values) and not
+// collectives (which pair elements across replicas by flat position).
 bool IsAgnostic(const ir::Op& op) {
   const ir::OpSchema* s = ir::FindOpSchema(op.type);
-  return s && s->layout == ir::LayoutRule::kAgnostic && !s->side_effects &&
+  return s && s->layout == ir::LayoutRule::kAgnostic && !s->side_effects && !s->FindAttr("seed") &&
+         op.type != "all_reduce" && op.type != "reduce_scatter" && op.type != "all_gather" &&
          op.outputs.size() == 1 && op.outputs[0]->rank() == 4;
 }
 
@@ -108,22 +126,40 @@ int ChannelsLast(ir::Graph& g) {
     ir::AttrMap attrs = op->attrs;
     // A pooling alone would only gain two transposes: it joins a chain a
     // convolution started.
-    if (IsChannelFirstWindowOp(*op) && (op->type == "conv2d" || twin.count(ins[0]))) {
+    if (IsChannelFirstWindowOp(*op) && (op->type != "pool2d" || twin.count(ins[0]))) {
       g.SetInsertionPoint(op);
       ins[0] = to_nhwc(ins[0]);
       attrs.Set("data_format", std::string("NHWC"));
     } else if (const bool axes = RemapAxes(*op, &attrs); axes || IsAgnostic(*op)) {
-      bool any_twin = false, all_ok = true;
+      // Inputs without a twin are transposed in (rank 4: any such tensor
+      // broadcasts alike in both layouts) when that moves no more bytes
+      // than the twins would moving back: a skip connection's concat of an
+      // upsampled NCHW tensor and a chain value joins the chain.
+      size_t twin_bytes = 0, other_bytes = 0;
+      bool all_ok = true;
       for (ir::Value* in : ins) {
-        const bool has_twin = in && twin.count(in);
-        any_twin = any_twin || has_twin;
-        all_ok = all_ok && in && (has_twin || (!axes && IsSingleElement(in)));
+        if (!in) {
+          all_ok = false;
+        } else if (twin.count(in)) {
+          twin_bytes += in->bytes();
+        } else if (IsSingleElement(in)) {
+          // broadcasts alike; a rank-4 one has the same shape in both layouts
+          all_ok = all_ok && (!axes || in->rank() == 4);
+        } else if (in->rank() == 4) {
+          other_bytes += in->bytes();
+        } else {
+          all_ok = false;
+        }
       }
-      if (!any_twin || !all_ok) continue;
-      for (ir::Value*& in : ins) {
-        if (twin.count(in)) in = twin.at(in);
-      }
+      if (!all_ok || twin_bytes == 0 || twin_bytes < other_bytes) continue;
       g.SetInsertionPoint(op);
+      for (ir::Value*& in : ins) {
+        if (twin.count(in)) {
+          in = twin.at(in);
+        } else if (!IsSingleElement(in)) {
+          in = to_nhwc(in);
+        }
+      }
     } else {
       continue;
     }

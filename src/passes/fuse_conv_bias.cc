@@ -1,5 +1,5 @@
-// conv2d(x, W) -> add(., c)   (c constant, one value per output channel)
-//   ==>  conv2d(x, W, c)
+// conv2d|conv2d_transpose(x, W) -> add(., c)   (c constant, one value per output channel)
+//   ==>  conv2d|conv2d_transpose(x, W, c)
 // Paddle saves a convolution's bias as a separate add of a [1, O, 1, 1]
 // reshape of the [O] parameter (squeeze-excitation blocks, detection
 // heads); in the convolution it is oneDNN's bias, added while the result is
@@ -30,9 +30,11 @@ bool AlongChannels(const Shape& shape, int64_t channels) {
 
 int FuseConvBias(ir::Graph& g) {
   int rewrites = 0;
-  for (ir::Op* conv : OpsOfType(g, "conv2d")) {
-    if (conv->inputs.size() != 2 || !conv->GetStr("activation").empty() ||
-        conv->GetStr("data_format") != "NCHW")
+  std::vector<ir::Op*> convs = OpsOfType(g, "conv2d");
+  for (ir::Op* deconv : OpsOfType(g, "conv2d_transpose")) convs.push_back(deconv);
+  for (ir::Op* conv : convs) {
+    if (conv->inputs.size() != 2 || conv->GetStr("data_format") != "NCHW" ||
+        (conv->type == "conv2d" && !conv->GetStr("activation").empty()))
       continue;
     ir::Value* y = conv->outputs[0];
     ir::Op* add = SoleUser(g, y);
@@ -44,7 +46,7 @@ int FuseConvBias(ir::Graph& g) {
       continue;
     g.SetInsertionPoint(add);
     ir::Value* fused =
-        g.Add1("conv2d", {conv->inputs[0], conv->inputs[1], bias}, conv->attrs, conv->name);
+        g.Add1(conv->type, {conv->inputs[0], conv->inputs[1], bias}, conv->attrs, conv->name);
     g.SetInsertionPoint(nullptr);
     fused->name = add->outputs[0]->name;
     g.ReplaceAllUses(add->outputs[0], fused);

@@ -74,7 +74,7 @@ int FoldScaleIntoMatmul(ir::Graph& g);
 // transpose(.){perm keeping the last dim} -> matmul, and matmul -> such a
 // transpose -> matmul{perm_a | perm_b | perm_out}: strides, not a moved tensor
 int FoldTransposeIntoMatmul(ir::Graph& g);
-// conv2d(x, W) -> add(., c const per output channel) -> conv2d(x, W, c)
+// conv2d|conv2d_transpose(x, W) -> add(., c const per output channel) -> the op with bias c
 int FuseConvBias(ir::Graph& g);
 // conv2d -> batch_norm (inference, constant statistics) -> conv2d with folded weights
 int FoldBatchNorm(ir::Graph& g);

@@ -45,7 +45,8 @@ std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
       FoldTransposeIntoMatmul));
   // Before fold_batch_norm, which needs the conv2d next to its batch_norm.
   p.push_back(std::make_unique<FunctionPass>(
-      "fuse_conv_bias", "conv2d(x, W) -> add(., c const per channel) -> conv2d(x, W, c)",
+      "fuse_conv_bias",
+      "conv2d|conv2d_transpose(x, W) -> add(., c const per channel) -> the op with bias c",
       FuseConvBias));
   p.push_back(std::make_unique<FunctionPass>(
       "fold_batch_norm", "conv2d -> batch_norm (constant statistics) -> conv2d, weights folded",
@@ -53,7 +54,8 @@ std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
   // After fold_batch_norm (batch_norm reads NCHW), before the fusions that
   // then see the activations and adds the chain moved next to its convs.
   p.push_back(std::make_unique<InferencePass>(
-      "channels_last", "conv2d|pool2d chains (NCHW) -> NHWC, transposes at the edges",
+      "channels_last",
+      "conv2d|conv2d_transpose|pool2d chains (NCHW) -> NHWC, transposes at the edges",
       ChannelsLast));
   p.push_back(std::make_unique<FunctionPass>(
       "fuse_conv_add", "conv2d{NHWC} -> add(., r) [-> relu] -> conv2d(x, W, b, r){activation}",

@@ -190,6 +190,24 @@ TEST(Passes, ChannelsLastLeavesTrainingGraphsAndOtherLayoutsAlone) {
   ExpectNear(c.plain, c.rewritten, 1e-5f);
 }
 
+// A concat of a chain value and an NCHW tensor of the same size (UNet's
+// skip connection after an upsampling that stays NCHW): the NCHW tensor is
+// transposed in, instead of the chain value out and the result back.
+TEST(Passes, ChannelsLastTransposesInAnOperandNoBiggerThanTheChainsOnes) {
+  auto build = [](Graph& g, std::mt19937& rng) {
+    Value* x = g.AddInput("x", {DType::kF32, {2, 3, 6, 5}});
+    Value* w = g.AddData("w", {DType::kF32, {4, 3, 1, 1}}, ir::ValueKind::kParam,
+                         Random({4, 3, 1, 1}, rng));
+    Value* padded = g.Add1("pad_nd", {x}, {{"pads", std::vector<int64_t>{0, 0, 0, 1, 0, 0, 0, 0}}});
+    Value* both = g.Add1("concat", {g.Add1("conv2d", {x, w}), padded}, {{"axis", int64_t{1}}});
+    g.AddOutput("y", g.Add1("relu", {both}));
+  };
+  Compared c = RunBothWays(build, ChannelsLast, {2, 3, 6, 5});
+  EXPECT_EQ(c.ops_after, (std::vector<std::string>{"pad_nd", "transpose", "conv2d", "transpose",
+                                                   "concat", "relu", "transpose"}));
+  ExpectNear(c.plain, c.rewritten, 1e-5f);
+}
+
 TEST(Passes, FuseConvBiasTakesAPerChannelConstantAddThenBatchNormFolds) {
   auto build = [](Graph& g, std::mt19937& rng) {
     Value* x = g.AddInput("x", {DType::kF32, {2, 3, 7, 7}});

@@ -74,24 +74,6 @@ void InferBatchNorm(InferContext& c) {
   c.AddOutput(x);
 }
 
-// "NCHW" -> false, "NHWC" -> true; anything else fails naming the op.
-bool ChannelsLast(InferContext& c) {
-  const std::string& f = c.op().GetStr("data_format");
-  if (f != "NCHW" && f != "NHWC") c.Fail("data_format '{}' is not NCHW or NHWC", f);
-  return f == "NHWC";
-}
-
-// x in NCHW order (a channel-last shape read as N, C, H, W).
-Shape AsNchw(const Shape& s, bool channels_last) {
-  if (!channels_last || s.size() != 4) return s;
-  return {s[0], s[3], s[1], s[2]};
-}
-
-Shape FromNchw(const Shape& s, bool channels_last) {
-  if (!channels_last) return s;
-  return {s[0], s[2], s[3], s[1]};
-}
-
 void InferConv2d(InferContext& c) {
   const bool last = ChannelsLast(c);
   const TensorType& w = c.input(1);

@@ -10,7 +10,8 @@
 //   conv2d_transpose(x NCHW, w [C, O/groups, KH, KW], bias? [O]){conv2d's
 //     window: strides = [1, 1], pads = [0, 0, 0, 0], dilations = [1, 1],
 //     groups = 1; output_size [2] (required): the output H, W (>= the size
-//     the window arithmetic gives, < that + stride)}
+//     the window arithmetic gives, < that + stride), data_format = "NCHW" |
+//     "NHWC" (as conv2d's)}
 //   interp(x [N, C, spatial...] with 1..3 spatial dims){method "nearest" |
 //     "linear" | "cubic", out_size [ndims], ratios [ndims] (source step per
 //     output step; all three required), align_corners = false, align_mode =
@@ -22,8 +23,9 @@
 // Precision: group_norm's variances run in float32; conv2d_transpose is a
 // GEMM (half inputs, float32 accumulation); pooling, interpolation (a few
 // weighted taps) and padding follow their input.
-// Layout: all are channel-first with no layout attribute, pad_nd's pads are
-// per dim in order: fixed.
+// Layout: conv2d_transpose takes data_format (the channels_last pass); the
+// others are channel-first with no layout attribute, pad_nd's pads are per
+// dim in order: fixed.
 #include "ir/grad.h"
 #include "ir/op_schema.h"
 #include "ir/ops/op_helpers.h"
@@ -65,11 +67,12 @@ void InferMaxPoolWithIndex(InferContext& c) {
 }
 
 void InferConvTranspose(InferContext& c) {
-  const TensorType& x = c.input(0);
+  const bool last = ChannelsLast(c);
   const TensorType& w = c.input(1);
-  if (x.shape.size() != 4 || w.shape.size() != 4)
-    c.Fail("needs 4-D input and filter, got {} and {}", ShapeToString(x.shape),
+  if (c.input(0).shape.size() != 4 || w.shape.size() != 4)
+    c.Fail("needs 4-D input and filter, got {} and {}", ShapeToString(c.input(0).shape),
            ShapeToString(w.shape));
+  const TensorType x{c.input(0).dtype, AsNchw(c.input(0).shape, last)};
   ConvWindow win = ReadConvWindow(c.op());
   const auto& size = c.op().GetInts("output_size");
   if (!win.valid() || size.size() != 2) c.Fail("bad strides/pads/dilations/output_size/groups");
@@ -85,7 +88,7 @@ void InferConvTranspose(InferContext& c) {
     if (base <= 0 || size[d] < base || size[d] >= base + std::max<int64_t>(strides[d], 1))
       c.Fail("output size {} not in [{}, {}) for dim {}", size[d], base, base + strides[d], d);
   }
-  c.AddOutput({x.dtype, {x.shape[0], oc, size[0], size[1]}});
+  c.AddOutput({x.dtype, FromNchw({x.shape[0], oc, size[0], size[1]}, last)});
 }
 
 void InferInterp(InferContext& c) {
@@ -143,8 +146,9 @@ const bool kSchemas = [] {
           .Layout(kFixed));
   RegisterOpSchema(WithConvWindowAttrs(OpSchema{"conv2d_transpose", 2, 3, InferConvTranspose})
                        .RequiredAttr("output_size", AttrKind::kInts)
+                       .Attr("data_format", "NCHW")
                        .Precision(PrecisionRule::kHalfSafe)
-                       .Layout(kFixed));
+                       .Layout(LayoutRule::kDataFormat));
   RegisterOpSchema(
       WithInterpAttrs(OpSchema{"interp", 1, 1, InferInterp}).Precision(kFollows).Layout(kFixed));
   RegisterOpSchema(WithPadAttrs(OpSchema{"pad_nd", 1, 1, InferPadNd})
@@ -191,6 +195,9 @@ void GroupNormGrad(GradContext& c) {
 // dx = conv2d(dy, w) and dw is conv2d's filter gradient with input dy and
 // output gradient x.
 void ConvTransposeGrad(GradContext& c) {
+  if (c.op().GetStr("data_format") != "NCHW")  // channels_last: inference graphs only
+    Fail(ErrorKind::kInternal, "{} ({}) in {} reached autodiff", c.op().type, c.op().name,
+         c.op().GetStr("data_format"));
   Value* x = c.input(0);
   Value* w = c.input(1);
   Value* g = c.out_grad();

@@ -28,6 +28,22 @@ void SetConvFilterAndBiasGrads(GradContext& c, const AttrMap& window, Value* inp
     c.SetInputGrad(2, c.SumPerChannel(out_grad, c.input(2)->shape()));
 }
 
+bool ChannelsLast(InferContext& c) {
+  const std::string& f = c.op().GetStr("data_format");
+  if (f != "NCHW" && f != "NHWC") c.Fail("data_format '{}' is not NCHW or NHWC", f);
+  return f == "NHWC";
+}
+
+Shape AsNchw(const Shape& s, bool channels_last) {
+  if (!channels_last || s.size() != 4) return s;
+  return {s[0], s[3], s[1], s[2]};
+}
+
+Shape FromNchw(const Shape& s, bool channels_last) {
+  if (!channels_last || s.size() != 4) return s;
+  return {s[0], s[2], s[3], s[1]};
+}
+
 AttrMap ConvWindowAttrMap(const Op& op) {
   ConvWindow w = ReadConvWindow(op);
   return {

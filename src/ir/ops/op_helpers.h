@@ -24,6 +24,14 @@ struct ConvWindow {
   }
 };
 ConvWindow ReadConvWindow(const Op& op);
+
+// data_format of conv2d / conv2d_transpose / pool2d: "NCHW" -> false, "NHWC"
+// -> true; anything else fails naming the op.
+bool ChannelsLast(InferContext& c);
+// A 4-D channel-last shape read as N, C, H, W (unchanged when !channels_last).
+Shape AsNchw(const Shape& s, bool channels_last);
+// An N, C, H, W shape in the op's layout.
+Shape FromNchw(const Shape& s, bool channels_last);
 // The op's window as attributes, for the conv ops a gradient rule adds.
 AttrMap ConvWindowAttrMap(const Op& op);
 

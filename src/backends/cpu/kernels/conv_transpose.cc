@@ -1,16 +1,17 @@
-// conv2d_transpose (NCHW, float32), direct: every input pixel scatters its
-// kernel window into the output. Each task owns one output plane (n, oc) and
-// gathers from the input channels of its group, so planes need no locking and
-// the innermost loop walks an input row with a fixed output stride. The
-// column range of each kernel tap that lands inside the output is computed
-// at creation; output_size beyond the window arithmetic (output_padding) is
-// just output that no tap reaches, which keeps the bias.
+// conv2d_transpose (NCHW, float32), direct (matmul.cc registers the op's
+// kernel: oneDNN's deconvolution, and this one where oneDNN's does not fit): every input pixel
+// scatters its kernel window into the output. Each task owns one output plane (n, oc) and gathers
+// from the input channels of its group, so planes need no locking and the innermost loop walks an
+// input row with a fixed output stride. The column range of each kernel tap that lands inside the
+// output is computed at creation; output_size beyond the window arithmetic (output_padding) is just
+// output that no tap reaches, which keeps the bias.
+#include "backends/cpu/kernels/conv_transpose.h"
+
 #include "backends/cpu/kernels/kernel_utils.h"
 
 namespace tiller::cpu {
-namespace {
 
-std::unique_ptr<Kernel> MakeConvTranspose(const ir::Op& op) {
+std::unique_ptr<Kernel> MakeDirectConvTranspose(const ir::Op& op) {
   const Shape& xs = op.inputs[0]->shape();
   const Shape& ws = op.inputs[1]->shape();
   const Shape& ys = op.outputs[0]->shape();
@@ -66,8 +67,4 @@ std::unique_ptr<Kernel> MakeConvTranspose(const ir::Op& op) {
   });
 }
 
-TILLER_CPU_KERNEL("conv2d_transpose", MakeConvTranspose,
-                  Signature("T, T, T? -> T").Where("T", {DType::kF32}));
-
-}  // namespace
 }  // namespace tiller::cpu

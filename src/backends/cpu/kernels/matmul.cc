@@ -1,4 +1,4 @@
-// matmul / matmul_accumulate / linear / conv2d on oneDNN: float32, or
+// matmul / matmul_accumulate / linear / conv2d / conv2d_transpose on oneDNN: float32, or
 // bfloat16 operands with a float32 result (out_dtype, from the
 // mixed-precision pass: oneDNN accumulates in float32 and, on AMX or
 // AVX512_BF16 machines, multiplies in bf16 several times faster). Constant weights are reordered
@@ -10,6 +10,7 @@
 
 #include "backends/cpu/dnnl_context.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/conv_transpose.h"
 #include "core/error.h"
 
 namespace tiller::cpu {
@@ -258,27 +259,28 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
 // (filter, bias), in order.
 class BlockedConvKernel : public Kernel {
  public:
-  BlockedConvKernel(Dnnl& dn, const dnnl::convolution_forward::primitive_desc& pd,
+  // `conv`: the convolution (or deconvolution) primitive `pd` describes.
+  BlockedConvKernel(Dnnl& dn, dnnl::primitive conv, const dnnl::primitive_desc_base& pd,
                     const memory::desc& x_md, const memory::desc& y_md,
                     std::vector<DnnlKernel::Slot> weights)
-      : stream_(dn.stream), conv_(pd), weights_(std::move(weights)) {
+      : stream_(dn.stream), conv_(std::move(conv)), weights_(std::move(weights)) {
     auto& eng = dn.engine;
     x_plain_ = memory(x_md, eng, DNNL_MEMORY_NONE);
     y_plain_ = memory(y_md, eng, DNNL_MEMORY_NONE);
-    reorder_in_ = pd.src_desc() != x_md;
-    reorder_out_ = pd.dst_desc() != y_md;
+    reorder_in_ = pd.src_desc(0) != x_md;
+    reorder_out_ = pd.dst_desc(0) != y_md;
     size_t off = 0;
     auto reserve = [&](size_t bytes) {
       size_t at = off;
       off += (bytes + 63) / 64 * 64;
       return at;
     };
-    src_off_ = reorder_in_ ? reserve(pd.src_desc().get_size()) : 0;
-    dst_off_ = reorder_out_ ? reserve(pd.dst_desc().get_size()) : 0;
+    src_off_ = reorder_in_ ? reserve(pd.src_desc(0).get_size()) : 0;
+    dst_off_ = reorder_out_ ? reserve(pd.dst_desc(0).get_size()) : 0;
     scratch_off_ = reserve(pd.scratchpad_desc().get_size());
     ws_ = off;
-    x_blocked_ = reorder_in_ ? memory(pd.src_desc(), eng, DNNL_MEMORY_NONE) : x_plain_;
-    y_blocked_ = reorder_out_ ? memory(pd.dst_desc(), eng, DNNL_MEMORY_NONE) : y_plain_;
+    x_blocked_ = reorder_in_ ? memory(pd.src_desc(0), eng, DNNL_MEMORY_NONE) : x_plain_;
+    y_blocked_ = reorder_out_ ? memory(pd.dst_desc(0), eng, DNNL_MEMORY_NONE) : y_plain_;
     scratch_ = memory(pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
     if (reorder_in_) to_blocked_ = dnnl::reorder(x_plain_, x_blocked_);
     if (reorder_out_) to_plain_ = dnnl::reorder(y_blocked_, y_plain_);
@@ -312,7 +314,7 @@ class BlockedConvKernel : public Kernel {
 
  private:
   dnnl::stream& stream_;
-  dnnl::convolution_forward conv_;
+  dnnl::primitive conv_;
   std::vector<DnnlKernel::Slot> weights_;
   memory x_plain_, y_plain_, x_blocked_, y_blocked_, scratch_;
   dnnl::reorder to_blocked_, to_plain_;
@@ -381,12 +383,71 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   std::vector<DnnlKernel::Slot> weights{
       BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
   if (bias) weights.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
-  auto kernel = std::make_unique<BlockedConvKernel>(dn, pd, x_md, y_md, std::move(weights));
+  auto kernel = std::make_unique<BlockedConvKernel>(dn, dnnl::convolution_forward(pd), pd, x_md,
+                                                    y_md, std::move(weights));
   if (residual) kernel->AddIntoResidual(y->bytes());
   return kernel;
 }
 
+// conv2d_transpose through oneDNN's deconvolution (blocked layouts chosen by
+// oneDNN, as conv2d): groups of 1 and an output size the window arithmetic
+// reaches with a non-negative end padding. Other cases (grouped, or
+// output_size past the window: Paddle's output_padding) take the direct
+// kernel (conv_transpose.cc), which is 20-30x slower on UNet's upsampling.
+std::unique_ptr<Kernel> MakeConvTranspose2d(const ir::Op& op, backend::Device& device) {
+  const ir::Value* x = op.inputs[0];
+  const ir::Value* w = op.inputs[1];
+  const ir::Value* bias = op.input(2);
+  const ir::Value* y = op.outputs[0];
+  const Shape &xs = x->shape(), &ws = w->shape(), &ys = y->shape();
+  const auto& strides = op.GetInts("strides");
+  const auto& pads = op.GetInts("pads");
+  const auto& dil = op.GetInts("dilations");
+  // The end padding that makes the window arithmetic give ys (oneDNN takes
+  // the output size from its dims and both paddings).
+  const int64_t sp = op.GetStr("data_format") == "NHWC" ? 1 : 2;  // first spatial dim
+  auto end_pad = [&](int d) {
+    return (xs[sp + d] - 1) * strides[d] - pads[2 * d] + (ws[2 + d] - 1) * dil[d] + 1 - ys[sp + d];
+  };
+  const bool channels_last = op.GetStr("data_format") == "NHWC";
+  if (op.GetInt("groups") != 1 || end_pad(0) < 0 || end_pad(1) < 0 || x->dtype() != DType::kF32) {
+    TILLER_CHECK(!channels_last, "{} ({}): NHWC needs the oneDNN deconvolution's conditions",
+                 op.type, op.name);  // passes/channels_last.cc checks them
+    return MakeDirectConvTranspose(op);
+  }
+  Dnnl& dn = DnnlOf(device);
+  using tag = memory::format_tag;
+  const auto t = memory::data_type::f32;
+  auto nchw_dims = [&](const Shape& s) {
+    return channels_last ? Dims{s[0], s[3], s[1], s[2]} : Dims(s.begin(), s.end());
+  };
+  const tag act = channels_last ? tag::nhwc : tag::nchw;
+  memory::desc x_md(nchw_dims(xs), t, act), y_md(nchw_dims(ys), t, act);
+  // Paddle's filter is [C_in, C_out, KH, KW]: oneDNN's (out, in, h, w) read as iohw.
+  memory::desc w_md({ws[1], ws[0], ws[2], ws[3]}, t, tag::iohw);
+  memory::desc w_any(w_md.dims(), t, IsConstant(w) ? tag::any : tag::iohw);
+  memory::desc b_md = bias ? memory::desc({ws[1]}, t, tag::a) : memory::desc();
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  // NCHW: oneDNN's choice of blocked layouts, reordered through the
+  // workspace; NHWC as it is (as conv2d).
+  memory::desc x_any = channels_last ? x_md : memory::desc(x_md.dims(), t, tag::any);
+  memory::desc y_any = channels_last ? y_md : memory::desc(y_md.dims(), t, tag::any);
+  dnnl::deconvolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, x_any, w_any, b_md,
+      y_any, Dims{strides[0], strides[1]}, Dims{dil[0] - 1, dil[1] - 1}, Dims{pads[0], pads[2]},
+      Dims{end_pad(0), end_pad(1)});
+  dnnl::deconvolution_forward::primitive_desc pd(desc, attr, dn.engine);
+  std::vector<DnnlKernel::Slot> weights{
+      BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
+  if (bias) weights.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
+  return std::make_unique<BlockedConvKernel>(dn, dnnl::deconvolution_forward(pd), pd, x_md, y_md,
+                                             std::move(weights));
+}
+
 TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("T, T -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("conv2d_transpose", MakeConvTranspose2d,
+                  Signature("T, T, T? -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
                   Signature("T, T, T -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("linear", MakeLinear, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
