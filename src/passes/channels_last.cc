@@ -44,7 +44,7 @@ bool IsChannelFirstWindowOp(const ir::Op& op) {
   const Shape &x = op.inputs[0]->shape(), &w = op.inputs[1]->shape();
   const auto &size = op.GetInts("output_size"), &s = op.GetInts("strides");
   const auto &p = op.GetInts("pads"), &d = op.GetInts("dilations");
-  for (int i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < 2; ++i) {
     if (size[i] > (x[2 + i] - 1) * s[i] - p[2 * i] - p[2 * i + 1] + d[i] * (w[2 + i] - 1) + 1)
       return false;
   }
@@ -138,17 +138,15 @@ int ChannelsLast(ir::Graph& g) {
       size_t twin_bytes = 0, other_bytes = 0;
       bool all_ok = true;
       for (ir::Value* in : ins) {
-        if (!in) {
+        if (!in || (!twin.count(in) && !IsSingleElement(in) && in->rank() != 4)) {
           all_ok = false;
         } else if (twin.count(in)) {
           twin_bytes += in->bytes();
         } else if (IsSingleElement(in)) {
           // broadcasts alike; a rank-4 one has the same shape in both layouts
           all_ok = all_ok && (!axes || in->rank() == 4);
-        } else if (in->rank() == 4) {
-          other_bytes += in->bytes();
         } else {
-          all_ok = false;
+          other_bytes += in->bytes();
         }
       }
       if (!all_ok || twin_bytes == 0 || twin_bytes < other_bytes) continue;
