@@ -166,18 +166,21 @@ def bert_base_load(model_dir: Path, threads: int) -> dict:
     that imports only Tiller and numpy: seconds and peak RSS."""
     model_file, params_file = export.resolve_model(model_dir)
     code = f"""
-import json, resource, time, numpy as np, sys
+import json, time, numpy as np, sys
 sys.path.insert(0, {str(common.REPO / 'python')!r})
 import tiller.inference as ti
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def hwm():  # this process's peak RSS, MB (ru_maxrss would carry the parent's over exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+before = hwm()
 t0 = time.perf_counter()
 c = ti.Config({model_file!r}, {params_file!r}); c.set_cpu_math_library_num_threads({threads})
 p = ti.create_predictor(c)
 ids = np.ones((1, 128), np.int64)
 p.run([ids for _ in p.get_input_names()])
 t = time.perf_counter() - t0
-print(json.dumps({{"seconds": t, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                   "before_mb": base / 1024}}))
+print(json.dumps({{"seconds": t, "peak_mb": hwm(), "before_mb": before}}))
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if r.returncode != 0:
