@@ -41,11 +41,7 @@ int FoldBatchNorm(ir::Graph& g) {
     ir::Value* w2 = g.AddData(w->name + ".bn_folded", w->type, ir::ValueKind::kConstant, new_w);
     ir::Value* b2 =
         g.AddData(bn->name + ".bias", {DType::kF32, {out_ch}}, ir::ValueKind::kConstant, new_b);
-    g.SetInsertionPoint(bn);
-    ir::Value* folded = g.Add1("conv2d", {conv->inputs[0], w2, b2}, conv->attrs, conv->name);
-    g.SetInsertionPoint(nullptr);
-    folded->name = bn->outputs[0]->name;
-    g.ReplaceAllUses(bn->outputs[0], folded);
+    ReplaceResult(g, bn, "conv2d", {conv->inputs[0], w2, b2}, conv->attrs, conv->name);
     ++rewrites;
   }
   if (rewrites) g.RemoveDeadCode();

@@ -35,11 +35,7 @@ int FoldScaleIntoMatmul(ir::Graph& g) {
     for (ir::Value*& in : ins) {
       if (in == scaled) in = sc->inputs[0];
     }
-    g.SetInsertionPoint(mm);
-    ir::Value* folded = g.Add1("matmul", ins, attrs, mm->name);
-    g.SetInsertionPoint(nullptr);
-    folded->name = mm->outputs[0]->name;
-    g.ReplaceAllUses(mm->outputs[0], folded);
+    ReplaceResult(g, mm, "matmul", ins, attrs, mm->name);
     ++rewrites;
   }
   if (rewrites) g.RemoveDeadCode();

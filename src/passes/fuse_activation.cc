@@ -39,11 +39,7 @@ int FuseActivation(ir::Graph& g) {
     if (name == "gelu" && act->GetBool("approximate")) name = "gelu_tanh";
     ir::AttrMap attrs = p->attrs;
     attrs.Set("activation", name);
-    g.SetInsertionPoint(act);
-    ir::Value* fused = g.Add1(p->type, p->inputs, attrs, p->name);
-    g.SetInsertionPoint(nullptr);
-    fused->name = act->outputs[0]->name;
-    g.ReplaceAllUses(act->outputs[0], fused);
+    ReplaceResult(g, act, p->type, p->inputs, attrs, p->name);
     ++rewrites;
   }
   if (rewrites) g.RemoveDeadCode();

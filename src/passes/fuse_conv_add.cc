@@ -27,11 +27,7 @@ int FuseConvAdd(ir::Graph& g) {
     if (relu) attrs.Set("activation", std::string("relu"));
     std::vector<ir::Value*> ins = conv->inputs;
     ins.push_back(r);
-    g.SetInsertionPoint(last);
-    ir::Value* fused = g.Add1("conv2d", std::move(ins), std::move(attrs), conv->name);
-    g.SetInsertionPoint(nullptr);
-    fused->name = last->outputs[0]->name;
-    g.ReplaceAllUses(last->outputs[0], fused);
+    ReplaceResult(g, last, "conv2d", std::move(ins), std::move(attrs), conv->name);
     ++rewrites;
   }
   if (rewrites) g.RemoveDeadCode();

@@ -44,12 +44,8 @@ int FuseConvBias(ir::Graph& g) {
     if (!bias || bias->dtype() != DType::kF32 || add->outputs[0]->type != y->type ||
         !AlongChannels(other->shape(), y->shape()[1]))
       continue;
-    g.SetInsertionPoint(add);
-    ir::Value* fused =
-        g.Add1(conv->type, {conv->inputs[0], conv->inputs[1], bias}, conv->attrs, conv->name);
-    g.SetInsertionPoint(nullptr);
-    fused->name = add->outputs[0]->name;
-    g.ReplaceAllUses(add->outputs[0], fused);
+    ReplaceResult(g, add, conv->type, {conv->inputs[0], conv->inputs[1], bias}, conv->attrs,
+                  conv->name);
     ++rewrites;
   }
   if (rewrites) g.RemoveDeadCode();

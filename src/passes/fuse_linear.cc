@@ -33,13 +33,9 @@ int FuseLinear(ir::Graph& g) {
       bias =
           g.Add1("reshape", {bias}, {{"shape", std::vector<int64_t>{w->shape()[1]}}}, bias->name);
     }
-    g.SetInsertionPoint(last);
     std::vector<ir::Value*> ins{x, w};
     if (bias) ins.push_back(bias);
-    ir::Value* fused = g.Add1("linear", ins, {}, mm->name);
-    g.SetInsertionPoint(nullptr);
-    fused->name = last->outputs[0]->name;
-    g.ReplaceAllUses(last->outputs[0], fused);
+    ReplaceResult(g, last, "linear", ins, {}, mm->name);
     ++rewrites;
   }
   if (rewrites) g.RemoveDeadCode();

@@ -33,4 +33,19 @@ inline std::vector<ir::Op*> OpsOfType(const ir::Graph& g, const std::string& typ
   return out;
 }
 
+// The end of a fusion: adds op `type`(ins){attrs}, named `name`, where
+// `last` (the last op of the matched pattern) is and with its placement,
+// and gives it every use of last's result, whose name it takes. Returns the
+// new value. (Dead-code removal then drops the pattern.)
+inline ir::Value* ReplaceResult(ir::Graph& g, ir::Op* last, const std::string& type,
+                                std::vector<ir::Value*> ins, ir::AttrMap attrs,
+                                const std::string& name) {
+  g.SetInsertionPoint(last);
+  ir::Value* fused = g.Add1(type, std::move(ins), std::move(attrs), name);
+  g.SetInsertionPoint(nullptr);
+  fused->name = last->outputs[0]->name;
+  g.ReplaceAllUses(last->outputs[0], fused);
+  return fused;
+}
+
 }  // namespace tiller::passes
