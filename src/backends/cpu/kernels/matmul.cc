@@ -251,6 +251,11 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
                                       pd.scratchpad_desc());
 }
 
+// oneDNN's dims of an activation: N, C, H, W whatever the memory order.
+Dims NchwDims(const Shape& s, bool channels_last) {
+  return channels_last ? Dims{s[0], s[3], s[1], s[2]} : Dims(s.begin(), s.end());
+}
+
 // A convolution that runs in oneDNN's preferred activation layout: src is
 // reordered from the op's plain layout (NCHW or NHWC) into workspace, the
 // convolution writes its blocked result into workspace, and a reorder writes
@@ -337,13 +342,9 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   const auto& dil = op.GetInts("dilations");
   const auto in_t = ToDnnl(x->dtype()), out_t = ToDnnl(y->dtype());
   using tag = memory::format_tag;
-  // oneDNN's dims are N, C, H, W whatever the memory order.
-  auto nchw_dims = [&](const Shape& s) {
-    return channels_last ? Dims{s[0], s[3], s[1], s[2]} : Dims(s.begin(), s.end());
-  };
   const tag act_tag = channels_last ? tag::nhwc : tag::nchw;
-  memory::desc x_md(nchw_dims(x->shape()), in_t, act_tag);
-  memory::desc y_md(nchw_dims(y->shape()), out_t, act_tag);
+  memory::desc x_md(NchwDims(x->shape(), channels_last), in_t, act_tag);
+  memory::desc y_md(NchwDims(y->shape(), channels_last), out_t, act_tag);
   Shape ws = w->shape();
   memory::desc w_md =
       groups == 1 ? memory::desc(ws, in_t, tag::oihw)
@@ -405,11 +406,11 @@ std::unique_ptr<Kernel> MakeConvTranspose2d(const ir::Op& op, backend::Device& d
   const auto& dil = op.GetInts("dilations");
   // The end padding that makes the window arithmetic give ys (oneDNN takes
   // the output size from its dims and both paddings).
-  const int64_t sp = op.GetStr("data_format") == "NHWC" ? 1 : 2;  // first spatial dim
+  const bool channels_last = op.GetStr("data_format") == "NHWC";
+  const int64_t sp = channels_last ? 1 : 2;  // first spatial dim
   auto end_pad = [&](int d) {
     return (xs[sp + d] - 1) * strides[d] - pads[2 * d] + (ws[2 + d] - 1) * dil[d] + 1 - ys[sp + d];
   };
-  const bool channels_last = op.GetStr("data_format") == "NHWC";
   if (op.GetInt("groups") != 1 || end_pad(0) < 0 || end_pad(1) < 0 || x->dtype() != DType::kF32) {
     TILLER_CHECK(!channels_last, "{} ({}): NHWC needs the oneDNN deconvolution's conditions",
                  op.type, op.name);  // passes/channels_last.cc checks them
@@ -418,11 +419,8 @@ std::unique_ptr<Kernel> MakeConvTranspose2d(const ir::Op& op, backend::Device& d
   Dnnl& dn = DnnlOf(device);
   using tag = memory::format_tag;
   const auto t = memory::data_type::f32;
-  auto nchw_dims = [&](const Shape& s) {
-    return channels_last ? Dims{s[0], s[3], s[1], s[2]} : Dims(s.begin(), s.end());
-  };
   const tag act = channels_last ? tag::nhwc : tag::nchw;
-  memory::desc x_md(nchw_dims(xs), t, act), y_md(nchw_dims(ys), t, act);
+  memory::desc x_md(NchwDims(xs, channels_last), t, act), y_md(NchwDims(ys, channels_last), t, act);
   // Paddle's filter is [C_in, C_out, KH, KW]: oneDNN's (out, in, h, w) read as iohw.
   memory::desc w_md({ws[1], ws[0], ws[2], ws[3]}, t, tag::iohw);
   memory::desc w_any(w_md.dims(), t, IsConstant(w) ? tag::any : tag::iohw);
