@@ -28,6 +28,17 @@ void SetConvFilterAndBiasGrads(GradContext& c, const AttrMap& window, Value* inp
     c.SetInputGrad(2, c.SumPerChannel(out_grad, c.input(2)->shape()));
 }
 
+std::array<int64_t, 2> ConvTransposeEndPads(const Op& op, const Shape& x_nchw, const Shape& w) {
+  const ConvWindow win = ReadConvWindow(op);
+  const auto& size = op.GetInts("output_size");
+  std::array<int64_t, 2> end{};
+  for (size_t d = 0; d < 2; ++d) {
+    end[d] = (x_nchw[2 + d] - 1) * win.strides[d] - win.pads[2 * d] +
+             (w[2 + d] - 1) * win.dilations[d] + 1 - size[d];
+  }
+  return end;
+}
+
 bool ChannelsLast(InferContext& c) {
   const std::string& f = c.op().GetStr("data_format");
   if (f != "NCHW" && f != "NHWC") c.Fail("data_format '{}' is not NCHW or NHWC", f);

@@ -3,6 +3,7 @@
 // each default is written once.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -86,6 +87,13 @@ bool ResolveAxes(const std::vector<int64_t>& axes, int rank, std::vector<int>* o
 
 // Output shape of a reduction over `axes`.
 Shape ReducedShape(const Shape& in, const std::vector<int>& axes, bool keepdim);
+
+// conv2d_transpose's end padding per spatial dim (H, W) that gives its
+// output_size: the end pad less the output padding (output_size past the
+// smallest size the window arithmetic allows); negative when the output
+// padding is the larger. oneDNN's deconvolution takes it as padding_r.
+// x_nchw: the input shape in N, C, H, W order.
+std::array<int64_t, 2> ConvTransposeEndPads(const Op& op, const Shape& x_nchw, const Shape& w);
 
 // Output size of a convolution/pooling window along one dim.
 int64_t WindowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad_begin,

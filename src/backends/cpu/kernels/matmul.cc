@@ -12,6 +12,7 @@
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/conv_transpose.h"
 #include "core/error.h"
+#include "ir/ops/op_helpers.h"
 
 namespace tiller::cpu {
 namespace {
@@ -251,11 +252,6 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
                                       pd.scratchpad_desc());
 }
 
-// oneDNN's dims of an activation: N, C, H, W whatever the memory order.
-Dims NchwDims(const Shape& s, bool channels_last) {
-  return channels_last ? Dims{s[0], s[3], s[1], s[2]} : Dims(s.begin(), s.end());
-}
-
 // A convolution that runs in oneDNN's preferred activation layout: src is
 // reordered from the op's plain layout (NCHW or NHWC) into workspace, the
 // convolution writes its blocked result into workspace, and a reorder writes
@@ -343,8 +339,8 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   const auto in_t = ToDnnl(x->dtype()), out_t = ToDnnl(y->dtype());
   using tag = memory::format_tag;
   const tag act_tag = channels_last ? tag::nhwc : tag::nchw;
-  memory::desc x_md(NchwDims(x->shape(), channels_last), in_t, act_tag);
-  memory::desc y_md(NchwDims(y->shape(), channels_last), out_t, act_tag);
+  memory::desc x_md(ir::AsNchw(x->shape(), channels_last), in_t, act_tag);
+  memory::desc y_md(ir::AsNchw(y->shape(), channels_last), out_t, act_tag);
   Shape ws = w->shape();
   memory::desc w_md =
       groups == 1 ? memory::desc(ws, in_t, tag::oihw)
@@ -391,10 +387,10 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
 }
 
 // conv2d_transpose through oneDNN's deconvolution (blocked layouts chosen by
-// oneDNN, as conv2d): groups of 1 and an output size the window arithmetic
-// reaches with a non-negative end padding. Other cases (grouped, or
-// output_size past the window: Paddle's output_padding) take the direct
-// kernel (conv_transpose.cc), which is 20-30x slower on UNet's upsampling.
+// oneDNN, as conv2d): groups of 1 and an output padding no larger than the
+// end pad (ir::ConvTransposeEndPads >= 0). Other cases take the direct
+// kernel (conv_transpose.cc), which is 20-30x slower on UNet's upsampling;
+// channels_last makes NHWC only the ones this kernel runs on oneDNN.
 std::unique_ptr<Kernel> MakeConvTranspose2d(const ir::Op& op, backend::Device& device) {
   const ir::Value* x = op.inputs[0];
   const ir::Value* w = op.inputs[1];
@@ -404,14 +400,11 @@ std::unique_ptr<Kernel> MakeConvTranspose2d(const ir::Op& op, backend::Device& d
   const auto& strides = op.GetInts("strides");
   const auto& pads = op.GetInts("pads");
   const auto& dil = op.GetInts("dilations");
-  // The end padding that makes the window arithmetic give ys (oneDNN takes
-  // the output size from its dims and both paddings).
   const bool channels_last = op.GetStr("data_format") == "NHWC";
-  const int64_t sp = channels_last ? 1 : 2;  // first spatial dim
-  auto end_pad = [&](int d) {
-    return (xs[sp + d] - 1) * strides[d] - pads[2 * d] + (ws[2 + d] - 1) * dil[d] + 1 - ys[sp + d];
-  };
-  if (op.GetInt("groups") != 1 || end_pad(0) < 0 || end_pad(1) < 0 || x->dtype() != DType::kF32) {
+  // oneDNN takes the output size from its dims and both paddings.
+  const std::array<int64_t, 2> end_pad =
+      ir::ConvTransposeEndPads(op, ir::AsNchw(xs, channels_last), ws);
+  if (op.GetInt("groups") != 1 || end_pad[0] < 0 || end_pad[1] < 0 || x->dtype() != DType::kF32) {
     TILLER_CHECK(!channels_last, "{} ({}): NHWC needs the oneDNN deconvolution's conditions",
                  op.type, op.name);  // passes/channels_last.cc checks them
     return MakeDirectConvTranspose(op);
@@ -420,7 +413,8 @@ std::unique_ptr<Kernel> MakeConvTranspose2d(const ir::Op& op, backend::Device& d
   using tag = memory::format_tag;
   const auto t = memory::data_type::f32;
   const tag act = channels_last ? tag::nhwc : tag::nchw;
-  memory::desc x_md(NchwDims(xs, channels_last), t, act), y_md(NchwDims(ys, channels_last), t, act);
+  memory::desc x_md(ir::AsNchw(xs, channels_last), t, act),
+      y_md(ir::AsNchw(ys, channels_last), t, act);
   // Paddle's filter is [C_in, C_out, KH, KW]: oneDNN's (out, in, h, w) read as iohw.
   memory::desc w_md({ws[1], ws[0], ws[2], ws[3]}, t, tag::iohw);
   memory::desc w_any(w_md.dims(), t, IsConstant(w) ? tag::any : tag::iohw);
@@ -434,7 +428,7 @@ std::unique_ptr<Kernel> MakeConvTranspose2d(const ir::Op& op, backend::Device& d
   dnnl::deconvolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, x_any, w_any, b_md,
       y_any, Dims{strides[0], strides[1]}, Dims{dil[0] - 1, dil[1] - 1}, Dims{pads[0], pads[2]},
-      Dims{end_pad(0), end_pad(1)});
+      Dims{end_pad[0], end_pad[1]});
   dnnl::deconvolution_forward::primitive_desc pd(desc, attr, dn.engine);
   std::vector<DnnlKernel::Slot> weights{
       BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};

@@ -63,19 +63,10 @@ std::unique_ptr<Kernel> MakePool2dNhwc(const ir::Op& op) {
   const Shape& xs = op.inputs[0]->shape();  // [N, H, W, C]
   const Shape& ys = op.outputs[0]->shape();
   const int64_t n = xs[0], c = xs[3];
-  Pool2dGeometry g = ReadPool2d(op, {n, c, xs[1], xs[2]}, {n, c, ys[1], ys[2]});
+  Pool2dGeometry g = ReadPool2d(op, ir::AsNchw(xs, true), ir::AsNchw(ys, true));
   const bool is_max = g.is_max;
-  const bool inclusive = !g.adaptive && !g.exclusive;
   const int64_t ih = g.ih, iw = g.iw, oh = g.oh, ow = g.ow;
-  std::vector<float> div;  // per output pixel; 0: empty window
-  for (int64_t i = 0; i < oh; ++i) {
-    for (int64_t j = 0; j < ow; ++j) {
-      const Windows &wh = g.wh, &ww = g.ww;
-      float area = static_cast<float>((wh.end[i] - wh.begin[i]) * (ww.end[j] - ww.begin[j]));
-      float span = static_cast<float>(wh.span[i] * ww.span[j]);
-      div.push_back(area == 0 ? 0.0f : inclusive ? span : area);
-    }
-  }
+  const std::vector<float> div = AvgDivisors(g);  // per output pixel; 0: empty window
   const Windows wh = g.wh, ww = g.ww;
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
@@ -112,24 +103,17 @@ std::unique_ptr<Kernel> MakePool2dNhwc(const ir::Op& op) {
 std::unique_ptr<Kernel> MakePool2d(const ir::Op& op) {
   if (op.GetStr("data_format") == "NHWC") return MakePool2dNhwc(op);
   Pool2dGeometry g = ReadPool2d(op, op.inputs[0]->shape(), op.outputs[0]->shape());
-  const bool is_max = g.is_max, adaptive = g.adaptive, exclusive = g.exclusive;
+  const bool is_max = g.is_max, adaptive = g.adaptive;
   const std::vector<int64_t>&k = g.k, &s = g.s, &p = g.p;
   const int64_t planes = g.planes, ih = g.ih, iw = g.iw, oh = g.oh, ow = g.ow;
   const Windows &wh = g.wh, &ww = g.ww;
-  bool inclusive = !adaptive && !exclusive;  // divides by Windows::span, not the clipped area
   TapGeom geom{ih, iw, oh, ow, k[1], s[1], p[2], {}, {}, {}};
   for (int64_t kx = 0; kx < k[1]; ++kx) {
     int64_t lo = p[2] - kx, hi = iw - 1 - kx + p[2];  // need lo <= j*sw <= hi
     geom.jlo.push_back(std::min(ow, lo <= 0 ? 0 : (lo + s[1] - 1) / s[1]));
     geom.jhi.push_back(hi < 0 ? 0 : std::min(ow, hi / s[1] + 1));
   }
-  for (int64_t i = 0; i < oh; ++i) {
-    for (int64_t j = 0; j < ow; ++j) {
-      float area = static_cast<float>((wh.end[i] - wh.begin[i]) * (ww.end[j] - ww.begin[j]));
-      float span = static_cast<float>(wh.span[i] * ww.span[j]);
-      geom.div.push_back(area == 0 ? 0.0f : inclusive ? span : area);
-    }
-  }
+  geom.div = AvgDivisors(g);
   bool whole_plane = oh == 1 && ow == 1 && wh.begin[0] == 0 && wh.end[0] == ih &&
                      ww.begin[0] == 0 && ww.end[0] == iw;
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {

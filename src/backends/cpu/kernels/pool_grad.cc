@@ -14,19 +14,12 @@ namespace {
 
 std::unique_ptr<Kernel> MakePool2dGrad(const ir::Op& op) {
   Pool2dGeometry g = ReadPool2d(op, op.inputs[0]->shape(), op.inputs[1]->shape());
-  const bool is_max = g.is_max, adaptive = g.adaptive, exclusive = g.exclusive;
+  const bool is_max = g.is_max;
   const int64_t planes = g.planes, ih = g.ih, iw = g.iw, oh = g.oh, ow = g.ow;
   const Windows &wh = g.wh, &ww = g.ww;
   std::vector<float> scale;  // avg: 1 / divisor per output, 0 for empty windows
   if (!is_max) {
-    bool inclusive = !adaptive && !exclusive;
-    for (int64_t i = 0; i < oh; ++i) {
-      for (int64_t j = 0; j < ow; ++j) {
-        float area = static_cast<float>((wh.end[i] - wh.begin[i]) * (ww.end[j] - ww.begin[j]));
-        float span = static_cast<float>(wh.span[i] * ww.span[j]);
-        scale.push_back(area == 0 ? 0.0f : 1.0f / (inclusive ? span : area));
-      }
-    }
+    for (float d : AvgDivisors(g)) scale.push_back(d == 0 ? 0.0f : 1.0f / d);
   }
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);

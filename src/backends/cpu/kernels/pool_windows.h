@@ -52,6 +52,24 @@ struct Pool2dGeometry {
   Windows wh, ww;
 };
 
+// An average pool's divisor per output (row-major): the window clipped to
+// the input (exclusive or adaptive) or its Windows::span (non-exclusive,
+// Paddle's inclusive average); 0 for an empty window. Shared by the
+// forward kernels (NCHW, NHWC) and the gradient.
+inline std::vector<float> AvgDivisors(const Pool2dGeometry& g) {
+  const bool inclusive = !g.adaptive && !g.exclusive;
+  std::vector<float> div;
+  for (int64_t i = 0; i < g.oh; ++i) {
+    for (int64_t j = 0; j < g.ow; ++j) {
+      const float area =
+          static_cast<float>((g.wh.end[i] - g.wh.begin[i]) * (g.ww.end[j] - g.ww.begin[j]));
+      const float span = static_cast<float>(g.wh.span[i] * g.ww.span[j]);
+      div.push_back(area == 0 ? 0.0f : inclusive ? span : area);
+    }
+  }
+  return div;
+}
+
 inline Pool2dGeometry ReadPool2d(const ir::Op& op, const Shape& x, const Shape& y) {
   Pool2dGeometry g;
   g.is_max = op.GetStr("pooling_type") == "max";
