@@ -78,6 +78,17 @@ def export_preset(preset: str, out: Path, fmt: str = "pir", **overrides) -> Path
     return d
 
 
+def exported(name: str, out: Path) -> Path:
+    """The zoo model `name`'s directory, exported on first use."""
+    if name in VISION:
+        return export_vision(name, out)
+    if name == "unet":
+        # Legacy format: Paddle Inference's oneDNN executor refuses PIR's
+        # bilinear_interp (its float-array scale; see parity_test.py).
+        return export_preset("unet-base", out, "legacy")
+    return export_preset(name, out, seq_len=None)
+
+
 def convert_to_onnx(model_dir: Path) -> str:
     """model.onnx next to the model, converted by paddle2onnx in a child
     process (on some models it exits the process instead of raising); ""
@@ -193,7 +204,7 @@ print(json.dumps({{"seconds": t, "peak_mb": hwm(), "before_mb": before}}))
 def contention(name: str, out: Path, args) -> str:
     """Each engine timed alone and next to a busy process, alternating
     blocks of runs so drift hits both alike."""
-    d = out / name if name in VISION else out / ("unet-base" if name == "unet" else name)
+    d = exported(name, out)
     engines = [tiller_engine(d, args.threads), paddle_engine(d, args.threads)]
     sess, _ = onnx_session(d, args.threads) if not convert_to_onnx(d) else (None, "")
     if sess is not None:
@@ -224,14 +235,7 @@ def measure(name: str, out: Path, args, rows: list, notes: list) -> bool:
     """Times `name` at every batch into `rows` (reasons for skipped peers
     into `notes`); returns whether an engine's outputs mismatched."""
     mismatch = False
-    if name in VISION:
-        d = export_vision(name, out)
-    elif name == "unet":
-        # Legacy format: Paddle Inference's oneDNN executor refuses PIR's
-        # bilinear_interp (its float-array scale; see parity_test.py).
-        d = export_preset("unet-base", out, "legacy")
-    else:
-        d = export_preset(name, out, seq_len=None)
+    d = exported(name, out)
     engines = [tiller_engine(d, args.threads), paddle_engine(d, args.threads)]
     why = convert_to_onnx(d)
     sess, why = onnx_session(d, args.threads) if not why else (None, why)
