@@ -1,25 +1,26 @@
-// conv2d|conv2d_transpose|pool2d -> relu -> add -> conv2d ...   (NCHW, inference)
+// conv2d|conv2d_transpose|pool2d|interp -> relu -> add -> conv2d ...   (NCHW, inference)
 //   ==>  transpose{to NHWC} -> conv2d{NHWC} -> relu -> add -> conv2d{NHWC} ...
 //        -> transpose{to NCHW} only where an NCHW reader remains
 // oneDNN's convolutions run on channel-last activations (it picks that layout
 // itself for most shapes), so a convolution on NCHW tensors reorders its input
 // and its result every time: on MobileNetV3 at batch 8 the reorders took more
-// time than the convolutions. Here a chain of convolutions, poolings and the
-// ops between them that are layout-agnostic (activations, residual adds,
-// the squeeze-excitation multiply) or name their axes (concat of skip
-// connections, slices, reductions keeping their dims) keeps NHWC tensors, and a transpose converts
-// only where the chain starts and where something outside it reads its
-// values. Inference only: the gradient rules are channel-first.
+// time than the convolutions. Here a chain of convolutions, poolings,
+// resamplings (UNet's upsampling) and the ops between them that are
+// layout-agnostic (activations, residual adds, the squeeze-excitation
+// multiply) or name their axes (concat of skip connections, slices,
+// reductions keeping their dims) keeps NHWC tensors, and a transpose
+// converts only where the chain starts and where something outside it reads
+// its values. Inference only: the gradient rules are channel-first.
 //
 // One walk in graph order keeps, for each NCHW value, its NHWC twin once one
 // exists. A conv2d or conv2d_transpose is rebuilt channel-last on its
-// input's twin (a transpose makes one when there is none), a pool2d when its
-// input has a twin. An op of LayoutRule::kAgnostic, or of kAxisAttrs with a
-// 4-D result (its axes renumbered), is rebuilt when some inputs have twins:
-// the others are single elements (they broadcast alike in any layout) or
-// 4-D tensors transposed in, if they are no more bytes than the twins. A
-// rebuilt op's result gets a transpose back to NCHW for the readers that
-// stay; dead-code removal drops the ones nobody reads.
+// input's twin (a transpose makes one when there is none), a pool2d or an
+// interp when its input has a twin. An op of LayoutRule::kAgnostic, or of
+// kAxisAttrs with a 4-D result (its axes renumbered), is rebuilt when some
+// inputs have twins: the others are single elements (they broadcast alike in
+// any layout) or 4-D tensors transposed in, if they are no more bytes than
+// the twins. A rebuilt op's result gets a transpose back to NCHW for the
+// readers that stay; dead-code removal drops the ones nobody reads.
 #include <unordered_map>
 
 #include "ir/op_schema.h"
@@ -33,14 +34,21 @@ namespace {
 const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
 const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
 
-bool IsChannelFirstWindowOp(const ir::Op& op) {
-  if (op.type != "conv2d" && op.type != "pool2d" && op.type != "conv2d_transpose") return false;
+// A convolution, pooling or resampling with data_format NCHW whose kernel
+// has an NHWC form for this op.
+bool IsChannelFirstSpatialOp(const ir::Op& op) {
+  if (op.type != "conv2d" && op.type != "pool2d" && op.type != "conv2d_transpose" &&
+      op.type != "interp")
+    return false;
   if (op.GetStr("data_format") != "NCHW" || op.inputs[0]->rank() != 4) return false;
   if (op.type == "conv2d") return true;  // its half types too
-  // The NHWC pooling kernel is float32's; conv2d_transpose runs NHWC only
-  // as oneDNN's deconvolution: float32, one group, an output padding no
-  // larger than the end pad.
-  if (op.inputs[0]->dtype() != DType::kF32) return false;
+  const DType dt = op.inputs[0]->dtype();
+  // The NHWC resampling kernel takes what the NCHW one does (integers only
+  // for nearest, which that kernel checks); the NHWC pooling kernel is
+  // float32's; conv2d_transpose runs NHWC only as oneDNN's deconvolution:
+  // float32, one group, an output padding no larger than the end pad.
+  if (op.type == "interp") return dt == DType::kF32 || dt == DType::kI32 || dt == DType::kI64;
+  if (dt != DType::kF32) return false;
   if (op.type == "pool2d") return true;
   // The kernel's own condition (backends/cpu/kernels/matmul.cc).
   if (op.GetInt("groups") != 1) return false;
@@ -122,9 +130,10 @@ int ChannelsLast(ir::Graph& g) {
   for (ir::Op* op : ops) {
     std::vector<ir::Value*> ins = op->inputs;
     ir::AttrMap attrs = op->attrs;
-    // A pooling alone would only gain two transposes: it joins a chain a
-    // convolution started.
-    if (IsChannelFirstWindowOp(*op) && (op->type != "pool2d" || twin.count(ins[0]))) {
+    // A pooling or resampling alone would only gain two transposes: it
+    // joins a chain a convolution started.
+    const bool starts_chain = op->type == "conv2d" || op->type == "conv2d_transpose";
+    if (IsChannelFirstSpatialOp(*op) && (starts_chain || twin.count(ins[0]))) {
       g.SetInsertionPoint(op);
       ins[0] = to_nhwc(ins[0]);
       attrs.Set("data_format", std::string("NHWC"));

@@ -720,6 +720,15 @@ TEST(KernelDTypes, PadOneHotPreluInterpRandomPrintRunEveryDeclaredDType) {
     for (int h = 0; h < 4; ++h)
       for (int w = 0; w < 4; ++w) want.push_back(x.v[(h / 2) * 2 + w / 2]);
     ExpectMatches(RunOne("interp", {x}, a)[0], t, {1, 1, 4, 4}, want, Label("interp nearest", t));
+    // The same 2 x 2 image channel-last with 2 channels (the second is the
+    // first plus 10): whole pixels copied.
+    Data xc{t, {1, 2, 2, 2}, {1, 11, 2, 12, 3, 13, 4, 14}};
+    AttrMap ac = a;
+    ac.Set("data_format", std::string("NHWC"));
+    std::vector<double> want_c;
+    for (double v : want) want_c.insert(want_c.end(), {v, v + 10});
+    ExpectMatches(RunOne("interp", {xc}, ac)[0], t, {1, 4, 4, 2}, want_c,
+                  Label("interp nearest NHWC", t));
   }
   for (const std::string op : {"random_uniform", "random_normal"}) {
     for (DType t : Declared(op)) {

@@ -59,7 +59,7 @@ TEST(OpDeclNn, GradientOpsDeclareTheirForwardsAttributesAlike) {
   };
   const std::vector<Pair> pairs = {
       {"pool2d", "pool2d_grad", {"data_format"}},
-      {"interp", "interp_grad", {}},
+      {"interp", "interp_grad", {"data_format"}},
       {"slice", "slice_grad", {}},
       {"pad_nd", "pad_nd_grad", {"value"}},
       {"conv2d", "conv2d_grad_input", {"activation", "out_dtype", "data_format"}},
@@ -101,7 +101,7 @@ TEST(OpDeclNn, UndeclaredOrMistypedAttributesAreRefusedNamingThem) {
   refused("interp", {{"method", std::string("nearest")}}, "out_size");
 }
 
-// conv2d / pool2d in NHWC read and write channel-last shapes; a bad layout
+// conv2d / pool2d / interp in NHWC read and write channel-last shapes; a bad layout
 // name, a residual without a bias or of another type are refused naming the op.
 TEST(OpDeclNn, ChannelLastConvAndPoolShapesAndTheirRefusals) {
   Graph g;
@@ -121,6 +121,11 @@ TEST(OpDeclNn, ChannelLastConvAndPoolShapesAndTheirRefusals) {
                      {"ksize", std::vector<int64_t>{2, 2}},
                      {"strides", std::vector<int64_t>{2, 2}}});
   EXPECT_EQ(p->shape(), (Shape{2, 2, 2, 5}));
+  const AttrMap up = {{"data_format", std::string("NHWC")},
+                      {"method", std::string("linear")},
+                      {"out_size", std::vector<int64_t>{8, 10}},
+                      {"ratios", std::vector<double>{0.5, 0.5}}};
+  EXPECT_EQ(g.Add1("interp", {y}, up)->shape(), (Shape{2, 8, 10, 5}));
   auto refused = [&](const std::string& type, std::vector<Value*> ins, AttrMap a,
                      const char* part) {
     try {
@@ -135,6 +140,12 @@ TEST(OpDeclNn, ChannelLastConvAndPoolShapesAndTheirRefusals) {
   refused("conv2d", {x, w}, {{"data_format", std::string("NDHWC")}}, "NDHWC");
   refused("pool2d", {x},
           {{"data_format", std::string("CHWN")}, {"ksize", std::vector<int64_t>{2, 2}}}, "CHWN");
+  // Channel-last resampling of one spatial dim (3-D) has no layout to name.
+  Value* seq = g.AddInput("seq", {DType::kF32, {2, 3, 9}});
+  AttrMap up1 = up;
+  up1.Set("out_size", std::vector<int64_t>{18});
+  up1.Set("ratios", std::vector<double>{0.5});
+  refused("interp", {seq}, up1, "4-D");
   Value* r_small = g.AddInput("r_small", {DType::kF32, {2, 5, 4, 4}});
   refused("conv2d", {x, w, b, r_small}, nhwc, "residual");
   Value* r_half = g.AddInput("r_half", {DType::kBF16, {2, 5, 4, 5}});

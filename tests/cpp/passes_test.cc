@@ -208,6 +208,43 @@ TEST(Passes, ChannelsLastTransposesInAnOperandNoBiggerThanTheChainsOnes) {
   ExpectNear(c.plain, c.rewritten, 1e-5f);
 }
 
+// UNet's decoder: an upsampling (bilinear and nearest, Paddle's align
+// modes) of a chain value joins the chain, and its skip concat stays NHWC.
+TEST(Passes, ChannelsLastResamplesInsideTheChain) {
+  for (const char* method : {"linear", "nearest"}) {
+    for (bool align_corners : {false, true}) {
+      auto build = [&](Graph& g, std::mt19937& rng) {
+        Value* x = g.AddInput("x", {DType::kF32, {2, 3, 6, 5}});
+        auto conv = [&](Value* in, const char* n, int64_t c_in) {
+          return g.Add1("conv2d",
+                        {in, g.AddData(n, {DType::kF32, {4, c_in, 1, 1}}, ir::ValueKind::kParam,
+                                       Random({4, c_in, 1, 1}, rng))});
+        };
+        Value* down = g.Add1("pool2d", {conv(x, "w0", 3)},
+                             {{"pooling_type", "max"},
+                              {"ksize", std::vector<int64_t>{2, 2}},
+                              {"strides", std::vector<int64_t>{2, 2}}});
+        Value* up = g.Add1("interp", {down},
+                           {{"method", std::string(method)},
+                            {"out_size", std::vector<int64_t>{6, 5}},
+                            {"ratios", std::vector<double>{align_corners ? 2.0 / 5 : 0.5,
+                                                           align_corners ? 1.0 / 4 : 0.4}},
+                            {"align_corners", align_corners},
+                            {"align_mode", int64_t{0}}});
+        Value* skip = g.Add1("concat", {conv(x, "w1", 3), up}, {{"axis", int64_t{1}}});
+        g.AddOutput("y", conv(skip, "w2", 8));
+      };
+      Compared c = RunBothWays(build, ChannelsLast, {2, 3, 6, 5});
+      EXPECT_EQ(c.ops_after, (std::vector<std::string>{"transpose", "conv2d", "pool2d", "interp",
+                                                       "conv2d", "concat", "conv2d", "transpose"}))
+          << method;
+      // oneDNN sums channel-last convolutions in another order; the NHWC
+      // resampling multiplies its two weights before summing: rounding.
+      ExpectNear(c.plain, c.rewritten, 1e-5f);
+    }
+  }
+}
+
 TEST(Passes, FuseConvBiasTakesAPerChannelConstantAddThenBatchNormFolds) {
   auto build = [](Graph& g, std::mt19937& rng) {
     Value* x = g.AddInput("x", {DType::kF32, {2, 3, 7, 7}});

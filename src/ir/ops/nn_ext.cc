@@ -15,7 +15,8 @@
 //   interp(x [N, C, spatial...] with 1..3 spatial dims){method "nearest" |
 //     "linear" | "cubic", out_size [ndims], ratios [ndims] (source step per
 //     output step; all three required), align_corners = false, align_mode =
-//     1}: Paddle's *_interp_v2 resampling (translators always set
+//     1, data_format = "NCHW" | "NHWC" (4-D only; the channels_last
+//     pass)}: Paddle's *_interp_v2 resampling (translators always set
 //     align_corners, whose Paddle default is true)
 //   pad_nd(x){pads [2 * rank] (required): before/after per dim, mode =
 //     "constant" | "reflect" | "replicate" | "circular", value = 0}
@@ -23,9 +24,9 @@
 // Precision: group_norm's variances run in float32; conv2d_transpose is a
 // GEMM (half inputs, float32 accumulation); pooling, interpolation (a few
 // weighted taps) and padding follow their input.
-// Layout: conv2d_transpose takes data_format (the channels_last pass); the
-// others are channel-first with no layout attribute, pad_nd's pads are per
-// dim in order: fixed.
+// Layout: conv2d_transpose and interp take data_format (the channels_last
+// pass); the others are channel-first with no layout attribute, pad_nd's
+// pads are per dim in order: fixed.
 #include "ir/grad.h"
 #include "ir/op_schema.h"
 #include "ir/ops/op_helpers.h"
@@ -92,7 +93,10 @@ void InferConvTranspose(InferContext& c) {
 }
 
 void InferInterp(InferContext& c) {
-  const TensorType& x = c.input(0);
+  const bool last = ChannelsLast(c);
+  if (last && c.input(0).shape.size() != 4)
+    c.Fail("data_format NHWC needs a 4-D input, got {}", ShapeToString(c.input(0).shape));
+  const TensorType x{c.input(0).dtype, AsNchw(c.input(0).shape, last)};
   const auto& size = c.op().GetInts("out_size");
   const auto& ratios = c.op().GetFloats("ratios");
   if (x.shape.size() < 3 || x.shape.size() > 5 || size.size() != x.shape.size() - 2 ||
@@ -105,7 +109,7 @@ void InferInterp(InferContext& c) {
     if (s <= 0) c.Fail("output size {} must be positive", s);
     out.push_back(s);
   }
-  c.AddOutput({x.dtype, out});
+  c.AddOutput({x.dtype, FromNchw(out, last)});
 }
 
 void InferPadNd(InferContext& c) {
@@ -149,8 +153,10 @@ const bool kSchemas = [] {
                        .Attr("data_format", "NCHW")
                        .Precision(PrecisionRule::kHalfSafe)
                        .Layout(LayoutRule::kDataFormat));
-  RegisterOpSchema(
-      WithInterpAttrs(OpSchema{"interp", 1, 1, InferInterp}).Precision(kFollows).Layout(kFixed));
+  RegisterOpSchema(WithInterpAttrs(OpSchema{"interp", 1, 1, InferInterp})
+                       .Attr("data_format", "NCHW")
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kDataFormat));
   RegisterOpSchema(WithPadAttrs(OpSchema{"pad_nd", 1, 1, InferPadNd})
                        .Attr("value", 0.0)
                        .Precision(kFollows)
@@ -242,7 +248,11 @@ void PadGrad(GradContext& c) {
 
 // interp is linear in x: its gradient scatters dy back through the same taps.
 void InterpGrad(GradContext& c) {
+  if (c.op().GetStr("data_format") != "NCHW")  // channels_last: inference graphs only
+    Fail(ErrorKind::kInternal, "{} ({}) in {} reached autodiff", c.op().type, c.op().name,
+         c.op().GetStr("data_format"));
   AttrMap a = c.op().attrs;
+  a.Erase("data_format");
   a.Set("input_shape", ShapeAttr(c.input(0)->shape()));
   c.SetInputGrad(0, c.Add("interp_grad", {c.out_grad()}, a));
 }

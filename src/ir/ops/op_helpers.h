@@ -26,7 +26,7 @@ struct ConvWindow {
 };
 ConvWindow ReadConvWindow(const Op& op);
 
-// data_format of conv2d / conv2d_transpose / pool2d: "NCHW" -> false, "NHWC"
+// data_format of conv2d / conv2d_transpose / pool2d / interp: "NCHW" -> false, "NHWC"
 // -> true; anything else fails naming the op.
 bool ChannelsLast(InferContext& c);
 // A 4-D channel-last shape read as N, C, H, W (unchanged when !channels_last).

@@ -6,9 +6,15 @@
 // float formulas (source = ratio * o, or ratio * (o + 0.5) - 0.5 with
 // align_mode 0; cubic convolution with A = -0.75 and clamped borders), and
 // Run() sums the products over the tap grid. Nearest's single tap has weight
-// 1, so it copies exactly.
+// 1, so it copies exactly. data_format NHWC (the channels_last pass): an
+// output pixel is the same weighted sum of whole input pixels, each C
+// contiguous values.
+#include <cstring>
+#include <type_traits>
+
 #include "backends/cpu/kernels/interp_taps.h"
 #include "backends/cpu/kernels/kernel_utils.h"
+#include "ir/ops/op_helpers.h"
 
 namespace tiller::cpu {
 namespace {
@@ -38,14 +44,62 @@ std::unique_ptr<Kernel> MakeNearestGather(const std::array<Taps, 3>& taps,
   });
 }
 
+// NHWC, 2 spatial dims (taps[0] is the padding dim): one output row (n, oh)
+// per work item; `T` float sums the taps' pixels, an integer type (nearest)
+// copies the one pixel.
+template <typename T>
+std::unique_ptr<Kernel> MakeInterpNhwc(const InterpGeometry& geo, int64_t batch, int64_t channels) {
+  const Taps &th = geo.taps[1], &tw = geo.taps[2];
+  const int64_t ih = geo.in[1], iw = geo.in[2], oh_n = geo.out[1], ow_n = geo.out[2];
+  const int64_t work = ow_n * channels * th.n * tw.n;
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const T* x = static_cast<const T*>(args.inputs[0]);
+    T* y = static_cast<T*>(args.outputs[0]);
+    ParallelRange(
+        batch * oh_n, work,
+        [&](int64_t b, int64_t e) {
+          for (int64_t r = b; r < e; ++r) {
+            const int64_t oh = r % oh_n;
+            const T* xn = x + r / oh_n * ih * iw * channels;
+            T* yp = y + r * ow_n * channels;
+            for (int64_t ow = 0; ow < ow_n; ++ow, yp += channels) {
+              if constexpr (!std::is_same_v<T, float>) {
+                const T* src = xn + (th.idx[oh] * iw + tw.idx[ow]) * channels;
+                std::memcpy(yp, src, channels * sizeof(T));
+              } else {
+                std::fill(yp, yp + channels, 0.0f);
+                for (int bb = 0; bb < th.n; ++bb) {
+                  const float wh = th.w[oh * th.n + bb];
+                  const float* xh = xn + th.idx[oh * th.n + bb] * iw * channels;
+                  for (int cc = 0; cc < tw.n; ++cc) {
+                    const float w = wh * tw.w[ow * tw.n + cc];
+                    const float* __restrict xp = xh + tw.idx[ow * tw.n + cc] * channels;
+                    float* __restrict yc = yp;
+                    for (int64_t ch = 0; ch < channels; ++ch) yc[ch] += w * xp[ch];
+                  }
+                }
+              }
+            }
+          }
+        },
+        1);
+  });
+}
+
 std::unique_ptr<Kernel> MakeInterp(const ir::Op& op) {
   DType dt = InDType(op);
   const std::string& method = op.GetStr("method");
   if (dt != DType::kF32 && method != "nearest")
     Unsupported(op, "dtype {} not supported for method {}", DTypeName(dt), method);
-  const Shape& is = op.inputs[0]->shape();
-  const Shape& os = op.outputs[0]->shape();
+  const bool last = op.GetStr("data_format") == "NHWC";
+  const Shape is = ir::AsNchw(op.inputs[0]->shape(), last);
+  const Shape os = ir::AsNchw(op.outputs[0]->shape(), last);
   InterpGeometry geo = MakeInterpGeometry(op, is, os);
+  if (last) {
+    if (dt == DType::kI32) return MakeInterpNhwc<int32_t>(geo, is[0], is[1]);
+    if (dt == DType::kI64) return MakeInterpNhwc<int64_t>(geo, is[0], is[1]);
+    return MakeInterpNhwc<float>(geo, is[0], is[1]);
+  }
   const std::array<Taps, 3>& taps = geo.taps;
   const std::array<int64_t, 3>& in = geo.in;
   const std::array<int64_t, 3>& out = geo.out;
