@@ -1,0 +1,74 @@
+// Linear quantization as Paddle's quantize_linear / dequantize_linear (what
+// Paddle's post-training quantization and quantization-aware training write
+// around each quantized matmul and convolution). `scale` is the abs-max range:
+// one value (per tensor) or x.shape[quant_axis] values (per channel).
+//   quantize_linear(x float32, scale float32){quant_axis = -1 (per tensor),
+//     qmax = 127, round_type = 0}: q = (qmax * (1 / s)) * x rounded half to
+//     even, clipped to [-qmax - 1, qmax]; round_type 1 clips x to [-s, s]
+//     first and rounds half away from zero. The result is float32 holding
+//     those integers (Paddle's); a scale of at most 1e-30 reads as s + 1e-6.
+//   dequantize_linear(x float32 | int8, scale float32){quant_axis = -1,
+//     qmax = 127}: y = x * s / qmax, float32.
+// Precision: both run in float32 (a half input is cast up): the integers and
+// the scale products are float32 arithmetic in Paddle. Layout: fixed
+// (quant_axis = -1 means per tensor, not the last axis, so a layout pass may
+// not renumber it as an axis).
+#include "ir/op_schema.h"
+#include "ir/ops/op_helpers.h"
+
+namespace tiller::ir {
+namespace {
+
+// The channel count the scale must cover: 1 per tensor, else x's quant_axis
+// dim.
+void CheckScale(InferContext& c) {
+  const TensorType& x = c.input(0);
+  const TensorType& s = c.input(1);
+  if (s.dtype != DType::kF32) c.Fail("scale must be float32, got {}", DTypeName(s.dtype));
+  const int64_t axis = c.op().GetInt("quant_axis");
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (axis < -1 || axis >= rank)
+    c.Fail("quant_axis {} out of range for input {} (-1: per tensor)", axis,
+           ShapeToString(x.shape));
+  const int64_t want = axis < 0 ? 1 : x.shape[axis];
+  if (NumElements(s.shape) != want)
+    c.Fail("scale {} must have {} value(s) ({}) for input {}", ShapeToString(s.shape), want,
+           axis < 0 ? "per tensor" : "one per channel of quant_axis", ShapeToString(x.shape));
+  if (c.op().GetInt("qmax") < 1) c.Fail("qmax must be >= 1, got {}", c.op().GetInt("qmax"));
+}
+
+void InferQuantize(InferContext& c) {
+  if (c.input(0).dtype != DType::kF32)
+    c.Fail("input must be float32, got {}", DTypeName(c.input(0).dtype));
+  CheckScale(c);
+  const int64_t round_type = c.op().GetInt("round_type");
+  if (round_type != 0 && round_type != 1)
+    c.Fail("round_type must be 0 (half to even) or 1 (half away from zero), got {}", round_type);
+  c.AddOutput({DType::kF32, c.input(0).shape});
+}
+
+void InferDequantize(InferContext& c) {
+  const DType dt = c.input(0).dtype;
+  if (dt != DType::kF32 && dt != DType::kI8)
+    c.Fail("input must be float32 or int8, got {}", DTypeName(dt));
+  CheckScale(c);
+  c.AddOutput({DType::kF32, c.input(0).shape});
+}
+
+const bool kRegistered = [] {
+  RegisterOpSchema(OpSchema{"quantize_linear", 2, 2, InferQuantize}
+                       .Attr("quant_axis", int64_t{-1})
+                       .Attr("qmax", int64_t{127})
+                       .Attr("round_type", int64_t{0})
+                       .Precision(PrecisionRule::kAlwaysF32)
+                       .Layout(LayoutRule::kFixed));
+  RegisterOpSchema(OpSchema{"dequantize_linear", 2, 2, InferDequantize}
+                       .Attr("quant_axis", int64_t{-1})
+                       .Attr("qmax", int64_t{127})
+                       .Precision(PrecisionRule::kAlwaysF32)
+                       .Layout(LayoutRule::kFixed));
+  return true;
+}();
+
+}  // namespace
+}  // namespace tiller::ir
