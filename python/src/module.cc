@@ -215,6 +215,10 @@ PYBIND11_MODULE(_tiller, m) {
           },
           py::arg("name"), "numpy's name of the input's declared type ('float32', 'int64', ...)")
       .def("op_histogram", &Predictor::OpHistogram)
+      .def("enable_profiling", &Predictor::EnableProfiling, py::arg("on") = true,
+           "Times every op of later runs (what profile() returns).")
+      .def("profile", &Predictor::GetProfile,
+           "[(op type, total ms, calls)] of the runs made while profiling, largest first.")
       .def("summary", [](const Predictor& p) {
         auto s = p.GetSummary();
         py::dict d;

@@ -169,21 +169,46 @@ Op* Graph::AddOp(const std::string& type, std::vector<Value*> inputs, AttrMap at
                        [&](const std::unique_ptr<Op>& o) { return o.get() == insert_before_; });
   }
   pos = ops_.insert(pos, std::move(op));
-  if (all_const && folder_) {
-    folder_(*this, *added);
-    bool folded = std::all_of(added->outputs.begin(), added->outputs.end(),
-                              [](const Value* v) { return v->is_constant(); });
-    if (folded) {
-      // The outputs now carry their data; the op itself never runs.
-      for (Value* in : added->inputs) {
-        if (in) std::erase(in->users, added);
-      }
-      for (Value* out : added->outputs) out->producer = nullptr;
-      folded_ops_.push_back(std::move(*pos));
-      ops_.erase(pos);
+  if (all_const && folder_ && !schema->defer_fold) FoldAt(pos);
+  return added;
+}
+
+bool Graph::FoldAt(std::vector<std::unique_ptr<Op>>::iterator pos) {
+  Op* op = pos->get();
+  folder_(*this, *op);
+  bool folded = std::all_of(op->outputs.begin(), op->outputs.end(),
+                            [](const Value* v) { return v->is_constant(); });
+  if (!folded) return false;
+  // The outputs now carry their data; the op itself never runs.
+  for (Value* in : op->inputs) {
+    if (in) std::erase(in->users, op);
+  }
+  for (Value* out : op->outputs) out->producer = nullptr;
+  folded_ops_.push_back(std::move(*pos));
+  ops_.erase(pos);
+  return true;
+}
+
+int Graph::FoldDeferredOps() {
+  if (!folder_) return 0;
+  int folded = 0;
+  for (auto it = ops_.begin(); it != ops_.end();) {
+    const Op& op = **it;
+    const bool ready =
+        op.schema->defer_fold && !op.inputs.empty() &&
+        std::all_of(op.inputs.begin(), op.inputs.end(), [](const Value* v) {
+          return !v || ((v->is_constant() || v->kind == ValueKind::kParam) && v->data);
+        });
+    // FoldAt erases `it` when it folds: step from its predecessor's place.
+    const auto at = it - ops_.begin();
+    if (ready && FoldAt(it)) {
+      ++folded;
+      it = ops_.begin() + at;
+    } else {
+      ++it;
     }
   }
-  return added;
+  return folded;
 }
 
 Value* Graph::Add1(const std::string& type, std::vector<Value*> inputs, AttrMap attrs,

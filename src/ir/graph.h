@@ -194,6 +194,11 @@ class Graph {
   void ReorderOps(const std::vector<const Op*>& order);
 
   void set_folder(Folder f) { folder_ = std::move(f); }
+  // Folds the ops whose schema defers folding (OpSchema::defer_fold) and
+  // whose inputs all have data (constants, and parameters: callers fold
+  // where parameters do not change, in inference), with the folder;
+  // returns how many.
+  int FoldDeferredOps();
 
   const std::vector<std::unique_ptr<Op>>& ops() const { return ops_; }
   const std::vector<Value*>& inputs() const { return inputs_; }
@@ -221,6 +226,9 @@ class Graph {
   // Ops removed by folding; kept alive so callers may still read the Op* that
   // AddOp returned (its outputs are the constants).
   std::vector<std::unique_ptr<Op>> folded_ops_;
+  // Runs the folder on the op at `pos` (all inputs constant); when it
+  // filled in every output, moves the op out of ops_ into folded_ops_.
+  bool FoldAt(std::vector<std::unique_ptr<Op>>::iterator pos);
   Folder folder_;
   const Op* insert_before_ = nullptr;
   Placement scope_;

@@ -104,6 +104,11 @@ struct OpSchema {
   int inplace_input = -1;
   // Kept by dead-code removal even without used outputs (send).
   bool side_effects = false;
+  // With constant inputs, not folded when added but by
+  // Graph::FoldDeferredOps (the fold_deferred pass, after the passes that
+  // read the op): dequantize_linear of an int8 weight stays visible to the
+  // pass that runs the matmul in int8.
+  bool defer_fold = false;
 
   // Attributes, declared once here: ir::Op's typed getters return the
   // default when an op does not set one, and Graph::AddOp refuses an
@@ -165,6 +170,10 @@ struct OpSchema {
     return *this;
   }
   OpSchema&& SideEffects() && { return std::move(SideEffects()); }
+  OpSchema&& DeferFold() && {
+    defer_fold = true;
+    return std::move(*this);
+  }
   OpSchema InPlaceSafe() && {
     inplace_safe = true;
     return std::move(*this);

@@ -16,23 +16,8 @@ int FuseLinear(ir::Graph& g) {
         !mm->GetInts("perm_a").empty() || !mm->GetInts("perm_out").empty() || !HasData(w) ||
         w->rank() != 2 || x->dtype() != DType::kF32)
       continue;
-    ir::Value* out = mm->outputs[0];
-    ir::Value* bias = nullptr;
     ir::Op* last = mm;
-    ir::Op* add = SoleUser(g, out);
-    if (add && add->type == "add") {
-      ir::Value* other = add->inputs[0] == out ? add->inputs[1] : add->inputs[0];
-      if (HasData(other) && NumElements(other->shape()) == w->shape()[1] &&
-          other->shape().back() == w->shape()[1] && add->outputs[0]->shape() == out->shape()) {
-        bias = other;
-        last = add;
-      }
-    }
-    if (bias && bias->rank() != 1) {
-      g.SetInsertionPoint(last);
-      bias =
-          g.Add1("reshape", {bias}, {{"shape", std::vector<int64_t>{w->shape()[1]}}}, bias->name);
-    }
+    ir::Value* bias = FindBiasAdd(g, mm->outputs[0], w->shape()[1], &last);
     std::vector<ir::Value*> ins{x, w};
     if (bias) ins.push_back(bias);
     ReplaceResult(g, last, "linear", ins, {}, mm->name);

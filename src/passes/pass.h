@@ -67,6 +67,9 @@ struct PassRecord {
 // Runs `pass`, verifies the graph and records the change.
 PassRecord RunPass(Pass& pass, ir::Graph& g, const PassContext& ctx);
 
+// matmul(dequantize(quantize(x)), dequantize(W int8 const)) [+ add(., b const)]
+// -> linear_int8(quantize(x){int8}, W, scale, b) (passes/int8_matmul.cc)
+int QuantizeMatmuls(ir::Graph& g);
 // matmul(x, W const) [+ add(., b const)] -> linear(x, W, b)
 int FuseLinear(ir::Graph& g);
 // scale(x){power of two} -> matmul -> matmul{alpha}

@@ -48,4 +48,23 @@ inline ir::Value* ReplaceResult(ir::Graph& g, ir::Op* last, const std::string& t
   return fused;
 }
 
+// A GEMM's bias: when the sole user of `out` ([..., n]) is add(out, b) with
+// b a constant of n values along the last dim and the add keeps out's shape,
+// b as a 1-D [n] value (reshaped before `*last` when needed) with `*last`
+// set to the add; otherwise nullptr and `*last` unchanged.
+inline ir::Value* FindBiasAdd(ir::Graph& g, ir::Value* out, int64_t n, ir::Op** last) {
+  ir::Op* add = SoleUser(g, out);
+  if (!add || add->type != "add") return nullptr;
+  ir::Value* b = add->inputs[0] == out ? add->inputs[1] : add->inputs[0];
+  if (!HasData(b) || NumElements(b->shape()) != n || b->shape().back() != n ||
+      add->outputs[0]->shape() != out->shape())
+    return nullptr;
+  *last = add;
+  if (b->rank() == 1) return b;
+  g.SetInsertionPoint(add);
+  b = g.Add1("reshape", {b}, {{"shape", std::vector<int64_t>{n}}}, b->name);
+  g.SetInsertionPoint(nullptr);
+  return b;
+}
+
 }  // namespace tiller::passes

@@ -34,6 +34,15 @@ PassRecord RunPass(Pass& pass, ir::Graph& g, const PassContext& ctx) {
 
 std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
   std::vector<std::unique_ptr<Pass>> p;
+  // Before fold_deferred, which folds the dequantized weights it reads.
+  p.push_back(std::make_unique<InferencePass>(
+      "int8_matmul",
+      "matmul(dequantize(quantize(x)), dequantize(W int8)) [+ add(., b)] -> linear_int8",
+      QuantizeMatmuls));
+  p.push_back(std::make_unique<InferencePass>(
+      "fold_deferred",
+      "ops whose folding waits for the passes (dequantize_linear of weights) -> constants",
+      [](ir::Graph& g) { return g.FoldDeferredOps(); }));
   p.push_back(std::make_unique<FunctionPass>(
       "fuse_linear", "matmul(x, W const) [+ add(., b const)] -> linear(x, W, b)", FuseLinear));
   // After fuse_linear, which leaves matmuls with alpha != 1 alone.

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "compile/executable.h"
+#include "compile/fold.h"
 #include "passes/pass.h"
 
 namespace tiller::passes {
@@ -243,6 +245,58 @@ TEST(Passes, ChannelsLastResamplesInsideTheChain) {
       ExpectNear(c.plain, c.rewritten, 1e-5f);
     }
   }
+}
+
+// A matmul between a quantized activation and an int8 weight (what Paddle's
+// post-training quantization writes) runs as one int8 GEMM with the bias
+// and the activation fused; a second GEMM on the same activation shares its
+// int8 copy; a matmul whose activation pair has two different scales, and
+// the dequantized weight it reads, stay float and fold (fold_deferred).
+TEST(Passes, QuantizeMatmulsRunsInt8GemmsOnPaddlesQuantizedPairs) {
+  auto build = [](Graph& g, std::mt19937& rng) {
+    Value* x = g.AddInput("x", {DType::kF32, {3, 5, 8}});
+    auto scale = [&](const char* n, std::vector<float> v) {
+      auto buf = std::make_shared<AlignedBuffer>(v.size() * sizeof(float));
+      std::memcpy(buf->data(), v.data(), buf->size());
+      return g.AddData(n, {DType::kF32, {static_cast<int64_t>(v.size())}}, ir::ValueKind::kParam,
+                       buf);
+    };
+    auto weight = [&](const char* n, int64_t cols) {
+      auto buf = std::make_shared<AlignedBuffer>(8 * cols);
+      std::uniform_int_distribution<int> d(-127, 127);
+      for (int64_t i = 0; i < 8 * cols; ++i) buf->as<int8_t>()[i] = static_cast<int8_t>(d(rng));
+      return g.AddData(n, {DType::kI8, {8, cols}}, ir::ValueKind::kParam, buf);
+    };
+    Value* sx = scale("sx", {0.9f});
+    Value* dx = g.Add1("dequantize_linear", {g.Add1("quantize_linear", {x, sx}), sx});
+    Value* w1 = g.Add1("dequantize_linear",
+                       {weight("w1", 6), scale("sw1", {0.5f, 0.25f, 1.f, 2.f, 0.125f, 0.75f})},
+                       {{"quant_axis", int64_t{1}}});
+    Value* w2 = g.Add1("dequantize_linear", {weight("w2", 4), scale("sw2", {0.3f})});
+    Value* b = g.AddData("b", {DType::kF32, {6}}, ir::ValueKind::kParam, Random({6}, rng));
+    Value* y1 = g.Add1("relu", {g.Add1("add", {g.Add1("matmul", {dx, w1}), b})});
+    Value* y2 = g.Add1("matmul", {dx, w2});
+    // Quantized with one scale, dequantized with another: not one pair.
+    Value* odd =
+        g.Add1("dequantize_linear", {g.Add1("quantize_linear", {x, sx}), scale("s2", {1.1f})});
+    Value* y3 = g.Add1("matmul", {odd, w2});
+    g.AddOutput("y", g.Add1("concat", {y1, y2, y3}, {{"axis", int64_t{-1}}}));
+  };
+  auto all = [](Graph& g) {
+    // As the compiler does: a folder on the host device, the passes in order.
+    static auto host = backend::FindBackend("cpu")->CreateDevice(0, {1, 0});
+    g.set_folder(compile::MakeFolder(*host));
+    const int quantized = QuantizeMatmuls(g);
+    const int folded = g.FoldDeferredOps();
+    return quantized + folded + FuseActivation(g);
+  };
+  Compared c = RunBothWays(build, +all, {3, 5, 8});
+  EXPECT_EQ(c.ops_after,
+            (std::vector<std::string>{"quantize_linear", "linear_int8", "linear_int8",
+                                      "quantize_linear", "dequantize_linear", "matmul", "concat"}));
+  // Integer products summed exactly and rescaled once, against float
+  // products of the dequantized values summed in float32: rounding.
+  ExpectNear(c.plain, c.rewritten, 1e-5f);
 }
 
 TEST(Passes, FuseConvBiasTakesAPerChannelConstantAddThenBatchNormFolds) {

@@ -6,9 +6,14 @@
 //     qmax = 127, round_type = 0}: q = (qmax * (1 / s)) * x rounded half to
 //     even, clipped to [-qmax - 1, qmax]; round_type 1 clips x to [-s, s]
 //     first and rounds half away from zero. The result is float32 holding
-//     those integers (Paddle's); a scale of at most 1e-30 reads as s + 1e-6.
+//     those integers (Paddle's), or with out_dtype = "int8" (the int8_matmul
+//     pass; qmax <= 127) int8; a scale of at most 1e-30 reads as s + 1e-6.
 //   dequantize_linear(x float32 | int8, scale float32){quant_axis = -1,
-//     qmax = 127}: y = x * s / qmax, float32.
+//     qmax = 127}: y = x * s / qmax, float32. Folded late (defer_fold) so
+//     int8_matmul sees a dequantized int8 weight.
+//   linear_int8(x int8 [..., K], w int8 [K, N], scale float32 [N], bias?
+//     float32 [N]){activation = "" (as linear's)}: y = (x . w) * scale +
+//     bias, float32: the int32 sums of an int8 GEMM, rescaled per column.
 // Precision: both run in float32 (a half input is cast up): the integers and
 // the scale products are float32 arithmetic in Paddle. Layout: fixed
 // (quant_axis = -1 means per tensor, not the last axis, so a layout pass may
@@ -44,7 +49,11 @@ void InferQuantize(InferContext& c) {
   const int64_t round_type = c.op().GetInt("round_type");
   if (round_type != 0 && round_type != 1)
     c.Fail("round_type must be 0 (half to even) or 1 (half away from zero), got {}", round_type);
-  c.AddOutput({DType::kF32, c.input(0).shape});
+  const std::string& out = c.op().GetStr("out_dtype");
+  if (out != "float32" && out != "int8") c.Fail("out_dtype '{}' is not float32 or int8", out);
+  if (out == "int8" && c.op().GetInt("qmax") > 127)
+    c.Fail("out_dtype int8 needs qmax <= 127, got {}", c.op().GetInt("qmax"));
+  c.AddOutput({out == "int8" ? DType::kI8 : DType::kF32, c.input(0).shape});
 }
 
 void InferDequantize(InferContext& c) {
@@ -55,16 +64,42 @@ void InferDequantize(InferContext& c) {
   c.AddOutput({DType::kF32, c.input(0).shape});
 }
 
+void InferLinearInt8(InferContext& c) {
+  const TensorType& x = c.input(0);
+  const TensorType& w = c.input(1);
+  if (x.dtype != DType::kI8 || w.dtype != DType::kI8)
+    c.Fail("x and w must be int8, got {} and {}", DTypeName(x.dtype), DTypeName(w.dtype));
+  if (x.shape.empty() || w.shape.size() != 2 || x.shape.back() != w.shape[0])
+    c.Fail("bad shapes {} x {}", ShapeToString(x.shape), ShapeToString(w.shape));
+  const int64_t n = w.shape[1];
+  for (int i = 2; i < 4; ++i) {
+    if (!c.has_input(i)) continue;
+    const TensorType& v = c.input(i);
+    if (v.dtype != DType::kF32 || v.shape != Shape{n})
+      c.Fail("{} must be float32 [{}], got {} {}", i == 2 ? "scale" : "bias", n, DTypeName(v.dtype),
+             ShapeToString(v.shape));
+  }
+  Shape out = x.shape;
+  out.back() = n;
+  c.AddOutput({DType::kF32, out});
+}
+
 const bool kRegistered = [] {
   RegisterOpSchema(OpSchema{"quantize_linear", 2, 2, InferQuantize}
                        .Attr("quant_axis", int64_t{-1})
                        .Attr("qmax", int64_t{127})
                        .Attr("round_type", int64_t{0})
+                       .Attr("out_dtype", "float32")
                        .Precision(PrecisionRule::kAlwaysF32)
                        .Layout(LayoutRule::kFixed));
   RegisterOpSchema(OpSchema{"dequantize_linear", 2, 2, InferDequantize}
                        .Attr("quant_axis", int64_t{-1})
                        .Attr("qmax", int64_t{127})
+                       .Precision(PrecisionRule::kAlwaysF32)
+                       .Layout(LayoutRule::kFixed)
+                       .DeferFold());
+  RegisterOpSchema(OpSchema{"linear_int8", 3, 4, InferLinearInt8}
+                       .Attr("activation", "")
                        .Precision(PrecisionRule::kAlwaysF32)
                        .Layout(LayoutRule::kFixed));
   return true;

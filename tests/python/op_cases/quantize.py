@@ -25,9 +25,10 @@ def q_case(op, tag, x, scale, attrs):
 
 
 # Exactly halfway between integers once multiplied by qmax / s = 1, and past
-# the clipping range on both sides.
-TIES = np.array([0.5, 1.5, 2.5, -0.5, -2.5, -127.5, 126.5, 200.0, -300.0, 0.0],
-                np.float32)
+# the clipping range on both sides; 40 values, so that both the kernel's
+# 16-wide vector loop and its scalar tail meet them.
+TIES = np.tile(np.array([0.5, 1.5, 2.5, -0.5, -2.5, -127.5, 126.5, 200.0, -300.0, 0.0],
+                        np.float32), 4)
 X4 = rng.uniform(-3, 3, (2, 3, 4, 5)).astype(np.float32)
 
 CASES = [

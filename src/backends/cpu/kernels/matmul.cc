@@ -252,6 +252,49 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
                                       pd.scratchpad_desc());
 }
 
+// linear_int8: an s8 x s8 GEMM (VNNI) whose int32 sums oneDNN rescales per
+// output column (output scales, mask over N) into float32, then the fused
+// activation. oneDNN 2.x adds an int8 GEMM's bias before the output scale,
+// so the bias it is given is bias / scale. Scale and bias are constants
+// (int8_matmul only builds the op on constants): read here, once.
+std::unique_ptr<Kernel> MakeLinearInt8(const ir::Op& op, backend::Device& device) {
+  Dnnl& dn = DnnlOf(device);
+  const ir::Value* x = op.inputs[0];
+  const ir::Value* w = op.inputs[1];
+  const ir::Value* scale = op.inputs[2];
+  const ir::Value* bias = op.input(3);
+  if (!IsConstant(w) || !IsConstant(scale) || (bias && !IsConstant(bias)))
+    Fail(ErrorKind::kUnimplemented, "{} ({}): weights, scale and bias must be constants", op.type,
+         op.name);
+  const int64_t k = w->shape()[0], n = w->shape()[1];
+  const int64_t m = NumElements(x->shape()) / k;
+  using tag = memory::format_tag;
+  using dt = memory::data_type;
+  memory::desc x_md({m, k}, dt::s8, tag::ab), w_md({k, n}, dt::s8, tag::ab);
+  memory::desc y_md({m, n}, dt::f32, tag::ab);
+  memory::desc b_md = bias ? memory::desc({1, n}, dt::f32, tag::ab) : memory::desc();
+  const float* s = reinterpret_cast<const float*>(scale->data->data());
+  std::vector<float> scales(s, s + n);
+  dnnl::primitive_attr attr = MakeAttr(op, 1.0f, op.GetStr("activation"));
+  attr.set_output_scales(2, scales);  // mask 2: one scale per column (dim 1)
+  dnnl::matmul::primitive_desc pd(
+      dnnl::matmul::desc(x_md, memory::desc({k, n}, dt::s8, tag::any), b_md, y_md), attr,
+      dn.engine);
+  std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(x_md, dn.engine, DNNL_MEMORY_NONE)},
+                                    BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
+  if (bias) {
+    memory b(b_md, dn.engine);  // allocated by oneDNN, lives with the kernel
+    const float* bv = reinterpret_cast<const float*>(bias->data->data());
+    float* dst = static_cast<float*>(b.get_data_handle());
+    for (int64_t j = 0; j < n; ++j) dst[j] = scales[j] != 0.0f ? bv[j] / scales[j] : 0.0f;
+    // Slot 2 is the op's scale, read above: a prepacked slot is never rebound.
+    ins.push_back({DNNL_ARG_BIAS, b, true});
+  }
+  std::vector<DnnlKernel::Slot> outs{{DNNL_ARG_DST, memory(y_md, dn.engine, DNNL_MEMORY_NONE)}};
+  return std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), std::move(ins), std::move(outs),
+                                      pd.scratchpad_desc());
+}
+
 // A convolution that runs in oneDNN's preferred activation layout: src is
 // reordered from the op's plain layout (NCHW or NHWC) into workspace, the
 // convolution writes its blocked result into workspace, and a reorder writes
@@ -443,6 +486,8 @@ TILLER_CPU_KERNEL("conv2d_transpose", MakeConvTranspose2d,
 TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
                   Signature("T, T, T -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("linear", MakeLinear, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("linear_int8", MakeLinearInt8,
+                  Signature("T, T, float32, float32? -> float32").Where("T", {DType::kI8}));
 TILLER_CPU_KERNEL("conv2d", MakeConv2d, Signature("T, T, T?, T? -> T").Where("T", {DType::kF32}));
 // Mixed precision: bfloat16 operands, float32 accumulation and result.
 TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("H, H -> float32").Where("H", {DType::kBF16}));

@@ -3,7 +3,9 @@
 // multiplies by (qmax * (1 / s)) rather than dividing, so the same inputs
 // round to the same integers. The scale is read at run time (one value, or
 // one per channel of quant_axis).
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "backends/cpu/kernels/kernel_utils.h"
 
@@ -30,11 +32,61 @@ ChannelView ViewOf(const ir::Op& op) {
   return v;
 }
 
-// Calls f(begin, end, channel) over every run of elements sharing a channel.
+// Calls f(begin, end, channel) over runs of elements sharing a channel,
+// split across the threads by element (a per-tensor scale is one run).
 template <typename F>
 void ForEachChannelRun(const ChannelView& v, F&& f) {
-  ParallelRange(v.outer * v.channels, v.inner, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) f(r * v.inner, (r + 1) * v.inner, r % v.channels);
+  ParallelRange(v.outer * v.channels * v.inner, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e;) {
+      const int64_t run = i / v.inner;
+      const int64_t end = std::min(e, (run + 1) * v.inner);
+      f(i, end, run % v.channels);
+      i = end;
+    }
+  });
+}
+
+// y[i] = clamp(rint(k * x[i]), lo, hi) for i in [b, e): rounding half to
+// even (the default rounding mode), as O.
+template <typename O>
+void RoundAndClamp(const float* x, O* y, int64_t b, int64_t e, float k, float lo, float hi) {
+  int64_t i = b;
+#if defined(__AVX512F__)
+  const __m512 vk = _mm512_set1_ps(k), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  for (; i + 16 <= e; i += 16) {
+    __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(vk, _mm512_loadu_ps(x + i)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(v, vlo), vhi);
+    if constexpr (std::is_same_v<O, float>) {
+      _mm512_storeu_ps(y + i, v);
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                       _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+    }
+  }
+#endif
+  for (; i < e; ++i) y[i] = static_cast<O>(std::min(std::max(std::rint(k * x[i]), lo), hi));
+}
+
+// `O`: float (Paddle's integer-valued result) or int8_t (out_dtype int8:
+// the same integers, which fit since qmax <= 127).
+template <typename O>
+std::unique_ptr<Kernel> Quantize(const ChannelView& view, float qmax, bool half_even) {
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* scale = static_cast<const float*>(args.inputs[1]);
+    O* y = static_cast<O*>(args.outputs[0]);
+    ForEachChannelRun(view, [&](int64_t b, int64_t e, int64_t c) {
+      const float s = scale[c];
+      const float inv = s <= 1e-30f ? 1.0f / (s + 1e-6f) : 1.0f / s;
+      const float k = qmax * inv;
+      if (half_even) {
+        RoundAndClamp(x, y, b, e, k, -qmax - 1.0f, qmax);
+      } else {
+        for (int64_t i = b; i < e; ++i)
+          y[i] = static_cast<O>(std::round(k * std::min(std::max(x[i], -s), s)));
+      }
+    });
   });
 }
 
@@ -42,23 +94,8 @@ std::unique_ptr<Kernel> MakeQuantize(const ir::Op& op) {
   const ChannelView view = ViewOf(op);
   const auto qmax = static_cast<float>(op.GetInt("qmax"));
   const bool half_even = op.GetInt("round_type") == 0;
-  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
-    const float* x = static_cast<const float*>(args.inputs[0]);
-    const float* scale = static_cast<const float*>(args.inputs[1]);
-    float* y = static_cast<float*>(args.outputs[0]);
-    ForEachChannelRun(view, [&](int64_t b, int64_t e, int64_t c) {
-      const float s = scale[c];
-      const float inv = s <= 1e-30f ? 1.0f / (s + 1e-6f) : 1.0f / s;
-      const float k = qmax * inv;
-      if (half_even) {
-        // nearbyint rounds half to even in the default rounding mode.
-        for (int64_t i = b; i < e; ++i)
-          y[i] = std::min(std::max(std::nearbyint(k * x[i]), -qmax - 1.0f), qmax);
-      } else {
-        for (int64_t i = b; i < e; ++i) y[i] = std::round(k * std::min(std::max(x[i], -s), s));
-      }
-    });
-  });
+  if (OutDType(op) == DType::kI8) return Quantize<int8_t>(view, qmax, half_even);
+  return Quantize<float>(view, qmax, half_even);
 }
 
 template <typename T>
@@ -81,8 +118,9 @@ std::unique_ptr<Kernel> MakeDequantize(const ir::Op& op) {
   return Dequantize<float>(view, qmax);
 }
 
-TILLER_CPU_KERNEL("quantize_linear", MakeQuantize,
-                  Signature("T, float32 -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL(
+    "quantize_linear", MakeQuantize,
+    Signature("T, float32 -> O").Where("T", {DType::kF32}).Where("O", {DType::kF32, DType::kI8}));
 TILLER_CPU_KERNEL("dequantize_linear", MakeDequantize,
                   Signature("T, float32 -> float32").Where("T", {DType::kF32, DType::kI8}));
 
