@@ -9,6 +9,7 @@
 #   make tsan   build with ThreadSanitizer and run the C++ tests of shared-thread code
 #   make bench / bench-train   inference / training benchmarks against Paddle
 #   make bench-zoo             every zoo model at batch 1 and 8 vs Paddle Inference and ONNX Runtime
+#   make bench-int8            BERT-Base and ResNet-50 quantized by Paddle vs Paddle int8 and ORT int8
 PY      := $(CURDIR)/.venv/bin/python
 BUILD   := build
 JOBS    ?= $(shell nproc)
@@ -16,7 +17,7 @@ JOBS    ?= $(shell nproc)
 export CCACHE_BASEDIR := $(CURDIR)
 CMAKE_ARGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
 
-.PHONY: setup build build-asan build-tsan test test-cpp test-python demo bench bench-train bench-zoo asan tsan clean
+.PHONY: setup build build-asan build-tsan test test-cpp test-python demo bench bench-train bench-zoo bench-int8 asan tsan clean
 
 setup:
 	@bash scripts/setup.sh
@@ -43,6 +44,9 @@ bench: build
 
 bench-zoo: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_zoo.py
+
+bench-int8: build
+	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_int8.py
 
 bench-train: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_training.py

@@ -17,8 +17,8 @@ printed in its own table) and two timed runs. The outputs of every engine are co
 Paddle's: a result further
 than 1e-3 of the output's largest magnitude is printed as MISMATCH and the
 exit status is 1, so a fast wrong answer cannot pass. Before the table: the
-CPU and its ISA, and the fp32 / bf16 GEMM rates measured now (oneDNN, as
-Tiller calls it); after it: BERT-Base's load + compile time and peak RSS in
+CPU and its ISA, and the fp32 / bf16 / int8 GEMM rates measured now (oneDNN,
+as Tiller calls it); after it: BERT-Base's load + compile time and peak RSS in
 a fresh process, against issue 12's bounds (< 1 s; <= 1.3 x the weights'
 bytes + 64 MB), and, for --contention models at batch 1, each engine's
 latency alone and with a second CPU-bound process on the machine (a Python
@@ -231,6 +231,26 @@ def contention(name: str, out: Path, args) -> str:
     return ", ".join(parts)
 
 
+def time_rounds(engines: list, inputs: dict, rounds: int) -> dict:
+    """Warms every engine up, then times them in `rounds` interleaved rounds
+    (see SETTLE_S) into each engine's `times` and `first`; returns each
+    engine's outputs {label: [arrays]}."""
+    outs = {}
+    for e in engines:
+        e.times, e.first = [], []
+        for _ in range(2):  # warm-up (and the first run's compile)
+            outs[e.label] = e.run(inputs)
+    for _ in range(rounds):
+        for e in engines:
+            time.sleep(SETTLE_S)
+            for k in range(1 + RUNS_PER_ROUND):
+                t0 = time.perf_counter()
+                e.run(inputs)
+                ms = (time.perf_counter() - t0) * 1e3
+                (e.times if k else e.first).append(ms)
+    return outs
+
+
 def measure(name: str, out: Path, args, rows: list, notes: list) -> bool:
     """Times `name` at every batch into `rows` (reasons for skipped peers
     into `notes`); returns whether an engine's outputs mismatched."""
@@ -252,22 +272,7 @@ def measure(name: str, out: Path, args, rows: list, notes: list) -> bool:
     for batch in map(int, args.batches.split(",")):
         inputs = inputs_for(name, batch, args.seq_len)
         print(f"{name} batch {batch} ...", flush=True)
-        outs = {}
-        for e in engines:
-            e.times = []
-            for _ in range(2):  # warm-up (and the first run's compile)
-                outs[e.label] = e.run(inputs)
-        rounds = args.rounds if batch == 1 else max(3, args.rounds // 2)
-        for e in engines:
-            e.first = []
-        for _ in range(rounds):
-            for e in engines:
-                time.sleep(SETTLE_S)
-                for k in range(1 + RUNS_PER_ROUND):
-                    t0 = time.perf_counter()
-                    e.run(inputs)
-                    ms = (time.perf_counter() - t0) * 1e3
-                    (e.times if k else e.first).append(ms)
+        outs = time_rounds(engines, inputs, args.rounds if batch == 1 else max(3, args.rounds // 2))
         ref = outs["paddle"]
         scale = max(float(np.max(np.abs(r))) for r in ref) or 1.0
         worst = {}
@@ -298,9 +303,10 @@ def main() -> int:
     print(f"CPU: {common.cpu_description()}")
     fp32 = common.gemm_gflops(args.threads)
     bf16 = common.gemm_gflops(args.threads, "bfloat16")
+    int8 = common.int8_gemm_gops(args.threads)
     print(f"machine GEMM rates measured now (4096^3 matmul via oneDNN, {args.threads} threads): "
-          f"fp32 {fp32:.0f} GFLOP/s, bf16 {bf16:.0f} GFLOP/s; int8: not measured (Tiller has "
-          f"no int8 path yet)", flush=True)
+          f"fp32 {fp32:.0f} GFLOP/s, bf16 {bf16:.0f} GFLOP/s, int8 {int8:.0f} GOP/s (int8 "
+          f"models: bench_int8.py)", flush=True)
 
     rows, notes, mismatch = [], [], False
     for name in args.models.split(","):

@@ -106,6 +106,58 @@ def gemm_gflops(threads: int, precision: str = "float32", n: int = 4096,
     return 2 * n**3 / best / 1e9
 
 
+_INT8_GEMM_MODEL = r"""
+import sys, numpy as np, paddle
+from paddle.static.quantization import PostTrainingQuantization
+n, d = int(sys.argv[1]), sys.argv[2]
+paddle.enable_static()
+main, start = paddle.static.Program(), paddle.static.Program()
+with paddle.static.program_guard(main, start):
+    x = paddle.static.data("x", [n, n], "float32")
+    y = paddle.static.nn.fc(x, n, bias_attr=False)
+exe = paddle.static.Executor(paddle.CPUPlace())
+exe.run(start)
+paddle.static.save_inference_model(f"{d}/fp32/model", [x], [y], exe, program=main)
+a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+ptq = PostTrainingQuantization(
+    executor=exe, model_dir=f"{d}/fp32", model_filename="model.pdmodel",
+    params_filename="model.pdiparams", data_loader=lambda: iter([{"x": a}]), batch_nums=1,
+    algo="abs_max", weight_quantize_type="channel_wise_abs_max", onnx_format=True)
+ptq.quantize()
+ptq.save_quantized_model(f"{d}/int8", model_filename="model.pdmodel",
+                         params_filename="model.pdiparams")
+"""
+
+
+def int8_gemm_gops(threads: int, n: int = 4096, reps: int = 3) -> float:
+    """The machine's int8 GEMM rate as Tiller reaches it now: the one-layer
+    model of gemm_gflops quantized by Paddle's post-training quantization
+    (in a child process: Paddle quantizes legacy programs only), run by
+    Tiller (int8 x int8 -> int32 on oneDNN, quantizing x: n^2 elements
+    against 2n^3 operations), best of `reps` runs. Giga-operations/s."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, FLAGS_enable_pir_api="0", GLOG_minloglevel="2")
+        r = subprocess.run([sys.executable, "-c", _INT8_GEMM_MODEL, str(n), d], env=env,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"int8 GEMM model: {r.stderr.strip()[-400:]}")
+        predictor = tiller_predictor(f"{d}/int8/model.pdmodel", f"{d}/int8/model.pdiparams",
+                                     threads)
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    predictor.run([a])
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        predictor.run([a])
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best / 1e9
+
+
 def time_tiller(predictor, inputs: dict, warmup: int, iters: int) -> tuple[float, list]:
     """Median ms of feed + run + fetch, and the outputs of the last run."""
     names = predictor.get_input_names()
