@@ -62,9 +62,15 @@ bool IsChannelFirstSpatialOp(const ir::Op& op) {
 // collectives (which pair elements across replicas by flat position).
 bool IsAgnostic(const ir::Op& op) {
   const ir::OpSchema* s = ir::FindOpSchema(op.type);
-  return s && s->layout == ir::LayoutRule::kAgnostic && !s->side_effects && !s->FindAttr("seed") &&
-         op.type != "all_reduce" && op.type != "reduce_scatter" && op.type != "all_gather" &&
-         op.outputs.size() == 1 && op.outputs[0]->rank() == 4;
+  // Per-tensor quantization (one scale) is elementwise; per channel names
+  // an axis, which would need renumbering.
+  const bool per_tensor_quantization =
+      (op.type == "quantize_linear" || op.type == "dequantize_linear") &&
+      op.GetInt("quant_axis") == -1;
+  return s && (s->layout == ir::LayoutRule::kAgnostic || per_tensor_quantization) &&
+         !s->side_effects && !s->FindAttr("seed") && op.type != "all_reduce" &&
+         op.type != "reduce_scatter" && op.type != "all_gather" && op.outputs.size() == 1 &&
+         op.outputs[0]->rank() == 4;
 }
 
 // Where NCHW dim d sits in NHWC.

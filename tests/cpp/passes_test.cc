@@ -210,6 +210,31 @@ TEST(Passes, ChannelsLastTransposesInAnOperandNoBiggerThanTheChainsOnes) {
   ExpectNear(c.plain, c.rewritten, 1e-5f);
 }
 
+// A quantized model's per-tensor quantize/dequantize pair between two
+// convolutions is elementwise: the chain stays NHWC through it.
+TEST(Passes, ChannelsLastKeepsPerTensorQuantizationInTheChain) {
+  auto build = [](Graph& g, std::mt19937& rng) {
+    Value* x = g.AddInput("x", {DType::kF32, {2, 3, 6, 5}});
+    auto w = [&](const char* n, int64_t c_in) {
+      return g.AddData(n, {DType::kF32, {4, c_in, 1, 1}}, ir::ValueKind::kParam,
+                       Random({4, c_in, 1, 1}, rng));
+    };
+    auto s = std::make_shared<AlignedBuffer>(sizeof(float));
+    s->as<float>()[0] = 1.5f;
+    Value* scale = g.AddData("s", {DType::kF32, {1}}, ir::ValueKind::kParam, s);
+    Value* y = g.Add1("conv2d", {x, w("w0", 3)});
+    y = g.Add1("dequantize_linear", {g.Add1("quantize_linear", {y, scale}), scale});
+    g.AddOutput("y", g.Add1("conv2d", {y, w("w1", 4)}));
+  };
+  Compared c = RunBothWays(build, ChannelsLast, {2, 3, 6, 5});
+  EXPECT_EQ(c.ops_after, (std::vector<std::string>{"transpose", "conv2d", "quantize_linear",
+                                                   "dequantize_linear", "conv2d", "transpose"}));
+  // The convolutions' summation order moves values by rounding; a value
+  // that lands on a rounding boundary of the quantization could move by a
+  // quantum (1.5 / 127): these inputs have none.
+  ExpectNear(c.plain, c.rewritten, 1e-5f);
+}
+
 // UNet's decoder: an upsampling (bilinear and nearest, Paddle's align
 // modes) of a chain value joins the chain, and its skip concat stays NHWC.
 TEST(Passes, ChannelsLastResamplesInsideTheChain) {
