@@ -30,11 +30,17 @@ ir::AttrMap QuantAttrs(TranslateContext& ctx, const OpDesc& op) {
 }
 
 // Paddle's per-channel scale may be saved as [1, C]; the IR op takes any
-// shape with the right count, a flat one keeps messages plain.
+// shape with the right count, a flat one keeps messages plain. A saved
+// scale (a parameter) gets a flat value sharing its bytes rather than a
+// reshape op: parameters are not folded, and fold_deferred folds a
+// dequantized weight only when its inputs have data.
 ir::Value* FlatScale(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* s = ctx.In(op, "Scale");
   const int64_t n = NumElements(s->shape());
-  return s->rank() == 1 ? s : ctx.Reshape(op, s, {n});
+  if (s->rank() == 1) return s;
+  if (s->data && (s->kind == ir::ValueKind::kParam || s->is_constant()))
+    return ctx.graph().AddData(s->name + ".flat", {s->dtype(), {n}}, s->kind, s->data);
+  return ctx.Reshape(op, s, {n});
 }
 
 void QuantizeLinear(TranslateContext& ctx, const OpDesc& op) {
