@@ -69,6 +69,18 @@ def tiller_predictor(model_file: str, params_file: str, threads: int,
     return ti.create_predictor(config)
 
 
+def _gemm_rate(predictor, n: int, reps: int) -> float:
+    """2 n^3 / the best of `reps` runs of the n x n GEMM model, in G per s."""
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    predictor.run([a])
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        predictor.run([a])
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best / 1e9
+
+
 def gemm_gflops(threads: int, precision: str = "float32", n: int = 4096,
                 reps: int = 3) -> float:
     """The machine's GEMM rate as oneDNN reaches it now: a one-layer model
@@ -96,14 +108,7 @@ def gemm_gflops(threads: int, precision: str = "float32", n: int = 4096,
         predictor = tiller_predictor(model_file, params_file, threads, precision)
     if was_dynamic:
         paddle.disable_static()
-    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
-    predictor.run([a])
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        predictor.run([a])
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n**3 / best / 1e9
+    return _gemm_rate(predictor, n, reps)
 
 
 _INT8_GEMM_MODEL = r"""
@@ -148,14 +153,7 @@ def int8_gemm_gops(threads: int, n: int = 4096, reps: int = 3) -> float:
             raise RuntimeError(f"int8 GEMM model: {r.stderr.strip()[-400:]}")
         predictor = tiller_predictor(f"{d}/int8/model.pdmodel", f"{d}/int8/model.pdiparams",
                                      threads)
-    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
-    predictor.run([a])
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        predictor.run([a])
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n**3 / best / 1e9
+    return _gemm_rate(predictor, n, reps)
 
 
 def time_tiller(predictor, inputs: dict, warmup: int, iters: int) -> tuple[float, list]:
