@@ -128,6 +128,10 @@ class Predictor:
         """
         A predictor of the same model for another thread: shares the program and the parameters, has its own devices, inputs and compiled steps (Paddle's clone()).
         """
+    def enable_profiling(self, on: bool = True) -> None:
+        """
+        Times every op of later runs (what profile() returns).
+        """
     def get_input_handle(self, name: str) -> Tensor:
         ...
     def get_input_names(self) -> list[str]:
@@ -144,6 +148,10 @@ class Predictor:
         ...
     def op_histogram(self) -> dict[str, int]:
         ...
+    def profile(self) -> list[tuple[str, float, int]]:
+        """
+        [(op type, total ms, calls)] of the runs made while profiling, largest first.
+        """
     def run(self, inputs: typing.Any = None) -> typing.Any:
         ...
     def summary(self) -> dict:
