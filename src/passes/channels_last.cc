@@ -1,4 +1,5 @@
-// conv2d|conv2d_transpose|pool2d|interp -> relu -> add -> conv2d ...   (NCHW, inference)
+// conv2d|conv2d_int8|conv2d_transpose|pool2d|interp -> relu -> add -> conv2d ...
+//   (NCHW, inference)
 //   ==>  transpose{to NHWC} -> conv2d{NHWC} -> relu -> add -> conv2d{NHWC} ...
 //        -> transpose{to NCHW} only where an NCHW reader remains
 // oneDNN's convolutions run on channel-last activations (it picks that layout
@@ -37,11 +38,11 @@ const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
 // A convolution, pooling or resampling with data_format NCHW whose kernel
 // has an NHWC form for this op.
 bool IsChannelFirstSpatialOp(const ir::Op& op) {
-  if (op.type != "conv2d" && op.type != "pool2d" && op.type != "conv2d_transpose" &&
-      op.type != "interp")
+  if (op.type != "conv2d" && op.type != "conv2d_int8" && op.type != "pool2d" &&
+      op.type != "conv2d_transpose" && op.type != "interp")
     return false;
   if (op.GetStr("data_format") != "NCHW" || op.inputs[0]->rank() != 4) return false;
-  if (op.type == "conv2d") return true;  // its half types too
+  if (op.type == "conv2d" || op.type == "conv2d_int8") return true;  // its half types too
   const DType dt = op.inputs[0]->dtype();
   // The NHWC resampling kernel takes what the NCHW one does (integers only
   // for nearest, which that kernel checks); the NHWC pooling kernel is
@@ -138,7 +139,8 @@ int ChannelsLast(ir::Graph& g) {
     ir::AttrMap attrs = op->attrs;
     // A pooling or resampling alone would only gain two transposes: it
     // joins a chain a convolution started.
-    const bool starts_chain = op->type == "conv2d" || op->type == "conv2d_transpose";
+    const bool starts_chain =
+        op->type == "conv2d" || op->type == "conv2d_int8" || op->type == "conv2d_transpose";
     if (IsChannelFirstSpatialOp(*op) && (starts_chain || twin.count(ins[0]))) {
       g.SetInsertionPoint(op);
       ins[0] = to_nhwc(ins[0]);

@@ -1,5 +1,5 @@
-// conv2d|linear|linear_int8 -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6
-//   ==>  conv2d|linear|linear_int8{activation}
+// conv2d|conv2d_int8|linear|linear_int8 -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6
+//   ==>  the op{activation}
 // oneDNN applies the activation while writing the result (a post-op), which
 // saves a full read and write of the activations. hard_swish, hard_sigmoid
 // and relu6 only with Paddle's default attributes (MobileNetV3's), which the
@@ -28,7 +28,8 @@ int FuseActivation(ir::Graph& g) {
   int rewrites = 0;
   std::vector<ir::Op*> producers;
   for (const auto& op : g.ops()) {
-    if ((op->type == "conv2d" || op->type == "linear" || op->type == "linear_int8") &&
+    if ((op->type == "conv2d" || op->type == "conv2d_int8" || op->type == "linear" ||
+         op->type == "linear_int8") &&
         op->GetStr("activation").empty())
       producers.push_back(op.get());
   }

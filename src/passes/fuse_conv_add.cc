@@ -1,4 +1,5 @@
 // conv2d{NHWC}(x, W, b) -> add(., r) [-> relu]   ==>  conv2d(x, W, b, r){activation}
+// (and conv2d_int8(x, W, scale, b), with r after b)
 // A residual block ends by adding its shortcut to its last convolution's
 // result (then relu): oneDNN adds the result to r as it writes (its sum
 // post-op, into r's own storage when the memory plan hands it over, see
@@ -12,8 +13,10 @@ namespace tiller::passes {
 
 int FuseConvAdd(ir::Graph& g) {
   int rewrites = 0;
-  for (ir::Op* conv : OpsOfType(g, "conv2d")) {
-    if (conv->GetStr("data_format") != "NHWC" || conv->inputs.size() != 3 ||
+  std::vector<ir::Op*> convs = OpsOfType(g, "conv2d");
+  for (ir::Op* c : OpsOfType(g, "conv2d_int8")) convs.push_back(c);
+  for (ir::Op* conv : convs) {
+    if (conv->GetStr("data_format") != "NHWC" || conv->inputs.size() != ConvBiasIndex(*conv) + 1 ||
         !conv->GetStr("activation").empty())
       continue;
     ir::Value* y = conv->outputs[0];
@@ -28,7 +31,7 @@ int FuseConvAdd(ir::Graph& g) {
     if (relu) attrs.Set("activation", std::string("relu"));
     std::vector<ir::Value*> ins = conv->inputs;
     ins.push_back(r);
-    ReplaceResult(g, last, "conv2d", std::move(ins), std::move(attrs), conv->name);
+    ReplaceResult(g, last, conv->type, std::move(ins), std::move(attrs), conv->name);
     ++rewrites;
   }
   if (rewrites) g.RemoveDeadCode();

@@ -1,5 +1,6 @@
-// conv2d|conv2d_transpose(x, W) -> add(., c)   (c constant, one value per output channel)
-//   ==>  conv2d|conv2d_transpose(x, W, c)
+// conv2d|conv2d_int8|conv2d_transpose(x, W[, scale]) -> add(., c)
+//   (c constant, one value per output channel)
+//   ==>  the op(x, W[, scale], c)
 // Paddle saves a convolution's bias as a separate add of a [1, O, 1, 1]
 // reshape of the [O] parameter (squeeze-excitation blocks, detection
 // heads); in the convolution it is oneDNN's bias, added while the result is
@@ -31,10 +32,11 @@ bool AlongChannels(const Shape& shape, int64_t channels) {
 int FuseConvBias(ir::Graph& g) {
   int rewrites = 0;
   std::vector<ir::Op*> convs = OpsOfType(g, "conv2d");
+  for (ir::Op* c : OpsOfType(g, "conv2d_int8")) convs.push_back(c);
   for (ir::Op* deconv : OpsOfType(g, "conv2d_transpose")) convs.push_back(deconv);
   for (ir::Op* conv : convs) {
-    if (conv->inputs.size() != 2 || conv->GetStr("data_format") != "NCHW" ||
-        (conv->type == "conv2d" && !conv->GetStr("activation").empty()))
+    if (conv->inputs.size() != ConvBiasIndex(*conv) || conv->GetStr("data_format") != "NCHW" ||
+        (conv->type != "conv2d_transpose" && !conv->GetStr("activation").empty()))
       continue;
     ir::Value* y = conv->outputs[0];
     ir::Op* add = SoleUser(g, y);
@@ -44,8 +46,9 @@ int FuseConvBias(ir::Graph& g) {
     if (!bias || bias->dtype() != DType::kF32 || add->outputs[0]->type != y->type ||
         !AlongChannels(other->shape(), y->shape()[1]))
       continue;
-    ReplaceResult(g, add, conv->type, {conv->inputs[0], conv->inputs[1], bias}, conv->attrs,
-                  conv->name);
+    std::vector<ir::Value*> ins = conv->inputs;
+    ins.push_back(bias);
+    ReplaceResult(g, add, conv->type, std::move(ins), conv->attrs, conv->name);
     ++rewrites;
   }
   if (rewrites) g.RemoveDeadCode();

@@ -68,8 +68,11 @@ struct PassRecord {
 PassRecord RunPass(Pass& pass, ir::Graph& g, const PassContext& ctx);
 
 // matmul(dequantize(quantize(x)), dequantize(W int8 const)) [+ add(., b const)]
-// -> linear_int8(quantize(x){int8}, W, scale, b) (passes/int8_matmul.cc)
+// -> linear_int8(quantize(x){int8}, W, scale, b) (passes/int8_gemm.cc)
 int QuantizeMatmuls(ir::Graph& g);
+// conv2d(dequantize(quantize(x)), dequantize(W int8 const))
+// -> conv2d_int8(quantize(x){int8}, W, scale) (passes/int8_gemm.cc)
+int QuantizeConvs(ir::Graph& g);
 // matmul(x, W const) [+ add(., b const)] -> linear(x, W, b)
 int FuseLinear(ir::Graph& g);
 // scale(x){power of two} -> matmul -> matmul{alpha}

@@ -33,6 +33,12 @@ inline std::vector<ir::Op*> OpsOfType(const ir::Graph& g, const std::string& typ
   return out;
 }
 
+// Where a convolution's bias input sits: conv2d_int8's output scale comes
+// before it (conv2d, conv2d_transpose: 2). The residual follows the bias.
+inline size_t ConvBiasIndex(const ir::Op& conv) {
+  return conv.type == "conv2d_int8" ? 3 : 2;
+}
+
 // The end of a fusion: adds op `type`(ins){attrs}, named `name`, where
 // `last` (the last op of the matched pattern) is and with its placement,
 // and gives it every use of last's result, whose name it takes. Returns the

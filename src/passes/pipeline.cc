@@ -40,6 +40,9 @@ std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
       "matmul(dequantize(quantize(x)), dequantize(W int8)) [+ add(., b)] -> linear_int8",
       QuantizeMatmuls));
   p.push_back(std::make_unique<InferencePass>(
+      "int8_conv", "conv2d(dequantize(quantize(x)), dequantize(W int8)) -> conv2d_int8",
+      QuantizeConvs));
+  p.push_back(std::make_unique<InferencePass>(
       "fold_deferred",
       "ops whose folding waits for the passes (dequantize_linear of weights) -> constants",
       [](ir::Graph& g) { return g.FoldDeferredOps(); }));
@@ -55,23 +58,27 @@ std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
   // Before fold_batch_norm, which needs the conv2d next to its batch_norm.
   p.push_back(std::make_unique<FunctionPass>(
       "fuse_conv_bias",
-      "conv2d|conv2d_transpose(x, W) -> add(., c const per channel) -> the op with bias c",
+      "conv2d|conv2d_int8|conv2d_transpose(x, W) -> add(., c const per channel) -> the op with "
+      "bias c",
       FuseConvBias));
   p.push_back(std::make_unique<FunctionPass>(
-      "fold_batch_norm", "conv2d -> batch_norm (constant statistics) -> conv2d, weights folded",
+      "fold_batch_norm",
+      "conv2d|conv2d_int8 -> batch_norm (constant statistics) -> the op, weights (scales) folded",
       FoldBatchNorm));
   // After fold_batch_norm (batch_norm reads NCHW), before the fusions that
   // then see the activations and adds the chain moved next to its convs.
   p.push_back(std::make_unique<InferencePass>(
       "channels_last",
-      "conv2d|conv2d_transpose|pool2d chains (NCHW) -> NHWC, transposes at the edges",
+      "conv2d|conv2d_int8|conv2d_transpose|pool2d chains (NCHW) -> NHWC, transposes at the edges",
       ChannelsLast));
   p.push_back(std::make_unique<FunctionPass>(
-      "fuse_conv_add", "conv2d{NHWC} -> add(., r) [-> relu] -> conv2d(x, W, b, r){activation}",
+      "fuse_conv_add",
+      "conv2d|conv2d_int8{NHWC} -> add(., r) [-> relu] -> the op with residual r{activation}",
       FuseConvAdd));
   p.push_back(std::make_unique<FunctionPass>(
       "fuse_activation",
-      "conv2d|linear -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6 -> conv2d|linear{activation}",
+      "conv2d|conv2d_int8|linear|linear_int8 -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6 -> "
+      "the op{activation}",
       FuseActivation));
   return p;
 }

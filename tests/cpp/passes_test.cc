@@ -324,6 +324,108 @@ TEST(Passes, QuantizeMatmulsRunsInt8GemmsOnPaddlesQuantizedPairs) {
   ExpectNear(c.plain, c.rewritten, 1e-5f);
 }
 
+// Convolutions between quantized activations and int8 filters (Paddle's
+// post-training quantization of a residual block) run as int8
+// convolutions, and the conv passes treat them as conv2d: a bias add,
+// batch norm folded into the output scale, channel-last chain, residual
+// add and relu fused. A grouped (depthwise) strided one, a per-tensor
+// filter scale, and a pair whose halves disagree (left float) too.
+TEST(Passes, QuantizeConvsRunsInt8ConvolutionsThroughTheConvPasses) {
+  auto build = [](Graph& g, std::mt19937& rng) {
+    Value* x = g.AddInput("x", {DType::kF32, {2, 4, 7, 7}});
+    auto param = [&](const char* n, const Shape& s, float lo, float hi) {
+      return g.AddData(n, {DType::kF32, s}, ir::ValueKind::kParam, Random(s, rng, lo, hi));
+    };
+    auto filter = [&](const char* n, const Shape& s, const std::vector<float>& scale) {
+      auto buf = std::make_shared<AlignedBuffer>(NumElements(s));
+      std::uniform_int_distribution<int> d(-127, 127);
+      for (int64_t i = 0; i < NumElements(s); ++i)
+        buf->as<int8_t>()[i] = static_cast<int8_t>(d(rng));
+      auto sb = std::make_shared<AlignedBuffer>(scale.size() * sizeof(float));
+      std::memcpy(sb->data(), scale.data(), sb->size());
+      Value* sw =
+          g.AddData(std::string(n) + ".scale", {DType::kF32, {static_cast<int64_t>(scale.size())}},
+                    ir::ValueKind::kParam, sb);
+      return g.Add1("dequantize_linear",
+                    {g.AddData(n, {DType::kI8, s}, ir::ValueKind::kParam, buf), sw},
+                    {{"quant_axis", int64_t{scale.size() == 1 ? -1 : 0}}});
+    };
+    auto pair = [&](Value* v, float s) {
+      auto sb = std::make_shared<AlignedBuffer>(sizeof(float));
+      sb->as<float>()[0] = s;
+      Value* sv = g.AddData("s", {DType::kF32, {1}}, ir::ValueKind::kParam, sb);
+      return g.Add1("dequantize_linear", {g.Add1("quantize_linear", {v, sv}), sv});
+    };
+    auto bn = [&](Value* v, const std::string& n) {
+      return g.Add1(
+          "batch_norm",
+          {v, param((n + ".g").c_str(), {4}, 0.5, 2), param((n + ".b").c_str(), {4}, -1, 1),
+           param((n + ".m").c_str(), {4}, -1, 1), param((n + ".v").c_str(), {4}, 0.1, 2)});
+    };
+    const ir::AttrMap pad1{{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+    Value* y = g.Add1(
+        "conv2d", {pair(x, 1.0f), filter("w1", {4, 4, 3, 3}, {0.02f, 0.03f, 0.01f, 0.02f})}, pad1);
+    y = g.Add1("relu", {bn(y, "bn1")});
+    // Depthwise, stride 2, with Paddle's separate [1, O, 1, 1] bias add.
+    Value* d = g.Add1("conv2d", {pair(y, 3.0f), filter("w2", {4, 1, 3, 3}, {0.02f})},
+                      {{"strides", std::vector<int64_t>{2, 2}}, {"groups", int64_t{4}}});
+    d = g.Add1("add", {d, g.Add1("reshape", {param("b2", {4}, -1, 1)},
+                                 {{"shape", std::vector<int64_t>{1, 4, 1, 1}}})});
+    Value* y2 =
+        g.Add1("conv2d", {pair(y, 3.0f), filter("w3", {4, 4, 1, 1}, {0.01f, 0.02f, 0.02f, 0.01f})});
+    y2 = g.Add1("relu", {g.Add1("add", {bn(y2, "bn3"), x})});
+    // Quantized with one scale, dequantized with another: stays float.
+    auto s2 = std::make_shared<AlignedBuffer>(sizeof(float));
+    s2->as<float>()[0] = 2.0f;
+    Value* odd =
+        g.Add1("dequantize_linear",
+               {g.Add1("quantize_linear",
+                       {y2, g.AddData("s2", {DType::kF32, {1}}, ir::ValueKind::kParam, s2)}),
+                param("s3", {1}, 2.5, 2.5)});
+    Value* y3 = g.Add1("conv2d", {odd, filter("w4", {4, 4, 1, 1}, {0.02f})});
+    auto pool = [&](Value* v) {
+      return g.Add1("pool2d", {v},
+                    {{"pooling_type", "max"},
+                     {"ksize", std::vector<int64_t>{2, 2}},
+                     {"strides", std::vector<int64_t>{2, 2}}});
+    };
+    g.AddOutput("y", g.Add1("concat", {pool(y3), pool(y2), d}, {{"axis", int64_t{1}}}));
+  };
+  // All the conv passes, and all but channels_last (NCHW int8 convolutions:
+  // oneDNN's blocked layouts, reordered through the kernel's workspace).
+  for (const bool channels_last : {true, false}) {
+    static bool nhwc;
+    nhwc = channels_last;
+    auto all = [](Graph& g) {
+      static auto host = backend::FindBackend("cpu")->CreateDevice(0, {1, 0});
+      g.set_folder(compile::MakeFolder(*host));
+      const int quantized = QuantizeConvs(g);
+      EXPECT_EQ(quantized, 3);
+      int n = quantized + g.FoldDeferredOps() + FuseConvBias(g) + FoldBatchNorm(g);
+      if (nhwc) n += ChannelsLast(g) + FuseConvAdd(g);
+      return n + FuseActivation(g);
+    };
+    Compared c = RunBothWays(build, +all, {2, 4, 7, 7});
+    if (channels_last) {
+      EXPECT_EQ(c.ops_after,
+                (std::vector<std::string>{
+                    "quantize_linear", "transpose", "conv2d_int8", "quantize_linear", "conv2d_int8",
+                    "quantize_linear", "transpose", "conv2d_int8", "quantize_linear",
+                    "dequantize_linear", "conv2d", "pool2d", "pool2d", "concat", "transpose"}));
+    } else {
+      EXPECT_EQ(c.ops_after, (std::vector<std::string>{
+                                 "quantize_linear", "conv2d_int8", "quantize_linear", "conv2d_int8",
+                                 "quantize_linear", "conv2d_int8", "add", "relu", "quantize_linear",
+                                 "dequantize_linear", "conv2d", "pool2d", "pool2d", "concat"}));
+    }
+    // Integer products summed exactly and rescaled once, against float
+    // products of the dequantized values summed in float32: rounding. A
+    // value on a rounding boundary of the second quantization would move
+    // by a quantum (3 / 127): these inputs have none.
+    ExpectNear(c.plain, c.rewritten, 1e-5f);
+  }
+}
+
 TEST(Passes, FuseConvBiasTakesAPerChannelConstantAddThenBatchNormFolds) {
   auto build = [](Graph& g, std::mt19937& rng) {
     Value* x = g.AddInput("x", {DType::kF32, {2, 3, 7, 7}});

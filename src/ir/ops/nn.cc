@@ -75,27 +75,15 @@ void InferBatchNorm(InferContext& c) {
 }
 
 void InferConv2d(InferContext& c) {
-  const bool last = ChannelsLast(c);
+  const Shape y_shape = ConvOutputShape(c);
+  const DType x_dtype = c.input(0).dtype;
   const TensorType& w = c.input(1);
-  if (c.input(0).shape.size() != 4 || w.shape.size() != 4)
-    c.Fail("needs 4-D input and filter, got {} and {}", ShapeToString(c.input(0).shape),
-           ShapeToString(w.shape));
-  const TensorType x{c.input(0).dtype, AsNchw(c.input(0).shape, last)};
-  ConvWindow win = ReadConvWindow(c.op());
-  if (!win.valid()) c.Fail("bad strides/pads/dilations/groups");
-  if (x.shape[1] != w.shape[1] * win.groups || w.shape[0] % win.groups != 0)
-    c.Fail("channels {} do not match filter {} with groups {}", x.shape[1], ShapeToString(w.shape),
-           win.groups);
-  if (w.dtype != x.dtype) c.Fail("input and filter dtypes differ");
-  const DType out_dtype = HalfSafeOutDType(c, x.dtype);
+  if (w.dtype != x_dtype) c.Fail("input and filter dtypes differ");
+  const DType out_dtype = HalfSafeOutDType(c, x_dtype);
   if (c.has_input(2) && NumElements(c.input(2).shape) != w.shape[0]) c.Fail("bias size mismatch");
   if (c.has_input(2) && c.input(2).dtype != out_dtype && c.input(2).dtype != DType::kF32)
     c.Fail("bias dtype {} is neither the result's nor float32", DTypeName(c.input(2).dtype));
-  const auto &s = win.strides, &p = win.pads, &d = win.dilations;
-  int64_t oh = WindowOutputSize(x.shape[2], w.shape[2], s[0], p[0], p[1], d[0], false);
-  int64_t ow = WindowOutputSize(x.shape[3], w.shape[3], s[1], p[2], p[3], d[1], false);
-  if (oh <= 0 || ow <= 0) c.Fail("empty output for input {}", ShapeToString(x.shape));
-  TensorType y{out_dtype, FromNchw({x.shape[0], w.shape[0], oh, ow}, last)};
+  TensorType y{out_dtype, y_shape};
   if (c.has_input(3)) {
     if (!c.has_input(2)) c.Fail("a residual input needs a bias input");
     if (c.input(3).dtype != y.dtype || c.input(3).shape != y.shape)

@@ -28,6 +28,24 @@ void SetConvFilterAndBiasGrads(GradContext& c, const AttrMap& window, Value* inp
     c.SetInputGrad(2, c.SumPerChannel(out_grad, c.input(2)->shape()));
 }
 
+Shape ConvOutputShape(InferContext& c) {
+  const bool last = ChannelsLast(c);
+  const Shape& w = c.input(1).shape;
+  if (c.input(0).shape.size() != 4 || w.size() != 4)
+    c.Fail("needs 4-D input and filter, got {} and {}", ShapeToString(c.input(0).shape),
+           ShapeToString(w));
+  const Shape x = AsNchw(c.input(0).shape, last);
+  const ConvWindow win = ReadConvWindow(c.op());
+  if (!win.valid()) c.Fail("bad strides/pads/dilations/groups");
+  if (x[1] != w[1] * win.groups || w[0] % win.groups != 0)
+    c.Fail("channels {} do not match filter {} with groups {}", x[1], ShapeToString(w), win.groups);
+  const auto &s = win.strides, &p = win.pads, &d = win.dilations;
+  const int64_t oh = WindowOutputSize(x[2], w[2], s[0], p[0], p[1], d[0], false);
+  const int64_t ow = WindowOutputSize(x[3], w[3], s[1], p[2], p[3], d[1], false);
+  if (oh <= 0 || ow <= 0) c.Fail("empty output for input {}", ShapeToString(x));
+  return FromNchw({x[0], w[0], oh, ow}, last);
+}
+
 std::array<int64_t, 2> ConvTransposeEndPads(const Op& op, const Shape& x_nchw, const Shape& w) {
   const ConvWindow win = ReadConvWindow(op);
   const auto& size = op.GetInts("output_size");

@@ -35,6 +35,10 @@ Shape AsNchw(const Shape& s, bool channels_last);
 Shape FromNchw(const Shape& s, bool channels_last);
 // The op's window as attributes, for the conv ops a gradient rule adds.
 AttrMap ConvWindowAttrMap(const Op& op);
+// The result shape (in the op's data_format) of conv2d or conv2d_int8 reading
+// input 0 through filter input 1 [O, C/groups, KH, KW] with the op's window;
+// fails on ranks, channels, groups or an empty result.
+Shape ConvOutputShape(InferContext& c);
 
 class GradContext;
 // The parts of a convolution's gradient that conv2d and conv2d_transpose

@@ -14,10 +14,14 @@
 //   linear_int8(x int8 [..., K], w int8 [K, N], scale float32 [N], bias?
 //     float32 [N]){activation = "" (as linear's)}: y = (x . w) * scale +
 //     bias, float32: the int32 sums of an int8 GEMM, rescaled per column.
+//   conv2d_int8(x int8, w int8 [O, C/groups, KH, KW], scale float32 [O],
+//     bias? float32 [O], residual? (y's type)){conv2d's window, activation,
+//     data_format}: y = conv(x, w) * scale[o] + bias[o] (+ residual, then the
+//     activation, as conv2d's), float32; the int8_conv pass builds it.
 // Precision: both run in float32 (a half input is cast up): the integers and
 // the scale products are float32 arithmetic in Paddle. Layout: fixed
 // (quant_axis = -1 means per tensor, not the last axis, so a layout pass may
-// not renumber it as an axis).
+// not renumber it as an axis); conv2d_int8 takes data_format as conv2d.
 #include "ir/op_schema.h"
 #include "ir/ops/op_helpers.h"
 
@@ -84,6 +88,28 @@ void InferLinearInt8(InferContext& c) {
   c.AddOutput({DType::kF32, out});
 }
 
+void InferConv2dInt8(InferContext& c) {
+  const Shape y_shape = ConvOutputShape(c);
+  if (c.input(0).dtype != DType::kI8 || c.input(1).dtype != DType::kI8)
+    c.Fail("x and w must be int8, got {} and {}", DTypeName(c.input(0).dtype),
+           DTypeName(c.input(1).dtype));
+  const int64_t o = c.input(1).shape[0];
+  for (int i = 2; i < 4; ++i) {
+    if (!c.has_input(i)) continue;
+    const TensorType& v = c.input(i);
+    if (v.dtype != DType::kF32 || v.shape != Shape{o})
+      c.Fail("{} must be float32 [{}], got {} {}", i == 2 ? "scale" : "bias", o, DTypeName(v.dtype),
+             ShapeToString(v.shape));
+  }
+  const TensorType y{DType::kF32, y_shape};
+  if (c.has_input(4)) {
+    if (!c.has_input(3)) c.Fail("a residual input needs a bias input");
+    if (c.input(4).dtype != y.dtype || c.input(4).shape != y.shape)
+      c.Fail("residual {} is not the result's type {}", c.input(4).ToString(), y.ToString());
+  }
+  c.AddOutput(y);
+}
+
 const bool kRegistered = [] {
   RegisterOpSchema(OpSchema{"quantize_linear", 2, 2, InferQuantize}
                        .Attr("quant_axis", int64_t{-1})
@@ -102,6 +128,12 @@ const bool kRegistered = [] {
                        .Attr("activation", "")
                        .Precision(PrecisionRule::kAlwaysF32)
                        .Layout(LayoutRule::kFixed));
+  RegisterOpSchema(WithConvWindowAttrs(OpSchema{"conv2d_int8", 3, 5, InferConv2dInt8})
+                       .Attr("activation", "")
+                       .Attr("data_format", "NCHW")
+                       .Precision(PrecisionRule::kAlwaysF32)
+                       .Layout(LayoutRule::kDataFormat)
+                       .InPlaceInput(4));
   return true;
 }();
 

@@ -1,4 +1,5 @@
 // matmul / matmul_accumulate / linear / conv2d / conv2d_transpose on oneDNN: float32, or
+// int8 (linear_int8, conv2d_int8), or
 // bfloat16 operands with a float32 result (out_dtype, from the
 // mixed-precision pass: oneDNN accumulates in float32 and, on AMX or
 // AVX512_BF16 machines, multiplies in bf16 several times faster). Constant weights are reordered
@@ -367,13 +368,23 @@ class BlockedConvKernel : public Kernel {
   std::unordered_map<int, memory> args_;
 };
 
+// conv2d, and conv2d_int8: s8 x s8 with int32 sums that oneDNN rescales per
+// output channel (output scales) into float32, its bias given as bias /
+// scale (oneDNN 2.x adds it before the scale, as linear_int8's). The int8
+// op's filter, scale and bias are constants (the int8_conv pass builds it
+// on constants), read here once; its inputs after the scale sit one later.
 std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   Dnnl& dn = DnnlOf(device);
+  const bool int8 = op.type == "conv2d_int8";
   const ir::Value* x = op.inputs[0];
   const ir::Value* w = op.inputs[1];
-  const ir::Value* bias = op.input(2);
-  const ir::Value* residual = op.input(3);
+  const ir::Value* scale = int8 ? op.inputs[2] : nullptr;
+  const ir::Value* bias = op.input(int8 ? 3 : 2);
+  const ir::Value* residual = op.input(int8 ? 4 : 3);
   const ir::Value* y = op.outputs[0];
+  if (int8 && (!IsConstant(w) || !IsConstant(scale) || (bias && !IsConstant(bias))))
+    Fail(ErrorKind::kUnimplemented, "{} ({}): filter, scale and bias must be constants", op.type,
+         op.name);
   const bool channels_last = op.GetStr("data_format") == "NHWC";
   int64_t groups = op.GetInt("groups");
   const auto& strides = op.GetInts("strides");
@@ -395,6 +406,12 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   Dims d_dil{dil[0] - 1, dil[1] - 1};
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  std::vector<float> scales;
+  if (int8) {
+    const float* s = reinterpret_cast<const float*>(scale->data->data());
+    scales.assign(s, s + ws[0]);
+    attr.set_output_scales(2, scales);  // mask 2: one scale per output channel (dim 1)
+  }
   dnnl::post_ops po;
   // The residual (fuse_conv_add) is oneDNN's sum post-op, before the
   // activation: the result is added to what the destination holds, which is
@@ -422,7 +439,17 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   dnnl::convolution_forward::primitive_desc pd(desc_any, attr, dn.engine);
   std::vector<DnnlKernel::Slot> weights{
       BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
-  if (bias) weights.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
+  if (bias && int8) {
+    memory b(b_md, dn.engine);  // allocated by oneDNN, lives with the kernel
+    const float* bv = reinterpret_cast<const float*>(bias->data->data());
+    float* dst = static_cast<float*>(b.get_data_handle());
+    for (int64_t o = 0; o < ws[0]; ++o) dst[o] = scales[o] != 0.0f ? bv[o] / scales[o] : 0.0f;
+    // In the slot of the op's scale (input 2), read above: a prepacked slot
+    // is never rebound.
+    weights.push_back({DNNL_ARG_BIAS, b, true});
+  } else if (bias) {
+    weights.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
+  }
   auto kernel = std::make_unique<BlockedConvKernel>(dn, dnnl::convolution_forward(pd), pd, x_md,
                                                     y_md, std::move(weights));
   if (residual) kernel->AddIntoResidual(y->bytes());
@@ -489,6 +516,9 @@ TILLER_CPU_KERNEL("linear", MakeLinear, Signature("T, T, T? -> T").Where("T", {D
 TILLER_CPU_KERNEL("linear_int8", MakeLinearInt8,
                   Signature("T, T, float32, float32? -> float32").Where("T", {DType::kI8}));
 TILLER_CPU_KERNEL("conv2d", MakeConv2d, Signature("T, T, T?, T? -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL(
+    "conv2d_int8", MakeConv2d,
+    Signature("T, T, float32, float32?, float32? -> float32").Where("T", {DType::kI8}));
 // Mixed precision: bfloat16 operands, float32 accumulation and result.
 TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("H, H -> float32").Where("H", {DType::kBF16}));
 TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
