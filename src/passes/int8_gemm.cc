@@ -13,6 +13,11 @@
 //        scale[o] = (sx / qmax_x) * (sw[o] / qmax_w)
 //   (the conv passes then fold its bias, batch norm, layout, residual add
 //   and activation into it as into conv2d)
+// fuse_requantize (after the fusions):
+// linear_int8|conv2d_int8 -> quantize_linear(., s){out_dtype int8, qmax 127}
+//   ==>  linear_int8|conv2d_int8{out_scale 127 * (1 / s)}: the GEMM writes
+//   the next GEMM's int8 operand itself, rounded as the quantize rounds,
+//   instead of float32 the quantize reads back.
 //
 // A model quantized by Paddle (post-training or quantization-aware) says,
 // around each matmul and convolution, which integers its operands are: the
@@ -23,6 +28,7 @@
 // path rounds each product; the int8 path rounds once). The activation's
 // scale must be one constant for both halves of its pair (Paddle writes the
 // same variable), per tensor.
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -159,6 +165,34 @@ int QuantizeConvs(ir::Graph& g) {
     ReplaceResult(g, conv, "conv2d_int8",
                   {xq, w, ScaleConstant(g, conv->name + ".int8_scale", scale)}, std::move(attrs),
                   conv->name);
+    ++rewrites;
+  }
+  if (rewrites) g.RemoveDeadCode();
+  return rewrites;
+}
+
+int FuseRequantize(ir::Graph& g) {
+  int rewrites = 0;
+  std::vector<ir::Op*> gemms = OpsOfType(g, "linear_int8");
+  for (ir::Op* c : OpsOfType(g, "conv2d_int8")) gemms.push_back(c);
+  for (ir::Op* p : gemms) {
+    // A residual is summed into the destination, which must then be float32.
+    if (p->GetFloat("out_scale") != 0.0 || (p->type == "conv2d_int8" && p->inputs.size() == 5))
+      continue;
+    ir::Op* q = SoleUser(g, p->outputs[0]);
+    // qmax 127: clipping to [-qmax - 1, qmax] is then int8's saturation.
+    if (!q || q->type != "quantize_linear" || q->GetStr("out_dtype") != "int8" ||
+        q->GetInt("quant_axis") != -1 || q->GetInt("qmax") != 127 || q->GetInt("round_type") != 0 ||
+        !HasData(q->inputs[1]))
+      continue;
+    // The quantize kernel's multiplier, in its float32 arithmetic.
+    const float s = Floats(q->inputs[1])[0];
+    const float inv = s <= 1e-30f ? 1.0f / (s + 1e-6f) : 1.0f / s;
+    const float k = 127.0f * inv;
+    if (!(k > 0.0f) || !std::isfinite(k)) continue;
+    ir::AttrMap attrs = p->attrs;
+    attrs.Set("out_scale", static_cast<double>(k));
+    ReplaceResult(g, q, p->type, p->inputs, std::move(attrs), p->name);
     ++rewrites;
   }
   if (rewrites) g.RemoveDeadCode();

@@ -73,6 +73,9 @@ int QuantizeMatmuls(ir::Graph& g);
 // conv2d(dequantize(quantize(x)), dequantize(W int8 const))
 // -> conv2d_int8(quantize(x){int8}, W, scale) (passes/int8_gemm.cc)
 int QuantizeConvs(ir::Graph& g);
+// linear_int8|conv2d_int8 -> quantize(.){int8} -> the op{out_scale}, writing
+// int8 (passes/int8_gemm.cc)
+int FuseRequantize(ir::Graph& g);
 // matmul(x, W const) [+ add(., b const)] -> linear(x, W, b)
 int FuseLinear(ir::Graph& g);
 // scale(x){power of two} -> matmul -> matmul{alpha}

@@ -80,6 +80,12 @@ std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
       "conv2d|conv2d_int8|linear|linear_int8 -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6 -> "
       "the op{activation}",
       FuseActivation));
+  // After the fusions, which need the float32 result next to its add or
+  // activation.
+  p.push_back(std::make_unique<FunctionPass>(
+      "fuse_requantize",
+      "linear_int8|conv2d_int8 -> quantize_linear{int8} -> the op writing int8{out_scale}",
+      FuseRequantize));
   return p;
 }
 

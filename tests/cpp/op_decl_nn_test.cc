@@ -1,4 +1,4 @@
-// Declarations of the nn, nn_ext, shape, loss, grad_ops and training op
+// Declarations of the nn, nn_ext, shape, loss, grad_ops, training and quantize op
 // families (ir/ops/): every schema states its attributes, a precision and a
 // layout rule; AddOp holds ops to them; the typed getters give the declared
 // defaults; kernel signatures refuse the operand dtypes their factories do
@@ -33,7 +33,9 @@ const std::vector<std::string> kOps = {
     "batch_norm_grad", "cross_entropy_grad", "sigmoid_cross_entropy_grad", "gather_grad",
     "slice_grad", "interp_grad", "pad_nd_grad",
     // training.cc
-    "batch_norm_train", "dropout"};
+    "batch_norm_train", "dropout",
+    // quantize.cc
+    "quantize_linear", "dequantize_linear", "linear_int8", "conv2d_int8"};
 
 TEST(OpDeclNn, EverySchemaDeclaresAttributesPrecisionAndLayout) {
   for (const std::string& name : kOps) {
@@ -150,6 +152,55 @@ TEST(OpDeclNn, ChannelLastConvAndPoolShapesAndTheirRefusals) {
   refused("conv2d", {x, w, b, r_small}, nhwc, "residual");
   Value* r_half = g.AddInput("r_half", {DType::kBF16, {2, 5, 4, 5}});
   refused("conv2d", {x, w, b, r_half}, nhwc, "residual");
+}
+
+// The int8 GEMMs the int8 passes build: float32 results, int8 with
+// out_scale (fuse_requantize), and what they refuse, naming it.
+TEST(OpDeclNn, Int8GemmShapesAndTheirRefusals) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kI8, {2, 9, 7, 3}});  // N, H, W, C
+  Value* w = g.AddInput("w", {DType::kI8, {6, 1, 3, 3}});  // depthwise x2
+  Value* s = g.AddInput("s", {DType::kF32, {6}});
+  Value* b = g.AddInput("b", {DType::kF32, {6}});
+  const AttrMap nhwc = {{"data_format", std::string("NHWC")},
+                        {"groups", int64_t{3}},
+                        {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  Value* y = g.Add1("conv2d_int8", {x, w, s, b}, nhwc);
+  EXPECT_EQ(y->type, (TensorType{DType::kF32, {2, 9, 7, 6}}));
+  EXPECT_EQ(g.Add1("conv2d_int8", {x, w, s, b, y}, nhwc)->type, y->type);
+  AttrMap requantized = nhwc;
+  requantized.Set("out_scale", 42.0);
+  EXPECT_EQ(g.Add1("conv2d_int8", {x, w, s, b}, requantized)->type,
+            (TensorType{DType::kI8, {2, 9, 7, 6}}));
+  Value* a = g.AddInput("a", {DType::kI8, {4, 5, 16}});
+  Value* wl = g.AddInput("wl", {DType::kI8, {16, 6}});
+  EXPECT_EQ(g.Add1("linear_int8", {a, wl, s, b})->type, (TensorType{DType::kF32, {4, 5, 6}}));
+  EXPECT_EQ(g.Add1("linear_int8", {a, wl, s}, {{"out_scale", 3.0}})->type,
+            (TensorType{DType::kI8, {4, 5, 6}}));
+  auto refused = [&](const std::string& type, std::vector<Value*> ins, AttrMap attrs,
+                     const char* part) {
+    try {
+      g.AddOp(type, std::move(ins), std::move(attrs), "paddle op #4");
+      ADD_FAILURE() << type << " accepted " << part;
+    } catch (const Error& e) {
+      std::string m = e.what();
+      for (const char* want : {type.c_str(), "paddle op #4", part})
+        EXPECT_NE(m.find(want), std::string::npos) << "missing '" << want << "' in: " << m;
+    }
+  };
+  Value* xf = g.AddInput("xf", {DType::kF32, {2, 9, 7, 3}});
+  refused("conv2d_int8", {xf, w, s}, nhwc, "int8");
+  Value* s5 = g.AddInput("s5", {DType::kF32, {5}});
+  refused("conv2d_int8", {x, w, s5}, nhwc, "scale");
+  refused("conv2d_int8", {x, w, s, s5}, nhwc, "bias");
+  refused("conv2d_int8", {x, w, s, b, y}, requantized, "residual");
+  AttrMap negative = nhwc;
+  negative.Set("out_scale", -1.0);
+  refused("conv2d_int8", {x, w, s}, negative, "out_scale");
+  Value* w7 = g.AddInput("w7", {DType::kI8, {6, 2, 3, 3}});
+  refused("conv2d_int8", {x, w7, s}, nhwc, "channels");
+  refused("linear_int8", {a, wl, s5}, {}, "scale");
+  refused("linear_int8", {a, wl, s}, {{"out_scale", -2.0}}, "out_scale");
 }
 
 TEST(OpDeclNn, GettersGiveTheDeclaredDefaultsAndConvertKinds) {

@@ -276,7 +276,9 @@ TEST(Passes, ChannelsLastResamplesInsideTheChain) {
 // post-training quantization writes) runs as one int8 GEMM with the bias
 // and the activation fused; a second GEMM on the same activation shares its
 // int8 copy; a matmul whose activation pair has two different scales, and
-// the dequantized weight it reads, stay float and fold (fold_deferred).
+// the dequantized weight it reads, stay float and fold (fold_deferred); the
+// first GEMM writes the int8 operand of the quantized GEMM reading it
+// (fuse_requantize).
 TEST(Passes, QuantizeMatmulsRunsInt8GemmsOnPaddlesQuantizedPairs) {
   auto build = [](Graph& g, std::mt19937& rng) {
     Value* x = g.AddInput("x", {DType::kF32, {3, 5, 8}});
@@ -286,11 +288,11 @@ TEST(Passes, QuantizeMatmulsRunsInt8GemmsOnPaddlesQuantizedPairs) {
       return g.AddData(n, {DType::kF32, {static_cast<int64_t>(v.size())}}, ir::ValueKind::kParam,
                        buf);
     };
-    auto weight = [&](const char* n, int64_t cols) {
-      auto buf = std::make_shared<AlignedBuffer>(8 * cols);
+    auto weight = [&](const char* n, int64_t cols, int64_t rows = 8) {
+      auto buf = std::make_shared<AlignedBuffer>(rows * cols);
       std::uniform_int_distribution<int> d(-127, 127);
-      for (int64_t i = 0; i < 8 * cols; ++i) buf->as<int8_t>()[i] = static_cast<int8_t>(d(rng));
-      return g.AddData(n, {DType::kI8, {8, cols}}, ir::ValueKind::kParam, buf);
+      for (int64_t i = 0; i < rows * cols; ++i) buf->as<int8_t>()[i] = static_cast<int8_t>(d(rng));
+      return g.AddData(n, {DType::kI8, {rows, cols}}, ir::ValueKind::kParam, buf);
     };
     Value* sx = scale("sx", {0.9f});
     Value* dx = g.Add1("dequantize_linear", {g.Add1("quantize_linear", {x, sx}), sx});
@@ -305,7 +307,12 @@ TEST(Passes, QuantizeMatmulsRunsInt8GemmsOnPaddlesQuantizedPairs) {
     Value* odd =
         g.Add1("dequantize_linear", {g.Add1("quantize_linear", {x, sx}), scale("s2", {1.1f})});
     Value* y3 = g.Add1("matmul", {odd, w2});
-    g.AddOutput("y", g.Add1("concat", {y1, y2, y3}, {{"axis", int64_t{-1}}}));
+    // The next quantized GEMM reads y1: the first writes its int8 operand.
+    Value* sy = scale("sy", {2.5f});
+    Value* y1q = g.Add1("dequantize_linear", {g.Add1("quantize_linear", {y1, sy}), sy});
+    Value* y4 = g.Add1(
+        "matmul", {y1q, g.Add1("dequantize_linear", {weight("w4", 6, 6), scale("sw4", {0.4f})})});
+    g.AddOutput("y", g.Add1("concat", {y4, y2, y3}, {{"axis", int64_t{-1}}}));
   };
   auto all = [](Graph& g) {
     // As the compiler does: a folder on the host device, the passes in order.
@@ -313,12 +320,13 @@ TEST(Passes, QuantizeMatmulsRunsInt8GemmsOnPaddlesQuantizedPairs) {
     g.set_folder(compile::MakeFolder(*host));
     const int quantized = QuantizeMatmuls(g);
     const int folded = g.FoldDeferredOps();
-    return quantized + folded + FuseActivation(g);
+    const int fused = FuseActivation(g);
+    return quantized + folded + fused + FuseRequantize(g);
   };
   Compared c = RunBothWays(build, +all, {3, 5, 8});
-  EXPECT_EQ(c.ops_after,
-            (std::vector<std::string>{"quantize_linear", "linear_int8", "linear_int8",
-                                      "quantize_linear", "dequantize_linear", "matmul", "concat"}));
+  EXPECT_EQ(c.ops_after, (std::vector<std::string>{"quantize_linear", "linear_int8",
+                                                   "quantize_linear", "dequantize_linear", "matmul",
+                                                   "linear_int8", "linear_int8", "concat"}));
   // Integer products summed exactly and rescaled once, against float
   // products of the dequantized values summed in float32: rounding.
   ExpectNear(c.plain, c.rewritten, 1e-5f);
@@ -328,7 +336,8 @@ TEST(Passes, QuantizeMatmulsRunsInt8GemmsOnPaddlesQuantizedPairs) {
 // post-training quantization of a residual block) run as int8
 // convolutions, and the conv passes treat them as conv2d: a bias add,
 // batch norm folded into the output scale, channel-last chain, residual
-// add and relu fused. A grouped (depthwise) strided one, a per-tensor
+// add and relu fused, the int8 operand of the next ones written by the
+// convolution itself. A grouped (depthwise) strided one, a per-tensor
 // filter scale, and a pair whose halves disagree (left float) too.
 TEST(Passes, QuantizeConvsRunsInt8ConvolutionsThroughTheConvPasses) {
   auto build = [](Graph& g, std::mt19937& rng) {
@@ -366,13 +375,15 @@ TEST(Passes, QuantizeConvsRunsInt8ConvolutionsThroughTheConvPasses) {
     Value* y = g.Add1(
         "conv2d", {pair(x, 1.0f), filter("w1", {4, 4, 3, 3}, {0.02f, 0.03f, 0.01f, 0.02f})}, pad1);
     y = g.Add1("relu", {bn(y, "bn1")});
-    // Depthwise, stride 2, with Paddle's separate [1, O, 1, 1] bias add.
-    Value* d = g.Add1("conv2d", {pair(y, 3.0f), filter("w2", {4, 1, 3, 3}, {0.02f})},
+    // Two convolutions read one quantized activation (one int8 copy, which
+    // the first convolution writes itself: fuse_requantize). The first
+    // depthwise, stride 2, with Paddle's separate [1, O, 1, 1] bias add.
+    Value* yq = pair(y, 3.0f);
+    Value* d = g.Add1("conv2d", {yq, filter("w2", {4, 1, 3, 3}, {0.02f})},
                       {{"strides", std::vector<int64_t>{2, 2}}, {"groups", int64_t{4}}});
     d = g.Add1("add", {d, g.Add1("reshape", {param("b2", {4}, -1, 1)},
                                  {{"shape", std::vector<int64_t>{1, 4, 1, 1}}})});
-    Value* y2 =
-        g.Add1("conv2d", {pair(y, 3.0f), filter("w3", {4, 4, 1, 1}, {0.01f, 0.02f, 0.02f, 0.01f})});
+    Value* y2 = g.Add1("conv2d", {yq, filter("w3", {4, 4, 1, 1}, {0.01f, 0.02f, 0.02f, 0.01f})});
     y2 = g.Add1("relu", {g.Add1("add", {bn(y2, "bn3"), x})});
     // Quantized with one scale, dequantized with another: stays float.
     auto s2 = std::make_shared<AlignedBuffer>(sizeof(float));
@@ -403,20 +414,22 @@ TEST(Passes, QuantizeConvsRunsInt8ConvolutionsThroughTheConvPasses) {
       EXPECT_EQ(quantized, 3);
       int n = quantized + g.FoldDeferredOps() + FuseConvBias(g) + FoldBatchNorm(g);
       if (nhwc) n += ChannelsLast(g) + FuseConvAdd(g);
-      return n + FuseActivation(g);
+      n += FuseActivation(g);
+      const int requantized = FuseRequantize(g);
+      EXPECT_EQ(requantized, 1);
+      return n + requantized;
     };
     Compared c = RunBothWays(build, +all, {2, 4, 7, 7});
     if (channels_last) {
-      EXPECT_EQ(c.ops_after,
-                (std::vector<std::string>{
-                    "quantize_linear", "transpose", "conv2d_int8", "quantize_linear", "conv2d_int8",
-                    "quantize_linear", "transpose", "conv2d_int8", "quantize_linear",
-                    "dequantize_linear", "conv2d", "pool2d", "pool2d", "concat", "transpose"}));
-    } else {
       EXPECT_EQ(c.ops_after, (std::vector<std::string>{
-                                 "quantize_linear", "conv2d_int8", "quantize_linear", "conv2d_int8",
-                                 "quantize_linear", "conv2d_int8", "add", "relu", "quantize_linear",
-                                 "dequantize_linear", "conv2d", "pool2d", "pool2d", "concat"}));
+                                 "quantize_linear", "transpose", "conv2d_int8", "conv2d_int8",
+                                 "transpose", "conv2d_int8", "quantize_linear", "dequantize_linear",
+                                 "conv2d", "pool2d", "pool2d", "concat", "transpose"}));
+    } else {
+      EXPECT_EQ(c.ops_after, (std::vector<std::string>{"quantize_linear", "conv2d_int8",
+                                                       "conv2d_int8", "conv2d_int8", "add", "relu",
+                                                       "quantize_linear", "dequantize_linear",
+                                                       "conv2d", "pool2d", "pool2d", "concat"}));
     }
     // Integer products summed exactly and rescaled once, against float
     // products of the dequantized values summed in float32: rounding. A

@@ -12,16 +12,24 @@
 //     qmax = 127}: y = x * s / qmax, float32. Folded late (defer_fold) so
 //     int8_matmul sees a dequantized int8 weight.
 //   linear_int8(x int8 [..., K], w int8 [K, N], scale float32 [N], bias?
-//     float32 [N]){activation = "" (as linear's)}: y = (x . w) * scale +
-//     bias, float32: the int32 sums of an int8 GEMM, rescaled per column.
+//     float32 [N]){activation = "" (as linear's), out_scale = 0}: y = (x . w)
+//     * scale + bias, float32: the int32 sums of an int8 GEMM, rescaled per
+//     column.
 //   conv2d_int8(x int8, w int8 [O, C/groups, KH, KW], scale float32 [O],
 //     bias? float32 [O], residual? (y's type)){conv2d's window, activation,
-//     data_format}: y = conv(x, w) * scale[o] + bias[o] (+ residual, then the
-//     activation, as conv2d's), float32; the int8_conv pass builds it.
+//     data_format, out_scale = 0}: y = conv(x, w) * scale[o] + bias[o] (+
+//     residual, then the activation, as conv2d's), float32; the int8_conv
+//     pass builds it.
+//   Both with out_scale k > 0 (the fuse_requantize pass) write int8 instead:
+//     y rounded as quantize_linear{qmax 127, out_dtype int8} with multiplier
+//     k rounds it (half to even of k * y, saturated to [-128, 127]), for the
+//     next int8 GEMM; conv2d_int8 then takes no residual.
 // Precision: both run in float32 (a half input is cast up): the integers and
 // the scale products are float32 arithmetic in Paddle. Layout: fixed
 // (quant_axis = -1 means per tensor, not the last axis, so a layout pass may
 // not renumber it as an axis); conv2d_int8 takes data_format as conv2d.
+#include <cmath>
+
 #include "ir/op_schema.h"
 #include "ir/ops/op_helpers.h"
 
@@ -68,6 +76,13 @@ void InferDequantize(InferContext& c) {
   c.AddOutput({DType::kF32, c.input(0).shape});
 }
 
+// float32, or int8 when out_scale (the requantization multiplier) is set.
+DType ResultDType(InferContext& c) {
+  const double k = c.op().GetFloat("out_scale");
+  if (!(k >= 0.0) || !std::isfinite(k)) c.Fail("out_scale must be finite and >= 0, got {}", k);
+  return k > 0.0 ? DType::kI8 : DType::kF32;
+}
+
 void InferLinearInt8(InferContext& c) {
   const TensorType& x = c.input(0);
   const TensorType& w = c.input(1);
@@ -85,7 +100,7 @@ void InferLinearInt8(InferContext& c) {
   }
   Shape out = x.shape;
   out.back() = n;
-  c.AddOutput({DType::kF32, out});
+  c.AddOutput({ResultDType(c), out});
 }
 
 void InferConv2dInt8(InferContext& c) {
@@ -101,9 +116,10 @@ void InferConv2dInt8(InferContext& c) {
       c.Fail("{} must be float32 [{}], got {} {}", i == 2 ? "scale" : "bias", o, DTypeName(v.dtype),
              ShapeToString(v.shape));
   }
-  const TensorType y{DType::kF32, y_shape};
+  const TensorType y{ResultDType(c), y_shape};
   if (c.has_input(4)) {
     if (!c.has_input(3)) c.Fail("a residual input needs a bias input");
+    if (y.dtype != DType::kF32) c.Fail("a residual input needs a float32 result (out_scale 0)");
     if (c.input(4).dtype != y.dtype || c.input(4).shape != y.shape)
       c.Fail("residual {} is not the result's type {}", c.input(4).ToString(), y.ToString());
   }
@@ -126,10 +142,12 @@ const bool kRegistered = [] {
                        .DeferFold());
   RegisterOpSchema(OpSchema{"linear_int8", 3, 4, InferLinearInt8}
                        .Attr("activation", "")
+                       .Attr("out_scale", 0.0)
                        .Precision(PrecisionRule::kAlwaysF32)
                        .Layout(LayoutRule::kFixed));
   RegisterOpSchema(WithConvWindowAttrs(OpSchema{"conv2d_int8", 3, 5, InferConv2dInt8})
                        .Attr("activation", "")
+                       .Attr("out_scale", 0.0)
                        .Attr("data_format", "NCHW")
                        .Precision(PrecisionRule::kAlwaysF32)
                        .Layout(LayoutRule::kDataFormat)

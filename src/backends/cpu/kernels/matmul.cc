@@ -79,6 +79,17 @@ void AppendActivation(dnnl::post_ops& po, const std::string& act, const ir::Op& 
        op.name, act);
 }
 
+// An int8 GEMM's result type and its last post-op: with out_scale k > 0
+// (fuse_requantize), an eltwise k * y and an s8 result, which oneDNN rounds
+// half to even and saturates to [-128, 127] as quantize_linear{qmax 127}
+// does k * y; float32 otherwise.
+memory::data_type AppendRequantize(dnnl::post_ops& po, const ir::Op& op) {
+  const auto k = static_cast<float>(op.GetFloat("out_scale"));
+  if (k == 0.0f) return memory::data_type::f32;
+  po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, k, 0.f);
+  return memory::data_type::s8;
+}
+
 // One oneDNN primitive with its memories bound once. Slots: the op's inputs in
 // order, then outputs. A slot whose data was prepacked at creation is skipped
 // when handles are swapped.
@@ -272,12 +283,16 @@ std::unique_ptr<Kernel> MakeLinearInt8(const ir::Op& op, backend::Device& device
   using tag = memory::format_tag;
   using dt = memory::data_type;
   memory::desc x_md({m, k}, dt::s8, tag::ab), w_md({k, n}, dt::s8, tag::ab);
-  memory::desc y_md({m, n}, dt::f32, tag::ab);
   memory::desc b_md = bias ? memory::desc({1, n}, dt::f32, tag::ab) : memory::desc();
   const float* s = reinterpret_cast<const float*>(scale->data->data());
   std::vector<float> scales(s, s + n);
-  dnnl::primitive_attr attr = MakeAttr(op, 1.0f, op.GetStr("activation"));
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   attr.set_output_scales(2, scales);  // mask 2: one scale per column (dim 1)
+  dnnl::post_ops po;
+  if (!op.GetStr("activation").empty()) AppendActivation(po, op.GetStr("activation"), op);
+  memory::desc y_md({m, n}, AppendRequantize(po, op), tag::ab);
+  attr.set_post_ops(po);
   dnnl::matmul::primitive_desc pd(
       dnnl::matmul::desc(x_md, memory::desc({k, n}, dt::s8, tag::any), b_md, y_md), attr,
       dn.engine);
@@ -425,6 +440,7 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
     po.append_sum(1.0f);
   }
   if (!op.GetStr("activation").empty()) AppendActivation(po, op.GetStr("activation"), op);
+  if (int8) AppendRequantize(po, op);  // y's type says s8 already
   attr.set_post_ops(po);
   // NCHW: let oneDNN choose blocked activation layouts (nChw16c on AVX-512):
   // its direct kernels on them are several times faster than on plain NCHW,
@@ -514,11 +530,14 @@ TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
                   Signature("T, T, T -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("linear", MakeLinear, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("linear_int8", MakeLinearInt8,
-                  Signature("T, T, float32, float32? -> float32").Where("T", {DType::kI8}));
+                  Signature("T, T, float32, float32? -> O")
+                      .Where("T", {DType::kI8})
+                      .Where("O", {DType::kF32, DType::kI8}));
 TILLER_CPU_KERNEL("conv2d", MakeConv2d, Signature("T, T, T?, T? -> T").Where("T", {DType::kF32}));
-TILLER_CPU_KERNEL(
-    "conv2d_int8", MakeConv2d,
-    Signature("T, T, float32, float32?, float32? -> float32").Where("T", {DType::kI8}));
+TILLER_CPU_KERNEL("conv2d_int8", MakeConv2d,
+                  Signature("T, T, float32, float32?, float32? -> O")
+                      .Where("T", {DType::kI8})
+                      .Where("O", {DType::kF32, DType::kI8}));
 // Mixed precision: bfloat16 operands, float32 accumulation and result.
 TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("H, H -> float32").Where("H", {DType::kBF16}));
 TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
