@@ -2,6 +2,7 @@
 //   tiller info MODEL [--params P] [--shape name=1x128]...
 //   tiller run MODEL --input name=file.npy... --output-dir DIR [--trace FILE]
 //   tiller bench MODEL --batch N --seq-len L --threads T [--trace FILE]
+//   tiller quantize MODEL --calibrate DIR --output-dir OUT [--algo abs_max|avg]
 //   tiller ops
 //   tiller plan MODEL [--train] --devices N --replicas R --micro-batch B --accumulate G
 //               [--profile ipu-mk2]
@@ -24,6 +25,7 @@
 #include "tiller/inspect.h"
 #include "tiller/planner.h"
 #include "tiller/predictor.h"
+#include "tiller/quantize.h"
 
 namespace {
 
@@ -322,6 +324,66 @@ int PrintPlan(const tiller::planning::PlanRequest& request) {
 
 }  // namespace
 
+// The calibration batches in `dir`: each subdirectory (in name order) is a
+// batch of NAME.npy files, one per model input; .npy files directly in
+// `dir` are one more batch.
+std::vector<tiller::quantize::Batch> ReadCalibration(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    Fail(ErrorKind::kNotFound, "--calibrate '{}' is not a directory", dir);
+  auto read_batch = [](const fs::path& d) {
+    tiller::quantize::Batch b;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(d)) {
+      if (e.is_regular_file() && e.path().extension() == ".npy") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) b[f.stem().string()] = tiller::tools::ReadNpy(f.string());
+    return b;
+  };
+  std::vector<fs::path> subdirs;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_directory()) subdirs.push_back(e.path());
+  }
+  std::sort(subdirs.begin(), subdirs.end());
+  std::vector<tiller::quantize::Batch> batches;
+  if (auto top = read_batch(dir); !top.empty()) batches.push_back(std::move(top));
+  for (const auto& d : subdirs) {
+    if (auto b = read_batch(d); !b.empty()) batches.push_back(std::move(b));
+  }
+  if (batches.empty())
+    Fail(ErrorKind::kNotFound,
+         "--calibrate '{}' holds no .npy files (NAME.npy per model input, in the directory or "
+         "one subdirectory per batch)",
+         dir);
+  return batches;
+}
+
+int Quantize(const std::string& model, const std::string& params, const std::string& calibrate,
+             const std::string& out_dir, const std::string& algo, int threads) {
+  std::vector<tiller::quantize::Batch> batches = ReadCalibration(calibrate);
+  tiller::quantize::Options opt;
+  opt.algo = algo;
+  opt.threads = threads;
+  opt.progress = [](size_t done, size_t total) {
+    fmt::print(stderr, "\rcalibrating: batch {}/{}", done, total);
+    if (done == total) fmt::print(stderr, "\n");
+  };
+  const auto r = tiller::quantize::QuantizeModel(model, params, batches, out_dir, opt);
+  int n = 0;
+  for (const auto& [type, count] : r.quantized) {
+    fmt::print("quantized {} x {}\n", count, type);
+    n += count;
+  }
+  for (const auto& s : r.skipped) fmt::print("left float32: {}\n", s);
+  fmt::print(
+      "{} ops int8 (weights per output channel, {} activations per tensor, {} over {} "
+      "batches)\nwrote {} and {}\n",
+      n, r.ranges.size(), algo, batches.size(), r.model_file, r.params_file);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"tiller: compile and run PaddlePaddle models"};
   app.require_subcommand(1);
@@ -375,6 +437,23 @@ int main(int argc, char** argv) {
   bench->add_flag("--profile", profile, "also print time per op type");
   bench->add_option("--trace", traced.trace, trace_help);
   bench->add_option("--precision", traced.precision, precision_help);
+
+  auto* quant = app.add_subcommand(
+      "quantize", "post-training int8 quantization from calibration inputs (Paddle's format)");
+  quant->add_option("model", model, "float32 legacy model (.pdmodel) or directory")->required();
+  quant->add_option("--params", params, "parameter file (default: derived from the model path)");
+  std::string calibrate, algo = "abs_max";
+  quant
+      ->add_option("--calibrate", calibrate,
+                   "directory of NAME.npy inputs: one batch, or one subdirectory per batch")
+      ->required();
+  quant->add_option("--output-dir", out_dir, "where model.pdmodel and model.pdiparams go")
+      ->required();
+  quant->add_option("--algo", algo, "activation range: abs_max (default) or avg over batches")
+      ->check(CLI::IsMember({"abs_max", "avg"}));
+  int quant_threads = 2;
+  quant->add_option("--threads", quant_threads, "calibration threads (default 2)")
+      ->check(CLI::PositiveNumber);
 
   app.add_subcommand("ops", "the Paddle ops Tiller translates");
 
@@ -430,6 +509,7 @@ int main(int argc, char** argv) {
   try {
     if (info->parsed()) return Info(model, params, shapes, dev, passes);
     if (run->parsed()) return Run(model, params, inputs, out_dir, threads, traced);
+    if (quant->parsed()) return Quantize(model, params, calibrate, out_dir, algo, quant_threads);
     if (plan->parsed()) {
       for (const auto& a : shapes) req.shapes.insert(ParseShapeArg(a));
       req.pipelining = !no_pipeline;
