@@ -1,14 +1,16 @@
 """int8 benchmark (issue 12): BERT-Base and ResNet-50 quantized by Paddle's own
 post-training quantization (models/quantize.py), run by Tiller and by Paddle
-Inference (oneDNN int8), against ONNX Runtime's dynamic int8 quantization of
-the same float32 model, all in one process, same inputs, 2 threads.
+Inference (oneDNN int8), and quantized by Tiller itself (`tiller quantize`,
+tiller-ptq), against ONNX Runtime's dynamic int8 quantization of the same
+float32 model, all in one process, same inputs, 2 threads.
 
     .venv/bin/python bench/bench_int8.py [--models bert-base,resnet50] [--samples 1000]
 
 Speed: batch 1 and 8, warm-up then the median of interleaved rounds
 (bench_zoo's: each engine pauses 0.3 s, runs once apart, then twice timed);
-ratio = Tiller int8 / ONNX Runtime int8, issue 12's bound <= 0.90. Tiller's
-and ONNX Runtime's float32 times are printed beside them.
+ratio = Tiller int8 (on Paddle's quantization) / ONNX Runtime int8, issue 12's
+bound <= 0.90. Tiller on its own quantization (tiller-ptq) and Tiller's and
+ONNX Runtime's float32 times are printed beside them.
 
 Accuracy, on `--samples` generated inputs (batches of 8): each int8 engine
 against Paddle Inference's float32 result on the float32 model: the largest
@@ -26,7 +28,9 @@ measured now.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,9 +45,13 @@ PRESETS = {"bert-base": {}, "resnet50": {}}
 BATCH = 8  # accuracy batches
 
 
-def prepare(name: str, out: Path, seq_len: int) -> tuple[Path, Path]:
-    """(float32 legacy export, its Paddle int8 quantization), made once."""
-    fp32, int8 = out / f"{name}-fp32", out / f"{name}-int8"
+TILLER = Path(os.environ.get("TILLER_BUILD_DIR", common.REPO / "build")) / "bin" / "tiller"
+
+
+def prepare(name: str, out: Path, seq_len: int) -> tuple[Path, Path, Path]:
+    """(float32 legacy export, its Paddle int8 quantization, Tiller's), made
+    once; both quantizations calibrate on 8 batches of 4 generated inputs."""
+    fp32, int8, ptq = out / f"{name}-fp32", out / f"{name}-int8", out / f"{name}-tiller-ptq"
     if not (fp32 / "model.pdmodel").exists():
         print(f"{name}: exporting (legacy format) ...", flush=True)
         export.export(name, fp32, "legacy")
@@ -51,7 +59,16 @@ def prepare(name: str, out: Path, seq_len: int) -> tuple[Path, Path]:
         print(f"{name}: Paddle post-training quantization ...", flush=True)
         exp = export._paths(fp32, "legacy", name, 0.0)
         quantize(exp, int8, batches=8, batch=4, seq_len=seq_len)
-    return fp32, int8
+    if not (ptq / "model.pdmodel").exists():
+        print(f"{name}: tiller quantize ...", flush=True)
+        calib = out / f"{name}-calibration"
+        for i in range(8):
+            (calib / str(i)).mkdir(parents=True, exist_ok=True)
+            for k, v in inputs_for(name, 4, seq_len, seed=50_000 + i).items():
+                np.save(calib / str(i) / f"{k}.npy", v)
+        subprocess.run([str(TILLER), "quantize", str(fp32 / "model.pdmodel"), "--calibrate",
+                        str(calib), "--output-dir", str(ptq)], check=True, stdout=subprocess.DEVNULL)
+    return fp32, int8, ptq
 
 
 def ort_int8_session(fp32: Path, threads: int):
@@ -126,7 +143,7 @@ def accuracy(engines: list, reference: Engine, name: str, samples: int, seq_len:
     return {label: (worst[label], agree[label] / total) for label in worst}
 
 
-LABELS = ["tiller-int8", "paddle-int8", "ort-int8", "tiller-fp32", "ort-fp32"]
+LABELS = ["tiller-int8", "tiller-ptq", "paddle-int8", "ort-int8", "tiller-fp32", "ort-fp32"]
 
 
 def report(rows: list, acc: dict, threads: int) -> tuple[bool, bool]:
@@ -175,10 +192,12 @@ def main() -> int:
 
     rows, acc, notes = [], {}, []
     for name in args.models.split(","):
-        fp32, int8 = prepare(name, out, args.seq_len)
+        fp32, int8, ptq = prepare(name, out, args.seq_len)
         engines = [tiller_engine(int8, args.threads), tiller_engine(fp32, args.threads),
-                   paddle_engine(int8, args.threads, "paddle-int8", True, True)]
-        engines[0].label, engines[1].label = "tiller-int8", "tiller-fp32"
+                   paddle_engine(int8, args.threads, "paddle-int8", True, True),
+                   tiller_engine(ptq, args.threads)]
+        engines[0].label, engines[1].label, engines[3].label = ("tiller-int8", "tiller-fp32",
+                                                                "tiller-ptq")
         sess, why = ort_int8_session(fp32, args.threads)
         if sess is not None:
             engines.append(ort_engine(sess, "ort-int8"))
@@ -197,7 +216,8 @@ def main() -> int:
         print(f"{name}: accuracy on {args.samples} inputs ...", flush=True)
         reference = paddle_engine(fp32, args.threads, "paddle-fp32", True)
         qdq = paddle_engine(int8, args.threads, "paddle-qdq", False)
-        int8_engines = [e for e in engines if e.label in ("tiller-int8", "paddle-int8", "ort-int8")]
+        int8_engines = [e for e in engines
+                        if e.label in ("tiller-int8", "tiller-ptq", "paddle-int8", "ort-int8")]
         acc[name] = accuracy(int8_engines, reference, name, args.samples, args.seq_len)
         acc[name]["tiller-int8 vs paddle-qdq"] = accuracy(
             [engines[0]], qdq, name, min(args.samples, 64), args.seq_len)["tiller-int8"]

@@ -81,18 +81,11 @@ def _gemm_rate(predictor, n: int, reps: int) -> float:
     return 2 * n**3 / best / 1e9
 
 
-def gemm_gflops(threads: int, precision: str = "float32", n: int = 4096,
-                reps: int = 3) -> float:
-    """The machine's GEMM rate as oneDNN reaches it now: a one-layer model
-    (y = x W, n x n x n) run by Tiller in `precision` on `threads` threads,
-    best of `reps` runs. In bfloat16 it includes casting x (n^2 elements
-    against 2n^3 flops). Benchmarks print their rates against this figure,
-    measured in the same run (the project's machines differ)."""
-    import tempfile
-
+def save_gemm_model(n: int, prefix: str) -> None:
+    """Saves the one-layer model y = x W (x: [n, n], no bias) as a Paddle
+    inference model at `prefix` (the format this process saves: legacy
+    when FLAGS_enable_pir_api=0)."""
     import paddle
-
-    from models import export
 
     was_dynamic = paddle.in_dynamic_mode()
     paddle.enable_static()
@@ -102,12 +95,26 @@ def gemm_gflops(threads: int, precision: str = "float32", n: int = 4096,
         y = paddle.static.nn.fc(x, n, bias_attr=False)
     exe = paddle.static.Executor(paddle.CPUPlace())
     exe.run(start)
-    with tempfile.TemporaryDirectory() as d:
-        paddle.static.save_inference_model(f"{d}/gemm", [x], [y], exe, program=main)
-        model_file, params_file = export.resolve_model(f"{d}/gemm")
-        predictor = tiller_predictor(model_file, params_file, threads, precision)
+    paddle.static.save_inference_model(prefix, [x], [y], exe, program=main)
     if was_dynamic:
         paddle.disable_static()
+
+
+def gemm_gflops(threads: int, precision: str = "float32", n: int = 4096,
+                reps: int = 3) -> float:
+    """The machine's GEMM rate as oneDNN reaches it now: a one-layer model
+    (y = x W, n x n x n) run by Tiller in `precision` on `threads` threads,
+    best of `reps` runs. In bfloat16 it includes casting x (n^2 elements
+    against 2n^3 flops). Benchmarks print their rates against this figure,
+    measured in the same run (the project's machines differ)."""
+    import tempfile
+
+    from models import export
+
+    with tempfile.TemporaryDirectory() as d:
+        save_gemm_model(n, f"{d}/gemm")
+        model_file, params_file = export.resolve_model(f"{d}/gemm")
+        predictor = tiller_predictor(model_file, params_file, threads, precision)
     return _gemm_rate(predictor, n, reps)
 
 
@@ -115,14 +122,11 @@ _INT8_GEMM_MODEL = r"""
 import sys, numpy as np, paddle
 from paddle.static.quantization import PostTrainingQuantization
 n, d = int(sys.argv[1]), sys.argv[2]
+sys.path.insert(0, sys.argv[3])
+import common
+common.save_gemm_model(n, f"{d}/fp32/model")
 paddle.enable_static()
-main, start = paddle.static.Program(), paddle.static.Program()
-with paddle.static.program_guard(main, start):
-    x = paddle.static.data("x", [n, n], "float32")
-    y = paddle.static.nn.fc(x, n, bias_attr=False)
 exe = paddle.static.Executor(paddle.CPUPlace())
-exe.run(start)
-paddle.static.save_inference_model(f"{d}/fp32/model", [x], [y], exe, program=main)
 a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
 ptq = PostTrainingQuantization(
     executor=exe, model_dir=f"{d}/fp32", model_filename="model.pdmodel",
@@ -147,7 +151,8 @@ def int8_gemm_gops(threads: int, n: int = 4096, reps: int = 3) -> float:
 
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, FLAGS_enable_pir_api="0", GLOG_minloglevel="2")
-        r = subprocess.run([sys.executable, "-c", _INT8_GEMM_MODEL, str(n), d], env=env,
+        r = subprocess.run([sys.executable, "-c", _INT8_GEMM_MODEL, str(n), d,
+                            os.path.dirname(os.path.abspath(__file__))], env=env,
                            capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"int8 GEMM model: {r.stderr.strip()[-400:]}")
