@@ -70,6 +70,11 @@ class Buffer {
 struct DeviceOptions {
   int threads = 1;          // execution threads (CPU: the size of its OpenMP team)
   size_t memory_bytes = 0;  // memory the device may use; 0: the backend's default
+  // Run with fewer threads while other work competes for the CPUs (CPU:
+  // cpu_backend.h's WorkerStream). Only for a device whose runs never wait
+  // on another device (a collective, a pipeline stage), which would read as
+  // contention.
+  bool adapt_to_contention = false;
 };
 
 class Device {

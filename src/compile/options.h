@@ -18,6 +18,9 @@ struct DeviceSpec {
   std::string backend = "cpu";  // a registered backend (backend/backend.h)
   int threads = 1;              // its execution threads (CPU: OpenMP team size)
   size_t memory_bytes = 0;      // 0: the backend's default
+  // Shrink the team while other processes compete for the CPUs
+  // (backend::DeviceOptions::adapt_to_contention).
+  bool adapt_to_contention = false;
 };
 
 // How ops are assigned to devices (compile/placement.h).

@@ -298,9 +298,10 @@ namespace {
 compile::CompileOptions ToCompileOptions(const Config& c) {
   compile::CompileOptions o;
   o.devices.clear();
-  // CPU devices share the math-library thread setting.
+  // CPU devices share the math-library thread setting. One device runs a
+  // whole inference by itself: its team may shrink under contention.
   for (const std::string& b : c.devices())
-    o.devices.push_back({b, c.cpu_math_library_num_threads()});
+    o.devices.push_back({b, c.cpu_math_library_num_threads(), 0, c.devices().size() == 1});
   o.placement = c.placement() == "first_supported" ? compile::PlacementPolicy::kFirstSupported
                                                    : compile::PlacementPolicy::kByShard;
   o.optimize = c.ir_optim();

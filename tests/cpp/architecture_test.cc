@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "backend/backend.h"
 #include "backend/kernel.h"
@@ -328,6 +330,47 @@ TEST(CpuDevice, IdleTeamsAreReleasedOnlyWhileTheTeamsOversubscribeTheCpus) {
   EXPECT_EQ(team_size(*b), cpus);
   std::this_thread::sleep_for(4 * cpu::WorkerStream::kPoolIdleRelease);
   EXPECT_GE(cpu::WorkerStream::PooledThreads(), cpus - 1);
+}
+
+// A device that adapts to contention runs with half its team after an item
+// during which its thread got little CPU time (here: it slept, as a thread
+// the scheduler leaves out does), kProbeEvery items, then measures with the
+// full team again, unless halving did not make its first item faster; one
+// that does not adapt, or an item too short to tell, keeps the full team.
+TEST(CpuDevice, TeamHalvesAfterAContendedItemAndProbesAgain) {
+  backend::Backend* cpu = backend::FindBackend("cpu");
+  auto team_of = [](backend::Device& d, std::chrono::milliseconds starved) {
+    int n = 0;
+    d.stream().Submit([&] {
+      n = omp_get_max_threads();
+      std::this_thread::sleep_for(starved);
+    });
+    d.stream().Synchronize();
+    return n;
+  };
+  using std::chrono::milliseconds;
+  const milliseconds starved{3 * cpu::WorkerStream::kMinMeasured.count() / 1000 + 3};
+  auto adaptive = cpu->CreateDevice(0, {4, 0, true});
+  EXPECT_EQ(team_of(*adaptive, milliseconds(0)), 4);
+  EXPECT_EQ(team_of(*adaptive, starved), 4);  // measured: contended
+  for (int i = 0; i < cpu::WorkerStream::kProbeEvery; ++i)
+    EXPECT_EQ(team_of(*adaptive, milliseconds(0)), 2) << i;
+  EXPECT_EQ(team_of(*adaptive, milliseconds(0)), 4);  // the probe
+  // A probe that finds the CPU busy again halves the team again.
+  EXPECT_EQ(team_of(*adaptive, starved), 4);
+  EXPECT_EQ(team_of(*adaptive, milliseconds(0)), 2);
+
+  // A halved item no faster than the full-team one before it: halving is
+  // given up for the next kSkipHalvingAfterNoGain items.
+  for (int i = 0; i < cpu::WorkerStream::kProbeEvery; ++i) team_of(*adaptive, milliseconds(0));
+  EXPECT_EQ(team_of(*adaptive, starved), 4);  // contended
+  EXPECT_EQ(team_of(*adaptive, starved), 2);  // halved, and as slow
+  for (int i = 0; i < cpu::WorkerStream::kSkipHalvingAfterNoGain; ++i)
+    EXPECT_EQ(team_of(*adaptive, starved), 4) << i;
+
+  auto fixed = cpu->CreateDevice(0, {4, 0, false});
+  EXPECT_EQ(team_of(*fixed, starved), 4);
+  EXPECT_EQ(team_of(*fixed, milliseconds(0)), 4);
 }
 
 // ---- placement and copies across two backends ------------------------------------

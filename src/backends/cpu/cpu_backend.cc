@@ -1,10 +1,12 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <omp.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/cpu/kernel.h"
@@ -65,6 +67,17 @@ const bool kRegistered = backend::RegisterBackend(std::make_unique<CpuBackendImp
 // Pool threads of all workers' OpenMP teams (team size - 1 each).
 std::atomic<int> g_pooled_threads{0};
 
+bool AdaptiveThreadsEnabled() {
+  const char* v = std::getenv("TILLER_ADAPTIVE_THREADS");
+  return !v || std::strcmp(v, "0") != 0;
+}
+
+std::chrono::nanoseconds ThreadCpuTime() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+}
+
 }  // namespace
 
 const backend::Backend& CpuBackend() {
@@ -72,7 +85,8 @@ const backend::Backend& CpuBackend() {
   return *backend::FindBackend("cpu");
 }
 
-WorkerStream::WorkerStream(int threads) : threads_(std::max(1, threads)) {
+WorkerStream::WorkerStream(int threads, bool adapt_to_contention)
+    : threads_(std::max(1, threads)), adapt_(adapt_to_contention && AdaptiveThreadsEnabled()) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -93,6 +107,39 @@ bool WorkerStream::Oversubscribed() {
   // libgomp's own test: its managed threads (the process's first thread and
   // every pool thread) against the CPUs this process may run on.
   return 1 + g_pooled_threads.load() > omp_get_num_procs();
+}
+
+int WorkerStream::ChooseTeam(int threads) {
+  if (!adapt_ || threads <= 1) return threads;
+  if (skip_halving_ > 0) {
+    --skip_halving_;
+    return threads;
+  }
+  if (!contended_ || reduced_items_ >= kProbeEvery) return threads;
+  ++reduced_items_;
+  return std::max(1, threads / 2);
+}
+
+void WorkerStream::NoteRun(int team, int threads, std::chrono::nanoseconds wall,
+                           std::chrono::nanoseconds cpu) {
+  if (!adapt_ || threads <= 1 || wall < kMinMeasured) return;
+  if (team == threads) {
+    contended_ =
+        static_cast<double>(cpu.count()) < kContendedShare * static_cast<double>(wall.count());
+    reduced_items_ = 0;
+    full_wall_ = wall;
+    compare_next_ = contended_;
+  } else if (compare_next_) {
+    // The first halved item of an episode against the full-team item that
+    // started it (a server's consecutive runs are alike). Kernels that fixed
+    // their thread count when they were built (oneDNN's convolutions) still
+    // start full teams, now beside a smaller pool: no gain, or a loss.
+    compare_next_ = false;
+    if (static_cast<double>(wall.count()) > 0.9 * static_cast<double>(full_wall_.count())) {
+      contended_ = false;
+      skip_halving_ = kSkipHalvingAfterNoGain;
+    }
+  }
 }
 
 void WorkerStream::SetTeam(int threads) {
@@ -130,15 +177,19 @@ void WorkerStream::Loop() {
     lock.unlock();
     std::exception_ptr failed;
     if (!skip) {
-      if (item.threads != threads_) omp_set_num_threads(item.threads);
+      const int team = ChooseTeam(item.threads);
+      if (team != threads_) omp_set_num_threads(team);
       // libgomp keeps a pool of the last team's size (it trims a larger one).
-      SetTeam(item.threads);
+      SetTeam(team);
+      const auto wall0 = std::chrono::steady_clock::now();
+      const auto cpu0 = ThreadCpuTime();
       try {
         item.work();
       } catch (...) {
         failed = std::current_exception();
       }
-      if (item.threads != threads_) omp_set_num_threads(threads_);
+      NoteRun(team, item.threads, std::chrono::steady_clock::now() - wall0, ThreadCpuTime() - cpu0);
+      if (team != threads_) omp_set_num_threads(threads_);
     }
     item.work = nullptr;
     lock.lock();
@@ -176,7 +227,7 @@ CpuDevice::CpuDevice(const backend::Backend& backend, int ordinal,
     : Device(backend, ordinal),
       threads_(std::max(1, options.threads)),
       capacity_(options.memory_bytes ? options.memory_bytes : PhysicalMemory()),
-      stream_(threads_) {}
+      stream_(threads_, options.adapt_to_contention) {}
 
 std::unique_ptr<backend::Buffer> CpuDevice::Allocate(size_t bytes) {
   return std::make_unique<backend::HostBuffer>(bytes);

@@ -28,9 +28,24 @@ namespace tiller::cpu {
 // worker that has been idle for kPoolIdleRelease while the process's Tiller
 // teams hold more threads than the machine has CPUs releases its pool; the
 // next item starts a new one (one thread creation per team thread).
+//
+// Contention (adapt_to_contention): a team whose threads share the CPUs
+// with other busy processes waits, at every parallel region's barrier, for
+// whichever of its threads the scheduler left out: BERT-Base at batch 1 on
+// 2 threads ran 2.9x slower next to one busy process, 1.6x on 1 thread.
+// So the worker times each item it runs with the full team: when its own
+// thread got less than kContendedShare of the item's wall time on a CPU
+// (alone it gets all of it: libgomp spins at barriers), the next
+// kProbeEvery items run with half the team, then one with the full team
+// measures again. Short items (< kMinMeasured) tell nothing and are not
+// measured. When the first halved item is not at least 10% faster than the
+// full-team one before it (ResNet-50: oneDNN's convolutions keep the
+// thread count they were built with, and ran slower beside a halved
+// pool), the next kSkipHalvingAfterNoGain items keep the full team.
+// TILLER_ADAPTIVE_THREADS=0 turns it off.
 class WorkerStream : public backend::Stream {
  public:
-  explicit WorkerStream(int threads);
+  explicit WorkerStream(int threads, bool adapt_to_contention = false);
   ~WorkerStream() override;
   void Submit(std::function<void()> work) override;
   void SubmitWithThreads(std::function<void()> work, int threads) override;
@@ -39,6 +54,10 @@ class WorkerStream : public backend::Stream {
   // How long an idle worker keeps its OpenMP team when the process's teams
   // oversubscribe the CPUs (libgomp itself spins about 3 ms before sleeping).
   static constexpr std::chrono::milliseconds kPoolIdleRelease{10};
+  static constexpr double kContendedShare = 0.8;
+  static constexpr int kProbeEvery = 3;
+  static constexpr int kSkipHalvingAfterNoGain = 50;
+  static constexpr std::chrono::microseconds kMinMeasured{2000};
   // OpenMP pool threads the process's workers hold now (their teams' sizes
   // less the workers themselves).
   static int PooledThreads();
@@ -53,9 +72,19 @@ class WorkerStream : public backend::Stream {
   void SetTeam(int threads);
   // Whether the teams of all workers hold more threads than there are CPUs.
   static bool Oversubscribed();
+  // The team an item asking for `threads` runs with now (see the class
+  // comment), and what its run says about contention.
+  int ChooseTeam(int threads);
+  void NoteRun(int team, int threads, std::chrono::nanoseconds wall, std::chrono::nanoseconds cpu);
 
   int threads_;
-  int team_ = 1;  // the worker's OpenMP team size as libgomp keeps it
+  bool adapt_;
+  bool contended_ = false;                 // the last full-team item measured contention
+  int reduced_items_ = 0;                  // items run with half the team since
+  bool compare_next_ = false;              // the next halved item is compared with full_wall_
+  std::chrono::nanoseconds full_wall_{0};  // the last measured full-team item
+  int skip_halving_ = 0;  // items left that keep the full team after a halving without gain
+  int team_ = 1;          // the worker's OpenMP team size as libgomp keeps it
   std::mutex mu_;
   std::condition_variable wake_, idle_;
   std::deque<Item> queue_;
