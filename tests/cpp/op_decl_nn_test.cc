@@ -37,6 +37,20 @@ const std::vector<std::string> kOps = {
     // quantize.cc
     "quantize_linear", "dequantize_linear", "linear_int8", "conv2d_int8"};
 
+// Adding op `type` (as a translator of "paddle op #9" would) fails with a
+// message naming the op, the Paddle op and `part`.
+void ExpectRefused(Graph& g, const std::string& type, std::vector<Value*> ins, AttrMap attrs,
+                   const char* part) {
+  try {
+    g.AddOp(type, std::move(ins), std::move(attrs), "paddle op #9");
+    ADD_FAILURE() << type << " accepted " << part;
+  } catch (const Error& e) {
+    std::string m = e.what();
+    for (const char* want : {type.c_str(), "paddle op #9", part})
+      EXPECT_NE(m.find(want), std::string::npos) << "missing '" << want << "' in: " << m;
+  }
+}
+
 TEST(OpDeclNn, EverySchemaDeclaresAttributesPrecisionAndLayout) {
   for (const std::string& name : kOps) {
     const OpSchema* s = FindOpSchema(name);
@@ -130,14 +144,7 @@ TEST(OpDeclNn, ChannelLastConvAndPoolShapesAndTheirRefusals) {
   EXPECT_EQ(g.Add1("interp", {y}, up)->shape(), (Shape{2, 8, 10, 5}));
   auto refused = [&](const std::string& type, std::vector<Value*> ins, AttrMap a,
                      const char* part) {
-    try {
-      g.AddOp(type, std::move(ins), std::move(a), "paddle op #9");
-      ADD_FAILURE() << type << " accepted " << part;
-    } catch (const Error& e) {
-      std::string m = e.what();
-      for (const char* want : {type.c_str(), "paddle op #9", part})
-        EXPECT_NE(m.find(want), std::string::npos) << "missing '" << want << "' in: " << m;
-    }
+    ExpectRefused(g, type, std::move(ins), std::move(a), part);
   };
   refused("conv2d", {x, w}, {{"data_format", std::string("NDHWC")}}, "NDHWC");
   refused("pool2d", {x},
@@ -177,16 +184,9 @@ TEST(OpDeclNn, Int8GemmShapesAndTheirRefusals) {
   EXPECT_EQ(g.Add1("linear_int8", {a, wl, s, b})->type, (TensorType{DType::kF32, {4, 5, 6}}));
   EXPECT_EQ(g.Add1("linear_int8", {a, wl, s}, {{"out_scale", 3.0}})->type,
             (TensorType{DType::kI8, {4, 5, 6}}));
-  auto refused = [&](const std::string& type, std::vector<Value*> ins, AttrMap attrs,
+  auto refused = [&](const std::string& type, std::vector<Value*> ins, AttrMap a,
                      const char* part) {
-    try {
-      g.AddOp(type, std::move(ins), std::move(attrs), "paddle op #4");
-      ADD_FAILURE() << type << " accepted " << part;
-    } catch (const Error& e) {
-      std::string m = e.what();
-      for (const char* want : {type.c_str(), "paddle op #4", part})
-        EXPECT_NE(m.find(want), std::string::npos) << "missing '" << want << "' in: " << m;
-    }
+    ExpectRefused(g, type, std::move(ins), std::move(a), part);
   };
   Value* xf = g.AddInput("xf", {DType::kF32, {2, 9, 7, 3}});
   refused("conv2d_int8", {xf, w, s}, nhwc, "int8");

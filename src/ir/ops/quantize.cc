@@ -83,6 +83,18 @@ DType ResultDType(InferContext& c) {
   return k > 0.0 ? DType::kI8 : DType::kF32;
 }
 
+// An int8 GEMM's inputs 2 (scale) and 3 (bias, optional): float32 [n], one
+// per output column or channel.
+void CheckScaleAndBias(InferContext& c, int64_t n) {
+  for (int i = 2; i < 4; ++i) {
+    if (!c.has_input(i)) continue;
+    const TensorType& v = c.input(i);
+    if (v.dtype != DType::kF32 || v.shape != Shape{n})
+      c.Fail("{} must be float32 [{}], got {} {}", i == 2 ? "scale" : "bias", n, DTypeName(v.dtype),
+             ShapeToString(v.shape));
+  }
+}
+
 void InferLinearInt8(InferContext& c) {
   const TensorType& x = c.input(0);
   const TensorType& w = c.input(1);
@@ -91,13 +103,7 @@ void InferLinearInt8(InferContext& c) {
   if (x.shape.empty() || w.shape.size() != 2 || x.shape.back() != w.shape[0])
     c.Fail("bad shapes {} x {}", ShapeToString(x.shape), ShapeToString(w.shape));
   const int64_t n = w.shape[1];
-  for (int i = 2; i < 4; ++i) {
-    if (!c.has_input(i)) continue;
-    const TensorType& v = c.input(i);
-    if (v.dtype != DType::kF32 || v.shape != Shape{n})
-      c.Fail("{} must be float32 [{}], got {} {}", i == 2 ? "scale" : "bias", n, DTypeName(v.dtype),
-             ShapeToString(v.shape));
-  }
+  CheckScaleAndBias(c, n);
   Shape out = x.shape;
   out.back() = n;
   c.AddOutput({ResultDType(c), out});
@@ -108,14 +114,7 @@ void InferConv2dInt8(InferContext& c) {
   if (c.input(0).dtype != DType::kI8 || c.input(1).dtype != DType::kI8)
     c.Fail("x and w must be int8, got {} and {}", DTypeName(c.input(0).dtype),
            DTypeName(c.input(1).dtype));
-  const int64_t o = c.input(1).shape[0];
-  for (int i = 2; i < 4; ++i) {
-    if (!c.has_input(i)) continue;
-    const TensorType& v = c.input(i);
-    if (v.dtype != DType::kF32 || v.shape != Shape{o})
-      c.Fail("{} must be float32 [{}], got {} {}", i == 2 ? "scale" : "bias", o, DTypeName(v.dtype),
-             ShapeToString(v.shape));
-  }
+  CheckScaleAndBias(c, c.input(1).shape[0]);
   const TensorType y{ResultDType(c), y_shape};
   if (c.has_input(4)) {
     if (!c.has_input(3)) c.Fail("a residual input needs a bias input");
