@@ -39,6 +39,9 @@ class Stream {
   // For a caller that knows other devices' threads are idle meanwhile: a
   // step whose devices run one at a time lends the idle devices' cores to
   // the one working, so the threads in use never exceed the devices' sum.
+  // Only these items (runs) may run with fewer threads under contention
+  // (DeviceOptions::adapt_to_contention); Submit's (building kernels, which
+  // fixes their work split) always get the device's threads.
   virtual void SubmitWithThreads(std::function<void()> work, int threads) {
     (void)threads;
     Submit(std::move(work));

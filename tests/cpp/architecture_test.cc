@@ -341,10 +341,12 @@ TEST(CpuDevice, TeamHalvesAfterAContendedItemAndProbesAgain) {
   backend::Backend* cpu = backend::FindBackend("cpu");
   auto team_of = [](backend::Device& d, std::chrono::milliseconds starved) {
     int n = 0;
-    d.stream().Submit([&] {
-      n = omp_get_max_threads();
-      std::this_thread::sleep_for(starved);
-    });
+    d.stream().SubmitWithThreads(
+        [&] {
+          n = omp_get_max_threads();
+          std::this_thread::sleep_for(starved);
+        },
+        d.threads());
     d.stream().Synchronize();
     return n;
   };
@@ -367,6 +369,14 @@ TEST(CpuDevice, TeamHalvesAfterAContendedItemAndProbesAgain) {
   EXPECT_EQ(team_of(*adaptive, starved), 2);  // halved, and as slow
   for (int i = 0; i < cpu::WorkerStream::kSkipHalvingAfterNoGain; ++i)
     EXPECT_EQ(team_of(*adaptive, starved), 4) << i;
+
+  // Then halving is tried again (the last full-team item was contended);
+  // kernel building (Submit) keeps the full team meanwhile.
+  EXPECT_EQ(team_of(*adaptive, milliseconds(0)), 2);
+  int built_with = 0;
+  adaptive->stream().Submit([&] { built_with = omp_get_max_threads(); });
+  adaptive->stream().Synchronize();
+  EXPECT_EQ(built_with, 4);
 
   auto fixed = cpu->CreateDevice(0, {4, 0, false});
   EXPECT_EQ(team_of(*fixed, starved), 4);

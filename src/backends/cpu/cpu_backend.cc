@@ -177,7 +177,7 @@ void WorkerStream::Loop() {
     lock.unlock();
     std::exception_ptr failed;
     if (!skip) {
-      const int team = ChooseTeam(item.threads);
+      const int team = item.may_shrink ? ChooseTeam(item.threads) : item.threads;
       if (team != threads_) omp_set_num_threads(team);
       // libgomp keeps a pool of the last team's size (it trims a larger one).
       SetTeam(team);
@@ -188,7 +188,9 @@ void WorkerStream::Loop() {
       } catch (...) {
         failed = std::current_exception();
       }
-      NoteRun(team, item.threads, std::chrono::steady_clock::now() - wall0, ThreadCpuTime() - cpu0);
+      if (item.may_shrink)
+        NoteRun(team, item.threads, std::chrono::steady_clock::now() - wall0,
+                ThreadCpuTime() - cpu0);
       if (team != threads_) omp_set_num_threads(threads_);
     }
     item.work = nullptr;
@@ -201,13 +203,17 @@ void WorkerStream::Loop() {
 }
 
 void WorkerStream::Submit(std::function<void()> work) {
-  SubmitWithThreads(std::move(work), threads_);
+  Enqueue({std::move(work), threads_, false});
 }
 
 void WorkerStream::SubmitWithThreads(std::function<void()> work, int threads) {
+  Enqueue({std::move(work), std::max(1, threads), true});
+}
+
+void WorkerStream::Enqueue(Item item) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({std::move(work), std::max(1, threads)});
+    queue_.push_back(std::move(item));
   }
   wake_.notify_one();
 }

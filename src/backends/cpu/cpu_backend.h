@@ -33,7 +33,8 @@ namespace tiller::cpu {
 // with other busy processes waits, at every parallel region's barrier, for
 // whichever of its threads the scheduler left out: BERT-Base at batch 1 on
 // 2 threads ran 2.9x slower next to one busy process, 1.6x on 1 thread.
-// So the worker times each item it runs with the full team: when its own
+// So the worker times each run (SubmitWithThreads; kernels are built with
+// the full team, as they fix their work split then) it runs with the full team: when its own
 // thread got less than kContendedShare of the item's wall time on a CPU
 // (alone it gets all of it: libgomp spins at barriers), the next
 // kProbeEvery items run with half the team, then one with the full team
@@ -65,8 +66,10 @@ class WorkerStream : public backend::Stream {
  private:
   struct Item {
     std::function<void()> work;
-    int threads;  // the OpenMP team size while it runs
+    int threads;      // the OpenMP team size while it runs
+    bool may_shrink;  // a run (SubmitWithThreads), not kernel building
   };
+  void Enqueue(Item item);
   void Loop();
   // Notes that this worker's team now has `threads` threads.
   void SetTeam(int threads);

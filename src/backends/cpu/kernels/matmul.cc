@@ -6,6 +6,8 @@
 // once, at kernel creation, into the layout oneDNN prefers for the shapes at hand (blocked
 // formats); this is where most of the speed over a plain GEMM call comes from. Memory objects and
 // the argument map are built once too; Run() only swaps data handles.
+#include <omp.h>
+
 #include <cstring>
 #include <unordered_map>
 
@@ -317,6 +319,12 @@ std::unique_ptr<Kernel> MakeLinearInt8(const ir::Op& op, backend::Device& device
 // the plain layout to the output. Reorders are skipped when the chosen
 // layout is the plain one. `weights`: the slots of the op's inputs after x
 // (filter, bias), in order.
+//
+// A kernel may also hold the same convolution built for half the team
+// (AddHalfTeam): oneDNN's convolutions split their work for the thread
+// count they were built with and start that many threads whatever the
+// team, so a worker that halves its team under contention
+// (cpu_backend.h) gains nothing from them without it.
 class BlockedConvKernel : public Kernel {
  public:
   // `conv`: the convolution (or deconvolution) primitive `pd` describes.
@@ -349,6 +357,18 @@ class BlockedConvKernel : public Kernel {
     for (auto& w : weights_) args_.emplace(w.arg, w.mem);
   }
   size_t workspace_bytes() const override { return ws_; }
+  // `half`: the convolution built while the team had `team` / 2 threads
+  // (`team`: the threads `conv` was built for), with the same layouts and
+  // weights; Run() takes it when the team is smaller than `team`.
+  void AddHalfTeam(dnnl::primitive half, const dnnl::primitive_desc_base& pd, int team) {
+    half_ = std::move(half);
+    team_ = team;
+    const size_t bytes = pd.scratchpad_desc().get_size();
+    if (scratch_off_ + bytes > ws_) ws_ = scratch_off_ + (bytes + 63) / 64 * 64;
+    scratch_half_ = memory(pd.scratchpad_desc(), scratch_.get_engine(), DNNL_MEMORY_NONE);
+    args_half_ = args_;
+    args_half_[DNNL_ARG_SCRATCHPAD] = scratch_half_;
+  }
   // The op's last input is a residual the convolution adds into its result
   // (sum post-op): Run() copies it into the output unless it is there.
   void AddIntoResidual(size_t bytes) { residual_bytes_ = bytes; }
@@ -367,20 +387,26 @@ class BlockedConvKernel : public Kernel {
     scratch_.set_data_handle(ws + scratch_off_);
     auto& stream = stream_;
     if (reorder_in_) to_blocked_.execute(stream, x_plain_, x_blocked_);
-    conv_.execute(stream, args_);
+    if (team_ > 1 && omp_get_max_threads() < team_) {
+      scratch_half_.set_data_handle(ws + scratch_off_);
+      half_.execute(stream, args_half_);
+    } else {
+      conv_.execute(stream, args_);
+    }
     if (reorder_out_) to_plain_.execute(stream, y_blocked_, y_plain_);
     stream.wait();
   }
 
  private:
   dnnl::stream& stream_;
-  dnnl::primitive conv_;
+  dnnl::primitive conv_, half_;
+  int team_ = 0;  // the threads conv_ was built for, when half_ is set
   std::vector<DnnlKernel::Slot> weights_;
-  memory x_plain_, y_plain_, x_blocked_, y_blocked_, scratch_;
+  memory x_plain_, y_plain_, x_blocked_, y_blocked_, scratch_, scratch_half_;
   dnnl::reorder to_blocked_, to_plain_;
   bool reorder_in_ = false, reorder_out_ = false;
   size_t src_off_ = 0, dst_off_ = 0, scratch_off_ = 0, ws_ = 0, residual_bytes_ = 0;
-  std::unordered_map<int, memory> args_;
+  std::unordered_map<int, memory> args_, args_half_;
 };
 
 // conv2d, and conv2d_int8: s8 x s8 with int32 sums that oneDNN rescales per
@@ -469,6 +495,21 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   auto kernel = std::make_unique<BlockedConvKernel>(dn, dnnl::convolution_forward(pd), pd, x_md,
                                                     y_md, std::move(weights));
   if (residual) kernel->AddIntoResidual(y->bytes());
+  // The same convolution for half the team (kernels are built on the
+  // device's worker, with its team: see BlockedConvKernel), when oneDNN
+  // picks the same layouts for it, so the packed weights serve both.
+  if (const int team = omp_get_max_threads(); team > 1) {
+    // The primitive too is made with the halved team: oneDNN's primitive
+    // cache keys on the thread count, and would hand back the full one.
+    omp_set_num_threads(team / 2);
+    dnnl::convolution_forward::primitive_desc half(desc_any, attr, dn.engine);
+    dnnl::primitive half_conv;
+    if (half.weights_desc() == pd.weights_desc() && half.src_desc() == pd.src_desc() &&
+        half.dst_desc() == pd.dst_desc())
+      half_conv = dnnl::convolution_forward(half);
+    omp_set_num_threads(team);
+    if (half_conv) kernel->AddHalfTeam(std::move(half_conv), half, team);
+  }
   return kernel;
 }
 
