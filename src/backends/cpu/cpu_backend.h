@@ -40,9 +40,10 @@ namespace tiller::cpu {
 // kProbeEvery items run with half the team, then one with the full team
 // measures again. Short items (< kMinMeasured) tell nothing and are not
 // measured. When the first halved item is not at least 10% faster than the
-// full-team one before it (ResNet-50: oneDNN's convolutions keep the
-// thread count they were built with, and ran slower beside a halved
-// pool), the next kSkipHalvingAfterNoGain items keep the full team.
+// full-team one before it (kernels that keep the thread count they were
+// built with start full teams beside the halved pool: ResNet-50 ran slower
+// so before its convolutions got half-team primitives), the next
+// kSkipHalvingAfterNoGain items keep the full team.
 // TILLER_ADAPTIVE_THREADS=0 turns it off.
 class WorkerStream : public backend::Stream {
  public:
