@@ -42,14 +42,20 @@ int FoldBatchNorm(ir::Graph& g) {
     const double eps = bn->GetFloat("epsilon");
     auto new_s = std::make_shared<AlignedBuffer>(scaled->bytes());
     auto new_b = std::make_shared<AlignedBuffer>(out_ch * sizeof(float));
+    bool zero_scale = false;
     for (int64_t o = 0; o < out_ch; ++o) {
       double s = scale[o] / std::sqrt(static_cast<double>(var[o]) + eps);
       const float* src = scaled->const_data<float>() + o * per_ch;
       float* dst = new_s->as<float>() + o * per_ch;
       for (int64_t i = 0; i < per_ch; ++i) dst[i] = static_cast<float>(src[i] * s);
+      zero_scale = zero_scale || dst[0] == 0.0f;
       double bias = b ? b->const_data<float>()[o] : 0.0;
       new_b->as<float>()[o] = static_cast<float>((bias - mean[o]) * s + shift[o]);
     }
+    // oneDNN takes an int8 convolution's bias divided by its output scale
+    // (backends/cpu/kernels/matmul.cc): a channel the batch norm zeroes
+    // (scale 0) keeps its batch norm.
+    if (int8 && zero_scale) continue;
     ir::Value* s2 =
         g.AddData(scaled->name + ".bn_folded", scaled->type, ir::ValueKind::kConstant, new_s);
     ir::Value* b2 =

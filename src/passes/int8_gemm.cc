@@ -1,4 +1,4 @@
-// Paddle's quantized GEMMs as int8 GEMMs: two passes.
+// Paddle's quantized GEMMs as int8 GEMMs: three passes.
 //
 // int8_matmul:
 // matmul(dequantize_linear(quantize_linear(x, sx), sx),

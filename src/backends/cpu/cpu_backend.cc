@@ -132,8 +132,9 @@ void WorkerStream::NoteRun(int team, int threads, std::chrono::nanoseconds wall,
   } else if (compare_next_) {
     // The first halved item of an episode against the full-team item that
     // started it (a server's consecutive runs are alike). Kernels that fixed
-    // their thread count when they were built (oneDNN's convolutions) still
-    // start full teams, now beside a smaller pool: no gain, or a loss.
+    // their thread count when they were built (oneDNN primitives without a
+    // half-team twin) still start full teams, now beside a smaller pool: no
+    // gain, or a loss.
     compare_next_ = false;
     if (static_cast<double>(wall.count()) > 0.9 * static_cast<double>(full_wall_.count())) {
       contended_ = false;

@@ -33,9 +33,10 @@ namespace tiller::cpu {
 // with other busy processes waits, at every parallel region's barrier, for
 // whichever of its threads the scheduler left out: BERT-Base at batch 1 on
 // 2 threads ran 2.9x slower next to one busy process, 1.6x on 1 thread.
-// So the worker times each run (SubmitWithThreads; kernels are built with
-// the full team, as they fix their work split then) it runs with the full team: when its own
-// thread got less than kContendedShare of the item's wall time on a CPU
+// So the worker times each run (a SubmitWithThreads item; kernels are
+// built with the full team, as they fix their work split then) that it
+// runs with the full team: when its own thread got less than
+// kContendedShare of the run's wall time on a CPU
 // (alone it gets all of it: libgomp spins at barriers), the next
 // kProbeEvery items run with half the team, then one with the full team
 // measures again. Short items (< kMinMeasured) tell nothing and are not

@@ -1,8 +1,8 @@
-// matmul / matmul_accumulate / linear / conv2d / conv2d_transpose on oneDNN: float32, or
-// int8 (linear_int8, conv2d_int8), or
-// bfloat16 operands with a float32 result (out_dtype, from the
-// mixed-precision pass: oneDNN accumulates in float32 and, on AMX or
-// AVX512_BF16 machines, multiplies in bf16 several times faster). Constant weights are reordered
+// matmul / matmul_accumulate / linear / conv2d / conv2d_transpose on oneDNN: float32;
+// int8 (linear_int8, conv2d_int8: s8 x s8 with int32 sums); or bfloat16
+// operands with a float32 result (out_dtype, from the mixed-precision pass:
+// oneDNN accumulates in float32 and, on AMX or AVX512_BF16 machines,
+// multiplies in bf16 several times faster). Constant weights are reordered
 // once, at kernel creation, into the layout oneDNN prefers for the shapes at hand (blocked
 // formats); this is where most of the speed over a plain GEMM call comes from. Memory objects and
 // the argument map are built once too; Run() only swaps data handles.
