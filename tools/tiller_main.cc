@@ -8,6 +8,7 @@
 //               [--profile ipu-mk2]
 #include <fmt/format.h>
 #include <immintrin.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -366,9 +367,10 @@ int Quantize(const std::string& model, const std::string& params, const std::str
   tiller::quantize::Options opt;
   opt.algo = algo;
   opt.threads = threads;
-  opt.progress = [](size_t done, size_t total) {
-    fmt::print(stderr, "\rcalibrating: batch {}/{}", done, total);
-    if (done == total) fmt::print(stderr, "\n");
+  // One line rewritten on a terminal; a line per batch in a log.
+  opt.progress = [tty = isatty(fileno(stderr)) != 0](size_t done, size_t total) {
+    fmt::print(stderr, "{}calibrating: batch {}/{}{}", tty ? "\r" : "", done, total,
+               tty && done < total ? "" : "\n");
   };
   const auto r = tiller::quantize::QuantizeModel(model, params, batches, out_dir, opt);
   int n = 0;
