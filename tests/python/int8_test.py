@@ -191,3 +191,32 @@ def test_tiller_quantize_refuses_what_it_cannot_quantize(zoo, quantized, tmp_pat
     for d in "abcdef":
         assert not (tmp_path / d / "model.pdmodel").exists()
         assert not (tmp_path / d / ".calibration").exists()
+
+
+def test_tiller_quantize_avg_ranges_run_as_paddle_runs_them(quantized, tmp_path):
+    # --algo avg: each activation's range is the mean of its per-batch
+    # abs-max; the model it writes runs in Tiller as in Paddle.
+    fp32, _ = quantized("resnet-tiny")
+    calib = _calibration_dir(tmp_path, "resnet-tiny")
+    r = _tiller_quantize(fp32.model_file, calib, tmp_path / "avg", "--algo", "avg")
+    assert r.returncode == 0 and "avg over 4 batches" in r.stdout, r.stderr
+    inputs = export.make_inputs("resnet-tiny", batch=8, seq_len=24, seed=9)
+    ref = export.paddle_infer(str(tmp_path / "avg"), inputs, mkldnn=False)
+    predictor = ti.create_predictor(ti.Config(str(tmp_path / "avg" / "model.pdmodel"),
+                                              str(tmp_path / "avg" / "model.pdiparams")))
+    outs = predictor.run([inputs[n] for n in predictor.get_input_names()])
+    for (name, r_), t in zip(ref.items(), outs):
+        err = np.abs(t.astype(np.float64) - r_) / np.maximum(1.0, np.abs(r_))
+        assert (err > TOL).mean() <= 0.02 and err.max() <= 1e-2, f"{name}: {err.max():.3g}"
+
+
+def test_tiller_quantize_refuses_a_non_finite_activation(quantized, tmp_path):
+    # A range cannot come from NaN: the calibration names the activation.
+    fp32, _ = quantized("resnet-tiny")
+    (tmp_path / "nan").mkdir()
+    x = export.make_inputs("resnet-tiny", batch=2, seq_len=16, seed=1)["x"].copy()
+    x[0, 0, 3, 3] = np.nan
+    np.save(tmp_path / "nan" / "x.npy", x)
+    r = _tiller_quantize(fp32.model_file, tmp_path / "nan", tmp_path / "out")
+    assert r.returncode == 2 and "non-finite" in r.stderr and "'x'" in r.stderr, r.stderr
+    assert not (tmp_path / "out" / "model.pdmodel").exists()
