@@ -366,7 +366,9 @@ TEST(CpuDevice, TeamHalvesAfterAContendedItemAndProbesAgain) {
   // given up for the next kSkipHalvingAfterNoGain items.
   for (int i = 0; i < cpu::WorkerStream::kProbeEvery; ++i) team_of(*adaptive, milliseconds(0));
   EXPECT_EQ(team_of(*adaptive, starved), 4);  // contended
-  EXPECT_EQ(team_of(*adaptive, starved), 2);  // halved, and as slow
+  // Halved, and slower (three times: a loaded machine may stretch the
+  // full-team item's sleep, and the comparison must not depend on it).
+  EXPECT_EQ(team_of(*adaptive, 3 * starved), 2);
   for (int i = 0; i < cpu::WorkerStream::kSkipHalvingAfterNoGain; ++i)
     EXPECT_EQ(team_of(*adaptive, starved), 4) << i;
 
