@@ -77,6 +77,19 @@ class Kernel {
   virtual ~Kernel() = default;
   virtual size_t workspace_bytes() const { return 0; }
   virtual void Run(const KernelArgs& args) = 0;
+
+  // Whether Run() reads the op's input `i` (the default), or the kernel
+  // copied that constant when it was created (oneDNN's prepacked weights, a
+  // scale read once) and never touches it again: then the executable lets
+  // go of the constant's bytes, so a model's weights are not held twice.
+  bool ReadsInput(size_t i) const { return i >= copied_.size() || !copied_[i]; }
+  void MarkInputCopied(size_t i) {
+    if (copied_.size() <= i) copied_.resize(i + 1);
+    copied_[i] = true;
+  }
+
+ private:
+  std::vector<bool> copied_;
 };
 
 // Creates the kernel of an op for a device, or throws

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "compile/placement.h"
 #include "compile/trace.h"
@@ -74,12 +76,33 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
   // Kernels are created on their device's stream: creation decides how work
   // is split (oneDNN picks its decomposition for the thread count of the
   // creating thread), so it must see the device's own threads.
+  //
+  // A constant that every reader copied when it was created (prepacked
+  // weights) is dropped from the graph as soon as its last reader exists:
+  // where nothing else holds the bytes (a predictor lets go of what it
+  // loaded, runtime/predictor.cc), they are freed before the next weight is
+  // packed, so the peak holds each weight once.
+  std::unordered_map<ir::Value*, int> readers;
+  std::unordered_set<const ir::Value*> released;
+  for (const Step& s : exe->steps_) {
+    for (ir::Value* in : s.op->inputs) {
+      if (in && in->data && (in->kind == ir::ValueKind::kParam || in->is_constant())) ++readers[in];
+    }
+  }
+  for (const auto& [name, v] : g.outputs()) readers.erase(v);
   for (int d = 0; d < n; ++d) {
     backend::Device& dev = *devices[d];
-    dev.stream().Submit([&exe, &dev, d] {
+    dev.stream().Submit([&exe, &dev, &readers, &released, d] {
       for (Step& s : exe->steps_) {
         if (s.device != d || s.copy || s.op->schema->is_view) continue;
         s.kernel = dev.backend().CreateKernel(*s.op, dev);
+        for (size_t i = 0; i < s.op->inputs.size(); ++i) {
+          auto it = readers.find(s.op->inputs[i]);
+          if (it == readers.end() || s.kernel->ReadsInput(i)) continue;
+          if (--it->second > 0) continue;
+          it->first->data.reset();
+          released.insert(it->first);
+        }
       }
     });
     dev.stream().Synchronize();
@@ -111,6 +134,8 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
   auto address = [&](const ir::Value* v, int device) -> void* {
     auto alias = host_plan.alias_of.find(v);
     const ir::Value* r = alias == host_plan.alias_of.end() ? v : alias->second;
+    // A constant let go of above: only kernels that copied it read it.
+    if (released.count(r)) return nullptr;
     if (r->data) {
       void* bytes = const_cast<std::byte*>(r->data->data());
       if (devices[device]->host_accessible()) return bytes;

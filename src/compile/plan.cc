@@ -106,11 +106,13 @@ std::vector<DevicePlan> StateByDevice(const CompiledStep& step) {
     const Kind k = it == owner.end() ? Kind::kOther : it->second.second;
     Slot(out.at(d), k) += s->bytes();
   }
-  // Weights as constants (inference): on every device reading them.
+  // Weights as constants (inference): on every device reading them (their
+  // data may be gone: kernels that packed them hold the bytes).
   std::set<std::pair<const ir::Value*, int>> counted;
   for (const auto& op : g.ops()) {
     for (const ir::Value* in : op->inputs) {
-      if (in && in->data && counted.insert({in, op->device}).second)
+      if (in && (in->kind == ir::ValueKind::kParam || in->is_constant()) &&
+          counted.insert({in, op->device}).second)
         out.at(op->device).weights += in->bytes();
     }
   }

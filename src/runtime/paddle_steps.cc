@@ -6,6 +6,10 @@ namespace tiller::runtime {
 
 compile::StepSource::Forward PaddleInferenceStep::BuildForward(ir::Graph::Folder folder) {
   graph_ = paddle::Translate(model_, feeds_, std::move(folder), options_);
+  // The graph holds the weights now; what its kernels pack is freed as they
+  // are built (compile/executable.cc) and read from the file again for the
+  // next compile.
+  if (model_.source) model_.source->LetGo();
   Forward f;
   f.graph = graph_.get();
   return f;

@@ -324,6 +324,14 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
   return o;
 }
 
+// TILLER_KEEP_LOADED_WEIGHTS=1 keeps the loaded weights beside the packed
+// copies (memory for 2 copies), for a params file that may change while the
+// predictor lives and must not be read again.
+bool KeepLoadedWeights() {
+  const char* v = std::getenv("TILLER_KEEP_LOADED_WEIGHTS");
+  return v && *v && std::string(v) != "0";
+}
+
 }  // namespace
 
 struct Predictor::Impl {
@@ -491,14 +499,15 @@ Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
   impl_->config = config;
   if (!config.trace_path().empty()) impl_->trace = std::make_shared<compile::TraceRecorder>();
   impl_->CreateCompilers();
-  if (!config.model_dir().empty()) {
-    impl_->model = std::make_shared<const paddle::Model>(paddle::LoadModel(config.model_dir(), ""));
-  } else {
-    if (config.prog_file().empty())
-      Fail(ErrorKind::kInvalidArgument, "Config names no model: set a model file or directory");
-    impl_->model = std::make_shared<const paddle::Model>(
-        paddle::LoadModel(config.prog_file(), config.params_file()));
-  }
+  if (config.model_dir().empty() && config.prog_file().empty())
+    Fail(ErrorKind::kInvalidArgument, "Config names no model: set a model file or directory");
+  paddle::Model model = config.model_dir().empty()
+                            ? paddle::LoadModel(config.prog_file(), config.params_file())
+                            : paddle::LoadModel(config.model_dir(), "");
+  // Weights that compiled kernels pack are then held once, packed; the file
+  // is read again to compile for other input shapes (paddle::ParamSource).
+  if (!KeepLoadedWeights()) model.MoveParamsToSource();
+  impl_->model = std::make_shared<const paddle::Model>(std::move(model));
   const paddle::Program& p = impl_->model->program;
   // Like Paddle Inference, refuse a model with unsupported ops at creation.
   paddle::CheckSupported(p);
@@ -663,7 +672,8 @@ Predictor::Summary Predictor::GetSummary() const {
   for (const auto& op : exe->graph().ops()) s.num_kernels += op->type != "reshape";
   s.arena_bytes = exe->arena_bytes();
   for (size_t d = 0; d < exe->num_devices(); ++d) s.naive_bytes += exe->plan(d).naive_bytes;
-  for (const auto& [name, p] : impl_->model->params) s.weight_bytes += p.data ? p.data->size() : 0;
+  for (const auto& [name, p] : impl_->model->params)
+    s.weight_bytes += static_cast<size_t>(NumElements(p.dims)) * DTypeSize(p.dtype);
   s.graph = exe->graph().ToString();
   s.compile_report = impl_->current->report.Format();
   return s;

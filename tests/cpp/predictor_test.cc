@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -439,6 +440,37 @@ TEST_F(PredictorTest, ModelDirectory) {
   auto predictor = CreatePredictor(Config(dir));
   EXPECT_EQ(predictor->GetInputNames(), (std::vector<std::string>{"x", "ids"}));
   RunAndCheck(*predictor, 2);
+}
+
+// A predictor keeps its packed weights only (paddle::ParamSource): a new
+// input shape reads the params file again. A file that changed since it was
+// loaded is refused by name, not used; with TILLER_KEEP_LOADED_WEIGHTS=1 the
+// loaded bytes are kept and the file is never read again.
+TEST_F(PredictorTest, WeightsAreReadAgainForNewShapesAndAChangedFileIsRefused) {
+  std::string dir = WriteMlp("m");
+  const std::string params = dir + "/model.pdiparams";
+  auto predictor = CreatePredictor(Config(dir + "/model.pdmodel", params));
+  RunAndCheck(*predictor, 3);
+  RunAndCheck(*predictor, 7);  // compiled from weights read back from the file
+  auto clone = predictor->Clone();
+  RunAndCheck(*clone, 5);
+
+  const Weights loaded = weights_;
+  std::mt19937 other(7);
+  Write("m/model.pdiparams", MlpParams(RandomWeights(other)));
+  fs::last_write_time(params, fs::last_write_time(params) + std::chrono::seconds(2));
+  RunAndCheck(*predictor, 3);  // compiled already: runs on what it packed
+  ExpectError([&] { RunAndCheck(*predictor, 4); }, ErrorKind::kDataLoss,
+              {params, "changed since the model was loaded"});
+
+  setenv("TILLER_KEEP_LOADED_WEIGHTS", "1", 1);
+  auto keeping = CreatePredictor(Config(dir + "/model.pdmodel", params));
+  unsetenv("TILLER_KEEP_LOADED_WEIGHTS");
+  weights_ = RandomWeights(other = std::mt19937(7));
+  RunAndCheck(*keeping, 2);
+  Write("m/model.pdiparams", MlpParams(loaded));
+  fs::last_write_time(params, fs::last_write_time(params) + std::chrono::seconds(4));
+  RunAndCheck(*keeping, 6);  // the bytes it loaded, not the file's new ones
 }
 
 // ---- Errors -----------------------------------------------------------------

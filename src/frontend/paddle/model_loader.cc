@@ -135,10 +135,24 @@ Model LoadModel(const std::string& model_path, const std::string& params_path) {
          "params for '{}' not found: expected '{}' ({} parameters); pass the params path",
          loc.program, fs::path(loc.program).replace_extension(".pdiparams").string(), names.size());
   }
-  model.params =
-      loc.separate ? ReadSeparateParams(loc.params, names) : ReadCombinedParams(loc.params, names);
+  model.params = loc.separate ? ReadSeparateParams(loc.params, names, &model.records)
+                              : ReadCombinedParams(loc.params, names, &model.records);
   CheckParams(model.program, model.params, loc.params);
   return model;
+}
+
+std::shared_ptr<AlignedBuffer> Model::ParamData(const std::string& name) const {
+  auto it = params.find(name);
+  TILLER_CHECK(it != params.end(), "parameter '{}' was not loaded", name);
+  if (it->second.data) return it->second.data;
+  TILLER_CHECK(source, "parameter '{}' has no bytes", name);
+  return source->Get(name);
+}
+
+void Model::MoveParamsToSource() {
+  if (records.empty() || source) return;
+  source = std::make_shared<ParamSource>(records, params);
+  records.clear();
 }
 
 Program ReadProgramFile(const std::string& path) {

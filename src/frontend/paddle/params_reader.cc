@@ -4,6 +4,7 @@
 // message naming the record instead of crashing or allocating wildly.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -35,6 +36,13 @@ class RecordReader {
   }
 
   uint64_t left() const { return size_ - pos_; }
+  void Seek(uint64_t pos) {
+    if (pos > size_)
+      Fail(ErrorKind::kDataLoss, "{}: a record at byte {} is past the end ({} bytes)", path_, pos,
+           size_);
+    in_.seekg(static_cast<std::streamoff>(pos));
+    pos_ = pos;
+  }
   uint64_t pos() const { return pos_; }
   const std::string& path() const { return path_; }
 
@@ -161,10 +169,12 @@ class RecordReader {
 
 }  // namespace
 
-ParamMap ReadCombinedParams(const std::string& path, const std::vector<std::string>& names) {
+ParamMap ReadCombinedParams(const std::string& path, const std::vector<std::string>& names,
+                            std::map<std::string, ParamSource::Record>* records) {
   RecordReader reader(path);
   ParamMap params;
   for (size_t i = 0; i < names.size(); ++i) {
+    if (records) (*records)[names[i]] = {path, reader.pos(), i};
     params[names[i]] = reader.ReadRecord(i, names[i], names.size());
   }
   if (reader.left() != 0) {
@@ -176,10 +186,12 @@ ParamMap ReadCombinedParams(const std::string& path, const std::vector<std::stri
   return params;
 }
 
-ParamMap ReadSeparateParams(const std::string& dir, const std::vector<std::string>& names) {
+ParamMap ReadSeparateParams(const std::string& dir, const std::vector<std::string>& names,
+                            std::map<std::string, ParamSource::Record>* records) {
   ParamMap params;
   for (size_t i = 0; i < names.size(); ++i) {
     std::string file = (std::filesystem::path(dir) / names[i]).string();
+    if (records) (*records)[names[i]] = {file, 0, 0};
     RecordReader reader(file);
     params[names[i]] = reader.ReadRecord(0, names[i], 1);
     if (reader.left() != 0) {
@@ -188,6 +200,70 @@ ParamMap ReadSeparateParams(const std::string& dir, const std::vector<std::strin
     }
   }
   return params;
+}
+
+ParamSource::FileStamp ParamSource::Stamp(const std::string& file) {
+  std::error_code ec;
+  FileStamp st;
+  st.size = std::filesystem::file_size(file, ec);
+  if (ec) Fail(ErrorKind::kNotFound, "Paddle params file '{}': {}", file, ec.message());
+  st.mtime = std::filesystem::last_write_time(file, ec).time_since_epoch().count();
+  if (ec) Fail(ErrorKind::kNotFound, "Paddle params file '{}': {}", file, ec.message());
+  return st;
+}
+
+ParamSource::ParamSource(const std::map<std::string, Record>& records, ParamMap& params) {
+  for (const auto& [name, record] : records) {
+    auto p = params.find(name);
+    TILLER_CHECK(p != params.end(), "parameter '{}' has a record but was not loaded", name);
+    if (!files_.count(record.file)) files_[record.file] = Stamp(record.file);
+    Entry e;
+    e.record = record;
+    e.declared.dtype = p->second.dtype;
+    e.declared.dims = p->second.dims;
+    e.held = std::move(p->second.data);
+    // Unique in the process: packed copies are found by it (AlignedBuffer::origin).
+    static std::atomic<uint64_t> next_origin{1};
+    e.origin = next_origin.fetch_add(1);
+    if (e.held) e.held->set_origin(e.origin);
+    entries_.emplace(name, std::move(e));
+  }
+}
+
+std::shared_ptr<AlignedBuffer> ParamSource::Get(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(name);
+  TILLER_CHECK(it != entries_.end(), "parameter '{}' was not loaded", name);
+  Entry& e = it->second;
+  if (e.held) return e.held;
+  if (auto alive = e.seen.lock()) return alive;
+  const Record& r = e.record;
+  const FileStamp now = Stamp(r.file), then = files_.at(r.file);
+  if (now.size != then.size || now.mtime != then.mtime)
+    Fail(ErrorKind::kDataLoss,
+         "{}: the params file changed since the model was loaded (parameter '{}' is read again to "
+         "compile for new input shapes: a predictor keeps only the packed copies its kernels "
+         "made); create the predictor again",
+         r.file, name);
+  RecordReader reader(r.file);
+  reader.Seek(r.offset);
+  ParamTensor t = reader.ReadRecord(r.index, name, r.index + 1);
+  if (t.dtype != e.declared.dtype || t.dims != e.declared.dims)
+    Fail(ErrorKind::kDataLoss, "{}: record {} ('{}') reads back as {} {}, loaded as {} {}", r.file,
+         r.index, name, DTypeName(t.dtype), ShapeToString(t.dims), DTypeName(e.declared.dtype),
+         ShapeToString(e.declared.dims));
+  t.data->set_origin(e.origin);
+  e.seen = t.data;
+  return t.data;
+}
+
+void ParamSource::LetGo() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [name, e] : entries_) {
+    if (!e.held) continue;
+    e.seen = e.held;
+    e.held.reset();
+  }
 }
 
 }  // namespace tiller::paddle

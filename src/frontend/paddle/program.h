@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,8 +54,8 @@ struct OpDesc {
 };
 
 struct Program {
-  std::string path;    // the file it was read from
-  std::string format;  // "pdmodel" (legacy ProgramDesc) or "pir" (Paddle 3 JSON)
+  std::string path;         // the file it was read from
+  std::string format;       // "pdmodel" (legacy ProgramDesc) or "pir" (Paddle 3 JSON)
   std::vector<OpDesc> ops;  // block 0, program order; feed/fetch ops removed
   std::map<std::string, VarInfo> vars;
   std::vector<std::string> feed_names;   // by feed `col`
@@ -81,16 +82,68 @@ Program ReadPirProgram(const std::string& path);   // model.json
 // A .json (PIR) or .pdmodel/__model__ (ProgramDesc) file, told apart by
 // extension or, failing that, by content.
 Program ReadProgramFile(const std::string& path);
+
+// Where a loaded model's parameter records lie in their files, so a
+// predictor can let go of the loaded bytes once its compiled kernels hold
+// packed copies of them (compile/executable.cc), and read them again to
+// compile for new input shapes. Thread-safe: a predictor's clones share it.
+class ParamSource {
+ public:
+  struct Record {
+    std::string file;
+    uint64_t offset = 0;  // of the record in `file`
+    size_t index = 0;     // in the file, for messages
+  };
+  // Holds `params`' bytes (taking them) until LetGo().
+  ParamSource(const std::map<std::string, Record>& records, ParamMap& params);
+  // The bytes of `name`: held, or held by someone still (a compiled graph),
+  // or read again from the file. Throws naming the file if it changed since
+  // it was loaded.
+  std::shared_ptr<AlignedBuffer> Get(const std::string& name);
+  // Keeps only weak references: bytes nothing else holds are freed.
+  void LetGo();
+
+ private:
+  struct Entry {
+    Record record;
+    ParamTensor declared;  // dtype and dims as loaded (data null)
+    std::shared_ptr<AlignedBuffer> held;
+    std::weak_ptr<AlignedBuffer> seen;
+    uint64_t origin = 0;
+  };
+  struct FileStamp {
+    uint64_t size = 0;
+    int64_t mtime = 0;
+  };
+  static FileStamp Stamp(const std::string& file);
+  std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+  std::map<std::string, FileStamp> files_;
+};
+
 // Combined .pdiparams: one record per name in `names`, in that order; the
-// file must end exactly after the last one.
-ParamMap ReadCombinedParams(const std::string& path, const std::vector<std::string>& names);
+// file must end exactly after the last one. `records`: where each lies.
+ParamMap ReadCombinedParams(const std::string& path, const std::vector<std::string>& names,
+                            std::map<std::string, ParamSource::Record>* records = nullptr);
 // Directory form: one file per parameter, named after it.
-ParamMap ReadSeparateParams(const std::string& dir, const std::vector<std::string>& names);
+ParamMap ReadSeparateParams(const std::string& dir, const std::vector<std::string>& names,
+                            std::map<std::string, ParamSource::Record>* records = nullptr);
 
 // A program and its weights, checked against each other (count, dtype, shape).
 struct Model {
   Program program;
   ParamMap params;
+  // Set by LetGoOfLoadedParams: the parameters' bytes live there (and
+  // params' data are null).
+  std::shared_ptr<ParamSource> source;
+  std::map<std::string, ParamSource::Record> records;  // filled by LoadModel
+
+  // Parameter `name`'s bytes, wherever they are.
+  std::shared_ptr<AlignedBuffer> ParamData(const std::string& name) const;
+  // Moves the parameters' bytes into `source` (before the model is shared);
+  // a no-op for a model without records. Then source->LetGo() frees what
+  // compiled kernels copied.
+  void MoveParamsToSource();
 };
 // model_path: a .pdmodel, a .json, or a directory holding __model__ (or
 // model.pdmodel/model.json + model.pdiparams). params_path may be empty when

@@ -287,7 +287,8 @@ std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::T
     auto it = model.params.find(name);
     TILLER_CHECK(it != model.params.end(), "parameter '{}' was not loaded", name);
     const ParamTensor& p = it->second;
-    ctx.Bind(name, graph->AddData(name, {p.dtype, p.dims}, ir::ValueKind::kParam, p.data));
+    ctx.Bind(name,
+             graph->AddData(name, {p.dtype, p.dims}, ir::ValueKind::kParam, model.ParamData(name)));
   }
   for (const OpDesc& op : program.ops) TranslateOp(ctx, op);
   for (const std::string& name : program.fetch_names) {

@@ -14,6 +14,7 @@
 #include "backends/cpu/dnnl_context.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/conv_transpose.h"
+#include "backends/cpu/packed_weights.h"
 #include "core/error.h"
 #include "ir/ops/op_helpers.h"
 
@@ -101,6 +102,7 @@ class DnnlKernel : public Kernel {
     int arg;  // DNNL_ARG_*
     memory mem;
     bool prepacked = false;
+    std::shared_ptr<const AlignedBuffer> packed = nullptr;  // mem's bytes when prepacked into them
   };
 
   DnnlKernel(Dnnl& dn, dnnl::primitive prim, std::vector<Slot> inputs, std::vector<Slot> outputs,
@@ -137,18 +139,28 @@ class DnnlKernel : public Kernel {
   size_t ws_ = 0;
 };
 
-// Binds `v` to a memory of `chosen` layout. A constant whose plain layout
-// differs is reordered now and owned by the returned memory.
+// Binds `v` to a memory of `chosen` layout. A constant is copied now (in
+// the chosen layout: packed, shared with other kernels packing the same
+// weight alike), and the slot holds the copy.
 DnnlKernel::Slot BindInput(Dnnl& dn, int arg, const ir::Value* v, const memory::desc& plain,
                            const memory::desc& chosen) {
   if (IsConstant(v)) {
-    memory src(plain, dn.engine, const_cast<std::byte*>(v->data->data()));
-    memory dst(chosen, dn.engine);  // allocated by oneDNN, lives with the kernel
-    dnnl::reorder(src, dst).execute(dn.stream, src, dst);
-    dn.stream.wait();
-    return {arg, dst, true};
+    auto packed = PackedWeight(dn, *v->data, plain, chosen);
+    memory mem(chosen, dn.engine, const_cast<std::byte*>(packed->data()));
+    return {arg, mem, true, std::move(packed)};
   }
   return {arg, memory(chosen, dn.engine, DNNL_MEMORY_NONE), false};
+}
+
+// Marks the op's inputs `first`, `first + 1`, ... whose slots were packed
+// at creation as copied (backend::Kernel::ReadsInput).
+template <typename K>
+std::unique_ptr<K> MarkPacked(std::unique_ptr<K> kernel, const std::vector<DnnlKernel::Slot>& slots,
+                              size_t first) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].prepacked) kernel->MarkInputCopied(first + i);
+  }
+  return kernel;
 }
 
 // `act`: the fused activation of linear / conv2d ("" for none).
@@ -184,8 +196,9 @@ std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
   std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(a_md, dn.engine, DNNL_MEMORY_NONE)},
                                     BindInput(dn, DNNL_ARG_WEIGHTS, b, b_md, pd.weights_desc())};
   std::vector<DnnlKernel::Slot> outs{{DNNL_ARG_DST, memory(c_md, dn.engine, DNNL_MEMORY_NONE)}};
-  return std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), std::move(ins), std::move(outs),
-                                      pd.scratchpad_desc());
+  auto kernel = std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), ins, std::move(outs),
+                                             pd.scratchpad_desc());
+  return MarkPacked(std::move(kernel), ins, 0);
 }
 
 // acc + op(a) op(b): oneDNN's sum post-op adds the product into the
@@ -262,8 +275,9 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
                                     BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
   if (bias) ins.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
   std::vector<DnnlKernel::Slot> outs{{DNNL_ARG_DST, memory(y_md, dn.engine, DNNL_MEMORY_NONE)}};
-  return std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), std::move(ins), std::move(outs),
-                                      pd.scratchpad_desc());
+  auto kernel = std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), ins, std::move(outs),
+                                             pd.scratchpad_desc());
+  return MarkPacked(std::move(kernel), ins, 0);
 }
 
 // linear_int8: an s8 x s8 GEMM (VNNI) whose int32 sums oneDNN rescales per
@@ -309,8 +323,11 @@ std::unique_ptr<Kernel> MakeLinearInt8(const ir::Op& op, backend::Device& device
     ins.push_back({DNNL_ARG_BIAS, b, true});
   }
   std::vector<DnnlKernel::Slot> outs{{DNNL_ARG_DST, memory(y_md, dn.engine, DNNL_MEMORY_NONE)}};
-  return std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), std::move(ins), std::move(outs),
-                                      pd.scratchpad_desc());
+  auto kernel = std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), std::move(ins), std::move(outs),
+                                             pd.scratchpad_desc());
+  // The weights packed, the scale and bias read above.
+  for (size_t i = 1; i < op.inputs.size(); ++i) kernel->MarkInputCopied(i);
+  return kernel;
 }
 
 // A convolution that runs in oneDNN's preferred activation layout: src is
@@ -493,7 +510,14 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
     weights.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
   }
   auto kernel = std::make_unique<BlockedConvKernel>(dn, dnnl::convolution_forward(pd), pd, x_md,
-                                                    y_md, std::move(weights));
+                                                    y_md, weights);
+  if (int8) {  // the filter packed, the scale and bias read above
+    for (size_t i = 1; i <= 3 && i < op.inputs.size(); ++i) {
+      if (op.inputs[i]) kernel->MarkInputCopied(i);
+    }
+  } else {
+    kernel = MarkPacked(std::move(kernel), weights, 1);
+  }
   if (residual) kernel->AddIntoResidual(y->bytes());
   // The same convolution for half the team (kernels are built on the
   // device's worker, with its team: see BlockedConvKernel), when oneDNN
@@ -560,8 +584,9 @@ std::unique_ptr<Kernel> MakeConvTranspose2d(const ir::Op& op, backend::Device& d
   std::vector<DnnlKernel::Slot> weights{
       BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
   if (bias) weights.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
-  return std::make_unique<BlockedConvKernel>(dn, dnnl::deconvolution_forward(pd), pd, x_md, y_md,
-                                             std::move(weights));
+  return MarkPacked(std::make_unique<BlockedConvKernel>(dn, dnnl::deconvolution_forward(pd), pd,
+                                                        x_md, y_md, weights),
+                    weights, 1);
 }
 
 TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("T, T -> T").Where("T", {DType::kF32}));
