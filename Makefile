@@ -7,7 +7,7 @@
 #   make build  configure and build only
 #   make asan   build with AddressSanitizer/UBSan and run the C++ tests
 #   make tsan   build with ThreadSanitizer and run the C++ tests of shared-thread code
-#   make bench / bench-train   inference / training benchmarks against Paddle
+#   make bench / bench-train   inference / training benchmarks against Paddle (training: and PyTorch)
 #   make bench-zoo             every zoo model at batch 1 and 8 vs Paddle Inference and ONNX Runtime
 #   make bench-int8            BERT-Base and ResNet-50 quantized by Paddle vs Paddle int8 and ORT int8
 PY      := $(CURDIR)/.venv/bin/python
@@ -49,6 +49,7 @@ bench-int8: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_int8.py
 
 bench-train: build
+	@bash scripts/setup_torch.sh
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_training.py
 
 build-asan: setup

@@ -1,8 +1,12 @@
-"""Training benchmark (issue 4): one BERT pretraining step (MLM + NSP),
-BERT-Base, seq 128, micro-batch 8, Adam, fp32 — Paddle's CPU static
+"""Training benchmark (issues 4 and 12): one BERT pretraining step (MLM +
+NSP), BERT-Base, seq 128, micro-batch 8, Adam, fp32 — Paddle's CPU static
 executor vs Tiller on the same program, same initial parameters, same
-batches, same process and thread count. Prints the median step time after
-warm-up, achieved GFLOP/s and Tiller's speedup over Paddle.
+batches, same process and thread count, and PyTorch's eager training of the
+same model (bench/torch_bert.py, in .venv-torch and a process of its own;
+skipped with a note when .venv-torch is missing) from the same weights,
+batches and per-step learning rates, its losses compared with Paddle's.
+Prints the median step time after warm-up, achieved GFLOP/s, Tiller's
+speedups and its share of the fp32 GEMM rate measured in the run.
 
     .venv/bin/python bench/bench_training.py [--preset bert-base] [--batch 8]
         [--optimizer adam] [--warmup 2] [--iters 5] [--threads 2] [--format pir]
@@ -32,8 +36,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -143,6 +149,55 @@ def tiller_step_time(built: T.BuiltProgram, batches: list, warmup: int, threads:
     return times, np.asarray(losses)
 
 
+TORCH_PYTHON = common.REPO / ".venv-torch" / "bin" / "python"
+
+
+def lr_per_step(built: T.BuiltProgram, n: int) -> list[float]:
+    """The learning rate each of ``n`` steps runs with (the scheduler's value
+    before the step), leaving the scheduler where it was."""
+    sched = built.lr_scheduler
+    if sched is None:
+        return [built.opt_spec.peak_lr] * n
+    start = sched.state_dict()
+    lrs = []
+    for _ in range(n):
+        lrs.append(float(sched.get_lr()))
+        sched.step()
+    T.set_lr_state(built, start)
+    return lrs
+
+
+def torch_step_times(built: T.BuiltProgram, batches: list, warmup: int, threads: int):
+    """PyTorch eager (bench/torch_bert.py in .venv-torch, its own process):
+    the same model, initial weights, batches and learning rates; returns
+    (ms per step after ``warmup``, losses [n_steps, 3], torch version) or
+    (None, None, why)."""
+    if not TORCH_PYTHON.exists():
+        return None, None, "PyTorch: not installed (scripts/setup_torch.sh; make bench-train runs it)"
+    import tempfile
+
+    bert = built.config.bert
+    arrays = {f"cfg.{f.name}": np.asarray(getattr(bert, f.name))
+              for f in dataclasses.fields(bert) if isinstance(getattr(bert, f.name), (int, float))}
+    for path, name in built.param_paths.items():
+        arrays[f"param.{path}"] = built.init_state[name]
+    for i, feed in enumerate(batches):
+        for k, v in feed.items():
+            arrays[f"batch{i}.{k}"] = v
+    arrays["lrs"] = np.asarray(lr_per_step(built, len(batches)), np.float64)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "bert.npz")
+        np.savez(data, **arrays)
+        r = subprocess.run([str(TORCH_PYTHON), str(common.REPO / "bench" / "torch_bert.py"), data,
+                            "--threads", str(threads), "--warmup", str(warmup)],
+                           capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return None, None, f"PyTorch: failed: {r.stderr.strip()[-500:]}"
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    return out["times_ms"], np.asarray(out["losses"]), f"torch {out['torch']}, {out['threads']} threads"
+
+
 def run_setup(args):
     """The model config (the preset, --layers applied), the optimizer and the
     number of steps a run takes."""
@@ -227,10 +282,16 @@ def main(args) -> int:
         loss_diff = float(np.max(np.abs(t_losses - p_losses) / np.abs(p_losses)))
     except NotImplementedError as e:
         why = f"Tiller: {e}"
+    print("PyTorch eager ...", flush=True)
+    T.set_lr_state(built, lr_start)        # its learning rates from step 0 too
+    pt_times, pt_losses, pt_what = torch_step_times(built, batches, args.warmup, args.threads)
+    pt_ms = statistics.median(pt_times) if pt_times else None
     gflop = train_gflop(cfg, args.batch)
     print(f"\ntraining step = {gflop:.1f} GFLOP (3x forward matmuls)")
     print(f"Paddle step times (ms): {' '.join(f'{t:.0f}' for t in p_times)}")
     print(f"Paddle losses: {' '.join(f'{v:.4f}' for v in p_losses[:, 0])}")
+    if pt_ms:
+        print(f"PyTorch losses: {' '.join(f'{v:.4f}' for v in pt_losses[:, 0])}")
     head = (f"{'model':<10} {'batch':>5} {'Paddle ms':>9} {'GFLOP/s':>8} {'Tiller ms':>9} "
             f"{'GFLOP/s':>8} {'speedup':>8}")
     print("\n" + head + "\n" + "-" * len(head))
@@ -239,14 +300,36 @@ def main(args) -> int:
     ratio = f"{p_ms / t_ms:7.2f}x" if t_ms else "     n/a"
     print(f"{args.preset:<10} {args.batch:>5} {fmt_ms(p_ms)} {gflop / (p_ms / 1e3):8.1f} "
           f"{fmt_ms(t_ms)} {t_gf} {ratio}{t_pct}")
+    pt_diff = 0.0
+    if pt_ms:
+        pt_diff = float(np.max(np.abs(pt_losses - p_losses) / np.abs(p_losses)))
+        print(f"{'PyTorch':<10} {args.batch:>5} {fmt_ms(pt_ms)} {gflop / (pt_ms / 1e3):8.1f}   "
+              f"({pt_what}; step times {' '.join(f'{t:.0f}' for t in pt_times)} ms)")
+        print(f"max relative loss difference PyTorch vs Paddle over {n} steps: {pt_diff:.2e}")
+    else:
+        print(pt_what)
     if t_ms:
         print(f"max relative loss difference Tiller vs Paddle over {n} steps: {loss_diff:.2e}")
         print(f"target: Tiller >= 2x Paddle -> {'met' if p_ms / t_ms >= 2 else 'NOT met'}")
+        if pt_ms:
+            r = pt_ms / t_ms
+            print(f"target: Tiller >= 1.2x PyTorch eager -> {r:.2f}x, "
+                  f"{'met' if r >= 1.2 else 'NOT met'}")
+        pct = 100 * gflop / (t_ms / 1e3) / peak
+        print(f"target: Tiller >= 75% of the fp32 GEMM rate -> {pct:.0f}%, "
+              f"{'met' if pct >= 75 else 'NOT met'}")
     else:
         print(why)
     if args.profile:
         T.set_lr_state(built, lr_start)
         paddle_profile(built, batches[0])
+    # A fast wrong answer must not pass: the same steps from the same state
+    # agree within float32 reassociation (seen 1e-7 .. 1e-6 relative).
+    bad = [name for name, diff in (("Tiller", loss_diff if t_ms else 0.0),
+                                   ("PyTorch", pt_diff if pt_ms else 0.0)) if diff > 1e-3]
+    if bad:
+        print(f"MISMATCH: {', '.join(bad)} losses differ from Paddle's by more than 1e-3 relative")
+        return 1
     return 0
 
 

@@ -332,6 +332,9 @@ class BuiltProgram:
     notes: list[str] = field(default_factory=list)
     # Other values worth fetching (BERT: "mlm_logits", "nsp_logits").
     outputs: dict[str, Any] = field(default_factory=dict)
+    # The layer's structured parameter names ("bert.encoder.layers.0.linear1.weight")
+    # -> the program's (init_state's) names: for other frameworks' copies of the model.
+    param_paths: dict[str, str] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -442,8 +445,9 @@ def _build(kind: str, cfg, spec, seed: int, legacy_compat: bool = True,
     init = _init_arrays(model, seed)
     params = [p.name for p in model.parameters() if not p.stop_gradient]
     outputs = {"mlm_logits": mlm_logits, "nsp_logits": nsp_logits} if kind == "bert" else {}
+    paths = {path: p.name for path, p in model.named_parameters()}
     return BuiltProgram(kind, fmt, main, startup, list(feeds), feeds, fetch, fetch_names, sched,
-                        params, init, spec, cfg, notes, outputs)
+                        params, init, spec, cfg, notes, outputs, paths)
 
 
 @contextlib.contextmanager

@@ -21,32 +21,12 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The venv uses Debian's python3 so that the extension module builds against
-# the python3-dev headers installed above.
-py=/usr/bin/python3
-stamp=.venv/.requirements.stamp
-if [ ! -x .venv/bin/python ]; then
-  echo "setup: creating .venv"
-  "$py" -m venv .venv
-fi
-if [ ! -f "$stamp" ] || ! cmp -s requirements.txt "$stamp"; then
-  echo "setup: installing pinned Python packages (requirements.txt)"
-  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
-  cp requirements.txt "$stamp"
-fi
-
-# A second venv with Paddle 2.6.2 (requirements-paddle2.txt): the drop-in is
-# tested against both Paddle generations.
-stamp2=.venv-paddle2/.requirements.stamp
-if [ ! -x .venv-paddle2/bin/python ]; then
-  echo "setup: creating .venv-paddle2"
-  "$py" -m venv .venv-paddle2
-fi
-if [ ! -f "$stamp2" ] || ! cmp -s requirements-paddle2.txt "$stamp2"; then
-  echo "setup: installing Paddle 2.6.2 into .venv-paddle2 (requirements-paddle2.txt)"
-  .venv-paddle2/bin/pip install -q --disable-pip-version-check -r requirements-paddle2.txt
-  cp requirements-paddle2.txt "$stamp2"
-fi
+# shellcheck source=scripts/venv.sh
+source scripts/venv.sh
+ensure_venv .venv requirements.txt "the pinned Python packages"
+# A second venv with Paddle 2.6.2: the drop-in is tested against both Paddle
+# generations.
+ensure_venv .venv-paddle2 requirements-paddle2.txt "Paddle 2.6.2"
 
 # `import tiller` from either venv finds the package in python/ (the build
 # puts the compiled _tiller module there).
