@@ -119,6 +119,18 @@ TEST(Gradients, SoftmaxLogSoftmaxLayerNorm) {
         return Op1(g, "layer_norm", {in[0], in[1], in[2]}, {{"axis", 1}, {"epsilon", 1e-5}});
       },
       {{{3, 2, 4}, -2, 2}, {{8}, 0.5f, 1.5f}, {{8}}}, 24, 3e-2f, 5e-3f);
+  // The fused layer_norm_grad sums dscale / dbias over blocks of 32 rows:
+  // 70 rows span three blocks. Scale only; then neither.
+  CheckGradient(
+      [](Graph& g, auto& in) {
+        return Op1(g, "layer_norm", {in[0], in[1]}, {{"axis", -1}, {"epsilon", 1e-5}});
+      },
+      {{{70, 6}, -2, 2}, {{6}, 0.5f, 1.5f}}, 420, 3e-2f, 5e-3f);
+  CheckGradient(
+      [](Graph& g, auto& in) {
+        return Op1(g, "layer_norm", {in[0]}, {{"axis", 1}, {"epsilon", 1e-5}});
+      },
+      {{{40, 2, 3}, -2, 2}}, 240, 3e-2f, 5e-3f);
 }
 
 TEST(Gradients, EmbeddingScatterAddsRepeatedIds) {

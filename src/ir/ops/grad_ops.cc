@@ -134,6 +134,23 @@ void InferBatchNormGrad(InferContext& c) {
   c.AddOutput(c.input(1));
 }
 
+// layer_norm_grad(x, dy, scale?) -> dx, dscale, dbias (flat [normalized size]).
+void InferLayerNormGrad(InferContext& c) {
+  const TensorType& x = c.input(0);
+  const int rank = static_cast<int>(x.shape.size());
+  const int axis = NormalizeAxis(c.op().GetInt("axis"), rank);
+  if (axis < 0) c.Fail("begin axis out of range for {}", x.ToString());
+  if (c.input(1).shape != x.shape || c.input(1).dtype != x.dtype)
+    c.Fail("dy {} must match x {}", c.input(1).ToString(), x.ToString());
+  int64_t inner = 1;
+  for (int i = axis; i < rank; ++i) inner *= x.shape[i];
+  if (c.has_input(2) && NumElements(c.input(2).shape) != inner)
+    c.Fail("scale size {} != normalized size {}", NumElements(c.input(2).shape), inner);
+  c.AddOutput(x);
+  c.AddOutput({x.dtype, {inner}});
+  c.AddOutput({x.dtype, {inner}});
+}
+
 void InferCrossEntropyGrad(InferContext& c) {
   const TensorType& prob = c.input(0);
   const TensorType& label = c.input(1);
@@ -240,6 +257,11 @@ const bool kRegistered = [] {
   RegisterOpSchema(
       OpSchema{"batch_norm_grad", 5, 5, InferBatchNormGrad}.NoAttrs().Precision(kF32).Layout(
           kFixed));
+  RegisterOpSchema(OpSchema{"layer_norm_grad", 2, 3, InferLayerNormGrad}
+                       .RequiredAttr("axis", AttrKind::kInt)
+                       .RequiredAttr("epsilon", AttrKind::kFloat)
+                       .Precision(kF32)
+                       .Layout(kFixed));
   RegisterOpSchema(
       WithCrossEntropyAttrs(OpSchema{"cross_entropy_grad", 3, 3, InferCrossEntropyGrad})
           .Precision(kF32)

@@ -55,6 +55,85 @@ std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
   });
 }
 
+// layer_norm_grad(x, dy, scale?) -> dx, dscale, dbias. The row statistics
+// are computed again as layer_norm computes them. dscale and dbias are sums
+// over rows: each block of kGradRows rows sums into its own slice of the
+// workspace and the slices are added in block order, so the result does not
+// depend on the thread count.
+constexpr int64_t kGradRows = 32;
+
+std::unique_ptr<Kernel> MakeLayerNormGrad(const ir::Op& op) {
+  const Shape& s = op.inputs[0]->shape();
+  const int axis = NormalizeAxis(op.GetInt("axis"), static_cast<int>(s.size()));
+  if (axis < 0) Unsupported(op, "axis out of range");
+  int64_t rows = 1, n = 1;
+  for (int d = 0; d < static_cast<int>(s.size()); ++d) (d < axis ? rows : n) *= s[d];
+  const float eps = static_cast<float>(op.GetFloat("epsilon"));
+  const bool has_scale = op.input(2) != nullptr;
+  const int64_t blocks = (rows + kGradRows - 1) / kGradRows;
+  const size_t ws = static_cast<size_t>(blocks) * 2 * static_cast<size_t>(n) * sizeof(float);
+  return std::make_unique<LambdaKernel>(
+      [=](const KernelArgs& args) {
+        const float* x = static_cast<const float*>(args.inputs[0]);
+        const float* dy = static_cast<const float*>(args.inputs[1]);
+        const float* scale = has_scale ? static_cast<const float*>(args.inputs[2]) : nullptr;
+        float* dx = static_cast<float*>(args.outputs[0]);
+        float* dscale = static_cast<float*>(args.outputs[1]);
+        float* dbias = static_cast<float*>(args.outputs[2]);
+        float* part = static_cast<float*>(args.workspace);
+        const float inv_n = 1.0f / static_cast<float>(n);
+        ParallelRange(
+            blocks, kGradRows * n * 4,
+            [&](int64_t b0, int64_t b1) {
+              for (int64_t b = b0; b < b1; ++b) {
+                float* ds = part + b * 2 * n;
+                float* db = ds + n;
+                std::fill(ds, ds + 2 * n, 0.0f);
+                for (int64_t r = b * kGradRows; r < std::min(rows, (b + 1) * kGradRows); ++r) {
+                  const float* xr = x + r * n;
+                  const float* gr = dy + r * n;
+                  float mean = RowSum(xr, n) * inv_n;
+                  float sd;
+                  const float sq = RowSumSqDiff(xr, n, mean, &sd);
+                  const float var = std::max(0.0f, (sq - sd * sd * inv_n) * inv_n);
+                  mean += sd * inv_n;
+                  const float rstd = 1.0f / std::sqrt(var + eps);
+                  float m1 = 0.0f, m2 = 0.0f;
+                  for (int64_t i = 0; i < n; ++i) {
+                    const float xhat = (xr[i] - mean) * rstd;
+                    const float dxhat = has_scale ? gr[i] * scale[i] : gr[i];
+                    m1 += dxhat;
+                    m2 += dxhat * xhat;
+                    ds[i] += gr[i] * xhat;
+                    db[i] += gr[i];
+                  }
+                  m1 *= inv_n;
+                  m2 *= inv_n;
+                  float* dxr = dx + r * n;
+                  for (int64_t i = 0; i < n; ++i) {
+                    const float xhat = (xr[i] - mean) * rstd;
+                    const float dxhat = has_scale ? gr[i] * scale[i] : gr[i];
+                    dxr[i] = rstd * (dxhat - m1 - xhat * m2);
+                  }
+                }
+              }
+            },
+            1);
+        ParallelRange(n, blocks * 2, [&](int64_t c0, int64_t c1) {
+          for (int64_t i = c0; i < c1; ++i) {
+            float ss = 0.0f, sb = 0.0f;
+            for (int64_t b = 0; b < blocks; ++b) {
+              ss += part[b * 2 * n + i];
+              sb += part[b * 2 * n + n + i];
+            }
+            dscale[i] = ss;
+            dbias[i] = sb;
+          }
+        });
+      },
+      ws);
+}
+
 // y = x * a[c] + b[c] with a = scale / sqrt(var + eps), b = bias - mean * a,
 // computed once per run into the workspace.
 std::unique_ptr<Kernel> MakeBatchNorm(const ir::Op& op) {
@@ -152,6 +231,8 @@ const bool kRegistered = [] {
                  Signature("T, T?, T? -> T").Where("T", {DType::kF32}));
   RegisterKernel("layer_norm", MakeLayerNorm,
                  Signature("T, T?, T? -> T").Where("T", {DType::kF32}));
+  RegisterKernel("layer_norm_grad", MakeLayerNormGrad,
+                 Signature("T, T, T? -> T, T, T").Where("T", {DType::kF32}));
   RegisterKernel("batch_norm", MakeBatchNorm,
                  Signature("T, T, T, T, T -> T").Where("T", {DType::kF32}));
   return true;
