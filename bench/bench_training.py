@@ -27,10 +27,11 @@ weight gradient per forward matmul), 2 FLOPs per multiply-add:
 Embeddings, softmax, LayerNorm, GELU and the optimizer update are not
 counted (they are memory-bound, a few % of the FLOPs).
 
-The default run is 1 warm-up + 3 timed Paddle steps of BERT-Base: Paddle's
-CPU executor needs 45-80 s per step on the shared 2-core machine (about
-8 GFLOP/s; its matmul kernels dominate), so 3-6 minutes in all. Tiller's
-side is ``tiller_step_time`` below.
+The default run is 1 warm-up + 3 timed steps of BERT-Base per engine:
+Paddle's CPU executor needs 5-6 s per step on the 2-core Intel machine
+(about 100 GFLOP/s), Tiller and PyTorch 3-4 s, so about two minutes in all
+(more where Paddle's math library is slow: 45-80 s per step on an AMD
+machine once). Tiller's side is ``tiller_step_time`` below.
 """
 from __future__ import annotations
 
