@@ -127,8 +127,12 @@ def ort_transformer_session(model_dir: Path, name: str, threads: int):
     heads, hidden = TRANSFORMERS[name]
     try:
         if not dst.exists():
+            # opt_level 0: the Python fusions alone. Level 1 first runs ONNX
+            # Runtime's own optimizer, whose wrapper imports torch (not in
+            # .venv) for a version check; the session below applies ORT's
+            # graph optimizations (all levels) to the fused model anyway.
             opt = optimizer.optimize_model(str(src), model_type="bert", num_heads=heads,
-                                           hidden_size=hidden)
+                                           hidden_size=hidden, opt_level=0)
             opt.save_model_to_file(str(dst))
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
