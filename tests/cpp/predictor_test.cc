@@ -461,7 +461,7 @@ TEST_F(PredictorTest, WeightsAreReadAgainForNewShapesAndAChangedFileIsRefused) {
   fs::last_write_time(params, fs::last_write_time(params) + std::chrono::seconds(2));
   RunAndCheck(*predictor, 3);  // compiled already: runs on what it packed
   ExpectError([&] { RunAndCheck(*predictor, 4); }, ErrorKind::kDataLoss,
-              {params, "changed since the model was loaded"});
+              {params, "changed since the model was loaded", "TILLER_KEEP_LOADED_WEIGHTS"});
 
   setenv("TILLER_KEEP_LOADED_WEIGHTS", "1", 1);
   auto keeping = CreatePredictor(Config(dir + "/model.pdmodel", params));
@@ -471,6 +471,14 @@ TEST_F(PredictorTest, WeightsAreReadAgainForNewShapesAndAChangedFileIsRefused) {
   Write("m/model.pdiparams", MlpParams(loaded));
   fs::last_write_time(params, fs::last_write_time(params) + std::chrono::seconds(4));
   RunAndCheck(*keeping, 6);  // the bytes it loaded, not the file's new ones
+
+  // A params file moved away is named too.
+  weights_ = loaded;
+  auto gone = CreatePredictor(Config(dir + "/model.pdmodel", params));
+  RunAndCheck(*gone, 2);
+  fs::rename(params, params + ".moved");
+  ExpectError([&] { RunAndCheck(*gone, 3); }, ErrorKind::kNotFound,
+              {params, "the params file is gone"});
 }
 
 // ---- Errors -----------------------------------------------------------------

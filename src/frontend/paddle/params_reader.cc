@@ -238,13 +238,19 @@ std::shared_ptr<AlignedBuffer> ParamSource::Get(const std::string& name) {
   if (e.held) return e.held;
   if (auto alive = e.seen.lock()) return alive;
   const Record& r = e.record;
+  // Why the file is read again, and what to do, for both refusals below.
+  constexpr const char* kWhy =
+      "parameter '{}' is read again to compile for new input shapes: a predictor keeps only the "
+      "packed copies its kernels made; create the predictor again, or set "
+      "TILLER_KEEP_LOADED_WEIGHTS=1 to keep the loaded bytes";
+  std::error_code ec;
+  if (!std::filesystem::exists(r.file, ec))
+    Fail(ErrorKind::kNotFound, "{}: the params file is gone ({})", r.file,
+         fmt::format(fmt::runtime(kWhy), name));
   const FileStamp now = Stamp(r.file), then = files_.at(r.file);
   if (now.size != then.size || now.mtime != then.mtime)
-    Fail(ErrorKind::kDataLoss,
-         "{}: the params file changed since the model was loaded (parameter '{}' is read again to "
-         "compile for new input shapes: a predictor keeps only the packed copies its kernels "
-         "made); create the predictor again",
-         r.file, name);
+    Fail(ErrorKind::kDataLoss, "{}: the params file changed since the model was loaded ({})",
+         r.file, fmt::format(fmt::runtime(kWhy), name));
   RecordReader reader(r.file);
   reader.Seek(r.offset);
   ParamTensor t = reader.ReadRecord(r.index, name, r.index + 1);
