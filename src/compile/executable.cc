@@ -86,7 +86,7 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
   std::unordered_set<const ir::Value*> released;
   for (const Step& s : exe->steps_) {
     for (ir::Value* in : s.op->inputs) {
-      if (in && in->data && (in->kind == ir::ValueKind::kParam || in->is_constant())) ++readers[in];
+      if (in && in->has_bytes()) ++readers[in];
     }
   }
   for (const auto& [name, v] : g.outputs()) readers.erase(v);

@@ -159,8 +159,7 @@ MemoryPlan PlanMemory(const ir::Graph& g, const std::vector<size_t>& workspace, 
   std::unordered_map<const ir::Value*, Interval> live;
   auto touch = [&](const ir::Value* v, int pos) {
     const ir::Value* r = root(v);
-    if (r->kind == ir::ValueKind::kParam || r->kind == ir::ValueKind::kConstant ||
-        r->kind == ir::ValueKind::kState || plan.in_state.count(r) || !here(r))
+    if (r->is_weight() || r->kind == ir::ValueKind::kState || plan.in_state.count(r) || !here(r))
       return;
     auto [it, fresh] = live.try_emplace(r, Interval{r, AlignUp(r->bytes()), pos, pos});
     if (!fresh) it->second.last = std::max(it->second.last, pos);

@@ -111,8 +111,7 @@ std::vector<DevicePlan> StateByDevice(const CompiledStep& step) {
   std::set<std::pair<const ir::Value*, int>> counted;
   for (const auto& op : g.ops()) {
     for (const ir::Value* in : op->inputs) {
-      if (in && (in->kind == ir::ValueKind::kParam || in->is_constant()) &&
-          counted.insert({in, op->device}).second)
+      if (in && in->is_weight() && counted.insert({in, op->device}).second)
         out.at(op->device).weights += in->bytes();
     }
   }

@@ -194,11 +194,9 @@ int Graph::FoldDeferredOps() {
   int folded = 0;
   for (auto it = ops_.begin(); it != ops_.end();) {
     const Op& op = **it;
-    const bool ready =
-        op.schema->defer_fold && !op.inputs.empty() &&
-        std::all_of(op.inputs.begin(), op.inputs.end(), [](const Value* v) {
-          return !v || ((v->is_constant() || v->kind == ValueKind::kParam) && v->data);
-        });
+    const bool ready = op.schema->defer_fold && !op.inputs.empty() &&
+                       std::all_of(op.inputs.begin(), op.inputs.end(),
+                                   [](const Value* v) { return !v || v->has_bytes(); });
     // FoldAt erases `it` when it folds: step from its predecessor's place.
     const auto at = it - ops_.begin();
     if (ready && FoldAt(it)) {

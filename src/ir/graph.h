@@ -53,6 +53,11 @@ struct Value {
   int rank() const { return static_cast<int>(type.shape.size()); }
   size_t bytes() const { return type.bytes(); }
   bool is_constant() const { return kind == ValueKind::kConstant; }
+  // A weight or constant: its bytes are in the graph (compile-time known).
+  bool is_weight() const { return kind == ValueKind::kParam || kind == ValueKind::kConstant; }
+  // A weight or constant whose bytes are still here (the executable drops
+  // them once every kernel reading it has its own copy).
+  bool has_bytes() const { return is_weight() && data; }
   template <typename T>
   const T* const_data() const {
     return data ? data->as<T>() : nullptr;

@@ -10,7 +10,7 @@ namespace tiller::passes {
 
 // True for a value whose bytes are known at compile time (weights, constants).
 inline bool HasData(const ir::Value* v) {
-  return v && (v->kind == ir::ValueKind::kParam || v->kind == ir::ValueKind::kConstant) && v->data;
+  return v && v->has_bytes();
 }
 
 // The single op using `v`, or nullptr when v has several users or is a graph

@@ -133,7 +133,7 @@ ParamMap ReadSeparateParams(const std::string& dir, const std::vector<std::strin
 struct Model {
   Program program;
   ParamMap params;
-  // Set by LetGoOfLoadedParams: the parameters' bytes live there (and
+  // Set by MoveParamsToSource: the parameters' bytes live there (and
   // params' data are null).
   std::shared_ptr<ParamSource> source;
   std::map<std::string, ParamSource::Record> records;  // filled by LoadModel

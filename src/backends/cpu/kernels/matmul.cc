@@ -25,7 +25,7 @@ using dnnl::memory;
 using Dims = memory::dims;
 
 bool IsConstant(const ir::Value* v) {
-  return v && (v->kind == ir::ValueKind::kParam || v->kind == ir::ValueKind::kConstant) && v->data;
+  return v && v->has_bytes();
 }
 
 // Logical [.., rows, cols] view of a row-major tensor padded to `rank` dims,

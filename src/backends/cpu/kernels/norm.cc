@@ -20,12 +20,36 @@ void NormalizeRow(const float* x, float* y, int64_t n, float mean, float rstd, c
   }
 }
 
-std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
+struct RowStats {
+  float mean, rstd;
+};
+
+// Mean and 1 / sqrt(variance + eps) of a row of n > 0 floats, two sweeps
+// (see the file comment): layer_norm, its gradient and group_norm.
+RowStats Stats(const float* x, int64_t n, float eps) {
+  const float nf = static_cast<float>(n);
+  float mean = RowSum(x, n) / nf;
+  float sd;
+  const float sq = RowSumSqDiff(x, n, mean, &sd);
+  const float var = std::max(0.0f, (sq - sd * sd / nf) / nf);
+  mean += sd / nf;
+  return {mean, 1.0f / std::sqrt(var + eps)};
+}
+
+// layer_norm's (and its gradient's) rows: x's dims before `axis`, and the
+// normalized size: the dims from it on.
+void LayerNormRows(const ir::Op& op, int64_t* rows, int64_t* n) {
   const Shape& s = op.inputs[0]->shape();
-  int axis = NormalizeAxis(op.GetInt("axis"), static_cast<int>(s.size()));
+  const int axis = NormalizeAxis(op.GetInt("axis"), static_cast<int>(s.size()));
   if (axis < 0) Unsupported(op, "axis out of range");
-  int64_t rows = 1, n = 1;
-  for (int d = 0; d < static_cast<int>(s.size()); ++d) (d < axis ? rows : n) *= s[d];
+  *rows = 1;
+  *n = 1;
+  for (int d = 0; d < static_cast<int>(s.size()); ++d) (d < axis ? *rows : *n) *= s[d];
+}
+
+std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
+  int64_t rows, n;
+  LayerNormRows(op, &rows, &n);
   float eps = static_cast<float>(op.GetFloat("epsilon"));
   bool has_scale = op.input(1) != nullptr, has_bias = op.input(2) != nullptr;
   using RowFn = void (*)(const float*, float*, int64_t, float, float, const float*, const float*);
@@ -42,13 +66,8 @@ std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
         [&](int64_t b, int64_t e) {
           for (int64_t r = b; r < e; ++r) {
             const float* xr = x + r * n;
-            float mean = RowSum(xr, n) / static_cast<float>(n);
-            float sd;
-            float sq = RowSumSqDiff(xr, n, mean, &sd);
-            float var =
-                std::max(0.0f, (sq - sd * sd / static_cast<float>(n)) / static_cast<float>(n));
-            mean += sd / static_cast<float>(n);
-            row_fn(xr, y + r * n, n, mean, 1.0f / std::sqrt(var + eps), scale, bias);
+            const RowStats st = Stats(xr, n, eps);
+            row_fn(xr, y + r * n, n, st.mean, st.rstd, scale, bias);
           }
         },
         1);
@@ -63,11 +82,8 @@ std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
 constexpr int64_t kGradRows = 32;
 
 std::unique_ptr<Kernel> MakeLayerNormGrad(const ir::Op& op) {
-  const Shape& s = op.inputs[0]->shape();
-  const int axis = NormalizeAxis(op.GetInt("axis"), static_cast<int>(s.size()));
-  if (axis < 0) Unsupported(op, "axis out of range");
-  int64_t rows = 1, n = 1;
-  for (int d = 0; d < static_cast<int>(s.size()); ++d) (d < axis ? rows : n) *= s[d];
+  int64_t rows, n;
+  LayerNormRows(op, &rows, &n);
   const float eps = static_cast<float>(op.GetFloat("epsilon"));
   const bool has_scale = op.input(2) != nullptr;
   const int64_t blocks = (rows + kGradRows - 1) / kGradRows;
@@ -92,12 +108,7 @@ std::unique_ptr<Kernel> MakeLayerNormGrad(const ir::Op& op) {
                 for (int64_t r = b * kGradRows; r < std::min(rows, (b + 1) * kGradRows); ++r) {
                   const float* xr = x + r * n;
                   const float* gr = dy + r * n;
-                  float mean = RowSum(xr, n) * inv_n;
-                  float sd;
-                  const float sq = RowSumSqDiff(xr, n, mean, &sd);
-                  const float var = std::max(0.0f, (sq - sd * sd * inv_n) * inv_n);
-                  mean += sd * inv_n;
-                  const float rstd = 1.0f / std::sqrt(var + eps);
+                  const auto [mean, rstd] = Stats(xr, n, eps);
                   float m1 = 0.0f, m2 = 0.0f;
                   for (int64_t i = 0; i < n; ++i) {
                     const float xhat = (xr[i] - mean) * rstd;
@@ -206,13 +217,7 @@ std::unique_ptr<Kernel> MakeGroupNorm(const ir::Op& op) {
           for (int64_t r = b; r < e; ++r) {
             const float* xr = x + r * n;
             float* yr = y + r * n;
-            float mean = RowSum(xr, n) / static_cast<float>(n);
-            float sd;
-            float sq = RowSumSqDiff(xr, n, mean, &sd);
-            float var =
-                std::max(0.0f, (sq - sd * sd / static_cast<float>(n)) / static_cast<float>(n));
-            mean += sd / static_cast<float>(n);
-            float rstd = 1.0f / std::sqrt(var + eps);
+            const auto [mean, rstd] = Stats(xr, n, eps);
             for (int64_t c = 0; c < cpg; ++c) {
               int64_t ch = (r % groups) * cpg + c;
               float a = rstd * (has_scale ? scale[ch] : 1.0f);
