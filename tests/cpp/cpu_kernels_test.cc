@@ -384,6 +384,59 @@ TEST(CpuKernelUnary, VectorMathAccuracy) {
   EXPECT_EQ(Ptr<float>(o[0])[3], 0.0f);
 }
 
+// gelu_grad = dy * gelu'(x), exact and tanh forms, on a dense grid against
+// double. gelu' is a sum of two terms that cancel near its root (x ~ -0.75),
+// so the error is bounded relative to |dy| (|term 1| + |term 2|): 1e-6 for
+// float32 (the erfc fit alone is good to 1.2e-7; below float32's normal
+// range, 1e-38, absolute), 1e-13 for float64. The tanh form's tails scale
+// with exp(-2|u|), which turns float32's error in u (four roundings,
+// 2^-22 relative) into 2|u| 2^-22 of the result: added to its float32 bound.
+TEST(CpuKernelUnary, GeluGradAccuracy) {
+  const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+  // The two terms of gelu'(x).
+  auto exact = [](double x) -> std::pair<double, double> {
+    return {0.5 * std::erfc(-x / std::sqrt(2.0)), x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI)};
+  };
+  // (1 + t) / 2 and 1 - t^2 through e = exp(-2|u|): double's tanh is -1
+  // for u < -19 and would make the reference 0 where float32 is not.
+  auto tanh_form = [=](double x) -> std::pair<double, double> {
+    const double u = k * (x + c * x * x * x), e = std::exp(-2 * std::abs(u));
+    return {u < 0 ? e / (1 + e) : 1 / (1 + e),
+            0.5 * x * 4 * e / ((1 + e) * (1 + e)) * k * (1 + 3 * c * x * x)};
+  };
+  const int64_t n = 200001;
+  for (bool approximate : {false, true}) {
+    SCOPED_TRACE(approximate ? "tanh form" : "exact");
+    std::vector<float> x(n), dy = RandF(n, -2, 2);
+    std::vector<double> xd(n), dyd(n), want(n), scale(n);
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = static_cast<float>(-12.0 + 24.0 * i / (n - 1));
+      xd[i] = x[i];
+      dyd[i] = dy[i];
+      auto [t1, t2] = approximate ? tanh_form(x[i]) : exact(x[i]);
+      want[i] = dy[i] * (t1 + t2);
+      scale[i] = std::abs(dy[i]) * (std::abs(t1) + std::abs(t2));
+      if (approximate)
+        scale[i] *= 1 + 2 * k * std::abs(x[i] + c * x[i] * x[i] * x[i]) * 0x1p-22 / 1e-6;
+    }
+    for (DType dt : {DType::kF32, DType::kF64}) {
+      Graph g;
+      Value* o = g.Add1("gelu_grad", {g.AddInput("x", {dt, {n}}), g.AddInput("dy", {dt, {n}})},
+                        {{"approximate", approximate}});
+      auto r = dt == DType::kF32 ? RunOp(*o->producer, {x.data(), dy.data()})
+                                 : RunOp(*o->producer, {xd.data(), dyd.data()});
+      const double tol = dt == DType::kF32 ? 1e-6 : 1e-13,
+                   floor = dt == DType::kF32 ? 1e-38 : 1e-300;
+      int bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double got = dt == DType::kF32 ? Ptr<float>(r[0])[i] : Ptr<double>(r[0])[i];
+        if (!(std::abs(got - want[i]) <= tol * scale[i] + floor) && bad++ < 3)
+          ADD_FAILURE() << DTypeName(dt) << " x " << x[i] << ": got " << got << " want " << want[i];
+      }
+    }
+  }
+}
+
 // Reference reduction over `axes` (sorted, non-negative) of a row-major tensor.
 std::vector<double> RefReduce(const std::vector<double>& x, const Shape& s,
                               const std::vector<int>& axes, const std::string& op) {
@@ -589,6 +642,91 @@ TEST(CpuKernelSoftmax, MaskedRowsGiveZerosAndNaNStillPropagates) {
       for (int64_t k = 0; k < n; ++k)
         EXPECT_TRUE(std::isnan(y[at(rows - 1, k)])) << op << " NaN row, k " << k;
     }
+  }
+}
+
+// Float32 matmul through oneDNN: A [.., M, K] x B [K, N] folded into one
+// GEMM over A's rows, and a variable B whose rows lie a multiple of 4 KiB
+// apart reordered into the workspace before the GEMM (the kernel's slow-layout
+// case): both against a double-precision reference, broadcasting B's batch.
+TEST(CpuKernelMatmul, FoldedRowsAndReorderedOperandMatchReference) {
+  struct Case {
+    Shape a, b;
+    bool ta, tb;
+    bool reordered;  // B is read through the workspace (a batched B stays plain)
+  };
+  for (const Case& c : std::vector<Case>{{{2, 40, 300}, {300, 3072}, false, false, true},
+                                         {{300, 24}, {300, 3072}, true, false, true},
+                                         {{2, 3, 40, 32}, {1, 32, 48}, false, false, false},
+                                         {{2, 40, 32}, {2, 32, 48}, false, false, false},
+                                         {{2, 5, 64}, {48, 64}, false, true, false},
+                                         {{3, 260, 20}, {3, 260, 3072}, true, false, false}}) {
+    Graph g;
+    Value* a = g.AddInput("a", {DType::kF32, c.a});
+    Value* b = g.AddInput("b", {DType::kF32, c.b});
+    Value* o = g.Add1("matmul", {a, b}, {{"transpose_a", c.ta}, {"transpose_b", c.tb}});
+    const Shape& os = o->shape();
+    const size_t r = os.size();
+    const int64_t m = os[r - 2], n = os[r - 1];
+    const int64_t k = c.ta ? c.a[c.a.size() - 2] : c.a.back();
+    std::vector<float> av = RandF(NumElements(c.a), -1, 1), bv = RandF(NumElements(c.b), -1, 1);
+    auto kernel = CreateKernel(*o->producer);
+    const size_t b_bytes = static_cast<size_t>(k * n) * sizeof(float);
+    if (c.reordered) {
+      EXPECT_GE(kernel->workspace_bytes(), b_bytes) << ShapeToString(c.b);
+    }
+    auto res = RunOp(*o->producer, {av.data(), bv.data()});
+    // Reference: batch index of the output mapped onto each operand by
+    // numpy broadcasting of the leading dims.
+    const int64_t batches = NumElements(os) / (m * n);
+    Shape obatch(os.begin(), os.end() - 2);
+    Shape abatch(c.a.begin(), c.a.end() - 2), bbatch(c.b.begin(), c.b.end() - 2);
+    std::vector<double> want(NumElements(os));
+    for (int64_t bi = 0; bi < batches; ++bi) {
+      const float* ap = av.data() + BIndex(obatch, abatch, bi) * m * k;
+      const float* bp = bv.data() + BIndex(obatch, bbatch, bi) * k * n;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double acc = 0;
+          for (int64_t p = 0; p < k; ++p)
+            acc += static_cast<double>(c.ta ? ap[p * m + i] : ap[i * k + p]) *
+                   (c.tb ? bp[j * k + p] : bp[p * n + j]);
+          want[(bi * m + i) * n + j] = acc;
+        }
+    }
+    // float32 sums of k products in [-1, 1]: error grows like sqrt(k) ulps.
+    ExpectClose(Ptr<float>(res[0]), want, 1e-4, 1e-4,
+                "matmul " + ShapeToString(c.a) + " x " + ShapeToString(c.b));
+  }
+}
+
+// matmul_accumulate (acc + a b) and linear (x w + bias) with a variable w
+// of rows 12 KiB apart, read through the workspace as matmul's B is.
+TEST(CpuKernelMatmul, AccumulateAndLinearWithAReorderedVariableWeight) {
+  const int64_t m = 70, k = 300, n = 3072;
+  std::vector<float> x = RandF(m * k, -1, 1), w = RandF(k * n, -1, 1), acc = RandF(m * n),
+                     bias = RandF(n);
+  std::vector<double> prod(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) s += static_cast<double>(x[i * k + p]) * w[p * n + j];
+      prod[i * n + j] = s;
+    }
+  for (const char* type : {"matmul_accumulate", "linear"}) {
+    Graph g;
+    Value* xv = g.AddInput("x", {DType::kF32, {m, k}});
+    Value* wv = g.AddInput("w", {DType::kF32, {k, n}});
+    const bool accumulate = std::string(type) == "matmul_accumulate";
+    Value* other = g.AddInput("c", {DType::kF32, accumulate ? Shape{m, n} : Shape{n}});
+    Value* o = accumulate ? g.Add1(type, {other, xv, wv}) : g.Add1(type, {xv, wv, other});
+    EXPECT_GE(CreateKernel(*o->producer)->workspace_bytes(), static_cast<size_t>(k * n * 4))
+        << type;
+    auto res = accumulate ? RunOp(*o->producer, {acc.data(), x.data(), w.data()})
+                          : RunOp(*o->producer, {x.data(), w.data(), bias.data()});
+    std::vector<double> want(m * n);
+    for (int64_t i = 0; i < m * n; ++i) want[i] = prod[i] + (accumulate ? acc[i] : bias[i % n]);
+    ExpectClose(Ptr<float>(res[0]), want, 1e-4, 1e-4, type);
   }
 }
 

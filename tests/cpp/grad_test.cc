@@ -109,6 +109,12 @@ TEST(Gradients, SoftmaxLogSoftmaxLayerNorm) {
         return Op1(g, "softmax", {in[0]}, {{"axis", 1}});
       },
       {{{2, 4, 3}}}, 24);
+  // The last axis: rows of 20 (a full vector of 16 and a tail) in softmax_grad.
+  CheckGradient(
+      [](Graph& g, auto& in) {
+        return Op1(g, "softmax", {in[0]}, {{"axis", -1}});
+      },
+      {{{3, 20}}}, 60);
   CheckGradient(
       [](Graph& g, auto& in) {
         return Op1(g, "log_softmax", {in[0]}, {{"axis", -1}});
@@ -131,6 +137,12 @@ TEST(Gradients, SoftmaxLogSoftmaxLayerNorm) {
         return Op1(g, "layer_norm", {in[0]}, {{"axis", 1}, {"epsilon", 1e-5}});
       },
       {{{40, 2, 3}, -2, 2}}, 240, 3e-2f, 5e-3f);
+  // Rows of 40 (two vectors of 16 and a tail) in layer_norm_grad's row loop.
+  CheckGradient(
+      [](Graph& g, auto& in) {
+        return Op1(g, "layer_norm", {in[0], in[1], in[2]}, {{"axis", -1}, {"epsilon", 1e-5}});
+      },
+      {{{4, 40}, -2, 2}, {{40}, 0.5f, 1.5f}, {{40}}}, 160, 3e-2f, 5e-3f);
 }
 
 TEST(Gradients, EmbeddingScatterAddsRepeatedIds) {
@@ -175,7 +187,8 @@ TEST(Gradients, MoreUnary) {
                         {"softsign", -2, 2, {}},
                         {"tanh_shrink", -2, 2, {}},
                         {"elu", -2, 2, {{"alpha", 0.7}}},
-                        {"celu", -2, 2, {{"alpha", 0.7}}}, {"celu", -2, 2, {{"alpha", -1.5}}},
+                        {"celu", -2, 2, {{"alpha", 0.7}}},
+                        {"celu", -2, 2, {{"alpha", -1.5}}},
                         {"selu", -2, 2, {}},
                         {"relu6", -1, 7, {}},
                         {"brelu", -1, 5, {{"t_min", 0.5}, {"t_max", 3.0}}},

@@ -75,7 +75,7 @@ def test_every_op_of_a_two_stage_training_step_carries_its_stage(staged):
     update_stage = {int(k): v for k, v in info["update_stage"].items()}
     assert set(forward.values()) == {0, 1}
     ops = _compiled_ops(out)
-    assert len(ops) > 200
+    assert len(ops) > 150    # the whole step: 194 ops (each gelu's gradient one op)
     seen = {"forward": 0, "backward": 0, "update": 0}
     for op_type, phase, shard, stage, device, name in ops:
         seen[phase] += 1

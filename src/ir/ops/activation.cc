@@ -184,26 +184,8 @@ const bool kGradsRegistered = [] {
     Value* inner = Scaled(c, c.Add("mul", {x, Scaled(c, s, -1.0, 1.0)}), 1.0, 1.0);
     return c.Add("mul", {g, c.Add("mul", {s, inner})});
   });
-  Unary("gelu", [](GradContext& c, Value* g) {
-    Value* x = c.input(0);
-    if (c.op().GetBool("approximate")) {
-      // y = x (1 + t) / 2, t = tanh(k (x + 0.044715 x^3)), k = sqrt(2 / pi):
-      // y' = (1 + t) / 2 + x (1 - t^2) k (1 + 3 * 0.044715 x^2) / 2.
-      const double k = M_2_SQRTPI * M_SQRT1_2;
-      Value* x2 = c.Add("square", {x});
-      Value* u = Scaled(c, c.Add("mul", {x, Scaled(c, x2, 0.044715, 1.0)}), k);
-      Value* t = c.Add("tanh", {u});
-      Value* du = Scaled(c, x2, 3 * 0.044715 * k, k);
-      Value* sech2 = Scaled(c, c.Add("square", {t}), -1.0, 1.0);
-      Value* d = c.Add("add", {Scaled(c, t, 0.5, 0.5),
-                               Scaled(c, c.Add("mul", {x, c.Add("mul", {sech2, du})}), 0.5)});
-      return c.Add("mul", {g, d});
-    }
-    // Exact gelu: Phi(x) + x phi(x), Phi the normal CDF, phi its density.
-    Value* cdf = Scaled(c, c.Add("erf", {Scaled(c, x, M_SQRT1_2)}), 0.5, 0.5);
-    Value* pdf = Scaled(c, c.Add("exp", {Scaled(c, c.Add("square", {x}), -0.5)}),
-                        0.5 * M_2_SQRTPI * M_SQRT1_2);
-    return c.Add("mul", {g, c.Add("add", {cdf, c.Add("mul", {x, pdf})})});
+  Unary("gelu", [](GradContext& c, Value* g) {  // one op: grad_ops.cc
+    return c.Add("gelu_grad", {c.input(0), g}, {{"approximate", c.op().GetBool("approximate")}});
   });
   Unary("leaky_relu", [](GradContext& c, Value* g) {
     double alpha = c.op().GetFloat("alpha");

@@ -32,16 +32,22 @@
 //   pad_nd_grad(dy){pads, mode, input_shape (required)}: each dy element
 //     added to the input element pad_nd copied it from
 //     (reflect/replicate/circular)
+//   softmax_grad(y, dy){axis = -1} -> dx = y (dy - sum(dy y)) along axis, y
+//     softmax's output: one pass per row instead of four elementwise ops
+//   gelu_grad(x, dy){approximate = false} -> dx = dy * gelu'(x): exact
+//     Phi(x) + x phi(x) (Phi the normal CDF, phi its density); approximate:
+//     the derivative of the tanh form. One pass instead of the nine
+//     elementwise ops the formula takes.
 //
 // Precision: the convolution gradients are GEMMs (half inputs, float32
-// accumulation). Gradients of norms and losses, and the scatter-adds that
+// accumulation). Gradients of norms, losses, softmax and gelu, and the scatter-adds that
 // sum an unbounded number of contributions (gather_grad, interp_grad), run
 // in float32. pool2d_grad, max_pool2d_with_index_grad, slice_grad and
 // pad_nd_grad route each value to a bounded few places: they follow their
 // input.
-// Layout: cross_entropy_grad names its class axis, sigmoid_cross_entropy_grad
-// is elementwise; the rest hold shapes in dim order or are channel-first:
-// fixed.
+// Layout: cross_entropy_grad and softmax_grad name their axis,
+// sigmoid_cross_entropy_grad and gelu_grad are elementwise; the rest hold shapes in dim order or
+// are channel-first: fixed.
 #include "ir/op_schema.h"
 #include "ir/ops/op_helpers.h"
 
@@ -233,6 +239,12 @@ void InferPadGrad(InferContext& c) {
   }
   c.AddOutput({dy.dtype, in});
 }
+// softmax_grad(y, dy) -> dx; gelu_grad(x, dy) -> dx: operands of one type.
+void InferSameTypeGrad(InferContext& c) {
+  if (c.input(1).shape != c.input(0).shape || c.input(1).dtype != c.input(0).dtype)
+    c.Fail("dy {} must match x {}", c.input(1).ToString(), c.input(0).ToString());
+  c.AddOutput(c.input(0));
+}
 
 constexpr auto kF32 = PrecisionRule::kAlwaysF32;
 constexpr auto kFollows = PrecisionRule::kFollowsInput;
@@ -262,6 +274,14 @@ const bool kRegistered = [] {
                        .RequiredAttr("epsilon", AttrKind::kFloat)
                        .Precision(kF32)
                        .Layout(kFixed));
+  RegisterOpSchema(OpSchema{"softmax_grad", 2, 2, InferSameTypeGrad}
+                       .Attr("axis", int64_t{-1})
+                       .Precision(kF32)
+                       .Layout(LayoutRule::kAxisAttrs, {"axis"}));
+  RegisterOpSchema(OpSchema{"gelu_grad", 2, 2, InferSameTypeGrad}
+                       .Attr("approximate", false)
+                       .Precision(kF32)
+                       .Layout(LayoutRule::kAgnostic));
   RegisterOpSchema(
       WithCrossEntropyAttrs(OpSchema{"cross_entropy_grad", 3, 3, InferCrossEntropyGrad})
           .Precision(kF32)

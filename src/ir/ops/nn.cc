@@ -24,7 +24,9 @@
 //   embedding_grad_add(acc [rows, D], ids int, dy){padding_idx = -1}: acc
 //     with embedding_grad(ids, dy) added, dy row by dy row: a gradient
 //     accumulator's sum without a table-sized gradient (the compile driver
-//     fuses accumulate(acc, embedding_grad) into it). Safe in place.
+//     fuses accumulate(acc, embedding_grad) into it, the
+//     fuse_embedding_grad_add pass add(x, embedding_grad)). Safe in place;
+//     takes acc's storage when nothing reads acc afterwards.
 // Gradient rules: those ops, plus batch_norm_train and dropout (training.cc).
 //
 // Precision: softmax, the norms and embedding_grad (a scatter-add) sum
@@ -193,7 +195,8 @@ const bool kSchemas = [] {
                        .Attr("padding_idx", kNoPadding)
                        .Precision(kF32)
                        .Layout(kFixed)
-                       .InPlaceSafe());
+                       .InPlaceSafe()
+                       .InPlaceInput(0));
   return true;
 }();
 
@@ -308,11 +311,9 @@ void LayerNormGrad(GradContext& c) {
 }
 
 const bool kRules = [] {
-  RegisterGrad("softmax", [](GradContext& c) {  // y (g - sum(g y))
-    Value* y = c.output();
-    Value* g = c.out_grad();
-    Value* dot = c.Add("reduce_sum", {c.Add("mul", {g, y})}, SumAlongAxis(c));
-    c.SetInputGrad(0, c.Add("mul", {y, c.Add("sub", {g, dot})}));
+  RegisterGrad("softmax", [](GradContext& c) {  // y (g - sum(g y)): one op (grad_ops.cc)
+    c.SetInputGrad(
+        0, c.Add("softmax_grad", {c.output(), c.out_grad()}, {{"axis", c.op().GetInt("axis")}}));
   });
   RegisterGrad("log_softmax", [](GradContext& c) {  // g - exp(y) sum(g)
     Value* g = c.out_grad();

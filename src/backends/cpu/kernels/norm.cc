@@ -74,6 +74,57 @@ std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
   });
 }
 
+// One row of layer_norm_grad: xhat = (x - mean) rstd, dxhat = dy scale;
+// dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); the row's
+// dy xhat and dy are added into its block's dscale / dbias sums (ds, db).
+// Vectorized, the two row means are sums of 16 lanes, then of the lanes.
+template <bool kScale>
+void LayerNormGradRow(const float* x, const float* g, const float* scale, float* dx, float* ds,
+                      float* db, int64_t n, float mean, float rstd) {
+  const float inv_n = 1.0f / static_cast<float>(n);
+#if defined(__AVX512F__)
+  const __m512 mu = _mm512_set1_ps(mean), rs = _mm512_set1_ps(rstd);
+  __m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512 gv = _mm512_maskz_loadu_ps(k, g + i);
+    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mu), rs);
+    const __m512 dxh = kScale ? _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(k, scale + i)) : gv;
+    a1 = _mm512_add_ps(a1, dxh);
+    a2 = _mm512_fmadd_ps(dxh, xh, a2);
+    _mm512_mask_storeu_ps(ds + i, k, _mm512_fmadd_ps(gv, xh, _mm512_maskz_loadu_ps(k, ds + i)));
+    _mm512_mask_storeu_ps(db + i, k, _mm512_add_ps(gv, _mm512_maskz_loadu_ps(k, db + i)));
+  }
+  const __m512 m1 = _mm512_set1_ps(_mm512_reduce_add_ps(a1) * inv_n);
+  const __m512 m2 = _mm512_set1_ps(_mm512_reduce_add_ps(a2) * inv_n);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512 gv = _mm512_maskz_loadu_ps(k, g + i);
+    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mu), rs);
+    const __m512 dxh = kScale ? _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(k, scale + i)) : gv;
+    _mm512_mask_storeu_ps(dx + i, k,
+                          _mm512_mul_ps(rs, _mm512_fnmadd_ps(xh, m2, _mm512_sub_ps(dxh, m1))));
+  }
+#else
+  float m1 = 0.0f, m2 = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float xhat = (x[i] - mean) * rstd;
+    const float dxhat = kScale ? g[i] * scale[i] : g[i];
+    m1 += dxhat;
+    m2 += dxhat * xhat;
+    ds[i] += g[i] * xhat;
+    db[i] += g[i];
+  }
+  m1 *= inv_n;
+  m2 *= inv_n;
+  for (int64_t i = 0; i < n; ++i) {
+    const float xhat = (x[i] - mean) * rstd;
+    const float dxhat = kScale ? g[i] * scale[i] : g[i];
+    dx[i] = rstd * (dxhat - m1 - xhat * m2);
+  }
+#endif
+}
+
 // layer_norm_grad(x, dy, scale?) -> dx, dscale, dbias. The row statistics
 // are computed again as layer_norm computes them. dscale and dbias are sums
 // over rows: each block of kGradRows rows sums into its own slice of the
@@ -88,6 +139,7 @@ std::unique_ptr<Kernel> MakeLayerNormGrad(const ir::Op& op) {
   const bool has_scale = op.input(2) != nullptr;
   const int64_t blocks = (rows + kGradRows - 1) / kGradRows;
   const size_t ws = static_cast<size_t>(blocks) * 2 * static_cast<size_t>(n) * sizeof(float);
+  auto* row_fn = has_scale ? LayerNormGradRow<true> : LayerNormGradRow<false>;
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& args) {
         const float* x = static_cast<const float*>(args.inputs[0]);
@@ -97,7 +149,6 @@ std::unique_ptr<Kernel> MakeLayerNormGrad(const ir::Op& op) {
         float* dscale = static_cast<float*>(args.outputs[1]);
         float* dbias = static_cast<float*>(args.outputs[2]);
         float* part = static_cast<float*>(args.workspace);
-        const float inv_n = 1.0f / static_cast<float>(n);
         ParallelRange(
             blocks, kGradRows * n * 4,
             [&](int64_t b0, int64_t b1) {
@@ -106,26 +157,8 @@ std::unique_ptr<Kernel> MakeLayerNormGrad(const ir::Op& op) {
                 float* db = ds + n;
                 std::fill(ds, ds + 2 * n, 0.0f);
                 for (int64_t r = b * kGradRows; r < std::min(rows, (b + 1) * kGradRows); ++r) {
-                  const float* xr = x + r * n;
-                  const float* gr = dy + r * n;
-                  const auto [mean, rstd] = Stats(xr, n, eps);
-                  float m1 = 0.0f, m2 = 0.0f;
-                  for (int64_t i = 0; i < n; ++i) {
-                    const float xhat = (xr[i] - mean) * rstd;
-                    const float dxhat = has_scale ? gr[i] * scale[i] : gr[i];
-                    m1 += dxhat;
-                    m2 += dxhat * xhat;
-                    ds[i] += gr[i] * xhat;
-                    db[i] += gr[i];
-                  }
-                  m1 *= inv_n;
-                  m2 *= inv_n;
-                  float* dxr = dx + r * n;
-                  for (int64_t i = 0; i < n; ++i) {
-                    const float xhat = (xr[i] - mean) * rstd;
-                    const float dxhat = has_scale ? gr[i] * scale[i] : gr[i];
-                    dxr[i] = rstd * (dxhat - m1 - xhat * m2);
-                  }
+                  const auto [mean, rstd] = Stats(x + r * n, n, eps);
+                  row_fn(x + r * n, dy + r * n, scale, dx + r * n, ds, db, n, mean, rstd);
                 }
               }
             },

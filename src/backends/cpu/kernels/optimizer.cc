@@ -29,7 +29,9 @@ constexpr int64_t kWorkPerElement = 8;
 // cannot prove that for aliased pointers and would fall back to its scalar
 // loop (measured: BERT-Base's Adam 7 ns per element and thread); ivdep
 // tells it, and the vector code computes the same IEEE operations per
-// element (sqrt and division are correctly rounded in both).
+// element (sqrt and division are correctly rounded in both). A loop also
+// needs no branches (options are template arguments: AdamRange) and
+// std::sqrt without errno (-fno-math-errno, CMakeLists.txt) to vectorize.
 #define TILLER_UPDATE_LOOP _Pragma("GCC ivdep")
 
 template <typename T>
@@ -128,6 +130,39 @@ constexpr bool kPaddleAdamJit = true;
 constexpr bool kPaddleAdamJit = false;
 #endif
 
+// One element range of Adam's update; no branch in the loop (the options
+// are template arguments), so it vectorizes.
+template <typename T, bool kJit, bool kDecay, bool kAmsgrad>
+void AdamRange(int64_t b, int64_t e, const T* p, const T* g, const T* m, const T* v, const T* vmax,
+               T* po, T* mo, T* vo, T* vmaxo, T b1, T b2, T omb1, T omb2, T decay, T lr_t,
+               T eps_t) {
+  TILLER_UPDATE_LOOP
+  for (int64_t i = b; i < e; ++i) {
+    T gi = g[i], pi = p[i], mi, vi;
+    if constexpr (kJit) {
+      mi = std::fma(b1, m[i], omb1 * gi);
+      vi = std::fma(b2, v[i], omb2 * (gi * gi));
+      if constexpr (kDecay) pi = std::fma(-decay, pi, pi);
+    } else {
+      mi = b1 * m[i] + omb1 * gi;
+      vi = b2 * v[i] + omb2 * gi * gi;
+      if constexpr (kDecay) pi = pi - decay * pi;
+    }
+    T denom_v = vi;
+    if constexpr (kAmsgrad) {
+      denom_v = std::max(vi, vmax[i]);
+      vmaxo[i] = denom_v;
+    }
+    T q = mi / (std::sqrt(denom_v) + eps_t);
+    mo[i] = mi;
+    vo[i] = vi;
+    if constexpr (kJit)
+      po[i] = std::fma(q, -lr_t, pi);
+    else
+      po[i] = pi - lr_t * q;
+  }
+}
+
 template <typename T>
 struct Adam {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
@@ -139,6 +174,12 @@ struct Adam {
     const bool bias_correction = op.GetBool("bias_correction");
     const bool amsgrad = op.input(7) != nullptr;
     constexpr bool jit = kPaddleAdamJit && std::is_same_v<T, float>;
+    // The loop for these options, chosen once.
+    using Range = void (*)(int64_t, int64_t, const T*, const T*, const T*, const T*, const T*, T*,
+                           T*, T*, T*, T, T, T, T, T, T, T);
+    Range range =
+        wd != T(0) ? (amsgrad ? AdamRange<T, jit, true, true> : AdamRange<T, jit, true, false>)
+                   : (amsgrad ? AdamRange<T, jit, false, true> : AdamRange<T, jit, false, false>);
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
       const T *p = In<T>(a, 0), *g = In<T>(a, 1), *m = In<T>(a, 3), *v = In<T>(a, 4);
       const T* vmax = amsgrad ? In<T>(a, 7) : nullptr;
@@ -151,28 +192,7 @@ struct Adam {
       const T decay = lr * lr_ratio * wd;
       const T omb1 = T(1) - b1, omb2 = T(1) - b2;
       ParallelRange(n, kWorkPerElement, [&](int64_t b, int64_t e) {
-        TILLER_UPDATE_LOOP
-        for (int64_t i = b; i < e; ++i) {
-          T gi = g[i], pi = p[i], mi, vi;
-          if constexpr (jit) {
-            mi = std::fma(b1, m[i], omb1 * gi);
-            vi = std::fma(b2, v[i], omb2 * (gi * gi));
-            if (wd != T(0)) pi = std::fma(-decay, pi, pi);
-          } else {
-            mi = b1 * m[i] + omb1 * gi;
-            vi = b2 * v[i] + omb2 * gi * gi;
-            if (wd != T(0)) pi = pi - decay * pi;
-          }
-          T denom_v = vi;
-          if (amsgrad) {
-            denom_v = std::max(vi, vmax[i]);
-            vmaxo[i] = denom_v;
-          }
-          T q = mi / (std::sqrt(denom_v) + eps_t);
-          mo[i] = mi;
-          vo[i] = vi;
-          po[i] = jit ? std::fma(q, -lr_t, pi) : pi - lr_t * q;
-        }
+        range(b, e, p, g, m, v, vmax, po, mo, vo, vmaxo, b1, b2, omb1, omb2, decay, lr_t, eps_t);
       });
       Out<T>(a, 3)[0] = update_pow ? b1 * b1p : b1p;
       Out<T>(a, 4)[0] = update_pow ? b2 * b2p : b2p;

@@ -1,4 +1,4 @@
-// softmax and log_softmax over any axis, float32.
+// softmax and log_softmax over any axis, and softmax's gradient, float32.
 //
 // log_softmax clips x - max at -64 as Paddle's CPU kernels do (ValueClip in
 // phi's SoftmaxFunctor): a log-probability never falls below about -64, so
@@ -110,7 +110,53 @@ std::unique_ptr<Kernel> MakeSoftmax(const ir::Op& op) {
   });
 }
 
+// dx = y (dy - sum(dy y)) along the axis, for one [n, inner] slab's column
+// j (stride inner; a row when inner == 1, vectorized then).
+void SoftmaxGradRow(const float* y, const float* dy, float* dx, int64_t n, int64_t inner) {
+#if defined(__AVX512F__)
+  if (inner == 1) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, dy + i), _mm512_maskz_loadu_ps(k, y + i), acc);
+    }
+    const __m512 dot = _mm512_set1_ps(_mm512_reduce_add_ps(acc));
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+      _mm512_mask_storeu_ps(dx + i, k,
+                            _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i),
+                                          _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dy + i), dot)));
+    }
+    return;
+  }
+#endif
+  float dot = 0.0f;
+  for (int64_t i = 0; i < n; ++i) dot += dy[i * inner] * y[i * inner];
+  for (int64_t i = 0; i < n; ++i) dx[i * inner] = y[i * inner] * (dy[i * inner] - dot);
+}
+
+std::unique_ptr<Kernel> MakeSoftmaxGrad(const ir::Op& op) {
+  const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
+  const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const float* y = static_cast<const float*>(args.inputs[0]);
+    const float* dy = static_cast<const float*>(args.inputs[1]);
+    float* dx = static_cast<float*>(args.outputs[0]);
+    if (n == 0) return;
+    ParallelRange(
+        outer * inner, n * 4,
+        [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) {
+            const int64_t off = (t / inner) * n * inner + t % inner;
+            SoftmaxGradRow(y + off, dy + off, dx + off, n, inner);
+          }
+        },
+        1);
+  });
+}
+
 const bool kRegistered = [] {
+  RegisterKernel("softmax_grad", MakeSoftmaxGrad, Signature("T, T -> T").Where("T", {DType::kF32}));
   RegisterKernel("softmax", MakeSoftmax, Signature("T -> T").Where("T", {DType::kF32}));
   RegisterKernel("log_softmax", MakeSoftmax, Signature("T -> T").Where("T", {DType::kF32}));
   return true;

@@ -1,5 +1,5 @@
 // Unary elementwise kernels (activations and math) and the vectorized float
-// math they share with softmax and the norms.
+// math they share with softmax and the norms; gelu_grad, which shares gelu's.
 //
 // exp: Cephes range reduction + degree-6 polynomial, 2^n applied with scalef
 // (handles underflow to subnormals and overflow to inf). erf/erfc: odd Taylor
@@ -81,16 +81,21 @@ inline __m512 Sigmoid512(__m512 x) {
   return _mm512_div_ps(Set1(1.0f), _mm512_add_ps(Set1(1.0f), e));
 }
 
-inline __m512 Gelu512(__m512 x) {
+// 1 + erf(x / sqrt 2), which is erfc(-x / sqrt 2): 2 - erfc(|z|) for z >= 0,
+// erfc(|z|) below, with no cancellation; z^2 = x^2 / 2 passed to erfc as an
+// exact sum. gelu is x/2 times it, gelu' half of it plus x phi(x).
+inline __m512 OnePlusErfOverSqrt2(__m512 x) {
   __m512 z = _mm512_mul_ps(x, Set1(0.70710678118654752f));
   __m512 x2 = _mm512_mul_ps(x, x);
   __m512 half = Set1(0.5f);
   __m512 e = Erfc512Pos(Abs512(z), _mm512_mul_ps(x2, half),
                         _mm512_mul_ps(_mm512_fmsub_ps(x, x, x2), half));
-  // 1 + erf(z) is erfc(-z): 2 - erfc(|z|) for z >= 0, erfc(|z|) below, with no cancellation.
-  __m512 r =
-      _mm512_mask_sub_ps(e, _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GE_OQ), Set1(2.0f), e);
-  return _mm512_mul_ps(_mm512_mul_ps(x, Set1(0.5f)), r);
+  return _mm512_mask_sub_ps(e, _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GE_OQ), Set1(2.0f),
+                            e);
+}
+
+inline __m512 Gelu512(__m512 x) {
+  return _mm512_mul_ps(_mm512_mul_ps(x, Set1(0.5f)), OnePlusErfOverSqrt2(x));
 }
 
 // 0.5 x (1 + tanh(u)) == x * sigmoid(2u): no cancellation for negative u.
@@ -98,6 +103,34 @@ inline __m512 GeluTanh512(__m512 x) {
   __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
   __m512 u = _mm512_mul_ps(_mm512_fmadd_ps(x3, Set1(0.044715f), x), Set1(0.79788456080286536f));
   return _mm512_mul_ps(x, Sigmoid512(_mm512_add_ps(u, u)));
+}
+
+// gelu'(x) = Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2.
+inline __m512 GeluGrad512(__m512 x) {
+  __m512 x2 = _mm512_mul_ps(x, x);
+  __m512 half = Set1(0.5f);
+  // exp(-x^2 / 2) from x^2 as an exact sum, as erfc's (no error growing with x^2).
+  __m512 pdf = _mm512_mul_ps(Exp512Split(_mm512_mul_ps(x2, Set1(-0.5f)),
+                                         _mm512_mul_ps(_mm512_fmsub_ps(x, x, x2), Set1(-0.5f))),
+                             Set1(0.39894228040143268f));
+  return _mm512_fmadd_ps(x, pdf, _mm512_mul_ps(OnePlusErfOverSqrt2(x), half));
+}
+
+// The tanh form y = x (1 + t) / 2, t = tanh(u), u = k (x + 0.044715 x^3):
+// y' = (1 + t) / 2 + x (1 - t^2) k (1 + 3 * 0.044715 x^2) / 2, with
+// (1 + t) / 2 = sigmoid(2u) and 1 - t^2 = 4 e / (1 + e)^2, e = exp(-2|u|):
+// no cancellation where tanh saturates.
+inline __m512 GeluTanhGrad512(__m512 x) {
+  const __m512 k = Set1(0.79788456080286536f), one = Set1(1.0f);
+  __m512 x2 = _mm512_mul_ps(x, x);
+  __m512 u = _mm512_mul_ps(_mm512_mul_ps(k, x), _mm512_fmadd_ps(x2, Set1(0.044715f), one));
+  __m512 e = Exp512(_mm512_mul_ps(Abs512(u), Set1(-2.0f)));
+  __m512 inv = _mm512_div_ps(one, _mm512_add_ps(one, e));
+  __m512 s =
+      _mm512_mask_mul_ps(inv, _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_LT_OQ), e, inv);
+  __m512 sech2 = _mm512_mul_ps(_mm512_mul_ps(Set1(4.0f), e), _mm512_mul_ps(inv, inv));
+  __m512 du = _mm512_mul_ps(k, _mm512_fmadd_ps(x2, Set1(3 * 0.044715f), one));
+  return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(x, Set1(0.5f)), sech2), du, s);
 }
 
 // Applies f to 16 floats at a time; the tail goes through a masked load/store.
@@ -478,8 +511,69 @@ std::unique_ptr<Kernel> MakeLogicalNot(const ir::Op& op) {
   return k;
 }
 
+// gelu'(x) in T's precision (the float64 path and non-AVX-512 builds).
+template <typename T>
+T GeluDerivative(T x, bool approximate) {
+  if (approximate) {  // as GeluTanhGrad512
+    const T k = T(0.79788456080286536), c = T(0.044715);
+    const T u = k * (x + c * x * x * x), e = std::exp(T(-2) * std::abs(u)), inv = T(1) / (T(1) + e);
+    const T s = u < T(0) ? e * inv : inv;
+    return s + T(0.5) * x * T(4) * e * inv * inv * k * (T(1) + 3 * c * x * x);
+  }
+  return T(0.5) * std::erfc(-x * T(0.70710678118654752)) +
+         x * std::exp(T(-0.5) * x * x) * T(0.39894228040143268);
+}
+
+void GeluGradF32(const float* x, const float* dy, float* dx, int64_t n, bool approximate) {
+#if defined(__AVX512F__)
+  auto run = [&](auto deriv) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(dx + i,
+                       _mm512_mul_ps(_mm512_loadu_ps(dy + i), deriv(_mm512_loadu_ps(x + i))));
+    if (i < n) {
+      __mmask16 m = TailMask(n - i);
+      _mm512_mask_storeu_ps(
+          dx + i, m,
+          _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i), deriv(_mm512_maskz_loadu_ps(m, x + i))));
+    }
+  };
+  if (approximate)
+    run([](__m512 v) { return GeluTanhGrad512(v); });
+  else
+    run([](__m512 v) { return GeluGrad512(v); });
+#else
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * GeluDerivative(x[i], approximate);
+#endif
+}
+
+// gelu_grad(x, dy){approximate} -> dy * gelu'(x).
+std::unique_ptr<Kernel> MakeGeluGrad(const ir::Op& op) {
+  const int64_t n = NumElements(op.outputs[0]->shape());
+  const bool approximate = op.GetBool("approximate");
+  if (InDType(op) == DType::kF32) {
+    return std::make_unique<LambdaKernel>([n, approximate](const KernelArgs& args) {
+      const auto* x = static_cast<const float*>(args.inputs[0]);
+      const auto* dy = static_cast<const float*>(args.inputs[1]);
+      auto* dx = static_cast<float*>(args.outputs[0]);
+      ParallelRange(n, 8, [&](int64_t b, int64_t e) {
+        GeluGradF32(x + b, dy + b, dx + b, e - b, approximate);
+      });
+    });
+  }
+  return std::make_unique<LambdaKernel>([n, approximate](const KernelArgs& args) {
+    const auto* x = static_cast<const double*>(args.inputs[0]);
+    const auto* dy = static_cast<const double*>(args.inputs[1]);
+    auto* dx = static_cast<double*>(args.outputs[0]);
+    ParallelRange(n, 8, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) dx[i] = dy[i] * GeluDerivative(x[i], approximate);
+    });
+  });
+}
+
 const bool kRegistered = [] {
   using enum DType;
+  RegisterKernel("gelu_grad", MakeGeluGrad, Signature("T, T -> T").Where("T", {kF32, kF64}));
   // Float only: the ops MakeInt does not define.
   for (const char* name :
        {"gelu",         "tanh",       "sigmoid",  "exp",   "log",        "sqrt",  "rsqrt",
