@@ -228,7 +228,8 @@ class Predictor {
   // Per-op-type time over the runs made while profiling was on, sorted by
   // total time (op type, total ms, calls).
   void EnableProfiling(bool on);
-  std::vector<std::tuple<std::string, double, int64_t>> GetProfile() const;
+  // by_shape: one entry per op type and input shapes.
+  std::vector<std::tuple<std::string, double, int64_t>> GetProfile(bool by_shape = false) const;
   // Paddle op histogram of the loaded program.
   std::map<std::string, int> OpHistogram() const;
 

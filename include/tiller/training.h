@@ -347,7 +347,8 @@ class TrainingSession {
   // 0's device with replicas): (op type, total ms, calls), largest first.
   // Each op is timed on its own, with its device synchronized around it.
   void EnableProfiling(bool on);
-  std::vector<std::tuple<std::string, double, int64_t>> GetProfile() const;
+  // by_shape: one entry per op type and input shapes.
+  std::vector<std::tuple<std::string, double, int64_t>> GetProfile(bool by_shape = false) const;
 
  private:
   struct Impl;

@@ -217,8 +217,9 @@ PYBIND11_MODULE(_tiller, m) {
       .def("op_histogram", &Predictor::OpHistogram)
       .def("enable_profiling", &Predictor::EnableProfiling, py::arg("on") = true,
            "Times every op of later runs (what profile() returns).")
-      .def("profile", &Predictor::GetProfile,
-           "[(op type, total ms, calls)] of the runs made while profiling, largest first.")
+      .def("profile", &Predictor::GetProfile, py::arg("by_shape") = false,
+           "[(op type, total ms, calls)] of the runs made while profiling, largest first; "
+           "by_shape: one entry per op type and input shapes.")
       .def("summary", [](const Predictor& p) {
         auto s = p.GetSummary();
         py::dict d;

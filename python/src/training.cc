@@ -391,8 +391,9 @@ void BindTraining(py::module_& m) {
       .def("summary", &TrainingSession::GetSummary)
       .def("enable_profiling", &TrainingSession::EnableProfiling, py::arg("on") = true,
            "Times every op of later steps (replica 0's with replicas).")
-      .def("profile", &TrainingSession::GetProfile,
-           "[(op type, total ms, calls)] of the steps run while profiling, largest first.");
+      .def("profile", &TrainingSession::GetProfile, py::arg("by_shape") = false,
+           "[(op type, total ms, calls)] of the steps run while profiling, largest first; "
+           "by_shape: one entry per op type and input shapes.");
 }
 
 }  // namespace

@@ -148,9 +148,9 @@ class Predictor:
         ...
     def op_histogram(self) -> dict[str, int]:
         ...
-    def profile(self) -> list[tuple[str, float, int]]:
+    def profile(self, by_shape: bool = False) -> list[tuple[str, float, int]]:
         """
-        [(op type, total ms, calls)] of the runs made while profiling, largest first.
+        [(op type, total ms, calls)] of the runs made while profiling, largest first; by_shape: one entry per op type and input shapes.
         """
     def run(self, inputs: typing.Any = None) -> typing.Any:
         ...
@@ -244,9 +244,9 @@ class TrainingSession:
         """
         Sets the state from <prefix>.pdparams / .pdopt, checking every variable first.
         """
-    def profile(self) -> list[tuple[str, float, int]]:
+    def profile(self, by_shape: bool = False) -> list[tuple[str, float, int]]:
         """
-        [(op type, total ms, calls)] of the steps run while profiling, largest first.
+        [(op type, total ms, calls)] of the steps run while profiling, largest first; by_shape: one entry per op type and input shapes.
         """
     def run(self, feed: dict, eval: bool | None = None) -> list:
         """

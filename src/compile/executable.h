@@ -81,7 +81,10 @@ class Executable {
   // that op, or -1 when `v` is not produced by a kernel.
   // `label` names the value in the error ("the loss 'mean_0.tmp_0'").
   int GuardFinite(const ir::Value* v, const std::string& label);
-  std::vector<ProfileEntry> Profile() const;  // sorted by total time, largest first
+  // Sorted by total time, largest first. by_shape: one entry per op type and
+  // input shapes ("matmul [1024, 768] [768, 3072]"), where the time goes
+  // inside a type (Paddle's profiler calls it op detail).
+  std::vector<ProfileEntry> Profile(bool by_shape = false) const;
   // Per step while profiling: the op it runs and its mean wall time per run
   // (ms; 0 for views, and for every step before a profiled run).
   struct StepTime {

@@ -31,6 +31,14 @@ size_t& Slot(DevicePlan& d, Kind k) {
   }
 }
 
+// Whether a backward op reads `v`, or a view of it made in the forward.
+bool ReadInBackward(const ir::Value* v) {
+  return std::any_of(v->users.begin(), v->users.end(), [](const ir::Op* u) {
+    return u->placement.phase == ir::Phase::kBackward ||
+           (u->schema->is_view && ReadInBackward(u->outputs[0]));
+  });
+}
+
 bool IsCollective(const std::string& type) {
   return type == "all_reduce" || type == "reduce_scatter" || type == "all_gather";
 }
@@ -156,12 +164,11 @@ StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const 
       case ir::Phase::kForward:
         dp.forward_s += s;
         dp.flops += passes::OpFlops(*op);
-        // Forward results a backward op reads stay until that backward.
+        // Forward results a backward op reads (directly or through forward
+        // views: a matmul reading attention's heads by strides) stay until
+        // that backward.
         for (const ir::Value* v : op->outputs) {
-          const bool kept = std::any_of(v->users.begin(), v->users.end(), [](const ir::Op* u) {
-            return u->placement.phase == ir::Phase::kBackward;
-          });
-          if (kept && HomeDevice(v, host) == op->device) dp.stash += v->bytes();
+          if (ReadInBackward(v) && HomeDevice(v, host) == op->device) dp.stash += v->bytes();
         }
         break;
       case ir::Phase::kBackward:

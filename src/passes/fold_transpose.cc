@@ -8,9 +8,11 @@
 // oneDNN's matmul reads and writes strided memory, so the matmul takes the
 // transpose's permutation as strides instead. Only permutations that keep
 // the last dim last (contiguous rows: BERT's [0, 2, 1, 3]); only transposes
-// whose matmul is their sole user (or whose sole user is the transpose),
-// so no other op needs the moved tensor (a training graph's backward reads
-// it, and keeps it).
+// read by matmuls alone (a training graph's backward matmuls read the heads
+// too: each takes the permutation) or whose sole user is the transpose, so
+// no other op needs the moved tensor.
+#include <algorithm>
+
 #include "passes/pass.h"
 #include "passes/pattern_utils.h"
 
@@ -27,6 +29,15 @@ std::vector<int64_t> FoldablePerm(const ir::Op* op) {
       axes.back() != static_cast<int64_t>(axes.size()) - 1)
     return {};
   return axes;
+}
+
+// Whether every reader of `v` is a matmul with no permutation yet on the
+// operand v is: then each takes the transpose's, and the transpose goes.
+bool FoldsIntoEveryReader(const ir::Graph& g, const ir::Value* v) {
+  std::vector<ir::Op*> users = MatmulUsers(g, v);
+  return !users.empty() && std::all_of(users.begin(), users.end(), [v](const ir::Op* u) {
+    return u->GetInts(u->inputs[0] == v ? "perm_a" : "perm_b").empty();
+  });
 }
 
 // A copy of matmul `mm` (placed where it was) with inputs `ins` and
@@ -47,11 +58,10 @@ int FoldTransposeIntoMatmul(ir::Graph& g) {
     ir::AttrMap attrs = mm->attrs;
     int folded = 0;
     const char* perm_attr[] = {"perm_a", "perm_b"};
-    // (A transpose read as both operands has two uses: SoleUser is null.)
     for (size_t i = 0; i < 2; ++i) {
       ir::Op* t = ins[i]->producer;
       std::vector<int64_t> perm = FoldablePerm(t);
-      if (perm.empty() || SoleUser(g, ins[i]) != mm || !mm->GetInts(perm_attr[i]).empty()) continue;
+      if (perm.empty() || !FoldsIntoEveryReader(g, ins[i])) continue;
       attrs.Set(perm_attr[i], std::move(perm));
       ins[i] = t->inputs[0];
       ++folded;

@@ -76,12 +76,14 @@ int QuantizeConvs(ir::Graph& g);
 // linear_int8|conv2d_int8 -> quantize(.){int8} -> the op{out_scale}, writing
 // int8 (passes/int8_gemm.cc)
 int FuseRequantize(ir::Graph& g);
-// matmul(x, W const) [+ add(., b const)] -> linear(x, W, b)
+// matmul(x, W const) [+ add(., b)], matmul(x, W) + add(., b) -> linear(x, W, b)
 int FuseLinear(ir::Graph& g);
-// scale(x){power of two} -> matmul -> matmul{alpha}
+// scale(x){power of two} -> matmuls (its only readers), and matmul ->
+// scale(.){power of two} -> matmul{alpha}
 int FoldScaleIntoMatmul(ir::Graph& g);
-// transpose(.){perm keeping the last dim} -> matmul, and matmul -> such a
-// transpose -> matmul{perm_a | perm_b | perm_out}: strides, not a moved tensor
+// transpose(.){perm keeping the last dim} -> matmuls (its only readers), and
+// matmul -> such a transpose -> matmul{perm_a | perm_b | perm_out}: strides,
+// not a moved tensor
 int FoldTransposeIntoMatmul(ir::Graph& g);
 // conv2d|conv2d_transpose(x, W) -> add(., c const per output channel) -> the op with bias c
 int FuseConvBias(ir::Graph& g);
@@ -95,6 +97,9 @@ int ChannelsLast(ir::Graph& g);
 int FuseConvAdd(ir::Graph& g);
 // conv2d|linear -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6 -> conv2d|linear{activation}
 int FuseActivation(ir::Graph& g);
+// add(x, embedding_grad(ids, dy)) -> embedding_grad_add(x, ids, dy): a
+// table's gradient sum without a table-sized temporary (training)
+int FuseEmbeddingGradAdd(ir::Graph& g);
 
 // update ops -> the shard and stage of the weight they update (training)
 int PlaceUpdateOps(ir::Graph& g);

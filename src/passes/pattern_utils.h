@@ -23,6 +23,19 @@ inline ir::Op* SoleUser(const ir::Graph& g, const ir::Value* v) {
   return v->users[0];
 }
 
+// When every user of `v` is a matmul reading it as one operand (not both)
+// and v is no graph output: those matmuls (a fold into their operands then
+// removes v's producer); otherwise empty.
+inline std::vector<ir::Op*> MatmulUsers(const ir::Graph& g, const ir::Value* v) {
+  for (const auto& [name, out] : g.outputs()) {
+    if (out == v) return {};
+  }
+  for (const ir::Op* u : v->users) {
+    if (u->type != "matmul" || (u->inputs[0] == v && u->inputs[1] == v)) return {};
+  }
+  return v->users;
+}
+
 // The ops of `type`, in graph order, collected before a rewrite adds or
 // removes any (the graph's op list changes under the rewrite).
 inline std::vector<ir::Op*> OpsOfType(const ir::Graph& g, const std::string& type) {
@@ -55,15 +68,20 @@ inline ir::Value* ReplaceResult(ir::Graph& g, ir::Op* last, const std::string& t
 }
 
 // A GEMM's bias: when the sole user of `out` ([..., n]) is add(out, b) with
-// b a constant of n values along the last dim and the add keeps out's shape,
-// b as a 1-D [n] value (reshaped before `*last` when needed) with `*last`
-// set to the add; otherwise nullptr and `*last` unchanged.
-inline ir::Value* FindBiasAdd(ir::Graph& g, ir::Value* out, int64_t n, ir::Op** last) {
+// b of n values along the last dim (a constant, or with `variable` any
+// value of out's type: a trained bias), the add keeps out's shape and runs
+// where the GEMM does, b as
+// a 1-D [n] value (reshaped before `*last` when needed) with `*last` set to
+// the add; otherwise nullptr and `*last` unchanged.
+inline ir::Value* FindBiasAdd(ir::Graph& g, ir::Value* out, int64_t n, ir::Op** last,
+                              bool variable = false) {
   ir::Op* add = SoleUser(g, out);
-  if (!add || add->type != "add") return nullptr;
+  // The fused op runs where the add ran: only when the GEMM runs there too
+  // (a pipeline stage may end between them).
+  if (!add || add->type != "add" || add->placement != out->producer->placement) return nullptr;
   ir::Value* b = add->inputs[0] == out ? add->inputs[1] : add->inputs[0];
-  if (!HasData(b) || NumElements(b->shape()) != n || b->shape().back() != n ||
-      add->outputs[0]->shape() != out->shape())
+  if (!(HasData(b) || (variable && b->dtype() == out->dtype())) || NumElements(b->shape()) != n ||
+      b->shape().back() != n || add->outputs[0]->shape() != out->shape())
     return nullptr;
   *last = add;
   if (b->rank() == 1) return b;

@@ -47,13 +47,17 @@ std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
       "ops whose folding waits for the passes (dequantize_linear of weights) -> constants",
       [](ir::Graph& g) { return g.FoldDeferredOps(); }));
   p.push_back(std::make_unique<FunctionPass>(
-      "fuse_linear", "matmul(x, W const) [+ add(., b const)] -> linear(x, W, b)", FuseLinear));
+      "fuse_linear",
+      "matmul(x, W const) [+ add(., b)], matmul(x, W) + add(., b) -> linear(x, W, b)", FuseLinear));
   // After fuse_linear, which leaves matmuls with alpha != 1 alone.
   p.push_back(std::make_unique<FunctionPass>(
-      "fold_scale", "scale(x){power of two} -> matmul -> matmul{alpha}", FoldScaleIntoMatmul));
+      "fold_scale",
+      "scale(x){power of two} -> matmuls, matmul -> scale{power of two} -> matmul{alpha}",
+      FoldScaleIntoMatmul));
   // After fold_scale, which removes a scale between a transpose and its matmul.
   p.push_back(std::make_unique<FunctionPass>(
-      "fold_transpose", "transpose{perm} -> matmul -> transpose{perm} -> matmul{perm_a, perm_out}",
+      "fold_transpose",
+      "transpose{perm} -> matmuls, matmul -> transpose{perm} -> matmul{perm_a|b, perm_out}",
       FoldTransposeIntoMatmul));
   // Before fold_batch_norm, which needs the conv2d next to its batch_norm.
   p.push_back(std::make_unique<FunctionPass>(
@@ -80,6 +84,10 @@ std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
       "conv2d|conv2d_int8|linear|linear_int8 -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6 -> "
       "the op{activation}",
       FuseActivation));
+  p.push_back(std::make_unique<FunctionPass>(
+      "fuse_embedding_grad_add",
+      "add(x, embedding_grad(ids, dy)) -> embedding_grad_add(x, ids, dy), in x's storage",
+      FuseEmbeddingGradAdd));
   // After the fusions, which need the float32 result next to its add or
   // activation.
   p.push_back(std::make_unique<FunctionPass>(

@@ -684,10 +684,10 @@ void Predictor::EnableProfiling(bool on) {
   impl_->cache.ForEach([on](compile::CompiledStep& step) { step.exe->EnableProfiling(on); });
 }
 
-std::vector<std::tuple<std::string, double, int64_t>> Predictor::GetProfile() const {
+std::vector<std::tuple<std::string, double, int64_t>> Predictor::GetProfile(bool by_shape) const {
   std::vector<std::tuple<std::string, double, int64_t>> out;
   if (!impl_->current) return out;
-  for (const auto& e : impl_->current->exe->Profile())
+  for (const auto& e : impl_->current->exe->Profile(by_shape))
     out.emplace_back(e.op_type, e.total_ms, e.calls);
   return out;
 }

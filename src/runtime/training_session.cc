@@ -810,8 +810,8 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   // cores runs, its devices sharing the cores. A number below the devices is
   // refused (TrainingSession).
   if (o.GetInt("num_threads") == 0)
-    out.num_threads = std::max(out.num_threads,
-                               static_cast<int>(replicas) * out.devices_per_replica);
+    out.num_threads =
+        std::max(out.num_threads, static_cast<int>(replicas) * out.devices_per_replica);
   return out;
 }
 
@@ -1378,10 +1378,11 @@ void TrainingSession::EnableProfiling(bool on) {
     r.cache.ForEach([on](compile::CompiledStep& step) { step.exe->EnableProfiling(on); });
 }
 
-std::vector<std::tuple<std::string, double, int64_t>> TrainingSession::GetProfile() const {
+std::vector<std::tuple<std::string, double, int64_t>> TrainingSession::GetProfile(
+    bool by_shape) const {
   std::vector<std::tuple<std::string, double, int64_t>> out;
   if (!impl_->last) return out;
-  for (const auto& e : impl_->last->exe->Profile())
+  for (const auto& e : impl_->last->exe->Profile(by_shape))
     out.emplace_back(e.op_type, e.total_ms, e.calls);
   return out;
 }

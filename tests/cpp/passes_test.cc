@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "compile/executable.h"
 #include "compile/fold.h"
+#include "compile/memory_plan.h"
 #include "passes/pass.h"
 
 namespace tiller::passes {
@@ -579,6 +580,26 @@ TEST(Passes, FuseLinearThenActivation) {
   ExpectNear(all.plain, all.rewritten, 1e-5f);
 }
 
+// Training's matmul + bias: W and b computed at run time (here from the
+// input) fuse into linear when there is a bias add; a bare matmul of a
+// variable W stays.
+TEST(Passes, FuseLinearTakesAVariableWeightWithABias) {
+  for (bool with_bias : {true, false}) {
+    auto build = [with_bias](Graph& g, std::mt19937&) {
+      Value* t = g.AddInput("t", {DType::kF32, {6, 6}});
+      Value* w = g.Add1("relu", {t});
+      Value* y = g.Add1("matmul", {t, w});
+      if (with_bias)
+        y = g.Add1("add", {y, g.Add1("reduce_sum", {t}, {{"axes", std::vector<int64_t>{0}}})});
+      g.AddOutput("y", g.Add1("tanh", {y}));
+    };
+    Compared c = RunBothWays(build, FuseLinear, {6, 6});
+    EXPECT_EQ(c.rewrites, with_bias ? 1 : 0);
+    EXPECT_EQ(std::count(c.ops_after.begin(), c.ops_after.end(), "linear"), with_bias ? 1 : 0);
+    ExpectNear(c.plain, c.rewritten, 1e-6f);
+  }
+}
+
 TEST(Passes, NoFusionWhenIntermediateIsAlsoAnOutput) {
   auto build = [](Graph& g, std::mt19937& rng) {
     Value* x = g.AddInput("x", {DType::kF32, {4, 8}});
@@ -611,6 +632,94 @@ TEST(Passes, FoldScaleIntoMatmulExactlyForPowersOfTwo) {
     } else {
       EXPECT_EQ(c.rewrites, 0);
     }
+  }
+}
+
+// A table's two gradients (a dense one and a lookup's): the lookup's is
+// scattered into the dense one, in its storage, instead of a zero-filled
+// table-sized tensor and an add. Ids repeat (rows 1 and 3 twice), so the
+// sums run in another order: within float32 rounding. A lookup gradient
+// read elsewhere too stays.
+TEST(Passes, FuseEmbeddingGradAddScattersIntoTheOtherGradient) {
+  for (bool also_output : {false, true}) {
+    SCOPED_TRACE(also_output ? "lookup gradient also an output" : "fused");
+    auto build = [also_output](Graph& g, std::mt19937& rng) {
+      Value* t = g.AddInput("t", {DType::kF32, {6, 4}});
+      Value* dense = g.Add1("scale", {t}, {{"scale", 3.0}, {"bias", 0.5}});
+      Value* mix =
+          g.AddData("mix", {DType::kF32, {7, 6}}, ir::ValueKind::kConstant, Random({7, 6}, rng));
+      Value* dy = g.Add1("matmul", {mix, t});  // [7, 4], computed at run time
+      auto ids_buf = std::make_shared<AlignedBuffer>(7 * sizeof(int64_t));
+      const int64_t ids[] = {1, 3, 1, 5, 0, 3, 2};
+      std::memcpy(ids_buf->data(), ids, sizeof(ids));
+      Value* idv = g.AddData("ids", {DType::kI64, {7}}, ir::ValueKind::kConstant, ids_buf);
+      Value* lookup = g.Add1("embedding_grad", {idv, dy}, {{"rows", int64_t{6}}});
+      g.AddOutput("grad", g.Add1("add", {dense, lookup}));
+      if (also_output) g.AddOutput("lookup", lookup);
+    };
+    Compared c = RunBothWays(build, FuseEmbeddingGradAdd, {6, 4});
+    ExpectNear(c.plain, c.rewritten, 1e-6f);
+    EXPECT_EQ(c.rewrites, also_output ? 0 : 1);
+    const bool fused = std::count(c.ops_after.begin(), c.ops_after.end(), "embedding_grad_add");
+    EXPECT_EQ(fused, !also_output);
+    EXPECT_EQ(std::count(c.ops_after.begin(), c.ops_after.end(), "add"), also_output ? 1 : 0);
+    if (also_output) continue;
+    // The sum takes the dense gradient's storage (nothing reads it after).
+    Graph g;
+    std::mt19937 rng(11);
+    build(g, rng);
+    FuseEmbeddingGradAdd(g);
+    const Value* out = g.outputs()[0].second;
+    ASSERT_EQ(out->producer->type, "embedding_grad_add");
+    compile::MemoryPlan plan = compile::PlanMemory(g, std::vector<size_t>(g.ops().size(), 0));
+    auto alias = plan.alias_of.find(out);
+    ASSERT_NE(alias, plan.alias_of.end());
+    EXPECT_EQ(alias->second, out->producer->inputs[0]);
+  }
+}
+
+// A training graph reads attention's scaled q and its heads in the forward
+// and the backward matmuls: a scale or transpose every reader of which is a
+// matmul folds into all of them; a matmul's only reader that is a power-of-
+// two scale folds into it. Powers of two: bit for bit.
+TEST(Passes, FoldScaleAndTransposeIntoEveryMatmulReadingThem) {
+  auto constant = [](Graph& g, std::mt19937& rng) {
+    return g.AddData("k", {DType::kF32, {2, 3, 5, 8}}, ir::ValueKind::kConstant,
+                     Random({2, 3, 5, 8}, rng));
+  };
+  auto scaled_q = [&](Graph& g, std::mt19937& rng) {
+    Value* q = g.AddInput("q", {DType::kF32, {2, 3, 5, 8}});
+    Value* scaled = g.Add1("scale", {q}, {{"scale", 0.125}, {"bias", 0.0}});
+    Value* scores = g.Add1("matmul", {scaled, constant(g, rng)}, {{"transpose_b", true}});
+    g.AddOutput("ctx", g.Add1("matmul", {scores, scaled}));  // scaled read twice
+  };
+  Compared c = RunBothWays(scaled_q, FoldScaleIntoMatmul, {2, 3, 5, 8});
+  EXPECT_EQ(c.rewrites, 1);
+  EXPECT_EQ(c.ops_after, (std::vector<std::string>{"matmul", "matmul"}));
+  EXPECT_EQ(c.plain, c.rewritten);
+
+  auto scaled_product = [&](Graph& g, std::mt19937& rng) {
+    Value* q = g.AddInput("q", {DType::kF32, {2, 3, 5, 8}});
+    Value* p = g.Add1("matmul", {q, constant(g, rng)}, {{"transpose_b", true}});
+    g.AddOutput("p", g.Add1("scale", {p}, {{"scale", 0.25}, {"bias", 0.0}}));
+  };
+  c = RunBothWays(scaled_product, FoldScaleIntoMatmul, {2, 3, 5, 8});
+  EXPECT_EQ(c.rewrites, 1);
+  EXPECT_EQ(c.ops_after, (std::vector<std::string>{"matmul"}));
+  EXPECT_EQ(c.plain, c.rewritten);
+
+  for (bool other_reader : {false, true}) {
+    auto heads = [&](Graph& g, std::mt19937& rng) {
+      Value* x = g.AddInput("x", {DType::kF32, {2, 5, 3, 8}});
+      Value* t = g.Add1("transpose", {x}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+      Value* scores = g.Add1("matmul", {t, constant(g, rng)}, {{"transpose_b", true}});
+      Value* ctx = g.Add1("matmul", {scores, t});
+      g.AddOutput("ctx", other_reader ? g.Add1("add", {ctx, g.Add1("relu", {t})}) : ctx);
+    };
+    c = RunBothWays(heads, FoldTransposeIntoMatmul, {2, 5, 3, 8});
+    EXPECT_EQ(std::count(c.ops_after.begin(), c.ops_after.end(), "transpose"),
+              other_reader ? 1 : 0);
+    ExpectNear(c.plain, c.rewritten, 1e-6f);
   }
 }
 
