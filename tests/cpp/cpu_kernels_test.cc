@@ -649,6 +649,8 @@ TEST(CpuKernelSoftmax, MaskedRowsGiveZerosAndNaNStillPropagates) {
 // GEMM over A's rows, and a variable B whose rows lie a multiple of 4 KiB
 // apart reordered into the workspace before the GEMM (the kernel's slow-layout
 // case): both against a double-precision reference, broadcasting B's batch.
+// Empty operands (K = 0: zeros; no rows) run without oneDNN, whose primitive
+// creation divides by such dims (SIGFPE).
 TEST(CpuKernelMatmul, FoldedRowsAndReorderedOperandMatchReference) {
   struct Case {
     Shape a, b;
@@ -660,7 +662,10 @@ TEST(CpuKernelMatmul, FoldedRowsAndReorderedOperandMatchReference) {
                                          {{2, 3, 40, 32}, {1, 32, 48}, false, false, false},
                                          {{2, 40, 32}, {2, 32, 48}, false, false, false},
                                          {{2, 5, 64}, {48, 64}, false, true, false},
-                                         {{3, 260, 20}, {3, 260, 3072}, true, false, false}}) {
+                                         {{3, 260, 20}, {3, 260, 3072}, true, false, false},
+                                         // empty: K = 0 (zeros), no rows
+                                         {{2, 4, 0}, {0, 8}, false, false, false},
+                                         {{2, 0, 16}, {16, 8}, false, false, false}}) {
     Graph g;
     Value* a = g.AddInput("a", {DType::kF32, c.a});
     Value* b = g.AddInput("b", {DType::kF32, c.b});
@@ -678,8 +683,8 @@ TEST(CpuKernelMatmul, FoldedRowsAndReorderedOperandMatchReference) {
     auto res = RunOp(*o->producer, {av.data(), bv.data()});
     // Reference: batch index of the output mapped onto each operand by
     // numpy broadcasting of the leading dims.
-    const int64_t batches = NumElements(os) / (m * n);
     Shape obatch(os.begin(), os.end() - 2);
+    const int64_t batches = NumElements(obatch);
     Shape abatch(c.a.begin(), c.a.end() - 2), bbatch(c.b.begin(), c.b.end() - 2);
     std::vector<double> want(NumElements(os));
     for (int64_t bi = 0; bi < batches; ++bi) {
@@ -728,6 +733,23 @@ TEST(CpuKernelMatmul, AccumulateAndLinearWithAReorderedVariableWeight) {
     for (int64_t i = 0; i < m * n; ++i) want[i] = prod[i] + (accumulate ? acc[i] : bias[i % n]);
     ExpectClose(Ptr<float>(res[0]), want, 1e-4, 1e-4, type);
   }
+}
+
+// linear and matmul_accumulate with K = 0: the bias in every row, the
+// accumulator unchanged.
+TEST(CpuKernelMatmul, EmptyProductsGiveTheBiasOrTheAccumulator) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {3, 0}});
+  Value* w = g.AddInput("w", {DType::kF32, {0, 5}});
+  Value* lin = g.Add1("linear", {x, w, g.AddInput("b", {DType::kF32, {5}})});
+  Value* acc = g.Add1("matmul_accumulate", {g.AddInput("acc", {DType::kF32, {3, 5}}), x, w});
+  std::vector<float> bias = RandF(5), accv = RandF(15);
+  auto r = RunOp(*lin->producer, {nullptr, nullptr, bias.data()});
+  std::vector<double> want(15);
+  for (int i = 0; i < 15; ++i) want[i] = bias[i % 5];
+  ExpectClose(Ptr<float>(r[0]), want, 0, 0, "linear, K = 0");
+  r = RunOp(*acc->producer, {accv.data(), nullptr, nullptr});
+  ExpectEq(Ptr<float>(r[0]), accv, "matmul_accumulate, K = 0");
 }
 
 TEST(CpuKernelNorm, LayerNormWithOptionalScaleBias) {

@@ -235,7 +235,43 @@ bool ReordersPlainWeightsFaster(const memory::desc& b, memory::data_type dt) {
   return dims[r - 2] >= 256 && row_bytes % 4096 == 0 && !pow2;
 }
 
+// An operand with no elements (K = 0, or no rows or columns): oneDNN's
+// primitive creation divides by such dims (SIGFPE), so these run here. The
+// product is zeros: matmul writes zeros, matmul_accumulate the accumulator,
+// linear the bias (or zeros) in every row.
+std::unique_ptr<Kernel> MakeEmptyProduct(const ir::Op& op) {
+  const size_t bytes = op.outputs[0]->bytes();
+  const bool accumulate = op.type == "matmul_accumulate";
+  const bool bias = op.type == "linear" && op.input(2) != nullptr;
+  const int64_t n = op.outputs[0]->shape().empty() ? 0 : op.outputs[0]->shape().back();
+  const DType out_dtype = op.outputs[0]->dtype();
+  if (bias && (out_dtype != DType::kF32 || op.input(2)->dtype() != DType::kF32))
+    Fail(ErrorKind::kUnimplemented, "{} ({}): an empty product with a {} bias into {}", op.type,
+         op.name, DTypeName(op.input(2)->dtype()), DTypeName(out_dtype));
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
+    if (accumulate) {
+      if (a.outputs[0] != a.inputs[0]) std::memcpy(a.outputs[0], a.inputs[0], bytes);
+    } else if (bias && n > 0) {
+      auto* y = static_cast<float*>(a.outputs[0]);
+      const auto* b = static_cast<const float*>(a.inputs[2]);
+      for (size_t r = 0; r < bytes / sizeof(float) / static_cast<size_t>(n); ++r)
+        std::memcpy(y + r * n, b, static_cast<size_t>(n) * sizeof(float));
+    } else if (bytes) {
+      std::memset(a.outputs[0], 0, bytes);
+    }
+  });
+}
+
+// Whether a GEMM op has an operand (or result) without elements.
+bool EmptyProduct(const ir::Op& op) {
+  for (const ir::Value* v : op.inputs) {
+    if (v && NumElements(v->shape()) == 0) return true;
+  }
+  return NumElements(op.outputs[0]->shape()) == 0;
+}
+
 std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
+  if (EmptyProduct(op)) return MakeEmptyProduct(op);
   Dnnl& dn = DnnlOf(device);
   const ir::Value* a = op.inputs[0];
   const ir::Value* b = op.inputs[1];
@@ -249,6 +285,7 @@ std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
   const bool no_perms = op.GetInts("perm_a").empty() && op.GetInts("perm_b").empty() &&
                         op.GetInts("perm_out").empty();
   if (rank > 2 && no_perms && !op.GetBool("transpose_a") && b_shape.size() >= 2 &&
+      a_shape.back() > 0 && c_shape.back() > 0 &&  // (empty operands: no rows to fold)
       NumElements(b_shape) == b_shape[b_shape.size() - 2] * b_shape.back()) {
     const int64_t k = a_shape.back(), n = c_shape.back();
     a_shape = {NumElements(a_shape) / k, k};
@@ -283,6 +320,7 @@ std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
 // own storage when the memory plan put the result there (in place);
 // otherwise the accumulator is copied into it first.
 std::unique_ptr<Kernel> MakeMatmulAccumulate(const ir::Op& op, backend::Device& device) {
+  if (EmptyProduct(op)) return MakeEmptyProduct(op);
   Dnnl& dn = DnnlOf(device);
   const ir::Value* acc = op.inputs[0];
   size_t rank = acc->shape().size();
@@ -309,6 +347,7 @@ std::unique_ptr<Kernel> MakeMatmulAccumulate(const ir::Op& op, backend::Device& 
 }
 
 std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
+  if (EmptyProduct(op)) return MakeEmptyProduct(op);
   Dnnl& dn = DnnlOf(device);
   const ir::Value* x = op.inputs[0];
   const ir::Value* w = op.inputs[1];
