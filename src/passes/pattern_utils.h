@@ -13,23 +13,25 @@ inline bool HasData(const ir::Value* v) {
   return v && v->has_bytes();
 }
 
+// Whether `v` is one of the graph's outputs (fetched: a pattern must keep it).
+inline bool IsGraphOutput(const ir::Graph& g, const ir::Value* v) {
+  for (const auto& [name, out] : g.outputs()) {
+    if (out == v) return true;
+  }
+  return false;
+}
+
 // The single op using `v`, or nullptr when v has several users or is a graph
 // output (then an intermediate the pattern would remove is still needed).
 inline ir::Op* SoleUser(const ir::Graph& g, const ir::Value* v) {
-  if (v->users.size() != 1) return nullptr;
-  for (const auto& [name, out] : g.outputs()) {
-    if (out == v) return nullptr;
-  }
-  return v->users[0];
+  return v->users.size() == 1 && !IsGraphOutput(g, v) ? v->users[0] : nullptr;
 }
 
 // When every user of `v` is a matmul reading it as one operand (not both)
 // and v is no graph output: those matmuls (a fold into their operands then
 // removes v's producer); otherwise empty.
 inline std::vector<ir::Op*> MatmulUsers(const ir::Graph& g, const ir::Value* v) {
-  for (const auto& [name, out] : g.outputs()) {
-    if (out == v) return {};
-  }
+  if (IsGraphOutput(g, v)) return {};
   for (const ir::Op* u : v->users) {
     if (u->type != "matmul" || (u->inputs[0] == v && u->inputs[1] == v)) return {};
   }

@@ -235,6 +235,12 @@ void StridedCopy(const IterPlan& p, size_t elem_size, const void* in, void* out)
 
 // ---- Vectorized float math -------------------------------------------------
 #if defined(__AVX512F__)
+// The lanes of a 16-float vector that hold elements when `left` remain
+// (all 16 from 16 on): loops over a row end with a masked load/store.
+inline __mmask16 LaneMask(int64_t left) {
+  return left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+}
+
 // exp: Cephes range reduction + degree-6 polynomial (about 1 ulp); scalef
 // applies 2^n and handles underflow to subnormals and overflow to inf.
 // exp(hi + lo) with lo a small correction to hi: erfc passes -z*z split

@@ -124,8 +124,10 @@ class DnnlKernel : public Kernel {
   // into the slot's layout in the workspace before every run: for operands
   // the primitive reads much faster in its own layout (see
   // ReordersPlainWeightsFaster).
+  // Nothing to do when the primitive chose `plain` itself.
   void StageInput(Dnnl& dn, size_t i, const memory::desc& plain) {
     Slot& slot = inputs_[i];
+    if (slot.mem.get_desc() == plain) return;
     TILLER_CHECK(!slot.prepacked && stage_bytes_ == 0, "one staged, not prepacked, input");
     stage_input_ = i;
     stage_src_ = memory(plain, dn.engine, DNNL_MEMORY_NONE);
@@ -235,6 +237,16 @@ bool ReordersPlainWeightsFaster(const memory::desc& b, memory::data_type dt) {
   return dims[r - 2] >= 256 && row_bytes % 4096 == 0 && !pow2;
 }
 
+// The layout to create a GEMM with for its weights `plain`: oneDNN's choice
+// (format any) for a constant (packed once) or for a run-time value that
+// ReordersPlainWeightsFaster (then *stage: DnnlKernel::StageInput reorders
+// it every run); else the plain layout, read in place.
+memory::desc WeightsLayout(const memory::desc& plain, memory::data_type dt, bool constant,
+                           bool* stage) {
+  *stage = !constant && ReordersPlainWeightsFaster(plain, dt);
+  return constant || *stage ? memory::desc(plain.dims(), dt, memory::format_tag::any) : plain;
+}
+
 // An operand with no elements (K = 0, or no rows or columns): oneDNN's
 // primitive creation divides by such dims (SIGFPE), so these run here. The
 // product is zeros: matmul writes zeros, matmul_accumulate the accumulator,
@@ -285,7 +297,6 @@ std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
   const bool no_perms = op.GetInts("perm_a").empty() && op.GetInts("perm_b").empty() &&
                         op.GetInts("perm_out").empty();
   if (rank > 2 && no_perms && !op.GetBool("transpose_a") && b_shape.size() >= 2 &&
-      a_shape.back() > 0 && c_shape.back() > 0 &&  // (empty operands: no rows to fold)
       NumElements(b_shape) == b_shape[b_shape.size() - 2] * b_shape.back()) {
     const int64_t k = a_shape.back(), n = c_shape.back();
     a_shape = {NumElements(a_shape) / k, k};
@@ -301,9 +312,8 @@ std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
   memory::desc c_md = MatrixDesc(c_shape, rank, false, out_t, op.GetInts("perm_out"), true);
   // Prepack constant weights in oneDNN's preferred layout; reorder a
   // variable one into it on every run where that pays.
-  const bool stage = !IsConstant(b) && ReordersPlainWeightsFaster(b_md, in_t);
-  memory::desc b_any =
-      IsConstant(b) || stage ? memory::desc(b_md.dims(), in_t, memory::format_tag::any) : b_md;
+  bool stage = false;
+  const memory::desc b_any = WeightsLayout(b_md, in_t, IsConstant(b), &stage);
   auto attr = MakeAttr(op, static_cast<float>(op.GetFloat("alpha")), "");
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), attr, dn.engine);
   std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(a_md, dn.engine, DNNL_MEMORY_NONE)},
@@ -311,7 +321,7 @@ std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
   std::vector<DnnlKernel::Slot> outs{{DNNL_ARG_DST, memory(c_md, dn.engine, DNNL_MEMORY_NONE)}};
   auto kernel = std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), ins, std::move(outs),
                                              pd.scratchpad_desc());
-  if (stage && pd.weights_desc() != b_md) kernel->StageInput(dn, 1, b_md);
+  if (stage) kernel->StageInput(dn, 1, b_md);
   return MarkPacked(std::move(kernel), ins, 0);
 }
 
@@ -328,8 +338,8 @@ std::unique_ptr<Kernel> MakeMatmulAccumulate(const ir::Op& op, backend::Device& 
   memory::desc a_md = MatrixDesc(op.inputs[1]->shape(), rank, op.GetBool("transpose_a"), in_t);
   memory::desc b_md = MatrixDesc(op.inputs[2]->shape(), rank, op.GetBool("transpose_b"), in_t);
   memory::desc c_md = MatrixDesc(acc->shape(), rank, false, acc_t);
-  const bool stage = ReordersPlainWeightsFaster(b_md, in_t);
-  memory::desc b_any = stage ? memory::desc(b_md.dims(), in_t, memory::format_tag::any) : b_md;
+  bool stage = false;
+  const memory::desc b_any = WeightsLayout(b_md, in_t, /*constant=*/false, &stage);
   dnnl::primitive_attr attr = MakeAttr(op, static_cast<float>(op.GetFloat("alpha")), "");
   dnnl::post_ops po;
   po.append_sum(1.0f);
@@ -342,7 +352,7 @@ std::unique_ptr<Kernel> MakeMatmulAccumulate(const ir::Op& op, backend::Device& 
   auto kernel = std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), std::move(ins), std::move(outs),
                                              pd.scratchpad_desc());
   kernel->AccumulateInto(acc->bytes());
-  if (stage && pd.weights_desc() != b_md) kernel->StageInput(dn, 1, b_md);
+  if (stage) kernel->StageInput(dn, 1, b_md);
   return kernel;
 }
 
@@ -358,8 +368,8 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   using tag = memory::format_tag;
   memory::desc x_md({m, k}, in_t, tag::ab), w_md({k, n}, in_t, tag::ab);
   memory::desc y_md({m, n}, out_t, tag::ab);
-  const bool stage = !IsConstant(w) && ReordersPlainWeightsFaster(w_md, in_t);
-  memory::desc w_any = IsConstant(w) || stage ? memory::desc({k, n}, in_t, tag::any) : w_md;
+  bool stage = false;
+  const memory::desc w_any = WeightsLayout(w_md, in_t, IsConstant(w), &stage);
   memory::desc b_md = bias ? memory::desc({1, n}, ToDnnl(bias->dtype()), tag::ab) : memory::desc();
   auto attr = MakeAttr(op, 1.0f, op.GetStr("activation"));
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_any, b_md, y_md), attr, dn.engine);
@@ -369,7 +379,7 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   std::vector<DnnlKernel::Slot> outs{{DNNL_ARG_DST, memory(y_md, dn.engine, DNNL_MEMORY_NONE)}};
   auto kernel = std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), ins, std::move(outs),
                                              pd.scratchpad_desc());
-  if (stage && pd.weights_desc() != w_md) kernel->StageInput(dn, 1, w_md);
+  if (stage) kernel->StageInput(dn, 1, w_md);
   return MarkPacked(std::move(kernel), ins, 0);
 }
 

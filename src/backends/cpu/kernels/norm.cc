@@ -86,7 +86,7 @@ void LayerNormGradRow(const float* x, const float* g, const float* scale, float*
   const __m512 mu = _mm512_set1_ps(mean), rs = _mm512_set1_ps(rstd);
   __m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __mmask16 k = LaneMask(n - i);
     const __m512 gv = _mm512_maskz_loadu_ps(k, g + i);
     const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mu), rs);
     const __m512 dxh = kScale ? _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(k, scale + i)) : gv;
@@ -98,7 +98,7 @@ void LayerNormGradRow(const float* x, const float* g, const float* scale, float*
   const __m512 m1 = _mm512_set1_ps(_mm512_reduce_add_ps(a1) * inv_n);
   const __m512 m2 = _mm512_set1_ps(_mm512_reduce_add_ps(a2) * inv_n);
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __mmask16 k = LaneMask(n - i);
     const __m512 gv = _mm512_maskz_loadu_ps(k, g + i);
     const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mu), rs);
     const __m512 dxh = kScale ? _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(k, scale + i)) : gv;

@@ -117,12 +117,12 @@ void SoftmaxGradRow(const float* y, const float* dy, float* dx, int64_t n, int64
   if (inner == 1) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
-      const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+      const __mmask16 k = LaneMask(n - i);
       acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, dy + i), _mm512_maskz_loadu_ps(k, y + i), acc);
     }
     const __m512 dot = _mm512_set1_ps(_mm512_reduce_add_ps(acc));
     for (int64_t i = 0; i < n; i += 16) {
-      const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+      const __mmask16 k = LaneMask(n - i);
       _mm512_mask_storeu_ps(dx + i, k,
                             _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i),
                                           _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dy + i), dot)));
