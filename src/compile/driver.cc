@@ -299,6 +299,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   CompiledStep step;
   CompileReport& report = step.report;
   passes::PassContext ctx;
+  ctx.int8_gemms = DevicesMultiplyInt8(devices_);
   std::optional<size_t> loss_pin;
   std::vector<size_t> grad_pins, local_grad_pins;
   StepSource::Forward fwd = source.BuildForward(folder());
@@ -449,11 +450,12 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   if (options_.precision != Precision::kFloat32) {
     // Last of the rewrites, after autodiff (gradient rules see float32
     // only) and after the passes whose patterns expect float32 operands.
-    // oneDNN 2.6 multiplies bfloat16 on CPUs but not float16: float16 is
-    // stored as such and computed in float32.
+    // oneDNN 2.6 multiplies bfloat16 on CPUs with AVX-512 but never
+    // float16: a half type without a GEMM is stored as such and computed in
+    // float32.
     passes::MixedPrecisionOptions mp;
     mp.half = options_.precision == Precision::kBFloat16 ? DType::kBF16 : DType::kF16;
-    mp.compute_in_half = mp.half == DType::kBF16;
+    mp.compute_in_half = DevicesMultiplyIn(devices_, mp.half);
     mp.fold_casts = !(ctx.training && options_.stochastic_rounding);
     std::string detail;
     StagePass mixed("mixed_precision",

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 namespace tiller::compile {
@@ -25,6 +26,31 @@ bool AnySupports(const std::vector<backend::Device*>& devices, const ir::Op& op)
 }
 
 }  // namespace
+
+bool BackendMultipliesIn(const backend::Backend& backend, DType half) {
+  ir::Graph g;
+  ir::Value* a = g.AddInput("a", {half, {2, 2}});
+  const ir::Op* probe = g.AddOp("matmul", {a, a}, {{"out_dtype", std::string("float32")}}, "probe");
+  return !backend.Supports(*probe);
+}
+
+bool DevicesMultiplyIn(const std::vector<backend::Device*>& devices, DType half) {
+  return std::all_of(devices.begin(), devices.end(), [half](const backend::Device* d) {
+    return BackendMultipliesIn(d->backend(), half);
+  });
+}
+
+bool BackendMultipliesInt8(const backend::Backend& backend) {
+  ir::Graph g;
+  ir::Value* a = g.AddInput("a", {DType::kI8, {2, 2}});
+  ir::Value* scale = g.AddInput("s", {DType::kF32, {2}});
+  return !backend.Supports(*g.AddOp("linear_int8", {a, a, scale}, {}, "probe"));
+}
+
+bool DevicesMultiplyInt8(const std::vector<backend::Device*>& devices) {
+  return std::all_of(devices.begin(), devices.end(),
+                     [](const backend::Device* d) { return BackendMultipliesInt8(d->backend()); });
+}
 
 int RunHalfOpsInFloat32(ir::Graph& g, const std::vector<backend::Device*>& devices,
                         std::string* detail) {

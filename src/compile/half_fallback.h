@@ -21,4 +21,17 @@ namespace tiller::compile {
 int RunHalfOpsInFloat32(ir::Graph& g, const std::vector<backend::Device*>& devices,
                         std::string* detail);
 
+// Whether every one of `devices` has a GEMM that multiplies `half` operands
+// (matmul, float32 result): the mixed-precision pass computes in `half`
+// then, else it rounds the operands to `half` and multiplies in float32.
+// oneDNN 2.6 on a CPU without AVX-512 multiplies no half type.
+bool DevicesMultiplyIn(const std::vector<backend::Device*>& devices, DType half);
+bool BackendMultipliesIn(const backend::Backend& backend, DType half);
+
+// Whether every one of `devices` runs linear_int8 (int8 x int8 GEMMs, exact
+// int32 sums): the int8 passes rewrite quantized pairs into int8 GEMMs only
+// then (passes::PassContext::int8_gemms).
+bool DevicesMultiplyInt8(const std::vector<backend::Device*>& devices);
+bool BackendMultipliesInt8(const backend::Backend& backend);
+
 }  // namespace tiller::compile

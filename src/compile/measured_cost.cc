@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "compile/driver.h"
+#include "compile/half_fallback.h"
 #include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "passes/autodiff.h"
@@ -100,6 +101,8 @@ Copy CopyForTiming(const ir::Graph& g, const ir::Value* loss, const std::vector<
   if (o.optimize) {
     passes::PassContext ctx;
     ctx.training = loss != nullptr;
+    if (const backend::Backend* b = backend::FindBackend(o.device.backend))
+      ctx.int8_gemms = BackendMultipliesInt8(*b);
     for (auto& pass : passes::OptimizationPasses()) passes::RunPass(*pass, out, ctx);
   }
   for (const auto& op : out.ops()) {

@@ -107,7 +107,9 @@ class Converter {
         fmt::format("{} {} ({}): ", o_.compute_in_half ? "multiplied in" : "operands rounded to",
                     DTypeName(o_.half), list);
     if (!o_.compute_in_half)
-      s += "float32 arithmetic on float16-rounded operands (no float16 arithmetic on the device); ";
+      s += fmt::format(
+          "float32 arithmetic on {0}-rounded operands (no {0} arithmetic on the device); ",
+          DTypeName(o_.half));
     s +=
         fmt::format("{} weights converted at compile time ({:.2f} -> {:.2f} MiB), {} casts per run",
                     weights_, static_cast<double>(weight_bytes_) / 1048576.0,

@@ -17,6 +17,10 @@ namespace tiller::passes {
 
 struct PassContext {
   bool training = false;  // the graph holds a backward and an update part
+  // The devices multiply int8 exactly (linear_int8 / conv2d_int8 kernels:
+  // oneDNN's int8 GEMMs without VNNI halve the weights or saturate, so the
+  // CPU backend has none there and quantized pairs run as float32 math).
+  bool int8_gemms = true;
 };
 
 class Pass {
@@ -51,6 +55,15 @@ class InferencePass : public FunctionPass {
   using FunctionPass::FunctionPass;
   int Run(ir::Graph& g, const PassContext& ctx) override {
     return ctx.training ? 0 : FunctionPass::Run(g, ctx);
+  }
+};
+
+// An inference pass that writes int8 GEMMs: skipped without them.
+class Int8Pass : public InferencePass {
+ public:
+  using InferencePass::InferencePass;
+  int Run(ir::Graph& g, const PassContext& ctx) override {
+    return ctx.int8_gemms ? InferencePass::Run(g, ctx) : 0;
   }
 };
 

@@ -35,11 +35,11 @@ PassRecord RunPass(Pass& pass, ir::Graph& g, const PassContext& ctx) {
 std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
   std::vector<std::unique_ptr<Pass>> p;
   // Before fold_deferred, which folds the dequantized weights it reads.
-  p.push_back(std::make_unique<InferencePass>(
+  p.push_back(std::make_unique<Int8Pass>(
       "int8_matmul",
       "matmul(dequantize(quantize(x)), dequantize(W int8)) [+ add(., b)] -> linear_int8",
       QuantizeMatmuls));
-  p.push_back(std::make_unique<InferencePass>(
+  p.push_back(std::make_unique<Int8Pass>(
       "int8_conv", "conv2d(dequantize(quantize(x)), dequantize(W int8)) -> conv2d_int8",
       QuantizeConvs));
   p.push_back(std::make_unique<InferencePass>(

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "compile/executable.h"
+#include "compile/half_fallback.h"
 #include "core/error.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
@@ -88,7 +89,7 @@ const HalfSpeed& MeasuredBF16Speed() {
   return speed;
 }
 
-std::string SlowHalfPrecisionMessage(compile::Precision p, bool bf16_instructions,
+std::string SlowHalfPrecisionMessage(compile::Precision p, bool bf16_instructions, bool bf16_gemm,
                                      const std::function<const HalfSpeed&()>& bf16_speed) {
   if (p == compile::Precision::kFloat16) {
     std::string message =
@@ -106,8 +107,12 @@ std::string SlowHalfPrecisionMessage(compile::Precision p, bool bf16_instruction
   }
   if (p != compile::Precision::kBFloat16) return "";
   if (!bf16_instructions)
-    return "this CPU has no AVX512_BF16 or AMX-BF16: oneDNN emulates bfloat16, which can be "
-           "slower than float32";
+    return bf16_gemm
+               ? "this CPU has no AVX512_BF16 or AMX-BF16: oneDNN emulates bfloat16, which can "
+                 "be slower than float32"
+               : "this CPU has no AVX512_BF16 or AMX-BF16 and oneDNN no bfloat16 GEMM for it: "
+                 "bfloat16 is stored as such and computed in float32, bfloat16's rounding "
+                 "without its speed";
   // The instructions are there, but not every CPU runs them faster than
   // float32 (measured on an Intel Xeon with AVX512_BF16 and no AMX exposed:
   // bfloat16 GEMMs at 0.7x float32; on AMD Zen 4, 2x).
@@ -127,8 +132,9 @@ void ReportSlowHalfPrecisionOnce(compile::Precision p) {
     std::lock_guard<std::mutex> lock(mu);
     if (reported.count(p)) return;
   }
-  const std::string message =
-      SlowHalfPrecisionMessage(p, CpuHasBF16Arithmetic(), MeasuredBF16Speed);
+  const std::string message = SlowHalfPrecisionMessage(
+      p, CpuHasBF16Arithmetic(),
+      compile::BackendMultipliesIn(*backend::FindBackend("cpu"), DType::kBF16), MeasuredBF16Speed);
   std::lock_guard<std::mutex> lock(mu);
   if (reported.insert(p).second && !message.empty())
     std::fprintf(stderr, "tiller: %s\n", message.c_str());

@@ -29,14 +29,15 @@ const HalfSpeed& MeasuredBF16Speed();
 
 // A half type this CPU cannot multiply fast (float16 anywhere: oneDNN 2.6
 // has no CPU float16 GEMM; bfloat16 without AVX512_BF16 / AMX-BF16: oneDNN
-// emulates it; bfloat16 measured slower than float32, as on Intel CPUs with
-// AVX512_BF16 but no AMX) is reported on stderr, once per process and type,
-// so a run is never silently slow.
+// emulates it (AVX-512) or has no GEMM for it (AVX2: computed in float32); bfloat16 measured slower
+// than float32, as on Intel CPUs with AVX512_BF16 but no AMX) is reported on stderr, once per
+// process and type, so a run is never silently slow.
 void ReportSlowHalfPrecisionOnce(compile::Precision p);
 // What ReportSlowHalfPrecisionOnce says ("" for nothing), given whether the
-// CPU has bfloat16 instructions and, called only when needed, its measured
+// CPU has bfloat16 instructions, whether the CPU backend has a bfloat16 GEMM
+// (compile::BackendMultipliesIn) and, called only when needed, its measured
 // bfloat16 speed.
-std::string SlowHalfPrecisionMessage(compile::Precision p, bool bf16_instructions,
+std::string SlowHalfPrecisionMessage(compile::Precision p, bool bf16_instructions, bool bf16_gemm,
                                      const std::function<const HalfSpeed&()>& bf16_speed);
 
 }  // namespace tiller::runtime

@@ -645,6 +645,15 @@ TEST(CpuKernelSoftmax, MaskedRowsGiveZerosAndNaNStillPropagates) {
   }
 }
 
+// oneDNN 2.6 chooses a blocked weights layout for a float32 GEMM only with
+// its AVX-512 kernels (brgemm); with AVX2 it reads B plain, the layout the
+// kernel has already, so there is nothing to stage.
+#if defined(__AVX512F__)
+constexpr bool kDnnlPacksWeights = true;
+#else
+constexpr bool kDnnlPacksWeights = false;
+#endif
+
 // Float32 matmul through oneDNN: A [.., M, K] x B [K, N] folded into one
 // GEMM over A's rows, and a variable B whose rows lie a multiple of 4 KiB
 // apart reordered into the workspace before the GEMM (the kernel's slow-layout
@@ -677,7 +686,7 @@ TEST(CpuKernelMatmul, FoldedRowsAndReorderedOperandMatchReference) {
     std::vector<float> av = RandF(NumElements(c.a), -1, 1), bv = RandF(NumElements(c.b), -1, 1);
     auto kernel = CreateKernel(*o->producer);
     const size_t b_bytes = static_cast<size_t>(k * n) * sizeof(float);
-    if (c.reordered) {
+    if (c.reordered && kDnnlPacksWeights) {
       EXPECT_GE(kernel->workspace_bytes(), b_bytes) << ShapeToString(c.b);
     }
     auto res = RunOp(*o->producer, {av.data(), bv.data()});
@@ -725,8 +734,10 @@ TEST(CpuKernelMatmul, AccumulateAndLinearWithAReorderedVariableWeight) {
     const bool accumulate = std::string(type) == "matmul_accumulate";
     Value* other = g.AddInput("c", {DType::kF32, accumulate ? Shape{m, n} : Shape{n}});
     Value* o = accumulate ? g.Add1(type, {other, xv, wv}) : g.Add1(type, {xv, wv, other});
-    EXPECT_GE(CreateKernel(*o->producer)->workspace_bytes(), static_cast<size_t>(k * n * 4))
-        << type;
+    if (kDnnlPacksWeights) {
+      EXPECT_GE(CreateKernel(*o->producer)->workspace_bytes(), static_cast<size_t>(k * n * 4))
+          << type;
+    }
     auto res = accumulate ? RunOp(*o->producer, {acc.data(), x.data(), w.data()})
                           : RunOp(*o->producer, {x.data(), w.data(), bias.data()});
     std::vector<double> want(m * n);

@@ -155,8 +155,11 @@ void CheckNetAgainstRoundedReference(const passes::MixedPrecisionOptions& mp) {
   check(1, gram, "gram");
 }
 
+// Where oneDNN has no bfloat16 GEMM (AVX2 CPUs) the compiler rounds the
+// operands to bfloat16 and multiplies in float32; the products are the same.
 TEST(MixedPrecision, BF16GemmsMatchTheProductOfRoundedOperands) {
-  CheckNetAgainstRoundedReference({DType::kBF16, true});
+  const bool gemm = compile::BackendMultipliesIn(*backend::FindBackend("cpu"), DType::kBF16);
+  CheckNetAgainstRoundedReference({DType::kBF16, gemm});
 }
 
 TEST(MixedPrecision, Float16WithoutHalfArithmeticRoundsOperandsAndComputesInFloat32) {
@@ -277,9 +280,13 @@ TEST(MixedPrecision, HalfOpsWithoutAHalfKernelRunInFloat32BetweenCasts) {
   Value* y = g->Add1("gelu", {m}, {}, "act");
   g->AddOutput("y", g->Add1("add", {y, y}, {}, "twice"));
   std::string detail;
-  EXPECT_EQ(compile::RunHalfOpsInFloat32(*g, devices, &detail), 2);
-  EXPECT_EQ(detail, "computed in float32 between casts: add 1, gelu 1");
-  EXPECT_EQ(OpNamed(*g, "mm")->inputs[0]->dtype(), DType::kBF16) << "matmul has a bf16 kernel";
+  // Without a oneDNN bfloat16 GEMM (AVX2 CPUs) the matmul is widened too.
+  const bool gemm = compile::DevicesMultiplyIn(devices, DType::kBF16);
+  EXPECT_EQ(compile::RunHalfOpsInFloat32(*g, devices, &detail), gemm ? 2 : 3);
+  EXPECT_EQ(detail, gemm ? "computed in float32 between casts: add 1, gelu 1"
+                         : "computed in float32 between casts: add 1, gelu 1, matmul 1");
+  EXPECT_EQ(OpNamed(*g, "mm")->inputs[0]->dtype(), gemm ? DType::kBF16 : DType::kF32)
+      << "matmul has a bf16 kernel where oneDNN multiplies bfloat16";
   EXPECT_EQ(OpNamed(*g, "act")->inputs[0]->dtype(), DType::kF32);
   EXPECT_EQ(g->outputs()[0].second->dtype(), DType::kBF16) << "the graph's output keeps its type";
   EXPECT_EQ(compile::RunHalfOpsInFloat32(*g, devices, nullptr), 0);
@@ -328,22 +335,25 @@ TEST(MixedPrecision, SlowHalfPrecisionIsReportedFromTheMeasuredSpeed) {
       return s;
     };
   };
-  std::string m = runtime::SlowHalfPrecisionMessage(Precision::kBFloat16, true, speed(slow));
+  std::string m = runtime::SlowHalfPrecisionMessage(Precision::kBFloat16, true, true, speed(slow));
   EXPECT_NE(m.find("bfloat16 70 GFLOP/s, float32 110"), std::string::npos) << m;
-  EXPECT_EQ(runtime::SlowHalfPrecisionMessage(Precision::kBFloat16, true, speed(fast)), "");
-  EXPECT_NE(
-      runtime::SlowHalfPrecisionMessage(Precision::kBFloat16, false, speed(fast)).find("emulates"),
-      std::string::npos);
-  m = runtime::SlowHalfPrecisionMessage(Precision::kFloat16, true, speed(fast));
+  EXPECT_EQ(runtime::SlowHalfPrecisionMessage(Precision::kBFloat16, true, true, speed(fast)), "");
+  EXPECT_NE(runtime::SlowHalfPrecisionMessage(Precision::kBFloat16, false, true, speed(fast))
+                .find("emulates"),
+            std::string::npos);
+  m = runtime::SlowHalfPrecisionMessage(Precision::kBFloat16, false, false, speed(fast));
+  EXPECT_NE(m.find("computed in float32"), std::string::npos) << "AVX2: no bfloat16 GEMM: " << m;
+  m = runtime::SlowHalfPrecisionMessage(Precision::kFloat16, true, true, speed(fast));
   EXPECT_NE(m.find("bfloat16 is the fast half type here (measured 400 vs 200"), std::string::npos)
       << m;
-  m = runtime::SlowHalfPrecisionMessage(Precision::kFloat16, true, speed(slow));
+  m = runtime::SlowHalfPrecisionMessage(Precision::kFloat16, true, true, speed(slow));
   EXPECT_NE(m.find("rounding without its speed"), std::string::npos) << m;
   EXPECT_EQ(m.find("fast half type"), std::string::npos) << "bfloat16 measured slower: " << m;
   const int before = measured;
-  EXPECT_EQ(runtime::SlowHalfPrecisionMessage(Precision::kFloat32, true, speed(slow)), "");
-  EXPECT_EQ(runtime::SlowHalfPrecisionMessage(Precision::kFloat16, false, speed(slow)).find("fast"),
-            std::string::npos);
+  EXPECT_EQ(runtime::SlowHalfPrecisionMessage(Precision::kFloat32, true, true, speed(slow)), "");
+  EXPECT_EQ(
+      runtime::SlowHalfPrecisionMessage(Precision::kFloat16, false, true, speed(slow)).find("fast"),
+      std::string::npos);
   EXPECT_EQ(measured, before) << "float32, and a CPU without bfloat16, measure nothing";
 }
 

@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "compile/executable.h"
 #include "compile/fold.h"
+#include "compile/half_fallback.h"
 #include "compile/memory_plan.h"
 #include "passes/pass.h"
 
@@ -280,41 +281,75 @@ TEST(Passes, ChannelsLastResamplesInsideTheChain) {
 // the dequantized weight it reads, stay float and fold (fold_deferred); the
 // first GEMM writes the int8 operand of the quantized GEMM reading it
 // (fuse_requantize).
-TEST(Passes, QuantizeMatmulsRunsInt8GemmsOnPaddlesQuantizedPairs) {
-  auto build = [](Graph& g, std::mt19937& rng) {
-    Value* x = g.AddInput("x", {DType::kF32, {3, 5, 8}});
-    auto scale = [&](const char* n, std::vector<float> v) {
-      auto buf = std::make_shared<AlignedBuffer>(v.size() * sizeof(float));
-      std::memcpy(buf->data(), v.data(), buf->size());
-      return g.AddData(n, {DType::kF32, {static_cast<int64_t>(v.size())}}, ir::ValueKind::kParam,
-                       buf);
-    };
-    auto weight = [&](const char* n, int64_t cols, int64_t rows = 8) {
-      auto buf = std::make_shared<AlignedBuffer>(rows * cols);
-      std::uniform_int_distribution<int> d(-127, 127);
-      for (int64_t i = 0; i < rows * cols; ++i) buf->as<int8_t>()[i] = static_cast<int8_t>(d(rng));
-      return g.AddData(n, {DType::kI8, {rows, cols}}, ir::ValueKind::kParam, buf);
-    };
-    Value* sx = scale("sx", {0.9f});
-    Value* dx = g.Add1("dequantize_linear", {g.Add1("quantize_linear", {x, sx}), sx});
-    Value* w1 = g.Add1("dequantize_linear",
-                       {weight("w1", 6), scale("sw1", {0.5f, 0.25f, 1.f, 2.f, 0.125f, 0.75f})},
-                       {{"quant_axis", int64_t{1}}});
-    Value* w2 = g.Add1("dequantize_linear", {weight("w2", 4), scale("sw2", {0.3f})});
-    Value* b = g.AddData("b", {DType::kF32, {6}}, ir::ValueKind::kParam, Random({6}, rng));
-    Value* y1 = g.Add1("relu", {g.Add1("add", {g.Add1("matmul", {dx, w1}), b})});
-    Value* y2 = g.Add1("matmul", {dx, w2});
-    // Quantized with one scale, dequantized with another: not one pair.
-    Value* odd =
-        g.Add1("dequantize_linear", {g.Add1("quantize_linear", {x, sx}), scale("s2", {1.1f})});
-    Value* y3 = g.Add1("matmul", {odd, w2});
-    // The next quantized GEMM reads y1: the first writes its int8 operand.
-    Value* sy = scale("sy", {2.5f});
-    Value* y1q = g.Add1("dequantize_linear", {g.Add1("quantize_linear", {y1, sy}), sy});
-    Value* y4 = g.Add1(
-        "matmul", {y1q, g.Add1("dequantize_linear", {weight("w4", 6, 6), scale("sw4", {0.4f})})});
-    g.AddOutput("y", g.Add1("concat", {y4, y2, y3}, {{"axis", int64_t{-1}}}));
+// Paddle's quantized pairs around three matmuls (see the test below).
+void BuildQuantizedMatmuls(Graph& g, std::mt19937& rng) {
+  Value* x = g.AddInput("x", {DType::kF32, {3, 5, 8}});
+  auto scale = [&](const char* n, std::vector<float> v) {
+    auto buf = std::make_shared<AlignedBuffer>(v.size() * sizeof(float));
+    std::memcpy(buf->data(), v.data(), buf->size());
+    return g.AddData(n, {DType::kF32, {static_cast<int64_t>(v.size())}}, ir::ValueKind::kParam,
+                     buf);
   };
+  auto weight = [&](const char* n, int64_t cols, int64_t rows = 8) {
+    auto buf = std::make_shared<AlignedBuffer>(rows * cols);
+    std::uniform_int_distribution<int> d(-127, 127);
+    for (int64_t i = 0; i < rows * cols; ++i) buf->as<int8_t>()[i] = static_cast<int8_t>(d(rng));
+    return g.AddData(n, {DType::kI8, {rows, cols}}, ir::ValueKind::kParam, buf);
+  };
+  Value* sx = scale("sx", {0.9f});
+  Value* dx = g.Add1("dequantize_linear", {g.Add1("quantize_linear", {x, sx}), sx});
+  Value* w1 = g.Add1("dequantize_linear",
+                     {weight("w1", 6), scale("sw1", {0.5f, 0.25f, 1.f, 2.f, 0.125f, 0.75f})},
+                     {{"quant_axis", int64_t{1}}});
+  Value* w2 = g.Add1("dequantize_linear", {weight("w2", 4), scale("sw2", {0.3f})});
+  Value* b = g.AddData("b", {DType::kF32, {6}}, ir::ValueKind::kParam, Random({6}, rng));
+  Value* y1 = g.Add1("relu", {g.Add1("add", {g.Add1("matmul", {dx, w1}), b})});
+  Value* y2 = g.Add1("matmul", {dx, w2});
+  // Quantized with one scale, dequantized with another: not one pair.
+  Value* odd =
+      g.Add1("dequantize_linear", {g.Add1("quantize_linear", {x, sx}), scale("s2", {1.1f})});
+  Value* y3 = g.Add1("matmul", {odd, w2});
+  // The next quantized GEMM reads y1: the first writes its int8 operand.
+  Value* sy = scale("sy", {2.5f});
+  Value* y1q = g.Add1("dequantize_linear", {g.Add1("quantize_linear", {y1, sy}), sy});
+  Value* y4 = g.Add1(
+      "matmul", {y1q, g.Add1("dequantize_linear", {weight("w4", 6, 6), scale("sw4", {0.4f})})});
+  g.AddOutput("y", g.Add1("concat", {y4, y2, y3}, {{"axis", int64_t{-1}}}));
+}
+
+// oneDNN's int8 GEMMs and convolutions are exact only with VNNI; without it
+// the CPU backend has no int8 kernels (the int8 passes then do not run).
+bool CpuHasInt8Gemms() {
+  return compile::BackendMultipliesInt8(*backend::FindBackend("cpu"));
+}
+
+// Without exact int8 GEMMs on the devices the int8 passes leave Paddle's
+// quantized pairs alone: they run as the float32 math of the dequantized
+// values, which the int8 kernels reproduce where they exist.
+TEST(Passes, Int8PassesRunOnlyWhereTheDevicesMultiplyInt8) {
+  for (const bool int8 : {false, true}) {
+    Graph g;
+    std::mt19937 rng(11);
+    BuildQuantizedMatmuls(g, rng);
+    static auto host = backend::FindBackend("cpu")->CreateDevice(0, {1, 0});
+    g.set_folder(compile::MakeFolder(*host));
+    PassContext ctx;
+    ctx.int8_gemms = int8;
+    int rewrites = -1;
+    for (auto& pass : OptimizationPasses()) {
+      const PassRecord r = RunPass(*pass, g, ctx);
+      if (std::string(pass->name()) == "int8_matmul") rewrites = r.rewrites;
+    }
+    const auto gemms = std::count_if(g.ops().begin(), g.ops().end(),
+                                     [](const auto& op) { return op->type == "linear_int8"; });
+    EXPECT_EQ(rewrites, int8 ? 3 : 0);
+    EXPECT_EQ(gemms, int8 ? 3 : 0);
+  }
+}
+
+TEST(Passes, QuantizeMatmulsRunsInt8GemmsOnPaddlesQuantizedPairs) {
+  if (!CpuHasInt8Gemms()) GTEST_SKIP() << "no exact int8 GEMMs on this CPU (no VNNI)";
+  auto build = BuildQuantizedMatmuls;
   auto all = [](Graph& g) {
     // As the compiler does: a folder on the host device, the passes in order.
     static auto host = backend::FindBackend("cpu")->CreateDevice(0, {1, 0});
@@ -341,6 +376,7 @@ TEST(Passes, QuantizeMatmulsRunsInt8GemmsOnPaddlesQuantizedPairs) {
 // convolution itself. A grouped (depthwise) strided one, a per-tensor
 // filter scale, and a pair whose halves disagree (left float) too.
 TEST(Passes, QuantizeConvsRunsInt8ConvolutionsThroughTheConvPasses) {
+  if (!CpuHasInt8Gemms()) GTEST_SKIP() << "no exact int8 convolutions on this CPU (no VNNI)";
   auto build = [](Graph& g, std::mt19937& rng) {
     Value* x = g.AddInput("x", {DType::kF32, {2, 4, 7, 7}});
     auto param = [&](const char* n, const Shape& s, float lo, float hi) {
@@ -443,6 +479,7 @@ TEST(Passes, QuantizeConvsRunsInt8ConvolutionsThroughTheConvPasses) {
 // A batch norm that zeroes a channel (scale 0) stays after an int8
 // convolution: oneDNN would need the bias divided by a zero output scale.
 TEST(Passes, FoldBatchNormLeavesAnInt8ConvWhoseChannelItZeroes) {
+  if (!CpuHasInt8Gemms()) GTEST_SKIP() << "no exact int8 convolutions on this CPU (no VNNI)";
   auto build = [](Graph& g, std::mt19937& rng) {
     Value* x = g.AddInput("x", {DType::kF32, {2, 3, 5, 5}});
     auto constant = [&](const char* n, const Shape& s, std::vector<float> v) {

@@ -19,5 +19,11 @@ struct Dnnl {
 Dnnl& DnnlOf(backend::Device& device);
 // Maps a Tiller dtype onto oneDNN's; throws kUnimplemented when oneDNN has none.
 dnnl::memory::data_type ToDnnl(DType t);
+// Whether oneDNN multiplies bfloat16 on this CPU (a GEMM it can create);
+// the bfloat16 GEMM and convolution kernels are registered only then.
+bool DnnlMultipliesBF16();
+// Whether oneDNN's int8 GEMMs and convolutions are exact on this CPU (VNNI);
+// linear_int8 and conv2d_int8 are registered only then.
+bool DnnlMultipliesInt8Exactly();
 
 }  // namespace tiller::cpu

@@ -3,16 +3,6 @@
 // creation, half-precision conversions and vectorized float math.
 #pragma once
 
-#if defined(__AVX512F__)
-// gcc 12's AVX-512 headers trip -Wmaybe-uninitialized (GCC bug 105593) in
-// every inlined _mm512_max_ps/_mm512_scalef_ps/_mm512_reduce_add_ps; the
-// warning is in the header, so it is silenced for the header only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
 #include <omp.h>
 
 #include <algorithm>
@@ -27,6 +17,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/simd.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "ir/op_schema.h"
@@ -233,58 +224,11 @@ void ForEachRun(const IterPlan& p, int64_t begin, int64_t end, F&& f) {
 // one-input plan (transpose, slice, expand, broadcast).
 void StridedCopy(const IterPlan& p, size_t elem_size, const void* in, void* out);
 
-// ---- Vectorized float math -------------------------------------------------
-#if defined(__AVX512F__)
-// The lanes of a 16-float vector that hold elements when `left` remain
-// (all 16 from 16 on): loops over a row end with a masked load/store.
-inline __mmask16 LaneMask(int64_t left) {
-  return left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-}
-
-// exp: Cephes range reduction + degree-6 polynomial (about 1 ulp); scalef
-// applies 2^n and handles underflow to subnormals and overflow to inf.
-// exp(hi + lo) with lo a small correction to hi: erfc passes -z*z split
-// exactly, keeping the range reduction accurate for large arguments.
-inline __m512 Exp512Split(__m512 hi, __m512 lo) {
-  // Beyond these bounds the result is 0 or inf anyway. min/max return their
-  // second operand for NaN, so NaN propagates.
-  hi = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(88.8f), hi));
-  __m512 x = _mm512_add_ps(hi, lo);
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), hi);
-  r = _mm512_add_ps(r, lo);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-inline __m512 Exp512(__m512 x) {
-  return Exp512Split(x, _mm512_setzero_ps());
-}
-// exp(d) for d <= 0 (a value minus its row's max: softmax), with 0 where
-// exp(d) < 1.6e-38 (d < -87), so no lane computes a subnormal: Intel cores
-// take a microcode assist per subnormal result, and attention rows whose
-// masked scores sit 10^4 below the max made softmax 10x slower (measured on
-// BERT-Base). What is dropped is below 1.6e-38 absolute, invisible next to a
-// row sum >= 1.
-// NaN stays NaN (max returns its second operand when one is NaN).
-inline __m512 ExpOfShifted(__m512 d) {
-  const __m512 lo = _mm512_set1_ps(-87.0f);
-  const __mmask16 tiny = _mm512_cmp_ps_mask(d, lo, _CMP_LT_OQ);
-  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~tiny), Exp512(_mm512_max_ps(lo, d)));
-}
-
-#endif
+// ---- Vectorized float math (simd.h holds the vector type and exp) --------
 
 // Each array function reads x[0..n) and writes y[0..n) (y may equal x). The
-// AVX-512 paths use the same formulas for the tail through masked loads, so a
-// value's result never depends on its position. Accuracy (tested): a few ulp.
+// tail goes through the same formulas with partial loads, so a value's
+// result never depends on its position. Accuracy (tested): a few ulp.
 
 void VExp(const float* x, float* y, int64_t n);
 
@@ -295,8 +239,8 @@ void VGelu(const float* x, float* y, int64_t n);               // exact (erf) fo
 void VGeluTanh(const float* x, float* y, int64_t n);           // tanh approximation
 void VSwish(const float* x, float* y, int64_t n, float beta);  // x * sigmoid(beta x)
 
-// Row reductions with 16 independent partial sums (more accurate and faster
-// than a serial float sum).
+// Row reductions with independent partial sums in vector lanes (more
+// accurate and faster than a serial float sum).
 float RowSum(const float* x, int64_t n);
 float RowMax(const float* x, int64_t n);
 // Returns sum (x - mean)^2 and stores sum (x - mean) in *sum_diff, which

@@ -19,6 +19,47 @@
 #include "ir/ops/op_helpers.h"
 
 namespace tiller::cpu {
+
+bool DnnlMultipliesBF16() {
+  // oneDNN 2.6 multiplies bfloat16 with its AVX-512 kernels (natively with
+  // AVX512_BF16 / AMX, emulated on plain AVX-512) and not with AVX2: asking
+  // it for a bfloat16 GEMM is the one test that cannot disagree with it.
+  static const bool yes = [] {
+    try {
+      using dnnl::memory;
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      const memory::desc a({16, 16}, memory::data_type::bf16, memory::format_tag::ab);
+      const memory::desc c({16, 16}, memory::data_type::f32, memory::format_tag::ab);
+      // Throws when no implementation takes these types here.
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), engine);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return yes;
+}
+
+bool DnnlMultipliesInt8Exactly() {
+  // Without VNNI oneDNN 2.6 multiplies s8 x s8 through vpmaddubsw, whose
+  // int16 pair sums saturate, and so halves convolution weights first
+  // ("sa0.5" in its verbose log: odd weights lose their last bit) and lets
+  // GEMM sums saturate: results off by up to 10% in this project's tests.
+  // With AVX512_VNNI (vpdpbusd, int32 sums) they are exact.
+  static const bool yes = [] {
+    using dnnl::cpu_isa;
+    switch (dnnl::get_effective_cpu_isa()) {
+      case cpu_isa::avx512_core_vnni:
+      case cpu_isa::avx512_core_bf16:
+      case cpu_isa::avx512_core_amx:
+        return true;
+      default:
+        return false;
+    }
+  }();
+  return yes;
+}
+
 namespace {
 
 using dnnl::memory;
@@ -698,29 +739,35 @@ TILLER_CPU_KERNEL("conv2d_transpose", MakeConvTranspose2d,
 TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
                   Signature("T, T, T -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("linear", MakeLinear, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
-TILLER_CPU_KERNEL("linear_int8", MakeLinearInt8,
-                  Signature("T, T, float32, float32? -> O")
-                      .Where("T", {DType::kI8})
-                      .Where("O", {DType::kF32, DType::kI8}));
 TILLER_CPU_KERNEL("conv2d", MakeConv2d, Signature("T, T, T?, T? -> T").Where("T", {DType::kF32}));
-TILLER_CPU_KERNEL("conv2d_int8", MakeConv2d,
-                  Signature("T, T, float32, float32?, float32? -> O")
-                      .Where("T", {DType::kI8})
-                      .Where("O", {DType::kF32, DType::kI8}));
-// Mixed precision: bfloat16 operands, float32 accumulation and result.
-TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("H, H -> float32").Where("H", {DType::kBF16}));
-TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
-                  Signature("float32, H, H -> float32").Where("H", {DType::kBF16}));
-TILLER_CPU_KERNEL("linear", MakeLinear,
-                  Signature("H, H, float32? -> float32").Where("H", {DType::kBF16}));
-TILLER_CPU_KERNEL("conv2d", MakeConv2d,
-                  Signature("H, H, float32?, float32? -> float32").Where("H", {DType::kBF16}));
-// ... and writing bfloat16 (the pass folded the cast after them).
-TILLER_CPU_KERNEL("matmul", MakeMatmul, Signature("H, H -> H").Where("H", {DType::kBF16}));
-TILLER_CPU_KERNEL("linear", MakeLinear,
-                  Signature("H, H, float32? -> H").Where("H", {DType::kBF16}));
-TILLER_CPU_KERNEL("conv2d", MakeConv2d,
-                  Signature("H, H, float32? -> H").Where("H", {DType::kBF16}));
+// int8 GEMMs and convolutions only where oneDNN computes them exactly
+// (DnnlMultipliesInt8Exactly); elsewhere the int8 passes leave quantized
+// pairs as float32 math (PassContext::int8_gemms).
+const bool kInt8Registered = [] {
+  if (!DnnlMultipliesInt8Exactly()) return false;
+  const auto int8 = [](const char* types) {
+    return Signature(types).Where("T", {DType::kI8}).Where("O", {DType::kF32, DType::kI8});
+  };
+  RegisterKernel("linear_int8", MakeLinearInt8, int8("T, T, float32, float32? -> O"));
+  RegisterKernel("conv2d_int8", MakeConv2d, int8("T, T, float32, float32?, float32? -> O"));
+  return true;
+}();
+// Mixed precision: bfloat16 operands, float32 accumulation and result, and
+// writing bfloat16 (the pass folded the cast after them); registered only
+// where oneDNN multiplies bfloat16, so that the compiler's probe
+// (compile::DevicesMultiplyIn) finds them missing elsewhere.
+const bool kBF16Registered = [] {
+  if (!DnnlMultipliesBF16()) return false;
+  const auto h = [](const char* types) { return Signature(types).Where("H", {DType::kBF16}); };
+  RegisterKernel("matmul", MakeMatmul, h("H, H -> float32"));
+  RegisterKernel("matmul_accumulate", MakeMatmulAccumulate, h("float32, H, H -> float32"));
+  RegisterKernel("linear", MakeLinear, h("H, H, float32? -> float32"));
+  RegisterKernel("conv2d", MakeConv2d, h("H, H, float32?, float32? -> float32"));
+  RegisterKernel("matmul", MakeMatmul, h("H, H -> H"));
+  RegisterKernel("linear", MakeLinear, h("H, H, float32? -> H"));
+  RegisterKernel("conv2d", MakeConv2d, h("H, H, float32? -> H"));
+  return true;
+}();
 
 }  // namespace
 }  // namespace tiller::cpu

@@ -77,52 +77,33 @@ std::unique_ptr<Kernel> MakeLayerNorm(const ir::Op& op) {
 // One row of layer_norm_grad: xhat = (x - mean) rstd, dxhat = dy scale;
 // dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); the row's
 // dy xhat and dy are added into its block's dscale / dbias sums (ds, db).
-// Vectorized, the two row means are sums of 16 lanes, then of the lanes.
+// Vectorized, the two row means are sums per vector lane, then of the lanes.
 template <bool kScale>
 void LayerNormGradRow(const float* x, const float* g, const float* scale, float* dx, float* ds,
                       float* db, int64_t n, float mean, float rstd) {
   const float inv_n = 1.0f / static_cast<float>(n);
-#if defined(__AVX512F__)
-  const __m512 mu = _mm512_set1_ps(mean), rs = _mm512_set1_ps(rstd);
-  __m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = LaneMask(n - i);
-    const __m512 gv = _mm512_maskz_loadu_ps(k, g + i);
-    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mu), rs);
-    const __m512 dxh = kScale ? _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(k, scale + i)) : gv;
-    a1 = _mm512_add_ps(a1, dxh);
-    a2 = _mm512_fmadd_ps(dxh, xh, a2);
-    _mm512_mask_storeu_ps(ds + i, k, _mm512_fmadd_ps(gv, xh, _mm512_maskz_loadu_ps(k, ds + i)));
-    _mm512_mask_storeu_ps(db + i, k, _mm512_add_ps(gv, _mm512_maskz_loadu_ps(k, db + i)));
+  using simd::Vec;
+  const Vec mu = simd::Set(mean), rs = simd::Set(rstd);
+  Vec a1 = simd::Zero(), a2 = simd::Zero();
+  for (int64_t i = 0; i < n; i += simd::kLanes) {
+    const simd::Mask k = simd::Tail(n - i);
+    const Vec gv = simd::LoadPart(k, g + i);
+    const Vec xh = (simd::LoadPart(k, x + i) - mu) * rs;
+    const Vec dxh = kScale ? gv * simd::LoadPart(k, scale + i) : gv;
+    a1 = a1 + dxh;
+    a2 = simd::Fma(dxh, xh, a2);
+    simd::StorePart(ds + i, k, simd::Fma(gv, xh, simd::LoadPart(k, ds + i)));
+    simd::StorePart(db + i, k, gv + simd::LoadPart(k, db + i));
   }
-  const __m512 m1 = _mm512_set1_ps(_mm512_reduce_add_ps(a1) * inv_n);
-  const __m512 m2 = _mm512_set1_ps(_mm512_reduce_add_ps(a2) * inv_n);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = LaneMask(n - i);
-    const __m512 gv = _mm512_maskz_loadu_ps(k, g + i);
-    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mu), rs);
-    const __m512 dxh = kScale ? _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(k, scale + i)) : gv;
-    _mm512_mask_storeu_ps(dx + i, k,
-                          _mm512_mul_ps(rs, _mm512_fnmadd_ps(xh, m2, _mm512_sub_ps(dxh, m1))));
+  const Vec m1 = simd::Set(simd::ReduceAdd(a1) * inv_n);
+  const Vec m2 = simd::Set(simd::ReduceAdd(a2) * inv_n);
+  for (int64_t i = 0; i < n; i += simd::kLanes) {
+    const simd::Mask k = simd::Tail(n - i);
+    const Vec gv = simd::LoadPart(k, g + i);
+    const Vec xh = (simd::LoadPart(k, x + i) - mu) * rs;
+    const Vec dxh = kScale ? gv * simd::LoadPart(k, scale + i) : gv;
+    simd::StorePart(dx + i, k, rs * simd::Fnma(xh, m2, dxh - m1));
   }
-#else
-  float m1 = 0.0f, m2 = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float xhat = (x[i] - mean) * rstd;
-    const float dxhat = kScale ? g[i] * scale[i] : g[i];
-    m1 += dxhat;
-    m2 += dxhat * xhat;
-    ds[i] += g[i] * xhat;
-    db[i] += g[i];
-  }
-  m1 *= inv_n;
-  m2 *= inv_n;
-  for (int64_t i = 0; i < n; ++i) {
-    const float xhat = (x[i] - mean) * rstd;
-    const float dxhat = kScale ? g[i] * scale[i] : g[i];
-    dx[i] = rstd * (dxhat - m1 - xhat * m2);
-  }
-#endif
 }
 
 // layer_norm_grad(x, dy, scale?) -> dx, dscale, dbias. The row statistics

@@ -13,7 +13,7 @@
 // usual last axis) runs per row: max, exp and sum in one sweep writing
 // exp(x - max) to the output, then a scale (softmax) or a subtraction
 // (log_softmax). Rows fit in L1, so the row is read from memory once.
-// inner > 1 processes 16 columns at a time with vector registers holding the
+// inner > 1 processes a vector's width of columns at a time with vector registers holding the
 // running max and sum, so no scratch is needed.
 #include "backends/cpu/kernels/kernel_utils.h"
 
@@ -36,47 +36,33 @@ void SoftmaxRow(const float* x, float* y, int64_t n, bool log) {
   }
 }
 
-// Columns [j0, j0 + w) of one [n, inner] slab, w <= 16.
+// Columns [j0, j0 + w) of one [n, inner] slab, w <= simd::kLanes.
 void SoftmaxColumns(const float* x, float* y, int64_t n, int64_t inner, int64_t w, bool log) {
-#if defined(__AVX512F__)
-  __mmask16 k = static_cast<__mmask16>((1u << w) - 1);
-  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int64_t i = 0; i < n; ++i) m = _mm512_max_ps(m, _mm512_maskz_loadu_ps(k, x + i * inner));
-  __m512 s = _mm512_setzero_ps();
+  using simd::Vec;
+  constexpr int L = simd::kLanes;
+  const simd::Mask k = simd::Tail(w);
+  Vec m = simd::Set(-std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < n; ++i) m = simd::Max(m, simd::LoadPart(k, x + i * inner));
+  Vec s = simd::Zero();
   for (int64_t i = 0; i < n; ++i) {
-    __m512 e = _mm512_maskz_mov_ps(
-        k, ExpOfShifted(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i * inner), m)));
-    s = _mm512_add_ps(s, e);
-    if (!log) _mm512_mask_storeu_ps(y + i * inner, k, e);
+    const Vec e = simd::ZeroUnless(k, simd::ExpOfShifted(simd::LoadPart(k, x + i * inner) - m));
+    s = s + e;
+    if (!log) simd::StorePart(y + i * inner, k, e);
   }
   if (log) {
-    alignas(64) float ls[16];
-    _mm512_store_ps(ls, s);
-    for (int j = 0; j < 16; ++j) ls[j] = j < w ? std::log(ls[j]) : 0.0f;
-    __m512 lsv = _mm512_load_ps(ls);
+    float ls[L];
+    simd::Store(ls, s);
+    for (int j = 0; j < L; ++j) ls[j] = j < w ? std::log(ls[j]) : 0.0f;
+    const Vec lsv = simd::Load(ls);
     for (int64_t i = 0; i < n; ++i) {
-      __m512 d = _mm512_max_ps(_mm512_set1_ps(kLogSoftmaxClip),
-                               _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i * inner), m));
-      _mm512_mask_storeu_ps(y + i * inner, k, _mm512_sub_ps(d, lsv));
+      const Vec d = simd::Max(simd::Set(kLogSoftmaxClip), simd::LoadPart(k, x + i * inner) - m);
+      simd::StorePart(y + i * inner, k, d - lsv);
     }
   } else {
-    __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), s);
+    const Vec inv = simd::Set(1.0f) / s;
     for (int64_t i = 0; i < n; ++i)
-      _mm512_mask_storeu_ps(y + i * inner, k,
-                            _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i * inner), inv));
+      simd::StorePart(y + i * inner, k, simd::LoadPart(k, y + i * inner) * inv);
   }
-#else
-  for (int64_t j = 0; j < w; ++j) {
-    float m = -std::numeric_limits<float>::infinity(), s = 0;
-    for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i * inner + j]);
-    for (int64_t i = 0; i < n; ++i) s += std::exp(x[i * inner + j] - m);
-    for (int64_t i = 0; i < n; ++i) {
-      float d = x[i * inner + j] - m;
-      if (log) d = std::max(d, kLogSoftmaxClip);
-      y[i * inner + j] = log ? d - std::log(s) : std::exp(d) / s;
-    }
-  }
-#endif
 }
 
 std::unique_ptr<Kernel> MakeSoftmax(const ir::Op& op) {
@@ -96,14 +82,15 @@ std::unique_ptr<Kernel> MakeSoftmax(const ir::Op& op) {
           1);
       return;
     }
-    int64_t blocks = (inner + 15) / 16;
+    constexpr int64_t L = simd::kLanes;
+    const int64_t blocks = (inner + L - 1) / L;
     ParallelRange(
-        outer * blocks, n * 16 * 8,
+        outer * blocks, n * L * 8,
         [&](int64_t b, int64_t e) {
           for (int64_t t = b; t < e; ++t) {
-            int64_t o = t / blocks, j = (t % blocks) * 16;
-            int64_t off = o * n * inner + j;
-            SoftmaxColumns(x + off, y + off, n, inner, std::min<int64_t>(16, inner - j), log);
+            const int64_t o = t / blocks, j = (t % blocks) * L;
+            const int64_t off = o * n * inner + j;
+            SoftmaxColumns(x + off, y + off, n, inner, std::min(L, inner - j), log);
           }
         },
         1);
@@ -113,23 +100,20 @@ std::unique_ptr<Kernel> MakeSoftmax(const ir::Op& op) {
 // dx = y (dy - sum(dy y)) along the axis, for one [n, inner] slab's column
 // j (stride inner; a row when inner == 1, vectorized then).
 void SoftmaxGradRow(const float* y, const float* dy, float* dx, int64_t n, int64_t inner) {
-#if defined(__AVX512F__)
   if (inner == 1) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16) {
-      const __mmask16 k = LaneMask(n - i);
-      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, dy + i), _mm512_maskz_loadu_ps(k, y + i), acc);
+    using simd::Vec;
+    Vec acc = simd::Zero();
+    for (int64_t i = 0; i < n; i += simd::kLanes) {
+      const simd::Mask k = simd::Tail(n - i);
+      acc = simd::Fma(simd::LoadPart(k, dy + i), simd::LoadPart(k, y + i), acc);
     }
-    const __m512 dot = _mm512_set1_ps(_mm512_reduce_add_ps(acc));
-    for (int64_t i = 0; i < n; i += 16) {
-      const __mmask16 k = LaneMask(n - i);
-      _mm512_mask_storeu_ps(dx + i, k,
-                            _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i),
-                                          _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dy + i), dot)));
+    const Vec dot = simd::Set(simd::ReduceAdd(acc));
+    for (int64_t i = 0; i < n; i += simd::kLanes) {
+      const simd::Mask k = simd::Tail(n - i);
+      simd::StorePart(dx + i, k, simd::LoadPart(k, y + i) * (simd::LoadPart(k, dy + i) - dot));
     }
     return;
   }
-#endif
   float dot = 0.0f;
   for (int64_t i = 0; i < n; ++i) dot += dy[i * inner] * y[i * inner];
   for (int64_t i = 0; i < n; ++i) dx[i * inner] = y[i * inner] * (dy[i * inner] - dot);

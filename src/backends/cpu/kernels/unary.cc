@@ -1,8 +1,8 @@
 // Unary elementwise kernels (activations and math) and the vectorized float
 // math they share with softmax and the norms; gelu_grad, which shares gelu's.
 //
-// exp: Cephes range reduction + degree-6 polynomial, 2^n applied with scalef
-// (handles underflow to subnormals and overflow to inf). erf/erfc: odd Taylor
+// The float formulas are written once on simd::Vec (AVX-512, AVX2 or scalar
+// lanes). exp: simd.h. erf/erfc: odd Taylor
 // series below 0.5, else the Numerical Recipes erfc fit (relative error
 // < 1.2e-7 everywhere), so erf and both gelu tails stay accurate. tanh: odd
 // Taylor series below 0.55 (no cancellation), else 1 - 2/(exp(2x)+1).
@@ -14,266 +14,185 @@
 namespace tiller::cpu {
 namespace {
 
-#if defined(__AVX512F__)
-inline __m512 Set1(float v) {
-  return _mm512_set1_ps(v);
-}
-inline __mmask16 TailMask(int64_t r) {
-  return static_cast<__mmask16>((1u << r) - 1);
-}
+using simd::Set;
+using simd::Vec;
 
 // erfc(z) for z >= 0, given z*z as an exact sum hi + lo: erfc's relative
 // error is about 2 z^2 times that of its exponent argument, so z*z must not
 // be rounded (gelu passes x*x/2 so the rounding of x/sqrt(2) drops out too).
-inline __m512 Erfc512Pos(__m512 z, __m512 z2hi, __m512 z2lo) {
-  z = _mm512_min_ps(z, Set1(10.0f));
-  __m512 t = _mm512_div_ps(Set1(1.0f), _mm512_fmadd_ps(z, Set1(0.5f), Set1(1.0f)));
-  __m512 p = Set1(0.17087277f);
+inline Vec ErfcPos(Vec z, Vec z2hi, Vec z2lo) {
+  z = simd::Min(z, Set(10.0f));
+  const Vec t = Set(1.0f) / simd::Fma(z, Set(0.5f), Set(1.0f));
+  Vec p = Set(0.17087277f);
   for (float c : {-0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f, 0.09678418f,
                   0.37409196f, 1.00002368f, -1.26551223f})
-    p = _mm512_fmadd_ps(p, t, Set1(c));
-  z2hi = _mm512_min_ps(z2hi, Set1(100.0f));
-  return _mm512_mul_ps(
-      t, Exp512Split(_mm512_sub_ps(_mm512_setzero_ps(), z2hi), _mm512_sub_ps(p, z2lo)));
+    p = simd::Fma(p, t, Set(c));
+  z2hi = simd::Min(z2hi, Set(100.0f));
+  return t * simd::ExpSplit(simd::Zero() - z2hi, p - z2lo);
 }
-inline __m512 Erfc512Pos(__m512 z) {
-  __m512 hi = _mm512_mul_ps(z, z);
-  return Erfc512Pos(z, hi, _mm512_fmsub_ps(z, z, hi));  // fmsub: z*z - hi exactly
-}
-
-inline __m512 Abs512(__m512 x) {
-  return _mm512_abs_ps(x);
+inline Vec ErfcPos(Vec z) {
+  const Vec hi = z * z;
+  return ErfcPos(z, hi, simd::Fms(z, z, hi));  // z*z - hi exactly
 }
 
-inline __m512 Erf512(__m512 x) {
-  __m512 ax = Abs512(x);
-  __m512 x2 = _mm512_mul_ps(x, x);
-  __m512 s = Set1(1.0f / 9360.0f);
+inline Vec Erf(Vec x) {
+  const Vec ax = simd::Abs(x), x2 = x * x;
+  Vec s = Set(1.0f / 9360.0f);
   for (float c : {-1.0f / 1320.0f, 1.0f / 216.0f, -1.0f / 42.0f, 1.0f / 10.0f, -1.0f / 3.0f, 1.0f})
-    s = _mm512_fmadd_ps(s, x2, Set1(c));
-  __m512 small = _mm512_mul_ps(_mm512_mul_ps(s, x), Set1(1.12837916709551257f));
-  __m512 big = _mm512_sub_ps(Set1(1.0f), Erfc512Pos(ax));
-  big = _mm512_castsi512_ps(_mm512_or_si512(
-      _mm512_castps_si512(big),
-      _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000u)))));
-  __mmask16 is_small = _mm512_cmp_ps_mask(ax, Set1(0.5f), _CMP_LT_OQ);
-  return _mm512_mask_mov_ps(big, is_small, small);
+    s = simd::Fma(s, x2, Set(c));
+  const Vec small = s * x * Set(1.12837916709551257f);
+  const Vec big = simd::WithSignOf(Set(1.0f) - ErfcPos(ax), x);
+  return simd::Select(simd::Lt(ax, Set(0.5f)), small, big);
 }
 
-inline __m512 Tanh512(__m512 x) {
-  __m512 ax = Abs512(x);
-  __m512 x2 = _mm512_mul_ps(x, x);
-  __m512 s = Set1(-929569.0f / 638512875.0f);
+inline Vec Tanh(Vec x) {
+  const Vec ax = simd::Abs(x), x2 = x * x;
+  Vec s = Set(-929569.0f / 638512875.0f);
   for (float c : {21844.0f / 6081075.0f, -1382.0f / 155925.0f, 62.0f / 2835.0f, -17.0f / 315.0f,
                   2.0f / 15.0f, -1.0f / 3.0f})
-    s = _mm512_fmadd_ps(s, x2, Set1(c));
-  __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(s, x2), x, x);
-  __m512 e = Exp512(_mm512_mul_ps(_mm512_min_ps(ax, Set1(9.0f)), Set1(2.0f)));
-  __m512 big = _mm512_sub_ps(Set1(1.0f), _mm512_div_ps(Set1(2.0f), _mm512_add_ps(e, Set1(1.0f))));
-  big = _mm512_castsi512_ps(_mm512_or_si512(
-      _mm512_castps_si512(big),
-      _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000u)))));
-  return _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(ax, Set1(0.55f), _CMP_LT_OQ), small);
+    s = simd::Fma(s, x2, Set(c));
+  const Vec small = simd::Fma(s * x2, x, x);
+  const Vec e = simd::Exp(simd::Min(ax, Set(9.0f)) * Set(2.0f));
+  const Vec big = simd::WithSignOf(Set(1.0f) - Set(2.0f) / (e + Set(1.0f)), x);
+  return simd::Select(simd::Lt(ax, Set(0.55f)), small, big);
 }
 
-inline __m512 Sigmoid512(__m512 x) {
-  __m512 e = Exp512(_mm512_sub_ps(_mm512_setzero_ps(), x));
-  return _mm512_div_ps(Set1(1.0f), _mm512_add_ps(Set1(1.0f), e));
+inline Vec Sigmoid(Vec x) {
+  return Set(1.0f) / (Set(1.0f) + simd::Exp(simd::Zero() - x));
 }
 
 // 1 + erf(x / sqrt 2), which is erfc(-x / sqrt 2): 2 - erfc(|z|) for z >= 0,
 // erfc(|z|) below, with no cancellation; z^2 = x^2 / 2 passed to erfc as an
 // exact sum. gelu is x/2 times it, gelu' half of it plus x phi(x).
-inline __m512 OnePlusErfOverSqrt2(__m512 x) {
-  __m512 z = _mm512_mul_ps(x, Set1(0.70710678118654752f));
-  __m512 x2 = _mm512_mul_ps(x, x);
-  __m512 half = Set1(0.5f);
-  __m512 e = Erfc512Pos(Abs512(z), _mm512_mul_ps(x2, half),
-                        _mm512_mul_ps(_mm512_fmsub_ps(x, x, x2), half));
-  return _mm512_mask_sub_ps(e, _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GE_OQ), Set1(2.0f),
-                            e);
+inline Vec OnePlusErfOverSqrt2(Vec x) {
+  const Vec z = x * Set(0.70710678118654752f), x2 = x * x, half = Set(0.5f);
+  const Vec e = ErfcPos(simd::Abs(z), x2 * half, simd::Fms(x, x, x2) * half);
+  return simd::Select(simd::Ge(z, simd::Zero()), Set(2.0f) - e, e);
 }
 
-inline __m512 Gelu512(__m512 x) {
-  return _mm512_mul_ps(_mm512_mul_ps(x, Set1(0.5f)), OnePlusErfOverSqrt2(x));
+inline Vec Gelu(Vec x) {
+  return x * Set(0.5f) * OnePlusErfOverSqrt2(x);
 }
 
 // 0.5 x (1 + tanh(u)) == x * sigmoid(2u): no cancellation for negative u.
-inline __m512 GeluTanh512(__m512 x) {
-  __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
-  __m512 u = _mm512_mul_ps(_mm512_fmadd_ps(x3, Set1(0.044715f), x), Set1(0.79788456080286536f));
-  return _mm512_mul_ps(x, Sigmoid512(_mm512_add_ps(u, u)));
+inline Vec GeluTanh(Vec x) {
+  const Vec u = simd::Fma(x * x * x, Set(0.044715f), x) * Set(0.79788456080286536f);
+  return x * Sigmoid(u + u);
 }
 
 // gelu'(x) = Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2.
-inline __m512 GeluGrad512(__m512 x) {
-  __m512 x2 = _mm512_mul_ps(x, x);
-  __m512 half = Set1(0.5f);
+inline Vec GeluGrad(Vec x) {
+  const Vec x2 = x * x;
   // exp(-x^2 / 2) from x^2 as an exact sum, as erfc's (no error growing with x^2).
-  __m512 pdf = _mm512_mul_ps(Exp512Split(_mm512_mul_ps(x2, Set1(-0.5f)),
-                                         _mm512_mul_ps(_mm512_fmsub_ps(x, x, x2), Set1(-0.5f))),
-                             Set1(0.39894228040143268f));
-  return _mm512_fmadd_ps(x, pdf, _mm512_mul_ps(OnePlusErfOverSqrt2(x), half));
+  const Vec pdf =
+      simd::ExpSplit(x2 * Set(-0.5f), simd::Fms(x, x, x2) * Set(-0.5f)) * Set(0.39894228040143268f);
+  return simd::Fma(x, pdf, OnePlusErfOverSqrt2(x) * Set(0.5f));
 }
 
 // The tanh form y = x (1 + t) / 2, t = tanh(u), u = k (x + 0.044715 x^3):
 // y' = (1 + t) / 2 + x (1 - t^2) k (1 + 3 * 0.044715 x^2) / 2, with
 // (1 + t) / 2 = sigmoid(2u) and 1 - t^2 = 4 e / (1 + e)^2, e = exp(-2|u|):
 // no cancellation where tanh saturates.
-inline __m512 GeluTanhGrad512(__m512 x) {
-  const __m512 k = Set1(0.79788456080286536f), one = Set1(1.0f);
-  __m512 x2 = _mm512_mul_ps(x, x);
-  __m512 u = _mm512_mul_ps(_mm512_mul_ps(k, x), _mm512_fmadd_ps(x2, Set1(0.044715f), one));
-  __m512 e = Exp512(_mm512_mul_ps(Abs512(u), Set1(-2.0f)));
-  __m512 inv = _mm512_div_ps(one, _mm512_add_ps(one, e));
-  __m512 s =
-      _mm512_mask_mul_ps(inv, _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_LT_OQ), e, inv);
-  __m512 sech2 = _mm512_mul_ps(_mm512_mul_ps(Set1(4.0f), e), _mm512_mul_ps(inv, inv));
-  __m512 du = _mm512_mul_ps(k, _mm512_fmadd_ps(x2, Set1(3 * 0.044715f), one));
-  return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(x, Set1(0.5f)), sech2), du, s);
+inline Vec GeluTanhGrad(Vec x) {
+  const Vec k = Set(0.79788456080286536f), one = Set(1.0f);
+  const Vec x2 = x * x;
+  const Vec u = k * x * simd::Fma(x2, Set(0.044715f), one);
+  const Vec e = simd::Exp(simd::Abs(u) * Set(-2.0f));
+  const Vec inv = one / (one + e);
+  const Vec s = simd::Select(simd::Lt(u, simd::Zero()), e * inv, inv);
+  const Vec sech2 = Set(4.0f) * e * (inv * inv);
+  const Vec du = k * simd::Fma(x2, Set(3 * 0.044715f), one);
+  return simd::Fma(x * Set(0.5f) * sech2, du, s);
 }
-
-// Applies f to 16 floats at a time; the tail goes through a masked load/store.
-template <typename F>
-inline void Map512(const float* x, float* y, int64_t n, F f) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, f(_mm512_loadu_ps(x + i)));
-  if (i < n) {
-    __mmask16 m = TailMask(n - i);
-    _mm512_mask_storeu_ps(y + i, m, f(_mm512_maskz_loadu_ps(m, x + i)));
-  }
-}
-#define TILLER_MAP(name, expr512, scalar)              \
-  void name(const float* x, float* y, int64_t n) {     \
-    Map512(x, y, n, [](__m512 v) { return expr512; }); \
-  }
-#else
-#define TILLER_MAP(name, expr512, scalar)          \
-  void name(const float* x, float* y, int64_t n) { \
-    for (int64_t i = 0; i < n; ++i) {              \
-      float v = x[i];                              \
-      y[i] = (scalar);                             \
-    }                                              \
-  }
-#endif
 
 }  // namespace
 
-TILLER_MAP(VExp, Exp512(v), std::exp(v))
-TILLER_MAP(VTanh, Tanh512(v), std::tanh(v))
-TILLER_MAP(VSigmoid, Sigmoid512(v), 1.0f / (1.0f + std::exp(-v)))
-TILLER_MAP(VErf, Erf512(v), std::erf(v))
-TILLER_MAP(VGelu, Gelu512(v), 0.5f * v * std::erfc(-v * 0.70710678118654752f))
-TILLER_MAP(VGeluTanh, GeluTanh512(v),
-           v / (1.0f + std::exp(-2.0f * 0.79788456080286536f * (v + 0.044715f * v * v * v))))
+#define TILLER_MAP(name, expr)                      \
+  void name(const float* x, float* y, int64_t n) {  \
+    simd::Map(x, y, n, [](Vec v) { return expr; }); \
+  }
+TILLER_MAP(VExp, simd::Exp(v))
+TILLER_MAP(VTanh, Tanh(v))
+TILLER_MAP(VSigmoid, Sigmoid(v))
+TILLER_MAP(VErf, Erf(v))
+TILLER_MAP(VGelu, Gelu(v))
+TILLER_MAP(VGeluTanh, GeluTanh(v))
 #undef TILLER_MAP
 
 void VSwish(const float* x, float* y, int64_t n, float beta) {
-#if defined(__AVX512F__)
-  __m512 b = Set1(beta);
-  Map512(x, y, n, [b](__m512 v) { return _mm512_mul_ps(v, Sigmoid512(_mm512_mul_ps(v, b))); });
-#else
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-beta * x[i]));
-#endif
+  const Vec b = Set(beta);
+  simd::Map(x, y, n, [b](Vec v) { return v * Sigmoid(v * b); });
 }
 
 float RowSum(const float* x, int64_t n) {
-#if defined(__AVX512F__)
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  constexpr int L = simd::kLanes;
+  Vec a0 = simd::Zero(), a1 = simd::Zero();
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i));
-    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(x + i + 16));
+  for (; i + 2 * L <= n; i += 2 * L) {
+    a0 = a0 + simd::Load(x + i);
+    a1 = a1 + simd::Load(x + i + L);
   }
-  for (; i + 16 <= n; i += 16) a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i));
-  if (i < n) a1 = _mm512_add_ps(a1, _mm512_maskz_loadu_ps(TailMask(n - i), x + i));
-  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-#else
-  float acc[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) acc[j] += x[i + j];
-  float s = 0;
-  for (; i < n; ++i) s += x[i];
-  for (float a : acc) s += a;
-  return s;
-#endif
+  for (; i + L <= n; i += L) a0 = a0 + simd::Load(x + i);
+  if (i < n) a1 = a1 + simd::LoadPart(simd::Tail(n - i), x + i);
+  return simd::ReduceAdd(a0 + a1);
 }
 
 float RowMax(const float* x, int64_t n) {
-#if defined(__AVX512F__)
-  __m512 m = Set1(-std::numeric_limits<float>::infinity());
+  constexpr int L = simd::kLanes;
+  Vec m = Set(-std::numeric_limits<float>::infinity());
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
-  if (i < n)
-    m = _mm512_mask_max_ps(m, TailMask(n - i), m, _mm512_maskz_loadu_ps(TailMask(n - i), x + i));
-  return _mm512_reduce_max_ps(m);
-#else
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
-  return m;
-#endif
+  for (; i + L <= n; i += L) m = simd::Max(m, simd::Load(x + i));
+  if (i < n) {
+    const simd::Mask k = simd::Tail(n - i);
+    m = simd::Select(k, simd::Max(m, simd::LoadPart(k, x + i)), m);
+  }
+  return simd::ReduceMax(m);
 }
 
 float RowSumSqDiff(const float* x, int64_t n, float mean, float* sum_diff) {
-#if defined(__AVX512F__)
-  __m512 mu = Set1(mean), q0 = _mm512_setzero_ps(), q1 = _mm512_setzero_ps();
-  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  constexpr int L = simd::kLanes;
+  const Vec mu = Set(mean);
+  Vec q0 = simd::Zero(), q1 = simd::Zero(), s0 = simd::Zero(), s1 = simd::Zero();
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m512 d0 = _mm512_sub_ps(_mm512_loadu_ps(x + i), mu);
-    __m512 d1 = _mm512_sub_ps(_mm512_loadu_ps(x + i + 16), mu);
-    s0 = _mm512_add_ps(s0, d0);
-    s1 = _mm512_add_ps(s1, d1);
-    q0 = _mm512_fmadd_ps(d0, d0, q0);
-    q1 = _mm512_fmadd_ps(d1, d1, q1);
+  for (; i + 2 * L <= n; i += 2 * L) {
+    const Vec d0 = simd::Load(x + i) - mu, d1 = simd::Load(x + i + L) - mu;
+    s0 = s0 + d0;
+    s1 = s1 + d1;
+    q0 = simd::Fma(d0, d0, q0);
+    q1 = simd::Fma(d1, d1, q1);
   }
-  for (; i + 16 <= n; i += 16) {
-    __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), mu);
-    s0 = _mm512_add_ps(s0, d);
-    q0 = _mm512_fmadd_ps(d, d, q0);
+  for (; i + L <= n; i += L) {
+    const Vec d = simd::Load(x + i) - mu;
+    s0 = s0 + d;
+    q0 = simd::Fma(d, d, q0);
   }
   if (i < n) {
-    __mmask16 k = TailMask(n - i);
-    __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + i), mu);
-    s1 = _mm512_add_ps(s1, d);
-    q1 = _mm512_fmadd_ps(d, d, q1);
+    const simd::Mask k = simd::Tail(n - i);
+    const Vec d = simd::ZeroUnless(k, simd::LoadPart(k, x + i) - mu);
+    s1 = s1 + d;
+    q1 = simd::Fma(d, d, q1);
   }
-  *sum_diff = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-  return _mm512_reduce_add_ps(_mm512_add_ps(q0, q1));
-#else
-  float s = 0, q = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    s += x[i] - mean;
-    q += (x[i] - mean) * (x[i] - mean);
-  }
-  *sum_diff = s;
-  return q;
-#endif
+  *sum_diff = simd::ReduceAdd(s0 + s1);
+  return simd::ReduceAdd(q0 + q1);
 }
 
 float RowExpSum(const float* x, float* y, int64_t n, float shift) {
-#if defined(__AVX512F__)
-  __m512 sh = Set1(shift), acc = _mm512_setzero_ps();
+  constexpr int L = simd::kLanes;
+  const Vec sh = Set(shift);
+  Vec acc = simd::Zero();
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 e = ExpOfShifted(_mm512_sub_ps(_mm512_loadu_ps(x + i), sh));
-    _mm512_storeu_ps(y + i, e);
-    acc = _mm512_add_ps(acc, e);
+  for (; i + L <= n; i += L) {
+    const Vec e = simd::ExpOfShifted(simd::Load(x + i) - sh);
+    simd::Store(y + i, e);
+    acc = acc + e;
   }
   if (i < n) {
-    __mmask16 k = TailMask(n - i);
-    __m512 e =
-        _mm512_maskz_mov_ps(k, ExpOfShifted(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), sh)));
-    _mm512_mask_storeu_ps(y + i, k, e);
-    acc = _mm512_add_ps(acc, e);
+    const simd::Mask k = simd::Tail(n - i);
+    const Vec e = simd::ZeroUnless(k, simd::ExpOfShifted(simd::LoadPart(k, x + i) - sh));
+    simd::StorePart(y + i, k, e);
+    acc = acc + e;
   }
-  return _mm512_reduce_add_ps(acc);
-#else
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += (y[i] = std::exp(x[i] - shift));
-  return s;
-#endif
+  return simd::ReduceAdd(acc);
 }
 
 namespace {
@@ -511,10 +430,10 @@ std::unique_ptr<Kernel> MakeLogicalNot(const ir::Op& op) {
   return k;
 }
 
-// gelu'(x) in T's precision (the float64 path and non-AVX-512 builds).
+// gelu'(x) in T's precision (the float64 path).
 template <typename T>
 T GeluDerivative(T x, bool approximate) {
-  if (approximate) {  // as GeluTanhGrad512
+  if (approximate) {  // as GeluTanhGrad
     const T k = T(0.79788456080286536), c = T(0.044715);
     const T u = k * (x + c * x * x * x), e = std::exp(T(-2) * std::abs(u)), inv = T(1) / (T(1) + e);
     const T s = u < T(0) ? e * inv : inv;
@@ -525,26 +444,19 @@ T GeluDerivative(T x, bool approximate) {
 }
 
 void GeluGradF32(const float* x, const float* dy, float* dx, int64_t n, bool approximate) {
-#if defined(__AVX512F__)
   auto run = [&](auto deriv) {
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-      _mm512_storeu_ps(dx + i,
-                       _mm512_mul_ps(_mm512_loadu_ps(dy + i), deriv(_mm512_loadu_ps(x + i))));
+    for (; i + simd::kLanes <= n; i += simd::kLanes)
+      simd::Store(dx + i, simd::Load(dy + i) * deriv(simd::Load(x + i)));
     if (i < n) {
-      __mmask16 m = TailMask(n - i);
-      _mm512_mask_storeu_ps(
-          dx + i, m,
-          _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i), deriv(_mm512_maskz_loadu_ps(m, x + i))));
+      const simd::Mask m = simd::Tail(n - i);
+      simd::StorePart(dx + i, m, simd::LoadPart(m, dy + i) * deriv(simd::LoadPart(m, x + i)));
     }
   };
   if (approximate)
-    run([](__m512 v) { return GeluTanhGrad512(v); });
+    run([](Vec v) { return GeluTanhGrad(v); });
   else
-    run([](__m512 v) { return GeluGrad512(v); });
-#else
-  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * GeluDerivative(x[i], approximate);
-#endif
+    run([](Vec v) { return GeluGrad(v); });
 }
 
 // gelu_grad(x, dy){approximate} -> dy * gelu'(x).
