@@ -125,7 +125,7 @@ void VSwish(const float* x, float* y, int64_t n, float beta) {
 }
 
 float RowSum(const float* x, int64_t n) {
-  constexpr int L = simd::kLanes;
+  constexpr int64_t L = simd::kLanes;
   Vec a0 = simd::Zero(), a1 = simd::Zero();
   int64_t i = 0;
   for (; i + 2 * L <= n; i += 2 * L) {
@@ -138,7 +138,7 @@ float RowSum(const float* x, int64_t n) {
 }
 
 float RowMax(const float* x, int64_t n) {
-  constexpr int L = simd::kLanes;
+  constexpr int64_t L = simd::kLanes;
   Vec m = Set(-std::numeric_limits<float>::infinity());
   int64_t i = 0;
   for (; i + L <= n; i += L) m = simd::Max(m, simd::Load(x + i));
@@ -150,7 +150,7 @@ float RowMax(const float* x, int64_t n) {
 }
 
 float RowSumSqDiff(const float* x, int64_t n, float mean, float* sum_diff) {
-  constexpr int L = simd::kLanes;
+  constexpr int64_t L = simd::kLanes;
   const Vec mu = Set(mean);
   Vec q0 = simd::Zero(), q1 = simd::Zero(), s0 = simd::Zero(), s1 = simd::Zero();
   int64_t i = 0;
@@ -177,7 +177,7 @@ float RowSumSqDiff(const float* x, int64_t n, float mean, float* sum_diff) {
 }
 
 float RowExpSum(const float* x, float* y, int64_t n, float shift) {
-  constexpr int L = simd::kLanes;
+  constexpr int64_t L = simd::kLanes;
   const Vec sh = Set(shift);
   Vec acc = simd::Zero();
   int64_t i = 0;
