@@ -746,6 +746,30 @@ TEST(CpuKernelMatmul, AccumulateAndLinearWithAReorderedVariableWeight) {
   }
 }
 
+// linear with a constant weight whose rows lie 12 KiB apart: packed once at
+// compile time (blocked with AVX-512, column-major with AVX2, where oneDNN
+// keeps the slow plain layout otherwise), against a double reference.
+TEST(CpuKernelMatmul, LinearWithAConstantWeightOfRowsAMultipleOf4KiBApart) {
+  const int64_t m = 37, k = 300, n = 3072;
+  std::vector<float> x = RandF(m * k, -1, 1), bias = RandF(n);
+  auto wbuf = std::make_shared<AlignedBuffer>(k * n * sizeof(float));
+  std::vector<float> w = RandF(k * n, -1, 1);
+  std::memcpy(wbuf->data(), w.data(), wbuf->size());
+  Graph g;
+  Value* xv = g.AddInput("x", {DType::kF32, {m, k}});
+  Value* wv = g.AddData("w", {DType::kF32, {k, n}}, ir::ValueKind::kParam, wbuf);
+  Value* o = g.Add1("linear", {xv, wv, g.AddInput("b", {DType::kF32, {n}})});
+  auto res = RunOp(*o->producer, {x.data(), w.data(), bias.data()});
+  std::vector<double> want(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = bias[j];
+      for (int64_t p = 0; p < k; ++p) s += static_cast<double>(x[i * k + p]) * w[p * n + j];
+      want[i * n + j] = s;
+    }
+  ExpectClose(Ptr<float>(res[0]), want, 1e-4, 1e-4, "linear, constant weight");
+}
+
 // linear and matmul_accumulate with K = 0: the bias in every row, the
 // accumulator unchanged.
 TEST(CpuKernelMatmul, EmptyProductsGiveTheBiasOrTheAccumulator) {
