@@ -189,6 +189,10 @@ def main() -> int:
     int8_rate = common.int8_gemm_gops(args.threads)
     print(f"machine GEMM rates measured now (4096^3, {args.threads} threads, Tiller on oneDNN): "
           f"fp32 {fp32_rate:.0f} GFLOP/s, int8 {int8_rate:.0f} GOP/s", flush=True)
+    if "avx512_vnni" not in common.cpu_model_and_flags()[1]:
+        print("no AVX512_VNNI: oneDNN's int8 is not exact here, so Tiller computes quantized "
+              "pairs in float32 (the 'int8' rate above and tiller-int8 below are that path)",
+              flush=True)
 
     rows, acc, notes = [], {}, []
     for name in args.models.split(","):

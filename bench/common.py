@@ -42,8 +42,8 @@ def pretrain_train_gflop(cfg, batch: int) -> float:
     return 3 * (encoder + heads) / 1e9
 
 
-def cpu_description() -> str:
-    """The CPU model, its count and the ISA extensions that matter here."""
+def cpu_model_and_flags() -> tuple[str, set]:
+    """The CPU model name and its /proc/cpuinfo flags."""
     model, flags = "?", set()
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
@@ -54,8 +54,14 @@ def cpu_description() -> str:
             model = line.split(":", 1)[1].strip()
         if line.startswith("flags") and not flags:
             flags = set(line.split(":", 1)[1].split())
-    isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")
-           if f in flags]
+    return model, flags
+
+
+def cpu_description() -> str:
+    """The CPU model, its count and the ISA extensions that matter here."""
+    model, flags = cpu_model_and_flags()
+    isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16",
+                       "amx_int8") if f in flags]
     return f"{model} ({os.cpu_count()} cpus; {' '.join(isa)})"
 
 
