@@ -108,6 +108,8 @@ def _strategy(cfg: dict):
         s.set_options({"enable_replicated_graphs": True, "replicated_graph_count": replicas})
     if "schedule" in cfg:
         s.set_options({"pipeline_schedule": cfg["schedule"]})
+    if "in_flight" in cfg:
+        s.set_options({"pipeline_in_flight": cfg["in_flight"]})
     if "trace" in cfg:
         s.set_options({"trace_path": cfg["trace"]})
     if cfg.get("avg"):

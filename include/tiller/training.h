@@ -163,10 +163,17 @@ struct SessionOptions {
   // Training needs accumulation_factor >= devices_per_replica.
   bool pipelining = false;
   // The order each device takes ready work in: 1F1B (backward first; at most
-  // devices_per_replica micro-batches in flight, so their stashed
+  // pipeline_in_flight micro-batches in flight, so their stashed
   // activations) or fill-drain (every forward, then every backward; all the
   // window's micro-batches in flight). Tiller's option pipeline_schedule.
   enum class Schedule { kOneFOneB, kFillDrain } pipeline_schedule = Schedule::kOneFOneB;
+  // 1F1B's micro-batches in flight per replica (each stashes its
+  // activations until its backward): 0 picks one more than the stages (or
+  // devices), so that the first stage runs a forward ahead while its first
+  // backward comes back (a shorter fill); the stages to keep the stash at
+  // 1F1B's minimum. Never fewer than the stages. Tiller's option
+  // pipeline_in_flight.
+  int pipeline_in_flight = 0;
   // Recomputation (auto_recomputation 1, 3 or 4): backward ops read forward
   // activations recomputed from their pipeline stage's inputs, so the
   // activations do not live from the forward pass to their gradient (lower

@@ -50,9 +50,14 @@ int PipelineStages(const ir::Graph& g) {
   return std::max<int>(1, static_cast<int>(stages.size()));
 }
 
-int PipelineCopies(PipelineSchedule schedule, int window, int devices, int stages) {
+int PipelineMinInFlight(int devices, int stages) {
+  return std::max({1, devices, stages});
+}
+
+int PipelineCopies(PipelineSchedule schedule, int window, int devices, int stages, int in_flight) {
   if (schedule == PipelineSchedule::kFillDrain) return std::max(1, window);
-  return std::max(1, std::min(window, std::max(devices, stages)));
+  const int want = in_flight > 0 ? in_flight : PipelineMinInFlight(devices, stages) + 1;
+  return std::max(1, std::min(window, want));
 }
 
 PipelineRunner::PipelineRunner(std::vector<Executable*> copies,

@@ -4,7 +4,8 @@
 //
 //   device 0:  F0 F1 F2 B0 F3 B1 .. B3        (1F1B: a backward as soon as
 //   device 1:     F0 B0 F1 B1 F2 B2 F3 B3      one is ready, so at most
-//                                              `stages` micro-batches in flight)
+//                                              `stages` + 1 micro-batches in
+//                                              flight: PipelineCopies)
 //
 // Each micro-batch in flight needs its own activations: the runner takes K
 // executables compiled from the same graph onto the same devices (its
@@ -49,10 +50,20 @@ struct PipelineStats {
 int PipelineStages(const ir::Graph& g);
 
 // The copies (micro-batches in flight) a runner needs: fill-drain the whole
-// window; 1F1B one per pipeline stage, or per device when there are fewer
-// stages than devices (several stages on a device, as the interleaved split
-// gives, need a micro-batch each in flight to keep every device busy).
-int PipelineCopies(PipelineSchedule schedule, int window, int devices, int stages);
+// window; 1F1B `in_flight` when positive, else one per pipeline stage (or
+// per device when there are fewer stages than devices: several stages on a
+// device, as the interleaved split gives, need a micro-batch each in flight
+// to keep every device busy) plus one. The one more lets the first stage run
+// a forward ahead while its first backward comes back through the pipeline:
+// with exactly one per stage it idles for the later stages' backward of the
+// first micro-batch (about a third of a 2-stage window's bubble on BERT).
+// Never more than the window.
+int PipelineCopies(PipelineSchedule schedule, int window, int devices, int stages,
+                   int in_flight = 0);
+
+// The fewest micro-batches in flight that keep every device of a 1F1B
+// pipeline working: one per stage, or per device.
+int PipelineMinInFlight(int devices, int stages);
 
 class PipelineRunner {
  public:

@@ -142,7 +142,7 @@ StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const 
   if (shape.pipelined)
     in_flight = PipelineCopies(
         shape.fill_drain ? PipelineSchedule::kFillDrain : PipelineSchedule::kOneForwardOneBackward,
-        window, n, PipelineStages(g));
+        window, n, PipelineStages(g), shape.in_flight);
   for (int d = 0; d < n; ++d) {
     DevicePlan& dp = plan.devices[d];
     dp.arena = exe.plan(d).arena_bytes();

@@ -41,6 +41,7 @@ struct PlanShape {
   int micro_batches = 1;  // per run: batches_per_step x accumulation (inference: x any)
   bool pipelined = false;
   bool fill_drain = false;  // else 1F1B
+  int in_flight = 0;        // 1F1B's micro-batches in flight (0: PipelineCopies' default)
 };
 
 struct DevicePlan {

@@ -86,7 +86,11 @@ std::vector<OptionSpec> MakeSpecs() {
        "ones (the step's forward and backward timed on one device first, per op)"},
       // Tiller's own: how each pipeline device orders its work.
       {"pipeline_schedule", Support::kHonoured, std::string("1f1b"),
-       "'1f1b' (backward first, at most `stages` micro-batches in flight) or 'fill_drain'"},
+       "'1f1b' (backward first, at most pipeline_in_flight micro-batches in flight) or "
+       "'fill_drain' (every forward first: the whole window in flight)"},
+      {"pipeline_in_flight", Support::kHonoured, int64_t{0},
+       "1f1b: micro-batches in flight (activations stashed) per replica, at least the stages; "
+       "0: the stages + 1 (the first stage runs a forward ahead)"},
       {"batches_per_step", Support::kHonoured, int64_t{1}, "updates (batches) run by one step"},
       {"enable_gradient_accumulation", Support::kHonoured, false,
        "accumulate gradients over accumulation_factor micro-batches"},
@@ -594,6 +598,10 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
     RequireOneOf(name, value, *converted, {"all", "final", "every_n", "sum"});
   if (name == "anchor_return_period" && std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option 'anchor_return_period' must be >= 1, got {}",
+         OptionValueRepr(value));
+  if (name == "pipeline_in_flight" && std::get<int64_t>(*converted) < 0)
+    Fail(ErrorKind::kInvalidArgument,
+         "option 'pipeline_in_flight' must be >= 0 (0: the stages + 1), got {}",
          OptionValueRepr(value));
   if (name == "stages_per_device" && std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option 'stages_per_device' must be >= 1, got {}",

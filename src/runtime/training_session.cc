@@ -283,9 +283,16 @@ struct TrainingSession::Impl {
         options.pipeline_schedule == SessionOptions::Schedule::kOneFOneB
             ? compile::PipelineSchedule::kOneForwardOneBackward
             : compile::PipelineSchedule::kFillDrain;
-    const int n_copies = compile::PipelineCopies(
-        schedule, PipelineWindow(eval), options.devices_per_replica,
-        compile::PipelineStages(Compile(replica, eval, shapes, 0).exe->graph()));
+    const int stages = compile::PipelineStages(Compile(replica, eval, shapes, 0).exe->graph());
+    const int least = compile::PipelineMinInFlight(options.devices_per_replica, stages);
+    if (options.pipeline_in_flight > 0 && options.pipeline_in_flight < least)
+      Fail(ErrorKind::kInvalidArgument,
+           "pipeline_in_flight {} is fewer than the pipeline's {} stages over {} devices: 1F1B "
+           "keeps a micro-batch in flight per stage; set it to {} or more (0: {})",
+           options.pipeline_in_flight, stages, options.devices_per_replica, least, least + 1);
+    const int n_copies =
+        compile::PipelineCopies(schedule, PipelineWindow(eval), options.devices_per_replica, stages,
+                                options.pipeline_in_flight);
     std::vector<compile::Executable*> copies;
     for (int c = 0; c < n_copies; ++c)
       copies.push_back(Compile(replica, eval, shapes, c).exe.get());
@@ -475,6 +482,7 @@ struct TrainingSession::Impl {
     shape.micro_batches = options.batches_per_step * options.accumulation_factor;
     shape.pipelined = options.pipelining;
     shape.fill_drain = options.pipeline_schedule == SessionOptions::Schedule::kFillDrain;
+    shape.in_flight = options.pipeline_in_flight;
     return shape;
   }
 
@@ -594,6 +602,16 @@ TrainingSession::TrainingSession(const std::string& program_path,
     Fail(ErrorKind::kInvalidArgument,
          "pipelining needs the program sharded over more than one device per replica "
          "(enable_manual_shard, num_ipus = replicas x stages)");
+  if (options.pipeline_in_flight < 0)
+    Fail(ErrorKind::kInvalidArgument, "pipeline_in_flight must be >= 0, got {}",
+         options.pipeline_in_flight);
+  if (options.pipeline_in_flight > 0 &&
+      !(options.pipelining && options.pipeline_schedule == SessionOptions::Schedule::kOneFOneB))
+    Fail(ErrorKind::kInvalidArgument,
+         "pipeline_in_flight {} sets the micro-batches in flight of a 1F1B pipeline: it needs "
+         "enable_pipelining and pipeline_schedule '1f1b' (fill_drain keeps the whole window in "
+         "flight)",
+         options.pipeline_in_flight);
   if (options.stages_per_device < 1)
     Fail(ErrorKind::kInvalidArgument, "stages_per_device must be >= 1, got {}",
          options.stages_per_device);
@@ -798,6 +816,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.pipeline_schedule = o.GetStr("pipeline_schedule") == "fill_drain"
                               ? SessionOptions::Schedule::kFillDrain
                               : SessionOptions::Schedule::kOneFOneB;
+  out.pipeline_in_flight = static_cast<int>(o.GetInt("pipeline_in_flight"));
   // Each update's micro-batches must fill the pipeline.
   if (out.pipelining && !o.EvalOnly() && out.accumulation_factor < out.devices_per_replica)
     Fail(ErrorKind::kInvalidArgument,

@@ -271,8 +271,8 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
   // + need_avg_shard, anchor_return_type and _period, enable_fp16, half_dtype, loss_scaling,
   // dynamic_loss_scaling and its four settings, automatic_loss_scaling_settings' four,
   // gradient_statistics, accl1..3_type, enable_stochastic_rounding, stages_per_device,
-  // auto_split_cost
-  EXPECT_EQ(honoured, 44);
+  // auto_split_cost, pipeline_in_flight
+  EXPECT_EQ(honoured, 45);
   // enable_half_partial, mean_accumulation_and_replication_reduction_strategy,
   // synthetic_data_mode, enable_distribution, enable_distributed_replicated_graphs,
   // global_replication_factor, global_replica_offset, max_weight_norm, weight_decay_mode

@@ -76,16 +76,17 @@ def test_every_configuration_trains_like_one_device(kind):
         skip = running_stats if CONFIGS[name].get("replicas", 1) > 1 else ()
         _assert_same(one, run, f"{kind}: {name}", skip=skip)
     # The pipelines really ran concurrently over their devices and kept 1F1B's
-    # bound on micro-batches in flight.
+    # bound on micro-batches in flight (a micro-batch per stage, and the one
+    # the first stage runs ahead).
     b = runs["b: 4 stages pipelined, accumulation 8"][3].summary()
-    assert b.pipeline_max_in_flight == 4
+    assert b.pipeline_max_in_flight == 5
     assert len(b.pipeline_device_busy_ms) == 4 and min(b.pipeline_device_busy_ms) > 0
     c = runs["c: 2 replicas x 2 stages pipelined, accumulation 4"][3].summary()
-    assert c.pipeline_max_in_flight == 2
+    assert c.pipeline_max_in_flight == 3
     # Interleaved: device 0 runs stages 0 and 2, device 1 stages 1 and 3, a
-    # micro-batch in flight per stage.
+    # micro-batch in flight per stage, and one ahead.
     h = runs["h: 2 devices x 2 interleaved stages, accumulation 8"][3].summary()
-    assert h.pipeline_max_in_flight == 4
+    assert h.pipeline_max_in_flight == 5
     assert len(h.pipeline_device_busy_ms) == 2 and min(h.pipeline_device_busy_ms) > 0
     for s in range(4):
         assert f"stage {s} (device {s % 2})" in h.compile_report, h.compile_report
@@ -152,6 +153,33 @@ def test_stages_per_device_needs_tillers_split_of_a_pipeline():
                    options={"stages_per_device": 2})
     with pytest.raises(RuntimeError, match=r"option 'stages_per_device' must be >= 1, got 0"):
         tiller.IpuStrategy().set_options({"stages_per_device": 0})
+
+
+def test_pipeline_in_flight_is_refused_where_it_cannot_hold():
+    """pipeline_in_flight sets how many micro-batches a 1F1B pipeline keeps
+    in flight: fewer than its stages, or asked of a run that is not a 1F1B
+    pipeline, is refused before any step, saying what to change; a negative
+    value when set."""
+    import tiller
+
+    opt = T.OptSpec("adam", schedule="constant")
+    with T.static_mode():
+        with pytest.raises(RuntimeError, match=r"pipeline_in_flight 1 is fewer than the "
+                                               r"pipeline's 2 stages over 2 devices: .* set it "
+                                               r"to 2 or more \(0: 3\)"):
+            _train("bert", opt, GLOBAL, 1, global_micro=GLOBAL, stages=2, pipeline=True,
+                   options={"pipeline_in_flight": 1})
+        with pytest.raises(RuntimeError, match=r"pipeline_in_flight 2 sets the micro-batches in "
+                                               r"flight of a 1F1B pipeline: it needs "
+                                               r"enable_pipelining and pipeline_schedule '1f1b'"):
+            _train("bert", opt, GLOBAL, 1, global_micro=GLOBAL, stages=2, pipeline=True,
+                   options={"pipeline_in_flight": 2, "pipeline_schedule": "fill_drain"})
+        with pytest.raises(RuntimeError, match=r"pipeline_in_flight 2 sets the micro-batches"):
+            _train("bert", opt, GLOBAL, 1, global_micro=GLOBAL, stages=2,
+                   options={"pipeline_in_flight": 2})
+    with pytest.raises(RuntimeError, match=r"option 'pipeline_in_flight' must be >= 0 \(0: the "
+                                           r"stages \+ 1\), got -1"):
+        tiller.IpuStrategy().set_options({"pipeline_in_flight": -1})
 
 
 @pytest.mark.parametrize("cost", ["estimated", "measured"])

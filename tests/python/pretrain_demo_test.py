@@ -22,6 +22,6 @@ def test_pretrain_demo_runs_its_pipeline_and_evaluates():
     out = r.stdout
     assert "2 replicas x 2 pipeline stages, accumulation 4" in out, out
     assert "update    5/5" in out and "mlm accuracy" in out and "seq/s" in out, out
-    assert "pipeline: 2 micro-batches in flight" in out, out
+    assert "pipeline: 3 micro-batches in flight" in out, out  # 2 stages + 1
     assert "held-out masked-word accuracy:" in out, out
     assert "[predicted / actual]" in out, out

@@ -34,6 +34,8 @@ CONFIGS = [
      "pipeline": True},
     {"name": "2 stages pipelined fill-drain, accumulation 4", "devices": 2, "accumulate": 4,
      "pipeline": True, "schedule": "fill_drain"},
+    {"name": "2 stages pipelined, 1F1B's least stash, accumulation 4", "devices": 2,
+     "accumulate": 4, "pipeline": True, "in_flight": 2},
     {"name": "2 replicas x 2 stages pipelined, accumulation 2, batches_per_step 2",
      "devices": 2, "replicas": 2, "accumulate": 2, "batches_per_step": 2, "pipeline": True},
     # The matrix, (a) being "1 device": (b) 4 stages (the same network
@@ -87,11 +89,12 @@ def test_sharded_program_trains_the_same_on_every_configuration(fmt):
             _same(one, run, TILLER_RTOL, TILLER_ATOL)
     assert by_name["2 devices x 2 replicas, accumulation 2, batches_per_step 2"]["shape"] == (
         2, 2, 2)
-    # The stash: 1F1B keeps at most `stages` micro-batches in flight,
-    # fill-drain the whole window.
-    assert by_name["2 stages pipelined, accumulation 4"]["in_flight"] == 2
+    # The stash: 1F1B keeps at most `stages` + 1 micro-batches in flight
+    # (pipeline_in_flight: `stages`), fill-drain the whole window.
+    assert by_name["2 stages pipelined, accumulation 4"]["in_flight"] == 3
+    assert by_name["2 stages pipelined, 1F1B's least stash, accumulation 4"]["in_flight"] == 2
     assert by_name["2 stages pipelined fill-drain, accumulation 4"]["in_flight"] == 4
-    assert by_name["b: 4 stages pipelined, accumulation 8"]["in_flight"] == 4
+    assert by_name["b: 4 stages pipelined, accumulation 8"]["in_flight"] == 5
     b_graph = by_name["b: 4 stages pipelined, accumulation 8"]["graph"]
     assert all(f" @{d}]" in b_graph for d in range(4)), "4 stages, each on its device"
     avg_graph = by_name["need_avg_shard: 4 guards on 2 pipelined devices"]["graph"]
@@ -116,7 +119,7 @@ def test_ipu_stage_orders_the_pipeline_not_ipu_index(fmt):
                                  opt_spec=T.OptSpec("adam", schedule="constant"))
     assert {(1, 0), (0, 1)} <= {(i, s) for _, i, s in one["annotations"]}
     _same(one, flipped, TILLER_RTOL, TILLER_ATOL)
-    assert flipped["in_flight"] == 2
+    assert flipped["in_flight"] == 3
     # The loss (second half) runs on device 0.
     loss_ops = [ln for ln in flipped["graph"].splitlines()
                 if "softmax_with_cross_entropy" in ln or "cross_entropy" in ln]
@@ -206,9 +209,13 @@ def test_trace_shows_each_devices_work_and_the_pipeline_overlap(tmp_path):
                for e in by_lane["replica 0 collectives"])
     assert len(by_lane["replica 0 collectives"]) > 0
     # 1F1B fills the pipeline: stage 0 runs the second micro-batch's forward
-    # before the first one's backward (replica 0 has micro-batches 0, 2, 4, 6).
+    # before the first one's backward (replica 0 has micro-batches 0, 2, 4, 6),
+    # and a third while that backward is not back yet, never a fourth (3 in
+    # flight: the stages + 1).
     first_run = sorted((e for e in by_lane["replica 0 cpu:0"] if " run 1 " in e["name"]),
                        key=lambda e: e["ts"])
-    assert [e["name"] for e in first_run[:3]] == [
-        "forward run 1 micro-batch 0", "forward run 1 micro-batch 2",
-        "backward run 1 micro-batch 0"], [e["name"] for e in first_run[:6]]
+    names = [e["name"] for e in first_run]
+    assert names[:2] == ["forward run 1 micro-batch 0", "forward run 1 micro-batch 2"], names
+    assert names[2] in ("backward run 1 micro-batch 0", "forward run 1 micro-batch 4"), names
+    assert names.index("backward run 1 micro-batch 0") < names.index(
+        "forward run 1 micro-batch 6"), names
