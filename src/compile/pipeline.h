@@ -56,7 +56,7 @@ int PipelineStages(const ir::Graph& g);
 // to keep every device busy) plus one. The one more lets the first stage run
 // a forward ahead while its first backward comes back through the pipeline:
 // with exactly one per stage it idles for the later stages' backward of the
-// first micro-batch (about a third of a 2-stage window's bubble on BERT).
+// first micro-batch (a quarter of the idle time of a 2-stage BERT window).
 // Never more than the window.
 int PipelineCopies(PipelineSchedule schedule, int window, int devices, int stages,
                    int in_flight = 0);
