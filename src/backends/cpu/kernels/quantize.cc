@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backends/cpu/kernels/kernel_utils.h"
+#include "backends/cpu/kernels/simd.h"
 
 namespace tiller::cpu {
 namespace {
@@ -51,37 +52,20 @@ void ForEachChannelRun(const ChannelView& v, F&& f) {
 template <typename O>
 void RoundAndClamp(const float* x, O* y, int64_t b, int64_t e, float k, float lo, float hi) {
   int64_t i = b;
-#if defined(__AVX512F__)
-  const __m512 vk = _mm512_set1_ps(k), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-  for (; i + 16 <= e; i += 16) {
-    __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(vk, _mm512_loadu_ps(x + i)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm512_min_ps(_mm512_max_ps(v, vlo), vhi);
-    if constexpr (std::is_same_v<O, float>) {
-      _mm512_storeu_ps(y + i, v);
-    } else {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
-                       _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+  // Whole vectors (max / min take the bound for a NaN there: simd.h), then
+  // the rest one by one.
+  if constexpr (simd::kLanes > 1) {
+    const simd::Vec vk = simd::Set(k), vlo = simd::Set(lo), vhi = simd::Set(hi);
+    for (; i + simd::kLanes <= e; i += simd::kLanes) {
+      const simd::Vec v =
+          simd::Min(simd::Max(simd::RoundNearest(vk * simd::Load(x + i)), vlo), vhi);
+      if constexpr (std::is_same_v<O, float>) {
+        simd::Store(y + i, v);
+      } else {
+        simd::StoreInt8(y + i, v);
+      }
     }
   }
-#elif defined(__AVX2__)
-  // The same, 8 at a time (max / min take the bound for a NaN, as above).
-  const __m256 vk = _mm256_set1_ps(k), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-  for (; i + 8 <= e; i += 8) {
-    __m256 v = _mm256_round_ps(_mm256_mul_ps(vk, _mm256_loadu_ps(x + i)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm256_min_ps(_mm256_max_ps(v, vlo), vhi);
-    if constexpr (std::is_same_v<O, float>) {
-      _mm256_storeu_ps(y + i, v);
-    } else {
-      // In range already: the saturating packs only narrow.
-      const __m256i q = _mm256_cvtps_epi32(v);
-      const __m128i q16 =
-          _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), _mm_packs_epi16(q16, q16));
-    }
-  }
-#endif
   for (; i < e; ++i) y[i] = static_cast<O>(std::min(std::max(std::rint(k * x[i]), lo), hi));
 }
 

@@ -60,6 +60,11 @@ inline Vec LoadPart(Mask k, const float* p) {
 inline void StorePart(float* p, Mask k, Vec a) {
   _mm512_mask_storeu_ps(p, k.k, a.v);
 }
+// Stores kLanes integral values within [-128, 127] as int8 (what a
+// quantization writes after rounding and clipping).
+inline void StoreInt8(int8_t* p, Vec a) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(a.v)));
+}
 
 inline Vec operator+(Vec a, Vec b) {
   return {_mm512_add_ps(a.v, b.v)};
@@ -159,6 +164,12 @@ inline Vec LoadPart(Mask k, const float* p) {
 }
 inline void StorePart(float* p, Mask k, Vec a) {
   _mm256_maskstore_ps(p, _mm256_castps_si256(k.m), a.v);
+}
+inline void StoreInt8(int8_t* p, Vec a) {
+  // In range already: the saturating packs only narrow.
+  const __m256i q = _mm256_cvtps_epi32(a.v);
+  const __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi16(q16, q16));
 }
 
 inline Vec operator+(Vec a, Vec b) {
@@ -267,6 +278,9 @@ inline Vec LoadPart(Mask k, const float* p) {
 }
 inline void StorePart(float* p, Mask k, Vec a) {
   if (k.k) *p = a.v;
+}
+inline void StoreInt8(int8_t* p, Vec a) {
+  *p = static_cast<int8_t>(a.v);
 }
 inline Vec operator+(Vec a, Vec b) {
   return {a.v + b.v};
