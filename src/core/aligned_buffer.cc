@@ -2,9 +2,14 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <new>
+#include <string>
+#include <utility>
 
 namespace tiller {
 namespace {
@@ -19,7 +24,25 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 
+std::atomic<uint64_t> next_origin{1};
+
 }  // namespace
+
+uint64_t AlignedBuffer::NewOrigin() {
+  return next_origin.fetch_add(1);
+}
+
+uint64_t AlignedBuffer::DerivedOrigin(std::string_view recipe, const std::vector<uint64_t>& parts) {
+  for (uint64_t p : parts) {
+    if (p == 0) return 0;
+  }
+  static std::mutex mu;
+  static std::map<std::pair<std::string, std::vector<uint64_t>>, uint64_t> derived;
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, added] = derived.try_emplace({std::string(recipe), parts}, 0);
+  if (added) it->second = NewOrigin();
+  return it->second;
+}
 
 void AlignedBuffer::Resize(size_t bytes) {
   Release();

@@ -4,7 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 namespace tiller {
 
@@ -56,6 +58,14 @@ class AlignedBuffer {
   // (backends/cpu). 0 (the default, and for copies): no such promise.
   uint64_t origin() const { return origin_; }
   void set_origin(uint64_t origin) { origin_ = origin; }
+  // A fresh origin, unique in the process.
+  static uint64_t NewOrigin();
+  // The origin of bytes a pass computes by `recipe` from buffers of origins
+  // `parts` (a weight derived from loaded ones, such as merge_qkv's
+  // concatenation): the same for the same recipe and parts, so every
+  // compiled step and clone that derives it shares one packed copy. 0 when
+  // a part has none.
+  static uint64_t DerivedOrigin(std::string_view recipe, const std::vector<uint64_t>& parts);
 
  private:
   void Release() noexcept;

@@ -55,6 +55,15 @@ double OpFlops(const ir::Op& op) {
     if (op.type == "matmul" && op.GetBool("transpose_a") && a.size() >= 2) k = a[a.size() - 2];
     return 2.0 * Elements(op.outputs[0]) * static_cast<double>(k);
   }
+  if (op.type == "attention" && op.inputs.size() >= 3) {
+    // Its two products per head: [Sq, d] x [d, Sk] and [Sq, Sk] x [Sk, dv].
+    const Shape &q = op.inputs[0]->shape(), &k = op.inputs[1]->shape();
+    const Shape& out = op.outputs[0]->shape();
+    const int64_t heads = op.GetInt("heads");
+    const int64_t d = op.GetInt("head_dim") ? op.GetInt("head_dim") : q.back() / heads;
+    return 2.0 * Elements(op.outputs[0]) / static_cast<double>(out.back() / heads) *
+           static_cast<double>(k[1]) * static_cast<double>(d + out.back() / heads);
+  }
   if ((op.type == "conv2d" || op.type == "conv2d_transpose") && op.inputs.size() >= 2) {
     const Shape& w = op.inputs[1]->shape();  // [O, I/groups, kh, kw]
     double per_output = 1;

@@ -98,6 +98,13 @@ int FoldScaleIntoMatmul(ir::Graph& g);
 // matmul -> such a transpose -> matmul{perm_a | perm_b | perm_out}: strides,
 // not a moved tensor
 int FoldTransposeIntoMatmul(ir::Graph& g);
+// matmul(q, k){heads} [-> add(., mask)] -> softmax -> matmul(., v){heads}
+// -> attention(q, k, v, mask) (inference, float32; passes/fuse_attention.cc)
+int FuseAttention(ir::Graph& g);
+// three linears of one input with constant weights -> attention ->
+// one linear of the weights side by side, read in place by the attention
+// (passes/merge_qkv.cc)
+int MergeQkv(ir::Graph& g);
 // conv2d|conv2d_transpose(x, W) -> add(., c const per output channel) -> the op with bias c
 int FuseConvBias(ir::Graph& g);
 // conv2d -> batch_norm (inference, constant statistics) -> conv2d with folded weights

@@ -59,6 +59,16 @@ std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
       "fold_transpose",
       "transpose{perm} -> matmuls, matmul -> transpose{perm} -> matmul{perm_a|b, perm_out}",
       FoldTransposeIntoMatmul));
+  // After fold_transpose and fold_scale: the attention's matmuls read the
+  // heads through strides and carry the scale as alpha.
+  p.push_back(std::make_unique<InferencePass>(
+      "fuse_attention",
+      "matmul(q, k){heads} [-> add(., mask)] -> softmax -> matmul(., v){heads} -> attention",
+      FuseAttention));
+  p.push_back(std::make_unique<InferencePass>(
+      "merge_qkv",
+      "linear(x, Wq|Wk|Wv const) x3 -> attention ==> linear(x, [Wq|Wk|Wv]) -> attention{offsets}",
+      MergeQkv));
   // Before fold_batch_norm, which needs the conv2d next to its batch_norm.
   p.push_back(std::make_unique<FunctionPass>(
       "fuse_conv_bias",

@@ -69,12 +69,14 @@ def test_profile_by_op_type_and_by_shape(bert):
     assert len(by_shape) > len(by_type) > 0
     assert [ms for _, ms, _ in by_type] == sorted((ms for _, ms, _ in by_type), reverse=True)
     types = {t: (ms, calls) for t, ms, calls in by_type}
-    assert types["matmul"][1] % 2 == 0        # two runs of every matmul
+    assert types["attention"][1] % 2 == 0     # two runs of every (fused) attention
     for t, (ms, _) in types.items():
         split = [(key, m) for key, m, _ in by_shape if key == t or key.startswith(t + " ")]
         assert split and sum(m for _, m in split) == pytest.approx(ms, rel=1e-9)
-    # bert-tiny (hidden 128): the attention projections keyed by x, w, bias
+    # bert-tiny (hidden 128): the attention's output projection keyed by x, w, bias, and
+    # its merged Q/K/V projection
     assert any(key == "linear [2, 10, 128] [128, 128] [128]" for key, _, _ in by_shape), by_shape
+    assert any(key == "linear [2, 10, 128] [128, 384] [384]" for key, _, _ in by_shape), by_shape
 
 
 def test_model_dir_config(bert):

@@ -223,8 +223,7 @@ ParamSource::ParamSource(const std::map<std::string, Record>& records, ParamMap&
     e.declared.dims = p->second.dims;
     e.held = std::move(p->second.data);
     // Unique in the process: packed copies are found by it (AlignedBuffer::origin).
-    static std::atomic<uint64_t> next_origin{1};
-    e.origin = next_origin.fetch_add(1);
+    e.origin = AlignedBuffer::NewOrigin();
     if (e.held) e.held->set_origin(e.origin);
     entries_.emplace(name, std::move(e));
   }

@@ -20,6 +20,19 @@
 // accumulator's storage by the GEMM itself (no gradient-sized temporary,
 // one pass over the accumulator instead of three). The accumulator is
 // float32; a and b may be half with out_dtype float32.
+// attention(q, k, v, mask?){heads: int = 1, head_dim: int = 0, alpha: float
+// = 1.0, offsets: ints = []}: multi-head scaled dot-product attention over
+// [B, S, heads * head_dim] activations, the heads side by side in the last
+// dim (as the projections write them): for each batch b and head h,
+//   out[b, :, h] = softmax(alpha * q[b, :, h] k[b, :, h]^T + mask) v[b, :, h]
+// with the mask (float32, rank <= 4) broadcast to [B, heads, Sq, Sk] and
+// added before the softmax over the keys. q: [B, Sq, heads * head_dim], k:
+// [B, Sk, heads * head_dim], v: [B, Sk, heads * dv]; out [B, Sq, heads * dv].
+// offsets [oq, ok, ov] (with head_dim set): q, k and v are the columns
+// [o, o + heads * head_dim) of their inputs' last dims, so one tensor
+// holding all three side by side (merge_qkv's single projection) is read
+// in place. Set by the fuse_attention / merge_qkv inference passes only
+// (no gradient rule). Precision: float32.
 // out_dtype (matmul, matmul_accumulate, linear): see HalfSafeOutDType
 // (ir/op_schema.h); set by the mixed-precision pass only, after autodiff,
 // so gradient rules never see half operands.
@@ -121,6 +134,52 @@ void InferLinear(InferContext& c) {
   c.AddOutput({out_dtype, out});
 }
 
+void InferAttention(InferContext& c) {
+  const TensorType &q = c.input(0), &k = c.input(1), &v = c.input(2);
+  const int64_t heads = c.op().GetInt("heads"), head_dim = c.op().GetInt("head_dim");
+  const std::vector<int64_t>& offsets = c.op().GetInts("offsets");
+  if (q.shape.size() != 3 || k.shape.size() != 3 || v.shape.size() != 3)
+    c.Fail("q, k and v need rank 3 ([batch, seq, heads * dim]), got {}, {} and {}",
+           ShapeToString(q.shape), ShapeToString(k.shape), ShapeToString(v.shape));
+  if (q.dtype != DType::kF32 || k.dtype != q.dtype || v.dtype != q.dtype)
+    c.Fail("q, k and v must be float32, got {}, {} and {}", DTypeName(q.dtype), DTypeName(k.dtype),
+           DTypeName(v.dtype));
+  if (heads < 1) c.Fail("heads {} < 1", heads);
+  const int64_t batch = q.shape[0], sq = q.shape[1], sk = k.shape[1];
+  if (k.shape[0] != batch || v.shape[0] != batch || v.shape[1] != sk)
+    c.Fail("q {}, k {} and v {} disagree on batch or key length", ShapeToString(q.shape),
+           ShapeToString(k.shape), ShapeToString(v.shape));
+  int64_t dv = 0;
+  if (offsets.empty()) {
+    const int64_t d = q.shape[2] / heads;
+    if (q.shape[2] != heads * d || k.shape[2] != q.shape[2] || v.shape[2] % heads != 0 ||
+        (head_dim != 0 && head_dim != d))
+      c.Fail("q {}, k {} and v {} do not split into {} heads (head_dim {})", ShapeToString(q.shape),
+             ShapeToString(k.shape), ShapeToString(v.shape), heads, head_dim);
+    dv = v.shape[2] / heads;
+  } else {
+    if (offsets.size() != 3 || head_dim < 1)
+      c.Fail("offsets {} need 3 entries and head_dim ({}) >= 1", ShapeToString(offsets), head_dim);
+    const int64_t width = heads * head_dim;
+    for (int i = 0; i < 3; ++i) {
+      const int64_t cols = c.input(i).shape[2];
+      if (offsets[i] < 0 || offsets[i] + width > cols)
+        c.Fail("columns [{}, {}) of {}'s {} are out of range", offsets[i], offsets[i] + width,
+               "qkv"[i], cols);
+    }
+    dv = head_dim;
+  }
+  if (c.has_input(3)) {
+    const TensorType& mask = c.input(3);
+    const Shape full{batch, heads, sq, sk};
+    Shape out;
+    if (mask.dtype != DType::kF32 || mask.shape.size() > 4 ||
+        !BroadcastShapes(mask.shape, full, &out) || out != full)
+      c.Fail("mask {} does not broadcast to the scores' {}", mask.ToString(), ShapeToString(full));
+  }
+  c.AddOutput({DType::kF32, {batch, sq, heads * dv}});
+}
+
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"matmul", 2, 2, InferMatmul}
                               .Attr("transpose_a", false)
                               .Attr("transpose_b", false)
@@ -143,6 +202,13 @@ TILLER_REGISTER_OP_SCHEMA(OpSchema{"linear", 2, 3, InferLinear}
                               .Attr("activation", "")
                               .Attr("out_dtype", "")
                               .Precision(PrecisionRule::kHalfSafe)
+                              .Layout(LayoutRule::kFixed));
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"attention", 3, 4, InferAttention}
+                              .Attr("heads", int64_t{1})
+                              .Attr("head_dim", int64_t{0})
+                              .Attr("alpha", 1.0)
+                              .Attr("offsets", std::vector<int64_t>{})
+                              .Precision(PrecisionRule::kAlwaysF32)
                               .Layout(LayoutRule::kFixed));
 
 // ---- Gradients ----------------------------------------------------------

@@ -1,0 +1,246 @@
+// attention(q, k, v, mask?): one task per (batch, head, block of query rows),
+// each on its own thread's scratch:
+//   Kt   = k[b, :, h]^T                          [head_dim, Sk]
+//   S    = alpha * q[b, rows, h] Kt + mask rows    [rows, Sk]
+//   S    = exp(S - row max), row sums kept
+//   out[b, rows, h] = (S v[b, :, h]) / row sums    written in place, heads side by side
+// so the [B, heads, Sq, Sk] score tensor of the unfused graph never exists:
+// a block holds at most kScoreFloats scores (the rows shrink as Sk grows),
+// and the scores stay in the core's cache between the two products instead
+// of making four trips through memory (matmul, mask add, softmax, matmul).
+// The products are register-tiled: kRows rows by two vectors of columns,
+// the k loop broadcasting A's element and loading B's row (Kt is transposed
+// into scratch so that both products read B by rows).
+// Results: the unfused ops' up to float rounding (the softmax's 1/sum is
+// applied to the context rows, after the second product).
+#include "backends/cpu/kernels/kernel_utils.h"
+
+namespace tiller::cpu {
+namespace {
+
+// A register tile: kRows rows by kPanel columns (two vectors), 2 * kRows
+// accumulators (12 of AVX2's 16 registers).
+constexpr int kRows = 6;
+constexpr int64_t kPanel = int64_t{2} * simd::kLanes;
+constexpr int64_t kScoreFloats = 16384;  // scores per block: 64 KiB
+constexpr int64_t kMaxBlockRows = 66;    // a multiple of kRows
+
+int64_t Panels(int64_t n) {
+  return (n + kPanel - 1) / kPanel;
+}
+
+// B [kn, n] (element (k, j) at b[k * ldk + j * ldj]) as panels of kPanel
+// columns, each [kn, kPanel] contiguous and zero-padded: the tiles then
+// read B sequentially whatever its strides (k's rows, or v's rows 3 * 768
+// floats apart in a merged projection, would fall into few cache sets).
+void PackPanels(const float* b, int64_t ldk, int64_t ldj, int64_t kn, int64_t n, float* out) {
+  for (int64_t p = 0; p < Panels(n); ++p) {
+    float* panel = out + p * kn * kPanel;
+    const int64_t j0 = p * kPanel, w = std::min(kPanel, n - j0);
+    if (w < kPanel) std::fill(panel, panel + kn * kPanel, 0.0f);
+    if (ldj == 1 && w == kPanel) {
+      for (int64_t k = 0; k < kn; ++k) {
+        simd::Store(panel + k * kPanel, simd::Load(b + k * ldk + j0));
+        simd::Store(panel + k * kPanel + simd::kLanes, simd::Load(b + k * ldk + j0 + simd::kLanes));
+      }
+    } else if (ldj == 1) {
+      for (int64_t k = 0; k < kn; ++k)
+        std::copy(b + k * ldk + j0, b + k * ldk + j0 + w, panel + k * kPanel);
+    } else {  // a transpose: read b's contiguous k runs, write the panel's columns
+      for (int64_t j = 0; j < w; ++j) {
+        const float* col = b + (j0 + j) * ldj;
+        for (int64_t k = 0; k < kn; ++k) panel[k * kPanel + j] = col[k * ldk];
+      }
+    }
+  }
+}
+
+// C[r, 0:w) = row_scale[r] * sum_k A[r, k] panel[k, 0:w) for R rows; w is
+// the whole panel (kFull) or less (masked stores).
+template <int R, bool kFull>
+void Tile(const float* a, int64_t lda, const float* panel, int64_t kn, float* c, int64_t ldc,
+          int64_t w, const float* row_scale) {
+  using simd::Vec;
+  constexpr int64_t L = simd::kLanes;
+  Vec acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = simd::Zero();
+  for (int64_t k = 0; k < kn; ++k) {
+    const Vec b0 = simd::Load(panel + k * kPanel), b1 = simd::Load(panel + k * kPanel + L);
+    for (int r = 0; r < R; ++r) {
+      const Vec x = simd::Set(a[r * lda + k]);
+      acc0[r] = simd::Fma(x, b0, acc0[r]);
+      acc1[r] = simd::Fma(x, b1, acc1[r]);
+    }
+  }
+  const simd::Mask m0 = simd::Tail(w), m1 = simd::Tail(w - L);
+  for (int r = 0; r < R; ++r) {
+    const Vec s = simd::Set(row_scale[r]);
+    if (kFull) {
+      simd::Store(c + r * ldc, acc0[r] * s);
+      simd::Store(c + r * ldc + L, acc1[r] * s);
+    } else {
+      simd::StorePart(c + r * ldc, m0, acc0[r] * s);
+      if (w > L) simd::StorePart(c + r * ldc + L, m1, acc1[r] * s);
+    }
+  }
+}
+
+template <int R>
+void TileOfWidth(const float* a, int64_t lda, const float* panel, int64_t kn, float* c, int64_t ldc,
+                 int64_t w, const float* row_scale) {
+  if (w == kPanel) return Tile<R, true>(a, lda, panel, kn, c, ldc, w, row_scale);
+  Tile<R, false>(a, lda, panel, kn, c, ldc, w, row_scale);
+}
+
+// C[rows, n] = diag(row_scale) A[rows, kn] B[kn, n], B packed by PackPanels.
+void Product(const float* a, int64_t lda, const float* panels, int64_t rows, int64_t kn, int64_t n,
+             float* c, int64_t ldc, const float* row_scale) {
+  for (int64_t p = 0; p < Panels(n); ++p) {
+    const float* panel = panels + p * kn * kPanel;
+    const int64_t j = p * kPanel, w = std::min(kPanel, n - j);
+    int64_t r = 0;
+    for (; r + kRows <= rows; r += kRows)
+      TileOfWidth<kRows>(a + r * lda, lda, panel, kn, c + r * ldc + j, ldc, w, row_scale + r);
+    for (; r < rows; ++r)
+      TileOfWidth<1>(a + r * lda, lda, panel, kn, c + r * ldc + j, ldc, w, row_scale + r);
+  }
+}
+
+struct Geometry {
+  int64_t batch = 0, sq = 0, sk = 0, heads = 0, d = 0, dv = 0;
+  int64_t q_ld = 0, k_ld = 0, v_ld = 0, q_off = 0, k_off = 0, v_off = 0;
+  float alpha = 1.0f;
+  bool has_mask = false;
+  int64_t mb = 0, mh = 0, mq = 0, mk = 0;  // the mask's strides over [B, heads, Sq, Sk]
+  int64_t block = 0;                       // query rows per task
+};
+
+Geometry Describe(const ir::Op& op) {
+  Geometry g;
+  const Shape &q = op.inputs[0]->shape(), &k = op.inputs[1]->shape(), &v = op.inputs[2]->shape();
+  g.batch = q[0];
+  g.sq = q[1];
+  g.sk = k[1];
+  g.heads = op.GetInt("heads");
+  g.q_ld = q[2];
+  g.k_ld = k[2];
+  g.v_ld = v[2];
+  const std::vector<int64_t>& offsets = op.GetInts("offsets");
+  if (offsets.empty()) {
+    g.d = q[2] / g.heads;
+    g.dv = v[2] / g.heads;
+  } else {
+    g.d = g.dv = op.GetInt("head_dim");
+    g.q_off = offsets[0];
+    g.k_off = offsets[1];
+    g.v_off = offsets[2];
+  }
+  g.alpha = static_cast<float>(op.GetFloat("alpha"));
+  if (const ir::Value* mask = op.input(3)) {
+    g.has_mask = true;
+    Shape m = mask->shape();
+    m.insert(m.begin(), 4 - m.size(), 1);
+    const std::vector<int64_t> strides = Strides(m);
+    int64_t* out[4] = {&g.mb, &g.mh, &g.mq, &g.mk};
+    for (size_t i = 0; i < 4; ++i) *out[i] = m[i] == 1 ? 0 : strides[i];
+  }
+  // Whole register tiles, as many as kScoreFloats scores hold.
+  g.block = std::clamp<int64_t>(kScoreFloats / std::max<int64_t>(g.sk, 1) / kRows * kRows, kRows,
+                                kMaxBlockRows);
+  g.block = std::min(g.block, std::max<int64_t>(g.sq, 1));
+  return g;
+}
+
+// Head h of batch b's keys and values, packed into the thread's scratch
+// for the query blocks that follow.
+void PackHead(const Geometry& g, const float* k, const float* v, int64_t b, int64_t h,
+              float* scratch) {
+  float* kt = scratch;                           // k^T: [d, sk] as panels
+  float* vp = kt + Panels(g.sk) * kPanel * g.d;  // v: [sk, dv] as panels
+  PackPanels(k + b * g.sk * g.k_ld + g.k_off + h * g.d, 1, g.k_ld, g.d, g.sk, kt);
+  PackPanels(v + b * g.sk * g.v_ld + g.v_off + h * g.dv, g.v_ld, 1, g.sk, g.dv, vp);
+}
+
+// Query rows [r0, r0 + rows) of head h of batch b, its keys and values packed.
+void AttendRows(const Geometry& g, const float* q, const float* mask, float* out, int64_t b,
+                int64_t h, int64_t r0, int64_t rows, float* scratch) {
+  const float* kt = scratch;
+  const float* vp = kt + Panels(g.sk) * kPanel * g.d;
+  float* s = scratch + Panels(g.sk) * kPanel * g.d + Panels(g.dv) * kPanel * g.sk;  // [block, sk]
+  float* inv = s + g.block * g.sk;  // [block]: alpha, then 1 / row sums
+  const float* qh = q + (b * g.sq + r0) * g.q_ld + g.q_off + h * g.d;
+  for (int64_t r = 0; r < rows; ++r) inv[r] = g.alpha;
+  Product(qh, g.q_ld, kt, rows, g.d, g.sk, s, g.sk, inv);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = s + r * g.sk;
+    if (g.has_mask) {
+      const float* m = mask + b * g.mb + h * g.mh + (r0 + r) * g.mq;
+      if (g.mk) {
+        for (int64_t j = 0; j < g.sk; ++j) row[j] += m[j];
+      } else {
+        for (int64_t j = 0; j < g.sk; ++j) row[j] += m[0];
+      }
+    }
+    inv[r] = 1.0f / RowExpSum(row, row, g.sk, RowMax(row, g.sk));
+  }
+  const int64_t out_ld = g.heads * g.dv;
+  Product(s, g.sk, vp, rows, g.sk, g.dv, out + (b * g.sq + r0) * out_ld + h * g.dv, out_ld, inv);
+}
+
+// Floats of one thread's scratch (AttendBlock's layout).
+int64_t ScratchFloats(const Geometry& g) {
+  return Panels(g.sk) * kPanel * g.d + Panels(g.dv) * kPanel * g.sk + g.block * g.sk + g.block;
+}
+
+std::unique_ptr<Kernel> MakeAttention(const ir::Op& op) {
+  const Geometry g = Describe(op);
+  const int threads = std::max(1, omp_get_max_threads());
+  const int64_t per_thread = ScratchFloats(g);
+  const size_t ws = static_cast<size_t>(threads * per_thread) * sizeof(float);
+  const int64_t blocks = g.block ? (g.sq + g.block - 1) / g.block : 0;
+  // A task packs one head's keys and values, then runs a run of its query
+  // blocks: all of them when there are heads enough to keep every thread
+  // busy (each head packed once), fewer when not.
+  const int64_t heads = g.batch * g.heads;
+  const int64_t chunks =
+      std::clamp<int64_t>((int64_t{2} * threads + heads - 1) / std::max<int64_t>(heads, 1), 1,
+                          std::max<int64_t>(blocks, 1));
+  const int64_t per_chunk = (blocks + chunks - 1) / chunks;
+  const int64_t tasks = heads * chunks;
+  const int64_t work = g.sq * g.sk * (g.d + g.dv) / std::max<int64_t>(chunks, 1);
+  return std::make_unique<LambdaKernel>(
+      [=](const KernelArgs& args) {
+        const auto* q = static_cast<const float*>(args.inputs[0]);
+        const auto* k = static_cast<const float*>(args.inputs[1]);
+        const auto* v = static_cast<const float*>(args.inputs[2]);
+        const auto* mask = g.has_mask ? static_cast<const float*>(args.inputs[3]) : nullptr;
+        auto* out = static_cast<float*>(args.outputs[0]);
+        if (g.sk == 0) {  // no keys: every context row is an empty sum
+          std::fill(out, out + g.batch * g.sq * g.heads * g.dv, 0.0f);
+          return;
+        }
+        auto* scratch = static_cast<float*>(args.workspace);
+        // At most the team the workspace was sized for (fewer when the
+        // device halved its team under contention).
+        const int team = std::min(threads, omp_get_max_threads());
+#pragma omp parallel for num_threads(team) schedule(static) if (tasks * work >= kParallelThreshold)
+        for (int64_t t = 0; t < tasks; ++t) {
+          float* mine = scratch + omp_get_thread_num() * per_thread;
+          const int64_t bh = t / chunks, first = (t % chunks) * per_chunk;
+          const int64_t b = bh / g.heads, h = bh % g.heads;
+          PackHead(g, k, v, b, h, mine);
+          for (int64_t blk = first; blk < std::min(blocks, first + per_chunk); ++blk) {
+            const int64_t r0 = blk * g.block;
+            AttendRows(g, q, mask, out, b, h, r0, std::min(g.block, g.sq - r0), mine);
+          }
+        }
+      },
+      ws);
+}
+
+}  // namespace
+
+TILLER_CPU_KERNEL("attention", MakeAttention,
+                  Signature("T, T, T, T? -> T").Where("T", {DType::kF32}));
+
+}  // namespace tiller::cpu
