@@ -61,8 +61,9 @@ double OpFlops(const ir::Op& op) {
     const Shape& out = op.outputs[0]->shape();
     const int64_t heads = op.GetInt("heads");
     const int64_t d = op.GetInt("head_dim") ? op.GetInt("head_dim") : q.back() / heads;
-    return 2.0 * Elements(op.outputs[0]) / static_cast<double>(out.back() / heads) *
-           static_cast<double>(k[1]) * static_cast<double>(d + out.back() / heads);
+    const int64_t dv = out.back() / heads;  // exact: the schema splits the heads evenly
+    const double rows = Elements(op.outputs[0]) / static_cast<double>(dv);  // B * Sq * heads
+    return 2.0 * rows * static_cast<double>(k[1]) * static_cast<double>(d + dv);
   }
   if ((op.type == "conv2d" || op.type == "conv2d_transpose") && op.inputs.size() >= 2) {
     const Shape& w = op.inputs[1]->shape();  // [O, I/groups, kh, kw]
