@@ -147,6 +147,23 @@ TEST(OpDeclNn, ChannelLastConvAndPoolShapesAndTheirRefusals) {
     ExpectRefused(g, type, std::move(ins), std::move(a), part);
   };
   refused("conv2d", {x, w}, {{"data_format", std::string("NDHWC")}}, "NDHWC");
+  // Window values the kernels divide or step by (the translator refuses
+  // them first, at load; the schemas hold for ops that passes build).
+  const std::vector<std::pair<AttrMap, const char*>> windows = {
+      {{{"strides", std::vector<int64_t>{1, 0}}}, "strides [1, 0]"},
+      {{{"dilations", std::vector<int64_t>{0, 1}}}, "dilations [0, 1]"},
+      {{{"pads", std::vector<int64_t>{0, -1, 0, 0}}}, "pads [0, -1, 0, 0]"},
+      {{{"groups", int64_t{0}}}, "groups 0"},
+  };
+  for (const auto& [attrs, part] : windows) refused("conv2d", {x, w}, attrs, part);
+  const AttrMap pool = {{"pooling_type", std::string("max")},
+                        {"ksize", std::vector<int64_t>{2, 2}}};
+  AttrMap pool_stride = pool, pool_k = pool;
+  pool_stride.Set("strides", std::vector<int64_t>{0, 2});
+  pool_k.Set("ksize", std::vector<int64_t>{2, 0});
+  Value* nchw = g.AddInput("nchw", {DType::kF32, {2, 3, 9, 7}});
+  refused("pool2d", {nchw}, pool_stride, "strides [0, 2]");
+  refused("pool2d", {nchw}, pool_k, "ksize [2, 0]");
   refused("pool2d", {x},
           {{"data_format", std::string("CHWN")}, {"ksize", std::vector<int64_t>{2, 2}}}, "CHWN");
   // Channel-last resampling of one spatial dim (3-D) has no layout to name.

@@ -31,7 +31,25 @@ CASES = [
     ("prelu", {"X": ["x"], "Alpha": ["alpha"]}, X.shape, {"mode": "diagonal"}, "mode", "diagonal"),
     ("matmul", {"X": ["x"], "Y": ["x"]}, (1, 2, 4, 4), {"head_number": 4}, "head_number", "4"),
     ("celu", {"X": ["x"]}, X.shape, {"alpha": 0.0}, "alpha", "0"),
+    # Window attributes kernels divide or step by (a stride of 0 was a SIGFPE, issue 14).
+    ("conv2d", {"Input": ["x"], "Filter": ["filter"]}, X.shape,
+     {"strides": [1, 0], "paddings": [0, 0], "dilations": [1, 1], "groups": 1}, "strides",
+     "[1, 0]"),
+    ("conv2d", {"Input": ["x"], "Filter": ["filter"]}, X.shape,
+     {"strides": [1, 1], "paddings": [0, 0], "dilations": [0, 1], "groups": 1}, "dilations",
+     "[0, 1]"),
+    ("depthwise_conv2d", {"Input": ["x"], "Filter": ["filter"]}, X.shape,
+     {"strides": [1, 1], "paddings": [-1, 0], "dilations": [1, 1], "groups": 2}, "paddings",
+     "[-1, 0]"),
+    ("pool2d", {"X": ["x"]}, (1, 2, 2, 2),
+     {"pooling_type": "max", "ksize": [2, 2], "strides": [2, 0], "paddings": [0, 0]}, "strides",
+     "[2, 0]"),
+    ("pool2d", {"X": ["x"]}, (1, 2, 2, 2),
+     {"pooling_type": "avg", "ksize": [0, 2], "strides": [2, 2], "paddings": [0, 0]}, "ksize",
+     "[0, 2]"),
 ]
+PARAMS = {"Alpha": {"alpha": np.ones((1,), np.float32)},
+          "Filter": {"filter": np.ones((2, 2, 1, 1), np.float32)}}
 
 
 def _feed(batch):
@@ -44,7 +62,12 @@ def _feed(batch):
                          ids=[f"{c[0]}-{c[5]}" for c in CASES])
 def test_unhandled_attribute_fails_at_create_predictor(tmp_path, op, inputs, out_shape, attrs,
                                                        attr, value, batch):
-    params = {"alpha": np.ones((1,), np.float32)} if "Alpha" in inputs else {}
+    params = {}
+    for slot, p in PARAMS.items():
+        if slot in inputs:
+            params.update(p)
+    if op == "depthwise_conv2d":  # one input channel per group
+        params["filter"] = np.ones((2, 1, 1, 1), np.float32)
     model, params_path = legacy_writer.write_program(
         tmp_path, op, {"x": _feed(batch)}, params, inputs,
         {"Out": (["out"], np.float32, out_shape)}, attrs)

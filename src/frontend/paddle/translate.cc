@@ -240,8 +240,41 @@ void FailUnsupportedOps(const std::string& path, const std::map<std::string, int
        missing.size(), total, list);
 }
 
+namespace {
+
+// The window attributes of convolutions and poolings, which kernels divide
+// by (strides, groups), step by (dilations) or size buffers from (ksize,
+// paddings): refused with the value named whatever the input shapes, so a
+// model with a dynamic batch is refused at creation too (a stride of 0 was
+// a division by zero, SIGFPE, when the model ran).
+void CheckWindowAttributes(const Program& program) {
+  auto check = [&](const OpDesc& op, const char* attr, int64_t least, const char* what) {
+    if (!op.attrs.Has(attr)) return;
+    const std::vector<int64_t> v = op.attrs.Ints(attr);
+    if (std::any_of(v.begin(), v.end(), [least](int64_t x) { return x < least; }))
+      Fail(ErrorKind::kInvalidArgument, "{}: op {}: {} {}: {}", program.path, op.Describe(), attr,
+           ShapeToString(v), what);
+  };
+  for (const OpDesc& op : program.ops) {
+    const bool conv = op.type.find("conv2d") != std::string::npos;
+    if (!conv && op.type != "pool2d") continue;
+    check(op, "strides", 1, "each stride must be >= 1");
+    check(op, "dilations", 1, "each dilation must be >= 1");
+    if (op.attrs.Str("padding_algorithm", "EXPLICIT") == "EXPLICIT")
+      check(op, "paddings", 0, "paddings must be >= 0");
+    if (op.type == "pool2d" && !op.attrs.Bool("global_pooling", false))
+      check(op, "ksize", 1, "each window size must be >= 1");
+    if (conv && op.attrs.Has("groups") && op.attrs.Int("groups", 1) < 1)
+      Fail(ErrorKind::kInvalidArgument, "{}: op {}: groups {}: must be >= 1", program.path,
+           op.Describe(), op.attrs.Int("groups", 1));
+  }
+}
+
+}  // namespace
+
 void CheckSupported(const Program& program) {
   FailUnsupportedOps(program.path, UnsupportedOps(program));
+  CheckWindowAttributes(program);
 }
 
 void TranslateOp(TranslateContext& ctx, const OpDesc& op) {

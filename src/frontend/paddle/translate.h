@@ -118,7 +118,10 @@ std::vector<std::string> SupportedPaddleOps();
 
 // Op types in the program that have no translator, with their counts.
 std::map<std::string, int> UnsupportedOps(const Program& program);
-// Fails (kUnimplemented) listing every unsupported op type with its count.
+// Fails (kUnimplemented) listing every unsupported op type with its count;
+// then (kInvalidArgument) at the first convolution or pooling whose window
+// attributes no input could make valid (a stride, dilation or window size
+// below 1, a negative padding, groups below 1), naming op, attribute, value.
 void CheckSupported(const Program& program);
 // The same failure for a list gathered by the caller (type -> count); returns
 // when it is empty.

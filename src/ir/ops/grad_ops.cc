@@ -66,7 +66,7 @@ Shape FourDims(InferContext& c, const char* attr) {
 // The conv2d these gradients belong to must produce dy's shape.
 void CheckConvShapes(InferContext& c, const Shape& x, const Shape& w, const Shape& dy) {
   ConvWindow win = ReadConvWindow(c.op());
-  if (!win.valid()) c.Fail("bad strides/pads/dilations/groups");
+  if (const std::string problem = win.Problem(); !problem.empty()) c.Fail("{}", problem);
   if (x[1] != w[1] * win.groups || w[0] % win.groups != 0)
     c.Fail("channels {} do not match filter {} with groups {}", x[1], ShapeToString(w), win.groups);
   const auto &s = win.strides, &p = win.pads, &d = win.dilations;

@@ -76,7 +76,8 @@ void InferConvTranspose(InferContext& c) {
   const TensorType x{c.input(0).dtype, AsNchw(c.input(0).shape, last)};
   ConvWindow win = ReadConvWindow(c.op());
   const auto& size = c.op().GetInts("output_size");
-  if (!win.valid() || size.size() != 2) c.Fail("bad strides/pads/dilations/output_size/groups");
+  if (const std::string problem = win.Problem(); !problem.empty()) c.Fail("{}", problem);
+  if (size.size() != 2) c.Fail("output_size {} must be 2 values", ShapeToString(size));
   if (x.shape[1] != w.shape[0] || w.shape[0] % win.groups != 0)
     c.Fail("channels {} do not match filter {} with groups {}", x.shape[1], ShapeToString(w.shape),
            win.groups);

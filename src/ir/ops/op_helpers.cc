@@ -13,6 +13,20 @@ OpSchema WithConvWindowAttrs(OpSchema s) {
                        .Attr("groups", int64_t{1}));
 }
 
+std::string ConvWindow::Problem() const {
+  auto below = [](const std::vector<int64_t>& v, int64_t least) {
+    return std::any_of(v.begin(), v.end(), [least](int64_t x) { return x < least; });
+  };
+  if (strides.size() != 2 || below(strides, 1))
+    return fmt::format("strides {} must be 2 values >= 1", ShapeToString(strides));
+  if (dilations.size() != 2 || below(dilations, 1))
+    return fmt::format("dilations {} must be 2 values >= 1", ShapeToString(dilations));
+  if (pads.size() != 4 || below(pads, 0))
+    return fmt::format("pads {} must be 4 values >= 0", ShapeToString(pads));
+  if (groups < 1) return fmt::format("groups {} must be >= 1", groups);
+  return "";
+}
+
 ConvWindow ReadConvWindow(const Op& op) {
   return {op.GetInts("strides"), op.GetInts("pads"), op.GetInts("dilations"), op.GetInt("groups")};
 }
@@ -36,7 +50,7 @@ Shape ConvOutputShape(InferContext& c) {
            ShapeToString(w));
   const Shape x = AsNchw(c.input(0).shape, last);
   const ConvWindow win = ReadConvWindow(c.op());
-  if (!win.valid()) c.Fail("bad strides/pads/dilations/groups");
+  if (const std::string problem = win.Problem(); !problem.empty()) c.Fail("{}", problem);
   if (x[1] != w[1] * win.groups || w[0] % win.groups != 0)
     c.Fail("channels {} do not match filter {} with groups {}", x[1], ShapeToString(w), win.groups);
   const auto &s = win.strides, &p = win.pads, &d = win.dilations;

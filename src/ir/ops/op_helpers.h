@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/shape.h"
@@ -20,9 +21,11 @@ OpSchema WithConvWindowAttrs(OpSchema s);
 struct ConvWindow {
   std::vector<int64_t> strides, pads, dilations;
   int64_t groups = 1;
-  bool valid() const {
-    return strides.size() == 2 && pads.size() == 4 && dilations.size() == 2 && groups >= 1;
-  }
+  // Empty when the window is well formed; else what is wrong, the attribute
+  // and its value named: kernels divide by strides and groups and step by
+  // dilations (a stride of 0 was a division by zero), so each must be >= 1,
+  // and pads >= 0.
+  std::string Problem() const;
 };
 ConvWindow ReadConvWindow(const Op& op);
 
