@@ -1,6 +1,8 @@
-// attention(q, k, v, mask?): one task per (batch, head, block of query rows),
-// each on its own thread's scratch:
-//   Kt   = k[b, :, h]^T                          [head_dim, Sk]
+// attention(q, k, v, mask?): one task per (batch, head) - or per part of
+// its query blocks when there are fewer heads than twice the threads - on
+// its thread's scratch: the head's keys and values packed once, then per
+// block of query rows:
+//   Kt   = k[b, :, h]^T                          [head_dim, Sk]  (packed once)
 //   S    = alpha * q[b, rows, h] Kt + mask rows    [rows, Sk]
 //   S    = exp(S - row max), row sums kept
 //   out[b, rows, h] = (S v[b, :, h]) / row sums    written in place, heads side by side
@@ -9,8 +11,8 @@
 // and the scores stay in the core's cache between the two products instead
 // of making four trips through memory (matmul, mask add, softmax, matmul).
 // The products are register-tiled: kRows rows by two vectors of columns,
-// the k loop broadcasting A's element and loading B's row (Kt is transposed
-// into scratch so that both products read B by rows).
+// the k loop broadcasting A's element and loading B's row from panels that
+// PackPanels lays out contiguously (Kt transposed there).
 // Results: the unfused ops' up to float rounding (the softmax's 1/sum is
 // applied to the context rows, after the second product).
 #include "backends/cpu/kernels/kernel_utils.h"
@@ -215,7 +217,8 @@ std::unique_ptr<Kernel> MakeAttention(const ir::Op& op) {
         const auto* v = static_cast<const float*>(args.inputs[2]);
         const auto* mask = g.has_mask ? static_cast<const float*>(args.inputs[3]) : nullptr;
         auto* out = static_cast<float*>(args.outputs[0]);
-        if (g.sk == 0) {  // no keys: every context row is an empty sum
+        if (g.batch == 0 || g.sq == 0) return;  // no queries: an empty result
+        if (g.sk == 0) {                        // no keys: every context row is an empty sum
           std::fill(out, out + g.batch * g.sq * g.heads * g.dv, 0.0f);
           return;
         }
