@@ -1,5 +1,6 @@
 #include "ir/op_schema.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -16,6 +17,15 @@ const TensorType& InferContext::input(size_t i) const {
   const Value* v = op_.input(i);
   if (!v) Fail("input {} is required", i);
   return v->type;
+}
+
+std::string ValuesAtLeastProblem(std::string_view attr, const std::vector<int64_t>& values,
+                                 size_t count, int64_t least) {
+  const bool below =
+      std::any_of(values.begin(), values.end(), [least](int64_t v) { return v < least; });
+  if (!below && (count == 0 || values.size() == count)) return "";
+  return fmt::format("{} {} must be {}values >= {}", attr, ShapeToString(values),
+                     count ? fmt::format("{} ", count) : "", least);
 }
 
 DType HalfSafeOutDType(const InferContext& c, DType operands) {

@@ -65,6 +65,13 @@ const char* PrecisionRuleName(PrecisionRule r);
 // naming the op.
 DType HalfSafeOutDType(const InferContext& c, DType operands);
 
+// The check of an integer-list attribute that kernels divide by, step by or
+// size from (a window's strides, dilations, sizes, paddings): empty when
+// `values` holds `count` values (0: any number) each >= `least`, else
+// "<attr> <values> must be [<count> ]values >= <least>".
+std::string ValuesAtLeastProblem(std::string_view attr, const std::vector<int64_t>& values,
+                                 size_t count, int64_t least);
+
 // How a layout pass (e.g. keeping NHWC between convolutions) may treat an op.
 enum class LayoutRule : uint8_t {
   kUndeclared,

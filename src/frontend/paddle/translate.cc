@@ -248,25 +248,22 @@ namespace {
 // model with a dynamic batch is refused at creation too (a stride of 0 was
 // a division by zero, SIGFPE, when the model ran).
 void CheckWindowAttributes(const Program& program) {
-  auto check = [&](const OpDesc& op, const char* attr, int64_t least, const char* what) {
-    if (!op.attrs.Has(attr)) return;
-    const std::vector<int64_t> v = op.attrs.Ints(attr);
-    if (std::any_of(v.begin(), v.end(), [least](int64_t x) { return x < least; }))
-      Fail(ErrorKind::kInvalidArgument, "{}: op {}: {} {}: {}", program.path, op.Describe(), attr,
-           ShapeToString(v), what);
+  auto fail = [&](const OpDesc& op, const std::string& problem) {
+    if (!problem.empty())
+      Fail(ErrorKind::kInvalidArgument, "{}: op {}: {}", program.path, op.Describe(), problem);
+  };
+  auto check = [&](const OpDesc& op, const char* attr, int64_t least) {
+    if (op.attrs.Has(attr)) fail(op, ir::ValuesAtLeastProblem(attr, op.attrs.Ints(attr), 0, least));
   };
   for (const OpDesc& op : program.ops) {
     const bool conv = op.type.find("conv2d") != std::string::npos;
     if (!conv && op.type != "pool2d") continue;
-    check(op, "strides", 1, "each stride must be >= 1");
-    check(op, "dilations", 1, "each dilation must be >= 1");
-    if (op.attrs.Str("padding_algorithm", "EXPLICIT") == "EXPLICIT")
-      check(op, "paddings", 0, "paddings must be >= 0");
-    if (op.type == "pool2d" && !op.attrs.Bool("global_pooling", false))
-      check(op, "ksize", 1, "each window size must be >= 1");
-    if (conv && op.attrs.Has("groups") && op.attrs.Int("groups", 1) < 1)
-      Fail(ErrorKind::kInvalidArgument, "{}: op {}: groups {}: must be >= 1", program.path,
-           op.Describe(), op.attrs.Int("groups", 1));
+    check(op, "strides", 1);
+    check(op, "dilations", 1);
+    if (op.attrs.Str("padding_algorithm", "EXPLICIT") == "EXPLICIT") check(op, "paddings", 0);
+    if (op.type == "pool2d" && !op.attrs.Bool("global_pooling", false)) check(op, "ksize", 1);
+    if (conv && op.attrs.Int("groups", 1) < 1)
+      fail(op, fmt::format("groups {} must be >= 1", op.attrs.Int("groups", 1)));
   }
 }
 

@@ -38,8 +38,6 @@
 // pass switches inference chains to NHWC). The others are channel-first or index
 // rows, and layer_norm's [axis, rank) is a range no single axis remap keeps:
 // fixed.
-#include <algorithm>
-
 #include "ir/grad.h"
 #include "ir/op_schema.h"
 #include "ir/ops/op_helpers.h"
@@ -105,8 +103,7 @@ void InferPool2d(InferContext& c) {
   const std::string& type = op.GetStr("pooling_type");
   if (type != "max" && type != "avg") c.Fail("pooling_type '{}' is not max or avg", type);
   const auto& k = op.GetInts("ksize");
-  if (k.size() != 2 || k[0] < 1 || k[1] < 1)
-    c.Fail("ksize {} must be 2 values >= 1", ShapeToString(k));
+  if (const std::string p = ValuesAtLeastProblem("ksize", k, 2, 1); !p.empty()) c.Fail("{}", p);
   if (op.GetBool("adaptive")) {
     c.AddOutput({x.dtype, FromNchw({x.shape[0], x.shape[1], k[0], k[1]}, last)});
     return;
@@ -115,10 +112,10 @@ void InferPool2d(InferContext& c) {
   const auto& p = op.GetInts("pads");
   bool ceil = op.GetBool("ceil_mode");
   // The kernels divide by the strides (a stride of 0 was a division by zero).
-  if (s.size() != 2 || s[0] < 1 || s[1] < 1)
-    c.Fail("strides {} must be 2 values >= 1", ShapeToString(s));
-  if (p.size() != 4 || std::any_of(p.begin(), p.end(), [](int64_t v) { return v < 0; }))
-    c.Fail("pads {} must be 4 values >= 0", ShapeToString(p));
+  for (const std::string& problem :
+       {ValuesAtLeastProblem("strides", s, 2, 1), ValuesAtLeastProblem("pads", p, 4, 0)}) {
+    if (!problem.empty()) c.Fail("{}", problem);
+  }
   int64_t oh = WindowOutputSize(x.shape[2], k[0], s[0], p[0], p[1], 1, ceil);
   int64_t ow = WindowOutputSize(x.shape[3], k[1], s[1], p[2], p[3], 1, ceil);
   if (oh <= 0 || ow <= 0) c.Fail("empty output for input {}", ShapeToString(x.shape));

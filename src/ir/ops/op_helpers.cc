@@ -14,17 +14,12 @@ OpSchema WithConvWindowAttrs(OpSchema s) {
 }
 
 std::string ConvWindow::Problem() const {
-  auto below = [](const std::vector<int64_t>& v, int64_t least) {
-    return std::any_of(v.begin(), v.end(), [least](int64_t x) { return x < least; });
-  };
-  if (strides.size() != 2 || below(strides, 1))
-    return fmt::format("strides {} must be 2 values >= 1", ShapeToString(strides));
-  if (dilations.size() != 2 || below(dilations, 1))
-    return fmt::format("dilations {} must be 2 values >= 1", ShapeToString(dilations));
-  if (pads.size() != 4 || below(pads, 0))
-    return fmt::format("pads {} must be 4 values >= 0", ShapeToString(pads));
-  if (groups < 1) return fmt::format("groups {} must be >= 1", groups);
-  return "";
+  for (const std::string& p : {ValuesAtLeastProblem("strides", strides, 2, 1),
+                               ValuesAtLeastProblem("dilations", dilations, 2, 1),
+                               ValuesAtLeastProblem("pads", pads, 4, 0)}) {
+    if (!p.empty()) return p;
+  }
+  return groups < 1 ? fmt::format("groups {} must be >= 1", groups) : "";
 }
 
 ConvWindow ReadConvWindow(const Op& op) {
