@@ -130,6 +130,20 @@ struct SessionOptions {
   // must be >= replicas); their gradients are summed before every update.
   bool replicated_graphs = false;
   int replicas = 1;
+  // Replicas across the processes of an MPI job (enable_distribution; the
+  // job started by `mpirun -np P`, every process running the same program):
+  // each process runs `replicas` replicas on its share of the data, the job
+  // P x replicas. A process's feeds hold its own replicas' micro-batches,
+  // in the order above with `replicas` of them (python:
+  // tiller.distributed.local_batch picks them from the global batch); the
+  // job then trains the model one process with P x replicas replicas would,
+  // bit for bit. Rank 0's state is broadcast before the first step.
+  // global_replicas (global_replication_factor) and global_replica_offset,
+  // when set (> 0 / >= 0), must agree with the job: P x replicas and
+  // rank x replicas. Needs libtiller_mpi.so (built with Open MPI).
+  bool distribution = false;
+  int global_replicas = 0;
+  int global_replica_offset = -1;
   // Manual sharding (enable_manual_shard, num_ipus = replicas x devices per
   // replica): each op runs on the device of its ipu_index (ops outside any
   // ipu_shard_guard on device 0); values cross devices through copies; each

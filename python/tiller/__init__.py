@@ -12,6 +12,8 @@ static-graph API for training (see ``tiller.ipu``); ``tiller.ipu_shard_guard``
 and ``tiller.set_ipu_shard`` its manual sharding (see ``tiller.shard``).
 ``tiller.patch_paddle()`` makes Paddle itself an IPU build on Tiller, so a
 Paddle IPU script runs unmodified after that one line (``tiller.patch``).
+``tiller.distributed`` helps a script run as several processes of an MPI job
+(``mpirun -np N``; Paddle's ``enable_distribution`` options).
 ``tiller.plan`` predicts per-device memory and step time of a configuration
 on a device profile (cpu, ipu-mk2, ipu-bow, h200) without running it.
 """

@@ -50,4 +50,32 @@ class Collective {
 // Ranks that are threads of this process; buffers are host memory.
 std::unique_ptr<Collective> MakeInProcessCollective(int ranks);
 
+// The processes of a job started by an MPI launcher (`mpirun -np N`), each
+// running the same program. Implemented by libtiller_mpi.so
+// (src/distributed/), which the runtime loads only when a session asks for
+// distribution, so libtiller itself does not depend on MPI.
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;  // this process, 0 .. size() - 1
+  virtual int size() const = 0;  // processes in the job
+  // `bytes` bytes of process `root`'s buffer into every other process's
+  // buffer. Every process calls it, from one thread, in the same order.
+  virtual void Broadcast(int root, void* buffer, size_t bytes) = 0;
+  // The least of every process's `value` (every process calls it): lets
+  // the processes agree, e.g. on the first rank that refused its options,
+  // so that all fail together instead of some waiting for the others.
+  virtual int Min(int value) = 0;
+  // A collective over size() x local_ranks ranks: this process's threads
+  // are ranks rank() x local_ranks ... + local_ranks - 1 (the rank argument
+  // of its calls is that global rank). Sums run in global rank order, so a
+  // job of P processes x L threads gets the bytes one process of P x L
+  // threads (MakeInProcessCollective) gets. Every process creates its
+  // groups in the same order. A call that waits longer than
+  // TILLER_COLLECTIVE_TIMEOUT seconds (300 by default) for the other
+  // processes ends the job (MPI_Abort) after printing which rank waited in
+  // which operation: MPI alone would wait forever for a rank that hangs.
+  virtual std::unique_ptr<Collective> MakeCollective(int local_ranks) = 0;
+};
+
 }  // namespace tiller::backend

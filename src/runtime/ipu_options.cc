@@ -162,16 +162,18 @@ std::vector<OptionSpec> MakeSpecs() {
       // by zeros or random values.
       {"synthetic_data_mode", Support::kNotYet, int64_t{0},
        "0: the feeds' data (the others ignore it)"},
-      // Several hosts (a launcher's ranks each feeding part of the global
-      // batch): until the MPI backend lands each rank would train its own
-      // model, so anything but the single-host defaults is refused.
-      {"enable_distribution", Support::kNotYet, false, "training across hosts (MPI, not yet)"},
-      {"enable_distributed_replicated_graphs", Support::kNotYet, false,
-       "replicas across hosts (MPI, not yet)"},
-      {"global_replication_factor", Support::kNotYet, int64_t{1},
-       "replicas over all hosts (MPI, not yet)"},
-      {"global_replica_offset", Support::kNotYet, int64_t{0},
-       "this host's first replica (MPI, not yet)"},
+      // Several processes of an MPI job (mpirun), each feeding its own
+      // replicas' part of the global batch: the replicas' collectives run
+      // over MPI (libtiller_mpi.so). The factor and offset are checked
+      // against the job.
+      {"enable_distribution", Support::kHonoured, false,
+       "replicas across the processes of an MPI job (mpirun -np N)"},
+      {"enable_distributed_replicated_graphs", Support::kHonoured, false,
+       "replicas across processes (with enable_distribution)"},
+      {"global_replication_factor", Support::kHonoured, int64_t{1},
+       "replicas over all processes: processes x replicated_graph_count"},
+      {"global_replica_offset", Support::kHonoured, int64_t{0},
+       "this process's first replica: rank x replicated_graph_count"},
       // PopART's Lamb clamps the weight norm of its trust ratio here; Paddle's
       // lamb op, which Tiller runs, has no clamp.
       {"max_weight_norm", Support::kNotYet, 65504.0,

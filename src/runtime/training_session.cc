@@ -32,6 +32,7 @@
 #include "frontend/paddle/training.h"
 #include "frontend/paddle/translate.h"
 #include "runtime/api_types.h"
+#include "runtime/distribution.h"
 #include "runtime/feeds.h"
 #include "runtime/micro_batches.h"
 #include "runtime/paddle_steps.h"
@@ -41,6 +42,45 @@
 #include "tiller/training.h"
 
 namespace tiller::runtime {
+
+// Distribution: the job's replicas and this process's first, checked
+// against what the options say (Paddle's global_replication_factor and
+// global_replica_offset, which IPU scripts compute from the launcher's
+// environment).
+void ResolveDistribution(training::SessionOptions& options, const std::string& program) {
+  backend::ProcessGroup& job = MpiProcessGroup();
+  const int replicas = std::max(options.replicas, 1);
+  const int global = job.size() * replicas, offset = job.rank() * replicas;
+  std::string problem;
+  ErrorKind kind = ErrorKind::kInvalidArgument;
+  if (options.global_replicas > 0 && options.global_replicas != global) {
+    problem = fmt::format(
+        "global_replication_factor {} but the job has {} process(es) x {} replica(s) "
+        "(replicated_graph_count) = {}: launch with mpirun -np {} or change the options",
+        options.global_replicas, job.size(), replicas, global,
+        options.global_replicas % replicas == 0 ? options.global_replicas / replicas : -1);
+  } else if (options.global_replica_offset >= 0 && options.global_replica_offset != offset) {
+    problem = fmt::format(
+        "global_replica_offset {} but this process is rank {} of {}, whose first replica is "
+        "rank x replicated_graph_count = {}",
+        options.global_replica_offset, job.rank(), job.size(), offset);
+  } else if (global > 1 && options.shard_optimizer_state) {
+    kind = ErrorKind::kUnimplemented;
+    problem =
+        "replicated tensor sharding of the optimizer state across processes is not supported "
+        "yet (set location_optimizer.use_replicated_tensor_sharding False)";
+  }
+  // Every process learns whether any refused: all fail together, none waits
+  // in a collective for a process that gave up.
+  const int first = job.Min(problem.empty() ? job.size() : job.rank());
+  if (!problem.empty()) Fail(kind, "{}: {}", program, problem);
+  if (first < job.size())
+    Fail(ErrorKind::kInvalidArgument,
+         "{}: rank {} of the job refused its distribution options (its message says why)", program,
+         first);
+  options.global_replicas = global;
+  options.global_replica_offset = offset;
+}
 
 compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& options, int rank,
                                               const std::vector<backend::Collective*>& groups) {
@@ -58,9 +98,11 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.batches_per_step = options.batches_per_step;
   co.recompute = options.recompute;
   co.recompute_all = options.recompute_all;
-  co.replicas = options.replicas;
+  // Across processes the compiled step sees the job's replicas and its
+  // global rank (the mean's divisor, sharding's parts, the group's ranks).
+  co.replicas = options.distribution ? options.global_replicas : options.replicas;
   co.replica_groups = groups;
-  co.replica_rank = rank;
+  co.replica_rank = options.distribution ? options.global_replica_offset + rank : rank;
   co.shard_optimizer_state = options.shard_optimizer_state;
   co.shard_min_elements = options.shard_min_elements;
   co.precision = runtime::ParsePrecision(options.precision, "precision");
@@ -185,6 +227,19 @@ struct TrainingSession::Impl {
   // replica.
   std::vector<std::unique_ptr<backend::Collective>> groups;
   std::vector<Replica> replicas;
+  // Distribution (SessionOptions::distribution): the MPI job, and whether
+  // rank 0's state has been broadcast.
+  backend::ProcessGroup* process_group = nullptr;
+  bool state_broadcast = false;
+  // The rank of local replica `replica` in its groups: global across the
+  // job's processes.
+  int GroupRank(int replica) const {
+    return options.distribution ? options.global_replica_offset + replica : replica;
+  }
+  // Replicas summing gradients: the job's, across processes.
+  int GroupSize() const {
+    return options.distribution ? options.global_replicas : options.replicas;
+  }
   // The state changed outside a step (SetState, a checkpoint, the learning
   // rate): the other replicas copy replica 0's before the next step.
   bool replicas_stale = true;
@@ -303,6 +358,13 @@ struct TrainingSession::Impl {
   // Copies replica 0's state into the others' when it changed outside a step
   // (and every replica's part of the sharded states).
   void SyncReplicas() {
+    if (process_group && !state_broadcast) {
+      // Every process starts from rank 0's state (states: a sorted map, so
+      // every process broadcasts them in the same order).
+      for (auto& [name, st] : states) process_group->Broadcast(0, st.data.data(), st.data.size());
+      state_broadcast = true;
+      replicas_stale = true;
+    }
     if (!replicas_stale) return;
     for (size_t r = 1; r < replicas.size(); ++r) {
       for (auto& [name, buffer] : replicas[r].own_state) {
@@ -373,8 +435,8 @@ struct TrainingSession::Impl {
     if (std::array<double, 3> counts{}; compiled.GradientHistogram(counts.data())) {
       // Every replica sums every replica's counts (the device streams are
       // idle: this window's collectives are done), so all decide alike.
-      if (options.replicas > 1)
-        groups[0]->AllReduceSum(replica, counts.data(), counts.data(), 3, DType::kF64);
+      if (GroupSize() > 1)
+        groups[0]->AllReduceSum(GroupRank(replica), counts.data(), counts.data(), 3, DType::kF64);
       rep.last_counts = counts;
     }
     compiled.ResetAccumulators();
@@ -397,7 +459,7 @@ struct TrainingSession::Impl {
       for (size_t i = 0; i < n; ++i) any |= (v[i] & 0x7f800000u) == 0x7f800000u;
       if (any) bad = 1;
     }
-    if (options.replicas > 1) groups[0]->AllReduceSum(replica, &bad, &bad, 1, DType::kF64);
+    if (GroupSize() > 1) groups[0]->AllReduceSum(GroupRank(replica), &bad, &bad, 1, DType::kF64);
     return bad == 0;
   }
 
@@ -572,6 +634,7 @@ TrainingSession::TrainingSession(const std::string& program_path,
   s.program = paddle::ReadProgramFile(program_path);
   s.info = paddle::AnalyzeTrainingProgram(s.program);
   s.options = options;
+  if (options.distribution) runtime::ResolveDistribution(s.options, s.program.path);
   if (options.accumulation_factor < 1)
     Fail(ErrorKind::kInvalidArgument, "accumulation_factor must be >= 1, got {}",
          options.accumulation_factor);
@@ -631,7 +694,11 @@ TrainingSession::TrainingSession(const std::string& program_path,
          "raise num_threads (0: every hardware thread) or use fewer devices",
          options.num_threads, n_devices, options.replicas, options.devices_per_replica);
   if (!options.trace_path.empty()) s.trace = std::make_unique<compile::TraceRecorder>();
-  if (options.replicas > 1) {
+  if (s.options.distribution) {
+    s.process_group = &runtime::MpiProcessGroup();
+    for (int d = 0; d < options.devices_per_replica; ++d)
+      s.groups.push_back(s.process_group->MakeCollective(options.replicas));
+  } else if (options.replicas > 1) {
     for (int d = 0; d < options.devices_per_replica; ++d)
       s.groups.push_back(backend::MakeInProcessCollective(options.replicas));
   }
@@ -697,7 +764,7 @@ TrainingSession::TrainingSession(const std::string& program_path,
   for (auto& group : s.groups) groups.push_back(group.get());
   for (int r = 0; r < options.replicas; ++r) {
     s.replicas[r].compiler =
-        std::make_unique<compile::Compiler>(runtime::ReplicaCompileOptions(options, r, groups));
+        std::make_unique<compile::Compiler>(runtime::ReplicaCompileOptions(s.options, r, groups));
   }
   s.feed_names = std::move(feed_names);
   s.fetch_names = std::move(fetch_names);
@@ -804,6 +871,11 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.recompute = o.GetInt("auto_recomputation") != 0;
   out.recompute_all = o.GetInt("auto_recomputation") >= 3;
   out.shard_optimizer_state = o.GetBool("location_optimizer.use_replicated_tensor_sharding");
+  out.distribution = o.GetBool("enable_distribution");
+  if (out.distribution) {
+    out.global_replicas = static_cast<int>(o.GetInt("global_replication_factor"));
+    out.global_replica_offset = static_cast<int>(o.GetInt("global_replica_offset"));
+  }
   out.shard_min_elements =
       o.GetInt("location_optimizer.min_elements_for_replicated_tensor_sharding");
   out.device_profile = o.GetStr("device_profile");
@@ -1062,8 +1134,14 @@ void TrainingSession::Run() {
 void TrainingSession::Impl::PrepareMicroBatch(compile::Executable& exe, int k) {
   if (trace) exe.SetTraceTag(fmt::format("run {} micro-batch {}", runs, k));
   runtime::CopyMicroBatchIn(*feeds, k, MicroBatchesPerRun(), exe);
+  // Random ops draw by the micro-batch's place in the job's global batch, so
+  // a job of several processes draws what one process would.
+  const int64_t global_k = options.distribution
+                               ? k / options.replicas * options.global_replicas +
+                                     options.global_replica_offset + k % options.replicas
+                               : k;
   const int64_t step_index =
-      steps * options.accumulation_factor * options.replicas + static_cast<int64_t>(k);
+      steps * options.accumulation_factor * GroupSize() + static_cast<int64_t>(global_k);
   for (size_t i = feeds->size(); i < exe.inputs().size(); ++i) {
     compile::TensorSlot& slot = exe.inputs()[i];
     TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput, "unexpected graph input '{}'",

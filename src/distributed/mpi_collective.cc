@@ -1,0 +1,438 @@
+// libtiller_mpi.so: the replicas' collectives across the processes of an MPI
+// job (backend/collective.h, ProcessGroup). The runtime loads this library
+// only when a session asks for distribution, so libtiller and its users do
+// not depend on MPI.
+//
+// A process runs L replicas as threads; the job's P processes run G = P x L.
+// One thread per process (local rank 0, "the leader") talks to MPI; the
+// others publish their buffers and wait at a local barrier. Sums are done
+// as a reduce-scatter followed by an all-gather, each process summing its
+// own contiguous range of elements (the parts of its L ranks) over all G
+// ranks' inputs in global rank order, then scaling: exactly what
+// MakeInProcessCollective computes for G threads, so a job's parameters are
+// bit for bit those of one process with the same global replicas. Every
+// MPI call is non-blocking and polled against a timeout: MPI itself waits
+// forever for a peer that hangs.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/collective.h"
+#include "core/error.h"
+#include "core/shape.h"
+
+namespace tiller::distributed {
+namespace {
+
+using backend::Collective;
+
+// A failed MPI call ends the job with the call named (MPI's default error
+// handler would too, with less said).
+void Check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  Fail(ErrorKind::kInternal, "{} failed: {}", call, std::string(text, len));
+}
+
+int WorldRank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+// Polls `request` until it completes; past `timeout_s` prints which rank
+// waited in which operation and ends the whole job. Spins briefly (a
+// completion usually follows within microseconds on shared memory), then
+// sleeps between polls so that waiting does not take the CPU from the
+// compute threads of other devices.
+void Wait(MPI_Request* request, double timeout_s, const char* what, int64_t call, size_t bytes) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    Check(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    if (polls < 2000) continue;
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > timeout_s) {
+      int size = 1;
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      std::fprintf(stderr,
+                   "tiller: rank %d of %d waited %.0f s in %s #%lld (%zu bytes) for the other "
+                   "ranks (timeout %.0f s, TILLER_COLLECTIVE_TIMEOUT): a rank died or stopped "
+                   "answering; ending the job\n",
+                   WorldRank(), size, waited, what, static_cast<long long>(call), bytes, timeout_s);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+      std::_Exit(3);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+int CountOrFail(int64_t n, const char* what) {
+  if (n > INT_MAX)
+    Fail(ErrorKind::kUnimplemented, "{}: {} elements in one MPI message (at most {})", what, n,
+         INT_MAX);
+  return static_cast<int>(n);
+}
+
+class MpiCollective : public Collective {
+ public:
+  MpiCollective(int local_ranks, double timeout_s) : local_(local_ranks), timeout_s_(timeout_s) {
+    MPI_Request request;
+    Check(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &request), "MPI_Comm_idup");
+    Wait(&request, timeout_s_, "creating a replica group", 0, 0);
+    MPI_Comm_rank(comm_, &process_);
+    MPI_Comm_size(comm_, &processes_);
+    in_.resize(local_);
+    out_.resize(local_);
+  }
+  ~MpiCollective() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+
+  int size() const override { return processes_ * local_; }
+
+  void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype,
+                    double scale) override {
+    const int local = Local(rank);
+    CheckSum(dtype, "all-reduce");
+    Publish(local, in, out);
+    if (local == 0) {
+      const PartRange mine = ProcessRange(count, process_);
+      SumMyRange(count, dtype, scale, static_cast<std::byte*>(out_[0]) + mine.begin * Item(dtype),
+                 "all-reduce");
+      GatherRanges(count, dtype, out_[0], "all-reduce");
+    }
+    LocalBarrier();
+    if (local != 0 && out != out_[0] && count)
+      std::memcpy(out, out_[0], static_cast<size_t>(count) * Item(dtype));
+    LocalBarrier();  // out_[0] stays until every copy is done
+  }
+
+  void ReduceScatterSum(int rank, const void* in, void* out, int64_t count, DType dtype,
+                        double scale) override {
+    const int local = Local(rank);
+    CheckSum(dtype, "reduce-scatter");
+    Publish(local, in, out);
+    const PartRange mine = ProcessRange(count, process_);
+    const size_t item = Item(dtype);
+    if (local == 0) {
+      sum_.resize(static_cast<size_t>(mine.size()) * item);
+      SumMyRange(count, dtype, scale, sum_.data(), "reduce-scatter");
+    }
+    LocalBarrier();
+    const PartRange part = PartOf(count, size(), rank);
+    if (part.size())
+      std::memcpy(out, sum_.data() + (part.begin - mine.begin) * item,
+                  static_cast<size_t>(part.size()) * item);
+    LocalBarrier();
+  }
+
+  void AllGather(int rank, const void* in, void* out, int64_t count, DType dtype) override {
+    const int local = Local(rank);
+    Publish(local, in, out);
+    if (local == 0) {
+      const size_t item = Item(dtype);
+      for (int l = 0; l < local_; ++l) {
+        const PartRange part = PartOf(count, size(), process_ * local_ + l);
+        if (part.size())
+          std::memcpy(static_cast<std::byte*>(out_[0]) + part.begin * item, in_[l],
+                      static_cast<size_t>(part.size()) * item);
+      }
+      GatherRanges(count, dtype, out_[0], "all-gather");
+    }
+    LocalBarrier();
+    if (local != 0 && count) std::memcpy(out, out_[0], static_cast<size_t>(count) * Item(dtype));
+    LocalBarrier();
+  }
+
+  void Broadcast(int rank, int root, void* buffer, size_t bytes) override {
+    const int local = Local(rank);
+    TILLER_CHECK(root >= 0 && root < size(), "root {} of {}", root, size());
+    Publish(local, buffer, buffer);
+    if (local == 0) {
+      const int root_process = root / local_, root_local = root % local_;
+      if (root_process == process_ && root_local != 0 && bytes)
+        std::memcpy(out_[0], out_[root_local], bytes);
+      BroadcastBytes(comm_, root_process, out_[0], bytes, timeout_s_, ++calls_);
+    }
+    LocalBarrier();
+    if (local != 0 && bytes) std::memcpy(buffer, out_[0], bytes);
+    LocalBarrier();
+  }
+
+  void Abort(const std::string& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_) return;
+    aborted_ = true;
+    why_ = why;
+    wake_.notify_all();
+  }
+
+  void Reset() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = false;
+    arrived_ = 0;
+    why_.clear();
+  }
+
+  static void BroadcastBytes(MPI_Comm comm, int root, void* buffer, size_t bytes, double timeout_s,
+                             int64_t call) {
+    // MPI counts are ints: large buffers go in pieces.
+    constexpr size_t kPiece = size_t{1} << 30;
+    for (size_t at = 0; at < bytes; at += kPiece) {
+      MPI_Request request;
+      Check(MPI_Ibcast(static_cast<std::byte*>(buffer) + at,
+                       static_cast<int>(std::min(kPiece, bytes - at)), MPI_BYTE, root, comm,
+                       &request),
+            "MPI_Ibcast");
+      Wait(&request, timeout_s, "broadcast", call, bytes);
+    }
+  }
+
+ private:
+  int Local(int rank) const {
+    const int local = rank - process_ * local_;
+    TILLER_CHECK(local >= 0 && local < local_, "rank {} is not one of process {}'s {} ranks", rank,
+                 process_, local_);
+    return local;
+  }
+
+  static void CheckSum(DType dtype, const char* what) {
+    TILLER_CHECK(dtype == DType::kF32 || dtype == DType::kF64, "{} of {}", what, DTypeName(dtype));
+  }
+  static size_t Item(DType dtype) { return DTypeSize(dtype); }
+
+  // The elements process p sums: the parts of its local ranks, contiguous.
+  PartRange ProcessRange(int64_t count, int p) const {
+    return {PartOf(count, size(), p * local_).begin,
+            PartOf(count, size(), p * local_ + local_ - 1).end};
+  }
+
+  void Publish(int local, const void* in, void* out) {
+    in_[local] = in;
+    out_[local] = out;
+    LocalBarrier();  // every local rank's buffers published
+  }
+
+  // Every rank's input over this process's range, summed in global rank
+  // order and scaled, into `dest`. One all-to-all moves, to each process,
+  // its range of every local rank's input.
+  void SumMyRange(int64_t count, DType dtype, double scale, void* dest, const char* what) {
+    const size_t item = Item(dtype);
+    const PartRange mine = ProcessRange(count, process_);
+    std::vector<int> send_counts(processes_), send_at(processes_), recv_counts(processes_),
+        recv_at(processes_);
+    // Sent: for each process q, its range of each local input, in local
+    // rank order (one local rank: the input itself, in place).
+    const void* send = in_[0];
+    if (local_ > 1) {
+      send_.resize(static_cast<size_t>(count) * local_ * item);
+      int64_t at = 0;
+      for (int q = 0; q < processes_; ++q) {
+        const PartRange r = ProcessRange(count, q);
+        for (int l = 0; l < local_; ++l, at += r.size())
+          if (r.size())
+            std::memcpy(send_.data() + at * item,
+                        static_cast<const std::byte*>(in_[l]) + r.begin * item,
+                        static_cast<size_t>(r.size()) * item);
+      }
+      send = send_.data();
+    }
+    int64_t at = 0;
+    for (int q = 0; q < processes_; ++q) {
+      const PartRange r = ProcessRange(count, q);
+      send_counts[q] = CountOrFail(r.size() * local_, what);
+      send_at[q] = CountOrFail(at, what);
+      at += r.size() * local_;
+      recv_counts[q] = CountOrFail(mine.size() * local_, what);
+      recv_at[q] = CountOrFail(mine.size() * local_ * q, what);
+    }
+    recv_.resize(static_cast<size_t>(mine.size()) * local_ * processes_ * item);
+    MPI_Datatype type = dtype == DType::kF32 ? MPI_FLOAT : MPI_DOUBLE;
+    MPI_Request request;
+    Check(MPI_Ialltoallv(send, send_counts.data(), send_at.data(), type, recv_.data(),
+                         recv_counts.data(), recv_at.data(), type, comm_, &request),
+          "MPI_Ialltoallv");
+    Wait(&request, timeout_s_, what, ++calls_, static_cast<size_t>(count) * item);
+    // recv_ holds G blocks of mine.size() elements, in global rank order.
+    const int ranks = size();
+    if (dtype == DType::kF32)
+      SumBlocks<float>(reinterpret_cast<const float*>(recv_.data()), ranks, mine.size(),
+                       static_cast<float>(scale), static_cast<float*>(dest));
+    else
+      SumBlocks<double>(reinterpret_cast<const double*>(recv_.data()), ranks, mine.size(), scale,
+                        static_cast<double*>(dest));
+  }
+
+  // dest[i] = (blocks[0][i] + blocks[1][i] + ...) * scale, each element
+  // added in block order then scaled, as MakeInProcessCollective adds.
+  template <typename T>
+  static void SumBlocks(const T* blocks, int n_blocks, int64_t n, T scale, T* dest) {
+    for (int64_t i = 0; i < n; ++i) dest[i] = blocks[i];
+    for (int b = 1; b < n_blocks; ++b) {
+      const T* __restrict next = blocks + b * n;
+      for (int64_t i = 0; i < n; ++i) dest[i] += next[i];
+    }
+    if (scale != T(1))
+      for (int64_t i = 0; i < n; ++i) dest[i] *= scale;
+  }
+
+  // Every process's range of `whole` (its own already in place) into every
+  // process's `whole`.
+  void GatherRanges(int64_t count, DType dtype, void* whole, const char* what) {
+    const size_t item = Item(dtype);
+    std::vector<int> counts(processes_), at(processes_);
+    for (int q = 0; q < processes_; ++q) {
+      const PartRange r = ProcessRange(count, q);
+      counts[q] = CountOrFail(r.size(), what);
+      at[q] = CountOrFail(r.begin, what);
+    }
+    MPI_Datatype type;
+    Check(MPI_Type_contiguous(static_cast<int>(item), MPI_BYTE, &type), "MPI_Type_contiguous");
+    Check(MPI_Type_commit(&type), "MPI_Type_commit");
+    MPI_Request request;
+    Check(MPI_Iallgatherv(MPI_IN_PLACE, 0, type, whole, counts.data(), at.data(), type, comm_,
+                          &request),
+          "MPI_Iallgatherv");
+    Wait(&request, timeout_s_, what, ++calls_, static_cast<size_t>(count) * item);
+    MPI_Type_free(&type);
+  }
+
+  // Waits until every local rank has arrived (no MPI: threads of this
+  // process). One local rank needs no barrier.
+  void LocalBarrier() {
+    if (local_ == 1) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (aborted_) Fail(ErrorKind::kInternal, "{}", why_);
+    const int64_t generation = generation_;
+    if (++arrived_ == local_) {
+      arrived_ = 0;
+      ++generation_;
+      wake_.notify_all();
+      return;
+    }
+    wake_.wait(lock, [&] { return generation_ != generation || aborted_; });
+    if (generation_ == generation) Fail(ErrorKind::kInternal, "{}", why_);
+  }
+
+  const int local_;
+  const double timeout_s_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int process_ = 0, processes_ = 1;
+  int64_t calls_ = 0;
+  std::vector<const void*> in_;
+  std::vector<void*> out_;
+  std::vector<std::byte> send_, recv_, sum_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  int arrived_ = 0;
+  int64_t generation_ = 0;
+  bool aborted_ = false;
+  std::string why_;
+};
+
+class MpiProcessGroup : public backend::ProcessGroup {
+ public:
+  MpiProcessGroup() {
+    Check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void Broadcast(int root, void* buffer, size_t bytes) override {
+    TILLER_CHECK(root >= 0 && root < size_, "root {} of {} processes", root, size_);
+    MpiCollective::BroadcastBytes(comm_, root, buffer, bytes, Timeout(), ++calls_);
+  }
+  int Min(int value) override {
+    int least = value;
+    MPI_Request request;
+    Check(MPI_Iallreduce(&value, &least, 1, MPI_INT, MPI_MIN, comm_, &request), "MPI_Iallreduce");
+    Wait(&request, Timeout(), "agreeing on options", ++calls_, sizeof value);
+    return least;
+  }
+  std::unique_ptr<Collective> MakeCollective(int local_ranks) override {
+    TILLER_CHECK(local_ranks >= 1, "{} local ranks", local_ranks);
+    return std::make_unique<MpiCollective>(local_ranks, Timeout());
+  }
+
+  // TILLER_COLLECTIVE_TIMEOUT seconds, 300 by default.
+  static double Timeout() {
+    const char* env = std::getenv("TILLER_COLLECTIVE_TIMEOUT");
+    if (!env || !*env) return 300;
+    char* end = nullptr;
+    const double s = std::strtod(env, &end);
+    if (*end || !(s > 0))
+      Fail(ErrorKind::kInvalidArgument,
+           "TILLER_COLLECTIVE_TIMEOUT='{}': expected a number of seconds > 0", env);
+    return s;
+  }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  int64_t calls_ = 0;
+};
+
+void FinalizeAtExit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+}  // namespace
+}  // namespace tiller::distributed
+
+// The library's one entry point (resolved with dlsym by the runtime):
+// initializes MPI once (threads: every device's stream may call it) and
+// returns the job's process group, owned by the library. Failures throw
+// tiller::Error.
+extern "C" __attribute__((visibility("default"))) tiller::backend::ProcessGroup*
+TillerMpiProcessGroup() {
+  using namespace tiller;
+  static std::once_flag once;
+  static std::unique_ptr<distributed::MpiProcessGroup> group;
+  std::call_once(once, [] {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      distributed::Check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
+                         "MPI_Init_thread");
+      std::atexit(distributed::FinalizeAtExit);
+      if (provided < MPI_THREAD_MULTIPLE)
+        Fail(ErrorKind::kUnimplemented,
+             "the MPI library provides thread level {} (needs MPI_THREAD_MULTIPLE: each device's "
+             "stream runs its own collectives)",
+             provided);
+    } else {
+      int provided = 0;
+      MPI_Query_thread(&provided);
+      if (provided < MPI_THREAD_MULTIPLE)
+        Fail(ErrorKind::kUnimplemented,
+             "MPI was initialized before Tiller with thread level {}: initialize it with "
+             "MPI_THREAD_MULTIPLE (mpi4py: mpi4py.rc.thread_level = 'multiple')",
+             provided);
+    }
+    group = std::make_unique<distributed::MpiProcessGroup>();
+  });
+  return group.get();
+}

@@ -1,0 +1,198 @@
+"""Replicas across the processes of an MPI job (issue 13): `mpirun -np P`
+runs ipu_scripts/train_distributed.py, BERT-tiny pre-training with Adam,
+each process feeding its own replicas' micro-batches; the same script as one
+process with all the replicas is the reference.
+
+Bound: the issue asks for parameters within rel 1e-6 after 20 steps. The
+collective sums every element in global replica order, as one process does,
+so the states are compared for equality of bytes (stricter); the test of a
+job whose processes do not talk shows the comparison fails when the
+collectives do not run.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent / "ipu_scripts" / "train_distributed.py"
+BUILD = Path(os.environ.get("TILLER_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
+MPIRUN = shutil.which("mpirun")
+
+
+def _mpi_available():
+    return MPIRUN is not None and (BUILD / "lib" / "libtiller_mpi.so").is_file()
+
+
+# CI installs Open MPI (scripts/setup.sh): there the tests must run, not skip.
+pytestmark = pytest.mark.skipif(
+    not _mpi_available() and os.environ.get("CI") != "true",
+    reason="needs mpirun and build/lib/libtiller_mpi.so (apt install openmpi-bin libopenmpi-dev)")
+
+
+def _run(out, global_replicas, processes=None, *args, env=None, timeout=300):
+    cmd = [sys.executable, str(SCRIPT), str(out), str(global_replicas), *args]
+    if processes:
+        # Root in CI's containers; more processes than CPUs on 2-core machines.
+        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(processes), *cmd]
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    start = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+    return p, time.monotonic() - start
+
+
+def _train(tmp_path, name, global_replicas, processes=None, *args):
+    out = tmp_path / f"{name}.npz"
+    p, _ = _run(out, global_replicas, processes, *args)
+    assert p.returncode == 0, f"{name}: rc {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return np.load(out)
+
+
+def _assert_same_model(ref, got, what):
+    states = [k for k in ref.files if k.startswith("state/")]
+    assert states and set(states) == {k for k in got.files if k.startswith("state/")}
+    for k in states:
+        a, b = ref[k], got[k]
+        assert a.dtype == b.dtype and a.shape == b.shape, (what, k)
+        rel = np.abs(a.astype(np.float64) - b).max() / max(np.abs(a).max(), 1e-30) if a.size else 0
+        assert np.array_equal(a, b), f"{what}: '{k}' differs (max rel {rel:.3g})"
+    return ref["losses"], got["losses"]
+
+
+@pytest.mark.parametrize("processes, global_replicas, extra", [
+    (2, 2, ()),
+    (4, 4, ()),                                   # oversubscribed
+    (2, 4, ()),                                   # 2 processes x 2 local replicas
+    (2, 2, ("accumulate=2", "dropout=0.1")),      # masks drawn by global micro-batch
+    (2, 2, ("stages=2", "pipeline=1", "accumulate=4", "updates=10")),  # 2-stage replicas
+], ids=["np2", "np4", "np2x2", "np2-accumulate-dropout", "np2-pipelined"])
+def test_job_trains_the_one_process_model(tmp_path, processes, global_replicas, extra):
+    ref = _train(tmp_path, "one", global_replicas, None, *extra)
+    got = _train(tmp_path, "job", global_replicas, processes, *extra)
+    ref_losses, losses = _assert_same_model(ref, got, f"-np {processes} {extra}")
+    # Rank 0's replicas are global replicas 0 .. local - 1: their losses are
+    # the reference's in each micro-batch's place.
+    local = global_replicas // processes
+    accumulate = next((int(a.split("=")[1]) for a in extra if a.startswith("accumulate=")), 1)
+    # Reference fetches per update: [accumulate, global replicas] micro-batches
+    # flattened; rank 0's: [accumulate, local replicas].
+    ref_mine = ref_losses.reshape(len(ref_losses), accumulate, -1)[:, :, :local]
+    np.testing.assert_array_equal(losses.reshape(len(losses), accumulate, local), ref_mine)
+
+
+@pytest.mark.parametrize("processes, local", [(2, 1), (2, 2), (3, 2)])
+def test_mpi_collectives_give_the_in_process_bytes(processes, local):
+    """Every collective (all-reduce in and out of place, reduce-scatter,
+    all-gather, broadcast; float32 and float64; empty to 100003 elements;
+    scaled or not) over P processes x L threads against the in-process
+    collective of P x L threads, which each process computes itself
+    (tests/mpi/collective_check.cc)."""
+    check = BUILD / "bin" / "tiller_mpi_check"
+    p = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(processes),
+                        str(check), str(local)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert sorted(line.split(":")[0] for line in p.stdout.splitlines() if ": ok " in line) == [
+        f"rank {r}" for r in range(processes)], p.stdout
+
+
+def test_processes_that_do_not_talk_train_other_models(tmp_path):
+    """The wrong setup (no enable_distribution: every process trains alone on
+    its share) ends with other parameters: the comparison above can fail."""
+    ref = _train(tmp_path, "one", 2)
+    alone = _train(tmp_path, "alone", 2, 2, "distribute=0")
+    with pytest.raises(AssertionError, match="differs"):
+        _assert_same_model(ref, alone, "alone")
+
+
+def test_a_killed_rank_ends_the_job(tmp_path):
+    """A rank SIGKILLed mid-run: the launcher ends the others, non-zero, and
+    no process of the job is left."""
+    p, seconds = _run(tmp_path / "x.npz", 2, 2, "die_at=3:1", env={"TILLER_COLLECTIVE_TIMEOUT": "20"},
+                      timeout=120)
+    assert p.returncode != 0
+    assert seconds < 60, seconds
+    assert not (tmp_path / "x.npz").exists()
+    _assert_no_process_left()
+
+
+def test_a_rank_that_stops_answering_ends_the_job_within_the_timeout(tmp_path):
+    """A rank that stops (SIGSTOP) would block MPI forever: the waiting rank
+    gives up after TILLER_COLLECTIVE_TIMEOUT seconds, says which rank waited
+    in which collective, and ends the job."""
+    p, seconds = _run(tmp_path / "x.npz", 2, 2, "hang_at=3:1",
+                      env={"TILLER_COLLECTIVE_TIMEOUT": "4"}, timeout=120)
+    assert p.returncode != 0
+    assert 4 <= seconds < 60, seconds
+    out = p.stdout + p.stderr
+    assert "tiller: rank 0 of 2 waited 4 s in all-reduce" in out, out[-3000:]
+    assert "a rank died or stopped answering" in out
+    _assert_no_process_left()
+
+
+def _assert_no_process_left():
+    for _ in range(50):
+        left = subprocess.run(["pgrep", "-f", str(SCRIPT)], capture_output=True, text=True)
+        if not left.stdout.strip():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"processes left: {left.stdout}")
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("global_replication_factor", 4,
+     "global_replication_factor 4 but the job has 2 process(es) x 1 replica(s) "
+     "(replicated_graph_count) = 2: launch with mpirun -np 4"),
+    ("global_replica_offset", 0,
+     "global_replica_offset 0 but this process is rank 1 of 2, whose first replica is "
+     "rank x replicated_graph_count = 1"),
+])
+def test_options_that_disagree_with_the_job_are_refused(tmp_path, option, value, message):
+    script = tmp_path / "bad.py"
+    script.write_text(f"""
+import sys
+sys.path[:0] = {[str(SCRIPT.parents[3] / "python"), str(SCRIPT.parents[3]), str(SCRIPT.parents[1])]!r}
+import paddle, tiller
+import tiller.distributed as dist
+from models import training as T
+with T.static_mode():
+    built = T.build("cnn", None, T.OptSpec("sgd", schedule="constant"), seed=0)
+    scope = paddle.static.Scope()
+    T.init_scope(built, scope)
+    s = tiller.IpuStrategy()
+    s.set_graph_config(is_training=True, micro_batch_size=2)
+    options = {{"enable_distribution": True, "global_replication_factor": dist.size(),
+               "global_replica_offset": dist.rank(), "num_threads": 1}}
+    options[{option!r}] = {value!r}
+    s.set_options(options)
+    try:
+        tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=s).compile(
+            built.feed_names, built.fetch_list)
+    except tiller.TillerError as e:
+        print("REFUSED", dist.rank(), e, flush=True)
+""")
+    p = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2", sys.executable,
+                        str(script)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    refused = [line for line in p.stdout.splitlines() if line.startswith("REFUSED")]
+    assert refused, p.stdout[-2000:] + p.stderr[-2000:]
+    assert any(message in line for line in refused), refused
+
+
+def test_local_batch_picks_this_process_replicas_micro_batches():
+    import tiller.distributed as dist
+
+    # 2 updates x 2 accumulation x 4 global replicas = 16 micro-batches of 3 rows.
+    feed = {"x": np.arange(16 * 3 * 2).reshape(48, 2), "y": np.arange(16)}
+    got = dist.local_batch(feed, 16, replicas=2, process=1, processes=2)
+    # Micro-batch k goes to global replica k % 4; process 1 holds replicas 2, 3.
+    mine = [k for k in range(16) if k % 4 in (2, 3)]
+    np.testing.assert_array_equal(got["y"], mine)
+    np.testing.assert_array_equal(got["x"], feed["x"].reshape(16, 3, 2)[mine].reshape(-1, 2))
+    with pytest.raises(ValueError, match="do not divide"):
+        dist.local_batch(feed, 6, replicas=2, process=0, processes=2)
+    with pytest.raises(ValueError, match="process 2 of 2"):
+        dist.local_batch(feed, 16, replicas=2, process=2, processes=2)

@@ -1,0 +1,93 @@
+"""BERT-tiny pre-training with data-parallel replicas, as a Paddle IPU user
+runs it: one process with all the replicas, or under `mpirun -np P`, each
+process running its share of them (enable_distribution) and feeding its
+replicas' micro-batches only (tiller.distributed.local_batch).
+
+    python train_distributed.py OUT.npz GLOBAL_REPLICAS [KEY=VALUE ...]
+    mpirun -np P python train_distributed.py OUT.npz GLOBAL_REPLICAS [KEY=VALUE ...]
+
+KEY=VALUE: updates=N (default 20), accumulate=N (gradient accumulation,
+default 1), stages=N (devices per replica, manual sharding), pipeline=1,
+dropout=P (BERT's hidden and attention dropout: masks drawn per
+micro-batch), die_at=N:RANK (that rank SIGKILLs itself before update N), hang_at=N:RANK
+(that rank stops itself, SIGSTOP, before update N),
+distribute=0 (each process trains alone: the wrong setup). Rank 0 (or the
+single process) writes the losses of its replicas' micro-batches, the
+global-order losses' count and the final state to OUT.npz.
+"""
+import dataclasses
+import os
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path[:0] = [str(ROOT / "python"), str(ROOT), str(ROOT / "tests" / "python")]
+
+import paddle  # noqa: E402
+
+import tiller  # noqa: E402
+import tiller.distributed as dist  # noqa: E402
+from accumulation_test import MICRO, _concat, _micro_batches  # noqa: E402
+from models import training as T  # noqa: E402
+
+out, global_replicas = sys.argv[1], int(sys.argv[2])
+args = dict(a.split("=", 1) for a in sys.argv[3:])
+updates = int(args.get("updates", 20))
+accumulate = int(args.get("accumulate", 1))
+stages = int(args.get("stages", 1))
+pipeline = args.get("pipeline") == "1"
+dropout = float(args.get("dropout", 0))
+distribute = args.get("distribute", "1") == "1"
+die_update, die_rank = (int(x) for x in args.get("die_at", "-1:-1").split(":"))
+hang_update, hang_rank = (int(x) for x in args.get("hang_at", "-1:-1").split(":"))
+
+processes, rank = dist.size(), dist.rank()
+assert global_replicas % processes == 0, (global_replicas, processes)
+local = global_replicas // processes
+
+with T.static_mode():
+    cfg = T.pretrain_config("bert-tiny")
+    cfg = dataclasses.replace(cfg, bert=dataclasses.replace(
+        cfg.bert, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout))
+    built = T.build("bert", cfg, T.OptSpec("adam", schedule="constant"), seed=0, stages=stages)
+    scope = paddle.static.Scope()
+    T.init_scope(built, scope)
+    strategy = tiller.IpuStrategy()
+    strategy.set_graph_config(num_ipus=local * stages, is_training=True, micro_batch_size=MICRO,
+                              enable_manual_shard=stages > 1)
+    strategy.set_pipelining_config(enable_pipelining=pipeline,
+                                   enable_gradient_accumulation=accumulate > 1,
+                                   accumulation_factor=accumulate)
+    options = {"num_threads": local * stages,
+               # Sharded optimizer state across processes is not supported yet.
+               "location_optimizer": {"use_replicated_tensor_sharding": False}}
+    if local > 1:
+        options.update({"enable_replicated_graphs": True, "replicated_graph_count": local})
+    if processes > 1 and distribute:
+        options.update({"enable_distribution": True, "enable_distributed_replicated_graphs": True,
+                        "global_replication_factor": global_replicas,
+                        "global_replica_offset": rank * local})
+    strategy.set_options(options)
+    program = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
+        built.feed_names, built.fetch_list)
+    per_update = accumulate * global_replicas
+    micro = _micro_batches("bert", updates * per_update)
+    losses = []
+    for u in range(updates):
+        if u == die_update and rank == die_rank:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if u == hang_update and rank == hang_rank:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        feed = _concat("bert", micro[u * per_update:(u + 1) * per_update], False)
+        if processes > 1:
+            # Each process feeds its own replicas' micro-batches.
+            feed = dist.local_batch(feed, per_update, local)
+        outs = program.run(feed=feed)
+        losses.append(np.asarray(outs[0], np.float64).reshape(-1))
+    program.weights_to_host()  # parameters + optimizer state -> scope
+    if dist.is_main_process():
+        state = T.read_state(built, scope)
+        np.savez(out, losses=np.stack(losses), **{f"state/{k}": v for k, v in state.items()})
