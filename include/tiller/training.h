@@ -140,7 +140,10 @@ struct SessionOptions {
   // bit for bit. Rank 0's state is broadcast before the first step.
   // global_replicas (global_replication_factor) and global_replica_offset,
   // when set (> 0 / >= 0), must agree with the job: P x replicas and
-  // rank x replicas. Needs libtiller_mpi.so (built with Open MPI).
+  // rank x replicas. shard_optimizer_state shards over the job's replicas;
+  // a read of the state gathers the other processes' parts, so every process
+  // reads it (an MPI collective). Needs libtiller_mpi.so (built with Open
+  // MPI).
   bool distribution = false;
   int global_replicas = 0;
   int global_replica_offset = -1;

@@ -66,6 +66,11 @@ class ProcessGroup {
   // the processes agree, e.g. on the first rank that refused its options,
   // so that all fail together instead of some waiting for the others.
   virtual int Min(int value) = 0;
+  // `whole` holds `count` elements of `item` bytes of a tensor sharded over
+  // size() x local_ranks ranks (rank g owns PartOf(count, size() x
+  // local_ranks, g)), this process's ranks' parts in place; fills in every
+  // other process's parts. Every process calls it, from one thread.
+  virtual void GatherParts(void* whole, int64_t count, size_t item, int local_ranks) = 0;
   // A collective over size() x local_ranks ranks: this process's threads
   // are ranks rank() x local_ranks ... + local_ranks - 1 (the rank argument
   // of its calls is that global rank). Sums run in global rank order, so a

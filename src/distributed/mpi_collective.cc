@@ -90,6 +90,37 @@ int CountOrFail(int64_t n, const char* what) {
   return static_cast<int>(n);
 }
 
+// The elements process p of `processes` holds of a tensor of `count`
+// elements sharded over processes x local ranks: its ranks' parts,
+// contiguous.
+PartRange ProcessRange(int64_t count, int processes, int local, int p) {
+  const int ranks = processes * local;
+  return {PartOf(count, ranks, p * local).begin, PartOf(count, ranks, p * local + local - 1).end};
+}
+
+// Every process's range of `whole` (its own in place) into every process's
+// `whole`: one non-blocking all-gather, polled against the timeout.
+void GatherProcessRanges(MPI_Comm comm, void* whole, int64_t count, size_t item, int local,
+                         double timeout_s, const char* what, int64_t call) {
+  int processes = 1;
+  MPI_Comm_size(comm, &processes);
+  std::vector<int> counts(processes), at(processes);
+  for (int q = 0; q < processes; ++q) {
+    const PartRange r = ProcessRange(count, processes, local, q);
+    counts[q] = CountOrFail(r.size(), what);
+    at[q] = CountOrFail(r.begin, what);
+  }
+  MPI_Datatype type;
+  Check(MPI_Type_contiguous(static_cast<int>(item), MPI_BYTE, &type), "MPI_Type_contiguous");
+  Check(MPI_Type_commit(&type), "MPI_Type_commit");
+  MPI_Request request;
+  Check(
+      MPI_Iallgatherv(MPI_IN_PLACE, 0, type, whole, counts.data(), at.data(), type, comm, &request),
+      "MPI_Iallgatherv");
+  Wait(&request, timeout_s, what, call, static_cast<size_t>(count) * item);
+  MPI_Type_free(&type);
+}
+
 class MpiCollective : public Collective {
  public:
   MpiCollective(int local_ranks, double timeout_s) : local_(local_ranks), timeout_s_(timeout_s) {
@@ -222,8 +253,7 @@ class MpiCollective : public Collective {
 
   // The elements process p sums: the parts of its local ranks, contiguous.
   PartRange ProcessRange(int64_t count, int p) const {
-    return {PartOf(count, size(), p * local_).begin,
-            PartOf(count, size(), p * local_ + local_ - 1).end};
+    return distributed::ProcessRange(count, processes_, local_, p);
   }
 
   void Publish(int local, const void* in, void* out) {
@@ -298,22 +328,7 @@ class MpiCollective : public Collective {
   // Every process's range of `whole` (its own already in place) into every
   // process's `whole`.
   void GatherRanges(int64_t count, DType dtype, void* whole, const char* what) {
-    const size_t item = Item(dtype);
-    std::vector<int> counts(processes_), at(processes_);
-    for (int q = 0; q < processes_; ++q) {
-      const PartRange r = ProcessRange(count, q);
-      counts[q] = CountOrFail(r.size(), what);
-      at[q] = CountOrFail(r.begin, what);
-    }
-    MPI_Datatype type;
-    Check(MPI_Type_contiguous(static_cast<int>(item), MPI_BYTE, &type), "MPI_Type_contiguous");
-    Check(MPI_Type_commit(&type), "MPI_Type_commit");
-    MPI_Request request;
-    Check(MPI_Iallgatherv(MPI_IN_PLACE, 0, type, whole, counts.data(), at.data(), type, comm_,
-                          &request),
-          "MPI_Iallgatherv");
-    Wait(&request, timeout_s_, what, ++calls_, static_cast<size_t>(count) * item);
-    MPI_Type_free(&type);
+    GatherProcessRanges(comm_, whole, count, Item(dtype), local_, timeout_s_, what, ++calls_);
   }
 
   // Waits until every local rank has arrived (no MPI: threads of this
@@ -368,6 +383,11 @@ class MpiProcessGroup : public backend::ProcessGroup {
     Check(MPI_Iallreduce(&value, &least, 1, MPI_INT, MPI_MIN, comm_, &request), "MPI_Iallreduce");
     Wait(&request, Timeout(), "agreeing on options", ++calls_, sizeof value);
     return least;
+  }
+  void GatherParts(void* whole, int64_t count, size_t item, int local_ranks) override {
+    TILLER_CHECK(local_ranks >= 1, "{} local ranks", local_ranks);
+    GatherProcessRanges(comm_, whole, count, item, local_ranks, Timeout(),
+                        "gathering a sharded state (every process must read the state)", ++calls_);
   }
   std::unique_ptr<Collective> MakeCollective(int local_ranks) override {
     TILLER_CHECK(local_ranks >= 1, "{} local ranks", local_ranks);

@@ -52,7 +52,6 @@ void ResolveDistribution(training::SessionOptions& options, const std::string& p
   const int replicas = std::max(options.replicas, 1);
   const int global = job.size() * replicas, offset = job.rank() * replicas;
   std::string problem;
-  ErrorKind kind = ErrorKind::kInvalidArgument;
   if (options.global_replicas > 0 && options.global_replicas != global) {
     problem = fmt::format(
         "global_replication_factor {} but the job has {} process(es) x {} replica(s) "
@@ -64,16 +63,11 @@ void ResolveDistribution(training::SessionOptions& options, const std::string& p
         "global_replica_offset {} but this process is rank {} of {}, whose first replica is "
         "rank x replicated_graph_count = {}",
         options.global_replica_offset, job.rank(), job.size(), offset);
-  } else if (global > 1 && options.shard_optimizer_state) {
-    kind = ErrorKind::kUnimplemented;
-    problem =
-        "replicated tensor sharding of the optimizer state across processes is not supported "
-        "yet (set location_optimizer.use_replicated_tensor_sharding False)";
   }
   // Every process learns whether any refused: all fail together, none waits
   // in a collective for a process that gave up.
   const int first = job.Min(problem.empty() ? job.size() : job.rank());
-  if (!problem.empty()) Fail(kind, "{}: {}", program, problem);
+  if (!problem.empty()) Fail(ErrorKind::kInvalidArgument, "{}: {}", program, problem);
   if (first < job.size())
     Fail(ErrorKind::kInvalidArgument,
          "{}: rank {} of the job refused its distribution options (its message says why)", program,
@@ -397,6 +391,15 @@ struct TrainingSession::Impl {
     if (!parts_newer) return;
     ForEachPart(
         [](std::byte* part, std::byte* whole, size_t bytes) { std::memcpy(whole, part, bytes); });
+    if (process_group && GroupSize() > options.replicas) {
+      // The other processes' replicas hold the rest of each sharded state
+      // (every process gathers, in the sorted order of the names).
+      for (const auto& [name, parts] : sharded) {
+        State& st = states.at(name);
+        process_group->GatherParts(st.data.data(), NumElements(st.type.shape),
+                                   DTypeSize(st.type.dtype), options.replicas);
+      }
+    }
     parts_newer = false;
   }
 

@@ -121,6 +121,18 @@ int main(int argc, char** argv) {
       CheckAll<double>(*mpi, first, local, count, scale, DType::kF64);
     }
   }
+  // A sharded tensor's parts gathered: this process's ranks' parts in place.
+  for (int64_t count : {0, 3, 100003}) {
+    const int ranks = job.size() * local;
+    std::vector<double> whole(count, -1.0), want(count);
+    for (int64_t i = 0; i < count; ++i) want[i] = Input(7, i);
+    for (int g = first; g < first + local; ++g) {
+      const tiller::PartRange p = tiller::PartOf(count, ranks, g);
+      for (int64_t i = p.begin; i < p.end; ++i) whole[i] = want[i];
+    }
+    job.GatherParts(whole.data(), count, sizeof(double), local);
+    Expect(whole == want, "gather parts count " + std::to_string(count));
+  }
   // The process-level broadcast and agreement.
   std::vector<int64_t> values(4097, job.rank() + 1);
   job.Broadcast(job.size() - 1, values.data(), values.size() * sizeof(int64_t));

@@ -69,7 +69,10 @@ def _assert_same_model(ref, got, what):
     (2, 4, ()),                                   # 2 processes x 2 local replicas
     (2, 2, ("accumulate=2", "dropout=0.1")),      # masks drawn by global micro-batch
     (2, 2, ("stages=2", "pipeline=1", "accumulate=4", "updates=10")),  # 2-stage replicas
-], ids=["np2", "np4", "np2x2", "np2-accumulate-dropout", "np2-pipelined"])
+    (2, 4, ("rts=1",)),     # optimizer state sharded over the 4 replicas of 2 processes
+    (4, 4, ("rts=1",)),
+], ids=["np2", "np4", "np2x2", "np2-accumulate-dropout", "np2-pipelined", "np2x2-sharded-state",
+        "np4-sharded-state"])
 def test_job_trains_the_one_process_model(tmp_path, processes, global_replicas, extra):
     ref = _train(tmp_path, "one", global_replicas, None, *extra)
     got = _train(tmp_path, "job", global_replicas, processes, *extra)
@@ -89,7 +92,8 @@ def test_mpi_collectives_give_the_in_process_bytes(processes, local):
     """Every collective (all-reduce in and out of place, reduce-scatter,
     all-gather, broadcast; float32 and float64; empty to 100003 elements;
     scaled or not) over P processes x L threads against the in-process
-    collective of P x L threads, which each process computes itself
+    collective of P x L threads, which each process computes itself; and the
+    process group's broadcast, Min and GatherParts
     (tests/mpi/collective_check.cc)."""
     check = BUILD / "bin" / "tiller_mpi_check"
     p = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(processes),

@@ -8,7 +8,7 @@ replicas' micro-batches only (tiller.distributed.local_batch).
 
 KEY=VALUE: updates=N (default 20), accumulate=N (gradient accumulation,
 default 1), stages=N (devices per replica, manual sharding), pipeline=1,
-dropout=P (BERT's hidden and attention dropout: masks drawn per
+rts=1 (replicated tensor sharding of the optimizer state), dropout=P (BERT's hidden and attention dropout: masks drawn per
 micro-batch), die_at=N:RANK (that rank SIGKILLs itself before update N), hang_at=N:RANK
 (that rank stops itself, SIGSTOP, before update N),
 distribute=0 (each process trains alone: the wrong setup). Rank 0 (or the
@@ -61,9 +61,12 @@ with T.static_mode():
     strategy.set_pipelining_config(enable_pipelining=pipeline,
                                    enable_gradient_accumulation=accumulate > 1,
                                    accumulation_factor=accumulate)
+    # rts=1: replicated tensor sharding of every optimizer state (each
+    # replica updates its part of each weight, then all-gathers it).
+    rts = args.get("rts", "0") == "1"
     options = {"num_threads": local * stages,
-               # Sharded optimizer state across processes is not supported yet.
-               "location_optimizer": {"use_replicated_tensor_sharding": False}}
+               "location_optimizer": {"use_replicated_tensor_sharding": rts,
+                                      "min_elements_for_replicated_tensor_sharding": 0}}
     if local > 1:
         options.update({"enable_replicated_graphs": True, "replicated_graph_count": local})
     if processes > 1 and distribute:
