@@ -310,6 +310,8 @@ class TrainingSession {
   // split by StateTensorInfo::file, so paddle.static.load and LoadCheckpoint
   // read it. The directory of the prefix is created if needed; each file is
   // replaced atomically (an interrupted save leaves the previous file).
+  // Distribution: every process calls it; rank 0 alone writes, and every
+  // process throws if rank 0 failed.
   void SaveCheckpoint(const std::string& path_prefix) const;
   // Sets the state from a checkpoint written by SaveCheckpoint or by
   // paddle.static.save (either program form): <prefix>.pdparams and, when
@@ -322,6 +324,8 @@ class TrainingSession {
   // (an element count or dtype that differs from the program's). The step
   // counter (StepCount, which seeds dropout masks) is not part of Paddle's
   // format: a new session resumed from a checkpoint counts from 0.
+  // Distribution: every process calls it; rank 0 reads the files and every
+  // process takes rank 0's state.
   void LoadCheckpoint(const std::string& path_prefix);
 
   // Feeds for the next step, by position in feed_names or by name.

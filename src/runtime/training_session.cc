@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <list>
 #include <map>
 #include <optional>
@@ -349,16 +350,51 @@ struct TrainingSession::Impl {
     return *runner;
   }
 
+  // Distribution: every process takes rank 0's state (states: a sorted map,
+  // so every process broadcasts them in the same order).
+  void BroadcastStates() {
+    for (auto& [name, st] : states) {
+      process_group->Broadcast(0, st.data.data(), st.data.size());
+      st.set = true;
+    }
+    state_broadcast = true;
+    replicas_stale = true;
+  }
+
+  // LoadCheckpoint's reading and checking, into `states`.
+  void ReadCheckpoint(const std::string& path_prefix);
+
+  // Distribution: runs `work` on rank 0 only and lets every process know
+  // whether it succeeded (rank 0 rethrows its error, the others say that
+  // rank 0 failed). Without distribution: runs it.
+  void OnRankZero(const std::string& what, const std::function<void()>& work) const {
+    if (!process_group) return work();
+    // Rank 0 tells the others its error's kind (kOk: none) through Min.
+    constexpr int kOk = 1 << 20;
+    std::exception_ptr failure;
+    int outcome = kOk;
+    if (process_group->rank() == 0) {
+      try {
+        work();
+      } catch (const Error& e) {
+        failure = std::current_exception();
+        outcome = static_cast<int>(e.kind());
+      } catch (...) {
+        failure = std::current_exception();
+        outcome = static_cast<int>(ErrorKind::kInternal);
+      }
+    }
+    outcome = process_group->Min(outcome);
+    if (failure) std::rethrow_exception(failure);
+    if (outcome != kOk)
+      Fail(static_cast<ErrorKind>(outcome), "{}: rank 0 of the job failed (its message says why)",
+           what);
+  }
+
   // Copies replica 0's state into the others' when it changed outside a step
   // (and every replica's part of the sharded states).
   void SyncReplicas() {
-    if (process_group && !state_broadcast) {
-      // Every process starts from rank 0's state (states: a sorted map, so
-      // every process broadcasts them in the same order).
-      for (auto& [name, st] : states) process_group->Broadcast(0, st.data.data(), st.data.size());
-      state_broadcast = true;
-      replicas_stale = true;
-    }
+    if (process_group && !state_broadcast) BroadcastStates();
     if (!replicas_stale) return;
     for (size_t r = 1; r < replicas.size(); ++r) {
       for (auto& [name, buffer] : replicas[r].own_state) {
@@ -1044,21 +1080,34 @@ void TrainingSession::SaveCheckpoint(const std::string& path_prefix) const {
         name, paddle::NumpyNameOf(st.declared), st.type.shape, {bytes, st.declared_type().bytes()}};
     (v->file == paddle::SaveFile::kPdparams ? params : opts).push_back(view);
   }
-  std::filesystem::path dir = std::filesystem::path(path_prefix).parent_path();
-  if (!dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec)
-      Fail(ErrorKind::kNotFound, "checkpoint '{}': cannot create directory '{}': {}", path_prefix,
-           dir.string(), ec.message());
-  }
-  paddle::WriteArrayPickle(path_prefix + ".pdparams", params);
-  paddle::WriteArrayPickle(path_prefix + ".pdopt", opts);
+  // Across processes every process holds the same state (gathered above):
+  // rank 0 alone writes.
+  s.OnRankZero(fmt::format("checkpoint '{}'", path_prefix), [&] {
+    std::filesystem::path dir = std::filesystem::path(path_prefix).parent_path();
+    if (!dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec)
+        Fail(ErrorKind::kNotFound, "checkpoint '{}': cannot create directory '{}': {}", path_prefix,
+             dir.string(), ec.message());
+    }
+    paddle::WriteArrayPickle(path_prefix + ".pdparams", params);
+    paddle::WriteArrayPickle(path_prefix + ".pdopt", opts);
+  });
 }
 
 void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
   Impl& s = *impl_;
   s.GatherParts();  // a refused checkpoint leaves the state as it was
+  // Across processes rank 0 reads it (the files need only be on its disk)
+  // and every process takes rank 0's state.
+  s.OnRankZero(fmt::format("checkpoint '{}'", path_prefix), [&] { s.ReadCheckpoint(path_prefix); });
+  if (s.process_group) s.BroadcastStates();
+  s.replicas_stale = true;
+}
+
+void TrainingSession::Impl::ReadCheckpoint(const std::string& path_prefix) {
+  Impl& s = *this;
   // Both files into one dict (a variable in both: .pdopt's value), so a
   // checkpoint of either program form loads into the other (the learning
   // rate is in .pdparams for PIR, in .pdopt for legacy programs).

@@ -11,7 +11,9 @@ default 1), stages=N (devices per replica, manual sharding), pipeline=1,
 rts=1 (replicated tensor sharding of the optimizer state), dropout=P (BERT's hidden and attention dropout: masks drawn per
 micro-batch), die_at=N:RANK (that rank SIGKILLs itself before update N), hang_at=N:RANK
 (that rank stops itself, SIGSTOP, before update N),
-distribute=0 (each process trains alone: the wrong setup). Rank 0 (or the
+distribute=0 (each process trains alone: the wrong setup), save_at=N:PREFIX
+(every process calls save(PREFIX) before update N; rank 0 writes it), resume=PREFIX:N (load(PREFIX) and go on from update N on the
+same global data). Rank 0 (or the
 single process) writes the losses of its replicas' micro-batches, the
 global-order losses' count and the final state to OUT.npz.
 """
@@ -43,6 +45,10 @@ dropout = float(args.get("dropout", 0))
 distribute = args.get("distribute", "1") == "1"
 die_update, die_rank = (int(x) for x in args.get("die_at", "-1:-1").split(":"))
 hang_update, hang_rank = (int(x) for x in args.get("hang_at", "-1:-1").split(":"))
+save_update, save_prefix = args.get("save_at", "-1:").split(":", 1)
+save_update = int(save_update)
+resume_prefix, first_update = (args["resume"].rsplit(":", 1) if "resume" in args else ("", 0))
+first_update = int(first_update)
 
 processes, rank = dist.size(), dist.rank()
 assert global_replicas % processes == 0, (global_replicas, processes)
@@ -78,8 +84,12 @@ with T.static_mode():
         built.feed_names, built.fetch_list)
     per_update = accumulate * global_replicas
     micro = _micro_batches("bert", updates * per_update)
+    if resume_prefix:
+        program.load(resume_prefix)
     losses = []
-    for u in range(updates):
+    for u in range(first_update, updates):
+        if u == save_update:
+            program.save(save_prefix)
         if u == die_update and rank == die_rank:
             os.kill(os.getpid(), signal.SIGKILL)
         if u == hang_update and rank == hang_rank:
@@ -93,4 +103,4 @@ with T.static_mode():
     program.weights_to_host()  # parameters + optimizer state -> scope
     if dist.is_main_process():
         state = T.read_state(built, scope)
-        np.savez(out, losses=np.stack(losses), **{f"state/{k}": v for k, v in state.items()})
+        np.savez(out, losses=np.stack(losses), first_update=first_update, **{f"state/{k}": v for k, v in state.items()})
