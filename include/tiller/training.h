@@ -145,6 +145,10 @@ struct SessionOptions {
   // reads it (an MPI collective). Needs libtiller_mpi.so (built with Open
   // MPI).
   bool distribution = false;
+  // Replicas sum their gradients in messages of at most this many bytes
+  // (several gradients packed together: fewer, larger collectives; the sums
+  // are the same); 0: one message per gradient.
+  int64_t all_reduce_bucket_bytes = int64_t{32} << 20;
   int global_replicas = 0;
   int global_replica_offset = -1;
   // Manual sharding (enable_manual_shard, num_ipus = replicas x devices per

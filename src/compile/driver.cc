@@ -433,6 +433,12 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     }
   }
 
+  if (ctx.training && options_.replicas > 1 && options_.all_reduce_bucket_bytes > 0) {
+    const size_t max_bytes = options_.all_reduce_bucket_bytes;
+    StagePass bucket("bucket_all_reduce", "gradients' all_reduce ops -> a few messages",
+                     [&](ir::Graph& g) { return passes::BucketAllReduce(g, max_bytes); });
+    report.stages.push_back(passes::RunPass(bucket, *graph, ctx));
+  }
   if (options_.optimize) {
     for (auto& pass : passes::OptimizationPasses())
       report.stages.push_back(passes::RunPass(*pass, *graph, ctx));

@@ -73,6 +73,9 @@ struct CompileOptions {
   // job).
   std::vector<backend::Collective*> replica_groups;
   int replica_rank = 0;
+  // Gradients summed in messages of at most this many bytes
+  // (passes/bucket_all_reduce.cc); 0: one all_reduce per gradient.
+  size_t all_reduce_bucket_bytes = size_t{32} << 20;
   // Replicated tensor sharding of the optimizer state (Paddle's
   // location_optimizer.use_replicated_tensor_sharding; with replicas > 1):
   // each replica keeps 1/replicas of every per-element optimizer state and

@@ -123,6 +123,11 @@ int FuseEmbeddingGradAdd(ir::Graph& g);
 
 // update ops -> the shard and stage of the weight they update (training)
 int PlaceUpdateOps(ir::Graph& g);
+
+// Consecutive single-gradient all_reduce ops of one placement, reduction,
+// scale and dtype -> one all_reduce of many inputs per bucket of at most
+// max_bytes (passes/bucket_all_reduce.cc). Returns the ops merged.
+int BucketAllReduce(ir::Graph& g, size_t max_bytes);
 // backward reads of forward activations -> the activations recomputed in
 // the backward phase from checkpoints: matmul / conv outputs and stage
 // inputs, or (only_stage_inputs) stage inputs alone (training;

@@ -91,6 +91,10 @@ std::vector<OptionSpec> MakeSpecs() {
       {"pipeline_in_flight", Support::kHonoured, int64_t{0},
        "1f1b: micro-batches in flight (activations stashed) per replica, at least the stages; "
        "0: the stages + 1 (the first stage runs a forward ahead)"},
+      // Tiller's own: replicas sum their gradients in messages of this size.
+      {"all_reduce_bucket_bytes", Support::kHonoured, int64_t{32} << 20,
+       "replicas: gradients are summed in messages of at most this many bytes (0: one "
+       "message per gradient)"},
       {"batches_per_step", Support::kHonoured, int64_t{1}, "updates (batches) run by one step"},
       {"enable_gradient_accumulation", Support::kHonoured, false,
        "accumulate gradients over accumulation_factor micro-batches"},
@@ -604,6 +608,10 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
   if (name == "pipeline_in_flight" && std::get<int64_t>(*converted) < 0)
     Fail(ErrorKind::kInvalidArgument,
          "option 'pipeline_in_flight' must be >= 0 (0: the stages + 1), got {}",
+         OptionValueRepr(value));
+  if (name == "all_reduce_bucket_bytes" && std::get<int64_t>(*converted) < 0)
+    Fail(ErrorKind::kInvalidArgument,
+         "option 'all_reduce_bucket_bytes' must be >= 0 (0: one message per gradient), got {}",
          OptionValueRepr(value));
   if (name == "stages_per_device" && std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option 'stages_per_device' must be >= 1, got {}",

@@ -68,6 +68,40 @@ RTS_ALL = {"location_optimizer": {"use_replicated_tensor_sharding": True,
 RTS_OFF = {"location_optimizer": {"use_replicated_tensor_sharding": False}}
 
 
+def test_gradients_summed_in_buckets_change_no_bit(cnn):
+    """all_reduce_bucket_bytes (Tiller's option, 32 MiB by default): the
+    replicas sum their gradients in few large messages (bucket_all_reduce)
+    instead of one per gradient; every element is still added in replica
+    order, so the states are the same bytes. A bucket too small for the
+    largest gradient splits the messages."""
+    import paddle
+
+    built, _ = cnn
+    micro = _micro_batches("cnn_nobn", 12)
+    results = {}
+    for bucket in (0, 4096, 32 << 20):
+        scope = paddle.static.Scope()
+        T.init_scope(built, scope)
+        prog = _replicated(built, scope, all_reduce_bucket_bytes=bucket, **RTS_OFF)
+        losses = [prog.run(feed=_concat("cnn_nobn", micro[i:i + 2], False))[0]
+                  for i in range(0, 12, 2)]
+        state = {n: prog.session.get_state(n).copy() for n in prog.session.state_names()}
+        graph = prog.session.summary().graph
+        messages = [line for line in graph.splitlines() if "= all_reduce(" in line]
+        results[bucket] = (losses, state, messages)
+    per_gradient, split, one = results[0], results[4096], results[32 << 20]
+    assert len(per_gradient[2]) == 6 and len(one[2]) == 1, (per_gradient[2], one[2])
+    assert 1 < len(split[2]) < 6, split[2]
+    assert "6 gradients in one message" in one[2][0]
+    for losses, state, _ in (split, one):
+        for a, b in zip(per_gradient[0], losses):
+            np.testing.assert_array_equal(a, b)
+        for name, value in per_gradient[1].items():
+            np.testing.assert_array_equal(state[name], value, err_msg=name)
+    with pytest.raises(tiller.TillerError, match="all_reduce_bucket_bytes' must be >= 0"):
+        tiller.IpuStrategy().set_options({"all_reduce_bucket_bytes": -1})
+
+
 @pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam", "adamw", "adamax", "lamb",
                                        "adagrad", "adadelta", "rmsprop_centered"])
 def test_replicated_tensor_sharding_changes_no_bit(optimizer):

@@ -6,9 +6,11 @@
 //   send(x) {peer, tag}: hands x to rank/device `peer`; no outputs, never
 //     removed as dead code. recv() {peer, tag, dtype, shape}: the matching
 //     receive.
-//   all_reduce(x) {reduction: "sum"|"mean", group: replica ids (empty: all),
-//     scale}: scale x the reduction (a mean over micro-batches as well as
-//     replicas folds into it, saving a pass over the gradients)
+//   all_reduce(x...) {reduction: "sum"|"mean", group: replica ids (empty: all),
+//     scale}: scale x the reduction of each input (a mean over micro-batches
+//     as well as replicas folds into it, saving a pass over the gradients).
+//     Several inputs of one dtype are reduced as one message (a bucket: the
+//     bucket_all_reduce pass), output i for input i.
 //   reduce_scatter(x) {reduction, group, axis, parts, rank, scale}: scale x
 //     x reduced over the group, then part `rank` of dim `axis` split into
 //     `parts` contiguous parts of balanced sizes (core/shape.h PartOf). Each
@@ -25,6 +27,17 @@ namespace {
 
 void InferSame(InferContext& ctx) {
   ctx.AddOutput(ctx.input(0));
+}
+
+// Output i has input i's type; one dtype for all (they travel as one
+// message).
+void InferEachOfOneDType(InferContext& ctx) {
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (ctx.input(i).dtype != ctx.input(0).dtype)
+      ctx.Fail("input {} is {}, input 0 {}: a bucket holds one dtype", i,
+               DTypeName(ctx.input(i).dtype), DTypeName(ctx.input(0).dtype));
+    ctx.AddOutput(ctx.input(i));
+  }
 }
 
 int Axis(InferContext& ctx, int rank) {
@@ -101,7 +114,7 @@ const bool kRegistered = [] {
                        .RequiredAttr("shape", AttrKind::kInts)
                        .Precision(kFollows)
                        .Layout(LayoutRule::kAgnostic));
-  RegisterOpSchema(OpSchema{"all_reduce", 1, 1, InferSame}
+  RegisterOpSchema(OpSchema{"all_reduce", 1, 1 << 20, InferEachOfOneDType}
                        .Attr("reduction", "sum")
                        .Attr("group", std::vector<int64_t>{})
                        .Attr("scale", 1.0)

@@ -2,6 +2,9 @@
 // (backend/collective.h); the kernel hands it the op's buffers.
 #include "backend/collective.h"
 
+#include <cstring>
+#include <vector>
+
 #include "backends/cpu/kernel.h"
 #include "core/error.h"
 
@@ -40,15 +43,39 @@ void CheckParts(const ir::Op& op, const backend::Device& device, const backend::
          op.GetInt("rank"), op.GetInt("parts"), device.replica_rank(), group.size());
 }
 
+// One input: reduced where it lies. Several (a bucket): packed into the
+// workspace, reduced as one message, unpacked; the sums are those of one
+// all-reduce per input (elementwise, in rank order, then scaled).
 std::unique_ptr<Kernel> MakeAllReduce(const ir::Op& op, backend::Device& device) {
   backend::Collective* group = Group(op, device);
   const double scale = ReductionScale(op, *group);
   const int rank = device.replica_rank();
-  const int64_t count = NumElements(op.inputs[0]->shape());
   const DType dtype = op.inputs[0]->dtype();
-  return std::make_unique<LambdaKernel>([group, rank, count, dtype, scale](const KernelArgs& args) {
-    group->AllReduceSum(rank, args.inputs[0], args.outputs[0], count, dtype, scale);
-  });
+  std::vector<int64_t> counts;
+  int64_t total = 0;
+  for (const ir::Value* v : op.inputs) total += counts.emplace_back(NumElements(v->shape()));
+  if (counts.size() == 1)
+    return std::make_unique<LambdaKernel>(
+        [group, rank, total, dtype, scale](const KernelArgs& args) {
+          group->AllReduceSum(rank, args.inputs[0], args.outputs[0], total, dtype, scale);
+        });
+  const size_t item = DTypeSize(dtype);
+  return std::make_unique<LambdaKernel>(
+      [group, rank, counts, total, dtype, scale, item](const KernelArgs& args) {
+        auto* packed = static_cast<std::byte*>(args.workspace);
+        size_t at = 0;
+        for (size_t i = 0; i < counts.size(); ++i) {
+          std::memcpy(packed + at, args.inputs[i], counts[i] * item);
+          at += counts[i] * item;
+        }
+        group->AllReduceSum(rank, packed, packed, total, dtype, scale);
+        at = 0;
+        for (size_t i = 0; i < counts.size(); ++i) {
+          std::memcpy(args.outputs[i], packed + at, counts[i] * item);
+          at += counts[i] * item;
+        }
+      },
+      static_cast<size_t>(total) * item);
 }
 
 std::unique_ptr<Kernel> MakeReduceScatter(const ir::Op& op, backend::Device& device) {
@@ -75,7 +102,7 @@ std::unique_ptr<Kernel> MakeAllGather(const ir::Op& op, backend::Device& device)
 }
 
 TILLER_CPU_KERNEL("all_reduce", MakeAllReduce,
-                  Signature("T -> T").Where("T", {DType::kF32, DType::kF64}));
+                  Signature("T... -> T...").Where("T", {DType::kF32, DType::kF64}));
 TILLER_CPU_KERNEL("reduce_scatter", MakeReduceScatter,
                   Signature("T -> T").Where("T", {DType::kF32, DType::kF64}));
 TILLER_CPU_KERNEL("all_gather", MakeAllGather,
