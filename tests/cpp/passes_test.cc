@@ -1021,5 +1021,49 @@ TEST(Passes, AttentionKernelNeverHoldsTheWholeScoreTensor) {
   EXPECT_EQ(OpFlops(*y->producer), 2.0 * 12 * 4096 * 4096 * (64 + 64));
 }
 
+// bucket_all_reduce: a bucket closes before the first reader of one of its
+// results, and only reductions that agree (scale, dtype, placement) share a
+// message.
+TEST(Passes, BucketAllReduceMergesWhatAgreesAndClosesBeforeAReader) {
+  Graph g;
+  Value* x1 = g.AddInput("x1", {DType::kF32, {4}});
+  Value* x2 = g.AddInput("x2", {DType::kF32, {2, 3}});
+  Value* x3 = g.AddInput("x3", {DType::kF32, {5}});
+  Value* x4 = g.AddInput("x4", {DType::kF32, {7}});
+  Value* x5 = g.AddInput("x5", {DType::kF64, {3}});
+  auto reduce = [&](Value* x, double scale) {
+    return g.Add1("all_reduce", {x}, {{"reduction", "sum"}, {"scale", scale}});
+  };
+  Value* a1 = reduce(x1, 0.5);
+  Value* a2 = reduce(x2, 0.5);
+  g.AddOutput("r", g.Add1("relu", {a1}));  // a1, a2's bucket closes here
+  Value* a3 = reduce(x3, 0.5);
+  Value* a4 = reduce(x4, 0.25);  // another scale
+  Value* a5 = reduce(x5, 0.5);   // another dtype
+  Value* a6 = reduce(x1, 0.5);
+  for (Value* v : {a2, a3, a4, a5, a6}) g.AddOutput("o", v);
+  EXPECT_EQ(BucketAllReduce(g, 1 << 20), 4);
+  std::vector<std::vector<std::string>> messages;
+  for (const auto& op : g.ops()) {
+    if (op->type != "all_reduce") continue;
+    auto& names = messages.emplace_back();
+    for (const Value* in : op->inputs) names.push_back(in->name);
+  }
+  using V = std::vector<std::string>;
+  EXPECT_EQ(messages, (std::vector<V>{{"x1", "x2"}, {"x4"}, {"x5"}, {"x3", "x1"}}));
+  // The relu reads the bucket's first result, placed before it.
+  const ir::Op* relu = g.outputs()[0].second->producer;
+  ASSERT_EQ(relu->type, "relu");
+  EXPECT_EQ(relu->inputs[0]->producer->inputs.size(), 2u);
+  // A bucket too small for two gradients leaves them apart.
+  Graph h;
+  Value* y1 = h.AddInput("y1", {DType::kF32, {4}});
+  Value* y2 = h.AddInput("y2", {DType::kF32, {4}});
+  h.AddOutput("o", h.Add1("all_reduce", {y1}));
+  h.AddOutput("p", h.Add1("all_reduce", {y2}));
+  EXPECT_EQ(BucketAllReduce(h, 31), 0);
+  EXPECT_EQ(BucketAllReduce(h, 32), 2);
+}
+
 }  // namespace
 }  // namespace tiller::passes
