@@ -504,6 +504,23 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   plan->add_flag("--no-replicated-tensor-sharding", no_rts,
                  "keep the whole optimizer state on every replica");
+  plan->add_option("--ranks", req.ranks,
+                   "training across this many processes of an MPI job (each with --devices and "
+                   "--replicas)")
+      ->check(CLI::PositiveNumber);
+  double rank_link_gbs = 0, rank_latency_us = 0;
+  plan->add_option("--rank-link-gbs", rank_link_gbs,
+                   "the processes' link, GB/s (default: the profile's device link)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_option("--rank-latency-us", rank_latency_us,
+                   "the processes' link, microseconds per message step (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_option("--bucket-bytes", req.all_reduce_bucket_bytes,
+                   "gradients per message, bytes (all_reduce_bucket_bytes; 0: one per gradient)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_option("--cluster", req.cluster,
+                   "cluster file (JSON: profile, ranks, devices_per_rank, link bandwidth_GBps and "
+                   "latency_us; see clusters/)");
   plan->add_option("--recompute", req.recompute,
                    "auto_recomputation: 0 none, 1 standard, 3 pipeline, 4 all (default 0)");
 
@@ -516,6 +533,8 @@ int main(int argc, char** argv) {
       for (const auto& a : shapes) req.shapes.insert(ParseShapeArg(a));
       req.pipelining = !no_pipeline;
       req.replicated_tensor_sharding = !no_rts;
+      req.rank_link = rank_link_gbs * 1e9;
+      req.rank_latency = rank_latency_us * 1e-6;
       return PrintPlan(req);
     }
     if (bench->parsed())

@@ -60,6 +60,19 @@ struct PlanRequest {
   // SessionOptions::accl_types): which optimizer accumulators the plan
   // stores in float16.
   std::array<std::string, 3> accl_types = {"FLOAT", "FLOAT", "FLOAT"};
+  // Training across the processes of an MPI job (enable_distribution): this
+  // many processes, each with `devices` devices and `replicas` replicas
+  // (ranks x replicas in all), joined by a link of rank_link bytes/s and
+  // rank_latency seconds per message step (0: the profile's link, no
+  // latency). The gradients travel in messages of all_reduce_bucket_bytes.
+  int ranks = 1;
+  double rank_link = 0, rank_latency = 0;
+  int64_t all_reduce_bucket_bytes = int64_t{32} << 20;
+  // A cluster file (JSON) sets the above and the profile at once:
+  //   {"name": "POD64", "profile": "ipu-mk2", "ranks": 4, "devices_per_rank": 16,
+  //    "link": {"bandwidth_GBps": 25, "latency_us": 5}, "note": "..."}
+  // (devices_per_rank replaces `devices`, keeping devices / replicas).
+  std::string cluster;
 };
 
 struct DeviceMemory {
@@ -80,6 +93,10 @@ struct PlanReport {
   double window_seconds = 0;          // one update (training)
   double run_seconds = 0;             // one run
   double bubble = 0;
+  // Of window_seconds: the replicas' collectives (training), and their
+  // messages per update.
+  double collective_seconds = 0;
+  int collective_messages = 0;
   size_t profile_memory_bytes = 0;
   bool fits = true;
 };

@@ -18,9 +18,10 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
               const std::vector<std::string>& feeds,
               const std::map<std::string, std::vector<int64_t>>& shapes, int64_t seq_len,
               bool pipelining, bool fill_drain, int stages_per_device,
-              bool replicated_tensor_sharding,
-              int64_t sharding_min_elements, int recompute, int threads, const std::string& params,
-              const std::string& precision, const std::vector<std::string>& accl_types) {
+              bool replicated_tensor_sharding, int64_t sharding_min_elements, int recompute,
+              int threads, const std::string& params, const std::string& precision,
+              const std::vector<std::string>& accl_types, int ranks, double rank_link,
+              double rank_latency, int64_t all_reduce_bucket_bytes, const std::string& cluster) {
   // A list, not a fixed-size array, in the binding: type stubs spell a
   // list[str] without pybind11-stubgen's own annotation types.
   if (accl_types.size() != 3)
@@ -49,6 +50,11 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
   r.threads = threads;
   r.precision = precision;
   std::copy(accl_types.begin(), accl_types.end(), r.accl_types.begin());
+  r.ranks = ranks;
+  r.rank_link = rank_link;
+  r.rank_latency = rank_latency;
+  r.all_reduce_bucket_bytes = all_reduce_bucket_bytes;
+  r.cluster = cluster;
   tiller::planning::PlanReport report;
   {
     py::gil_scoped_release release;
@@ -77,6 +83,8 @@ py::dict Plan(const std::string& model, bool train, int devices, int replicas, i
   out["window_seconds"] = report.window_seconds;
   out["run_seconds"] = report.run_seconds;
   out["bubble"] = report.bubble;
+  out["collective_seconds"] = report.collective_seconds;
+  out["collective_messages"] = report.collective_messages;
   out["profile_memory_bytes"] = report.profile_memory_bytes;
   out["fits"] = report.fits;
   return out;
@@ -89,11 +97,12 @@ void BindPlanner(py::module_& m) {
         py::arg("feeds") = std::vector<std::string>{},
         py::arg("shapes") = std::map<std::string, std::vector<int64_t>>{}, py::arg("seq_len") = 128,
         py::arg("pipelining") = true, py::arg("fill_drain") = false,
-        py::arg("stages_per_device") = 1,
-        py::arg("replicated_tensor_sharding") = true, py::arg("sharding_min_elements") = 8192,
-        py::arg("recompute") = 0, py::arg("threads") = 1, py::arg("params") = "",
-        py::arg("precision") = "float32",
+        py::arg("stages_per_device") = 1, py::arg("replicated_tensor_sharding") = true,
+        py::arg("sharding_min_elements") = 8192, py::arg("recompute") = 0, py::arg("threads") = 1,
+        py::arg("params") = "", py::arg("precision") = "float32",
         py::arg("accl_types") = std::vector<std::string>{"FLOAT", "FLOAT", "FLOAT"},
+        py::arg("ranks") = 1, py::arg("rank_link") = 0.0, py::arg("rank_latency") = 0.0,
+        py::arg("all_reduce_bucket_bytes") = int64_t{32} << 20, py::arg("cluster") = "",
         "Per-device memory and predicted step time of a configuration on a device profile, "
         "without running the model (what `tiller plan` prints is in 'text'; include/tiller/"
         "planner.h).");

@@ -354,7 +354,7 @@ def paddle_state_roles(program_path: str) -> dict:
     """
     {name: (role, file)} for every persistable variable of a training program; role is parameter/statistic/optimizer_state/learning_rate/other, file the suffix paddle.static.save writes it to (None: neither).
     """
-def plan(model: str, train: bool = False, devices: int = 1, replicas: int = 1, micro_batch: int = 1, accumulate: int = 1, batches_per_step: int = 1, profile: str = 'cpu', feeds: list[str] = [], shapes: dict[str, list[int]] = {}, seq_len: int = 128, pipelining: bool = True, fill_drain: bool = False, stages_per_device: int = 1, replicated_tensor_sharding: bool = True, sharding_min_elements: int = 8192, recompute: int = 0, threads: int = 1, params: str = '', precision: str = 'float32', accl_types: list[str] = ['FLOAT', 'FLOAT', 'FLOAT']) -> dict:
+def plan(model: str, train: bool = False, devices: int = 1, replicas: int = 1, micro_batch: int = 1, accumulate: int = 1, batches_per_step: int = 1, profile: str = 'cpu', feeds: list[str] = [], shapes: dict[str, list[int]] = {}, seq_len: int = 128, pipelining: bool = True, fill_drain: bool = False, stages_per_device: int = 1, replicated_tensor_sharding: bool = True, sharding_min_elements: int = 8192, recompute: int = 0, threads: int = 1, params: str = '', precision: str = 'float32', accl_types: list[str] = ['FLOAT', 'FLOAT', 'FLOAT'], ranks: int = 1, rank_link: float = 0.0, rank_latency: float = 0.0, all_reduce_bucket_bytes: int = 33554432, cluster: str = '') -> dict:
     """
     Per-device memory and predicted step time of a configuration on a device profile, without running the model (what `tiller plan` prints is in 'text'; include/tiller/planner.h).
     """

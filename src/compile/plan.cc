@@ -45,15 +45,22 @@ bool IsCollective(const std::string& type) {
 
 // Seconds of one op on `p`: compute + memory traffic, or link time for
 // movement between devices (a ring's share for collectives).
-double OpSeconds(const ir::Op& op, const DeviceProfile& p, int replicas) {
+double OpSeconds(const ir::Op& op, const DeviceProfile& p, const PlanShape& shape) {
   size_t in_bytes = 0, out_bytes = 0;
   for (const ir::Value* v : op.inputs) in_bytes += v ? v->bytes() : 0;
   for (const ir::Value* v : op.outputs) out_bytes += v->bytes();
   if (op.type == "copy") return static_cast<double>(in_bytes) / p.link;
   if (IsCollective(op.type)) {
-    const double share = replicas > 1 ? (replicas - 1.0) / replicas : 0.0;
-    if (op.type == "all_reduce") return 2 * share * static_cast<double>(in_bytes) / p.link;
-    return share * static_cast<double>(std::max(in_bytes, out_bytes)) / p.link;
+    const int r = shape.replicas;
+    if (r <= 1) return 0;
+    // A ring over every replica: its slowest hop sets the pace.
+    const bool across = shape.ranks > 1;
+    const double link = across && shape.rank_link > 0 ? std::min(p.link, shape.rank_link) : p.link;
+    const double latency = across ? shape.rank_latency : 0;
+    const double steps = r - 1.0, share = steps / r;
+    const double bytes = static_cast<double>(std::max(in_bytes, out_bytes));
+    const double one = share * bytes / link + steps * latency;
+    return op.type == "all_reduce" ? 2 * one : one;
   }
   return passes::OpFlops(op) / p.flops + static_cast<double>(in_bytes + out_bytes) / p.bandwidth;
 }
@@ -159,7 +166,12 @@ StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const 
         dp.half_values += v->bytes();
     }
     if (op->schema->is_view) continue;
-    const double s = OpSeconds(*op, profile, shape.replicas);
+    const double s = OpSeconds(*op, profile, shape);
+    if (IsCollective(op->type) && shape.replicas > 1) {
+      ++dp.collective_messages;
+      for (const ir::Value* v : op->inputs) dp.collective_bytes += v ? v->bytes() : 0;
+      dp.collective_s += s;
+    }
     switch (op->placement.phase) {
       case ir::Phase::kForward:
         dp.forward_s += s;
@@ -202,8 +214,9 @@ bool StepPlan::Fits() const {
 std::string StepPlan::Format() const {
   const PlanShape& s = shape;
   std::string out = fmt::format(
-      "plan: {}, {} replica{} x {} device{}{}, {} micro-batch{} per run{}\n",
+      "plan: {}, {} replica{}{} x {} device{}{}, {} micro-batch{} per run{}\n",
       s.training ? "training" : "inference", s.replicas, s.replicas == 1 ? "" : "s",
+      s.ranks > 1 ? fmt::format(" ({} processes x {})", s.ranks, s.replicas / s.ranks) : "",
       s.devices_per_replica, s.devices_per_replica == 1 ? "" : "s",
       s.pipelined ? (s.fill_drain ? " pipelined (fill-drain)" : " pipelined (1F1B)") : "",
       s.micro_batches, s.micro_batches == 1 ? "" : "es",
@@ -243,6 +256,29 @@ std::string StepPlan::Format() const {
     else
       out += fmt::format("  device {}: {:.3f} GFLOP, forward {}\n", d, p.flops / 1e9,
                          Seconds(p.forward_s));
+  }
+  int messages = 0;
+  size_t bytes = 0;
+  double collective_s = 0;
+  for (const DevicePlan& p : devices) {
+    messages += p.collective_messages;
+    bytes += p.collective_bytes;
+    collective_s += p.collective_s;
+  }
+  if (messages) {
+    const bool across = s.ranks > 1 && s.rank_link > 0;
+    out += fmt::format(
+        "collectives over {} replicas: {} message{} of {} per update, {} ({} of the update); "
+        "ring over {}/s{}\n",
+        s.replicas, messages, messages == 1 ? "" : "s", FormatBytes(bytes), Seconds(collective_s),
+        window_s > 0 ? Percent(collective_s / window_s) : std::string("-"),
+        FormatBytes(across ? std::min(profile.link, s.rank_link) : profile.link),
+        across ? fmt::format(", {:.1f} us per step between processes", s.rank_latency * 1e6)
+               : std::string());
+    out += fmt::format(
+        "scaling: {} replicas train {:.2f}x the samples per second of one ({} efficiency)\n",
+        s.replicas, s.replicas * (window_s - collective_s) / window_s,
+        Percent((window_s - collective_s) / window_s));
   }
   out += fmt::format("predicted step time: {} per {}, {} per run; pipeline bubble {}\n",
                      Seconds(window_s), s.training ? "update" : "window", Seconds(run_s),

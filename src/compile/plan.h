@@ -14,9 +14,12 @@
 // device that reads them.
 //
 // Time: each op costs flops / profile.flops + bytes touched /
-// profile.bandwidth; copies move bytes over profile.link; the collectives
-// cost a ring's share ((R-1)/R of the bytes per reduce-scatter or
-// all-gather, twice that per all-reduce). A window (one update) takes
+// profile.bandwidth; copies move bytes over profile.link; a collective of B
+// bytes over R replicas costs a ring's steps: (R-1)/R x B / link + (R-1) x
+// latency per reduce-scatter or all-gather, twice that per all-reduce (one
+// message per op: bucket_all_reduce packs gradients). Replicas in several
+// processes (ranks > 1) meet over the slower of the device link and the
+// processes' link (PlanShape::rank_link, rank_latency). A window (one update) takes
 //   not pipelined:  G x sum_d (f_d + b_d)                      + sum_d u_d
 //   pipelined:      sum_d (f_d + b_d) + (G - 1) x max_d (f_d + b_d) + sum_d u_d
 // (f, b: a micro-batch's forward and backward on device d; u: the update,
@@ -42,6 +45,10 @@ struct PlanShape {
   bool pipelined = false;
   bool fill_drain = false;  // else 1F1B
   int in_flight = 0;        // 1F1B's micro-batches in flight (0: PipelineCopies' default)
+  // The replicas above are all processes' (ranks x each process's); the
+  // processes' link: bytes/s and seconds per message step.
+  int ranks = 1;
+  double rank_link = 0, rank_latency = 0;
 };
 
 struct DevicePlan {
@@ -60,6 +67,10 @@ struct DevicePlan {
   double flops = 0;                      // per micro-batch, forward + backward
   double forward_s = 0, backward_s = 0;  // per micro-batch
   double update_s = 0;                   // per update (collectives included)
+  // Of update_s: the collectives (messages, bytes, seconds).
+  int collective_messages = 0;
+  size_t collective_bytes = 0;
+  double collective_s = 0;
   size_t state() const { return weights + optimizer + gradients + other; }
   size_t peak() const { return state() + static_cast<size_t>(in_flight) * arena; }
 };

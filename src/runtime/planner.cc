@@ -5,6 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "backend/collective.h"
 #include "compile/driver.h"
 #include "compile/plan.h"
@@ -37,6 +41,45 @@ Shape FeedShape(const PlanRequest& r, const paddle::Program& program, const std:
   return dims;
 }
 
+// Reads a cluster file (PlanRequest::cluster) into the request; returns the
+// line the plan prints about it.
+std::string ApplyCluster(PlanRequest& r) {
+  std::ifstream in(r.cluster);
+  if (!in) Fail(ErrorKind::kNotFound, "cluster file '{}' not found", r.cluster);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+    if (!j.is_object()) throw std::runtime_error("not a JSON object");
+    const int per_rank_replicas = r.replicas;
+    const int devices_per_replica = r.devices / std::max(r.replicas, 1);
+    if (j.contains("profile")) r.profile = j.at("profile").get<std::string>();
+    if (j.contains("ranks")) r.ranks = j.at("ranks").get<int>();
+    if (j.contains("devices_per_rank")) {
+      r.devices = j.at("devices_per_rank").get<int>();
+      // Every device of a rank holds a replica's share: as many replicas as
+      // fit devices_per_replica devices each.
+      r.replicas = std::max(1, r.devices / std::max(devices_per_replica, 1));
+      r.devices = r.replicas * devices_per_replica;
+    } else {
+      r.replicas = per_rank_replicas;
+    }
+    if (j.contains("link")) {
+      const nlohmann::json& link = j.at("link");
+      r.rank_link = link.at("bandwidth_GBps").get<double>() * 1e9;
+      r.rank_latency = link.value("latency_us", 0.0) * 1e-6;
+    }
+  } catch (const std::exception& e) {
+    Fail(ErrorKind::kInvalidArgument,
+         "cluster file '{}': {} (expected {{\"profile\", \"ranks\", \"devices_per_rank\", "
+         "\"link\": {{\"bandwidth_GBps\", \"latency_us\"}}}})",
+         r.cluster, e.what());
+  }
+  return fmt::format(
+      "cluster: {} ({}): {} process(es) x {} device(s), link {:.1f} GB/s, {:.1f} us\n",
+      j.value("name", r.cluster), j.value("note", std::string("-")), r.ranks, r.devices,
+      r.rank_link / 1e9, r.rank_latency * 1e6);
+}
+
 std::vector<std::string> DataVariables(const paddle::Program& p) {
   if (!p.feed_names.empty()) return p.feed_names;
   std::vector<std::string> names;
@@ -48,7 +91,19 @@ std::vector<std::string> DataVariables(const paddle::Program& p) {
 
 }  // namespace
 
-PlanReport Plan(const PlanRequest& r) {
+PlanReport Plan(const PlanRequest& request) {
+  PlanRequest r = request;
+  std::string cluster_line;
+  if (!r.cluster.empty()) cluster_line = ApplyCluster(r);
+  if (r.ranks < 1 || r.rank_link < 0 || r.rank_latency < 0 || r.all_reduce_bucket_bytes < 0)
+    Fail(ErrorKind::kInvalidArgument,
+         "ranks {} must be >= 1, the link's bandwidth {} and latency {} and the bucket {} >= 0",
+         r.ranks, r.rank_link, r.rank_latency, r.all_reduce_bucket_bytes);
+  if (r.ranks > 1 && !r.train)
+    Fail(ErrorKind::kInvalidArgument,
+         "ranks {}: processes share gradients in training (--train); inference runs each "
+         "process alone",
+         r.ranks);
   if (r.devices < 1 || r.replicas < 1 || r.devices % r.replicas != 0)
     Fail(ErrorKind::kInvalidArgument,
          "devices {} is not a positive multiple of replicas {} (devices counts every replica's)",
@@ -96,9 +151,18 @@ PlanReport Plan(const PlanRequest& r) {
     so.replicas = r.replicas;
     so.shard_optimizer_state = r.replicated_tensor_sharding;
     so.shard_min_elements = r.sharding_min_elements;
+    so.all_reduce_bucket_bytes = r.all_reduce_bucket_bytes;
+    // Across processes the step is compiled as process 0's (the job's
+    // replica count, global ranks), as a session with distribution does.
+    const int global = r.replicas * r.ranks;
+    if (r.ranks > 1) {
+      so.distribution = true;
+      so.global_replicas = global;
+      so.global_replica_offset = 0;
+    }
     // Collectives are planned, never run.
-    for (int d = 0; d < per_replica && r.replicas > 1; ++d) {
-      groups.push_back(backend::MakeInProcessCollective(r.replicas));
+    for (int d = 0; d < per_replica && global > 1; ++d) {
+      groups.push_back(backend::MakeInProcessCollective(global));
       group_ptrs.push_back(groups.back().get());
     }
   } else {
@@ -110,7 +174,10 @@ PlanReport Plan(const PlanRequest& r) {
   compile::CompiledStep step;
   compile::PlanShape shape;
   shape.training = r.train;
-  shape.replicas = r.replicas;
+  shape.replicas = r.train ? r.replicas * r.ranks : r.replicas;
+  shape.ranks = r.ranks;
+  shape.rank_link = r.rank_link;
+  shape.rank_latency = r.rank_latency;
   shape.devices_per_replica = per_replica;
   shape.pipelined = pipelined;
   shape.fill_drain = r.fill_drain;
@@ -146,7 +213,7 @@ PlanReport Plan(const PlanRequest& r) {
   const compile::StepPlan plan = compile::PlanStep(step, profile, shape);
 
   PlanReport out;
-  out.text = fmt::format("model: {}\n", r.model) + plan.Format();
+  out.text = fmt::format("model: {}\n", r.model) + cluster_line + plan.Format();
   for (const compile::DevicePlan& d : plan.devices) {
     DeviceMemory m;
     m.weights = d.weights;
@@ -166,6 +233,10 @@ PlanReport Plan(const PlanRequest& r) {
   out.window_seconds = plan.window_s;
   out.run_seconds = plan.run_s;
   out.bubble = plan.bubble;
+  for (const compile::DevicePlan& d : plan.devices) {
+    out.collective_seconds += d.collective_s;
+    out.collective_messages += d.collective_messages;
+  }
   out.profile_memory_bytes = profile.memory_bytes;
   out.fits = plan.Fits();
   return out;

@@ -238,3 +238,65 @@ def test_inference_plan_puts_each_shards_weights_on_its_device(tmp_path):
     assert min(weights) > 0 and sum(weights) == params, (weights, params)
     assert [d["in_flight"] for d in plan["devices"]] == [3, 3]
     assert all(d["optimizer"] == d["gradients"] == 0 for d in plan["devices"])
+
+
+def test_plan_across_processes_prices_each_message_as_a_ring(bert, tmp_path):
+    """ranks > 1: the replicas of every process sum their gradients in a ring
+    over the processes' link: per message of B bytes over R replicas,
+    2 (R - 1) x latency + 2 (R - 1) / R x B / bandwidth. With buckets each
+    stage's gradients are one message; without, one per gradient."""
+    built = bert[0]
+    cfg = CONFIGS["2 stages pipelined (1F1B), accumulation 4"]
+    prog, micro = _session(bert, cfg)
+    shapes = {name: list(micro[0][name].shape) for name in built.feed_names}
+    common = dict(train=True, devices=2, micro_batch=MICRO, accumulate=4, profile="h200",
+                  feeds=list(built.feed_names), shapes=shapes, replicated_tensor_sharding=False)
+    link, latency, ranks = 1e9, 20e-6, 3
+    plan = tiller.plan(prog.program_path, ranks=ranks, rank_link=link, rank_latency=latency,
+                       **common)
+    assert "3 replicas (3 processes x 1) x 2 devices" in plan["text"], plan["text"]
+    # Every trained tensor's gradient is summed once, float32, in one
+    # message per stage.
+    info = {i.name: i for i in prog.session.state_info()}
+    trained = prog.session.trained_names()
+    grad_bytes = sum(4 * int(np.prod(info[n].shape)) for n in trained)
+    assert plan["collective_messages"] == 2
+    want = 2 * 2 * (ranks - 1) * latency + 2 * (ranks - 1) / ranks * grad_bytes / link
+    assert plan["collective_seconds"] == pytest.approx(want, rel=1e-9)
+    assert "collectives over 3 replicas: 2 messages" in plan["text"]
+    assert "scaling: 3 replicas" in plan["text"]
+    each = tiller.plan(prog.program_path, ranks=ranks, rank_link=link, rank_latency=latency,
+                       all_reduce_bucket_bytes=0, **common)
+    n_trained = len(trained)
+    assert each["collective_messages"] == n_trained
+    assert each["collective_seconds"] == pytest.approx(
+        want + (n_trained - 2) * 2 * (ranks - 1) * latency, rel=1e-9)
+    # One process: no link between processes, no collectives.
+    alone = tiller.plan(prog.program_path, **common)
+    assert alone["collective_messages"] == 0 and alone["collective_seconds"] == 0
+    # A cluster file sets the processes, devices, profile and link at once.
+    cluster = tmp_path / "c.json"
+    cluster.write_text('{"name": "two hosts", "profile": "h200", "ranks": 3, '
+                       '"devices_per_rank": 2, "link": {"bandwidth_GBps": 1, "latency_us": 20}}')
+    from_file = tiller.plan(prog.program_path, cluster=str(cluster), **common)
+    assert from_file["collective_seconds"] == pytest.approx(want, rel=1e-9)
+    assert "cluster: two hosts" in from_file["text"]
+    cluster.write_text('{"ranks": "many"}')
+    with pytest.raises(tiller.TillerError, match="cluster file .*c.json"):
+        tiller.plan(prog.program_path, cluster=str(cluster), **common)
+    with pytest.raises(tiller.TillerError, match="cluster file 'nope.json' not found"):
+        tiller.plan(prog.program_path, cluster="nope.json", **common)
+    with pytest.raises(tiller.TillerError, match="ranks 0 must be >= 1"):
+        tiller.plan(prog.program_path, ranks=0, **common)
+    # The command line says the same.
+    shape_args = []
+    for name, dims in shapes.items():
+        shape_args += ["--shape", f"{name}=" + "x".join(map(str, dims))]
+    cli = subprocess.run([str(CLI), "plan", prog.program_path, "--train", "--devices", "2",
+                          "--micro-batch", str(MICRO), "--accumulate", "4", "--profile", "h200",
+                          "--no-replicated-tensor-sharding", "--ranks", "3", "--rank-link-gbs",
+                          "1", "--rank-latency-us", "20", *shape_args],
+                         capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    assert "3 replicas (3 processes x 1) x 2 devices" in cli.stdout
+    assert "collectives over 3 replicas: 2 messages" in cli.stdout

@@ -1,0 +1,74 @@
+"""One BERT-small training configuration for bench/bench_mpi.py: run alone
+(one process) or under `mpirun -np P` (enable_distribution), each process
+one replica on one thread with micro-batches of --micro sequences; rank 0
+prints one JSON line: the median and best ms per update, the training
+program's path (for tiller.plan), its feed shapes and the trained tensors'
+element counts (the gradients the replicas sum)."""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "python"), str(ROOT), str(ROOT / "bench")]
+
+import paddle  # noqa: E402
+
+import tiller  # noqa: E402
+import tiller.distributed as dist  # noqa: E402
+from bench_parallel import BERT_SMALL  # noqa: E402
+from models import training as T  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--micro", type=int, default=8)
+ap.add_argument("--updates", type=int, default=6)
+ap.add_argument("--warmup", type=int, default=2)
+ap.add_argument("--bucket-bytes", type=int, default=32 << 20)
+ap.add_argument("--save-program", default="", help="copy the training program here")
+args = ap.parse_args()
+
+processes, rank = dist.size(), dist.rank()
+with T.static_mode():
+    built = T.build("bert", BERT_SMALL, T.OptSpec("adam", lr=1e-4, schedule="constant",
+                                                  clip_norm=None), seed=0)
+    scope = paddle.static.Scope()
+    T.init_scope(built, scope)
+    strategy = tiller.IpuStrategy()
+    strategy.set_graph_config(num_ipus=1, is_training=True, micro_batch_size=args.micro)
+    options = {"num_threads": 1, "all_reduce_bucket_bytes": args.bucket_bytes,
+               "location_optimizer": {"use_replicated_tensor_sharding": False}}
+    if processes > 1:
+        options.update({"enable_distribution": True, "global_replication_factor": processes,
+                        "global_replica_offset": rank})
+    strategy.set_options(options)
+    prog = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
+        built.feed_names, built.fetch_list)
+    # Every process its own micro-batch of each update (a different seed per
+    # rank: the data, not the time, differs).
+    batches = T.make_batches("bert", BERT_SMALL, args.warmup + args.updates, args.micro,
+                             seed=1 + rank)
+    times = []
+    for i, feed in enumerate(batches):
+        t0 = time.perf_counter()
+        prog.run(feed=feed)
+        if i >= args.warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    if rank == 0:
+        program = os.fspath(prog.program_path)
+        if args.save_program:
+            import shutil
+
+            shutil.copyfile(program, args.save_program)
+            program = args.save_program
+        info = {i.name: i for i in prog.session.state_info()}
+        counts = [int(np.prod(info[n].shape)) for n in prog.session.trained_names()]
+        print(json.dumps({"processes": processes, "median_ms": statistics.median(times),
+                          "best_ms": min(times), "program": program,
+                          "feeds": list(built.feed_names),
+                          "shapes": {n: list(np.shape(batches[0][n])) for n in built.feed_names},
+                          "gradient_counts": counts}), flush=True)
