@@ -17,7 +17,7 @@ JOBS    ?= $(shell nproc)
 export CCACHE_BASEDIR := $(CURDIR)
 CMAKE_ARGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
 
-.PHONY: setup build build-asan build-tsan test test-cpp test-python demo bench bench-train bench-zoo bench-int8 asan tsan clean
+.PHONY: setup build build-asan build-tsan test test-cpp test-python demo bench bench-train bench-zoo bench-int8 bench-mpi asan tsan clean
 
 setup:
 	@bash scripts/setup.sh
@@ -47,6 +47,9 @@ bench-zoo: build
 
 bench-int8: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_int8.py
+
+bench-mpi: build
+	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_mpi.py
 
 bench-train: build
 	@bash scripts/setup_torch.sh

@@ -125,8 +125,7 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"gradients\": %zu, \"bytes\": %lld, \"per_gradient_s\": %.9g, \"bucketed_s\": "
           "%.9g, \"messages\": %d, \"bucket_bytes\": %zu}\n",
-          counts.size(), static_cast<long long>(total * sizeof(float)), t_each, t_bucketed,
-          messages, bucket);
+          counts.size(), static_cast<long long>(total) * 4LL, t_each, t_bucketed, messages, bucket);
   } else {
     if (rank == 0)
       std::fprintf(stderr, "usage: tiller_mpi_bench sizes BYTES... | gradients FILE BUCKET\n");
