@@ -11,21 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "backend/rank_barrier.h"
 #include "core/error.h"
 #include "core/shape.h"
 
 namespace tiller::backend {
 namespace {
-
-// The CPUs this process may run on (its affinity mask, as taskset and
-// container limits set it).
-int UsableCpus() {
-#ifdef __linux__
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-#endif
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 // Ranks meet at a barrier, publish their buffers, and each sums one slice
 // of the tensor over all ranks and writes it into every rank's output: the
@@ -34,7 +25,7 @@ int UsableCpus() {
 class InProcessCollective : public Collective {
  public:
   explicit InProcessCollective(int ranks)
-      : ranks_(ranks), spin_(ranks <= UsableCpus()), in_(ranks), out_(ranks) {}
+      : ranks_(ranks), barrier_(ranks, ranks <= UsableCpus()), in_(ranks), out_(ranks) {}
   int size() const override { return ranks_; }
 
   void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype,
@@ -90,20 +81,8 @@ class InProcessCollective : public Collective {
     Barrier();
   }
 
-  void Abort(const std::string& why) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (aborted_) return;
-    aborted_ = true;
-    why_ = why;
-    wake_.notify_all();
-  }
-
-  void Reset() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    aborted_ = false;
-    arrived_ = 0;
-    why_.clear();
-  }
+  void Abort(const std::string& why) override { barrier_.Abort(why); }
+  void Reset() override { barrier_.Reset(); }
 
  private:
   void CheckSum(int rank, DType dtype, const char* what) const {
@@ -154,68 +133,86 @@ class InProcessCollective : public Collective {
     });
   }
 
-  // Waits until every rank has arrived. A waiting rank first spins for up
-  // to kSpin, then sleeps: waking a sleeping thread took 70-115 us on the
-  // project's VMs (an all-reduce of 256 floats between two threads cost
-  // 150-230 us sleeping, 2 us spinning), and a replica's step meets its
-  // peers at every gradient's collective, about a hundred times. Spinning
-  // for about the cost of one wake-up costs at most twice the best choice
-  // made in hindsight. Ranks outnumbering the CPUs only sleep: a spinner
-  // would hold the CPU the rank it waits for needs.
-  void Barrier() {
-    int64_t generation = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (aborted_) Fail(ErrorKind::kInternal, "{}", why_);
-      generation = generation_.load(std::memory_order_relaxed);
-      if (++arrived_ == ranks_) {
-        arrived_ = 0;
-        // Release: every rank's writes before it arrived (ordered by the
-        // mutex) happen before a spinner's acquire load sees the change.
-        generation_.store(generation + 1, std::memory_order_release);
-        wake_.notify_all();
-        return;
-      }
-    }
-    if (spin_) {
-      const auto until = std::chrono::steady_clock::now() + kSpin;
-      do {
-        for (int i = 0; i < 64; ++i) {
-          if (generation_.load(std::memory_order_acquire) != generation) return;
-          CpuRelax();
-        }
-      } while (std::chrono::steady_clock::now() < until);
-    }
-    std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait(lock, [&] {
-      return generation_.load(std::memory_order_relaxed) != generation || aborted_;
-    });
-    if (generation_.load(std::memory_order_relaxed) == generation)
-      Fail(ErrorKind::kInternal, "{}", why_);
-  }
+  void Barrier() { barrier_.Wait(); }
 
-  static void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-  }
-
-  static constexpr std::chrono::microseconds kSpin{100};
   const int ranks_;
-  const bool spin_;  // ranks fit the CPUs: waiters spin before sleeping
+  RankBarrier barrier_;
   std::vector<const void*> in_;
   std::vector<void*> out_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  int arrived_ = 0;
-  std::atomic<int64_t> generation_{0};
-  bool aborted_ = false;
-  std::string why_;
 };
 
 }  // namespace
+
+int UsableCpus() {
+#ifdef __linux__
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#endif
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+namespace {
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+}  // namespace
+
+// A waiting rank first spins for up to kSpin, then sleeps: waking a
+// sleeping thread took 70-115 us on the project's VMs (an all-reduce of 256
+// floats between two threads cost 150-230 us sleeping, 2 us spinning), and
+// a replica's step meets its peers at every collective. Spinning for about
+// the cost of one wake-up costs at most twice the best choice made in
+// hindsight. Ranks outnumbering the CPUs only sleep: a spinner would hold
+// the CPU the rank it waits for needs.
+void RankBarrier::Wait() {
+  int64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_) Fail(ErrorKind::kInternal, "{}", why_);
+    generation = generation_.load(std::memory_order_relaxed);
+    if (++arrived_ == ranks_) {
+      arrived_ = 0;
+      // Release: every rank's writes before it arrived (ordered by the
+      // mutex) happen before a spinner's acquire load sees the change.
+      generation_.store(generation + 1, std::memory_order_release);
+      wake_.notify_all();
+      return;
+    }
+  }
+  if (spin_) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    do {
+      for (int i = 0; i < 64; ++i) {
+        if (generation_.load(std::memory_order_acquire) != generation) return;
+        CpuRelax();
+      }
+    } while (std::chrono::steady_clock::now() < until);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  wake_.wait(lock,
+             [&] { return generation_.load(std::memory_order_relaxed) != generation || aborted_; });
+  if (generation_.load(std::memory_order_relaxed) == generation)
+    Fail(ErrorKind::kInternal, "{}", why_);
+}
+
+void RankBarrier::Abort(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) return;
+  aborted_ = true;
+  why_ = why;
+  wake_.notify_all();
+}
+
+void RankBarrier::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  aborted_ = false;
+  arrived_ = 0;
+  why_.clear();
+}
 
 std::unique_ptr<Collective> MakeInProcessCollective(int ranks) {
   TILLER_CHECK(ranks >= 1, "a group of {} ranks", ranks);

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +28,7 @@
 #include <vector>
 
 #include "backend/collective.h"
+#include "backend/rank_barrier.h"
 #include "core/error.h"
 #include "core/shape.h"
 
@@ -123,7 +123,10 @@ void GatherProcessRanges(MPI_Comm comm, void* whole, int64_t count, size_t item,
 
 class MpiCollective : public Collective {
  public:
-  MpiCollective(int local_ranks, double timeout_s) : local_(local_ranks), timeout_s_(timeout_s) {
+  MpiCollective(int local_ranks, double timeout_s)
+      : local_(local_ranks),
+        timeout_s_(timeout_s),
+        barrier_(local_ranks, local_ranks <= backend::UsableCpus()) {
     MPI_Request request;
     Check(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &request), "MPI_Comm_idup");
     Wait(&request, timeout_s_, "creating a replica group", 0, 0);
@@ -209,20 +212,8 @@ class MpiCollective : public Collective {
     LocalBarrier();
   }
 
-  void Abort(const std::string& why) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (aborted_) return;
-    aborted_ = true;
-    why_ = why;
-    wake_.notify_all();
-  }
-
-  void Reset() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    aborted_ = false;
-    arrived_ = 0;
-    why_.clear();
-  }
+  void Abort(const std::string& why) override { barrier_.Abort(why); }
+  void Reset() override { barrier_.Reset(); }
 
   static void BroadcastBytes(MPI_Comm comm, int root, void* buffer, size_t bytes, double timeout_s,
                              int64_t call) {
@@ -331,21 +322,10 @@ class MpiCollective : public Collective {
     GatherProcessRanges(comm_, whole, count, Item(dtype), local_, timeout_s_, what, ++calls_);
   }
 
-  // Waits until every local rank has arrived (no MPI: threads of this
-  // process). One local rank needs no barrier.
+  // Waits until every local rank has arrived (threads of this process; one
+  // needs no barrier).
   void LocalBarrier() {
-    if (local_ == 1) return;
-    std::unique_lock<std::mutex> lock(mu_);
-    if (aborted_) Fail(ErrorKind::kInternal, "{}", why_);
-    const int64_t generation = generation_;
-    if (++arrived_ == local_) {
-      arrived_ = 0;
-      ++generation_;
-      wake_.notify_all();
-      return;
-    }
-    wake_.wait(lock, [&] { return generation_ != generation || aborted_; });
-    if (generation_ == generation) Fail(ErrorKind::kInternal, "{}", why_);
+    if (local_ > 1) barrier_.Wait();
   }
 
   const int local_;
@@ -356,12 +336,7 @@ class MpiCollective : public Collective {
   std::vector<const void*> in_;
   std::vector<void*> out_;
   std::vector<std::byte> send_, recv_, sum_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  int arrived_ = 0;
-  int64_t generation_ = 0;
-  bool aborted_ = false;
-  std::string why_;
+  backend::RankBarrier barrier_;
 };
 
 class MpiProcessGroup : public backend::ProcessGroup {
