@@ -30,6 +30,7 @@ ap.add_argument("--updates", type=int, default=6)
 ap.add_argument("--warmup", type=int, default=2)
 ap.add_argument("--bucket-bytes", type=int, default=32 << 20)
 ap.add_argument("--save-program", default="", help="copy the training program here")
+ap.add_argument("--no-overlap", action="store_true", help="overlap_all_reduce off")
 args = ap.parse_args()
 
 processes, rank = dist.size(), dist.rank()
@@ -41,6 +42,7 @@ with T.static_mode():
     strategy = tiller.IpuStrategy()
     strategy.set_graph_config(num_ipus=1, is_training=True, micro_batch_size=args.micro)
     options = {"num_threads": 1, "all_reduce_bucket_bytes": args.bucket_bytes,
+               "overlap_all_reduce": not args.no_overlap,
                "location_optimizer": {"use_replicated_tensor_sharding": False}}
     if processes > 1:
         options.update({"enable_distribution": True, "global_replication_factor": processes,

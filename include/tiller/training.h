@@ -149,6 +149,10 @@ struct SessionOptions {
   // (several gradients packed together: fewer, larger collectives; the sums
   // are the same); 0: one message per gradient.
   int64_t all_reduce_bucket_bytes = int64_t{32} << 20;
+  // Without gradient accumulation: each bucket's reduction starts in the
+  // backward pass as soon as its gradients exist, on a second worker of the
+  // device, and the update waits for it (the same sums).
+  bool overlap_all_reduce = true;
   int global_replicas = 0;
   int global_replica_offset = -1;
   // Manual sharding (enable_manual_shard, num_ipus = replicas x devices per

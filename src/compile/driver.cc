@@ -439,6 +439,13 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
                      [&](ir::Graph& g) { return passes::BucketAllReduce(g, max_bytes); });
     report.stages.push_back(passes::RunPass(bucket, *graph, ctx));
   }
+  if (ctx.training && options_.replicas > 1 && options_.overlap_all_reduce &&
+      options_.accumulation_steps == 1) {
+    StagePass overlap("overlap_all_reduce",
+                      "all_reduce -> start in the backward pass + wait before the update",
+                      passes::OverlapAllReduce);
+    report.stages.push_back(passes::RunPass(overlap, *graph, ctx));
+  }
   if (options_.optimize) {
     for (auto& pass : passes::OptimizationPasses())
       report.stages.push_back(passes::RunPass(*pass, *graph, ctx));

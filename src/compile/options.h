@@ -76,6 +76,10 @@ struct CompileOptions {
   // Gradients summed in messages of at most this many bytes
   // (passes/bucket_all_reduce.cc); 0: one all_reduce per gradient.
   size_t all_reduce_bucket_bytes = size_t{32} << 20;
+  // Without accumulation: each bucket's reduction starts in the backward
+  // pass as soon as its gradients exist and runs beside it
+  // (passes/bucket_all_reduce.cc, OverlapAllReduce).
+  bool overlap_all_reduce = true;
   // Replicated tensor sharding of the optimizer state (Paddle's
   // location_optimizer.use_replicated_tensor_sharding; with replicas > 1):
   // each replica keeps 1/replicas of every per-element optimizer state and

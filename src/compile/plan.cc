@@ -40,7 +40,8 @@ bool ReadInBackward(const ir::Value* v) {
 }
 
 bool IsCollective(const std::string& type) {
-  return type == "all_reduce" || type == "reduce_scatter" || type == "all_gather";
+  return type == "all_reduce" || type == "all_reduce_start" || type == "reduce_scatter" ||
+         type == "all_gather";
 }
 
 // Seconds of one op on `p`: compute + memory traffic, or link time for
@@ -60,7 +61,7 @@ double OpSeconds(const ir::Op& op, const DeviceProfile& p, const PlanShape& shap
     const double steps = r - 1.0, share = steps / r;
     const double bytes = static_cast<double>(std::max(in_bytes, out_bytes));
     const double one = share * bytes / link + steps * latency;
-    return op.type == "all_reduce" ? 2 * one : one;
+    return op.type == "all_reduce" || op.type == "all_reduce_start" ? 2 * one : one;
   }
   return passes::OpFlops(op) / p.flops + static_cast<double>(in_bytes + out_bytes) / p.bandwidth;
 }

@@ -10,6 +10,7 @@
 // scaled.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -32,9 +33,98 @@ Key KeyOf(const ir::Op& op) {
           op.GetInts("group")};
 }
 
+// Each run of consecutive single-input all_reduce ops (the driver adds one
+// per gradient, in parameter order) sorted by where their gradient is
+// computed: the backward pass makes the last layers' gradients first, so
+// the first buckets are ready first (overlap_all_reduce starts them there).
+void OrderAllReduceByReadiness(ir::Graph& g) {
+  std::map<const ir::Op*, size_t> index;
+  std::vector<const ir::Op*> order;
+  for (const auto& op : g.ops()) {
+    index[op.get()] = order.size();
+    order.push_back(op.get());
+  }
+  auto single = [](const ir::Op* op) { return op->type == "all_reduce" && op->inputs.size() == 1; };
+  auto ready = [&](const ir::Op* op) {
+    const ir::Op* producer = op->inputs[0]->producer;
+    return producer ? index.at(producer) : 0;
+  };
+  bool moved = false;
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j < order.size() && single(order[j])) ++j;
+    if (j - i > 1) {
+      std::vector<const ir::Op*> run(order.begin() + i, order.begin() + j);
+      std::stable_sort(run.begin(), run.end(),
+                       [&](const ir::Op* a, const ir::Op* b) { return ready(a) < ready(b); });
+      moved |= !std::equal(run.begin(), run.end(), order.begin() + i);
+      std::copy(run.begin(), run.end(), order.begin() + i);
+    }
+    i = std::max(j, i + 1);
+  }
+  if (moved) g.ReorderOps(order);
+}
+
 }  // namespace
 
+int OverlapAllReduce(ir::Graph& g) {
+  std::map<const ir::Op*, size_t> index;
+  std::vector<ir::Op*> reductions;
+  size_t n = 0;
+  for (const auto& op : g.ops()) {
+    index[op.get()] = n++;
+    if (op->type == "all_reduce" && op->placement.phase == ir::Phase::kUpdate)
+      reductions.push_back(op.get());
+  }
+  int split = 0;
+  for (ir::Op* reduce : reductions) {
+    // Every input computed in the backward pass (not an accumulator or a
+    // state), the last of them where the reduction can start.
+    const ir::Op* last = nullptr;
+    bool backward = true;
+    for (const ir::Value* in : reduce->inputs) {
+      const ir::Op* p = in->producer;
+      if (!p || p->placement.phase != ir::Phase::kBackward) backward = false;
+      if (p && (!last || index.at(p) > index.at(last))) last = p;
+    }
+    if (!backward || !last) continue;
+    // The op after the last producer: the start goes right before it.
+    const ir::Op* next = nullptr;
+    for (size_t k = 0; k + 1 < g.ops().size(); ++k) {
+      if (g.ops()[k].get() == last) {
+        next = g.ops()[k + 1].get();
+        break;
+      }
+    }
+    g.SetInsertionPoint(next);
+    ir::Op* start;
+    {
+      ir::ScopedPlacement place(g, last->placement);
+      start = g.AddOp("all_reduce_start", reduce->inputs,
+                      {{"reduction", reduce->GetStr("reduction")},
+                       {"group", reduce->GetInts("group")},
+                       {"scale", reduce->GetFloat("scale")}},
+                      reduce->name);
+    }
+    std::vector<int64_t> dims, ranks;
+    for (const ir::Value* out : reduce->outputs) {
+      dims.insert(dims.end(), out->shape().begin(), out->shape().end());
+      ranks.push_back(static_cast<int64_t>(out->shape().size()));
+    }
+    g.SetInsertionPoint(reduce);
+    ir::Op* wait = g.AddOp("all_reduce_wait", {start->outputs[0]},
+                           {{"dims", dims}, {"ranks", ranks}}, reduce->name);
+    g.SetInsertionPoint(nullptr);
+    for (size_t i = 0; i < reduce->outputs.size(); ++i)
+      g.ReplaceAllUses(reduce->outputs[i], wait->outputs[i]);
+    ++split;
+  }
+  if (split) g.RemoveDeadCode();
+  return split;
+}
+
 int BucketAllReduce(ir::Graph& g, size_t max_bytes) {
+  OrderAllReduceByReadiness(g);
   std::vector<ir::Op*> order;
   for (const auto& op : g.ops()) order.push_back(op.get());
   std::map<Key, Bucket> open;

@@ -128,6 +128,12 @@ int PlaceUpdateOps(ir::Graph& g);
 // scale and dtype -> one all_reduce of many inputs per bucket of at most
 // max_bytes (passes/bucket_all_reduce.cc). Returns the ops merged.
 int BucketAllReduce(ir::Graph& g, size_t max_bytes);
+
+// all_reduce (update phase) of gradients all computed in the backward pass
+// -> all_reduce_start right after the last of them (backward phase: the
+// reduction runs on the device's collective stream while the backward pass
+// goes on) + all_reduce_wait where the all_reduce was. Returns the ops split.
+int OverlapAllReduce(ir::Graph& g);
 // backward reads of forward activations -> the activations recomputed in
 // the backward phase from checkpoints: matmul / conv outputs and stage
 // inputs, or (only_stage_inputs) stage inputs alone (training;

@@ -95,6 +95,9 @@ std::vector<OptionSpec> MakeSpecs() {
       {"all_reduce_bucket_bytes", Support::kHonoured, int64_t{32} << 20,
        "replicas: gradients are summed in messages of at most this many bytes (0: one "
        "message per gradient)"},
+      {"overlap_all_reduce", Support::kHonoured, true,
+       "replicas without accumulation: each bucket's reduction starts in the backward pass "
+       "and runs beside it"},
       {"batches_per_step", Support::kHonoured, int64_t{1}, "updates (batches) run by one step"},
       {"enable_gradient_accumulation", Support::kHonoured, false,
        "accumulate gradients over accumulation_factor micro-batches"},

@@ -97,6 +97,7 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   // global rank (the mean's divisor, sharding's parts, the group's ranks).
   co.replicas = options.distribution ? options.global_replicas : options.replicas;
   co.replica_groups = groups;
+  co.overlap_all_reduce = options.overlap_all_reduce;
   co.all_reduce_bucket_bytes =
       static_cast<size_t>(std::max<int64_t>(options.all_reduce_bucket_bytes, 0));
   co.replica_rank = options.distribution ? options.global_replica_offset + rank : rank;
@@ -931,6 +932,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
                               : SessionOptions::Schedule::kOneFOneB;
   out.pipeline_in_flight = static_cast<int>(o.GetInt("pipeline_in_flight"));
   out.all_reduce_bucket_bytes = o.GetInt("all_reduce_bucket_bytes");
+  out.overlap_all_reduce = o.GetBool("overlap_all_reduce");
   // Each update's micro-batches must fill the pipeline.
   if (out.pipelining && !o.EvalOnly() && out.accumulation_factor < out.devices_per_replica)
     Fail(ErrorKind::kInvalidArgument,

@@ -1065,5 +1065,44 @@ TEST(Passes, BucketAllReduceMergesWhatAgreesAndClosesBeforeAReader) {
   EXPECT_EQ(BucketAllReduce(h, 32), 2);
 }
 
+// overlap_all_reduce: a reduction of backward-phase gradients starts right
+// after the last of them, in the backward phase; the update waits where the
+// all_reduce was. A reduction of a state (an accumulator) stays whole.
+TEST(Passes, OverlapAllReduceStartsAfterTheLastGradientAndWaitsInTheUpdate) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {4}});
+  Value* acc = g.AddState("acc", {DType::kF32, {3}});
+  ir::Placement back;
+  back.phase = ir::Phase::kBackward;
+  ir::Placement update;
+  update.phase = ir::Phase::kUpdate;
+  Value *g1, *g2, *late;
+  {
+    ir::ScopedPlacement p(g, back);
+    g1 = g.Add1("relu", {x});
+    g2 = g.Add1("scale", {x}, {{"scale", 2.0}});
+    late = g.Add1("tanh", {x});  // more backward work after the gradients
+  }
+  ir::ScopedPlacement p(g, update);
+  ir::Op* both = g.AddOp("all_reduce", {g1, g2}, {{"scale", 0.5}});
+  Value* of_state = g.Add1("all_reduce", {acc});
+  g.AddOutput("a", g.Add1("add", {both->outputs[0], late}));
+  g.AddOutput("b", both->outputs[1]);
+  g.AddOutput("c", of_state);
+  EXPECT_EQ(OverlapAllReduce(g), 1);
+  std::vector<std::string> order;
+  for (const auto& op : g.ops()) order.push_back(op->type);
+  EXPECT_EQ(order, (std::vector<std::string>{"relu", "scale", "all_reduce_start", "tanh",
+                                             "all_reduce_wait", "all_reduce", "add"}));
+  const ir::Op* start = g.ops()[2].get();
+  EXPECT_EQ(start->placement.phase, ir::Phase::kBackward);
+  EXPECT_EQ(start->outputs[0]->shape(), (Shape{8}));
+  EXPECT_DOUBLE_EQ(start->GetFloat("scale"), 0.5);
+  const ir::Op* wait = g.ops()[4].get();
+  EXPECT_EQ(wait->placement.phase, ir::Phase::kUpdate);
+  EXPECT_EQ(g.outputs()[1].second, wait->outputs[1]);
+  EXPECT_EQ(wait->outputs[1]->shape(), (Shape{4}));
+}
+
 }  // namespace
 }  // namespace tiller::passes

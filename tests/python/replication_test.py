@@ -73,27 +73,40 @@ def test_gradients_summed_in_buckets_change_no_bit(cnn):
     replicas sum their gradients in few large messages (bucket_all_reduce)
     instead of one per gradient; every element is still added in replica
     order, so the states are the same bytes. A bucket too small for the
-    largest gradient splits the messages."""
+    largest gradient splits the messages. Without accumulation each bucket's
+    reduction starts in the backward pass (all_reduce_start, on the device's
+    collective stream) and the update waits for it (all_reduce_wait);
+    overlap_all_reduce off keeps one all_reduce in the update: the same
+    bytes again."""
     import paddle
 
     built, _ = cnn
     micro = _micro_batches("cnn_nobn", 12)
     results = {}
-    for bucket in (0, 4096, 32 << 20):
+    for bucket, overlap in ((0, True), (4096, True), (32 << 20, True), (32 << 20, False)):
         scope = paddle.static.Scope()
         T.init_scope(built, scope)
-        prog = _replicated(built, scope, all_reduce_bucket_bytes=bucket, **RTS_OFF)
+        prog = _replicated(built, scope, all_reduce_bucket_bytes=bucket,
+                           overlap_all_reduce=overlap, **RTS_OFF)
         losses = [prog.run(feed=_concat("cnn_nobn", micro[i:i + 2], False))[0]
                   for i in range(0, 12, 2)]
         state = {n: prog.session.get_state(n).copy() for n in prog.session.state_names()}
         graph = prog.session.summary().graph
-        messages = [line for line in graph.splitlines() if "= all_reduce(" in line]
-        results[bucket] = (losses, state, messages)
-    per_gradient, split, one = results[0], results[4096], results[32 << 20]
+        started = [line for line in graph.splitlines() if "= all_reduce_start(" in line]
+        waits = [line for line in graph.splitlines() if "= all_reduce_wait(" in line]
+        whole = [line for line in graph.splitlines() if "= all_reduce(" in line]
+        if overlap:
+            assert len(waits) == len(started) and not whole, graph
+            assert all("[backward" in line for line in started), started
+        else:
+            assert not started and not waits, graph
+        results[bucket, overlap] = (losses, state, started or whole)
+    per_gradient, split = results[0, True], results[4096, True]
+    one, not_overlapped = results[32 << 20, True], results[32 << 20, False]
     assert len(per_gradient[2]) == 6 and len(one[2]) == 1, (per_gradient[2], one[2])
     assert 1 < len(split[2]) < 6, split[2]
-    assert "6 gradients in one message" in one[2][0]
-    for losses, state, _ in (split, one):
+    assert "6 gradients in one message" in one[2][0] and len(not_overlapped[2]) == 1
+    for losses, state, _ in (split, one, not_overlapped):
         for a, b in zip(per_gradient[0], losses):
             np.testing.assert_array_equal(a, b)
         for name, value in per_gradient[1].items():

@@ -252,10 +252,20 @@ void CpuDevice::CopyToHost(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);
 }
 
-Dnnl& DnnlOf(backend::Device& device) {
+WorkerStream& CpuDevice::collective_stream() {
+  std::call_once(collective_once_,
+                 [this] { collective_stream_ = std::make_unique<WorkerStream>(1); });
+  return *collective_stream_;
+}
+
+CpuDevice& CpuDeviceOf(backend::Device& device) {
   auto* cpu = dynamic_cast<CpuDevice*>(&device);
   TILLER_CHECK(cpu, "device {} is not a CPU device", device.name());
-  return cpu->dnnl();
+  return *cpu;
+}
+
+Dnnl& DnnlOf(backend::Device& device) {
+  return CpuDeviceOf(device).dnnl();
 }
 
 dnnl::memory::data_type ToDnnl(DType t) {

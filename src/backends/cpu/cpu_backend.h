@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -110,13 +111,22 @@ class CpuDevice : public backend::Device {
   void CopyFromHost(void* dst, const void* src, size_t bytes) override;
   void CopyToHost(void* dst, const void* src, size_t bytes) override;
   Dnnl& dnnl() { return dnnl_; }
+  // A second worker, for collectives that run while the device computes
+  // (all_reduce_start): one thread, FIFO, so every rank issues its
+  // reductions in program order. Made on first use.
+  WorkerStream& collective_stream();
 
  private:
   int threads_;
   size_t capacity_;
   Dnnl dnnl_;
   WorkerStream stream_;
+  std::once_flag collective_once_;
+  std::unique_ptr<WorkerStream> collective_stream_;
 };
+
+// The CPU device `device` is (a kernel's device); fails for another kind.
+CpuDevice& CpuDeviceOf(backend::Device& device);
 
 // The CPU backend object (registered as "cpu").
 const backend::Backend& CpuBackend();

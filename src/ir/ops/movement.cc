@@ -11,6 +11,14 @@
 //     as well as replicas folds into it, saving a pass over the gradients).
 //     Several inputs of one dtype are reduced as one message (a bucket: the
 //     bucket_all_reduce pass), output i for input i.
+//   all_reduce_start(x...) {reduction, group, scale}: the inputs packed into
+//     one flat message, whose reduction starts on the device's collective
+//     stream and goes on while later ops run (the overlap_all_reduce pass
+//     puts it in the backward pass, where its gradients are ready); out is
+//     that message, complete only once all_reduce_wait has read it.
+//   all_reduce_wait(message) {dims, ranks}: waits for the reduction, then
+//     unpacks it into outputs of the given shapes (ranks[i] dims each, from
+//     dims in turn).
 //   reduce_scatter(x) {reduction, group, axis, parts, rank, scale}: scale x
 //     x reduced over the group, then part `rank` of dim `axis` split into
 //     `parts` contiguous parts of balanced sizes (core/shape.h PartOf). Each
@@ -73,6 +81,36 @@ void InferAllGather(InferContext& ctx) {
   ctx.AddOutput(t);
 }
 
+void InferAllReduceStart(InferContext& ctx) {
+  int64_t total = 0;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (ctx.input(i).dtype != ctx.input(0).dtype)
+      ctx.Fail("input {} is {}, input 0 {}: a message holds one dtype", i,
+               DTypeName(ctx.input(i).dtype), DTypeName(ctx.input(0).dtype));
+    total += NumElements(ctx.input(i).shape);
+  }
+  ctx.AddOutput({ctx.input(0).dtype, {total}});
+}
+
+void InferAllReduceWait(InferContext& ctx) {
+  const std::vector<int64_t>& dims = ctx.op().GetInts("dims");
+  const std::vector<int64_t>& ranks = ctx.op().GetInts("ranks");
+  size_t at = 0;
+  int64_t total = 0;
+  for (int64_t r : ranks) {
+    if (r < 0 || at + static_cast<size_t>(r) > dims.size())
+      ctx.Fail("ranks {} do not split dims {}", ShapeToString(ranks), ShapeToString(dims));
+    Shape shape(dims.begin() + static_cast<std::ptrdiff_t>(at),
+                dims.begin() + static_cast<std::ptrdiff_t>(at + r));
+    at += static_cast<size_t>(r);
+    total += NumElements(shape);
+    ctx.AddOutput({ctx.input(0).dtype, shape});
+  }
+  if (at != dims.size() || ctx.input(0).shape != Shape{total})
+    ctx.Fail("dims {} in ranks {} do not unpack a message of {}", ShapeToString(dims),
+             ShapeToString(ranks), ShapeToString(ctx.input(0).shape));
+}
+
 void InferRecv(InferContext& ctx) {
   DType dtype;
   if (!ParseDType(ctx.op().GetStr("dtype"), &dtype)) ctx.Fail("bad dtype");
@@ -120,6 +158,17 @@ const bool kRegistered = [] {
                        .Attr("scale", 1.0)
                        .Precision(kFollows)
                        .Layout(LayoutRule::kAgnostic));
+  RegisterOpSchema(OpSchema{"all_reduce_start", 1, 1 << 20, InferAllReduceStart}
+                       .Attr("reduction", "sum")
+                       .Attr("group", std::vector<int64_t>{})
+                       .Attr("scale", 1.0)
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kFixed));
+  RegisterOpSchema(OpSchema{"all_reduce_wait", 1, 1, InferAllReduceWait}
+                       .RequiredAttr("dims", AttrKind::kInts)
+                       .RequiredAttr("ranks", AttrKind::kInts)
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kFixed));
   RegisterOpSchema(OpSchema{"reduce_scatter", 1, 1, InferReduceScatter}
                        .Attr("reduction", "sum")
                        .Attr("group", std::vector<int64_t>{})

@@ -2,9 +2,15 @@
 // (backend/collective.h); the kernel hands it the op's buffers.
 #include "backend/collective.h"
 
+#include <condition_variable>
 #include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <vector>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernel.h"
 #include "core/error.h"
 
@@ -78,6 +84,123 @@ std::unique_ptr<Kernel> MakeAllReduce(const ir::Op& op, backend::Device& device)
       static_cast<size_t>(total) * item);
 }
 
+// all_reduce_start / all_reduce_wait: one reduction in flight between a
+// pair of kernels (keyed by the start op, which the wait op reads), run on
+// the device's collective stream while the device computes.
+struct InFlight {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = true;
+  std::exception_ptr error;
+
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+  }
+};
+
+std::shared_ptr<InFlight> InFlightOf(const ir::Op* start) {
+  static std::mutex mu;
+  static std::map<const ir::Op*, std::weak_ptr<InFlight>> pairs;
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto it = pairs.begin(); it != pairs.end();)  // drop the pairs of freed kernels
+    it = it->second.expired() ? pairs.erase(it) : std::next(it);
+  std::weak_ptr<InFlight>& slot = pairs[start];
+  std::shared_ptr<InFlight> state = slot.lock();
+  if (!state) slot = state = std::make_shared<InFlight>();
+  return state;
+}
+
+// Packs the inputs into the message (its output) and hands the reduction
+// to the collective stream; a later run's start waits for the earlier
+// reduction first (its wait has read it by then), and so does the kernel's
+// destructor, so the stream never writes into freed storage.
+class AllReduceStartKernel : public Kernel {
+ public:
+  AllReduceStartKernel(std::shared_ptr<InFlight> state, WorkerStream& stream,
+                       backend::Collective* group, int rank, std::vector<int64_t> counts,
+                       DType dtype, double scale)
+      : state_(std::move(state)),
+        stream_(stream),
+        group_(group),
+        rank_(rank),
+        counts_(std::move(counts)),
+        dtype_(dtype),
+        scale_(scale) {}
+  ~AllReduceStartKernel() override { state_->Wait(); }
+
+  void Run(const KernelArgs& args) override {
+    state_->Wait();
+    const size_t item = DTypeSize(dtype_);
+    auto* message = static_cast<std::byte*>(args.outputs[0]);
+    size_t at = 0;
+    int64_t total = 0;
+    for (size_t i = 0; i < counts_.size(); ++i) {
+      std::memcpy(message + at, args.inputs[i], counts_[i] * item);
+      at += counts_[i] * item;
+      total += counts_[i];
+    }
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->done = false;
+      state_->error = nullptr;
+    }
+    stream_.Submit([state = state_, group = group_, rank = rank_, message, total, dtype = dtype_,
+                    scale = scale_] {
+      std::exception_ptr error;
+      try {
+        group->AllReduceSum(rank, message, message, total, dtype, scale);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->error = error;
+      state->done = true;
+      state->cv.notify_all();
+    });
+  }
+
+ private:
+  std::shared_ptr<InFlight> state_;
+  WorkerStream& stream_;
+  backend::Collective* group_;
+  const int rank_;
+  const std::vector<int64_t> counts_;
+  const DType dtype_;
+  const double scale_;
+};
+
+std::unique_ptr<Kernel> MakeAllReduceStart(const ir::Op& op, backend::Device& device) {
+  backend::Collective* group = Group(op, device);
+  const double scale = ReductionScale(op, *group);
+  std::vector<int64_t> counts;
+  for (const ir::Value* v : op.inputs) counts.push_back(NumElements(v->shape()));
+  return std::make_unique<AllReduceStartKernel>(
+      InFlightOf(&op), CpuDeviceOf(device).collective_stream(), group, device.replica_rank(),
+      std::move(counts), op.inputs[0]->dtype(), scale);
+}
+
+// Waits for its start's reduction (rethrowing its error), then unpacks the
+// message into the outputs.
+std::unique_ptr<Kernel> MakeAllReduceWait(const ir::Op& op, backend::Device& device) {
+  const ir::Op* start = op.inputs[0]->producer;
+  TILLER_CHECK(start && start->type == "all_reduce_start", "{} ({}) reads no all_reduce_start",
+               op.type, op.name);
+  std::shared_ptr<InFlight> state = InFlightOf(start);
+  std::vector<size_t> bytes;
+  for (const ir::Value* v : op.outputs) bytes.push_back(v->bytes());
+  return std::make_unique<LambdaKernel>([state, bytes](const KernelArgs& args) {
+    state->Wait();
+    if (state->error) std::rethrow_exception(state->error);
+    const auto* message = static_cast<const std::byte*>(args.inputs[0]);
+    size_t at = 0;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      std::memcpy(args.outputs[i], message + at, bytes[i]);
+      at += bytes[i];
+    }
+  });
+}
+
 std::unique_ptr<Kernel> MakeReduceScatter(const ir::Op& op, backend::Device& device) {
   backend::Collective* group = Group(op, device);
   const double scale = ReductionScale(op, *group);
@@ -103,6 +226,10 @@ std::unique_ptr<Kernel> MakeAllGather(const ir::Op& op, backend::Device& device)
 
 TILLER_CPU_KERNEL("all_reduce", MakeAllReduce,
                   Signature("T... -> T...").Where("T", {DType::kF32, DType::kF64}));
+TILLER_CPU_KERNEL("all_reduce_start", MakeAllReduceStart,
+                  Signature("T... -> T").Where("T", {DType::kF32, DType::kF64}));
+TILLER_CPU_KERNEL("all_reduce_wait", MakeAllReduceWait,
+                  Signature("T -> T...").Where("T", {DType::kF32, DType::kF64}));
 TILLER_CPU_KERNEL("reduce_scatter", MakeReduceScatter,
                   Signature("T -> T").Where("T", {DType::kF32, DType::kF64}));
 TILLER_CPU_KERNEL("all_gather", MakeAllGather,
