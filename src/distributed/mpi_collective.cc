@@ -149,10 +149,25 @@ class MpiCollective : public Collective {
     CheckSum(dtype, "all-reduce");
     Publish(local, in, out);
     if (local == 0) {
-      const PartRange mine = ProcessRange(count, process_);
-      SumMyRange(count, dtype, scale, static_cast<std::byte*>(out_[0]) + mine.begin * Item(dtype),
-                 "all-reduce");
-      GatherRanges(count, dtype, out_[0], "all-reduce");
+      // In chunks of kChunk elements, each a complete all-reduce of its
+      // elements: what a rank sends, receives and sums stays in cache
+      // (measured here: 2 processes, 1 MiB messages 4.5 GB/s bus bandwidth,
+      // 16-64 MiB ones 1.6). Elements are summed as before.
+      const size_t item = Item(dtype);
+      const std::vector<const void*> inputs = in_;
+      std::byte* const whole = static_cast<std::byte*>(out_[0]);
+      int64_t at = 0;
+      do {
+        const int64_t n = std::min(kChunk, count - at);
+        for (int l = 0; l < local_; ++l)
+          in_[l] = static_cast<const std::byte*>(inputs[l]) + at * item;
+        std::byte* chunk = whole + at * item;
+        const PartRange mine = ProcessRange(n, process_);
+        SumMyRange(n, dtype, scale, chunk + mine.begin * item, "all-reduce");
+        GatherRanges(n, dtype, chunk, "all-reduce");
+        at += n;
+      } while (at < count);
+      in_ = inputs;
     }
     LocalBarrier();
     if (local != 0 && out != out_[0] && count)
@@ -328,6 +343,7 @@ class MpiCollective : public Collective {
     if (local_ > 1) barrier_.Wait();
   }
 
+  static constexpr int64_t kChunk = int64_t{1} << 18;
   const int local_;
   const double timeout_s_;
   MPI_Comm comm_ = MPI_COMM_NULL;

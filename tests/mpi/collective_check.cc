@@ -115,7 +115,8 @@ int main(int argc, char** argv) {
   tiller::backend::ProcessGroup& job = tiller::runtime::MpiProcessGroup();
   auto mpi = job.MakeCollective(local);
   const int first = job.rank() * local;
-  for (int64_t count : {0, 1, 5, 1000, 100003}) {
+  // 600001 elements: several of the MPI path's chunks (2^18 elements), the last partial.
+  for (int64_t count : {0, 1, 5, 1000, 100003, 600001}) {
     for (double scale : {1.0, 0.25}) {
       CheckAll<float>(*mpi, first, local, count, scale, DType::kF32);
       CheckAll<double>(*mpi, first, local, count, scale, DType::kF64);
