@@ -317,7 +317,8 @@ class TrainingSession {
   // <prefix>.pdparams and <prefix>.pdopt, pickles of {name: numpy array}
   // split by StateTensorInfo::file, so paddle.static.load and LoadCheckpoint
   // read it. The directory of the prefix is created if needed; each file is
-  // replaced atomically (an interrupted save leaves the previous file).
+  // replaced atomically (an interrupted save leaves the previous file);
+  // then <prefix>.tiller.json, the manifest (see LoadCheckpoint).
   // Distribution: every process calls it; rank 0 alone writes, and every
   // process throws if rank 0 failed.
   void SaveCheckpoint(const std::string& path_prefix) const;
@@ -330,8 +331,12 @@ class TrainingSession {
   // Throws kNotFound (.pdparams or variables missing), kDataLoss (a file is
   // corrupt), kUnimplemented (a pickle of something else), kInvalidArgument
   // (an element count or dtype that differs from the program's). The step
-  // counter (StepCount, which seeds dropout masks) is not part of Paddle's
-  // format: a new session resumed from a checkpoint counts from 0.
+  // counter (StepCount, which seeds dropout masks) and loss scaling's state
+  // are not part of Paddle's format: SaveCheckpoint writes them, with a hash
+  // of every tensor, into <prefix>.tiller.json, and LoadCheckpoint restores
+  // them (a resumed run with dropout repeats the uninterrupted one) and
+  // refuses (kDataLoss) a tensor whose bytes do not match, naming it. A
+  // checkpoint without that file (Paddle's) counts from 0.
   // Distribution: every process calls it; rank 0 reads the files and every
   // process takes rank 0's state.
   void LoadCheckpoint(const std::string& path_prefix);

@@ -11,9 +11,11 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <list>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <system_error>
@@ -25,6 +27,8 @@
 #include "compile/plan.h"
 #include "compile/trace.h"
 #include "core/aligned_buffer.h"
+#include "core/atomic_file.h"
+#include "core/content_hash.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "frontend/paddle/pickle.h"
@@ -366,6 +370,9 @@ struct TrainingSession::Impl {
 
   // LoadCheckpoint's reading and checking, into `states`.
   void ReadCheckpoint(const std::string& path_prefix);
+  // SaveCheckpoint's manifest of what it wrote (ManifestPath).
+  void WriteManifest(const std::string& prefix, const std::vector<paddle::ArrayView>& params,
+                     const std::vector<paddle::ArrayView>& opts) const;
 
   // Distribution: runs `work` on rank 0 only and lets every process know
   // whether it succeeded (rank 0 rethrows its error, the others say that
@@ -1098,7 +1105,50 @@ void TrainingSession::SaveCheckpoint(const std::string& path_prefix) const {
     }
     paddle::WriteArrayPickle(path_prefix + ".pdparams", params);
     paddle::WriteArrayPickle(path_prefix + ".pdopt", opts);
+    // Last: a manifest names a complete pair of files.
+    s.WriteManifest(path_prefix, params, opts);
   });
+}
+
+// <prefix>.tiller.json: what Paddle's pickles do not hold (the step count,
+// which draws dropout masks and tells where the data was; loss scaling's
+// state) and each tensor's hash, so a torn or bit-flipped checkpoint is
+// refused naming the tensor. Paddle's own checkpoints have none.
+static std::string ManifestPath(const std::string& prefix) {
+  return prefix + ".tiller.json";
+}
+
+void TrainingSession::Impl::WriteManifest(const std::string& prefix,
+                                          const std::vector<paddle::ArrayView>& params,
+                                          const std::vector<paddle::ArrayView>& opts) const {
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& [file, views] : {std::pair{".pdparams", &params}, {".pdopt", &opts}}) {
+    for (const paddle::ArrayView& v : *views)
+      tensors.push_back({{"name", v.name},
+                         {"file", file},
+                         {"dtype", v.dtype},
+                         {"shape", std::vector<int64_t>(v.shape.begin(), v.shape.end())},
+                         {"hash", ContentHashHex(v.data)}});
+  }
+  const Replica& r = replicas[0];
+  const nlohmann::json manifest = {
+      {"format", "tiller-checkpoint 1"},
+      {"step", steps},
+      // The global micro-batches the steps consumed: where the data is.
+      {"micro_batches", steps * options.accumulation_factor * GroupSize()},
+      {"replicas", GroupSize()},
+      {"accumulation_factor", options.accumulation_factor},
+      {"random_seed", options.random_seed},
+      {"loss_scaling",
+       {{"scale", r.loss_scale},
+        {"good_updates", r.good_updates},
+        {"bad_updates", r.bad_updates},
+        {"skipped", r.skipped}}},
+      {"tensors", tensors}};
+  const std::string text = manifest.dump(1);
+  AtomicFile file(ManifestPath(prefix), "checkpoint manifest");
+  file.Write(text.data(), text.size());
+  file.Commit();
 }
 
 void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
@@ -1107,7 +1157,17 @@ void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
   // Across processes rank 0 reads it (the files need only be on its disk)
   // and every process takes rank 0's state.
   s.OnRankZero(fmt::format("checkpoint '{}'", path_prefix), [&] { s.ReadCheckpoint(path_prefix); });
-  if (s.process_group) s.BroadcastStates();
+  if (s.process_group) {
+    s.BroadcastStates();
+    // The manifest's counters, as rank 0 read them.
+    s.process_group->Broadcast(0, &s.steps, sizeof s.steps);
+    for (Impl::Replica& r : s.replicas) {
+      s.process_group->Broadcast(0, &r.loss_scale, sizeof r.loss_scale);
+      s.process_group->Broadcast(0, &r.good_updates, sizeof r.good_updates);
+      s.process_group->Broadcast(0, &r.bad_updates, sizeof r.bad_updates);
+      s.process_group->Broadcast(0, &r.skipped, sizeof r.skipped);
+    }
+  }
   s.replicas_stale = true;
 }
 
@@ -1169,11 +1229,55 @@ void TrainingSession::Impl::ReadCheckpoint(const std::string& path_prefix) {
     TILLER_CHECK(a.data->size() == st.declared_type().bytes(), "'{}': {} bytes for {}", name,
                  a.data->size(), st.type.ToString());
   }
+  // Tiller's manifest, when the checkpoint has one: every tensor as saved.
+  std::optional<nlohmann::json> manifest;
+  const std::string manifest_path = ManifestPath(path_prefix);
+  if (std::filesystem::exists(manifest_path)) {
+    std::ifstream in(manifest_path);
+    try {
+      manifest = nlohmann::json::parse(in);
+      for (const nlohmann::json& t : manifest->at("tensors")) {
+        const std::string name = t.at("name").get<std::string>();
+        auto it = values.find(name);
+        if (it == values.end())
+          Fail(ErrorKind::kDataLoss,
+               "checkpoint '{}': tensor '{}' of its manifest is in neither file (a torn or mixed "
+               "checkpoint)",
+               path_prefix, name);
+        const paddle::PickledArray& a = it->second;
+        const std::string hash =
+            ContentHashHex({reinterpret_cast<const std::byte*>(a.data->data()), a.data->size()});
+        // The bytes and their dtype (a reshaped copy of the same array
+        // loads, as Paddle's checkpoints do).
+        if (a.dtype != t.at("dtype").get<std::string>() || hash != t.at("hash").get<std::string>())
+          Fail(ErrorKind::kDataLoss,
+               "checkpoint '{}': tensor '{}' does not match the manifest ({} hash {}, recorded "
+               "{} hash {}): the file is corrupt, torn or from another save",
+               path_prefix, name, a.dtype, hash, t.at("dtype").get<std::string>(),
+               t.at("hash").get<std::string>());
+      }
+      manifest->at("step").get<int64_t>();
+    } catch (const nlohmann::json::exception& e) {
+      Fail(ErrorKind::kDataLoss, "checkpoint manifest '{}' is corrupt: {}", manifest_path,
+           e.what());
+    }
+  }
   for (const std::string& name : s.info.state) {
     const paddle::PickledArray& a = values.at(name);
     Impl::State& st = s.states.at(name);
     Impl::Store(st, a.data->data());
     st.set = true;
+  }
+  if (manifest) {
+    // The run goes on where it was: dropout masks, loss scaling.
+    s.steps = manifest->at("step").get<int64_t>();
+    const nlohmann::json& ls = manifest->at("loss_scaling");
+    for (Replica& r : s.replicas) {
+      r.loss_scale = ls.at("scale").get<double>();
+      r.good_updates = ls.at("good_updates").get<int>();
+      r.bad_updates = ls.at("bad_updates").get<int>();
+      r.skipped = ls.at("skipped").get<int64_t>();
+    }
   }
   s.replicas_stale = true;
 }

@@ -203,7 +203,8 @@ def test_checkpoint_refusals_name_the_problem_and_change_nothing(cnn, tmp_path):
     prog.run(feed=batches[0])
     prefix = str(tmp_path / "deep" / "dir" / "ck")   # save creates the directory
     prog.save(prefix)
-    assert sorted(os.listdir(tmp_path / "deep" / "dir")) == ["ck.pdopt", "ck.pdparams"]
+    assert sorted(os.listdir(tmp_path / "deep" / "dir")) == ["ck.pdopt", "ck.pdparams",
+                                                             "ck.tiller.json"]
     good = _state(prog)
     params, opts = _load(prefix)
     w = sorted(params)[0]
