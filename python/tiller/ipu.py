@@ -35,6 +35,7 @@ import warnings
 import numpy as np
 
 from . import _tiller, shard
+from . import distributed as _distributed
 from ._tiller import TillerError
 
 __all__ = ["IpuStrategy", "IpuCompiledProgram", "Executor", "TillerError"]
@@ -132,7 +133,10 @@ class IpuStrategy:
             note = self._options.set(key, value)
             if note is not None and key not in self._noted:
                 self._noted.add(key)
-                warnings.warn(f"tiller: {note}", stacklevel=2)
+                # Under an MPI launcher every rank runs the same script:
+                # rank 0 alone says it.
+                if _distributed.is_main_process():
+                    warnings.warn(f"tiller: {note}", stacklevel=2)
 
     def get_option(self, name):
         """The option's value (Paddle's ``get_option``: the 'value' of

@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string_view>
 
 #include "compile/executable.h"
 #include "compile/half_fallback.h"
@@ -125,6 +127,16 @@ std::string SlowHalfPrecisionMessage(compile::Precision p, bool bf16_instruction
       bf16.half_gflops, bf16.float32_gflops);
 }
 
+// Under an MPI launcher every rank runs the same program: rank 0 alone
+// prints notes (Open MPI's, PMIx's or PMI's rank variable; none: rank 0).
+static bool IsMainProcess() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    const char* value = std::getenv(name);
+    if (value && *value) return std::string_view(value) == "0";
+  }
+  return true;
+}
+
 void ReportSlowHalfPrecisionOnce(compile::Precision p) {
   static std::mutex mu;
   static std::set<compile::Precision> reported;
@@ -136,7 +148,7 @@ void ReportSlowHalfPrecisionOnce(compile::Precision p) {
       p, CpuHasBF16Arithmetic(),
       compile::BackendMultipliesIn(*backend::FindBackend("cpu"), DType::kBF16), MeasuredBF16Speed);
   std::lock_guard<std::mutex> lock(mu);
-  if (reported.insert(p).second && !message.empty())
+  if (reported.insert(p).second && !message.empty() && IsMainProcess())
     std::fprintf(stderr, "tiller: %s\n", message.c_str());
 }
 

@@ -228,3 +228,19 @@ def test_local_batch_picks_this_process_replicas_micro_batches():
         dist.local_batch(feed, 6, replicas=2, process=0, processes=2)
     with pytest.raises(ValueError, match="process 2 of 2"):
         dist.local_batch(feed, 16, replicas=2, process=2, processes=2)
+
+
+@pytest.mark.parametrize("rank, warns", [("0", True), ("1", False)])
+def test_only_rank_zero_prints_notes(rank, warns):
+    """Every rank of a job runs the same script: a note about an option
+    without effect is printed by rank 0 alone."""
+    code = ("import warnings, tiller\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    tiller.IpuStrategy().set_options({'available_memory_proportion': 0.5})\n"
+            "print('NOTES', sum('no effect' in str(x.message) for x in w))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "OMPI_COMM_WORLD_RANK": rank,
+                                         "OMPI_COMM_WORLD_SIZE": "2"})
+    assert p.returncode == 0, p.stderr
+    assert f"NOTES {1 if warns else 0}" in p.stdout, p.stdout + p.stderr

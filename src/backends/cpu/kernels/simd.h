@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 
 #if defined(__AVX512F__) || defined(__AVX2__)
