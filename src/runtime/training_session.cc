@@ -52,7 +52,7 @@ namespace tiller::runtime {
 // against what the options say (Paddle's global_replication_factor and
 // global_replica_offset, which IPU scripts compute from the launcher's
 // environment).
-void ResolveDistribution(training::SessionOptions& options, const std::string& program) {
+static void ResolveDistribution(training::SessionOptions& options, const std::string& program) {
   backend::ProcessGroup& job = MpiProcessGroup();
   const int replicas = std::max(options.replicas, 1);
   const int global = job.size() * replicas, offset = job.rank() * replicas;
@@ -358,11 +358,12 @@ struct TrainingSession::Impl {
   }
 
   // Distribution: every process takes rank 0's state (states: a sorted map,
-  // so every process broadcasts them in the same order).
-  void BroadcastStates() {
+  // so every process broadcasts them in the same order). `loaded`: rank 0
+  // set every state from a checkpoint, so every process's state is set.
+  void BroadcastStates(bool loaded = false) {
     for (auto& [name, st] : states) {
       process_group->Broadcast(0, st.data.data(), st.data.size());
-      st.set = true;
+      if (loaded) st.set = true;
     }
     state_broadcast = true;
     replicas_stale = true;
@@ -1158,7 +1159,7 @@ void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
   // and every process takes rank 0's state.
   s.OnRankZero(fmt::format("checkpoint '{}'", path_prefix), [&] { s.ReadCheckpoint(path_prefix); });
   if (s.process_group) {
-    s.BroadcastStates();
+    s.BroadcastStates(/*loaded=*/true);
     // The manifest's counters, as rank 0 read them.
     s.process_group->Broadcast(0, &s.steps, sizeof s.steps);
     for (Impl::Replica& r : s.replicas) {
