@@ -76,6 +76,21 @@ int OverlapAllReduce(ir::Graph& g) {
     if (op->type == "all_reduce" && op->placement.phase == ir::Phase::kUpdate)
       reductions.push_back(op.get());
   }
+  // A rank's collectives meet its peers' in program order, one at a time: a
+  // reduction in flight on the collective stream must not meet another
+  // collective that the device's own stream runs meanwhile (a
+  // reduce_scatter of replicated tensor sharding, an all_reduce of a state).
+  // Only where every collective can be split does any split.
+  for (const auto& op : g.ops()) {
+    const bool collective = op->type == "all_reduce" || op->type == "reduce_scatter" ||
+                            op->type == "all_gather" || op->type == "send" || op->type == "recv";
+    if (!collective) continue;
+    bool splittable = op->type == "all_reduce" && op->placement.phase == ir::Phase::kUpdate;
+    for (const ir::Value* in : op->inputs)
+      splittable =
+          splittable && in->producer && in->producer->placement.phase == ir::Phase::kBackward;
+    if (!splittable) return 0;
+  }
   int split = 0;
   for (ir::Op* reduce : reductions) {
     // Every input computed in the backward pass (not an accumulator or a

@@ -71,8 +71,10 @@ def _assert_same_model(ref, got, what):
     (2, 2, ("stages=2", "pipeline=1", "accumulate=4", "updates=10")),  # 2-stage replicas
     (2, 4, ("rts=1",)),     # optimizer state sharded over the 4 replicas of 2 processes
     (4, 4, ("rts=1",)),
+    # Paddle's threshold: large tensors reduce-scattered, small ones all-reduced.
+    (2, 2, ("rts=1", "rts_min=8192")),
 ], ids=["np2", "np4", "np2x2", "np2-accumulate-dropout", "np2-pipelined", "np2x2-sharded-state",
-        "np4-sharded-state"])
+        "np4-sharded-state", "np2-sharded-large-state"])
 def test_job_trains_the_one_process_model(tmp_path, processes, global_replicas, extra):
     ref = _train(tmp_path, "one", global_replicas, None, *extra)
     got = _train(tmp_path, "job", global_replicas, processes, *extra)

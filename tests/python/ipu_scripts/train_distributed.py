@@ -8,7 +8,8 @@ replicas' micro-batches only (tiller.distributed.local_batch).
 
 KEY=VALUE: updates=N (default 20), accumulate=N (gradient accumulation,
 default 1), stages=N (devices per replica, manual sharding), pipeline=1,
-rts=1 (replicated tensor sharding of the optimizer state), dropout=P (BERT's hidden and attention dropout: masks drawn per
+rts=1 (replicated tensor sharding of the optimizer state; rts_min=N: only
+of tensors of N elements or more, Paddle's default 8192), dropout=P (BERT's hidden and attention dropout: masks drawn per
 micro-batch), die_at=N:RANK (that rank SIGKILLs itself before update N), hang_at=N:RANK
 (that rank stops itself, SIGSTOP, before update N),
 distribute=0 (each process trains alone: the wrong setup), save_at=N:PREFIX
@@ -72,7 +73,8 @@ with T.static_mode():
     rts = args.get("rts", "0") == "1"
     options = {"num_threads": local * stages,
                "location_optimizer": {"use_replicated_tensor_sharding": rts,
-                                      "min_elements_for_replicated_tensor_sharding": 0}}
+                                      "min_elements_for_replicated_tensor_sharding":
+                                      int(args.get("rts_min", 0))}}
     if local > 1:
         options.update({"enable_replicated_graphs": True, "replicated_graph_count": local})
     if processes > 1 and distribute:
