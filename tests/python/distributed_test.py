@@ -10,6 +10,7 @@ job whose processes do not talk shows the comparison fails when the
 collectives do not run.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -162,7 +163,9 @@ def test_a_rank_that_stops_answering_ends_the_job_within_the_timeout(tmp_path):
     assert p.returncode != 0
     assert 4 <= seconds < 60, seconds
     out = p.stdout + p.stderr
-    assert "tiller: rank 0 of 2 waited 4 s in all-reduce" in out, out[-3000:]
+    # "waited 4 s" unless the machine held the waiting thread back a while.
+    assert re.search(r"tiller: rank 0 of 2 waited \d+ s in all-reduce #\d+ \(\d+ bytes\)",
+                     out), out[-3000:]
     assert "a rank died or stopped answering" in out
     _assert_no_process_left()
 
@@ -206,14 +209,18 @@ with T.static_mode():
         tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=s).compile(
             built.feed_names, built.fetch_list)
     except tiller.TillerError as e:
-        print("REFUSED", dist.rank(), e, flush=True)
+        # A file per rank: the ranks' stdout lines can interleave in mpirun's.
+        open({str(tmp_path)!r} + f"/refused.{{dist.rank()}}", "w").write(str(e))
 """)
     p = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2", sys.executable,
                         str(script)], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
-    refused = [line for line in p.stdout.splitlines() if line.startswith("REFUSED")]
-    assert refused, p.stdout[-2000:] + p.stderr[-2000:]
-    assert any(message in line for line in refused), refused
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    # Every rank refused: one with the reason, the other naming that rank.
+    refused = [(tmp_path / f"refused.{r}").read_text() for r in range(2)]
+    assert any(message in text for text in refused), refused
+    assert all(message in text or "of the job refused its distribution options" in text
+               for text in refused), refused
 
 
 def test_local_batch_picks_this_process_replicas_micro_batches():
