@@ -68,19 +68,21 @@ void OrderAllReduceByReadiness(ir::Graph& g) {
 }  // namespace
 
 int OverlapAllReduce(ir::Graph& g) {
+  // The ops as they stand, and each one's place among them.
+  std::vector<const ir::Op*> order;
   std::map<const ir::Op*, size_t> index;
   std::vector<ir::Op*> reductions;
-  size_t n = 0;
   for (const auto& op : g.ops()) {
-    index[op.get()] = n++;
-    if (op->type == "all_reduce" && op->placement.phase == ir::Phase::kUpdate)
-      reductions.push_back(op.get());
+    index[op.get()] = order.size();
+    order.push_back(op.get());
+    if (op->type == "all_reduce") reductions.push_back(op.get());
   }
   // A rank's collectives meet its peers' in program order, one at a time: a
   // reduction in flight on the collective stream must not meet another
   // collective that the device's own stream runs meanwhile (a
   // reduce_scatter of replicated tensor sharding, an all_reduce of a state).
-  // Only where every collective can be split does any split.
+  // Only where every collective can be split (an all_reduce in the update
+  // of gradients computed in the backward pass) does any split.
   for (const auto& op : g.ops()) {
     const bool collective = op->type == "all_reduce" || op->type == "reduce_scatter" ||
                             op->type == "all_gather" || op->type == "send" || op->type == "recv";
@@ -93,25 +95,13 @@ int OverlapAllReduce(ir::Graph& g) {
   }
   int split = 0;
   for (ir::Op* reduce : reductions) {
-    // Every input computed in the backward pass (not an accumulator or a
-    // state), the last of them where the reduction can start.
+    // The reduction starts right after the last of its gradients (before
+    // the op that followed it; an earlier start put there stays before).
     const ir::Op* last = nullptr;
-    bool backward = true;
-    for (const ir::Value* in : reduce->inputs) {
-      const ir::Op* p = in->producer;
-      if (!p || p->placement.phase != ir::Phase::kBackward) backward = false;
-      if (p && (!last || index.at(p) > index.at(last))) last = p;
-    }
-    if (!backward || !last) continue;
-    // The op after the last producer: the start goes right before it.
-    const ir::Op* next = nullptr;
-    for (size_t k = 0; k + 1 < g.ops().size(); ++k) {
-      if (g.ops()[k].get() == last) {
-        next = g.ops()[k + 1].get();
-        break;
-      }
-    }
-    g.SetInsertionPoint(next);
+    for (const ir::Value* in : reduce->inputs)
+      if (!last || index.at(in->producer) > index.at(last)) last = in->producer;
+    const size_t after = index.at(last) + 1;
+    g.SetInsertionPoint(after < order.size() ? order[after] : nullptr);
     ir::Op* start;
     {
       ir::ScopedPlacement place(g, last->placement);

@@ -49,6 +49,33 @@ void CheckParts(const ir::Op& op, const backend::Device& device, const backend::
          op.GetInt("rank"), op.GetInt("parts"), device.replica_rank(), group.size());
 }
 
+// The byte sizes of `values`, and the elements of all of them.
+std::vector<size_t> ByteSizes(const std::vector<ir::Value*>& values, int64_t* elements) {
+  std::vector<size_t> bytes;
+  *elements = 0;
+  for (const ir::Value* v : values) {
+    bytes.push_back(v->bytes());
+    *elements += NumElements(v->shape());
+  }
+  return bytes;
+}
+
+// A bucket's tensors packed one after another into `message`, and back.
+void Pack(const std::vector<size_t>& bytes, const std::vector<const void*>& from,
+          std::byte* message) {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::memcpy(message, from[i], bytes[i]);
+    message += bytes[i];
+  }
+}
+void Unpack(const std::vector<size_t>& bytes, const std::byte* message,
+            const std::vector<void*>& to) {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::memcpy(to[i], message, bytes[i]);
+    message += bytes[i];
+  }
+}
+
 // One input: reduced where it lies. Several (a bucket): packed into the
 // workspace, reduced as one message, unpacked; the sums are those of one
 // all-reduce per input (elementwise, in rank order, then scaled).
@@ -57,31 +84,21 @@ std::unique_ptr<Kernel> MakeAllReduce(const ir::Op& op, backend::Device& device)
   const double scale = ReductionScale(op, *group);
   const int rank = device.replica_rank();
   const DType dtype = op.inputs[0]->dtype();
-  std::vector<int64_t> counts;
   int64_t total = 0;
-  for (const ir::Value* v : op.inputs) total += counts.emplace_back(NumElements(v->shape()));
-  if (counts.size() == 1)
+  const std::vector<size_t> bytes = ByteSizes(op.inputs, &total);
+  if (bytes.size() == 1)
     return std::make_unique<LambdaKernel>(
         [group, rank, total, dtype, scale](const KernelArgs& args) {
           group->AllReduceSum(rank, args.inputs[0], args.outputs[0], total, dtype, scale);
         });
-  const size_t item = DTypeSize(dtype);
   return std::make_unique<LambdaKernel>(
-      [group, rank, counts, total, dtype, scale, item](const KernelArgs& args) {
+      [group, rank, bytes, total, dtype, scale](const KernelArgs& args) {
         auto* packed = static_cast<std::byte*>(args.workspace);
-        size_t at = 0;
-        for (size_t i = 0; i < counts.size(); ++i) {
-          std::memcpy(packed + at, args.inputs[i], counts[i] * item);
-          at += counts[i] * item;
-        }
+        Pack(bytes, args.inputs, packed);
         group->AllReduceSum(rank, packed, packed, total, dtype, scale);
-        at = 0;
-        for (size_t i = 0; i < counts.size(); ++i) {
-          std::memcpy(args.outputs[i], packed + at, counts[i] * item);
-          at += counts[i] * item;
-        }
+        Unpack(bytes, packed, args.outputs);
       },
-      static_cast<size_t>(total) * item);
+      static_cast<size_t>(total) * DTypeSize(dtype));
 }
 
 // all_reduce_start / all_reduce_wait: one reduction in flight between a
@@ -118,35 +135,29 @@ std::shared_ptr<InFlight> InFlightOf(const ir::Op* start) {
 class AllReduceStartKernel : public Kernel {
  public:
   AllReduceStartKernel(std::shared_ptr<InFlight> state, WorkerStream& stream,
-                       backend::Collective* group, int rank, std::vector<int64_t> counts,
-                       DType dtype, double scale)
+                       backend::Collective* group, int rank, std::vector<size_t> bytes,
+                       int64_t total, DType dtype, double scale)
       : state_(std::move(state)),
         stream_(stream),
         group_(group),
         rank_(rank),
-        counts_(std::move(counts)),
+        bytes_(std::move(bytes)),
+        total_(total),
         dtype_(dtype),
         scale_(scale) {}
   ~AllReduceStartKernel() override { state_->Wait(); }
 
   void Run(const KernelArgs& args) override {
     state_->Wait();
-    const size_t item = DTypeSize(dtype_);
     auto* message = static_cast<std::byte*>(args.outputs[0]);
-    size_t at = 0;
-    int64_t total = 0;
-    for (size_t i = 0; i < counts_.size(); ++i) {
-      std::memcpy(message + at, args.inputs[i], counts_[i] * item);
-      at += counts_[i] * item;
-      total += counts_[i];
-    }
+    Pack(bytes_, args.inputs, message);
     {
       std::lock_guard<std::mutex> lock(state_->mu);
       state_->done = false;
       state_->error = nullptr;
     }
-    stream_.Submit([state = state_, group = group_, rank = rank_, message, total, dtype = dtype_,
-                    scale = scale_] {
+    stream_.Submit([state = state_, group = group_, rank = rank_, message, total = total_,
+                    dtype = dtype_, scale = scale_] {
       std::exception_ptr error;
       try {
         group->AllReduceSum(rank, message, message, total, dtype, scale);
@@ -165,7 +176,8 @@ class AllReduceStartKernel : public Kernel {
   WorkerStream& stream_;
   backend::Collective* group_;
   const int rank_;
-  const std::vector<int64_t> counts_;
+  const std::vector<size_t> bytes_;
+  const int64_t total_;
   const DType dtype_;
   const double scale_;
 };
@@ -173,11 +185,11 @@ class AllReduceStartKernel : public Kernel {
 std::unique_ptr<Kernel> MakeAllReduceStart(const ir::Op& op, backend::Device& device) {
   backend::Collective* group = Group(op, device);
   const double scale = ReductionScale(op, *group);
-  std::vector<int64_t> counts;
-  for (const ir::Value* v : op.inputs) counts.push_back(NumElements(v->shape()));
+  int64_t total = 0;
+  std::vector<size_t> bytes = ByteSizes(op.inputs, &total);
   return std::make_unique<AllReduceStartKernel>(
       InFlightOf(&op), CpuDeviceOf(device).collective_stream(), group, device.replica_rank(),
-      std::move(counts), op.inputs[0]->dtype(), scale);
+      std::move(bytes), total, op.inputs[0]->dtype(), scale);
 }
 
 // Waits for its start's reduction (rethrowing its error), then unpacks the
@@ -187,17 +199,12 @@ std::unique_ptr<Kernel> MakeAllReduceWait(const ir::Op& op, backend::Device& dev
   TILLER_CHECK(start && start->type == "all_reduce_start", "{} ({}) reads no all_reduce_start",
                op.type, op.name);
   std::shared_ptr<InFlight> state = InFlightOf(start);
-  std::vector<size_t> bytes;
-  for (const ir::Value* v : op.outputs) bytes.push_back(v->bytes());
+  int64_t total = 0;
+  const std::vector<size_t> bytes = ByteSizes(op.outputs, &total);
   return std::make_unique<LambdaKernel>([state, bytes](const KernelArgs& args) {
     state->Wait();
     if (state->error) std::rethrow_exception(state->error);
-    const auto* message = static_cast<const std::byte*>(args.inputs[0]);
-    size_t at = 0;
-    for (size_t i = 0; i < bytes.size(); ++i) {
-      std::memcpy(args.outputs[i], message + at, bytes[i]);
-      at += bytes[i];
-    }
+    Unpack(bytes, static_cast<const std::byte*>(args.inputs[0]), args.outputs);
   });
 }
 
