@@ -155,6 +155,18 @@ struct SessionOptions {
   bool overlap_all_reduce = true;
   int global_replicas = 0;
   int global_replica_offset = -1;
+  // With distribution: a replica's devices_per_replica devices (its
+  // pipeline stages) spread over this many processes (Tiller's option
+  // processes_per_replica), each running devices_per_replica /
+  // processes_per_replica of them with num_threads threads between them;
+  // activations, gradients and fetches cross as MPI messages, and the job
+  // trains what one process with all the devices (and all the replicas)
+  // would. The job of P processes runs P / processes_per_replica replicas
+  // (consecutive ranks form one); every process of a replica is fed its
+  // micro-batches (python: tiller.distributed.local_batch with
+  // processes_per_replica). Not yet with local replicas, replicated tensor
+  // sharding or loss scaling steered by the gradients.
+  int processes_per_replica = 1;
   // Manual sharding (enable_manual_shard, num_ipus = replicas x devices per
   // replica): each op runs on the device of its ipu_index (ops outside any
   // ipu_shard_guard on device 0); values cross devices through copies; each

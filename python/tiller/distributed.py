@@ -24,6 +24,12 @@ are broadcast to every process before the first step. The replicas'
 collectives run over MPI (``libtiller_mpi.so``); a process that waits longer
 than ``TILLER_COLLECTIVE_TIMEOUT`` seconds (default 300) for the others ends
 the job, naming itself and the operation.
+
+A replica's pipeline stages can also be spread over processes (Tiller's
+option ``processes_per_replica`` S: each replica's ``num_ipus`` devices on S
+consecutive ranks, ``size() / S`` replicas in the job); the processes of a
+replica are fed alike: ``local_batch(feed, micro_batches,
+processes_per_replica=S)``.
 """
 from __future__ import annotations
 
@@ -61,7 +67,7 @@ def is_main_process() -> bool:
 
 
 def local_batch(feed, micro_batches: int, replicas: int = 1, process: int | None = None,
-                processes: int | None = None):
+                processes: int | None = None, processes_per_replica: int = 1):
     """This process's part of a global feed.
 
     ``feed`` (an array or a dict of arrays) holds ``micro_batches``
@@ -70,11 +76,17 @@ def local_batch(feed, micro_batches: int, replicas: int = 1, process: int | None
     replicas). Returns the micro-batches of this process's ``replicas``
     replicas, in the order its own run feeds them (so each array keeps
     ``micro_batches / processes`` of them). ``process`` / ``processes``
-    default to the launcher's rank and size."""
+    default to the launcher's rank and size. With ``processes_per_replica``
+    (Tiller's option: a replica's pipeline stages on that many consecutive
+    ranks), the ranks of a replica are fed alike: its micro-batches."""
     process = rank() if process is None else process
     processes = size() if processes is None else processes
     if processes < 1 or not 0 <= process < processes:
         raise ValueError(f"process {process} of {processes}")
+    if processes_per_replica < 1 or processes % processes_per_replica:
+        raise ValueError(f"processes_per_replica {processes_per_replica} does not divide "
+                         f"{processes} processes")
+    process, processes = process // processes_per_replica, processes // processes_per_replica
     if replicas < 1:
         raise ValueError(f"replicas must be >= 1, got {replicas}")
     global_replicas = processes * replicas
@@ -83,7 +95,7 @@ def local_batch(feed, micro_batches: int, replicas: int = 1, process: int | None
                          f"process(es) x {replicas} replica(s)")
     if isinstance(feed, dict):
         return {name: local_batch(value, micro_batches, replicas, process, processes)
-                for name, value in feed.items()}
+                for name, value in feed.items()}  # already per replica group
     array = np.asarray(feed)
     if array.shape[0] % micro_batches:
         raise ValueError(f"{array.shape[0]} rows do not split into {micro_batches} micro-batches")

@@ -81,6 +81,30 @@ class ProcessGroup {
   // processes ends the job (MPI_Abort) after printing which rank waited in
   // which operation: MPI alone would wait forever for a rank that hangs.
   virtual std::unique_ptr<Collective> MakeCollective(int local_ranks) = 0;
+  // A collective of the processes that pass the same `color`, one rank
+  // each, ranked in job order (the same pipeline stage of every replica,
+  // when a replica's stages are on several processes). Every process calls
+  // it, in the same order.
+  virtual std::unique_ptr<Collective> MakeCollectiveOf(int color) = 0;
+
+  // Point to point, between pipeline stages on different processes
+  // (compile/processes.h). A message is matched by its sender and its tag;
+  // two messages with the same sender and tag arrive in the order sent.
+  // Send copies `bytes` out of `data` and returns without waiting for the
+  // receiver (the copy is sent in the background); any thread may call it.
+  virtual void Send(int to, int64_t tag, const void* data, size_t bytes) = 0;
+  // Whether the message (from, tag) has arrived, so that Recv returns at
+  // once; never waits.
+  virtual bool Arrived(int from, int64_t tag) = 0;
+  // Receives exactly `bytes` bytes of the message (from, tag) into `data`,
+  // waiting for it as long as the timeout allows (then ends the job, as a
+  // collective does).
+  virtual void Recv(int from, int64_t tag, void* data, size_t bytes) = 0;
+  // TILLER_COLLECTIVE_TIMEOUT: how long any wait for another process lasts.
+  virtual double timeout_seconds() const = 0;
+  // Prints `why` (naming this rank) and ends the whole job: a wait for
+  // another process outlasted the timeout.
+  [[noreturn]] virtual void AbortJob(const std::string& why) = 0;
 };
 
 }  // namespace tiller::backend

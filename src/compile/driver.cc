@@ -13,6 +13,7 @@
 #include "compile/half_fallback.h"
 #include "compile/measured_cost.h"
 #include "compile/placement.h"
+#include "compile/processes.h"
 #include "core/error.h"
 #include "passes/autodiff.h"
 
@@ -238,6 +239,16 @@ void Validate(const CompileOptions& o) {
     }
     if (o.replica_rank < 0 || o.replica_rank >= o.replicas)
       Fail(ErrorKind::kInvalidArgument, "replica rank {} of {}", o.replica_rank, o.replicas);
+  }
+  if (!o.device_process.empty()) {
+    if (o.device_process.size() != o.devices.size())
+      Fail(ErrorKind::kInvalidArgument, "device_process names {} processes for {} devices",
+           o.device_process.size(), o.devices.size());
+    if (!o.process_link)
+      Fail(ErrorKind::kInvalidArgument, "devices on other processes need a process link");
+    if (std::find(o.device_process.begin(), o.device_process.end(), o.process) ==
+        o.device_process.end())
+      Fail(ErrorKind::kInvalidArgument, "process {} runs none of the devices", o.process);
   }
   if (o.accumulation_steps < 1)
     Fail(ErrorKind::kInvalidArgument, "accumulation steps must be >= 1, got {}",
@@ -541,6 +552,19 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     report.stages.push_back(passes::RunPass(order, *graph, ctx));
   }
   VerifyPlacement(*graph, static_cast<int>(devices_.size()), host_, HostMemoryDevices(devices_));
+  if (!options_.device_process.empty()) {
+    StagePass split("split_processes",
+                    "keep this process's devices' ops; values crossing processes -> send / recv",
+                    [&](ir::Graph& g) {
+                      ProcessSplit s =
+                          SplitAcrossProcesses(g, options_.device_process, options_.process, host_);
+                      step.state_owner = std::move(s.state_owner);
+                      step.transfers = s.transfers;
+                      return s.sends + s.recvs + s.removed;
+                    });
+    report.stages.push_back(passes::RunPass(split, *graph, ctx));
+    VerifyPlacement(*graph, static_cast<int>(devices_.size()), host_, HostMemoryDevices(devices_));
+  }
 
   // Passes move pins along with the values they replace.
   if (loss_pin) step.loss = graph->pin(*loss_pin);
@@ -566,6 +590,12 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     storage[s.name] = shards(s);
   }
   step.exe = Executable::BuildPlaced(std::move(graph), devices_, storage, options_.plan_only);
+  step.exe->SetProcessLink(options_.process_link);
+  if (!options_.device_process.empty()) {
+    std::vector<bool> local;
+    for (int p : options_.device_process) local.push_back(p == options_.process);
+    step.exe->SetLenders(local);
+  }
   report.arena_bytes = step.exe->arena_bytes();
   return step;
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,6 +95,11 @@ struct CompiledStep {
   // are summed over the replicas.
   std::vector<const ir::Value*> replica_gradients;
   CompileReport report;
+  // Stages on other processes (CompileOptions::device_process): the values
+  // crossing processes in one micro-batch's step, over the whole job, and
+  // the rank updating each state (compile/processes.h).
+  int transfers = 0;
+  std::map<std::string, int> state_owner;
   // Dynamic loss scaling: the states holding the backward pass's seed (the
   // scale) and the factor the update multiplies the gradients by (the mean
   // over micro-batches and replicas divided by the scale); SetLossScale

@@ -11,7 +11,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backend/collective.h"
 #include "compile/placement.h"
+#include "compile/processes.h"
 #include "compile/trace.h"
 #include "core/error.h"
 #include "core/shape.h"
@@ -64,6 +66,8 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     step.op = op.get();
     step.device = op->device;
     step.copy = op->type == "copy";
+    step.send = op->type == "send";
+    step.recv = op->type == "recv";
     // A run without the update phase must not skip what the other phases
     // read.
     if (op->placement.phase != ir::Phase::kUpdate) {
@@ -96,7 +100,7 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     backend::Device& dev = *devices[d];
     dev.stream().Submit([&exe, &dev, &readers, &released, d] {
       for (Step& s : exe->steps_) {
-        if (s.device != d || s.copy || s.op->schema->is_view) continue;
+        if (s.device != d || s.copy || s.send || s.recv || s.op->schema->is_view) continue;
         s.kernel = dev.backend().CreateKernel(*s.op, dev);
         for (size_t i = 0; i < s.op->inputs.size(); ++i) {
           auto it = readers.find(s.op->inputs[i]);
@@ -109,14 +113,7 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     });
     dev.stream().Synchronize();
   }
-  for (int d = 0; d < n; ++d) {
-    int threads = 0;
-    for (const backend::Device* other : devices) {
-      if (&other->backend() == &devices[d]->backend() && other->host_accessible())
-        threads += other->threads();
-    }
-    exe->lent_threads_.push_back(std::max(threads, devices[d]->threads()));
-  }
+  exe->SetLenders(std::vector<bool>(n, true));
   std::vector<size_t> workspace;
   for (const Step& s : exe->steps_) workspace.push_back(s.kernel ? s.kernel->workspace_bytes() : 0);
   // One arena per device; a single device plans every value (views included).
@@ -178,6 +175,7 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     s.args.index_fault = s.index_fault.get();
   }
   std::map<const ir::Op*, size_t> segment_of;
+  bool receiving = false;  // the current segment has only received so far
   for (size_t i = 0; i < exe->steps_.size(); ++i) {
     const ir::Op* op = exe->steps_[i].op;
     const int d = exe->steps_[i].device;
@@ -190,10 +188,17 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
         continue;
       }
     } else if (exe->segments_.empty() || exe->segments_.back().device != d ||
-               exe->segment_info_.back().phase != op->placement.phase) {
+               exe->segment_info_.back().phase != op->placement.phase ||
+               (exe->steps_[i].recv && !receiving)) {
+      // A recv begins a segment (after any recv it follows): a segment waits
+      // for other processes only before it starts (SegmentArrived).
       exe->segments_.push_back({d, exe->segments_.empty() ? 0 : i, i});
       exe->segment_info_.push_back({d, op->placement.phase});
+      exe->segment_recvs_.emplace_back();
+      receiving = exe->steps_[i].recv;
     }
+    if (!op->schema->is_view && !exe->steps_[i].recv) receiving = false;
+    if (receiving && exe->steps_[i].recv) exe->segment_recvs_.back().push_back(i);
     exe->segments_.back().end = i + 1;
     segment_of[op] = exe->segments_.size() - 1;
   }
@@ -210,14 +215,50 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
   return exe;
 }
 
+void Executable::SetLenders(const std::vector<bool>& lends) {
+  TILLER_CHECK(lends.size() == devices_.size(), "{} lenders for {} devices", lends.size(),
+               devices_.size());
+  lent_threads_.clear();
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    int threads = 0;
+    for (size_t o = 0; o < devices_.size(); ++o) {
+      const backend::Device* other = devices_[o];
+      if (&other->backend() == &devices_[d]->backend() && other->host_accessible() && lends[o])
+        threads += other->threads();
+    }
+    lent_threads_.push_back(std::max(threads, devices_[d]->threads()));
+  }
+}
+
 size_t Executable::arena_bytes() const {
   size_t total = 0;
   for (const MemoryPlan& p : plans_) total += p.arena_bytes();
   return total;
 }
 
+int64_t Executable::MessageTag(const Step& s) const {
+  return round_ * kTransfersPerRound + s.op->GetInt("tag");
+}
+
+bool Executable::SegmentArrived(size_t j) const {
+  for (size_t i : segment_recvs_.at(j)) {
+    const Step& s = steps_[i];
+    if (!link_->Arrived(static_cast<int>(s.op->GetInt("peer")), MessageTag(s))) return false;
+  }
+  return true;
+}
+
 void Executable::RunStep(size_t i) {
   Step& s = steps_[i];
+  if (s.send || s.recv) {
+    TILLER_CHECK(link_, "{} ({}) has no process link", s.op->type, s.op->name);
+    const int peer = static_cast<int>(s.op->GetInt("peer"));
+    if (s.send)
+      link_->Send(peer, MessageTag(s), s.args.inputs[0], s.op->inputs[0]->bytes());
+    else
+      link_->Recv(peer, MessageTag(s), s.args.outputs[0], s.op->outputs[0]->bytes());
+    return;
+  }
   if (s.copy) {
     const ir::Value* in = s.op->inputs[0];
     backend::Device& from = *devices_[HomeDevice(in, host_)];
@@ -249,7 +290,7 @@ void Executable::RunSegment(const Segment& seg) {
     const Step& s = steps_[i];
     const bool collective = s.op->type == "all_reduce" || s.op->type == "reduce_scatter" ||
                             s.op->type == "all_gather" || s.op->type == "all_reduce_start";
-    if (trace_ && (s.copy || collective)) {
+    if (trace_ && (s.copy || s.send || s.recv || collective)) {
       trace_->Add(s.copy ? trace_copies_ : trace_collectives_,
                   fmt::format("{} {}", s.op->type, trace_tag_), s.op->type.c_str(), t0, t1);
     }

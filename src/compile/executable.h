@@ -114,6 +114,24 @@ class Executable {
   // micro-batch's segment on the device reads them updated.
   void RunSegmentHere(size_t j);
 
+  // Pipeline stages on other processes (compile/processes.h): the link the
+  // step's send and recv ops use, and the round (a micro-batch's index in
+  // its window) that tags their messages; every process runs the same
+  // micro-batch with the same round. A pipeline sets it before each
+  // micro-batch; without one, the runs of a step follow each other and
+  // messages of the same tag arrive in order.
+  void SetProcessLink(backend::ProcessGroup* link) { link_ = link; }
+  // Which devices lend their threads to the one working in Run (all, by
+  // default: idle CPU devices of this process). The placeholders of devices
+  // on other processes have none to lend.
+  void SetLenders(const std::vector<bool>& lends);
+  backend::ProcessGroup* process_link() const { return link_; }
+  void SetMessageRound(int64_t round) { round_ = round; }
+  // Whether every message segment j begins by receiving has arrived (a
+  // segment receives only at its start: a recv begins a segment), so that
+  // running it does not wait on another process.
+  bool SegmentArrived(size_t j) const;
+
   std::vector<TensorSlot>& inputs() { return inputs_; }
   const std::vector<TensorSlot>& outputs() const { return outputs_; }
   const ir::Graph& graph() const { return *graph_; }
@@ -139,6 +157,7 @@ class Executable {
     int device = 0;
     std::unique_ptr<backend::Kernel> kernel;  // null for views and copies
     bool copy = false;
+    bool send = false, recv = false;  // messages to / from another process
     backend::KernelArgs args;
     // args.index_fault's storage (atomics do not move with the vector).
     std::unique_ptr<backend::IndexFault> index_fault;
@@ -184,7 +203,12 @@ class Executable {
   // Pipelined runs (RunSegmentHere) keep each device to its own.
   std::vector<int> lent_threads_;
   std::vector<SegmentInfo> segment_info_;  // same order as segments_
-  std::vector<Copy> copy_back_;            // state updates not written in place
+  // Per segment: its leading recv steps (SegmentArrived).
+  std::vector<std::vector<size_t>> segment_recvs_;
+  backend::ProcessGroup* link_ = nullptr;
+  int64_t round_ = 0;
+  int64_t MessageTag(const Step& s) const;
+  std::vector<Copy> copy_back_;  // state updates not written in place
   std::vector<TensorSlot> inputs_, outputs_;
   bool profiling_ = false;
   TraceRecorder* trace_ = nullptr;

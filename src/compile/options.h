@@ -10,7 +10,8 @@
 
 namespace tiller::backend {
 class Collective;
-}
+class ProcessGroup;
+}  // namespace tiller::backend
 
 namespace tiller::compile {
 
@@ -73,6 +74,17 @@ struct CompileOptions {
   // job).
   std::vector<backend::Collective*> replica_groups;
   int replica_rank = 0;
+  // Pipeline stages on different processes of an MPI job (Tiller's option
+  // processes_per_replica): the job rank running each device
+  // (device_process[d]; empty: this process runs every device), this
+  // process's rank, and the link the values crossing between them travel
+  // on. Every process compiles the whole step; each keeps its own devices'
+  // ops and turns the copies to and from the others' devices into
+  // send / recv (compile/processes.h). The other processes' devices are
+  // placeholders (no ops; the host device's arena still holds the feeds).
+  std::vector<int> device_process;
+  int process = 0;
+  backend::ProcessGroup* process_link = nullptr;
   // Gradients summed in messages of at most this many bytes
   // (passes/bucket_all_reduce.cc); 0: one all_reduce per gradient.
   size_t all_reduce_bucket_bytes = size_t{32} << 20;

@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "backend/collective.h"
 #include "core/error.h"
 #include "ir/op_schema.h"
 
@@ -114,7 +115,8 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
     size_t done = 0;
   };
   std::vector<Micro> micro(n);
-  std::vector<int> copy_owner(k, -1);  // the micro-batch using each copy
+  std::vector<int> copy_owner(k, -1);      // the micro-batch using each copy
+  std::vector<int> next_micro(n_segs, 0);  // per segment: the micro-batch it runs next
   std::vector<bool> device_busy(devices_.size(), false);
   // ready[d]: (micro-batch, segment position) runnable on device d
   std::vector<std::vector<std::pair<int, size_t>>> ready(devices_.size());
@@ -131,6 +133,11 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
   std::deque<Done> completed;
   std::exception_ptr first_error;
   int running = 0, started = 0, finished = 0, in_flight = 0;
+  // Stages on other processes: segments that receive wait for their
+  // messages, polled (SegmentArrived) while nothing else finishes.
+  backend::ProcessGroup* link = copies_[0]->process_link();
+  auto poll = std::chrono::microseconds(20);
+  auto progress = Clock::now();
 
   auto make_ready = [&](int i, size_t p) { ready[segs[segments_[p]].device].emplace_back(i, p); };
   auto better = [&](const std::pair<int, size_t>& a, const std::pair<int, size_t>& b) {
@@ -147,6 +154,7 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
     while (!first_error && started < n && copy_owner[started % k] < 0) {
       const int i = started++;
       copy_owner[i % k] = i;
+      copies_[i % k]->SetMessageRound(i);
       // An error on this thread must not leave before the devices' running
       // work (which refers to this frame) ends: it is kept like theirs.
       try {
@@ -161,13 +169,32 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
       }
       stats.max_in_flight = std::max(stats.max_in_flight, ++in_flight);
     }
-    // Give each idle device its best ready segment.
+    // Give each idle device its best ready segment, among those whose
+    // messages from other processes have arrived.
+    bool waiting = false;
     for (size_t d = 0; d < devices_.size() && !first_error; ++d) {
       if (device_busy[d] || ready[d].empty()) continue;
-      auto best = std::min_element(ready[d].begin(), ready[d].end(), better);
+      auto best = ready[d].end();
+      for (auto it = ready[d].begin(); it != ready[d].end(); ++it) {
+        // Each segment runs the micro-batches in order (a gradient
+        // accumulator adds them in a sequential run's order): one whose
+        // messages came sooner than an earlier micro-batch's waits.
+        if (it->first != next_micro[it->second]) {
+          waiting = waiting || link;
+          continue;
+        }
+        if (best != ready[d].end() && !better(*it, *best)) continue;
+        if (link && !copies_[it->first % k]->SegmentArrived(segments_[it->second])) {
+          waiting = true;
+          continue;
+        }
+        best = it;
+      }
+      if (best == ready[d].end()) continue;
       const int i = best->first;
       const size_t p = best->second;
       ready[d].erase(best);
+      next_micro[p] = i + 1;
       device_busy[d] = true;
       ++running;
       Executable* exe = copies_[i % k];
@@ -186,7 +213,7 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
         cv.notify_one();
       });
     }
-    if (running == 0) {
+    if (running == 0 && (first_error || !waiting)) {
       if (first_error) break;
       TILLER_CHECK(finished == n, "pipeline stalled: {} of {} micro-batches finished", finished, n);
       break;
@@ -194,10 +221,27 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
     Done done;
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return !completed.empty(); });
+      auto any = [&] { return !completed.empty(); };
+      if (!waiting) {
+        cv.wait(lock, any);
+      } else if (!cv.wait_for(lock, poll, any)) {
+        // Nothing finished: look for arrived messages again, a little later
+        // each time (up to a millisecond), and not forever.
+        lock.unlock();
+        poll = std::min(poll * 2, std::chrono::microseconds(1000));
+        const double idle = std::chrono::duration<double>(Clock::now() - progress).count();
+        if (running == 0 && idle > link->timeout_seconds())
+          link->AbortJob(
+              fmt::format("the pipeline waited {:.0f} s for a message from another process's stage "
+                          "(TILLER_COLLECTIVE_TIMEOUT): a rank died or stopped answering",
+                          idle));
+        continue;
+      }
       done = completed.front();
       completed.pop_front();
     }
+    poll = std::chrono::microseconds(20);
+    progress = Clock::now();
     --running;
     device_busy[done.device] = false;
     stats.busy_ms[done.device] += done.ms;

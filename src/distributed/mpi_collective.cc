@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -123,12 +124,14 @@ void GatherProcessRanges(MPI_Comm comm, void* whole, int64_t count, size_t item,
 
 class MpiCollective : public Collective {
  public:
-  MpiCollective(int local_ranks, double timeout_s)
+  // Over the processes of `parent` (the job, or the processes of one
+  // pipeline stage), local_ranks threads each.
+  MpiCollective(int local_ranks, double timeout_s, MPI_Comm parent = MPI_COMM_WORLD)
       : local_(local_ranks),
         timeout_s_(timeout_s),
         barrier_(local_ranks, local_ranks <= backend::UsableCpus()) {
     MPI_Request request;
-    Check(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &request), "MPI_Comm_idup");
+    Check(MPI_Comm_idup(parent, &comm_, &request), "MPI_Comm_idup");
     Wait(&request, timeout_s_, "creating a replica group", 0, 0);
     MPI_Comm_rank(comm_, &process_);
     MPI_Comm_size(comm_, &processes_);
@@ -359,8 +362,13 @@ class MpiProcessGroup : public backend::ProcessGroup {
  public:
   MpiProcessGroup() {
     Check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    Check(MPI_Comm_dup(MPI_COMM_WORLD, &p2p_), "MPI_Comm_dup");
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    void* ub = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
+    if (found && ub) tag_ub_ = *static_cast<int*>(ub);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -385,6 +393,64 @@ class MpiProcessGroup : public backend::ProcessGroup {
     return std::make_unique<MpiCollective>(local_ranks, Timeout());
   }
 
+  std::unique_ptr<Collective> MakeCollectiveOf(int color) override {
+    TILLER_CHECK(color >= 0, "color {}", color);
+    MPI_Comm sub = MPI_COMM_NULL;
+    Check(MPI_Comm_split(comm_, color, rank_, &sub), "MPI_Comm_split");
+    auto group = std::make_unique<MpiCollective>(1, Timeout(), sub);
+    MPI_Comm_free(&sub);
+    return group;
+  }
+
+  // Sends go out of staging buffers (the caller's bytes may be overwritten
+  // as soon as Send returns), kept and reused once MPI is done with them:
+  // a pipeline's steady state sends the same messages every step, so the
+  // buffers stop growing after the first.
+  void Send(int to, int64_t tag, const void* data, size_t bytes) override {
+    TILLER_CHECK(to >= 0 && to < size_ && to != rank_, "send to rank {} from {} of {}", to, rank_,
+                 size_);
+    const int count = CountOrFail(static_cast<int64_t>(bytes), "a pipeline message");
+    std::lock_guard<std::mutex> lock(send_mu_);
+    Outbox* box = nullptr;
+    for (Outbox& b : outboxes_) {
+      if (b.request != MPI_REQUEST_NULL) {
+        int done = 0;
+        Check(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (!done) continue;
+      }
+      if (b.bytes.size() >= bytes && (!box || b.bytes.size() < box->bytes.size())) box = &b;
+    }
+    if (!box) {
+      outboxes_.emplace_back();
+      box = &outboxes_.back();
+      box->bytes.resize(bytes);
+    }
+    if (bytes) std::memcpy(box->bytes.data(), data, bytes);
+    Check(MPI_Isend(box->bytes.data(), count, MPI_BYTE, to, Tag(tag), p2p_, &box->request),
+          "MPI_Isend");
+  }
+  bool Arrived(int from, int64_t tag) override {
+    int flag = 0;
+    Check(MPI_Iprobe(from, Tag(tag), p2p_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe");
+    return flag != 0;
+  }
+  void Recv(int from, int64_t tag, void* data, size_t bytes) override {
+    TILLER_CHECK(from >= 0 && from < size_ && from != rank_, "receive from rank {} at {} of {}",
+                 from, rank_, size_);
+    MPI_Request request;
+    Check(MPI_Irecv(data, CountOrFail(static_cast<int64_t>(bytes), "a pipeline message"), MPI_BYTE,
+                    from, Tag(tag), p2p_, &request),
+          "MPI_Irecv");
+    Wait(&request, Timeout(), "a pipeline receive", tag, bytes);
+  }
+  double timeout_seconds() const override { return Timeout(); }
+  [[noreturn]] void AbortJob(const std::string& why) override {
+    std::fprintf(stderr, "tiller: rank %d of %d: %s; ending the job\n", rank_, size_, why.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    std::_Exit(3);
+  }
+
   // TILLER_COLLECTIVE_TIMEOUT seconds, 300 by default.
   static double Timeout() {
     const char* env = std::getenv("TILLER_COLLECTIVE_TIMEOUT");
@@ -398,9 +464,26 @@ class MpiProcessGroup : public backend::ProcessGroup {
   }
 
  private:
+  // MPI tags are ints up to MPI_TAG_UB (at least 32767): the caller's tags
+  // wrap around it. Messages of the same tag from one sender still arrive
+  // in order, and a pipeline has far fewer in flight.
+  int Tag(int64_t tag) const {
+    TILLER_CHECK(tag >= 0, "message tag {}", tag);
+    return static_cast<int>(tag % (static_cast<int64_t>(tag_ub_) + 1));
+  }
+  struct Outbox {
+    std::vector<std::byte> bytes;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+
   MPI_Comm comm_ = MPI_COMM_NULL;
+  // Point to point apart from the collectives: their messages never match.
+  MPI_Comm p2p_ = MPI_COMM_NULL;
+  int tag_ub_ = 32767;
   int rank_ = 0, size_ = 1;
   int64_t calls_ = 0;
+  std::mutex send_mu_;
+  std::deque<Outbox> outboxes_;  // stable addresses: MPI holds them
 };
 
 void FinalizeAtExit() {

@@ -289,6 +289,37 @@ void Graph::RemoveDeadCode() {
   });
 }
 
+int Graph::RemoveOps(const std::function<bool(const Op&)>& drop) {
+  std::unordered_set<const Op*> dropped;
+  std::unordered_set<const Value*> gone;
+  for (const auto& op : ops_) {
+    if (!drop(*op)) continue;
+    dropped.insert(op.get());
+    for (const Value* v : op->outputs) gone.insert(v);
+  }
+  if (dropped.empty()) return 0;
+  for (const auto& op : ops_) {
+    if (dropped.count(op.get())) continue;
+    for (const Value* in : op->inputs)
+      TILLER_CHECK(!in || !gone.count(in), "op {} ({}) reads %{} of an op being removed", op->type,
+                   op->name, in->id);
+  }
+  for (const auto& [name, v] : outputs_)
+    TILLER_CHECK(!gone.count(v), "output '{}' is computed by an op being removed", name);
+  for (const auto& [state, v] : state_updates_)
+    TILLER_CHECK(!gone.count(v), "the update of state '{}' is computed by an op being removed",
+                 state->name);
+  for (Value*& v : pins_) {
+    if (gone.count(v)) v = nullptr;
+  }
+  std::erase_if(ops_, [&](const std::unique_ptr<Op>& op) { return dropped.count(op.get()) != 0; });
+  for (auto& v : values_) {
+    std::erase_if(v->users, [&](const Op* op) { return dropped.count(op) != 0; });
+  }
+  std::erase_if(values_, [&](const std::unique_ptr<Value>& v) { return gone.count(v.get()) != 0; });
+  return static_cast<int>(dropped.size());
+}
+
 void Graph::ReorderOps(const std::vector<const Op*>& order) {
   TILLER_CHECK(order.size() == ops_.size(), "reorder: {} ops for {}", order.size(), ops_.size());
   std::unordered_map<const Op*, size_t> old_index;

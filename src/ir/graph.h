@@ -193,6 +193,10 @@ class Graph {
   void ReplaceOutput(size_t i, Value* to);
   // Drops ops whose outputs nobody uses, and values no longer referenced.
   void RemoveDeadCode();
+  // Drops the ops `drop` selects and the values they compute, which no
+  // other op, graph output or state update may read (kInternal otherwise);
+  // pins of those values become null. Returns how many were dropped.
+  int RemoveOps(const std::function<bool(const Op&)>& drop);
   // Puts the ops in `order`: a permutation of ops() in which every op comes
   // after the producers of its inputs and ops with side effects keep their
   // relative order. Throws kInternal otherwise.

@@ -95,6 +95,12 @@ std::vector<OptionSpec> MakeSpecs() {
       {"all_reduce_bucket_bytes", Support::kHonoured, int64_t{32} << 20,
        "replicas: gradients are summed in messages of at most this many bytes (0: one "
        "message per gradient)"},
+      // Tiller's own: a replica's devices (pipeline stages) spread over
+      // this many processes of an MPI job.
+      {"processes_per_replica", Support::kHonoured, int64_t{1},
+       "enable_distribution: each replica's devices (num_ipus / replicated_graph_count, its "
+       "pipeline stages) spread over this many consecutive ranks of the job, each running its "
+       "share; values cross between them as MPI messages"},
       {"overlap_all_reduce", Support::kHonoured, true,
        "replicas without accumulation: each bucket's reduction starts in the backward pass "
        "and runs beside it"},
@@ -615,6 +621,9 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
   if (name == "all_reduce_bucket_bytes" && std::get<int64_t>(*converted) < 0)
     Fail(ErrorKind::kInvalidArgument,
          "option 'all_reduce_bucket_bytes' must be >= 0 (0: one message per gradient), got {}",
+         OptionValueRepr(value));
+  if (name == "processes_per_replica" && std::get<int64_t>(*converted) < 1)
+    Fail(ErrorKind::kInvalidArgument, "option 'processes_per_replica' must be >= 1, got {}",
          OptionValueRepr(value));
   if (name == "stages_per_device" && std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option 'stages_per_device' must be >= 1, got {}",

@@ -55,9 +55,38 @@ namespace tiller::runtime {
 static void ResolveDistribution(training::SessionOptions& options, const std::string& program) {
   backend::ProcessGroup& job = MpiProcessGroup();
   const int replicas = std::max(options.replicas, 1);
-  const int global = job.size() * replicas, offset = job.rank() * replicas;
+  const int spread = options.processes_per_replica;
+  // Stages on several processes: a replica per `spread` consecutive ranks.
+  const int global = spread > 1 ? job.size() / spread : job.size() * replicas;
+  const int offset = spread > 1 ? job.rank() / spread : job.rank() * replicas;
   std::string problem;
-  if (options.global_replicas > 0 && options.global_replicas != global) {
+  if (spread > 1 && job.size() % spread != 0) {
+    problem = fmt::format(
+        "processes_per_replica {} does not divide the job's {} process(es): each replica "
+        "takes that many; launch mpirun -np with a multiple of {}",
+        spread, job.size(), spread);
+  } else if (spread > 1 && replicas > 1) {
+    problem = fmt::format(
+        "processes_per_replica {} with replicated_graph_count {}: local replicas of a replica "
+        "spread over processes are not supported yet",
+        spread, replicas);
+  } else if (spread > 1 && options.devices_per_replica % spread != 0) {
+    problem = fmt::format(
+        "processes_per_replica {} does not divide the replica's {} devices (num_ipus): each "
+        "process runs the same number of them",
+        spread, options.devices_per_replica);
+  } else if (spread > 1 && options.global_replicas > 0 && options.global_replicas != global) {
+    problem = fmt::format(
+        "global_replication_factor {} but the job's {} processes run {} replica(s) of "
+        "processes_per_replica {} processes each",
+        options.global_replicas, job.size(), global, spread);
+  } else if (spread > 1 && options.global_replica_offset >= 0 &&
+             options.global_replica_offset != offset) {
+    problem = fmt::format(
+        "global_replica_offset {} but this process is rank {} of {}, in replica rank / "
+        "processes_per_replica = {}",
+        options.global_replica_offset, job.rank(), job.size(), offset);
+  } else if (options.global_replicas > 0 && options.global_replicas != global) {
     problem = fmt::format(
         "global_replication_factor {} but the job has {} process(es) x {} replica(s) "
         "(replicated_graph_count) = {}: launch with mpirun -np {} or change the options",
@@ -105,6 +134,22 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.all_reduce_bucket_bytes =
       static_cast<size_t>(std::max<int64_t>(options.all_reduce_bucket_bytes, 0));
   co.replica_rank = options.distribution ? options.global_replica_offset + rank : rank;
+  if (options.distribution && options.processes_per_replica > 1) {
+    // This process runs its share of the replica's devices; the others are
+    // placeholders of one thread (compile/processes.h).
+    backend::ProcessGroup& job = MpiProcessGroup();
+    const int per_process = options.devices_per_replica / options.processes_per_replica;
+    // The replica's processes: consecutive ranks from `first`.
+    const int first = job.rank() / options.processes_per_replica * options.processes_per_replica;
+    for (int d = 0; d < options.devices_per_replica; ++d) {
+      const int process = first + d / per_process;
+      co.device_process.push_back(process);
+      co.devices[d].threads =
+          process == job.rank() ? std::max(1, options.num_threads / per_process) : 1;
+    }
+    co.process = job.rank();
+    co.process_link = &job;
+  }
   co.shard_optimizer_state = options.shard_optimizer_state;
   co.shard_min_elements = options.shard_min_elements;
   co.precision = runtime::ParsePrecision(options.precision, "precision");
@@ -225,6 +270,11 @@ struct TrainingSession::Impl {
   std::map<std::string, std::vector<PartRange>> sharded;
   // Training ran since the parts were last gathered into `states`.
   bool parts_newer = false;
+  // Stages on several processes (processes_per_replica): the rank whose
+  // stage updates each state, and whether training ran since every
+  // process last took those states from their ranks.
+  std::map<std::string, int> state_owner;
+  bool stage_states_newer = false;
   // Per device of a replica (shard), the group of that device in every
   // replica.
   std::vector<std::unique_ptr<backend::Collective>> groups;
@@ -435,6 +485,17 @@ struct TrainingSession::Impl {
   // before any read of the state, and before any write (which marks the
   // replicas stale, so SyncReplicas hands every state out again).
   void GatherParts() {
+    if (stage_states_newer) {
+      // Every process holds every state, current where its own stages
+      // update it: each takes the others' from them (every process reads,
+      // in the sorted order of the names).
+      for (const auto& [name, owner] : state_owner) {
+        auto it = states.find(name);
+        if (it != states.end())
+          process_group->Broadcast(owner, it->second.data.data(), it->second.data.size());
+      }
+      stage_states_newer = false;
+    }
     if (!parts_newer) return;
     ForEachPart(
         [](std::byte* part, std::byte* whole, size_t bytes) { std::memcpy(whole, part, bytes); });
@@ -637,6 +698,22 @@ struct TrainingSession::Impl {
     compile::CompiledStep step = rep.compiler->Compile(
         source, storage,
         [this, replica](const passes::ShardedState& st) { return PartStorage(replica, st); });
+    if (!rep.compiler->options().device_process.empty()) {
+      // Every process numbered the messages of the same whole step: a
+      // process that compiled another step would wait for messages that
+      // never come.
+      const int n = step.transfers;
+      if (process_group->Min(n) != n || process_group->Min(-n) != -n)
+        Fail(ErrorKind::kInternal,
+             "{}: the job's processes compiled different steps ({} values cross processes "
+             "here, another number elsewhere); every process must run the same program with "
+             "the same options and feed shapes",
+             program.path, n);
+      // By place in the replica: every replica's states are equal, so the
+      // first replica's processes hand them to the job.
+      for (const auto& [name, owner] : step.state_owner)
+        state_owner[name] = owner % options.processes_per_replica;
+    }
     compile::Executable& exe = *step.exe;
     exe.EnableNanInfCheck(options.check_nan_inf);
     exe.EnableProfiling(profiling);
@@ -684,7 +761,36 @@ TrainingSession::TrainingSession(const std::string& program_path,
   s.program = paddle::ReadProgramFile(program_path);
   s.info = paddle::AnalyzeTrainingProgram(s.program);
   s.options = options;
+  if (options.processes_per_replica < 1)
+    Fail(ErrorKind::kInvalidArgument, "processes_per_replica must be >= 1, got {}",
+         options.processes_per_replica);
+  if (options.processes_per_replica > 1) {
+    if (!options.distribution)
+      Fail(ErrorKind::kInvalidArgument,
+           "processes_per_replica {} spreads a replica's devices over the processes of an MPI "
+           "job: it needs enable_distribution (and mpirun -np {})",
+           options.processes_per_replica, options.processes_per_replica);
+    if (runtime::SteersLossScale(options) || options.gradient_statistics)
+      Fail(ErrorKind::kUnimplemented,
+           "processes_per_replica {}: dynamic / automatic loss scaling and gradient statistics "
+           "decide from every stage's gradients, which sit on different processes; not "
+           "supported yet",
+           options.processes_per_replica);
+    if (options.auto_split_measured)
+      Fail(ErrorKind::kUnimplemented,
+           "processes_per_replica {}: the split by measured costs (auto_split_cost = measured) "
+           "can differ between processes, whose steps must be the same; use the estimated "
+           "costs or ipu_shard_guard",
+           options.processes_per_replica);
+  }
   if (options.distribution) runtime::ResolveDistribution(s.options, s.program.path);
+  if (s.options.processes_per_replica > 1 && s.options.global_replicas > 1 &&
+      s.options.shard_optimizer_state)
+    Fail(ErrorKind::kUnimplemented,
+         "processes_per_replica {}: replicated tensor sharding of the optimizer state over "
+         "replicas whose stages are on several processes is not supported yet (set "
+         "location_optimizer.use_replicated_tensor_sharding False)",
+         s.options.processes_per_replica);
   if (options.accumulation_factor < 1)
     Fail(ErrorKind::kInvalidArgument, "accumulation_factor must be >= 1, got {}",
          options.accumulation_factor);
@@ -737,14 +843,37 @@ TrainingSession::TrainingSession(const std::string& program_path,
          options.stages_per_device);
   // Each device (devices_per_replica per replica) gets its share of the
   // threads: never more compute threads than num_threads.
-  const int n_devices = options.replicas * options.devices_per_replica;
+  // (A process running a share of the replica's devices gives only those
+  // its threads.)
+  const int n_devices =
+      options.replicas * options.devices_per_replica / std::max(1, options.processes_per_replica);
   if (options.num_threads < n_devices)
     Fail(ErrorKind::kInvalidArgument,
-         "num_threads {} cannot give {} devices ({} replica(s) x {} device(s)) a thread each: "
+         "num_threads {} cannot give {} devices ({} replica(s) x {} device(s){}) a thread each: "
          "raise num_threads (0: every hardware thread) or use fewer devices",
-         options.num_threads, n_devices, options.replicas, options.devices_per_replica);
+         options.num_threads, n_devices, options.replicas, options.devices_per_replica,
+         options.processes_per_replica > 1
+             ? fmt::format(" / {} processes", options.processes_per_replica)
+             : "");
   if (!options.trace_path.empty()) s.trace = std::make_unique<compile::TraceRecorder>();
-  if (s.options.distribution) {
+  // Per device of a replica, the group summing its gradients (with several
+  // replicas); a device of another process gets a placeholder (its steps
+  // are that process's).
+  std::vector<backend::Collective*> groups;
+  if (s.options.distribution && options.processes_per_replica > 1) {
+    s.process_group = &runtime::MpiProcessGroup();
+    if (s.options.global_replicas > 1) {
+      // The same device of every replica: the processes at the same place
+      // in their replicas (every process asks, for each of its devices).
+      const int per_process = options.devices_per_replica / options.processes_per_replica;
+      const int place = s.process_group->rank() % options.processes_per_replica;
+      for (int j = 0; j < per_process; ++j)
+        s.groups.push_back(s.process_group->MakeCollectiveOf(place * per_process + j));
+      for (int d = 0; d < options.devices_per_replica; ++d)
+        groups.push_back(d / per_process == place ? s.groups[d % per_process].get()
+                                                  : s.groups[0].get());
+    }
+  } else if (s.options.distribution) {
     s.process_group = &runtime::MpiProcessGroup();
     for (int d = 0; d < options.devices_per_replica; ++d)
       s.groups.push_back(s.process_group->MakeCollective(options.replicas));
@@ -810,8 +939,9 @@ TrainingSession::TrainingSession(const std::string& program_path,
            options.incr_every_n_steps, options.decr_every_n_nan_or_inf, options.incr_ratio,
            options.decr_ratio);
   }
-  std::vector<backend::Collective*> groups;
-  for (auto& group : s.groups) groups.push_back(group.get());
+  if (groups.empty()) {
+    for (auto& group : s.groups) groups.push_back(group.get());
+  }
   for (int r = 0; r < options.replicas; ++r) {
     s.replicas[r].compiler =
         std::make_unique<compile::Compiler>(runtime::ReplicaCompileOptions(s.options, r, groups));
@@ -940,6 +1070,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
                               : SessionOptions::Schedule::kOneFOneB;
   out.pipeline_in_flight = static_cast<int>(o.GetInt("pipeline_in_flight"));
   out.all_reduce_bucket_bytes = o.GetInt("all_reduce_bucket_bytes");
+  out.processes_per_replica = static_cast<int>(o.GetInt("processes_per_replica"));
   out.overlap_all_reduce = o.GetBool("overlap_all_reduce");
   // Each update's micro-batches must fill the pipeline.
   if (out.pipelining && !o.EvalOnly() && out.accumulation_factor < out.devices_per_replica)
@@ -1547,6 +1678,7 @@ void TrainingSession::Run(bool eval) {
     // Replica 0's state (with every replica's part of the sharded states)
     // is the session's; the others copy it again.
     s.parts_newer = !s.sharded.empty();
+    s.stage_states_newer = !s.state_owner.empty();
     s.GatherParts();
     s.replicas_stale = true;
     if (!eval) s.steps += *std::min_element(updates.begin(), updates.end());
@@ -1554,6 +1686,7 @@ void TrainingSession::Run(bool eval) {
   }
   if (!eval) s.steps += s.options.batches_per_step;
   if (!eval && !s.sharded.empty()) s.parts_newer = true;
+  if (!eval && !s.state_owner.empty()) s.stage_states_newer = true;
   s.ApplyAnchors(exe);
   s.last = compiled[0];
   s.last_eval = eval;

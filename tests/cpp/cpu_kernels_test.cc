@@ -2,7 +2,9 @@
 // broadcasting, attributes, negative axes, keepdim, reversed slices, pooling
 // modes, and the accuracy of the vectorized exp/erf/tanh/sigmoid/gelu.
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -513,6 +515,28 @@ TEST(CpuKernelReduce, AxesKeepdimAndDtypes) {
       }
     }
   }
+}
+
+// A whole-tensor reduction gives the same bits whatever the threads (a
+// step whose stages run on several processes lends its update fewer
+// threads than one process: global-norm clipping must not notice).
+TEST(CpuKernelReduce, WholeTensorSumIsTheSameForAnyThreadCount) {
+  const int saved = omp_get_max_threads();
+  for (int64_t n : {int64_t{70000}, int64_t{1} << 20, int64_t{1000003}}) {
+    std::vector<float> x = RandF(n, -3, 3);
+    Graph g;
+    Value* y = g.Add1("reduce_sum", {g.AddInput("x", {DType::kF32, {n}})},
+                      {{"axes", V{}}, {"keepdim", false}});
+    float first = 0;
+    for (int threads : {1, 2, 3, 7}) {
+      omp_set_num_threads(threads);
+      const float got = *Ptr<float>(RunOp(*y->producer, {x.data()})[0]);
+      if (threads == 1) first = got;
+      EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(first))
+          << n << " elements, " << threads << " threads";
+    }
+  }
+  omp_set_num_threads(saved);
 }
 
 TEST(CpuKernelReduce, ArgMaxArgMinFirstIndex) {

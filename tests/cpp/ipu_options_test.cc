@@ -273,8 +273,8 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
   // gradient_statistics, accl1..3_type, enable_stochastic_rounding, stages_per_device,
   // auto_split_cost, pipeline_in_flight, enable_distribution,
   // enable_distributed_replicated_graphs, global_replication_factor, global_replica_offset,
-  // all_reduce_bucket_bytes, overlap_all_reduce
-  EXPECT_EQ(honoured, 51);
+  // all_reduce_bucket_bytes, overlap_all_reduce, processes_per_replica
+  EXPECT_EQ(honoured, 52);
   // enable_half_partial, mean_accumulation_and_replication_reduction_strategy,
   // synthetic_data_mode, max_weight_norm, weight_decay_mode
   EXPECT_EQ(not_yet, 5);

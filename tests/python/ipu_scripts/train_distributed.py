@@ -8,10 +8,12 @@ replicas' micro-batches only (tiller.distributed.local_batch).
 
 KEY=VALUE: updates=N (default 20), accumulate=N (gradient accumulation,
 default 1), stages=N (devices per replica, manual sharding), pipeline=1,
-rts=1 (replicated tensor sharding of the optimizer state; rts_min=N: only
+spread=S (each replica's stages on S processes, Tiller's option processes_per_replica:
+the job's P processes run P / S replicas), rts=1 (replicated tensor sharding of the optimizer state; rts_min=N: only
 of tensors of N elements or more, Paddle's default 8192), dropout=P (BERT's hidden and attention dropout: masks drawn per
 micro-batch), die_at=N:RANK (that rank SIGKILLs itself before update N), hang_at=N:RANK
 (that rank stops itself, SIGSTOP, before update N),
+fill_drain=1 (the pipeline schedule), clip=C (global-norm clip, default 1; 0: none),
 distribute=0 (each process trains alone: the wrong setup), save_at=N:PREFIX
 (every process calls save(PREFIX) before update N; rank 0 writes it), resume=PREFIX:N (load(PREFIX) and go on from update N on the
 same global data). Rank 0 (or the
@@ -52,14 +54,18 @@ resume_prefix, first_update = (args["resume"].rsplit(":", 1) if "resume" in args
 first_update = int(first_update)
 
 processes, rank = dist.size(), dist.rank()
-assert global_replicas % processes == 0, (global_replicas, processes)
-local = global_replicas // processes
+# spread=S: a replica's stages on S processes (processes_per_replica).
+spread = int(args.get("spread", 1)) if processes > 1 else 1
+assert global_replicas * spread % processes == 0, (global_replicas, processes)
+local = global_replicas * spread // processes
 
 with T.static_mode():
     cfg = T.pretrain_config("bert-tiny")
     cfg = dataclasses.replace(cfg, bert=dataclasses.replace(
         cfg.bert, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout))
-    built = T.build("bert", cfg, T.OptSpec("adam", schedule="constant"), seed=0, stages=stages)
+    clip = float(args.get("clip", 1.0)) or None
+    built = T.build("bert", cfg, T.OptSpec("adam", schedule="constant", clip_norm=clip), seed=0,
+                    stages=stages)
     scope = paddle.static.Scope()
     T.init_scope(built, scope)
     strategy = tiller.IpuStrategy()
@@ -71,16 +77,19 @@ with T.static_mode():
     # rts=1: replicated tensor sharding of every optimizer state (each
     # replica updates its part of each weight, then all-gathers it).
     rts = args.get("rts", "0") == "1"
-    options = {"num_threads": local * stages,
+    options = {"num_threads": local * stages // spread,
                "location_optimizer": {"use_replicated_tensor_sharding": rts,
                                       "min_elements_for_replicated_tensor_sharding":
                                       int(args.get("rts_min", 0))}}
+    if args.get("fill_drain") == "1":
+        options["pipeline_schedule"] = "fill_drain"
     if local > 1:
         options.update({"enable_replicated_graphs": True, "replicated_graph_count": local})
     if processes > 1 and distribute:
         options.update({"enable_distribution": True, "enable_distributed_replicated_graphs": True,
                         "global_replication_factor": global_replicas,
-                        "global_replica_offset": rank * local})
+                        "global_replica_offset": rank // spread * local,
+                        "processes_per_replica": spread})
     strategy.set_options(options)
     program = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
         built.feed_names, built.fetch_list)
@@ -99,7 +108,7 @@ with T.static_mode():
         feed = _concat("bert", micro[u * per_update:(u + 1) * per_update], False)
         if processes > 1:
             # Each process feeds its own replicas' micro-batches.
-            feed = dist.local_batch(feed, per_update, local)
+            feed = dist.local_batch(feed, per_update, local, processes_per_replica=spread)
         outs = program.run(feed=feed)
         losses.append(np.asarray(outs[0], np.float64).reshape(-1))
     program.weights_to_host()  # parameters + optimizer state -> scope

@@ -143,35 +143,21 @@ void RunReduce(const ReducePlan& p, const T* x, T* y, int64_t out_n) {
         },
         1);
   } else if (p.inner == 1 && p.outer == 1 && p.r * int64_t{sizeof(T)} > 4 * kParallelThreshold) {
-    // One big reduction: per-thread partial results combined by OpenMP.
-    T acc = init;
-    int threads = omp_get_max_threads();
-    int64_t chunk = (p.r + threads - 1) / threads;
-    if constexpr (K == RKind::kMax) {
-#pragma omp parallel for reduction(max : acc)
-      for (int t = 0; t < threads; ++t) {
-        int64_t b = std::min(p.r, t * chunk), e = std::min(p.r, b + chunk);
-        acc = Combine<T, K>(acc, RowReduce<T, K>(x + b, e - b, init));
-      }
-    } else if constexpr (K == RKind::kMin) {
-#pragma omp parallel for reduction(min : acc)
-      for (int t = 0; t < threads; ++t) {
-        int64_t b = std::min(p.r, t * chunk), e = std::min(p.r, b + chunk);
-        acc = Combine<T, K>(acc, RowReduce<T, K>(x + b, e - b, init));
-      }
-    } else if constexpr (K == RKind::kProd) {
-#pragma omp parallel for reduction(* : acc)
-      for (int t = 0; t < threads; ++t) {
-        int64_t b = std::min(p.r, t * chunk), e = std::min(p.r, b + chunk);
-        acc = Combine<T, K>(acc, RowReduce<T, K>(x + b, e - b, init));
-      }
-    } else {
-#pragma omp parallel for reduction(+ : acc)
-      for (int t = 0; t < threads; ++t) {
-        int64_t b = std::min(p.r, t * chunk), e = std::min(p.r, b + chunk);
-        acc = Combine<T, K>(acc, RowReduce<T, K>(x + b, e - b, init));
-      }
+    // One big reduction: a fixed number of contiguous chunks, whatever the
+    // threads, each reduced on its own and then combined in chunk order, so
+    // the result does not depend on how many threads ran it (a step split
+    // over processes lends its update fewer threads than one process with
+    // every device: compile/executable.h) nor on OpenMP's combining order.
+    constexpr int kChunks = 64;
+    T partial[kChunks];
+    const int64_t chunk = (p.r + kChunks - 1) / kChunks;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < kChunks; ++c) {
+      const int64_t b = std::min(p.r, c * chunk), e = std::min(p.r, b + chunk);
+      partial[c] = RowReduce<T, K>(x + b, e - b, init);
     }
+    T acc = init;
+    for (T v : partial) acc = Combine<T, K>(acc, v);
     y[0] = finish(acc);
   } else if (p.inner == 1) {
     ParallelRange(
