@@ -19,7 +19,11 @@ memory (Open MPI's vader transport), every process on its own core:
    part 1 (t = 2 (P - 1) x latency + 2 (P - 1) / P x bytes / bandwidth,
    least squares over the sizes); its prediction for the runs of part 3
    beside the measurement, and the ratio (the issue's bound: within 25%).
-5. The same model for BERT-Base on the cluster files in clusters/ (POD16,
+5. BERT-small as one replica of 2 pipeline stages (1F1B, 4 micro-batches
+   per update, one thread per stage): both stages in one process (copies in
+   memory) against a stage per process (processes_per_replica 2: the
+   activations and gradients as MPI messages).
+6. The same model for BERT-Base on the cluster files in clusters/ (POD16,
    POD64, POD256-like IPU layouts and an InfiniBand CPU cluster): predicted
    step time and scaling efficiency.
 
@@ -148,8 +152,19 @@ def main(argv=None) -> int:
         measured_eff = one["median_ms"] / two["median_ms"]
         print(f"   scaling efficiency: predicted {predicted_eff:.0%}, measured {measured_eff:.0%}")
 
+        print("\n5. BERT-small, one replica of 2 pipeline stages (1F1B, accumulation 4, "
+              f"micro-batch {args.micro}), one thread per stage", flush=True)
+        piped = [*step, "--stages", "2", "--accumulate", "4"]
+        in_process = _json_lines(piped, env)[0]
+        spread = _json_lines([*MPIRUN, "-np", "2", *piped], env)[0]
+        print(f"   both stages in 1 process:  {in_process['median_ms']:.1f} ms per update "
+              f"(best {in_process['best_ms']:.1f})")
+        print(f"   a stage per process (MPI): {spread['median_ms']:.1f} ms per update "
+              f"(best {spread['best_ms']:.1f}): "
+              f"{in_process['median_ms'] / spread['median_ms']:.2f}x the in-process speed")
+
         if not args.skip_clusters:
-            print("\n5. BERT-Base on the cluster files (clusters/), per the same model", flush=True)
+            print("\n6. BERT-Base on the cluster files (clusters/), per the same model", flush=True)
             base = Path(tmp) / "bert_base_train.json"
             _save_bert_base(base)
             shapes = {"input_ids": [8, 128], "token_type_ids": [8, 128],
