@@ -421,9 +421,12 @@ class IpuCompiledProgram:
         state: <prefix>.pdparams (parameters) and <prefix>.pdopt (optimizer
         state, learning rate), pickles of name -> numpy array split as
         paddle.static.save splits them, so paddle.static.load /
-        set_program_state or load() resume from it. Each file is written to a
-        temporary name and renamed, so an interrupted save never leaves a
-        truncated checkpoint."""
+        set_program_state or load() resume from it, and <prefix>.tiller.json
+        (Tiller's manifest: the step, loss scaling, a hash per tensor). A save
+        killed at any point leaves a checkpoint that loads: the new files are
+        renamed into place only once all are written, the current ones kept
+        as <prefix>.prev.* until the new set is whole, and load() falls back
+        on them (saying so) when a save was interrupted."""
         self._require_training("save()")
         if protocol != 4:
             raise TillerError(f"save(protocol={protocol!r}): Tiller writes pickle protocol 4 "

@@ -66,6 +66,43 @@ void AtomicFile::Write(const void* data, size_t size) {
   }
 }
 
+void ReplaceWithLink(const std::string& from, const std::string& to, const std::string& what) {
+  const std::string temp = to + ".tmp-link-" + std::to_string(::getpid());
+  ::unlink(temp.c_str());
+  if (::link(from.c_str(), temp.c_str()) != 0) {
+    // No hard links here (some network and FUSE file systems): a copy.
+    std::error_code ec;
+    std::filesystem::copy_file(from, temp, std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec)
+      Fail(ErrorKind::kDataLoss, "cannot keep {} '{}' as '{}': {}", what, from, to, ec.message());
+  }
+  if (::rename(temp.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    Fail(ErrorKind::kDataLoss, "cannot keep {} '{}' as '{}': rename failed: {}", what, from, to,
+         ErrnoText(err));
+  }
+}
+
+void RemoveFile(const std::string& path, const std::string& what) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    Fail(ErrorKind::kDataLoss, "cannot remove {} '{}': {}", what, path, ErrnoText(errno));
+}
+
+void SyncDirectory(const std::string& path, const std::string& what) {
+  int dir = ::open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0)
+    Fail(ErrorKind::kDataLoss, "cannot write {} '{}': opening its directory for fsync failed: {}",
+         what, path, ErrnoText(errno));
+  int rc = ::fsync(dir);
+  int err = errno;
+  ::close(dir);
+  // Some file systems cannot fsync a directory (EINVAL).
+  if (rc != 0 && err != EINVAL && err != EROFS)
+    Fail(ErrorKind::kDataLoss, "cannot write {} '{}': fsync of its directory failed: {}", what,
+         path, ErrnoText(err));
+}
+
 void AtomicFile::Commit() {
   TILLER_CHECK(fd_ >= 0 && !committed_, "commit of a closed AtomicFile '{}'", path_);
   if (::fsync(fd_) != 0) FailErrno("fsync", errno);
@@ -77,14 +114,7 @@ void AtomicFile::Commit() {
   if (::rename(temp_.c_str(), path_.c_str()) != 0) FailErrno("rename", errno);
   committed_ = true;
   // The rename is durable only once the directory entry is on disk.
-  int dir = ::open(DirectoryOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) FailErrno("opening its directory for fsync", errno);
-  int rc = ::fsync(dir);
-  int err = errno;
-  ::close(dir);
-  // Some file systems cannot fsync a directory (EINVAL); the file itself is
-  // complete, so only real I/O errors are reported.
-  if (rc != 0 && err != EINVAL && err != EROFS) FailErrno("fsync of its directory", err);
+  SyncDirectory(path_, what_);
 }
 
 }  // namespace tiller

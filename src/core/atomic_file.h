@@ -40,4 +40,14 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// `to` becomes another name of `from`'s current bytes (a hard link, or a
+// copy where the file system has none), replacing what `to` held at once;
+// `from` is left as it is. `what` names the files in messages.
+void ReplaceWithLink(const std::string& from, const std::string& to, const std::string& what);
+// Removes `path` if it exists (errors other than its absence name it).
+void RemoveFile(const std::string& path, const std::string& what);
+// Makes the directory holding `path` durable: its renames and removals
+// survive a power loss (file systems that cannot fsync a directory pass).
+void SyncDirectory(const std::string& path, const std::string& what);
+
 }  // namespace tiller

@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -419,11 +422,21 @@ struct TrainingSession::Impl {
     replicas_stale = true;
   }
 
-  // LoadCheckpoint's reading and checking, into `states`.
-  void ReadCheckpoint(const std::string& path_prefix);
-  // SaveCheckpoint's manifest of what it wrote (ManifestPath).
-  void WriteManifest(const std::string& prefix, const std::vector<paddle::ArrayView>& params,
-                     const std::vector<paddle::ArrayView>& opts) const;
+  // A checkpoint's files, read and checked against the program and their
+  // manifest (when they have one) without changing the session.
+  struct CheckpointFiles {
+    std::map<std::string, paddle::PickledArray> values;
+    std::optional<nlohmann::json> manifest;
+  };
+  CheckpointFiles ReadCheckpoint(const std::string& path_prefix) const;
+  // Sets the state (and the manifest's counters) from checked files.
+  void ApplyCheckpoint(const CheckpointFiles& files);
+  // SaveCheckpoint's writing (rank 0), crash-safe.
+  void SaveCheckpointFiles(const std::string& prefix, const std::vector<paddle::ArrayView>& params,
+                           const std::vector<paddle::ArrayView>& opts) const;
+  // SaveCheckpoint's manifest of what it writes (ManifestPath).
+  std::string ManifestText(const std::vector<paddle::ArrayView>& params,
+                           const std::vector<paddle::ArrayView>& opts) const;
 
   // Distribution: runs `work` on rank 0 only and lets every process know
   // whether it succeeded (rank 0 rethrows its error, the others say that
@@ -1235,24 +1248,122 @@ void TrainingSession::SaveCheckpoint(const std::string& path_prefix) const {
         Fail(ErrorKind::kNotFound, "checkpoint '{}': cannot create directory '{}': {}", path_prefix,
              dir.string(), ec.message());
     }
-    paddle::WriteArrayPickle(path_prefix + ".pdparams", params);
-    paddle::WriteArrayPickle(path_prefix + ".pdopt", opts);
-    // Last: a manifest names a complete pair of files.
-    s.WriteManifest(path_prefix, params, opts);
+    s.SaveCheckpointFiles(path_prefix, params, opts);
   });
 }
+
+namespace {
 
 // <prefix>.tiller.json: what Paddle's pickles do not hold (the step count,
 // which draws dropout masks and tells where the data was; loss scaling's
 // state) and each tensor's hash, so a torn or bit-flipped checkpoint is
 // refused naming the tensor. Paddle's own checkpoints have none.
-static std::string ManifestPath(const std::string& prefix) {
+std::string ManifestPath(const std::string& prefix) {
   return prefix + ".tiller.json";
 }
 
-void TrainingSession::Impl::WriteManifest(const std::string& prefix,
-                                          const std::vector<paddle::ArrayView>& params,
-                                          const std::vector<paddle::ArrayView>& opts) const {
+// Names of a checkpoint's files: the main set (what Paddle reads: .pdparams,
+// .pdopt; and Tiller's manifest), the previous complete set, and the mark
+// of a save under way.
+constexpr std::array<const char*, 3> kCheckpointSuffixes = {".pdparams", ".pdopt", ".tiller.json"};
+std::string PreviousPrefix(const std::string& prefix) {
+  return prefix + ".prev";
+}
+std::string SavingMark(const std::string& prefix) {
+  return prefix + ".tiller.saving";
+}
+
+// TILLER_CHECKPOINT_CRASH_AT=<point>: the process kills itself (SIGKILL) at
+// that point of a save (written, kept, marked, params, opt, manifest,
+// done), for the tests that show no point loses the checkpoint; unset in
+// normal runs. Read at every point: a test sets it before the save to kill.
+void CrashPoint(const char* point) {
+  const char* at = std::getenv("TILLER_CHECKPOINT_CRASH_AT");
+  if (at && std::strcmp(at, point) == 0) std::raise(SIGKILL);
+}
+
+// The temporary files of saves killed part way (AtomicFile's
+// "<file>.tmp-<pid>-<n>", a link's "<file>.tmp-link-<pid>"): once a save
+// completed, nothing reads them.
+void RemoveStaleTemporaries(const std::string& prefix) {
+  const std::filesystem::path base(prefix);
+  std::error_code ec;
+  const std::filesystem::path dir = base.has_parent_path() ? base.parent_path() : ".";
+  std::vector<std::string> stems;
+  for (const std::string& p : {prefix, PreviousPrefix(prefix)}) {
+    for (const char* suffix : kCheckpointSuffixes)
+      stems.push_back(std::filesystem::path(p + suffix).filename().string() + ".tmp-");
+  }
+  stems.push_back(std::filesystem::path(SavingMark(prefix)).filename().string() + ".tmp-");
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string& stem : stems) {
+      if (name.rfind(stem, 0) == 0) std::filesystem::remove(entry.path(), ec);
+    }
+  }
+}
+
+}  // namespace
+
+// A save never leaves the checkpoint unloadable (issue 14): the new files
+// are written whole under temporary names first; then, unless the main set
+// is not complete (a save interrupted before), the main files become the
+// previous set (hard links, each renamed into place); the mark says a save
+// is under way; the new files are renamed over the main ones, the manifest
+// last; the mark goes. A load that finds the mark checks the main set and
+// falls back on the previous one. Killed at any point, either the main set
+// is complete or the previous set is, and the mark tells which to check.
+void TrainingSession::Impl::SaveCheckpointFiles(const std::string& prefix,
+                                                const std::vector<paddle::ArrayView>& params,
+                                                const std::vector<paddle::ArrayView>& opts) const {
+  const Impl& s = *this;
+  AtomicFile params_file(prefix + ".pdparams", "checkpoint");
+  AtomicFile opts_file(prefix + ".pdopt", "checkpoint");
+  AtomicFile manifest_file(ManifestPath(prefix), "checkpoint manifest");
+  paddle::WriteArrayPickle(params_file, params);
+  paddle::WriteArrayPickle(opts_file, opts);
+  const std::string text = s.ManifestText(params, opts);
+  manifest_file.Write(text.data(), text.size());
+  CrashPoint("written");
+  const std::string mark = SavingMark(prefix);
+  bool main_complete = !std::filesystem::exists(mark);
+  if (!main_complete) {
+    // The last save stopped part way: its files are kept as the previous
+    // set only if they are whole (it stopped after its manifest).
+    try {
+      s.ReadCheckpoint(prefix);
+      main_complete = true;
+    } catch (const Error&) {
+    }
+  }
+  if (main_complete && std::filesystem::exists(prefix + ".pdparams")) {
+    const std::string previous = PreviousPrefix(prefix);
+    for (const char* suffix : kCheckpointSuffixes) {
+      if (std::filesystem::exists(prefix + suffix))
+        ReplaceWithLink(prefix + suffix, previous + suffix, "checkpoint");
+      else
+        RemoveFile(previous + suffix, "checkpoint");
+    }
+    SyncDirectory(previous, "checkpoint");
+    CrashPoint("kept");
+  }
+  AtomicFile mark_file(mark, "checkpoint mark");
+  mark_file.Commit();
+  CrashPoint("marked");
+  params_file.Commit();
+  CrashPoint("params");
+  opts_file.Commit();
+  CrashPoint("opt");
+  manifest_file.Commit();
+  CrashPoint("manifest");
+  RemoveFile(mark, "checkpoint mark");
+  SyncDirectory(mark, "checkpoint mark");
+  CrashPoint("done");
+  RemoveStaleTemporaries(prefix);
+}
+
+std::string TrainingSession::Impl::ManifestText(const std::vector<paddle::ArrayView>& params,
+                                                const std::vector<paddle::ArrayView>& opts) const {
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& [file, views] : {std::pair{".pdparams", &params}, {".pdopt", &opts}}) {
     for (const paddle::ArrayView& v : *views)
@@ -1277,10 +1388,7 @@ void TrainingSession::Impl::WriteManifest(const std::string& prefix,
         {"bad_updates", r.bad_updates},
         {"skipped", r.skipped}}},
       {"tensors", tensors}};
-  const std::string text = manifest.dump(1);
-  AtomicFile file(ManifestPath(prefix), "checkpoint manifest");
-  file.Write(text.data(), text.size());
-  file.Commit();
+  return manifest.dump(1);
 }
 
 void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
@@ -1288,7 +1396,25 @@ void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
   s.GatherParts();  // a refused checkpoint leaves the state as it was
   // Across processes rank 0 reads it (the files need only be on its disk)
   // and every process takes rank 0's state.
-  s.OnRankZero(fmt::format("checkpoint '{}'", path_prefix), [&] { s.ReadCheckpoint(path_prefix); });
+  s.OnRankZero(fmt::format("checkpoint '{}'", path_prefix), [&] {
+    if (!std::filesystem::exists(SavingMark(path_prefix)))
+      return s.ApplyCheckpoint(s.ReadCheckpoint(path_prefix));
+    // A save was interrupted: the main files are whole only if it stopped
+    // after its manifest; else the previous checkpoint is.
+    std::optional<Impl::CheckpointFiles> files;
+    try {
+      files = s.ReadCheckpoint(path_prefix);
+    } catch (const Error& e) {
+      const std::string previous = PreviousPrefix(path_prefix);
+      if (!std::filesystem::exists(previous + ".pdparams")) throw;
+      files = s.ReadCheckpoint(previous);
+      std::fprintf(stderr,
+                   "tiller: checkpoint '%s': the last save to it was interrupted (%s); loaded "
+                   "the checkpoint before it ('%s.*')\n",
+                   path_prefix.c_str(), e.what(), previous.c_str());
+    }
+    s.ApplyCheckpoint(*files);
+  });
   if (s.process_group) {
     s.BroadcastStates(/*loaded=*/true);
     // The manifest's counters, as rank 0 read them.
@@ -1303,8 +1429,9 @@ void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
   s.replicas_stale = true;
 }
 
-void TrainingSession::Impl::ReadCheckpoint(const std::string& path_prefix) {
-  Impl& s = *this;
+TrainingSession::Impl::CheckpointFiles TrainingSession::Impl::ReadCheckpoint(
+    const std::string& path_prefix) const {
+  const Impl& s = *this;
   // Both files into one dict (a variable in both: .pdopt's value), so a
   // checkpoint of either program form loads into the other (the learning
   // rate is in .pdparams for PIR, in .pdopt for legacy programs).
@@ -1394,8 +1521,14 @@ void TrainingSession::Impl::ReadCheckpoint(const std::string& path_prefix) {
            e.what());
     }
   }
+  return {std::move(values), std::move(manifest)};
+}
+
+void TrainingSession::Impl::ApplyCheckpoint(const CheckpointFiles& files) {
+  Impl& s = *this;
+  const std::optional<nlohmann::json>& manifest = files.manifest;
   for (const std::string& name : s.info.state) {
-    const paddle::PickledArray& a = values.at(name);
+    const paddle::PickledArray& a = files.values.at(name);
     Impl::State& st = s.states.at(name);
     Impl::Store(st, a.data->data());
     st.set = true;

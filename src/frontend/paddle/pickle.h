@@ -31,6 +31,10 @@
 #include "core/dtype.h"
 #include "core/shape.h"
 
+namespace tiller {
+class AtomicFile;
+}
+
 namespace tiller::paddle {
 
 // One array of the dict, in insertion order.
@@ -74,5 +78,8 @@ std::string SerializeArrayPickle(std::span<const ArrayView> arrays);
 // the errno text.
 void WriteArrayPickle(const std::string& path, std::span<const ArrayView> arrays);
 void WriteArrayPickle(const std::string& path, const std::vector<PickledArray>& arrays);
+// The same bytes into `file`, not yet committed: a checkpoint writes its
+// files before it renames any of them (runtime/training_session.cc).
+void WriteArrayPickle(AtomicFile& file, std::span<const ArrayView> arrays);
 
 }  // namespace tiller::paddle

@@ -22,7 +22,7 @@ using Sink = std::function<void(const void*, size_t)>;
 
 // Python's framer: frames are committed once they reach 64 KiB; payloads
 // of at least that size bypass frames; frames under 4 bytes get no header.
-constexpr size_t kFrameTarget = 64 * 1024;
+constexpr size_t kFrameTarget = size_t{64} * 1024;
 constexpr size_t kFrameMin = 4;
 constexpr size_t kBatch = 1000;  // pickle's _BATCHSIZE for SETITEMS
 
@@ -357,17 +357,21 @@ std::string SerializeArrayPickle(std::span<const ArrayView> arrays) {
   return out;
 }
 
-void WriteArrayPickle(const std::string& path, std::span<const ArrayView> arrays) {
-  AtomicFile file(path, "checkpoint");
+void WriteArrayPickle(AtomicFile& file, std::span<const ArrayView> arrays) {
   try {
     DictWriter([&](const void* p, size_t n) { file.Write(p, n); }).Write(arrays);
   } catch (const Error& e) {
     // Invalid arrays are reported with the file they were meant for.
     if (e.kind() == ErrorKind::kInvalidArgument) {
-      Fail(ErrorKind::kInvalidArgument, "cannot write checkpoint '{}': {}", path, e.what());
+      Fail(ErrorKind::kInvalidArgument, "cannot write checkpoint '{}': {}", file.path(), e.what());
     }
     throw;
   }
+}
+
+void WriteArrayPickle(const std::string& path, std::span<const ArrayView> arrays) {
+  AtomicFile file(path, "checkpoint");
+  WriteArrayPickle(file, arrays);
   file.Commit();
 }
 
