@@ -7,6 +7,7 @@
 #   make build  configure and build only
 #   make asan   build with AddressSanitizer/UBSan and run the C++ tests
 #   make tsan   build with ThreadSanitizer and run the C++ tests of shared-thread code
+#   make fuzz   build the fuzz targets (clang, libFuzzer) and run each FUZZ_SECONDS (60)
 #   make bench / bench-train   inference / training benchmarks against Paddle (training: and PyTorch)
 #   make bench-zoo             every zoo model at batch 1 and 8 vs Paddle Inference and ONNX Runtime
 #   make bench-int8            BERT-Base and ResNet-50 quantized by Paddle vs Paddle int8 and ORT int8
@@ -17,7 +18,7 @@ JOBS    ?= $(shell nproc)
 export CCACHE_BASEDIR := $(CURDIR)
 CMAKE_ARGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
 
-.PHONY: setup build build-asan build-tsan test test-cpp test-python demo bench bench-train bench-zoo bench-int8 bench-mpi asan tsan clean
+.PHONY: setup build build-asan build-tsan build-fuzz fuzz test test-cpp test-python demo bench bench-train bench-zoo bench-int8 bench-mpi asan tsan clean
 
 setup:
 	@bash scripts/setup.sh
@@ -67,8 +68,19 @@ build-tsan: setup
 	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPython3_EXECUTABLE=$(PY) -DTILLER_TSAN=ON -DTILLER_BUILD_PYTHON=OFF > build-tsan.configure.log 2>&1 || (cat build-tsan.configure.log; exit 1)
 	@ninja -C build-tsan -j $(JOBS) tiller_tests
 
+# Fuzz targets (fuzz/*_fuzzer.cc) with clang's libFuzzer, ASan and UBSan;
+# `make fuzz` makes the seed corpora from models Paddle exports and runs each
+# target FUZZ_SECONDS (scripts/fuzz.py prints the executions).
+FUZZ_SECONDS ?= 60
+build-fuzz: setup
+	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$(PY) -DTILLER_FUZZ=ON -DTILLER_BUILD_PYTHON=OFF -DTILLER_BUILD_TESTS=OFF > build-fuzz.configure.log 2>&1 || (cat build-fuzz.configure.log; exit 1)
+	@ninja -C build-fuzz -j $(JOBS) program_desc_fuzzer pir_json_fuzzer params_fuzzer pickle_fuzzer npy_fuzzer ipu_config_fuzzer model_fuzzer
+
+fuzz: build-fuzz
+	@$(PY) scripts/fuzz.py --build build-fuzz --seconds $(FUZZ_SECONDS)
+
 tsan: build-tsan
 	@cd build-tsan && ctest --output-on-failure -j $(JOBS)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan *.configure.log
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz *.configure.log

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -24,10 +26,15 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 std::string Field(const std::string& header, const std::string& key, const std::string& path) {
   size_t k = header.find("'" + key + "'");
   if (k == std::string::npos) Fail(ErrorKind::kDataLoss, "{}: npy header lacks '{}'", path, key);
-  size_t colon = header.find(':', k);
-  size_t start = header.find_first_not_of(' ', colon + 1);
-  size_t end = header[start] == '(' ? header.find(')', start) + 1 : header.find(',', start);
-  return header.substr(start, end - start);
+  const size_t colon = header.find(':', k);
+  const size_t start =
+      colon == std::string::npos ? colon : header.find_first_not_of(' ', colon + 1);
+  // (Found by the npy fuzz target: a key without a value read past the header.)
+  if (start == std::string::npos)
+    Fail(ErrorKind::kDataLoss, "{}: npy header has no value for '{}'", path, key);
+  size_t end = header[start] == '(' ? header.find(')', start) : header.find(',', start);
+  if (end != std::string::npos && header[start] == '(') ++end;
+  return header.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
 
 }  // namespace
@@ -63,15 +70,32 @@ HostTensor ReadNpy(const std::string& path) {
   std::string d = descr.size() >= 2 ? descr.substr(1, descr.size() - 2) : descr;
   if (!ParseNumpyDescr(d, &a.dtype) || a.dtype == DataType::BFLOAT16)
     Fail(ErrorKind::kInvalidArgument, "{}: unsupported dtype {}", path, descr);
+  const size_t data_at = offset + header_len;
+  const size_t have = bytes.size() - data_at;
+  // The element count, checked against the bytes there are as it grows (a
+  // dim of 10^30, or dims whose product overflows, was found by the npy
+  // fuzz target: std::stoll threw past the CLI's error handling).
+  uint64_t count = 1;
   for (size_t i = 0; i < shape_str.size();) {
     size_t j = shape_str.find_first_of("0123456789", i);
     if (j == std::string::npos) break;
     size_t e = shape_str.find_first_not_of("0123456789", j);
-    a.shape.push_back(std::stoll(shape_str.substr(j, e - j)));
+    if (e == std::string::npos) e = shape_str.size();
+    int64_t dim = 0;
+    auto [end, ec] = std::from_chars(shape_str.data() + j, shape_str.data() + e, dim);
+    if (ec != std::errc())
+      Fail(ErrorKind::kDataLoss, "{}: shape {} has a dimension too large", path, shape_str);
+    a.shape.push_back(dim);
+    if (dim != 0 && count > have / static_cast<uint64_t>(dim))
+      count = have + 1;
+    else
+      count *= static_cast<uint64_t>(dim);
     i = e;
   }
-  size_t need = static_cast<size_t>(a.numel()) * SizeOf(a.dtype);
-  size_t data_at = offset + header_len;
+  if (count > have / SizeOf(a.dtype) + 1)
+    Fail(ErrorKind::kDataLoss, "{}: {} data bytes, shape {} needs more", path, have,
+         ShapeString(a.shape));
+  size_t need = static_cast<size_t>(count) * SizeOf(a.dtype);
   if (bytes.size() - data_at != need)
     Fail(ErrorKind::kDataLoss, "{}: {} data bytes, shape {} needs {}", path, bytes.size() - data_at,
          ShapeString(a.shape), need);

@@ -1331,8 +1331,8 @@ void TrainingSession::Impl::SaveCheckpointFiles(const std::string& prefix,
     // The last save stopped part way: its files are kept as the previous
     // set only if they are whole (it stopped after its manifest).
     try {
-      s.ReadCheckpoint(prefix);
-      main_complete = true;
+      // Tiller's saves write a manifest: without it the set is not whole.
+      main_complete = s.ReadCheckpoint(prefix).manifest.has_value();
     } catch (const Error&) {
     }
   }
@@ -1404,6 +1404,12 @@ void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
     std::optional<Impl::CheckpointFiles> files;
     try {
       files = s.ReadCheckpoint(path_prefix);
+      // The save writes a manifest last: a marked set without one is torn.
+      if (!files->manifest)
+        Fail(ErrorKind::kDataLoss,
+             "checkpoint '{}': a save to it stopped before writing its manifest; its files are "
+             "not a complete checkpoint",
+             path_prefix);
     } catch (const Error& e) {
       const std::string previous = PreviousPrefix(path_prefix);
       if (!std::filesystem::exists(previous + ".pdparams")) throw;

@@ -43,7 +43,9 @@ def uninterrupted(tmp_path_factory):
 @pytest.mark.parametrize("point, update, resumes_at", [
     ("written", 3, 3), ("kept", 3, 3), ("marked", 3, 3), ("params", 3, 3), ("opt", 3, 3),
     ("manifest", 3, 4), ("done", 3, 4),
-    ("params", 0, 0),  # the first save: nothing complete yet, the run starts over
+    # The first save: nothing complete yet, the run starts over (after "opt" both
+    # pickles are in place, but without the manifest they are not a checkpoint).
+    ("params", 0, 0), ("opt", 0, 0), ("manifest", 0, 1),
 ])
 def test_a_save_killed_at_any_point_leaves_a_checkpoint_that_resumes_the_run(
         tmp_path, uninterrupted, point, update, resumes_at):

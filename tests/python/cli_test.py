@@ -122,6 +122,19 @@ def test_errors_exit_2_with_names(bert, tmp_path):
     (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY garbage")
     res = tiller("run", bert.model_file, "--input", f"input_ids={tmp_path / 'bad.npy'}", check=False)
     assert res.returncode == 2 and "bad.npy" in res.stderr
+    # Found by the npy fuzz target: a header key without a value was read
+    # past the header's end.
+    header = b"{'descr'i8:"
+    (tmp_path / "nokey.npy").write_bytes(b"\x93NUMPY\x01\x00" + bytes([len(header), 0]) + header)
+    res = tiller("run", bert.model_file, "--input", f"input_ids={tmp_path / 'nokey.npy'}",
+                 check=False)
+    assert res.returncode == 2 and "nokey.npy" in res.stderr and "descr" in res.stderr, res.stderr
+    # And a dimension past int64 (std::stoll threw past the CLI's handler).
+    header = b"{'descr': '|u1', 'fortran_order': False, 'shape': (2, 50000000000000000000000), }"
+    (tmp_path / "huge.npy").write_bytes(b"\x93NUMPY\x01\x00" + bytes([len(header), 0]) + header)
+    res = tiller("run", bert.model_file, "--input", f"input_ids={tmp_path / 'huge.npy'}",
+                 check=False)
+    assert res.returncode == 2 and "huge.npy" in res.stderr and "too large" in res.stderr, res.stderr
 
 
 def test_info_marks_unsupported_ops(tmp_path):

@@ -167,7 +167,10 @@ template <typename T>
 struct Adam {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const auto [b1, b2, eps] = ReadBetas<T>(op);
+    // Plain variables, not a structured binding: lambdas capture them (clang
+    // before 16, which builds the fuzz targets, cannot capture bindings).
+    const Betas<T> betas = ReadBetas<T>(op);
+    const T b1 = betas.b1, b2 = betas.b2, eps = betas.eps;
     const T wd = static_cast<T>(AttrF(op, "weight_decay"));
     const T lr_ratio = static_cast<T>(AttrF(op, "lr_ratio"));
     const bool update_pow = op.GetBool("update_beta_pow");
@@ -206,7 +209,10 @@ template <typename T>
 struct Adamax {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const auto [b1, b2, eps] = ReadBetas<T>(op);
+    // Plain variables, not a structured binding: lambdas capture them (clang
+    // before 16, which builds the fuzz targets, cannot capture bindings).
+    const Betas<T> betas = ReadBetas<T>(op);
+    const T b1 = betas.b1, b2 = betas.b2, eps = betas.eps;
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
       const T *p = In<T>(a, 0), *g = In<T>(a, 1), *m = In<T>(a, 3), *u = In<T>(a, 4);
       const T lr_t = In<T>(a, 2)[0] / (T(1) - In<T>(a, 5)[0]);
@@ -238,7 +244,10 @@ template <typename T>
 struct Lamb {
   static std::unique_ptr<Kernel> Create(const ir::Op& op) {
     int64_t n = NumElements(op.inputs[0]->shape());
-    const auto [b1, b2, eps] = ReadBetas<T>(op);
+    // Plain variables, not a structured binding: lambdas capture them (clang
+    // before 16, which builds the fuzz targets, cannot capture bindings).
+    const Betas<T> betas = ReadBetas<T>(op);
+    const T b1 = betas.b1, b2 = betas.b2, eps = betas.eps;
     const T wd = static_cast<T>(AttrF(op, "weight_decay"));
     const bool adapt = wd > T(0) || op.GetBool("always_adapt");
     const bool bias_correction = op.GetBool("bias_correction");

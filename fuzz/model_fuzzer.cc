@@ -1,0 +1,42 @@
+// The whole path of a model directory: load, translate, compile, run once.
+// The input is the program (a PIR .json when it starts with '{', else a
+// legacy .pdmodel); the parameters are the seed model's, found through
+// TILLER_FUZZ_PARAMS (scripts/fuzz.py sets it), so a mutated program that
+// keeps its variables loads them. Inputs are fed zeros, dynamic dims as 1.
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "fuzz/fuzz_file.h"
+#include "tiller/data_type.h"
+#include "tiller/error.h"
+#include "tiller/predictor.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const char* params = std::getenv("TILLER_FUZZ_PARAMS");
+  if (!params || size == 0) return 0;
+  const std::string program =
+      tiller::fuzz::WriteInput(data, size, data[0] == '{' ? "model.json" : "model.pdmodel");
+  try {
+    tiller::inference::Config config(program, params);
+    config.SetCpuMathLibraryNumThreads(1);
+    auto predictor = tiller::inference::CreatePredictor(config);
+    for (const std::string& name : predictor->GetInputNames()) {
+      std::vector<int64_t> shape = predictor->GetInputShape(name);
+      int64_t n = 1;
+      for (int64_t& d : shape) {
+        if (d < 1) d = 1;
+        n *= d;
+      }
+      if (n > (int64_t{1} << 24)) return 0;  // a huge declared input: not the reader's
+      auto input = predictor->GetInputHandle(name);
+      input->Reshape(shape);
+      const size_t bytes = static_cast<size_t>(n) * tiller::SizeOf(input->type());
+      std::vector<std::byte> zeros(bytes);
+      input->CopyFromCpuBytes(zeros.data(), input->type(), bytes);
+    }
+    predictor->Run();
+  } catch (const tiller::Error&) {
+  }
+  return 0;
+}
