@@ -328,9 +328,12 @@ class TrainingSession {
   // Writes a checkpoint of the state as paddle.static.save does:
   // <prefix>.pdparams and <prefix>.pdopt, pickles of {name: numpy array}
   // split by StateTensorInfo::file, so paddle.static.load and LoadCheckpoint
-  // read it. The directory of the prefix is created if needed; each file is
-  // replaced atomically (an interrupted save leaves the previous file);
-  // then <prefix>.tiller.json, the manifest (see LoadCheckpoint).
+  // read it, and <prefix>.tiller.json, the manifest (see LoadCheckpoint).
+  // The directory of the prefix is created if needed. A save killed at any
+  // point leaves a checkpoint that loads: the new files are written whole
+  // under temporary names before any replaces its target; the current set
+  // is kept as <prefix>.prev.* and <prefix>.tiller.saving marks the save
+  // while the new files are renamed into place (the manifest last).
   // Distribution: every process calls it; rank 0 alone writes, and every
   // process throws if rank 0 failed.
   void SaveCheckpoint(const std::string& path_prefix) const;
@@ -348,7 +351,10 @@ class TrainingSession {
   // of every tensor, into <prefix>.tiller.json, and LoadCheckpoint restores
   // them (a resumed run with dropout repeats the uninterrupted one) and
   // refuses (kDataLoss) a tensor whose bytes do not match, naming it. A
-  // checkpoint without that file (Paddle's) counts from 0.
+  // checkpoint without that file (Paddle's) counts from 0. After an
+  // interrupted save (its mark is there) the main set loads only if it has
+  // its manifest and matches it; else the previous set (<prefix>.prev.*)
+  // loads, and a line on stderr says so.
   // Distribution: every process calls it; rank 0 reads the files and every
   // process takes rank 0's state.
   void LoadCheckpoint(const std::string& path_prefix);
