@@ -1262,6 +1262,13 @@ std::string ManifestPath(const std::string& prefix) {
   return prefix + ".tiller.json";
 }
 
+// Whether `path` exists; an error looking (a directory the process may not
+// read) counts as absent, and the read or write that follows names it.
+bool Exists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
 // Names of a checkpoint's files: the main set (what Paddle reads: .pdparams,
 // .pdopt; and Tiller's manifest), the previous complete set, and the mark
 // of a save under way.
@@ -1326,7 +1333,7 @@ void TrainingSession::Impl::SaveCheckpointFiles(const std::string& prefix,
   manifest_file.Write(text.data(), text.size());
   CrashPoint("written");
   const std::string mark = SavingMark(prefix);
-  bool main_complete = !std::filesystem::exists(mark);
+  bool main_complete = !Exists(mark);
   if (!main_complete) {
     // The last save stopped part way: its files are kept as the previous
     // set only if they are whole (it stopped after its manifest).
@@ -1336,10 +1343,10 @@ void TrainingSession::Impl::SaveCheckpointFiles(const std::string& prefix,
     } catch (const Error&) {
     }
   }
-  if (main_complete && std::filesystem::exists(prefix + ".pdparams")) {
+  if (main_complete && Exists(prefix + ".pdparams")) {
     const std::string previous = PreviousPrefix(prefix);
     for (const char* suffix : kCheckpointSuffixes) {
-      if (std::filesystem::exists(prefix + suffix))
+      if (Exists(prefix + suffix))
         ReplaceWithLink(prefix + suffix, previous + suffix, "checkpoint");
       else
         RemoveFile(previous + suffix, "checkpoint");
@@ -1397,8 +1404,7 @@ void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
   // Across processes rank 0 reads it (the files need only be on its disk)
   // and every process takes rank 0's state.
   s.OnRankZero(fmt::format("checkpoint '{}'", path_prefix), [&] {
-    if (!std::filesystem::exists(SavingMark(path_prefix)))
-      return s.ApplyCheckpoint(s.ReadCheckpoint(path_prefix));
+    if (!Exists(SavingMark(path_prefix))) return s.ApplyCheckpoint(s.ReadCheckpoint(path_prefix));
     // A save was interrupted: the main files are whole only if it stopped
     // after its manifest; else the previous checkpoint is.
     std::optional<Impl::CheckpointFiles> files;
@@ -1412,7 +1418,7 @@ void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
              path_prefix);
     } catch (const Error& e) {
       const std::string previous = PreviousPrefix(path_prefix);
-      if (!std::filesystem::exists(previous + ".pdparams")) throw;
+      if (!Exists(previous + ".pdparams")) throw;
       files = s.ReadCheckpoint(previous);
       std::fprintf(stderr,
                    "tiller: checkpoint '%s': the last save to it was interrupted (%s); loaded "
@@ -1497,7 +1503,7 @@ TrainingSession::Impl::CheckpointFiles TrainingSession::Impl::ReadCheckpoint(
   // Tiller's manifest, when the checkpoint has one: every tensor as saved.
   std::optional<nlohmann::json> manifest;
   const std::string manifest_path = ManifestPath(path_prefix);
-  if (std::filesystem::exists(manifest_path)) {
+  if (Exists(manifest_path)) {
     std::ifstream in(manifest_path);
     try {
       manifest = nlohmann::json::parse(in);
