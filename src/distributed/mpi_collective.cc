@@ -13,6 +13,7 @@
 // bit for bit those of one process with the same global replicas. Every
 // MPI call is non-blocking and polled against a timeout: MPI itself waits
 // forever for a peer that hangs.
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -54,6 +55,18 @@ int WorldRank() {
   return rank;
 }
 
+// Prints "tiller: rank R of P<what>; ending the job" and ends every process
+// of the job: a wait for another process outlasted the timeout.
+[[noreturn]] void EndJob(const std::string& what) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::fprintf(stderr, "tiller: rank %d of %d%s; ending the job\n", WorldRank(), size,
+               what.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);
+}
+
 // Polls `request` until it completes; past `timeout_s` prints which rank
 // waited in which operation and ends the whole job. Spins briefly (a
 // completion usually follows within microseconds on shared memory), then
@@ -68,18 +81,11 @@ void Wait(MPI_Request* request, double timeout_s, const char* what, int64_t call
     if (polls < 2000) continue;
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > timeout_s) {
-      int size = 1;
-      MPI_Comm_size(MPI_COMM_WORLD, &size);
-      std::fprintf(stderr,
-                   "tiller: rank %d of %d waited %.0f s in %s #%lld (%zu bytes) for the other "
-                   "ranks (timeout %.0f s, TILLER_COLLECTIVE_TIMEOUT): a rank died or stopped "
-                   "answering; ending the job\n",
-                   WorldRank(), size, waited, what, static_cast<long long>(call), bytes, timeout_s);
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 3);
-      std::_Exit(3);
-    }
+    if (waited > timeout_s)
+      EndJob(
+          fmt::format(" waited {:.0f} s in {} #{} ({} bytes) for the other ranks (timeout "
+                      "{:.0f} s, TILLER_COLLECTIVE_TIMEOUT): a rank died or stopped answering",
+                      waited, what, call, bytes, timeout_s));
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
@@ -444,12 +450,7 @@ class MpiProcessGroup : public backend::ProcessGroup {
     Wait(&request, Timeout(), "a pipeline receive", tag, bytes);
   }
   double timeout_seconds() const override { return Timeout(); }
-  [[noreturn]] void AbortJob(const std::string& why) override {
-    std::fprintf(stderr, "tiller: rank %d of %d: %s; ending the job\n", rank_, size_, why.c_str());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-    std::_Exit(3);
-  }
+  [[noreturn]] void AbortJob(const std::string& why) override { EndJob(": " + why); }
 
   // TILLER_COLLECTIVE_TIMEOUT seconds, 300 by default.
   static double Timeout() {
