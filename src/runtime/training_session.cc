@@ -429,6 +429,9 @@ struct TrainingSession::Impl {
     std::optional<nlohmann::json> manifest;
   };
   CheckpointFiles ReadCheckpoint(const std::string& path_prefix) const;
+  // ReadCheckpoint of files a save of Tiller's wrote, which must include
+  // the manifest (after an interrupted save, the test of a whole set).
+  CheckpointFiles ReadSavedCheckpoint(const std::string& path_prefix) const;
   // Sets the state (and the manifest's counters) from checked files.
   void ApplyCheckpoint(const CheckpointFiles& files);
   // SaveCheckpoint's writing (rank 0), crash-safe.
@@ -1338,8 +1341,8 @@ void TrainingSession::Impl::SaveCheckpointFiles(const std::string& prefix,
     // The last save stopped part way: its files are kept as the previous
     // set only if they are whole (it stopped after its manifest).
     try {
-      // Tiller's saves write a manifest: without it the set is not whole.
-      main_complete = s.ReadCheckpoint(prefix).manifest.has_value();
+      s.ReadSavedCheckpoint(prefix);
+      main_complete = true;
     } catch (const Error&) {
     }
   }
@@ -1409,13 +1412,7 @@ void TrainingSession::LoadCheckpoint(const std::string& path_prefix) {
     // after its manifest; else the previous checkpoint is.
     std::optional<Impl::CheckpointFiles> files;
     try {
-      files = s.ReadCheckpoint(path_prefix);
-      // The save writes a manifest last: a marked set without one is torn.
-      if (!files->manifest)
-        Fail(ErrorKind::kDataLoss,
-             "checkpoint '{}': a save to it stopped before writing its manifest; its files are "
-             "not a complete checkpoint",
-             path_prefix);
+      files = s.ReadSavedCheckpoint(path_prefix);
     } catch (const Error& e) {
       const std::string previous = PreviousPrefix(path_prefix);
       if (!Exists(previous + ".pdparams")) throw;
@@ -1451,8 +1448,7 @@ TrainingSession::Impl::CheckpointFiles TrainingSession::Impl::ReadCheckpoint(
   std::string absent;
   for (const auto& [suffix, required] : {std::pair{".pdparams", true}, {".pdopt", false}}) {
     const std::string path = path_prefix + suffix;
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
+    if (!Exists(path)) {
       if (required) Fail(ErrorKind::kNotFound, "checkpoint file '{}' not found", path);
       absent = path;
       continue;
@@ -1534,6 +1530,18 @@ TrainingSession::Impl::CheckpointFiles TrainingSession::Impl::ReadCheckpoint(
     }
   }
   return {std::move(values), std::move(manifest)};
+}
+
+TrainingSession::Impl::CheckpointFiles TrainingSession::Impl::ReadSavedCheckpoint(
+    const std::string& path_prefix) const {
+  CheckpointFiles files = ReadCheckpoint(path_prefix);
+  // A save writes its manifest last: a set without one is torn.
+  if (!files.manifest)
+    Fail(ErrorKind::kDataLoss,
+         "checkpoint '{}': a save to it stopped before writing its manifest; its files are not "
+         "a complete checkpoint",
+         path_prefix);
+  return files;
 }
 
 void TrainingSession::Impl::ApplyCheckpoint(const CheckpointFiles& files) {
