@@ -50,16 +50,17 @@ ProcessSplit SplitAcrossProcesses(ir::Graph& g, const std::vector<int>& device_p
     op->device = device;
     return op;
   };
-  auto send = [&](ir::Value* v, int device, int peer, const ir::Op* before,
+  // A transfer's tag: its number in the walk, which every process makes
+  // alike (counted whether or not this process sends or receives it).
+  auto next_tag = [&] { return out.transfers++; };
+  auto send = [&](ir::Value* v, int device, int peer, int tag, const ir::Op* before,
                   const ir::Placement& placement) {
-    const int tag = out.transfers - 1;
     add("send", {v}, {{"peer", int64_t{peer}}, {"tag", int64_t{tag}}}, before, device, placement,
         fmt::format("send of {} to rank {}", v->name, peer));
     ++out.sends;
   };
-  auto recv = [&](const ir::Value* like, int device, int peer, const ir::Op* before,
+  auto recv = [&](const ir::Value* like, int device, int peer, int tag, const ir::Op* before,
                   const ir::Placement& placement) {
-    const int tag = out.transfers - 1;
     ir::Op* op =
         add("recv", {},
             {{"peer", int64_t{peer}},
@@ -92,11 +93,11 @@ ProcessSplit SplitAcrossProcesses(ir::Graph& g, const std::vector<int>& device_p
     ir::Value* received = nullptr;
     for (int p : targets) {
       if (p == owner) continue;
-      ++out.transfers;
+      const int tag = next_tag();
       if (owner == me) {
-        send(v, v->producer->device, p, after(v), v->producer->placement);
+        send(v, v->producer->device, p, tag, after(v), v->producer->placement);
       } else if (p == me) {
-        received = recv(v, first_device(me), owner, after(v), v->producer->placement);
+        received = recv(v, first_device(me), owner, tag, after(v), v->producer->placement);
       }
     }
     return received;
@@ -118,12 +119,13 @@ ProcessSplit SplitAcrossProcesses(ir::Graph& g, const std::vector<int>& device_p
       if (to != me) drop.insert(op);
       continue;
     }
-    ++out.transfers;
+    const int tag = next_tag();
     drop.insert(op);
     if (to == me) {
-      g.ReplaceAllUses(op->outputs[0], recv(op->outputs[0], op->device, from, op, op->placement));
+      g.ReplaceAllUses(op->outputs[0],
+                       recv(op->outputs[0], op->device, from, tag, op, op->placement));
     } else if (from == me) {
-      send(v, home, to, op, op->placement);
+      send(v, home, to, tag, op, op->placement);
     }
   }
   for (size_t i = 0; i < g.outputs().size(); ++i) {

@@ -876,8 +876,8 @@ TrainingSession::TrainingSession(const std::string& program_path,
   // replicas); a device of another process gets a placeholder (its steps
   // are that process's).
   std::vector<backend::Collective*> groups;
+  if (s.options.distribution) s.process_group = &runtime::MpiProcessGroup();
   if (s.options.distribution && options.processes_per_replica > 1) {
-    s.process_group = &runtime::MpiProcessGroup();
     if (s.options.global_replicas > 1) {
       // The same device of every replica: the processes at the same place
       // in their replicas (every process asks, for each of its devices).
@@ -890,7 +890,6 @@ TrainingSession::TrainingSession(const std::string& program_path,
                                                   : s.groups[0].get());
     }
   } else if (s.options.distribution) {
-    s.process_group = &runtime::MpiProcessGroup();
     for (int d = 0; d < options.devices_per_replica; ++d)
       s.groups.push_back(s.process_group->MakeCollective(options.replicas));
   } else if (options.replicas > 1) {
