@@ -72,7 +72,8 @@ build-tsan: setup
 # `make fuzz` makes the seed corpora from models Paddle exports and runs each
 # target FUZZ_SECONDS (scripts/fuzz.py prints the executions).
 FUZZ_SECONDS ?= 60
-build-fuzz: setup
+build-fuzz:
+	@TILLER_SETUP_FUZZ=1 bash scripts/setup.sh
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$(PY) -DTILLER_FUZZ=ON -DTILLER_BUILD_PYTHON=OFF -DTILLER_BUILD_TESTS=OFF > build-fuzz.configure.log 2>&1 || (cat build-fuzz.configure.log; exit 1)
 	@ninja -C build-fuzz -j $(JOBS) program_desc_fuzzer pir_json_fuzzer params_fuzzer pickle_fuzzer npy_fuzzer ipu_config_fuzzer model_fuzzer
 

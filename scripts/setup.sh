@@ -10,6 +10,8 @@ apt_pkgs=(build-essential cmake ninja-build ccache pkg-config
   libprotobuf-dev protobuf-compiler libdnnl-dev nlohmann-json3-dev
   libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3-dev python3-venv libomp-dev openmpi-bin libopenmpi-dev)
+# `make fuzz` (TILLER_SETUP_FUZZ=1): clang with its libFuzzer runtime.
+if [ "${TILLER_SETUP_FUZZ:-0}" = 1 ]; then apt_pkgs+=(clang); fi
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
