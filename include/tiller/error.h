@@ -7,12 +7,13 @@
 namespace tiller {
 
 enum class ErrorKind {
-  kInvalidArgument,  // bad feed, bad option, bad attribute value
-  kNotFound,         // missing file, unknown tensor name
-  kDataLoss,         // truncated or corrupt model/params file
-  kUnimplemented,    // unsupported op or attribute value
-  kInternal,         // a bug in Tiller
-  kNonFinite,        // a NaN or Inf appeared while checking was on (check_nan_inf)
+  kInvalidArgument,    // bad feed, bad option, bad attribute value
+  kNotFound,           // missing file, unknown tensor name
+  kDataLoss,           // truncated or corrupt model/params file
+  kUnimplemented,      // unsupported op or attribute value
+  kInternal,           // a bug in Tiller
+  kNonFinite,          // a NaN or Inf appeared while checking was on (check_nan_inf)
+  kResourceExhausted,  // the model needs more memory than the device's cap
 };
 
 const char* ErrorKindName(ErrorKind kind);

@@ -10,6 +10,7 @@
 
 #include "compile/executable.h"
 #include "core/error.h"
+#include "core/memory_cap.h"
 
 namespace tiller::compile {
 namespace {
@@ -89,31 +90,7 @@ DeviceProfile MeasureCpu(int threads) {
 }
 
 size_t ParseCapacity(const std::string& spec, const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string unit = text.substr(used);
-  std::transform(unit.begin(), unit.end(), unit.begin(), ::toupper);
-  double scale = 0;
-  for (const auto& [name, s] : {std::pair{"B", 1.0},
-                                {"KB", 1e3},
-                                {"MB", 1e6},
-                                {"GB", 1e9},
-                                {"TB", 1e12},
-                                {"KIB", 1024.0},
-                                {"MIB", 1048576.0},
-                                {"GIB", 1073741824.0}}) {
-    if (unit == name) scale = s;
-  }
-  if (!used || scale == 0 || !(value > 0) || !std::isfinite(value))
-    Fail(ErrorKind::kInvalidArgument,
-         "device profile '{}': capacity '{}' is not a size such as 64MB, 1.5GB or 512MiB", spec,
-         text);
-  return static_cast<size_t>(value * scale);
+  return ParseByteSize(text, fmt::format("device profile '{}': capacity", spec));
 }
 
 }  // namespace

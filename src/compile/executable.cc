@@ -12,14 +12,46 @@
 #include <unordered_set>
 
 #include "backend/collective.h"
+#include "compile/device_profile.h"
 #include "compile/placement.h"
 #include "compile/processes.h"
 #include "compile/trace.h"
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "core/shape.h"
 #include "ir/op_schema.h"
 
 namespace tiller::compile {
+
+namespace {
+
+// A plan larger than the device's memory cap fails before its arena is
+// allocated, naming the largest tensor in it: a model asking for absurd
+// sizes gets a message instead of an allocation failure.
+void CheckArenaFits(const MemoryPlan& plan, const backend::Device& device) {
+  const size_t cap = device.capacity_bytes();
+  if (plan.arena_bytes() <= cap) return;
+  const ir::Value* largest = nullptr;
+  for (const auto& [v, offset] : plan.offset) {
+    if (!largest || v->bytes() > largest->bytes()) largest = v;
+  }
+  std::string detail;
+  if (largest) {
+    detail =
+        fmt::format("; its largest tensor is '{}' {}, {}", largest->name, largest->type.ToString(),
+                    FormatBytes(static_cast<double>(largest->bytes())));
+    if (largest->producer) {
+      detail +=
+          fmt::format(", made by op {} ({})", largest->producer->name, largest->producer->type);
+    }
+  }
+  Fail(ErrorKind::kResourceExhausted,
+       "{}: the program needs {} of memory for its tensors{}: more than the memory cap of {} ({})",
+       device.name(), FormatBytes(static_cast<double>(plan.arena_bytes())), detail,
+       FormatBytes(static_cast<double>(cap)), MemoryCapOrigin(cap));
+}
+
+}  // namespace
 
 std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
                                               const CompileOptions& options,
@@ -119,7 +151,9 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
   // One arena per device; a single device plans every value (views included).
   for (int d = 0; d < n; ++d) {
     exe->plans_.push_back(PlanMemory(g, workspace, n == 1 ? -1 : d, host));
-    if (!plan_only) exe->arenas_.push_back(devices[d]->Allocate(exe->plans_.back().arena_bytes()));
+    if (plan_only) continue;
+    CheckArenaFits(exe->plans_.back(), *devices[d]);
+    exe->arenas_.push_back(devices[d]->Allocate(exe->plans_.back().arena_bytes()));
   }
   if (plan_only) {
     exe->plan_only_ = true;

@@ -1,7 +1,9 @@
 #include "compile/fold.h"
 
 #include "backend/kernel.h"
+#include "compile/device_profile.h"
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "ir/op_schema.h"
 
 namespace tiller::compile {
@@ -17,6 +19,17 @@ ir::Graph::Folder MakeFolder(backend::Device& device) {
       return;
     }
     if (device.backend().Supports(op)) return;  // no kernel: computed at run time
+    // A constant larger than the device's memory cap is refused by name
+    // before its buffer is allocated (a fill of 10^12 elements, say).
+    size_t bytes = 0;
+    for (const ir::Value* out : op.outputs) bytes += out->bytes();
+    const size_t cap = device.capacity_bytes();
+    if (bytes > cap) {
+      Fail(ErrorKind::kResourceExhausted,
+           "op {} ({}) makes a constant {} of {}: more than the memory cap of {} ({})", op.name,
+           op.type, op.outputs[0]->type.ToString(), FormatBytes(static_cast<double>(bytes)),
+           FormatBytes(static_cast<double>(cap)), MemoryCapOrigin(cap));
+    }
     std::vector<std::shared_ptr<AlignedBuffer>> results;
     for (const ir::Value* out : op.outputs)
       results.push_back(std::make_shared<AlignedBuffer>(out->bytes()));

@@ -1,6 +1,7 @@
 #include "core/shape.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace tiller {
 
@@ -8,6 +9,18 @@ int64_t NumElements(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
   return n;
+}
+
+bool BytesFit(const Shape& s, size_t element_bytes) {
+  constexpr uint64_t kMax = uint64_t{1} << 62;
+  if (std::find(s.begin(), s.end(), 0) != s.end()) return true;  // no elements at all
+  uint64_t n = std::max<uint64_t>(element_bytes, 1);
+  for (int64_t d : s) {
+    if (d <= 1) continue;
+    if (n > kMax / static_cast<uint64_t>(d)) return false;
+    n *= static_cast<uint64_t>(d);
+  }
+  return true;
 }
 
 std::string ShapeToString(const Shape& s) {

@@ -11,6 +11,10 @@ namespace tiller {
 using Shape = std::vector<int64_t>;
 
 int64_t NumElements(const Shape& s);
+// False when the bytes of a tensor of shape `s` with elements of
+// `element_bytes` exceed 2^62 (so NumElements and byte counts cannot
+// overflow); negative dims (unknown sizes) count as 1.
+bool BytesFit(const Shape& s, size_t element_bytes);
 std::string ShapeToString(const Shape& s);  // "[1, 128, 768]"
 // Normalizes a possibly negative axis against rank; returns -1 when out of range.
 int NormalizeAxis(int64_t axis, int rank);

@@ -74,6 +74,14 @@ std::string TensorType::ToString() const {
 }
 
 Value* Graph::NewValue(const std::string& name, TensorType type, ValueKind kind) {
+  // Byte counts are size_t products of the dims: a shape whose product
+  // overflows would wrap to a small buffer that kernels then write past.
+  if (!BytesFit(type.shape, DTypeSize(type.dtype))) {
+    Fail(ErrorKind::kInvalidArgument,
+         "tensor '{}' {} has more than 2^62 bytes: no device can hold it (a corrupt or absurd "
+         "shape)",
+         name, type.ToString());
+  }
   auto v = std::make_unique<Value>();
   v->id = next_value_id_++;
   v->name = name;

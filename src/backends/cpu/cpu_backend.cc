@@ -11,6 +11,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "core/error.h"
+#include "core/memory_cap.h"
 
 namespace tiller::cpu {
 namespace {
@@ -233,7 +234,9 @@ CpuDevice::CpuDevice(const backend::Backend& backend, int ordinal,
                      const backend::DeviceOptions& options)
     : Device(backend, ordinal),
       threads_(std::max(1, options.threads)),
-      capacity_(options.memory_bytes ? options.memory_bytes : PhysicalMemory()),
+      capacity_(options.memory_bytes         ? options.memory_bytes
+                : MemoryCapFromEnvironment() ? MemoryCapFromEnvironment()
+                                             : PhysicalMemory()),
       stream_(threads_, options.adapt_to_contention) {}
 
 std::unique_ptr<backend::Buffer> CpuDevice::Allocate(size_t bytes) {

@@ -1,0 +1,141 @@
+"""Models that ask for absurd sizes fail with a message, under the memory cap.
+
+Issue 14's limits: a tensor of 10^12 elements (a constant Paddle folds to,
+a feed and the results computed from it) and a shape whose byte count
+overflows 64 bits each end in a `resource exhausted` / `invalid argument`
+error naming the op and tensor, while compiling and before anything of
+that size is allocated. The CLI runs in a child process whose peak resident
+memory (getrusage of the child) is checked against the cap: 256 MB, well
+above the CLI's own ~15-150 MB and far below the 4 TB asked for, so an
+allocation that slipped through (and was touched) would show.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import paddle
+import pytest
+
+from cli_test import TILLER
+
+CAP_BYTES = 256 * 10**6
+
+
+# A small interpreter forks and execs the CLI and reports the child's own
+# peak RSS (wait4): measured from pytest's process directly, the peak would
+# include the RSS of the forked pytest itself (Linux keeps the high-water
+# mark of the memory image replaced by exec).
+_MEASURE = (
+    "import os, sys\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.execv(sys.argv[1], sys.argv[1:])\n"
+    "_, status, usage = os.wait4(pid, 0)\n"
+    "sys.stderr.write('\\npeak_rss=%d\\n' % (usage.ru_maxrss * 1024))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n")
+
+
+def run_capped(*args: str, cap: str = "256MB") -> tuple[int, str, int]:
+    """The CLI under TILLER_MEMORY_CAP=cap: (exit code, stderr, its peak RSS in bytes)."""
+    env = dict(os.environ, TILLER_MEMORY_CAP=cap)
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", _MEASURE, str(TILLER), *args],
+                          capture_output=True, text=True, env=env, timeout=300)
+    err, _, peak = proc.stderr.rpartition("\npeak_rss=")
+    return proc.returncode, err, int(peak)
+
+
+def _save(tmp_path, name, build):
+    paddle.enable_static()
+    main, start = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, start):
+        feeds, fetches = build()
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    prefix = str(tmp_path / name)
+    paddle.static.save_inference_model(prefix, feeds, fetches, exe, program=main)
+    paddle.disable_static()
+    return prefix + ".json"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("limits")
+
+    def big_constant():
+        x = paddle.static.data("x", [2, 3], "float32")
+        big = paddle.full([10**6, 10**6], 1.0, "float32")  # 10^12 elements, 4 TB
+        return [x], [paddle.sum(big) + paddle.sum(x)]
+
+    def big_feed():
+        x = paddle.static.data("x", [10**6, 10**6], "float32")
+        return [x], [paddle.nn.functional.relu(x) * 2.0]
+
+    def small():
+        x = paddle.static.data("x", [64, 64], "float32")
+        return [x], [paddle.nn.functional.relu(x) * 2.0]
+
+    return {"constant": _save(tmp, "constant", big_constant),
+            "feed": _save(tmp, "feed", big_feed),
+            "small": _save(tmp, "small", small)}
+
+
+def test_a_constant_of_10_12_elements_is_refused_before_it_is_allocated(models):
+    rc, err, rss = run_capped("bench", models["constant"], "--iters", "1")
+    assert rc == 2, err
+    assert "error (resource exhausted)" in err
+    assert "makes a constant float32[1000000, 1000000] of 4.0 TB" in err
+    assert "(full)" in err or "fill_constant" in err, err
+    assert "memory cap of 256.0 MB (TILLER_MEMORY_CAP=256MB)" in err
+    assert rss < CAP_BYTES, f"peak RSS {rss} bytes"
+
+
+def test_a_feed_of_10_12_elements_is_refused_naming_the_largest_tensor(models):
+    rc, err, rss = run_capped("bench", models["feed"], "--iters", "1")
+    assert rc == 2, err
+    assert "error (resource exhausted)" in err
+    assert "the program needs 8.0 TB of memory for its tensors" in err
+    assert "float32[1000000, 1000000], 4.0 TB, made by op" in err
+    assert "memory cap of 256.0 MB" in err
+    assert rss < CAP_BYTES, f"peak RSS {rss} bytes"
+
+
+def test_the_python_api_raises_the_same_error(models, monkeypatch):
+    import tiller.inference as ti
+
+    monkeypatch.setenv("TILLER_MEMORY_CAP", "256MB")
+    cfg = ti.Config(models["constant"], models["constant"][:-5] + ".pdiparams")
+    with pytest.raises(ti.TillerError, match=r"makes a constant float32\[1000000, 1000000\] of 4.0 TB"):
+        ti.create_predictor(cfg)
+
+
+def test_a_shape_whose_bytes_overflow_is_refused(models, tmp_path):
+    # 2^32 x 2^32 float32 is 2^66 bytes: a product that would wrap to 0 in
+    # 64 bits and hand the kernels an empty buffer.
+    text = open(models["feed"]).read().replace("[1000000,1000000]", "[4294967296,4294967296]")
+    assert "4294967296" in text
+    path = tmp_path / "overflow.json"
+    path.write_text(text)
+    rc, err, rss = run_capped("bench", str(path), "--iters", "1")
+    assert rc == 2, err
+    assert "error (invalid argument)" in err
+    assert "float32[4294967296, 4294967296] has more than 2^62 bytes" in err
+    assert rss < CAP_BYTES
+
+
+def test_the_cap_is_the_users_to_set(models):
+    # The small model (two 16 KiB tensors) runs under the default cap and
+    # under 256MB, and is refused under a cap below its own tensors.
+    rc, err, _ = run_capped("bench", models["small"], "--iters", "1", cap="256MB")
+    assert rc == 0, err
+    rc, err, _ = run_capped("bench", models["small"], "--iters", "1", cap="1KB")
+    assert rc == 2
+    assert "the program needs" in err and "(TILLER_MEMORY_CAP=1KB)" in err, err
+
+
+@pytest.mark.parametrize("cap", ["lots", "-5GB", "12XB", "1e30GB"])
+def test_a_bad_cap_is_refused_by_name(models, cap):
+    rc, err, _ = run_capped("bench", models["small"], "--iters", "1", cap=cap)
+    assert rc == 2
+    assert f"TILLER_MEMORY_CAP '{cap}' is not a size such as 64MB, 1.5GB or 512MiB" in err
