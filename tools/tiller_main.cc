@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <random>
 #include <set>
 #include <sstream>
@@ -542,6 +543,14 @@ int main(int argc, char** argv) {
     return Ops();
   } catch (const tiller::Error& e) {
     fmt::print(stderr, "tiller: error ({}): {}\n", tiller::ErrorKindName(e.kind()), e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // Past the memory cap's checks (core/memory_cap.h): the machine itself
+    // ran out. Said and exited like any error instead of an abort.
+    fmt::print(stderr,
+               "tiller: error ({}): out of memory (TILLER_MEMORY_CAP sets a cap that "
+               "is checked while compiling)\n",
+               tiller::ErrorKindName(tiller::ErrorKind::kResourceExhausted));
     return 2;
   }
 }

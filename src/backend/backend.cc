@@ -68,7 +68,7 @@ std::vector<std::string> BackendNames() {
 HostBuffer::HostBuffer(size_t bytes) : size_(bytes) {
   if (bytes) {
     data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!data_) Fail(ErrorKind::kInternal, "out of memory allocating {} bytes", bytes);
+    if (!data_) Fail(ErrorKind::kResourceExhausted, "out of memory allocating {} bytes", bytes);
   }
 }
 

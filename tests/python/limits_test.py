@@ -32,15 +32,24 @@ _MEASURE = (
     "import os, sys\n"
     "pid = os.fork()\n"
     "if pid == 0:\n"
+    "    if os.environ.get('LIMITS_TEST_AS'):\n"
+    "        import resource\n"
+    "        n = int(os.environ['LIMITS_TEST_AS'])\n"
+    "        resource.setrlimit(resource.RLIMIT_AS, (n, n))\n"
     "    os.execv(sys.argv[1], sys.argv[1:])\n"
     "_, status, usage = os.wait4(pid, 0)\n"
     "sys.stderr.write('\\npeak_rss=%d\\n' % (usage.ru_maxrss * 1024))\n"
     "sys.exit(os.waitstatus_to_exitcode(status))\n")
 
 
-def run_capped(*args: str, cap: str = "256MB") -> tuple[int, str, int]:
-    """The CLI under TILLER_MEMORY_CAP=cap: (exit code, stderr, its peak RSS in bytes)."""
-    env = dict(os.environ, TILLER_MEMORY_CAP=cap)
+def run_capped(*args: str, cap: str | None = "256MB",
+               address_space: int = 0) -> tuple[int, str, int]:
+    """The CLI under TILLER_MEMORY_CAP=cap (None: unset) and, when given, an
+    RLIMIT_AS of `address_space` bytes: (exit code, stderr, its peak RSS in bytes)."""
+    env = dict(os.environ, LIMITS_TEST_AS=str(address_space or ""))
+    env.pop("TILLER_MEMORY_CAP", None)
+    if cap is not None:
+        env["TILLER_MEMORY_CAP"] = cap
     proc = subprocess.run([sys.executable, "-I", "-S", "-c", _MEASURE, str(TILLER), *args],
                           capture_output=True, text=True, env=env, timeout=300)
     err, _, peak = proc.stderr.rpartition("\npeak_rss=")
@@ -139,3 +148,58 @@ def test_a_bad_cap_is_refused_by_name(models, cap):
     rc, err, _ = run_capped("bench", models["small"], "--iters", "1", cap=cap)
     assert rc == 2
     assert f"TILLER_MEMORY_CAP '{cap}' is not a size such as 64MB, 1.5GB or 512MiB" in err
+
+
+# Strings of 2^31 bytes: the length-prefixed readers take the length from
+# the file and check it against the bytes that remain before allocating.
+@pytest.mark.parametrize("opcode,length_format,what", [
+    (b"X", "<I", "BINUNICODE: truncated: the string needs 2147483648 bytes, 3 left"),
+    (b"\x8d", "<Q", "BINUNICODE8: truncated: the string needs 2147483648 bytes, 3 left"),
+    (b"\x8e", "<Q", "BINBYTES8: truncated: the bytes needs 2147483648 bytes, 3 left"),
+])
+def test_a_pickle_string_of_2_31_bytes_is_refused(tmp_path, opcode, length_format, what):
+    import struct
+
+    import tiller._tiller as tt
+
+    path = tmp_path / "absurd.pdparams"
+    path.write_bytes(b"\x80\x04" + opcode + struct.pack(length_format, 2**31) + b"abc")
+    with pytest.raises(tt.TillerError, match=f"{path}: pickle byte 2: {what}"):
+        tt.read_paddle_pickle(str(path))
+
+
+def test_an_npy_header_of_2_31_bytes_is_refused(tmp_path):
+    import struct
+
+    model = tmp_path / "model"
+    _save(tmp_path, "model", lambda: ([x := paddle.static.data("x", [2, 3], "float32")],
+                                      [paddle.nn.functional.relu(x)]))
+    npy = tmp_path / "x.npy"
+    npy.write_bytes(b"\x93NUMPY\x02\x00" + struct.pack("<I", 2**31) +
+                    b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }")
+    rc, err, rss = run_capped("run", f"{model}.json", "--input", f"x={npy}", "--output-dir",
+                              str(tmp_path))
+    assert rc == 2
+    assert f"{npy}: truncated header" in err
+    assert rss < CAP_BYTES
+
+
+def test_running_out_below_the_cap_is_an_error_not_an_abort(tmp_path):
+    # A cap above what the machine can give (here an address-space limit of
+    # 2 GB against a 2 x 4.3 GB plan under the default cap of physical
+    # memory): the allocation fails and the CLI says so with exit code 2.
+    prefix = _save(tmp_path, "mid", lambda: ([x := paddle.static.data("x", [32768, 32768],
+                                                                      "float32")],
+                                             [paddle.nn.functional.relu(x) * 2.0]))
+    rc, err, _ = run_capped("bench", prefix, "--iters", "1", cap="1TB", address_space=2 * 10**9)
+    assert rc == 2, err
+    assert "error (resource exhausted): out of memory" in err, err
+
+
+def test_a_constant_past_what_the_machine_gives_is_an_error_not_an_abort(models):
+    # The folded constant's buffer (4 TB, under a 10 TB cap) cannot be
+    # allocated: std::bad_alloc, which the CLI used to die of (SIGABRT).
+    rc, err, _ = run_capped("bench", models["constant"], "--iters", "1", cap="10TB",
+                            address_space=2 * 10**9)
+    assert rc == 2, err
+    assert "error (resource exhausted): out of memory (TILLER_MEMORY_CAP sets a cap" in err
