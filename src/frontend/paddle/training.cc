@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <set>
 
 #include "core/error.h"
@@ -148,24 +147,31 @@ TrainingProgramInfo AnalyzeTrainingProgram(const Program& p) {
       if (info.backward[i] || !op.HasInput("Param") || !op.HasInput("Grad")) continue;
       const std::string& param = op.Inputs("Param")[0];
       Shape shape = dims_of(param);
+      // A worklist, not recursion: a program may put any number of ops
+      // between a gradient and its update, and each would be a stack frame.
       std::set<std::string> seen;
-      std::function<void(const std::string&)> walk = [&](const std::string& v) {
-        if (!seen.insert(v).second) return;
+      std::vector<std::string> pending = {op.Inputs("Grad")[0]};
+      while (!pending.empty()) {
+        const std::string v = std::move(pending.back());
+        pending.pop_back();
+        if (!seen.insert(v).second) continue;
         if (grads.count(v)) {
           auto [it, fresh] = info.grad_of.emplace(v, param);
           if (!fresh && it->second != param)
             Fail(ErrorKind::kInvalidArgument,
                  "{}: gradient {} feeds the updates of both '{}' and '{}'", p.path, v, it->second,
                  param);
-          return;
+          continue;
         }
         auto prod = producer.find(v);
-        if (prod == producer.end() || prod->second >= i) return;
-        for (const std::string& in : AllInputs(p.ops[prod->second])) {
-          if (dims_of(in) == shape) walk(in);
+        if (prod == producer.end() || prod->second >= i) continue;
+        const std::vector<std::string> ins = AllInputs(p.ops[prod->second]);
+        // Pushed in reverse so they are visited in operand order, as the
+        // recursion did (the first conflicting pair named stays the same).
+        for (auto in = ins.rbegin(); in != ins.rend(); ++in) {
+          if (dims_of(*in) == shape) pending.push_back(*in);
         }
-      };
-      walk(op.Inputs("Grad")[0]);
+      }
     }
   }
   for (size_t i = info.seed_op + 1; i < p.ops.size(); ++i) {
