@@ -49,18 +49,24 @@ namespace {
 // adds, each add read by the next only (a weight read on several shards,
 // such as an embedding table tied to the output projection).
 // `tree` gets the adds, which the per-shard sums replace.
-void Contributions(ir::Value* v, bool root, std::vector<ir::Value*>* out,
-                   std::set<const ir::Op*>* tree) {
-  const ir::Op* p = v->producer;
-  if (p && p->type == "add" && p->placement.phase == ir::Phase::kBackward &&
-      (root || v->users.size() == 1) && p->inputs[0]->type == v->type &&
-      p->inputs[1]->type == v->type) {
-    tree->insert(p);
-    Contributions(p->inputs[0], false, out, tree);
-    Contributions(p->inputs[1], false, out, tree);
-    return;
+// (A worklist, leaves in the left-to-right order of the tree: a weight read
+// by every op of a long graph has an add per read.)
+void Contributions(ir::Value* root, std::vector<ir::Value*>* out, std::set<const ir::Op*>* tree) {
+  std::vector<ir::Value*> pending = {root};
+  while (!pending.empty()) {
+    ir::Value* v = pending.back();
+    pending.pop_back();
+    const ir::Op* p = v->producer;
+    if (p && p->type == "add" && p->placement.phase == ir::Phase::kBackward &&
+        (v == root || v->users.size() == 1) && p->inputs[0]->type == v->type &&
+        p->inputs[1]->type == v->type) {
+      tree->insert(p);
+      pending.push_back(p->inputs[1]);
+      pending.push_back(p->inputs[0]);
+      continue;
+    }
+    out->push_back(v);
   }
-  out->push_back(v);
 }
 
 // Whether the op computing `contribution` can add it into an accumulator
@@ -113,7 +119,7 @@ std::vector<ir::Value*> AddGradientAccumulators(ir::Graph& g, const std::vector<
     // micro-batch.
     std::vector<ir::Value*> leaves;
     std::set<const ir::Op*> tree;
-    Contributions(grad, true, &leaves, &tree);
+    Contributions(grad, &leaves, &tree);
     std::vector<std::pair<int, std::vector<ir::Value*>>> by_shard;
     for (ir::Value* leaf : leaves) {
       const int shard = leaf->producer ? leaf->producer->placement.shard : -1;

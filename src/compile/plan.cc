@@ -32,11 +32,18 @@ size_t& Slot(DevicePlan& d, Kind k) {
 }
 
 // Whether a backward op reads `v`, or a view of it made in the forward.
+// (A worklist: a chain of views may be as long as the graph.)
 bool ReadInBackward(const ir::Value* v) {
-  return std::any_of(v->users.begin(), v->users.end(), [](const ir::Op* u) {
-    return u->placement.phase == ir::Phase::kBackward ||
-           (u->schema->is_view && ReadInBackward(u->outputs[0]));
-  });
+  std::vector<const ir::Value*> pending = {v};
+  while (!pending.empty()) {
+    const ir::Value* w = pending.back();
+    pending.pop_back();
+    for (const ir::Op* u : w->users) {
+      if (u->placement.phase == ir::Phase::kBackward) return true;
+      if (u->schema->is_view) pending.push_back(u->outputs[0]);
+    }
+  }
+  return false;
 }
 
 bool IsCollective(const std::string& type) {

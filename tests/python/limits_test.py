@@ -203,3 +203,22 @@ def test_a_constant_past_what_the_machine_gives_is_an_error_not_an_abort(models)
                             address_space=2 * 10**9)
     assert rc == 2, err
     assert "error (resource exhausted): out of memory (TILLER_MEMORY_CAP sets a cap" in err
+
+
+def test_an_attribute_nested_10_6_deep_is_refused(models, tmp_path):
+    # A PIR attribute can hold a scalar or array that holds another: a file
+    # nesting them 10^6 deep had the reader copy and recurse until the stack
+    # overflowed (SIGSEGV); Paddle writes two levels at most.
+    n = 10**6
+    text = open(models["small"]).read()
+    scalar = '{"#":"0.a_f64","D":2.0}'
+    assert scalar in text, "the small model's scale factor"
+    nested = '{"#":"1.a_scalar","D":' * n + scalar + "}" * n
+    path = tmp_path / "nested.json"
+    path.write_text(text.replace(scalar, nested, 1))
+    rc, err, rss = run_capped("info", str(path))
+    assert rc == 2, err
+    assert "an attribute nests arrays and scalars deeper than 16" in err
+    # Not under the cap: the cap bounds tensors, and the parsed document
+    # itself (24 MB of text, a map per level) measured ~380 MB here.
+    assert rss < 4 * CAP_BYTES

@@ -74,7 +74,9 @@ class PirReader {
   std::vector<int64_t> OperandIds(const json& op) const;
   std::vector<std::pair<int64_t, const json*>> Results(const json& op) const;
   static std::string AttrName(const json& a) { return a.at("N").get<std::string>(); }
-  bool ConvertAttr(const json& at, ir::Attribute* out) const;
+  // `depth` counts the scalars and arrays around `at`: a file may nest them
+  // without end, and each level is a stack frame here.
+  bool ConvertAttr(const json& at, ir::Attribute* out, int depth = 0) const;
   ir::AttrMap Attrs(const json& op) const;
   VarInfo VarFromType(const std::string& name, const json* type) const;
   std::vector<std::string> Args(int64_t id);
@@ -114,7 +116,12 @@ std::vector<std::pair<int64_t, const json*>> PirReader::Results(const json& op) 
   return out;
 }
 
-bool PirReader::ConvertAttr(const json& at, ir::Attribute* out) const {
+bool PirReader::ConvertAttr(const json& at, ir::Attribute* out, int depth) const {
+  // Paddle writes an array of scalars at most (two levels).
+  constexpr int kMaxAttrDepth = 16;
+  if (depth > kMaxAttrDepth) {
+    Corrupt(fmt::format("an attribute nests arrays and scalars deeper than {}", kMaxAttrDepth));
+  }
   const std::string kind = Field(at, "#").get<std::string>();
   if (at.contains("VD")) {
     // NaN and infinities, which JSON cannot spell, are written as strings.
@@ -130,7 +137,10 @@ bool PirReader::ConvertAttr(const json& at, ir::Attribute* out) const {
       Corrupt(fmt::format("unknown special float '{}'", vd));
     return true;
   }
-  const json& d = at.contains("D") ? at.at("D") : json();
+  // Both branches lvalues: with a json() temporary the conditional would
+  // copy "D" whole, recursively (a deeply nested value overflowed the stack).
+  static const json kNone;
+  const json& d = at.contains("D") ? at.at("D") : kNone;
   if (kind == "0.a_bool")
     *out = d.get<bool>();
   else if (kind == "0.a_i32" || kind == "0.a_i64" || kind == "0.a_index")
@@ -149,7 +159,7 @@ bool PirReader::ConvertAttr(const json& at, ir::Attribute* out) const {
     }
     *out = code;
   } else if (kind == "1.a_scalar" || kind == "1.a_layout") {
-    if (d.is_object()) return ConvertAttr(d, out);
+    if (d.is_object()) return ConvertAttr(d, out, depth + 1);
     if (d.is_boolean())
       *out = d.get<bool>();
     else if (d.is_number_integer())
@@ -167,7 +177,7 @@ bool PirReader::ConvertAttr(const json& at, ir::Attribute* out) const {
     bool any_float = false;
     for (const json& e : d) {
       ir::Attribute v;
-      if (!ConvertAttr(e, &v)) return false;
+      if (!ConvertAttr(e, &v, depth + 1)) return false;
       if (auto* s = std::get_if<std::string>(&v)) {
         strs.push_back(*s);
         continue;
@@ -473,7 +483,8 @@ void PirReader::Emit(const json& op, int index, Program& prog) {
       for (const json& a : *oa) {
         if (a.is_object() && a.value("N", "") == "persistable" && a.contains("AT")) {
           const json& d = a.at("AT").value("D", json());
-          persistable = d.is_array() && !d.empty() && d[0].is_object() && d[0].value("D", false) == true;
+          persistable =
+              d.is_array() && !d.empty() && d[0].is_object() && d[0].value("D", false) == true;
         }
       }
     }
