@@ -50,8 +50,11 @@ inline Vec Load(const float* p) {
 inline void Store(float* p, Vec a) {
   _mm512_storeu_ps(p, a.v);
 }
-// The lanes that hold elements when `left` remain (all from kLanes on).
+// The lanes that hold elements when `left` remain (all from kLanes on, none
+// for left <= 0, as in the AVX2 and scalar forms: callers may compute the
+// mask of a second vector they then skip).
 inline Mask Tail(int64_t left) {
+  if (left <= 0) return {__mmask16(0)};
   return {left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1)};
 }
 // Loads the lanes of `k`, zero elsewhere; never touches memory outside them.
