@@ -6,7 +6,7 @@ is refused at load.
 Reference: Paddle Inference on the same quantized model with oneDNN off,
 which runs the quantize/dequantize pairs in float32 (bit-identical to
 Paddle's executor). Tolerance: parity_test's 1e-4 (scaled by max(1, |ref|))
-for all samples but one (_assert_same_up_to_rounding_flips). Both sides
+for at least half the samples, 0.1 for all (_assert_same_up_to_rounding_flips). Both sides
 compute the same integers and the same float products (Tiller with int8
 GEMMs where oneDNN's are exact, VNNI; elsewhere as the float32 math of the
 pairs, as the reference); what differs is the summation order of the
@@ -41,12 +41,18 @@ def _assert_same_up_to_rounding_flips(name, t, r):
     engines; its sample's outputs then move by a quantum or more, since the
     next quantized layers can round differently in turn (seen: 0.08% of a
     bert-tiny sample's outputs at 1.3e-4; every logit of one resnet-tiny
-    sample of 8, by up to 0.03, on an AVX2 CPU). So all samples but one
-    agree within TOL, and every output within 0.1: a wrong scale, rounding
-    rule or weight layout moves every sample's outputs, by ~1."""
+    sample of 8, by up to 0.03, on an AVX2 CPU). Where oneDNN's int8 GEMMs
+    run (VNNI), Tiller's integer sums are exact and Paddle's float32 sums are
+    not, so flips are more frequent: on AMD Zen 4, bert-tiny samples 5, 6, 7
+    of 8 at 1.3e-4..1.8e-3 (each the same when run alone at batch 1, bit for
+    bit; the other five at 1e-6) — tens of thousands of quantized
+    activations per sample, each within ~1e-6 of a boundary with
+    probability ~1e-5. So at least half the samples agree within TOL, and
+    every output within 0.1: a wrong scale, rounding rule or weight layout
+    moves every sample's outputs, by ~1."""
     err = np.abs(t.astype(np.float64) - r) / np.maximum(1.0, np.abs(r))
     off = np.nonzero((err > TOL).reshape(len(err), -1).any(axis=1))[0].tolist()
-    assert len(off) <= 1 < len(err), (
+    assert 2 * len(off) <= len(err) and len(err) > 1, (
         f"{name}: samples {off} of {len(err)} beyond {TOL} (max {err.max():.3g})")
     assert err.max() <= 0.1, f"{name}: max scaled error {err.max():.3g} (samples {off})"
 
