@@ -221,3 +221,19 @@ def test_an_attribute_nested_10_6_deep_is_refused(models, tmp_path):
     # Not under the cap: the cap bounds tensors, and the parsed document
     # itself (24 MB of text, a map per level) measured ~380 MB here.
     assert rss < 4 * CAP_BYTES
+
+
+def test_an_op_attribute_nested_10_6_deep_does_not_crash_the_reader(models, tmp_path):
+    # The data op's 'persistable' entry read its value with value("D",
+    # json()), a recursive copy: nested 10^6 deep it overflowed the stack
+    # (SIGSEGV). The value is now referenced; one that is not a list of
+    # booleans leaves the op a feed, and the model loads.
+    n = 10**6
+    text = open(models["small"]).read()
+    key = '"OA":['
+    assert key in text
+    entry = '{"AT":{"#":"0.a_array","D":' + "[" * n + "]" * n + '},"N":"persistable"},'
+    path = tmp_path / "nested_oa.json"
+    path.write_text(text.replace(key, key + entry, 1))
+    rc, err, _ = run_capped("info", str(path))
+    assert rc == 0, err

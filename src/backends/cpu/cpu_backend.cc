@@ -63,6 +63,13 @@ size_t PhysicalMemory() {
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
 }
 
+// A device's capacity when its options leave it unset: TILLER_MEMORY_CAP,
+// else the machine's memory.
+size_t DefaultCapacity() {
+  const size_t cap = MemoryCapFromEnvironment();
+  return cap ? cap : PhysicalMemory();
+}
+
 const bool kRegistered = backend::RegisterBackend(std::make_unique<CpuBackendImpl>());
 
 // Pool threads of all workers' OpenMP teams (team size - 1 each).
@@ -234,9 +241,7 @@ CpuDevice::CpuDevice(const backend::Backend& backend, int ordinal,
                      const backend::DeviceOptions& options)
     : Device(backend, ordinal),
       threads_(std::max(1, options.threads)),
-      capacity_(options.memory_bytes         ? options.memory_bytes
-                : MemoryCapFromEnvironment() ? MemoryCapFromEnvironment()
-                                             : PhysicalMemory()),
+      capacity_(options.memory_bytes ? options.memory_bytes : DefaultCapacity()),
       stream_(threads_, options.adapt_to_contention) {}
 
 std::unique_ptr<backend::Buffer> CpuDevice::Allocate(size_t bytes) {

@@ -23,6 +23,11 @@ namespace {
 
 using json = nlohmann::json;
 
+// What a missing "D" reads as. Always bound by reference: json() or
+// value("D", json()) in its place copies "D" whole, recursively, and a value
+// nested 10^6 deep overflowed the stack.
+const json kNoValue;
+
 struct Value {
   std::string name;
   const json* type = nullptr;
@@ -137,10 +142,7 @@ bool PirReader::ConvertAttr(const json& at, ir::Attribute* out, int depth) const
       Corrupt(fmt::format("unknown special float '{}'", vd));
     return true;
   }
-  // Both branches lvalues: with a json() temporary the conditional would
-  // copy "D" whole, recursively (a deeply nested value overflowed the stack).
-  static const json kNone;
-  const json& d = at.contains("D") ? at.at("D") : kNone;
+  const json& d = at.contains("D") ? at.at("D") : kNoValue;
   if (kind == "0.a_bool")
     *out = d.get<bool>();
   else if (kind == "0.a_i32" || kind == "0.a_i64" || kind == "0.a_index")
@@ -482,7 +484,9 @@ void PirReader::Emit(const json& op, int index, Program& prog) {
     if (oa && oa->is_array()) {
       for (const json& a : *oa) {
         if (a.is_object() && a.value("N", "") == "persistable" && a.contains("AT")) {
-          const json& d = a.at("AT").value("D", json());
+          const json& at = a.at("AT");
+          // at() on an AT that is no object throws as value() did.
+          const json& d = at.is_object() && !at.contains("D") ? kNoValue : at.at("D");
           persistable =
               d.is_array() && !d.empty() && d[0].is_object() && d[0].value("D", false) == true;
         }
