@@ -2,12 +2,14 @@
 # (scripts/setup.sh is idempotent and fast when nothing is missing).
 #   make demo   export BERT-Base with Paddle, run it with Tiller, compare
 #   make test   build, then every C++ (ctest) and Python (pytest) test, then the
-#               C++ tests again under AddressSanitizer/UBSan, and those of code
-#               that threads share under ThreadSanitizer
+#               C++ tests again under AddressSanitizer/UBSan, those of code
+#               that threads share under ThreadSanitizer, and each fuzz target
+#               for 60 s (TILLER_FUZZ_SECONDS)
 #   make build  configure and build only
 #   make asan   build with AddressSanitizer/UBSan and run the C++ tests
 #   make tsan   build with ThreadSanitizer and run the C++ tests of shared-thread code
-#   make fuzz   build the fuzz targets (clang, libFuzzer) and run each FUZZ_SECONDS (60)
+#   make fuzz   build the fuzz targets (clang, libFuzzer) and run each FUZZ_SECONDS (60);
+#               FUZZ_RUNS=1000000 ends each after that many executions instead
 #   make bench / bench-train   inference / training benchmarks against Paddle (training: and PyTorch)
 #   make bench-zoo             every zoo model at batch 1 and 8 vs Paddle Inference and ONNX Runtime
 #   make bench-int8            BERT-Base and ResNet-50 quantized by Paddle vs Paddle int8 and ORT int8
@@ -33,7 +35,7 @@ test-cpp: build
 test-python: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q tests/python
 
-test: build build-asan build-tsan
+test: build build-asan build-tsan build-fuzz
 	@$(PY) scripts/run_tests.py
 
 demo: build
@@ -77,8 +79,9 @@ build-fuzz:
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$(PY) -DTILLER_FUZZ=ON -DTILLER_BUILD_PYTHON=OFF -DTILLER_BUILD_TESTS=OFF > build-fuzz.configure.log 2>&1 || (cat build-fuzz.configure.log; exit 1)
 	@ninja -C build-fuzz -j $(JOBS) program_desc_fuzzer pir_json_fuzzer params_fuzzer pickle_fuzzer npy_fuzzer ipu_config_fuzzer model_fuzzer
 
+FUZZ_RUNS ?= 0
 fuzz: build-fuzz
-	@$(PY) scripts/fuzz.py --build build-fuzz --seconds $(FUZZ_SECONDS)
+	@$(PY) scripts/fuzz.py --build build-fuzz --seconds $(if $(filter 0,$(FUZZ_RUNS)),$(FUZZ_SECONDS),86400) --runs $(FUZZ_RUNS)
 
 tsan: build-tsan
 	@cd build-tsan && ctest --output-on-failure -j $(JOBS)

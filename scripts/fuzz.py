@@ -12,7 +12,11 @@ input that runs longer than 5 s or allocates past the limit is kept under
 BUILD/fuzz-findings/ and fails the run (and each becomes a regression test
 of the reader it broke).
 
-    .venv/bin/python scripts/fuzz.py [--build build-fuzz] [--seconds 60] [--targets a,b]
+    .venv/bin/python scripts/fuzz.py [--build build-fuzz] [--seconds 60] [--runs N]
+                                     [--targets a,b] [--parallel 2] [--junit out.xml]
+
+--runs N ends each target after N executions instead (--seconds then only
+bounds it): the benchmark-style run is `--runs 1000000 --seconds 14400`.
 """
 import argparse
 import os
@@ -22,6 +26,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +107,8 @@ def make_corpora(corpus: Path) -> Path:
     return params
 
 
-def run_target(build: Path, name: str, corpus: Path, seconds: int, findings: Path, env):
+def run_target(build: Path, name: str, corpus: Path, seconds: int, runs: int, findings: Path,
+               env):
     binary = build / "bin" / f"{name}_fuzzer"
     work = build / "fuzz-corpus" / name  # grows with what libFuzzer finds
     work.mkdir(parents=True, exist_ok=True)
@@ -113,6 +119,8 @@ def run_target(build: Path, name: str, corpus: Path, seconds: int, findings: Pat
     cmd = [str(binary), str(work), f"-max_total_time={seconds}", "-timeout=5",
            "-rss_limit_mb=4096", "-malloc_limit_mb=2048", "-print_final_stats=1",
            f"-artifact_prefix={findings}/{name}-"]
+    if runs:
+        cmd.append(f"-runs={runs}")
     dictionary = ROOT / "fuzz" / f"{name}.dict"
     if dictionary.exists():
         cmd.append(f"-dict={dictionary}")
@@ -124,11 +132,29 @@ def run_target(build: Path, name: str, corpus: Path, seconds: int, findings: Pat
             "execs": int(execs.group(1)) if execs else 0, "log": p.stderr}
 
 
+def write_junit(path: Path, results: dict) -> None:
+    """One test case per target, failed when it found something: the form
+    scripts/run_tests.py counts."""
+    import xml.etree.ElementTree as ET
+    suite = ET.Element("testsuite", name="fuzz", tests=str(len(results)),
+                       failures=str(sum(r["rc"] != 0 for r in results.values())))
+    for name, r in results.items():
+        case = ET.SubElement(suite, "testcase", classname="fuzz", name=f"{name}_fuzzer",
+                             time=f"{r['seconds']:.1f}")
+        if r["rc"] != 0:
+            ET.SubElement(case, "failure", message=f"rc {r['rc']}").text = r["log"][-4000:]
+    ET.ElementTree(suite).write(path)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build-fuzz")
     ap.add_argument("--seconds", type=int, default=60)
+    ap.add_argument("--runs", type=int, default=0, help="executions per target (0: no limit)")
     ap.add_argument("--targets", default=",".join(TARGETS))
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="targets run at once (each is one process on one core)")
+    ap.add_argument("--junit", help="also write the results as JUnit XML here")
     args = ap.parse_args()
     build = (ROOT / args.build).resolve()
     corpus = build / "fuzz-seeds"
@@ -138,17 +164,24 @@ def main() -> int:
            "ASAN_OPTIONS": "detect_leaks=1:allocator_may_return_null=1",
            "UBSAN_OPTIONS": "print_stacktrace=1"}
     findings = build / "fuzz-findings"
-    failed = []
+    failed, results = [], {}
     print(f"{'target':14} {'seconds':>8} {'executions':>12} {'exec/s':>8}  result", flush=True)
-    for name in args.targets.split(","):
-        r = run_target(build, name, corpus / name, args.seconds, findings, env)
-        ok = r["rc"] == 0
-        print(f"{name:14} {r['seconds']:>8.0f} {r['execs']:>12} "
-              f"{r['execs'] / max(r['seconds'], 1e-9):>8.0f}  "
-              f"{'no crash, hang or leak' if ok else 'FOUND (rc %d)' % r['rc']}", flush=True)
-        if not ok:
-            failed.append(name)
-            print(textwrap.indent(r["log"][-4000:], "    "))
+    names = args.targets.split(",")
+    with ThreadPoolExecutor(max(1, args.parallel)) as pool:
+        futures = {pool.submit(run_target, build, name, corpus / name, args.seconds, args.runs,
+                               findings, env): name for name in names}
+        for future in as_completed(futures):
+            name, r = futures[future], future.result()
+            results[name] = r
+            ok = r["rc"] == 0
+            print(f"{name:14} {r['seconds']:>8.0f} {r['execs']:>12} "
+                  f"{r['execs'] / max(r['seconds'], 1e-9):>8.0f}  "
+                  f"{'no crash, hang or leak' if ok else 'FOUND (rc %d)' % r['rc']}", flush=True)
+            if not ok:
+                failed.append(name)
+                print(textwrap.indent(r["log"][-4000:], "    "))
+    if args.junit:
+        write_junit(Path(args.junit), {n: results[n] for n in names})
     if failed:
         print(f"findings in {findings}: {', '.join(failed)}")
         return 1

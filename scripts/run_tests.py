@@ -1,8 +1,10 @@
 """Runs every test suite `make test` covers and ends with one summary line.
 
 Suites: the C++ tests (ctest, Release build), the Python tests (pytest
-against Paddle), the C++ tests again under AddressSanitizer + UBSan, and
-those of code that threads share under ThreadSanitizer.
+against Paddle), the C++ tests again under AddressSanitizer + UBSan, those
+of code that threads share under ThreadSanitizer, and each fuzz target
+(clang's libFuzzer with ASan + UBSan, build-fuzz) for TILLER_FUZZ_SECONDS
+(60) on its seed corpus, two at a time.
 Each suite's own output is shown; the last line counts all of them:
     total: N passed, N failed, N skipped
 Exit status is non-zero when any test failed or any suite did not run.
@@ -47,6 +49,8 @@ def main() -> int:
     build = Path(os.environ.get("TILLER_BUILD_DIR", REPO / "build"))
     asan = Path(os.environ.get("TILLER_ASAN_DIR", REPO / "build-asan"))
     tsan = Path(os.environ.get("TILLER_TSAN_DIR", REPO / "build-tsan"))
+    fuzz = Path(os.environ.get("TILLER_FUZZ_DIR", REPO / "build-fuzz"))
+    fuzz_seconds = os.environ.get("TILLER_FUZZ_SECONDS", "60")
     jobs = str(os.cpu_count() or 2)
     results = [
         run_suite("C++ tests", ["ctest", "--output-on-failure", "-j", jobs, "--output-junit",
@@ -60,6 +64,10 @@ def main() -> int:
         run_suite("C++ tests of shared-thread code under ThreadSanitizer",
                   ["ctest", "--output-on-failure", "-j", jobs, "--output-junit", str(tsan / "ctest.xml")],
                   tsan / "ctest.xml", tsan),
+        run_suite(f"Fuzz targets, {fuzz_seconds} s each",
+                  [sys.executable, str(REPO / "scripts" / "fuzz.py"), "--build", str(fuzz),
+                   "--seconds", fuzz_seconds, "--parallel", "2", "--junit",
+                   str(fuzz / "fuzz.xml")], fuzz / "fuzz.xml", REPO),
     ]
     passed, failed, skipped = (sum(r[i] for r in results) for i in range(3))
     print(f"\ntotal: {passed} passed, {failed} failed, {skipped} skipped")
