@@ -552,5 +552,11 @@ int main(int argc, char** argv) {
                "is checked while compiling)\n",
                tiller::ErrorKindName(tiller::ErrorKind::kResourceExhausted));
     return 2;
+  } catch (const std::exception& e) {
+    // Anything else that escaped the library is a bug, but it still ends
+    // with its message and an exit code, not an abort.
+    fmt::print(stderr, "tiller: error ({}): {}\n",
+               tiller::ErrorKindName(tiller::ErrorKind::kInternal), e.what());
+    return 2;
   }
 }

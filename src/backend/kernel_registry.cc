@@ -1,4 +1,6 @@
+#include <exception>
 #include <map>
+#include <new>
 
 #include "backend/kernel.h"
 #include "core/error.h"
@@ -60,7 +62,19 @@ std::unique_ptr<Kernel> CreateKernel(const Backend& backend, const ir::Op& op, D
   std::string why;
   const Entry* e = Pick(backend, op, &why);
   if (!e) Fail(ErrorKind::kUnimplemented, "{}", why);
-  return e->factory(op, device);
+  try {
+    return e->factory(op, device);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& ex) {
+    // A library the kernel builds on refused the op's attributes (oneDNN
+    // cannot describe a convolution with a stride of 2^31 - 1): an error
+    // naming the op, not an exception the caller cannot place.
+    Fail(ErrorKind::kUnimplemented, "op {} ({}): the {} kernel cannot be made: {}", op.name,
+         op.type, backend.name(), ex.what());
+  }
 }
 
 bool HasKernel(const std::string& backend, const std::string& op_type) {

@@ -1,7 +1,6 @@
 #include "compile/device_profile.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -59,8 +58,7 @@ DeviceProfile MeasureCpu(int threads) {
   DeviceProfile p;
   p.name = "cpu";
   p.measured = true;
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  p.memory_bytes = pages > 0 && page > 0 ? static_cast<size_t>(pages) * page : 0;
+  p.memory_bytes = PhysicalMemoryBytes();
   const CompileOptions options = CompileOptions::Cpu(threads);
   {
     constexpr int64_t n = 1024;
@@ -129,14 +127,6 @@ DeviceProfile FindDeviceProfile(const std::string& spec, int threads) {
     p.description += fmt::format(", capacity set to {}", FormatBytes(p.memory_bytes));
   }
   return p;
-}
-
-std::string FormatBytes(double bytes) {
-  if (bytes >= 1e12) return fmt::format("{:.1f} TB", bytes / 1e12);
-  if (bytes >= 1e9) return fmt::format("{:.2f} GB", bytes / 1e9);
-  if (bytes >= 1e6) return fmt::format("{:.1f} MB", bytes / 1e6);
-  if (bytes >= 1e3) return fmt::format("{:.1f} kB", bytes / 1e3);
-  return fmt::format("{:.0f} B", bytes);
 }
 
 }  // namespace tiller::compile

@@ -36,7 +36,4 @@ std::vector<std::string> DeviceProfileNames();
 // an unknown name or a bad capacity, listing the names.
 DeviceProfile FindDeviceProfile(const std::string& spec, int threads = 1);
 
-// "900 MB", "1.41 GB", "12.3 MB": decimal units, as the spec sheets count.
-std::string FormatBytes(double bytes);
-
 }  // namespace tiller::compile

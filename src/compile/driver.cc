@@ -15,6 +15,7 @@
 #include "compile/placement.h"
 #include "compile/processes.h"
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "passes/autodiff.h"
 
 namespace tiller::compile {
@@ -313,6 +314,7 @@ ir::Graph::Folder Compiler::folder() {
 
 CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
                                const ShardStorage& shards) {
+  HostMemoryScope budget("");
   CompiledStep step;
   CompileReport& report = step.report;
   passes::PassContext ctx;

@@ -25,30 +25,49 @@ namespace tiller::compile {
 
 namespace {
 
+// "'name' float32[...], 4.0 TB, made by op NAME (TYPE)", for the errors below.
+std::string DescribeTensor(const ir::Value& v) {
+  std::string out = fmt::format("'{}' {}, {}", v.name, v.type.ToString(),
+                                FormatBytes(static_cast<double>(v.bytes())));
+  if (v.producer) out += fmt::format(", made by op {} ({})", v.producer->name, v.producer->type);
+  return out;
+}
+
+// `problem` leads into "more than the memory cap of ...".
+[[noreturn]] void RefuseOverCap(const backend::Device& device, const std::string& problem) {
+  const size_t cap = device.capacity_bytes();
+  Fail(ErrorKind::kResourceExhausted, "{}: {}more than the memory cap of {} ({})", device.name(),
+       problem, FormatBytes(static_cast<double>(cap)), MemoryCapOrigin(cap));
+}
+
+// Before any kernel exists: kernels size tables from their operands' shapes
+// (interp's taps, pad's index maps), so a tensor past the cap on its own is
+// refused before they are made, not only once the arena is planned.
+void CheckTensorsFit(const ir::Graph& g, int device, const backend::Device& dev) {
+  const ir::Value* largest = nullptr;
+  for (const auto& op : g.ops()) {
+    if (device >= 0 && op->device != device) continue;
+    for (const ir::Value* v : op->outputs) {
+      if (v && (!largest || v->bytes() > largest->bytes())) largest = v;
+    }
+  }
+  if (largest && largest->bytes() > dev.capacity_bytes())
+    RefuseOverCap(dev, fmt::format("the program's tensor {} is alone ", DescribeTensor(*largest)));
+}
+
 // A plan larger than the device's memory cap fails before its arena is
 // allocated, naming the largest tensor in it: a model asking for absurd
 // sizes gets a message instead of an allocation failure.
 void CheckArenaFits(const MemoryPlan& plan, const backend::Device& device) {
-  const size_t cap = device.capacity_bytes();
-  if (plan.arena_bytes() <= cap) return;
+  if (plan.arena_bytes() <= device.capacity_bytes()) return;
   const ir::Value* largest = nullptr;
   for (const auto& [v, offset] : plan.offset) {
     if (!largest || v->bytes() > largest->bytes()) largest = v;
   }
-  std::string detail;
-  if (largest) {
-    detail =
-        fmt::format("; its largest tensor is '{}' {}, {}", largest->name, largest->type.ToString(),
-                    FormatBytes(static_cast<double>(largest->bytes())));
-    if (largest->producer) {
-      detail +=
-          fmt::format(", made by op {} ({})", largest->producer->name, largest->producer->type);
-    }
-  }
-  Fail(ErrorKind::kResourceExhausted,
-       "{}: the program needs {} of memory for its tensors{}: more than the memory cap of {} ({})",
-       device.name(), FormatBytes(static_cast<double>(plan.arena_bytes())), detail,
-       FormatBytes(static_cast<double>(cap)), MemoryCapOrigin(cap));
+  RefuseOverCap(device, fmt::format("the program needs {} of memory for its tensors{}: ",
+                                    FormatBytes(static_cast<double>(plan.arena_bytes())),
+                                    largest ? "; its largest tensor is " + DescribeTensor(*largest)
+                                            : std::string()));
 }
 
 }  // namespace
@@ -128,6 +147,7 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     }
   }
   for (const auto& [name, v] : g.outputs()) readers.erase(v);
+  for (int d = 0; d < n && !plan_only; ++d) CheckTensorsFit(g, n == 1 ? -1 : d, *devices[d]);
   for (int d = 0; d < n; ++d) {
     backend::Device& dev = *devices[d];
     dev.stream().Submit([&exe, &dev, &readers, &released, d] {

@@ -9,6 +9,7 @@
 #include "compile/pipeline.h"
 #include "compile/placement.h"
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "ir/op_schema.h"
 #include "ir/ops/optimizer.h"
 #include "passes/pass.h"

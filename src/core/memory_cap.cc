@@ -1,5 +1,8 @@
 #include "core/memory_cap.h"
 
+#include <malloc.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -39,6 +42,14 @@ size_t ParseByteSize(const std::string& text, const std::string& what) {
   return static_cast<size_t>(value * scale);
 }
 
+std::string FormatBytes(double bytes) {
+  if (bytes >= 1e12) return fmt::format("{:.1f} TB", bytes / 1e12);
+  if (bytes >= 1e9) return fmt::format("{:.2f} GB", bytes / 1e9);
+  if (bytes >= 1e6) return fmt::format("{:.1f} MB", bytes / 1e6);
+  if (bytes >= 1e3) return fmt::format("{:.1f} kB", bytes / 1e3);
+  return fmt::format("{:.0f} B", bytes);
+}
+
 size_t MemoryCapFromEnvironment() {
   const char* v = std::getenv("TILLER_MEMORY_CAP");
   if (!v || !*v) return 0;
@@ -49,6 +60,62 @@ std::string MemoryCapOrigin(size_t cap) {
   const char* v = std::getenv("TILLER_MEMORY_CAP");
   if (v && *v && MemoryCapFromEnvironment() == cap) return fmt::format("TILLER_MEMORY_CAP={}", v);
   return "the device's capacity; TILLER_MEMORY_CAP sets a lower cap";
+}
+
+size_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+}
+
+size_t HostMemoryCap() {
+  const size_t cap = MemoryCapFromEnvironment();
+  return cap ? cap : PhysicalMemoryBytes();
+}
+
+namespace {
+
+size_t HeapInUse() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+struct Budget {
+  std::string what;
+  size_t baseline = 0;
+  size_t cap = 0;
+};
+
+thread_local Budget* active_budget = nullptr;
+
+}  // namespace
+
+HostMemoryScope::HostMemoryScope(std::string what) {
+  if (active_budget) return;
+  outermost_ = true;
+  active_budget = new Budget{std::move(what), HeapInUse(), HostMemoryCap()};
+}
+
+HostMemoryScope::~HostMemoryScope() {
+  if (!outermost_) return;
+  delete active_budget;
+  active_budget = nullptr;
+}
+
+void CheckHostMemory(const std::string& stage, size_t about_to_allocate) {
+  const Budget* b = active_budget;
+  if (!b || !b->cap) return;
+  const size_t now = HeapInUse();
+  const size_t grown = now > b->baseline ? now - b->baseline : 0;
+  if (grown <= b->cap && about_to_allocate <= b->cap - grown) return;
+  const double cap = static_cast<double>(b->cap);
+  Fail(ErrorKind::kResourceExhausted,
+       "{}building the program took {} of host memory{} while {}: more than the memory cap "
+       "of {} ({})",
+       b->what.empty() ? "" : b->what + ": ", FormatBytes(static_cast<double>(grown)),
+       about_to_allocate
+           ? fmt::format(" and needs {} more", FormatBytes(static_cast<double>(about_to_allocate)))
+           : "",
+       stage, FormatBytes(cap), MemoryCapOrigin(b->cap));
 }
 
 }  // namespace tiller

@@ -1,3 +1,6 @@
+#include <fmt/format.h>
+
+#include "core/memory_cap.h"
 #include "passes/pass.h"
 
 namespace tiller::passes {
@@ -18,6 +21,7 @@ PassRecord RunPass(Pass& pass, ir::Graph& g, const PassContext& ctx) {
   std::map<std::string, int> before = Histogram(g);
   r.ops_before = g.ops().size();
   r.rewrites = pass.Run(g, ctx);
+  CheckHostMemory(fmt::format("compiling (after pass {}, {} ops)", r.name, g.ops().size()));
   ir::Verify(g);
   r.ops_after = g.ops().size();
   std::map<std::string, int> after = Histogram(g);

@@ -1,11 +1,13 @@
 // The memory cap (core/memory_cap.h): sizes parsed, shapes whose byte count
-// overflows refused when a value is made, and a program larger than its
-// device's cap refused before the arena is allocated.
+// overflows refused when a value is made, a program larger than its
+// device's cap refused before the arena is allocated, and the host memory
+// that building a program takes measured against it.
 #include "core/memory_cap.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <vector>
 
 #include "backend/backend.h"
 #include "compile/executable.h"
@@ -69,17 +71,75 @@ TEST(MemoryCap, AProgramOverItsDevicesCapIsRefusedBeforeItsArenaIsAllocated) {
     options.devices[0].memory_bytes = cap;
     return compile::Executable::Build(std::move(g), options);
   };
+  auto refusal = [&](size_t cap) -> std::string {
+    try {
+      build(cap);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kResourceExhausted);
+      return e.what();
+    }
+    ADD_FAILURE() << "no error under a cap of " << cap;
+    return "";
+  };
   EXPECT_NE(build(size_t{64} << 20), nullptr);
-  try {
-    build(size_t{1} << 20);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kResourceExhausted);
-    const std::string what = e.what();
-    EXPECT_NE(what.find("cpu:0: the program needs"), std::string::npos) << what;
-    EXPECT_NE(what.find("float32[1024, 1024], 4.2 MB"), std::string::npos) << what;
-    EXPECT_NE(what.find("more than the memory cap of 1.0 MB"), std::string::npos) << what;
+  // x and y (4.2 MB each) fit one at a time, not together.
+  std::string what = refusal(6000000);
+  EXPECT_NE(what.find("cpu:0: the program needs 8.4 MB"), std::string::npos) << what;
+  EXPECT_NE(what.find("float32[1024, 1024], 4.2 MB"), std::string::npos) << what;
+  EXPECT_NE(what.find("more than the memory cap of 6.0 MB"), std::string::npos) << what;
+  // One tensor past the cap is refused before any kernel is made.
+  what = refusal(size_t{1} << 20);
+  EXPECT_NE(what.find("cpu:0: the program's tensor"), std::string::npos) << what;
+  EXPECT_NE(what.find("float32[1024, 1024], 4.2 MB"), std::string::npos) << what;
+  EXPECT_NE(what.find("is alone more than the memory cap of 1.0 MB"), std::string::npos) << what;
+}
+
+// ASan and TSan allocate outside glibc's heap, where mallinfo2 cannot see.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kGlibcHeap = false;
+#else
+constexpr bool kGlibcHeap = true;
+#endif
+
+TEST(MemoryCap, HostMemoryIsMeasuredFromTheOutermostScope) {
+  if (!kGlibcHeap) GTEST_SKIP() << "a sanitizer's allocator replaces glibc's heap";
+  setenv("TILLER_MEMORY_CAP", "8MB", 1);
+  CheckHostMemory("outside any scope", size_t{1} << 40);  // no scope: nothing checked
+  {
+    HostMemoryScope outer("model.json");
+    CheckHostMemory("nothing allocated yet");
+    EXPECT_THROW(CheckHostMemory("about to read", 9000000), Error);
+    std::vector<char> five(5000000, 1);
+    CheckHostMemory("five MB in");
+    {
+      // An inner scope keeps the outer baseline: another 5 MB passes 8 MB.
+      HostMemoryScope inner("inner");
+      std::vector<char> more(5000000, 1);
+      try {
+        CheckHostMemory("translating op 4096 of 10");
+        FAIL() << "no error";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kResourceExhausted);
+        const std::string what = e.what();
+        EXPECT_NE(what.find("model.json: building the program took 10."), std::string::npos)
+            << what;
+        EXPECT_NE(what.find("while translating op 4096 of 10: more than the memory cap of 8.0 MB "
+                            "(TILLER_MEMORY_CAP=8MB)"),
+                  std::string::npos)
+            << what;
+      }
+      EXPECT_EQ(more.back(), 1);  // held until here
+    }
+    EXPECT_EQ(five.back(), 1);
   }
+  {
+    // A new scope starts from what the heap holds now.
+    std::vector<char> held(9000000, 1);
+    HostMemoryScope again("");
+    CheckHostMemory("with 9 MB held from before");
+    EXPECT_EQ(held.back(), 1);
+  }
+  unsetenv("TILLER_MEMORY_CAP");
 }
 
 TEST(MemoryCap, TheEnvironmentSetsTheCpuDevicesCap) {

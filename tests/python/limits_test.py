@@ -61,6 +61,7 @@ def _save(tmp_path, name, build):
     with paddle.static.program_guard(main, start):
         feeds, fetches = build()
     exe = paddle.static.Executor(paddle.CPUPlace())
+    exe.run(start)
     prefix = str(tmp_path / name)
     paddle.static.save_inference_model(prefix, feeds, fetches, exe, program=main)
     paddle.disable_static()
@@ -103,9 +104,9 @@ def test_a_feed_of_10_12_elements_is_refused_naming_the_largest_tensor(models):
     rc, err, rss = run_capped("bench", models["feed"], "--iters", "1")
     assert rc == 2, err
     assert "error (resource exhausted)" in err
-    assert "the program needs 8.0 TB of memory for its tensors" in err
+    # Refused on the feed's first reader alone, before any kernel is made.
     assert "float32[1000000, 1000000], 4.0 TB, made by op" in err
-    assert "memory cap of 256.0 MB" in err
+    assert "is alone more than the memory cap of 256.0 MB" in err
     assert rss < CAP_BYTES, f"peak RSS {rss} bytes"
 
 
@@ -133,13 +134,15 @@ def test_a_shape_whose_bytes_overflow_is_refused(models, tmp_path):
 
 
 def test_the_cap_is_the_users_to_set(models):
-    # The small model (two 16 KiB tensors) runs under the default cap and
-    # under 256MB, and is refused under a cap below its own tensors.
+    # The small model (two 16 KiB tensors, a 2 kB program file) runs under
+    # the default cap and under 256MB, and is refused under a cap below
+    # what reading its program takes.
     rc, err, _ = run_capped("bench", models["small"], "--iters", "1", cap="256MB")
     assert rc == 0, err
     rc, err, _ = run_capped("bench", models["small"], "--iters", "1", cap="1KB")
     assert rc == 2
-    assert "the program needs" in err and "(TILLER_MEMORY_CAP=1KB)" in err, err
+    assert "while reading the Paddle PIR program file" in err, err
+    assert "memory cap of 1.0 kB (TILLER_MEMORY_CAP=1KB)" in err, err
 
 
 @pytest.mark.parametrize("cap", ["lots", "-5GB", "12XB", "1e30GB"])
@@ -215,12 +218,17 @@ def test_an_attribute_nested_10_6_deep_is_refused(models, tmp_path):
     nested = '{"#":"1.a_scalar","D":' * n + scalar + "}" * n
     path = tmp_path / "nested.json"
     path.write_text(text.replace(scalar, nested, 1))
-    rc, err, rss = run_capped("info", str(path))
+    # Without a cap (the machine's memory) the reader's depth limit refuses
+    # it; the parsed document (24 MB of text, a map per level) takes ~380 MB.
+    rc, err, rss = run_capped("info", str(path), cap=None)
     assert rc == 2, err
     assert "an attribute nests arrays and scalars deeper than 16" in err
-    # Not under the cap: the cap bounds tensors, and the parsed document
-    # itself (24 MB of text, a map per level) measured ~380 MB here.
     assert rss < 4 * CAP_BYTES
+    # Under the 256 MB cap the parse itself is stopped first.
+    rc, err, rss = run_capped("info", str(path))
+    assert rc == 2, err
+    assert "of host memory while parsing the JSON program: more than the memory cap" in err, err
+    assert rss < CAP_BYTES + 64 * 10**6, f"peak RSS {rss} bytes"
 
 
 def test_an_op_attribute_nested_10_6_deep_does_not_crash_the_reader(models, tmp_path):
@@ -237,3 +245,157 @@ def test_an_op_attribute_nested_10_6_deep_does_not_crash_the_reader(models, tmp_
     path.write_text(text.replace(key, key + entry, 1))
     rc, err, _ = run_capped("info", str(path))
     assert rc == 0, err
+
+
+def _chain_of_ops(template: str, n: int) -> str:
+    """A PIR program of `n` elementwise ops in a chain (tanh and relu taking
+    turns), written from the ops of a small exported model: its data op, the
+    chain, its fetch."""
+    import json
+
+    doc = json.loads(open(template).read())
+    block = doc["program"]["regions"][0]["blocks"][0]
+    data = next(op for op in block["ops"] if op["#"] == "1.data")
+    fetch = next(op for op in block["ops"] if op["#"] == "1.fetch")
+    tt = json.dumps(data["O"][0]["TT"], separators=(",", ":"))
+    first = data["O"][0]["%"]
+    block["ops"] = [data, {"#": "@CHAIN@"}, fetch]
+    fetch["I"] = [{"%": first + n}]
+    fetch["O"][0]["%"] = first + n + 1
+    head, tail = json.dumps(doc, separators=(",", ":")).split('{"#":"@CHAIN@"}')
+    ops = ",".join('{"#":"1.%s","A":[],"I":[{"%%":%d}],"O":[{"%%":%d,"TT":%s}]}'
+                   % ("tanh" if i % 2 else "relu", first + i, first + i + 1, tt)
+                   for i in range(n))
+    return head + ops + tail
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _legacy_chain_of_ops(out_dir, n: int) -> str:
+    """A legacy ProgramDesc of `n` relu ops in a chain over v0000000 ..
+    v{n}: a one-relu program written by legacy_writer whose op is repeated
+    as serialized bytes (10^6 OpDesc messages built in Python would take
+    minutes; the names are fixed-width so every op serializes alike)."""
+    import numpy as np
+    from paddle.base.proto import framework_pb2 as fpb
+
+    import legacy_writer
+
+    name = "v{:07d}".format
+    x = np.zeros((64, 64), np.float32)
+    model, _ = legacy_writer.write_program(out_dir, "relu", {name(0): x}, {}, {"X": [name(0)]},
+                                           {"Out": ([name(n)], np.float32, x.shape)}, {})
+    prog = fpb.ProgramDesc()
+    prog.ParseFromString(model.read_bytes())
+    block = prog.blocks[0]
+    relu, fetch = block.ops[1], block.ops[2]
+    relu.outputs[0].arguments[0] = name(1)
+    tpl = relu.SerializeToString()
+    fetch_bytes = fetch.SerializeToString()
+    del block.ops[1:]
+    a, b = tpl.index(name(0).encode()), tpl.index(name(1).encode())
+    entry = b"\x22" + _varint(len(tpl))  # BlockDesc field 4 (ops), length-delimited
+    chain = b"".join(entry + tpl[:a] + name(i).encode() + tpl[a + 8:b] + name(i + 1).encode()
+                     + tpl[b + 8:] for i in range(n))
+    block_bytes = (block.SerializeToString() + chain + b"\x22" + _varint(len(fetch_bytes))
+                   + fetch_bytes)
+    del prog.blocks[:]
+    # ProgramDesc field 1 (blocks), then the program's other fields.
+    model.write_bytes(b"\x0a" + _varint(len(block_bytes)) + block_bytes + prog.SerializeToString())
+    return str(model)
+
+
+@pytest.mark.parametrize("form", ["pir", "legacy"])
+def test_a_graph_of_10_6_ops_is_refused_under_the_cap(models, tmp_path, form):
+    # 10^6 ops in a chain (~130 MB of JSON, or 40 MB of protobuf) whose
+    # parsed document or messages and graph would take gigabytes (~3.4 KB
+    # per op measured; protobuf's one-call parse of the legacy file alone
+    # took 695 MB) before any tensor exists. The host memory that reading,
+    # parsing, translating and compiling take is measured against the cap as
+    # it grows (a check per 65536 JSON values, per 4096 ops, per pass).
+    if form == "pir":
+        path = tmp_path / "chain.json"
+        path.write_text(_chain_of_ops(models["small"], 10**6))
+        stage = "of host memory while parsing the JSON program"
+    else:
+        path = _legacy_chain_of_ops(tmp_path / "legacy", 10**6)
+        stage = "of the protobuf program: more than"
+    rc, err, rss = run_capped("bench", str(path), "--iters", "1")
+    assert rc == 2, err
+    assert "error (resource exhausted)" in err
+    assert "building the program took" in err and stage in err, err
+    assert "memory cap of 256.0 MB (TILLER_MEMORY_CAP=256MB)" in err
+    # The budget bounds growth from the start of reading: the CLI's own
+    # mapped code and libraries (~15-30 MB) and one check interval come on top.
+    assert rss < CAP_BYTES + 64 * 10**6, f"peak RSS {rss} bytes"
+
+
+@pytest.mark.parametrize("form", ["pir", "legacy"])
+def test_a_long_chain_under_the_cap_still_runs(models, tmp_path, form):
+    # The same checks leave a model that fits alone: 20,000 ops under 256 MB.
+    if form == "pir":
+        path = tmp_path / "chain.json"
+        path.write_text(_chain_of_ops(models["small"], 20000))
+    else:
+        path = _legacy_chain_of_ops(tmp_path / "legacy", 20000)
+    rc, err, rss = run_capped("bench", str(path), "--iters", "1")
+    assert rc == 0, err
+    assert rss < CAP_BYTES, f"peak RSS {rss} bytes"
+
+
+def _set_attr(path, op_type: str, attr: str, value, out):
+    """Writes the PIR program at `path` to `out` with attribute `attr` of
+    its first `op_type` op set to `value` (an int, or a list of ints)."""
+    import json
+
+    doc = json.loads(open(path).read())
+    op = next(o for o in doc["program"]["regions"][0]["blocks"][0]["ops"] if o["#"] == op_type)
+    at = next(a["AT"] for a in op["A"] if a.get("N") == attr)
+    if isinstance(value, list):
+        at["D"] = [{"#": at["D"][0]["#"], "D": v} for v in value]
+    else:
+        at["D"] = value
+    out.write_text(json.dumps(doc))
+    return str(out)
+
+
+def test_a_tensor_past_the_cap_is_refused_before_kernels_size_tables_by_it(tmp_path):
+    # interp's kernel builds per-row tables from the output size when it is
+    # made: with out_h = 2^31 - 1 they took 3.2 GB (and std::bad_alloc)
+    # before the arena was planned and checked. A tensor past the cap alone
+    # is now refused before any kernel exists.
+    def build():
+        x = paddle.static.data("x", [-1, 3, 8, 8], "float32")
+        return [x], [paddle.nn.functional.interpolate(x, size=[5, 7], mode="nearest")]
+
+    model = _set_attr(_save(tmp_path, "interp", build), "1.nearest_interp", "out_h", 2**31 - 1,
+                      tmp_path / "big_interp.json")
+    rc, err, rss = run_capped("bench", model, "--batch", "2", "--iters", "1")
+    assert rc == 2, err
+    assert "float32[2, 3, 2147483647, 7], 360.78 GB, made by op nearest_interp" in err
+    assert "is alone more than the memory cap of 256.0 MB" in err
+    assert rss < CAP_BYTES, f"peak RSS {rss} bytes"
+
+
+def test_a_kernel_library_refusing_an_attribute_is_an_error_naming_the_op(tmp_path):
+    # oneDNN cannot describe a convolution with a stride of 2^31 - 1; its
+    # exception (no Tiller error) escaped the CLI as an abort (SIGABRT).
+    def build():
+        x = paddle.static.data("x", [-1, 4, 12, 12], "float32")
+        return [x], [paddle.nn.Conv2D(4, 4, 3, padding=1, groups=4)(x)]
+
+    model = _save(tmp_path, "dwconv", build)
+    doc = open(model).read()
+    op_type = "1.depthwise_conv2d" if "1.depthwise_conv2d" in doc else "1.conv2d"
+    bad = _set_attr(model, op_type, "strides", [2**31 - 1, 1], tmp_path / "huge_stride.json")
+    rc, err, _ = run_capped("bench", bad, "--params", model[:-5] + ".pdiparams", "--batch", "2",
+                            "--iters", "1")
+    assert rc == 2, err
+    assert "kernel cannot be made" in err and "conv2d" in err, err

@@ -47,6 +47,20 @@ CASES = [
     ("pool2d", {"X": ["x"]}, (1, 2, 2, 2),
      {"pooling_type": "avg", "ksize": [0, 2], "strides": [2, 2], "paddings": [0, 0]}, "ksize",
      "[0, 2]"),
+    # Found by sweeping every int attribute of exported models over 0, -1,
+    # 2^31 - 1, 10^12 and [] (issue 14): an empty or short list was read
+    # past its end (SIGSEGV), and max_pool2d_with_index divided by its stride.
+    ("conv2d_transpose", {"Input": ["x"], "Filter": ["filter"]}, X.shape,
+     {"strides": [], "paddings": [0, 0], "dilations": [1, 1], "groups": 1}, "strides", "[]"),
+    ("conv2d_transpose", {"Input": ["x"], "Filter": ["filter"]}, X.shape,
+     {"strides": [1, 1], "paddings": [0, 0], "dilations": [], "groups": 1}, "dilations", "[]"),
+    ("conv2d", {"Input": ["x"], "Filter": ["filter"]}, X.shape,
+     {"strides": [1], "paddings": [0, 0], "dilations": [1, 1], "groups": 1}, "strides", "[1]"),
+    ("max_pool2d_with_index", {"X": ["x"]}, (1, 2, 2, 2),
+     {"ksize": [2, 2], "strides": [2, 0], "paddings": [0, 0]}, "strides", "[2, 0]"),
+    ("max_pool2d_with_index", {"X": ["x"]}, (1, 2, 2, 2),
+     {"ksize": [2, -2147483648], "strides": [2, 2], "paddings": [0, 0]}, "ksize",
+     "[2, -2147483648]"),
 ]
 PARAMS = {"Alpha": {"alpha": np.ones((1,), np.float32)},
           "Filter": {"filter": np.ones((2, 2, 1, 1), np.float32)}}

@@ -2,7 +2,6 @@
 
 #include <omp.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -57,18 +56,6 @@ class WorkerEvent : public backend::Event {
   };
   std::shared_ptr<State> state_ = std::make_shared<State>();
 };
-
-size_t PhysicalMemory() {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
-}
-
-// A device's capacity when its options leave it unset: TILLER_MEMORY_CAP,
-// else the machine's memory.
-size_t DefaultCapacity() {
-  const size_t cap = MemoryCapFromEnvironment();
-  return cap ? cap : PhysicalMemory();
-}
 
 const bool kRegistered = backend::RegisterBackend(std::make_unique<CpuBackendImpl>());
 
@@ -241,7 +228,7 @@ CpuDevice::CpuDevice(const backend::Backend& backend, int ordinal,
                      const backend::DeviceOptions& options)
     : Device(backend, ordinal),
       threads_(std::max(1, options.threads)),
-      capacity_(options.memory_bytes ? options.memory_bytes : DefaultCapacity()),
+      capacity_(options.memory_bytes ? options.memory_bytes : HostMemoryCap()),
       stream_(threads_, options.adapt_to_contention) {}
 
 std::unique_ptr<backend::Buffer> CpuDevice::Allocate(size_t bytes) {

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/reader_util.h"
 
@@ -157,6 +158,8 @@ void Model::MoveParamsToSource() {
 
 Program ReadProgramFile(const std::string& path) {
   if (!IsFile(path)) Fail(ErrorKind::kNotFound, "Paddle model '{}' not found", path);
+  // A program of 10^6 ops takes gigabytes to parse before any tensor exists.
+  HostMemoryScope budget(path);
   std::string ext = fs::path(path).extension().string();
   if (ext == ".json") return ReadPirProgram(path);
   if (ext == ".pdmodel") return ReadProgramDesc(path);

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "frontend/paddle/pir_compat.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/reader_util.h"
@@ -399,6 +400,7 @@ Program PirReader::Read(const json& root) {
   for (size_t i = 0; i < ops.size(); ++i) {
     op_index_ = static_cast<int>(i);
     op_name_ = ops[i].at("#").get<std::string>();
+    if (i % 4096 == 0 && i) CheckHostMemory(fmt::format("reading op {} of {}", i, ops.size()));
     Emit(ops[i], static_cast<int>(i), prog);
   }
   op_index_ = -1;
@@ -627,7 +629,13 @@ Program ReadPirProgram(const std::string& path) {
   std::string text = ReadFileBytes(path, "Paddle PIR program");
   json root;
   try {
-    root = json::parse(text);
+    // The document takes ~10x the text (a map per object): its growth is
+    // checked against the memory cap as it is built.
+    size_t events = 0;
+    root = json::parse(text, [&events](int, json::parse_event_t, json&) {
+      if (++events % 65536 == 0) CheckHostMemory("parsing the JSON program");
+      return true;
+    });
   } catch (const json::exception& e) {
     Fail(ErrorKind::kDataLoss, "{}: not a valid PIR program (JSON parse failed: {})", path,
          e.what());

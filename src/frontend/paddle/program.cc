@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "frontend/paddle/reader_util.h"
 
 namespace tiller::paddle {
@@ -53,6 +54,8 @@ std::string ReadFileBytes(const std::string& path, const char* what) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) Fail(ErrorKind::kNotFound, "{} '{}' not found or not readable", what, path);
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec) CheckHostMemory(fmt::format("reading the {} file", what), size);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) Fail(ErrorKind::kDataLoss, "{} '{}': read error", what, path);
   return bytes;

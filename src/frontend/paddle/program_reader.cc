@@ -2,11 +2,14 @@
 // neutral Program form. Only block 0 is converted; sub-blocks (control flow)
 // are left to translation to reject by op type.
 #include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "core/error.h"
+#include "core/memory_cap.h"
 #include "framework.pb.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/reader_util.h"
@@ -135,6 +138,100 @@ std::pair<int64_t, std::string> FeedFetchCol(const OpDesc& op, const char* slot)
   return {op.attrs.Int("col", -1), names.empty() ? std::string() : names[0]};
 }
 
+// One field's bytes, tag included, appended to `rest`; false when the field
+// is malformed. Groups (wire types 3 and 4) are not used by framework.proto.
+// `base` is where `in`'s positions count from.
+bool CopyField(google::protobuf::io::CodedInputStream& in, uint32_t tag, const char* base,
+               int start, std::string* rest) {
+  bool ok = false;
+  switch (tag & 7) {
+    case 0: {
+      uint64_t v = 0;
+      ok = in.ReadVarint64(&v);
+      break;
+    }
+    case 1:
+      ok = in.Skip(8);
+      break;
+    case 2: {
+      uint32_t n = 0;
+      ok = in.ReadVarint32(&n) && n <= static_cast<uint32_t>(INT_MAX) &&
+           in.Skip(static_cast<int>(n));
+      break;
+    }
+    case 5:
+      ok = in.Skip(4);
+      break;
+    default:
+      break;
+  }
+  if (ok) rest->append(base + start, static_cast<size_t>(in.CurrentPosition() - start));
+  return ok;
+}
+
+// A length-delimited field's payload: its offset in `bytes` and size.
+bool ReadPayload(google::protobuf::io::CodedInputStream& in, int* offset, int* size) {
+  uint32_t n = 0;
+  if (!in.ReadVarint32(&n) || n > static_cast<uint32_t>(INT_MAX)) return false;
+  *offset = in.CurrentPosition();
+  *size = static_cast<int>(n);
+  return in.Skip(*size);
+}
+
+bool MergeRest(const std::string& rest, google::protobuf::MessageLite* msg) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(rest.data()),
+                                            static_cast<int>(rest.size()));
+  return msg->MergePartialFromCodedStream(&in) && in.ConsumedEntireMessage();
+}
+
+// ParsePartialFromString, a block and an op at a time: a program of 10^6
+// ops takes hundreds of MB as messages, and protobuf's one call would take
+// them all before the host memory budget could be checked. Blocks' vars and
+// ops (fields 3, 4 of BlockDesc; blocks are field 1 of ProgramDesc) are
+// parsed one message each; every other field is gathered and merged, so the
+// result equals the one-call parse.
+bool ParseProgramDescIncrementally(const std::string& bytes, pb::ProgramDesc* desc) {
+  using google::protobuf::io::CodedInputStream;
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) return false;
+  CodedInputStream in(data, static_cast<int>(bytes.size()));
+  std::string rest;
+  size_t ops = 0;
+  while (true) {
+    const int start = in.CurrentPosition();
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) break;
+    if (tag != ((1u << 3) | 2u)) {
+      if (!CopyField(in, tag, bytes.data(), start, &rest)) return false;
+      continue;
+    }
+    int offset = 0, size = 0;
+    if (!ReadPayload(in, &offset, &size)) return false;
+    pb::BlockDesc* block = desc->add_blocks();
+    CodedInputStream bin(data + offset, size);
+    std::string block_rest;
+    while (true) {
+      const int bstart = bin.CurrentPosition();
+      const uint32_t btag = bin.ReadTag();
+      if (btag == 0) break;
+      const bool var = btag == ((3u << 3) | 2u), op = btag == ((4u << 3) | 2u);
+      if (!var && !op) {
+        if (!CopyField(bin, btag, bytes.data() + offset, bstart, &block_rest)) return false;
+        continue;
+      }
+      int o = 0, n = 0;
+      if (!ReadPayload(bin, &o, &n)) return false;
+      google::protobuf::MessageLite* m =
+          var ? static_cast<google::protobuf::MessageLite*>(block->add_vars()) : block->add_ops();
+      if (!m->ParsePartialFromArray(data + offset + o, n)) return false;
+      if (op && ++ops % 4096 == 0)
+        CheckHostMemory(fmt::format("parsing op {} of the protobuf program", ops));
+    }
+    if (bin.CurrentPosition() != size || !MergeRest(block_rest, block)) return false;
+  }
+  return in.CurrentPosition() == static_cast<int>(bytes.size()) && MergeRest(rest, desc);
+}
+
 }  // namespace
 
 Program ReadProgramDesc(const std::string& path) {
@@ -143,7 +240,7 @@ Program ReadProgramDesc(const std::string& path) {
   // ParsePartial + IsInitialized rather than ParseFromString: the same
   // checks, but the missing field is named in our message instead of being
   // logged to stderr by protobuf.
-  if (!desc.ParsePartialFromString(bytes)) {
+  if (!ParseProgramDescIncrementally(bytes, &desc)) {
     Fail(ErrorKind::kDataLoss,
          "{}: not a valid Paddle ProgramDesc ({} bytes could not be parsed as protobuf; a "
          "Paddle 3 PIR program is a .json file)",
@@ -164,6 +261,8 @@ Program ReadProgramDesc(const std::string& path) {
   std::vector<std::pair<int64_t, std::string>> feeds, fetches;
   int index = 0;
   for (const auto& pop : block.ops()) {
+    if (index % 4096 == 0 && index)
+      CheckHostMemory(fmt::format("reading op {} of {}", index, block.ops_size()));
     OpDesc op;
     op.type = pop.type();
     op.index = index++;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "core/memory_cap.h"
 #include "frontend/paddle/dtype_codes.h"
 #include "ir/op_schema.h"
 
@@ -246,22 +247,29 @@ namespace {
 // by (strides, groups), step by (dilations) or size buffers from (ksize,
 // paddings): refused with the value named whatever the input shapes, so a
 // model with a dynamic batch is refused at creation too (a stride of 0 was
-// a division by zero, SIGFPE, when the model ran).
+// a division by zero, SIGFPE, when the model ran; an empty strides list was
+// read past its end).
 void CheckWindowAttributes(const Program& program) {
   auto fail = [&](const OpDesc& op, const std::string& problem) {
     if (!problem.empty())
       Fail(ErrorKind::kInvalidArgument, "{}: op {}: {}", program.path, op.Describe(), problem);
   };
-  auto check = [&](const OpDesc& op, const char* attr, int64_t least) {
-    if (op.attrs.Has(attr)) fail(op, ir::ValuesAtLeastProblem(attr, op.attrs.Ints(attr), 0, least));
+  auto check = [&](const OpDesc& op, const char* attr, size_t count, int64_t least) {
+    if (op.attrs.Has(attr))
+      fail(op, ir::ValuesAtLeastProblem(attr, op.attrs.Ints(attr), count, least));
   };
   for (const OpDesc& op : program.ops) {
     const bool conv = op.type.find("conv2d") != std::string::npos;
-    if (!conv && op.type != "pool2d") continue;
-    check(op, "strides", 1);
-    check(op, "dilations", 1);
-    if (op.attrs.Str("padding_algorithm", "EXPLICIT") == "EXPLICIT") check(op, "paddings", 0);
-    if (op.type == "pool2d" && !op.attrs.Bool("global_pooling", false)) check(op, "ksize", 1);
+    const bool pool = op.type == "pool2d" || op.type == "max_pool2d_with_index";
+    if (!conv && !pool) continue;
+    check(op, "strides", 2, 1);
+    check(op, "dilations", 2, 1);
+    if (op.attrs.Str("padding_algorithm", "EXPLICIT") == "EXPLICIT" && op.attrs.Has("paddings")) {
+      // [h, w] or [top, bottom, left, right].
+      const size_t n = op.attrs.Ints("paddings").size();
+      check(op, "paddings", n == 2 ? 2 : 4, 0);
+    }
+    if (pool && !op.attrs.Bool("global_pooling", false)) check(op, "ksize", 2, 1);
     if (conv && op.attrs.Int("groups", 1) < 1)
       fail(op, fmt::format("groups {} must be >= 1", op.attrs.Int("groups", 1)));
   }
@@ -320,7 +328,14 @@ std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::T
     ctx.Bind(name,
              graph->AddData(name, {p.dtype, p.dims}, ir::ValueKind::kParam, model.ParamData(name)));
   }
-  for (const OpDesc& op : program.ops) TranslateOp(ctx, op);
+  // From here: the parameters' bytes (read as they are bound) are the
+  // model's, not what building its graph takes.
+  HostMemoryScope budget(program.path);
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    if (i % 4096 == 0 && i)
+      CheckHostMemory(fmt::format("translating op {} of {}", i, program.ops.size()));
+    TranslateOp(ctx, program.ops[i]);
+  }
   for (const std::string& name : program.fetch_names) {
     ir::Value* v = ctx.Lookup(name);
     if (!v)
