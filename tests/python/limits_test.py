@@ -358,7 +358,7 @@ def _set_attr(path, op_type: str, attr: str, value, out):
     doc = json.loads(open(path).read())
     op = next(o for o in doc["program"]["regions"][0]["blocks"][0]["ops"] if o["#"] == op_type)
     at = next(a["AT"] for a in op["A"] if a.get("N") == attr)
-    if isinstance(value, list):
+    if isinstance(value, list) and at["D"] and isinstance(at["D"][0], dict):
         at["D"] = [{"#": at["D"][0]["#"], "D": v} for v in value]
     else:
         at["D"] = value
@@ -399,3 +399,25 @@ def test_a_kernel_library_refusing_an_attribute_is_an_error_naming_the_op(tmp_pa
                             "--iters", "1")
     assert rc == 2, err
     assert "kernel cannot be made" in err and "conv2d" in err, err
+
+
+def test_an_empty_scalar_operand_is_an_error_naming_the_op(tmp_path):
+    # Found by the model fuzz target: concat's axis (a `full` of shape [1]
+    # in PIR) made with shape [0] was read with vector::at, and its
+    # std::out_of_range left the translator unnamed (std::terminate in the
+    # fuzz target). Every scalar operand (AxisTensor, K, Start, ...) is now
+    # read through one check.
+    import numpy as np
+    import tiller.inference as ti
+
+    def build():
+        x = paddle.static.data("x", [-1, 3], "float32")
+        return [x], [paddle.concat([x, x], axis=1)]
+
+    model = _set_attr(_save(tmp_path, "concat", build), "1.full", "shape", [0],
+                      tmp_path / "empty_axis.json")
+    # (With a dynamic batch, create_predictor defers an invalid-argument
+    # error to the run, whose real shapes might fit; std::out_of_range
+    # escaped it.)
+    with pytest.raises(ti.TillerError, match=r"op concat .*holds no value, expected one"):
+        ti.create_predictor(ti.Config(model, "")).run([np.ones((2, 3), np.float32)])

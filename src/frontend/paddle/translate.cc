@@ -179,6 +179,18 @@ std::vector<int64_t> TranslateContext::ConstInts(const OpDesc& op, const ir::Val
   return out;
 }
 
+int64_t TranslateContext::ConstInt(const OpDesc& op, const ir::Value* v) {
+  const std::vector<int64_t> values = ConstInts(op, v);
+  if (values.empty()) Invalid(op, "tensor '{}' holds no value, expected one", v->name);
+  return values[0];
+}
+
+double TranslateContext::ConstFloat(const OpDesc& op, const ir::Value* v) {
+  const std::vector<double> values = ConstFloats(op, v);
+  if (values.empty()) Invalid(op, "tensor '{}' holds no value, expected one", v->name);
+  return values[0];
+}
+
 std::vector<double> TranslateContext::ConstFloats(const OpDesc& op, const ir::Value* v) {
   if (!v->data) Unsupported(op, "tensor '{}' must be known at compile time", v->name);
   int64_t n = NumElements(v->shape());

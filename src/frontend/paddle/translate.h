@@ -69,6 +69,10 @@ class TranslateContext {
   // operand); fails naming the op when the value is only known at run time.
   std::vector<int64_t> ConstInts(const OpDesc& op, const ir::Value* v);
   std::vector<double> ConstFloats(const OpDesc& op, const ir::Value* v);
+  // The first value of such a tensor (a scalar operand: AxisTensor, K,
+  // Start); fails naming the op and tensor when it holds none.
+  int64_t ConstInt(const OpDesc& op, const ir::Value* v);
+  double ConstFloat(const OpDesc& op, const ir::Value* v);
 
   // Unsupported attribute value: fails with the op, attribute and value named.
   template <typename... Args>

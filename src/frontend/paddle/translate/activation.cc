@@ -96,7 +96,7 @@ void Pow(TranslateContext& ctx, const OpDesc& op) {
       ctx.SetOut(op, "Out", ctx.Add1(op, "pow", {x, ScalarOperand(ctx, op, t, x->dtype())}));
       return;
     }
-    factor = ctx.ConstFloats(op, t).at(0);
+    factor = ctx.ConstFloat(op, t);
   }
   ctx.SetOut(op, "Out", ctx.Add1(op, "pow_scalar", {x}, {{"factor", factor}}));
 }
@@ -111,11 +111,11 @@ void Clip(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* min_t = ctx.InOpt(op, "Min");
   ir::Value* max_t = ctx.InOpt(op, "Max");
   if (min_t && min_t->data) {
-    lo = ctx.ConstFloats(op, min_t).at(0);
+    lo = ctx.ConstFloat(op, min_t);
     min_t = nullptr;
   }
   if (max_t && max_t->data) {
-    hi = ctx.ConstFloats(op, max_t).at(0);
+    hi = ctx.ConstFloat(op, max_t);
     max_t = nullptr;
   }
   if (min_t) {

@@ -164,8 +164,8 @@ void Dot(TranslateContext& ctx, const OpDesc& op) {
 
 void Scale(TranslateContext& ctx, const OpDesc& op) {
   double scale = op.attrs.Float("scale", 1.0), bias = op.attrs.Float("bias", 0.0);
-  if (ir::Value* t = ctx.InOpt(op, "ScaleTensor")) scale = ctx.ConstFloats(op, t).at(0);
-  if (ir::Value* t = ctx.InOpt(op, "BiasTensor")) bias = ctx.ConstFloats(op, t).at(0);
+  if (ir::Value* t = ctx.InOpt(op, "ScaleTensor")) scale = ctx.ConstFloat(op, t);
+  if (ir::Value* t = ctx.InOpt(op, "BiasTensor")) bias = ctx.ConstFloat(op, t);
   bool after = op.attrs.Bool("bias_after_scale", true);
   ir::Value* x = ctx.In(op, "X");
   if (x->dtype() == DType::kI32 || x->dtype() == DType::kI64) {
@@ -230,7 +230,7 @@ void Sum(TranslateContext& ctx, const OpDesc& op) {
 void ArgMinMax(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type) {
   ir::Value* x = ctx.In(op, "X");
   int64_t axis = op.attrs.Int("axis", -1);
-  if (ir::Value* t = ctx.InOpt(op, "AxisTensor")) axis = ctx.ConstInts(op, t).at(0);
+  if (ir::Value* t = ctx.InOpt(op, "AxisTensor")) axis = ctx.ConstInt(op, t);
   bool keepdim = op.attrs.Bool("keepdims", false), flatten = op.attrs.Bool("flatten", false);
   Shape in_shape = x->shape();
   if (flatten || x->rank() == 0) {
@@ -254,7 +254,7 @@ void ArgMinMax(TranslateContext& ctx, const OpDesc& op, const std::string& ir_ty
 void Cumsum(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
   int64_t axis = op.attrs.Int("axis", -1);
-  if (ir::Value* t = ctx.InOpt(op, "AxisTensor")) axis = ctx.ConstInts(op, t).at(0);
+  if (ir::Value* t = ctx.InOpt(op, "AxisTensor")) axis = ctx.ConstInt(op, t);
   if (op.attrs.Bool("flatten", false) || x->rank() == 0) {
     x = ctx.Reshape(op, x, {NumElements(x->shape())});
     axis = 0;

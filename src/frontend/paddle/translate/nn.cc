@@ -36,7 +36,7 @@ void Softmax(TranslateContext& ctx, const OpDesc& op, const char* ir_type) {
 // constant Seed operand), else one derived from the `random_seed` option (or
 // a fixed default) and the op's position, so two dropouts draw differently.
 int64_t DropoutSeed(TranslateContext& ctx, const OpDesc& op) {
-  if (ir::Value* t = ctx.InOpt(op, "Seed")) return ctx.ConstInts(op, t).at(0);
+  if (ir::Value* t = ctx.InOpt(op, "Seed")) return ctx.ConstInt(op, t);
   int64_t seed = op.attrs.Int("seed", 0);
   if (op.attrs.Bool("fix_seed", false) && seed != 0) return seed;
   constexpr uint64_t kDefaultSeed = 0xd50b0e7a11ull;
@@ -51,7 +51,7 @@ void Dropout(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
   std::string impl = op.attrs.Str("dropout_implementation", "downgrade_in_infer");
   double p = op.attrs.Float("dropout_prob", 0.5);
-  if (ir::Value* t = ctx.InOpt(op, "DropoutProbTensor")) p = ctx.ConstFloats(op, t).at(0);
+  if (ir::Value* t = ctx.InOpt(op, "DropoutProbTensor")) p = ctx.ConstFloat(op, t);
   if (ctx.training() && !op.attrs.Bool("is_test", false)) {
     if (impl != "upscale_in_train" && impl != "downgrade_in_infer")
       ctx.Unsupported(op, "dropout_implementation = \"{}\"", impl);
@@ -119,7 +119,7 @@ void BatchNorm(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* y;
   if (ctx.training() && !test_mode && !op.attrs.Bool("use_global_stats", false)) {
     double momentum = op.attrs.Float("momentum", 0.9);
-    if (ir::Value* t = ctx.InOpt(op, "MomentumTensor")) momentum = ctx.ConstFloats(op, t).at(0);
+    if (ir::Value* t = ctx.InOpt(op, "MomentumTensor")) momentum = ctx.ConstFloat(op, t);
     ir::Op* bn = ctx.AddOp(op, "batch_norm_train", ins, {{"epsilon", eps}, {"momentum", momentum}});
     y = bn->outputs[0];
     // MeanOut/VarianceOut usually name the same variables as Mean/Variance:

@@ -150,7 +150,7 @@ void ConvTranspose(TranslateContext& ctx, const OpDesc& op) {
   if (op.HasInput("OutputSizeTensorList")) {
     size.clear();
     for (ir::Value* t : ctx.Ins(op, "OutputSizeTensorList"))
-      size.push_back(ctx.ConstInts(op, t).at(0));
+      size.push_back(ctx.ConstInt(op, t));
   }
   auto opad = op.attrs.Ints("output_padding");
   if (size.empty()) {
@@ -202,7 +202,7 @@ void Interp(TranslateContext& ctx, const OpDesc& op, int nd, const char* method)
     auto ts = ctx.Ins(op, "SizeTensor");
     if (static_cast<int>(ts.size()) != nd)
       ctx.Unsupported(op, "SizeTensor with {} parts", ts.size());
-    for (int d = 0; d < nd; ++d) out[d] = ctx.ConstInts(op, ts[d]).at(0);
+    for (int d = 0; d < nd; ++d) out[d] = ctx.ConstInt(op, ts[d]);
   } else {
     bool all_pos = !scale.empty();
     for (int d = 0; d < nd && all_pos; ++d) all_pos = scale[d] > 0;

@@ -104,7 +104,7 @@ void Slice(TranslateContext& ctx, const OpDesc& op, bool strided) {
 }
 
 int64_t AxisFrom(TranslateContext& ctx, const OpDesc& op) {
-  if (ir::Value* t = ctx.InOpt(op, "AxisTensor")) return ctx.ConstInts(op, t).at(0);
+  if (ir::Value* t = ctx.InOpt(op, "AxisTensor")) return ctx.ConstInt(op, t);
   return op.attrs.Int("axis", 0);
 }
 
@@ -183,7 +183,7 @@ void FillConstant(TranslateContext& ctx, const OpDesc& op) {
     else if (s == "nan") value = NAN;
     else value = std::stod(s);
   }
-  if (ir::Value* t = ctx.InOpt(op, "ValueTensor")) value = ctx.ConstFloats(op, t).at(0);
+  if (ir::Value* t = ctx.InOpt(op, "ValueTensor")) value = ctx.ConstFloat(op, t);
   ctx.SetOut(op, "Out", Filled(ctx, op, dt, Shape(shape.begin(), shape.end()), value));
 }
 
@@ -267,9 +267,9 @@ void AssignValue(TranslateContext& ctx, const OpDesc& op) {
 }
 
 void Range(TranslateContext& ctx, const OpDesc& op) {
-  double start = ctx.ConstFloats(op, ctx.In(op, "Start")).at(0);
-  double end = ctx.ConstFloats(op, ctx.In(op, "End")).at(0);
-  double step = ctx.ConstFloats(op, ctx.In(op, "Step")).at(0);
+  double start = ctx.ConstFloat(op, ctx.In(op, "Start"));
+  double end = ctx.ConstFloat(op, ctx.In(op, "End"));
+  double step = ctx.ConstFloat(op, ctx.In(op, "Step"));
   if (step == 0) ctx.Invalid(op, "step is 0");
   int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
   DType dt = ctx.In(op, "Start")->dtype();
@@ -312,7 +312,7 @@ void ExpandAs(TranslateContext& ctx, const OpDesc& op) {
 
 void Gather(TranslateContext& ctx, const OpDesc& op) {
   int64_t axis = op.attrs.Int("axis", 0);
-  if (ir::Value* t = ctx.InOpt(op, "Axis")) axis = ctx.ConstInts(op, t).at(0);
+  if (ir::Value* t = ctx.InOpt(op, "Axis")) axis = ctx.ConstInt(op, t);
   ctx.SetOut(op, "Out", ctx.Add1(op, "gather", {ctx.In(op, "X"), ctx.In(op, "Index")}, {{"axis", axis}}));
 }
 

@@ -115,7 +115,7 @@ void Unstack(TranslateContext& ctx, const OpDesc& op) {
 void OneHot(TranslateContext& ctx, const OpDesc& op, bool v2) {
   ir::Value* ids = ctx.In(op, "X");
   int64_t depth = op.attrs.Int("depth", -1);
-  if (ir::Value* t = ctx.InOpt(op, "depth_tensor")) depth = ctx.ConstInts(op, t).at(0);
+  if (ir::Value* t = ctx.InOpt(op, "depth_tensor")) depth = ctx.ConstInt(op, t);
   if (depth < 0) ctx.Invalid(op, "depth = {} (must be >= 0)", depth);
   if (!v2) {
     // one_hot (v1) takes ids of shape [..., 1].
@@ -168,7 +168,7 @@ void AddSortOp(TranslateContext& ctx, const OpDesc& op, const std::string& type,
 void TopK(TranslateContext& ctx, const OpDesc& op, bool v2) {
   ir::Value* x = ctx.In(op, "X");
   int64_t k = op.attrs.Int("k", 1);
-  if (ir::Value* t = ctx.InOpt(op, "K")) k = ctx.ConstInts(op, t).at(0);
+  if (ir::Value* t = ctx.InOpt(op, "K")) k = ctx.ConstInt(op, t);
   int64_t axis = v2 ? op.attrs.Int("axis", -1) : -1;
   bool largest = v2 ? op.attrs.Bool("largest", true) : true;
   bool sorted = v2 ? op.attrs.Bool("sorted", true) : true;
@@ -206,8 +206,8 @@ void Random(TranslateContext& ctx, const OpDesc& op, bool normal) {
     if (op.attrs.Int("diag_num", 0) != 0)
       ctx.Unsupported(op, "diag_num = {} (only 0 is supported)", op.attrs.Int("diag_num", 0));
     double lo = op.attrs.Float("min", -1.0), hi = op.attrs.Float("max", 1.0);
-    if (ir::Value* t = ctx.InOpt(op, "Min")) lo = ctx.ConstFloats(op, t).at(0);
-    if (ir::Value* t = ctx.InOpt(op, "Max")) hi = ctx.ConstFloats(op, t).at(0);
+    if (ir::Value* t = ctx.InOpt(op, "Min")) lo = ctx.ConstFloat(op, t);
+    if (ir::Value* t = ctx.InOpt(op, "Max")) hi = ctx.ConstFloat(op, t);
     if (hi < lo) ctx.Invalid(op, "max {} < min {}", hi, lo);
     a.Set("min", lo);
     a.Set("max", hi);
