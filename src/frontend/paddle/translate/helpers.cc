@@ -41,7 +41,9 @@ Shape ResolveTargetShape(TranslateContext& ctx, const OpDesc& op, const Shape& i
   int64_t known = 1;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == 0) {
-      if (i >= in.size()) ctx.Invalid(op, "shape {} copies dim {} of {}", ShapeToString(target), i, ShapeToString(in));
+      if (i >= in.size())
+        ctx.Invalid(op, "shape {} copies dim {} of {}", ShapeToString(target), i,
+                    ShapeToString(in));
       out[i] = in[i];
     }
     if (out[i] == -1) {
@@ -76,7 +78,8 @@ std::vector<int64_t> WindowPads(TranslateContext& ctx, const OpDesc& op, const S
     for (size_t d = 0; d < 2; ++d) {
       int64_t size = in[2 + d], s = strides[d];
       int64_t out = (size + s - 1) / s;
-      int64_t total = std::max<int64_t>((out - 1) * s + (ksize[d] - 1) * dilations[d] + 1 - size, 0);
+      int64_t total =
+          std::max<int64_t>((out - 1) * s + (ksize[d] - 1) * dilations[d] + 1 - size, 0);
       pads[2 * d] = total / 2;
       pads[2 * d + 1] = total - total / 2;
     }
