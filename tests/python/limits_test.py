@@ -421,3 +421,18 @@ def test_an_empty_scalar_operand_is_an_error_naming_the_op(tmp_path):
     # escaped it.)
     with pytest.raises(ti.TillerError, match=r"op concat .*holds no value, expected one"):
         ti.create_predictor(ti.Config(model, "")).run([np.ones((2, 3), np.float32)])
+
+
+@pytest.mark.parametrize("value", ["-2.2e62", "1e19", "2.5"])
+def test_a_number_that_is_no_int64_is_refused_where_an_integer_belongs(models, tmp_path, value):
+    # Found by the model fuzz target under UBSan: a dimension written as
+    # -2.2e62 was cast to int64 by nlohmann's get<int64_t>(), undefined
+    # behaviour. Every integer the PIR reader takes is now checked.
+    text = open(models["small"]).read()
+    shape = '"1.a_intarray","D":[64,64]'
+    assert shape in text.replace(" ", "")
+    path = tmp_path / "float_dim.json"
+    path.write_text(text.replace(" ", "").replace(shape, f'"1.a_intarray","D":[{value},64]', 1))
+    rc, err, _ = run_capped("info", str(path))
+    assert rc == 2, err
+    assert "malformed PIR program" in err and f"is not a 64-bit integer" in err, err

@@ -24,6 +24,34 @@ namespace {
 
 using json = nlohmann::json;
 
+// A JSON number as int64_t. nlohmann's get<int64_t>() casts a float that
+// does not fit (-2.2e62 in a mutated file) with undefined behaviour; here a
+// number that is not a whole int64 is a type error like any other.
+int64_t ToInt64(const json& j) {
+  if (j.is_number_unsigned()) {
+    if (j.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return static_cast<int64_t>(j.get<uint64_t>());
+  } else if (j.is_number_integer()) {
+    return j.get<int64_t>();
+  } else if (j.is_number_float()) {
+    const double d = j.get<double>();
+    // 2^63 is exactly representable; every double below it converts.
+    if (std::trunc(d) == d && d >= -9223372036854775808.0 && d < 9223372036854775808.0)
+      return static_cast<int64_t>(d);
+  } else {
+    return j.get<int64_t>();  // throws type_error naming the JSON type
+  }
+  throw json::type_error::create(302, "number " + j.dump() + " is not a 64-bit integer", &j);
+}
+
+std::vector<int64_t> ToInt64s(const json& j) {
+  if (!j.is_array()) return j.get<std::vector<int64_t>>();  // throws type_error
+  std::vector<int64_t> out;
+  out.reserve(j.size());
+  for (const json& e : j) out.push_back(ToInt64(e));
+  return out;
+}
+
 // What a missing "D" reads as. Always bound by reference: json() or
 // value("D", json()) in its place copies "D" whole, recursively, and a value
 // nested 10^6 deep overflowed the stack.
@@ -102,7 +130,7 @@ class PirReader {
 std::vector<int64_t> PirReader::OperandIds(const json& op) const {
   std::vector<int64_t> ids;
   if (!op.contains("I")) return ids;
-  for (const json& i : op.at("I")) ids.push_back(Field(i, "%").get<int64_t>());
+  for (const json& i : op.at("I")) ids.push_back(ToInt64(Field(i, "%")));
   return ids;
 }
 
@@ -112,7 +140,7 @@ std::vector<std::pair<int64_t, const json*>> PirReader::Results(const json& op) 
   const json& o = op.at("O");
   // Parameter ops write one result object instead of a list.
   auto one = [&](const json& r) {
-    out.emplace_back(Field(r, "%").get<int64_t>(), r.contains("TT") ? &r.at("TT") : nullptr);
+    out.emplace_back(ToInt64(Field(r, "%")), r.contains("TT") ? &r.at("TT") : nullptr);
   };
   if (o.is_object()) {
     one(o);
@@ -147,13 +175,13 @@ bool PirReader::ConvertAttr(const json& at, ir::Attribute* out, int depth) const
   if (kind == "0.a_bool")
     *out = d.get<bool>();
   else if (kind == "0.a_i32" || kind == "0.a_i64" || kind == "0.a_index")
-    *out = d.get<int64_t>();
+    *out = ToInt64(d);
   else if (kind == "0.a_f32" || kind == "0.a_f64")
     *out = d.get<double>();
   else if (kind == "0.a_str")
     *out = d.get<std::string>();
   else if (kind == "1.a_intarray")
-    *out = d.get<std::vector<int64_t>>();
+    *out = ToInt64s(d);
   else if (kind == "1.a_dtype") {
     // Legacy programs store dtypes as VarType codes; translation reads those.
     int64_t code;
@@ -166,7 +194,7 @@ bool PirReader::ConvertAttr(const json& at, ir::Attribute* out, int depth) const
     if (d.is_boolean())
       *out = d.get<bool>();
     else if (d.is_number_integer())
-      *out = d.get<int64_t>();
+      *out = ToInt64(d);
     else if (d.is_number())
       *out = d.get<double>();
     else if (d.is_string())
@@ -234,7 +262,7 @@ VarInfo PirReader::VarFromType(const std::string& name, const json* type) const 
       {"0.t_i16", DType::kI16},  {"0.t_i32", DType::kI32}, {"0.t_i64", DType::kI64},
       {"0.t_bool", DType::kBool}};
   auto it = kTypes.find(Field(d[0], "#").get<std::string>());
-  v.dims = d[1].get<std::vector<int64_t>>();
+  v.dims = ToInt64s(d[1]);
   if (it == kTypes.end()) return v;  // complex and other element types
   v.dtype = it->second;
   v.is_dense_tensor = true;
@@ -471,8 +499,8 @@ void PirReader::Emit(const json& op, int index, Program& prog) {
     // OA = [persistable, stop_gradient, trainable]; absent when the program
     // was saved without training attributes, where every parameter persists.
     const json* oa = op.contains("OA") ? &op.at("OA") : nullptr;
-    var.persistable = !(oa && oa->is_array() && !oa->empty() && (*oa)[0].is_number() &&
-                        (*oa)[0].get<int64_t>() == 0);
+    var.persistable =
+        !(oa && oa->is_array() && !oa->empty() && (*oa)[0].is_number() && (*oa)[0] == 0);
     var.is_parameter = true;
     if (var.persistable) prog.param_names.push_back(var.name);
     AddVar(prog, var);
