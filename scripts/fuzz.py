@@ -13,7 +13,7 @@ BUILD/fuzz-findings/ and fails the run (and each becomes a regression test
 of the reader it broke).
 
     .venv/bin/python scripts/fuzz.py [--build build-fuzz] [--seconds 60] [--runs N]
-                                     [--targets a,b] [--parallel 2] [--junit out.xml]
+                                     [--targets a,b] [--parallel 2] [--seed N] [--junit out.xml]
 
 --runs N ends each target after N executions instead (--seconds then only
 bounds it): the benchmark-style run is `--runs 1000000 --seconds 14400`.
@@ -107,8 +107,8 @@ def make_corpora(corpus: Path) -> Path:
     return params
 
 
-def run_target(build: Path, name: str, corpus: Path, seconds: int, runs: int, findings: Path,
-               env):
+def run_target(build: Path, name: str, corpus: Path, seconds: int, runs: int, seed: int,
+               findings: Path, env):
     binary = build / "bin" / f"{name}_fuzzer"
     work = build / "fuzz-corpus" / name  # grows with what libFuzzer finds
     work.mkdir(parents=True, exist_ok=True)
@@ -121,6 +121,8 @@ def run_target(build: Path, name: str, corpus: Path, seconds: int, runs: int, fi
            f"-artifact_prefix={findings}/{name}-"]
     if runs:
         cmd.append(f"-runs={runs}")
+    if seed:
+        cmd.append(f"-seed={seed}")
     dictionary = ROOT / "fuzz" / f"{name}.dict"
     if dictionary.exists():
         cmd.append(f"-dict={dictionary}")
@@ -152,6 +154,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--runs", type=int, default=0, help="executions per target (0: no limit)")
     ap.add_argument("--targets", default=",".join(TARGETS))
+    ap.add_argument("--seed", type=int, default=0,
+                    help="libFuzzer's random seed (0: a new one each run); CI fixes it so that "
+                         "a run from the same seed corpus repeats")
     ap.add_argument("--parallel", type=int, default=1,
                     help="targets run at once (each is one process on one core)")
     ap.add_argument("--junit", help="also write the results as JUnit XML here")
@@ -169,7 +174,7 @@ def main() -> int:
     names = args.targets.split(",")
     with ThreadPoolExecutor(max(1, args.parallel)) as pool:
         futures = {pool.submit(run_target, build, name, corpus / name, args.seconds, args.runs,
-                               findings, env): name for name in names}
+                               args.seed, findings, env): name for name in names}
         for future in as_completed(futures):
             name, r = futures[future], future.result()
             results[name] = r
