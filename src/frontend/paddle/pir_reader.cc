@@ -467,8 +467,10 @@ Program PirReader::Read(const json& root) {
   std::vector<OpDesc> kept;
   for (size_t i = 0; i < prog.ops.size(); ++i) {
     OpDesc& op = prog.ops[i];
-    if (folded_constant_ops_.count(static_cast<int>(i)) && !used.count(op.Outputs("Out")[0])) {
-      prog.vars.erase(op.Outputs("Out")[0]);
+    // (A mutated constant op may have lost its result: nothing reads it.)
+    const std::vector<std::string>& out = op.Outputs("Out");
+    if (folded_constant_ops_.count(static_cast<int>(i)) && (out.empty() || !used.count(out[0]))) {
+      if (!out.empty()) prog.vars.erase(out[0]);
       continue;
     }
     kept.push_back(std::move(op));
