@@ -52,6 +52,33 @@ std::vector<int64_t> ToInt64s(const json& j) {
   return out;
 }
 
+// nlohmann's own DOM builder (what json::parse uses), checking the host
+// memory budget every 65536 values it makes. json::parse with a callback
+// would do the same, but its callback parser ran ~40x slower (10 s instead
+// of 0.25 s for 12 MB).
+class BudgetedDomParser : public nlohmann::detail::json_sax_dom_parser<json> {
+ public:
+  using Base = nlohmann::detail::json_sax_dom_parser<json>;
+  explicit BudgetedDomParser(json& root) : Base(root, /*allow_exceptions_=*/true) {}
+  bool null() { return Tick() && Base::null(); }
+  bool boolean(bool v) { return Tick() && Base::boolean(v); }
+  bool number_integer(json::number_integer_t v) { return Tick() && Base::number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return Tick() && Base::number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& text) {
+    return Tick() && Base::number_float(v, text);
+  }
+  bool string(json::string_t& v) { return Tick() && Base::string(v); }
+  bool start_object(std::size_t n) { return Tick() && Base::start_object(n); }
+  bool start_array(std::size_t n) { return Tick() && Base::start_array(n); }
+
+ private:
+  bool Tick() {
+    if (++values_ % 65536 == 0) CheckHostMemory("parsing the JSON program");
+    return true;
+  }
+  size_t values_ = 0;
+};
+
 // What a missing "D" reads as. Always bound by reference: json() or
 // value("D", json()) in its place copies "D" whole, recursively, and a value
 // nested 10^6 deep overflowed the stack.
@@ -661,11 +688,8 @@ Program ReadPirProgram(const std::string& path) {
   try {
     // The document takes ~10x the text (a map per object): its growth is
     // checked against the memory cap as it is built.
-    size_t events = 0;
-    root = json::parse(text, [&events](int, json::parse_event_t, json&) {
-      if (++events % 65536 == 0) CheckHostMemory("parsing the JSON program");
-      return true;
-    });
+    BudgetedDomParser builder(root);
+    json::sax_parse(text, &builder);
   } catch (const json::exception& e) {
     Fail(ErrorKind::kDataLoss, "{}: not a valid PIR program (JSON parse failed: {})", path,
          e.what());
