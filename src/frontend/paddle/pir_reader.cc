@@ -31,15 +31,13 @@ int64_t ToInt64(const json& j) {
   if (j.is_number_unsigned()) {
     if (j.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
       return static_cast<int64_t>(j.get<uint64_t>());
-  } else if (j.is_number_integer()) {
-    return j.get<int64_t>();
   } else if (j.is_number_float()) {
     const double d = j.get<double>();
     // 2^63 is exactly representable; every double below it converts.
     if (std::trunc(d) == d && d >= -9223372036854775808.0 && d < 9223372036854775808.0)
       return static_cast<int64_t>(d);
   } else {
-    return j.get<int64_t>();  // throws type_error naming the JSON type
+    return j.get<int64_t>();  // a signed integer, or a type_error naming the JSON type
   }
   throw json::type_error::create(302, "number " + j.dump() + " is not a 64-bit integer", &j);
 }

@@ -149,8 +149,7 @@ void ConvTranspose(TranslateContext& ctx, const OpDesc& op) {
   if (ir::Value* t = ctx.InOpt(op, "OutputSizeTensor")) size = ctx.ConstInts(op, t);
   if (op.HasInput("OutputSizeTensorList")) {
     size.clear();
-    for (ir::Value* t : ctx.Ins(op, "OutputSizeTensorList"))
-      size.push_back(ctx.ConstInt(op, t));
+    for (ir::Value* t : ctx.Ins(op, "OutputSizeTensorList")) size.push_back(ctx.ConstInt(op, t));
   }
   auto opad = op.attrs.Ints("output_padding");
   if (size.empty()) {

@@ -17,7 +17,8 @@ void Reshape(TranslateContext& ctx, const OpDesc& op) {
 }
 
 void Transpose(TranslateContext& ctx, const OpDesc& op) {
-  ctx.SetOut(op, "Out", ctx.Add1(op, "transpose", {ctx.In(op, "X")}, {{"perm", op.attrs.Ints("axis")}}));
+  ctx.SetOut(op, "Out",
+             ctx.Add1(op, "transpose", {ctx.In(op, "X")}, {{"perm", op.attrs.Ints("axis")}}));
 }
 
 void Unsqueeze(TranslateContext& ctx, const OpDesc& op) {
@@ -62,7 +63,8 @@ void FlattenRange(TranslateContext& ctx, const OpDesc& op) {
   }
   int start = NormalizeAxis(op.attrs.Int("start_axis", 1), rank);
   int stop = NormalizeAxis(op.attrs.Int("stop_axis", -1), rank);
-  if (start < 0 || stop < 0 || start > stop) ctx.Invalid(op, "bad start/stop axes for rank {}", rank);
+  if (start < 0 || stop < 0 || start > stop)
+    ctx.Invalid(op, "bad start/stop axes for rank {}", rank);
   Shape s(x->shape().begin(), x->shape().begin() + start);
   int64_t mid = 1;
   for (int i = start; i <= stop; ++i) mid *= x->shape()[i];
@@ -77,7 +79,8 @@ void Flatten2(TranslateContext& ctx, const OpDesc& op) {
   if (axis < 0 || axis > x->rank()) ctx.Invalid(op, "axis {} out of range", axis);
   int64_t outer = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= x->shape()[i];
-  ctx.SetOut(op, "Out", ctx.Reshape(op, x, {outer, NumElements(x->shape()) / std::max<int64_t>(outer, 1)}));
+  ctx.SetOut(op, "Out",
+             ctx.Reshape(op, x, {outer, NumElements(x->shape()) / std::max<int64_t>(outer, 1)}));
 }
 
 // Drops the decreased dims a slice left as size 1.
@@ -99,7 +102,8 @@ void Slice(TranslateContext& ctx, const OpDesc& op, bool strided) {
   auto ends = IntsFrom(ctx, op, "ends", "EndsTensor", "EndsTensorList");
   std::vector<int64_t> steps(starts.size(), 1);
   if (strided) steps = IntsFrom(ctx, op, "strides", "StridesTensor", "StridesTensorList");
-  ir::AttrMap a{{"axes", op.attrs.Ints("axes")}, {"starts", starts}, {"ends", ends}, {"steps", steps}};
+  ir::AttrMap a{
+      {"axes", op.attrs.Ints("axes")}, {"starts", starts}, {"ends", ends}, {"steps", steps}};
   ctx.SetOut(op, "Out", DecreaseAxes(ctx, op, ctx.Add1(op, "slice", {x}, a)));
 }
 
@@ -143,7 +147,10 @@ void Split(TranslateContext& ctx, const OpDesc& op) {
   }
   int64_t known = 0, infer = -1;
   for (size_t i = 0; i < sections.size(); ++i) {
-    if (sections[i] < 0) infer = static_cast<int64_t>(i); else known += sections[i];
+    if (sections[i] < 0)
+      infer = static_cast<int64_t>(i);
+    else
+      known += sections[i];
   }
   if (infer >= 0) sections[infer] = dim - known;
   ir::Op* s = ctx.AddOp(op, "split", {x}, {{"axis", axis}, {"sections", sections}});
@@ -161,12 +168,13 @@ void Cast(TranslateContext& ctx, const OpDesc& op) {
 }
 
 // A constant of `dtype` and `shape`, every element `value`.
-ir::Value* Filled(TranslateContext& ctx, const OpDesc& op, DType dtype, const Shape& shape, double value) {
-  ir::Value* scalar = ctx.ConstScalar(value, dtype == DType::kF32 || dtype == DType::kI64 ||
-                                                     dtype == DType::kF64 || dtype == DType::kI32 ||
-                                                     dtype == DType::kBool
-                                                 ? dtype
-                                                 : DType::kF32);
+ir::Value* Filled(TranslateContext& ctx, const OpDesc& op, DType dtype, const Shape& shape,
+                  double value) {
+  ir::Value* scalar =
+      ctx.ConstScalar(value, dtype == DType::kF32 || dtype == DType::kI64 || dtype == DType::kF64 ||
+                                     dtype == DType::kI32 || dtype == DType::kBool
+                                 ? dtype
+                                 : DType::kF32);
   scalar = Cast(ctx, op, scalar, dtype);
   if (shape.empty()) return scalar;
   return ctx.Add1(op, "expand", {scalar}, {{"shape", std::vector<int64_t>(shape)}});
@@ -178,10 +186,14 @@ void FillConstant(TranslateContext& ctx, const OpDesc& op) {
   double value = op.attrs.Float("value", 0.0);
   std::string s = op.attrs.Str("str_value", "");
   if (!s.empty()) {
-    if (s == "inf") value = INFINITY;
-    else if (s == "-inf") value = -INFINITY;
-    else if (s == "nan") value = NAN;
-    else value = std::stod(s);
+    if (s == "inf")
+      value = INFINITY;
+    else if (s == "-inf")
+      value = -INFINITY;
+    else if (s == "nan")
+      value = NAN;
+    else
+      value = std::stod(s);
   }
   if (ir::Value* t = ctx.InOpt(op, "ValueTensor")) value = ctx.ConstFloat(op, t);
   ctx.SetOut(op, "Out", Filled(ctx, op, dt, Shape(shape.begin(), shape.end()), value));
@@ -190,7 +202,8 @@ void FillConstant(TranslateContext& ctx, const OpDesc& op) {
 void FillAnyLike(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
   DType dt = x->dtype();
-  if (op.attrs.Has("dtype") && op.attrs.Int("dtype", -1) != -1) dt = PaddleAttrDType(ctx, op, "dtype");
+  if (op.attrs.Has("dtype") && op.attrs.Int("dtype", -1) != -1)
+    dt = PaddleAttrDType(ctx, op, "dtype");
   ctx.SetOut(op, "Out", Filled(ctx, op, dt, x->shape(), op.attrs.Float("value", 0.0)));
 }
 
@@ -225,12 +238,24 @@ ir::Value* TypedConst(TranslateContext& ctx, const OpDesc& op, DType dt, const S
     }
   };
   switch (dt) {
-    case DType::kF32: put(float{}); break;
-    case DType::kF64: put(double{}); break;
-    case DType::kI64: put(int64_t{}); break;
-    case DType::kI32: put(int32_t{}); break;
-    case DType::kBool: put(uint8_t{}); break;
-    default: ctx.Unsupported(op, "dtype = {} (float32/64, int32/64 and bool are supported)", DTypeName(dt));
+    case DType::kF32:
+      put(float{});
+      break;
+    case DType::kF64:
+      put(double{});
+      break;
+    case DType::kI64:
+      put(int64_t{});
+      break;
+    case DType::kI32:
+      put(int32_t{});
+      break;
+    case DType::kBool:
+      put(uint8_t{});
+      break;
+    default:
+      ctx.Unsupported(op, "dtype = {} (float32/64, int32/64 and bool are supported)",
+                      DTypeName(dt));
   }
   return ctx.graph().AddData("const", {dt, shape}, ir::ValueKind::kConstant, std::move(buf));
 }
@@ -241,7 +266,8 @@ void AssignValue(TranslateContext& ctx, const OpDesc& op) {
   // Paddle 3 writes `values`; 2.x one list per dtype. Integer lists stay
   // int64 (exact beyond 2^53), float lists are doubles.
   const ir::Attribute* found = nullptr;
-  for (const char* name : {"values", "fp32_values", "int32_values", "int64_values", "bool_values", "fp64_values"}) {
+  for (const char* name :
+       {"values", "fp32_values", "int32_values", "int64_values", "bool_values", "fp64_values"}) {
     const ir::Attribute* a = op.attrs.Find(name);
     if (!a) continue;
     if (auto* iv = std::get_if<std::vector<int64_t>>(a); iv && !iv->empty()) found = a;
@@ -305,22 +331,28 @@ void Expand(TranslateContext& ctx, const OpDesc& op) {
 void ExpandAs(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
   std::vector<int64_t> shape;
-  if (ir::Value* y = ctx.InOpt(op, "Y")) shape.assign(y->shape().begin(), y->shape().end());
-  else shape = op.attrs.Ints("target_shape");
+  if (ir::Value* y = ctx.InOpt(op, "Y"))
+    shape.assign(y->shape().begin(), y->shape().end());
+  else
+    shape = op.attrs.Ints("target_shape");
   ctx.SetOut(op, "Out", ctx.Add1(op, "expand", {x}, {{"shape", shape}}));
 }
 
 void Gather(TranslateContext& ctx, const OpDesc& op) {
   int64_t axis = op.attrs.Int("axis", 0);
   if (ir::Value* t = ctx.InOpt(op, "Axis")) axis = ctx.ConstInt(op, t);
-  ctx.SetOut(op, "Out", ctx.Add1(op, "gather", {ctx.In(op, "X"), ctx.In(op, "Index")}, {{"axis", axis}}));
+  ctx.SetOut(op, "Out",
+             ctx.Add1(op, "gather", {ctx.In(op, "X"), ctx.In(op, "Index")}, {{"axis", axis}}));
 }
 
 void Where(TranslateContext& ctx, const OpDesc& op) {
-  ctx.SetOut(op, "Out", ctx.Add1(op, "where", {ctx.In(op, "Condition"), ctx.In(op, "X"), ctx.In(op, "Y")}));
+  ctx.SetOut(op, "Out",
+             ctx.Add1(op, "where", {ctx.In(op, "Condition"), ctx.In(op, "X"), ctx.In(op, "Y")}));
 }
 
-void PassThrough(TranslateContext& ctx, const OpDesc& op) { ctx.SetOut(op, "Out", ctx.In(op, "X")); }
+void PassThrough(TranslateContext& ctx, const OpDesc& op) {
+  ctx.SetOut(op, "Out", ctx.In(op, "X"));
+}
 
 const bool kRegistered = [] {
   for (const char* t : {"reshape2", "reshape"}) RegisterTranslator(t, Reshape, {"reshape"});
