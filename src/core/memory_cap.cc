@@ -79,43 +79,39 @@ size_t HeapInUse() {
   return m.uordblks + m.hblkhd;
 }
 
-struct Budget {
-  std::string what;
-  size_t baseline = 0;
-  size_t cap = 0;
-};
-
-thread_local Budget* active_budget = nullptr;
+// The outermost scope of this thread, whose baseline and cap hold.
+thread_local const HostMemoryScope* active_scope = nullptr;
 
 }  // namespace
 
 HostMemoryScope::HostMemoryScope(std::string what) {
-  if (active_budget) return;
+  if (active_scope) return;
+  what_ = std::move(what);
+  cap_ = HostMemoryCap();
+  baseline_ = HeapInUse();
   outermost_ = true;
-  active_budget = new Budget{std::move(what), HeapInUse(), HostMemoryCap()};
+  active_scope = this;
 }
 
 HostMemoryScope::~HostMemoryScope() {
-  if (!outermost_) return;
-  delete active_budget;
-  active_budget = nullptr;
+  if (outermost_) active_scope = nullptr;
 }
 
 void CheckHostMemory(const std::string& stage, size_t about_to_allocate) {
-  const Budget* b = active_budget;
-  if (!b || !b->cap) return;
+  const HostMemoryScope* s = active_scope;
+  if (!s || !s->cap_) return;
   const size_t now = HeapInUse();
-  const size_t grown = now > b->baseline ? now - b->baseline : 0;
-  if (grown <= b->cap && about_to_allocate <= b->cap - grown) return;
-  const double cap = static_cast<double>(b->cap);
+  const size_t grown = now > s->baseline_ ? now - s->baseline_ : 0;
+  if (grown <= s->cap_ && about_to_allocate <= s->cap_ - grown) return;
+  const double cap = static_cast<double>(s->cap_);
   Fail(ErrorKind::kResourceExhausted,
        "{}building the program took {} of host memory{} while {}: more than the memory cap "
        "of {} ({})",
-       b->what.empty() ? "" : b->what + ": ", FormatBytes(static_cast<double>(grown)),
+       s->what_.empty() ? "" : s->what_ + ": ", FormatBytes(static_cast<double>(grown)),
        about_to_allocate
            ? fmt::format(" and needs {} more", FormatBytes(static_cast<double>(about_to_allocate)))
            : "",
-       stage, FormatBytes(cap), MemoryCapOrigin(b->cap));
+       stage, FormatBytes(cap), MemoryCapOrigin(s->cap_));
 }
 
 }  // namespace tiller

@@ -52,6 +52,10 @@ class HostMemoryScope {
   HostMemoryScope& operator=(const HostMemoryScope&) = delete;
 
  private:
+  friend void CheckHostMemory(const std::string& stage, size_t about_to_allocate);
+  std::string what_;
+  size_t baseline_ = 0;
+  size_t cap_ = 0;
   bool outermost_ = false;
 };
 

@@ -102,8 +102,8 @@ void InferPool2d(InferContext& c) {
   const Op& op = c.op();
   const std::string& type = op.GetStr("pooling_type");
   if (type != "max" && type != "avg") c.Fail("pooling_type '{}' is not max or avg", type);
+  if (const std::string p = PoolWindowProblem(op); !p.empty()) c.Fail("{}", p);
   const auto& k = op.GetInts("ksize");
-  if (const std::string p = ValuesAtLeastProblem("ksize", k, 2, 1); !p.empty()) c.Fail("{}", p);
   if (op.GetBool("adaptive")) {
     c.AddOutput({x.dtype, FromNchw({x.shape[0], x.shape[1], k[0], k[1]}, last)});
     return;
@@ -111,11 +111,6 @@ void InferPool2d(InferContext& c) {
   const auto& s = op.GetInts("strides");
   const auto& p = op.GetInts("pads");
   bool ceil = op.GetBool("ceil_mode");
-  // The kernels divide by the strides (a stride of 0 was a division by zero).
-  for (const std::string& problem :
-       {ValuesAtLeastProblem("strides", s, 2, 1), ValuesAtLeastProblem("pads", p, 4, 0)}) {
-    if (!problem.empty()) c.Fail("{}", problem);
-  }
   int64_t oh = WindowOutputSize(x.shape[2], k[0], s[0], p[0], p[1], 1, ceil);
   int64_t ow = WindowOutputSize(x.shape[3], k[1], s[1], p[2], p[3], 1, ceil);
   if (oh <= 0 || ow <= 0) c.Fail("empty output for input {}", ShapeToString(x.shape));

@@ -51,17 +51,12 @@ void InferMaxPoolWithIndex(InferContext& c) {
   const TensorType& x = c.input(0);
   const Op& op = c.op();
   if (x.shape.size() != 4) c.Fail("needs 4-D input, got {}", ShapeToString(x.shape));
+  if (const std::string p = PoolWindowProblem(op); !p.empty()) c.Fail("{}", p);
   const auto& k = op.GetInts("ksize");
-  if (const std::string p = ValuesAtLeastProblem("ksize", k, 2, 1); !p.empty()) c.Fail("{}", p);
   Shape out{x.shape[0], x.shape[1], k[0], k[1]};
   if (!op.GetBool("adaptive")) {
     const auto& s = op.GetInts("strides");
     const auto& p = op.GetInts("pads");
-    // The kernel divides by the strides (a stride of 0 was SIGFPE).
-    for (const std::string& problem :
-         {ValuesAtLeastProblem("strides", s, 2, 1), ValuesAtLeastProblem("pads", p, 4, 0)}) {
-      if (!problem.empty()) c.Fail("{}", problem);
-    }
     bool ceil = op.GetBool("ceil_mode");
     out[2] = WindowOutputSize(x.shape[2], k[0], s[0], p[0], p[1], 1, ceil);
     out[3] = WindowOutputSize(x.shape[3], k[1], s[1], p[2], p[3], 1, ceil);

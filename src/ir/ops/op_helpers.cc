@@ -22,6 +22,13 @@ std::string ConvWindow::Problem() const {
   return groups < 1 ? fmt::format("groups {} must be >= 1", groups) : "";
 }
 
+std::string PoolWindowProblem(const Op& op) {
+  std::string p = ValuesAtLeastProblem("ksize", op.GetInts("ksize"), 2, 1);
+  if (!p.empty() || op.GetBool("adaptive")) return p;
+  p = ValuesAtLeastProblem("strides", op.GetInts("strides"), 2, 1);
+  return p.empty() ? ValuesAtLeastProblem("pads", op.GetInts("pads"), 4, 0) : p;
+}
+
 ConvWindow ReadConvWindow(const Op& op) {
   return {op.GetInts("strides"), op.GetInts("pads"), op.GetInts("dilations"), op.GetInt("groups")};
 }

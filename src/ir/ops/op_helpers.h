@@ -29,6 +29,12 @@ struct ConvWindow {
 };
 ConvWindow ReadConvWindow(const Op& op);
 
+// A pooling window (pool2d, max_pool2d_with_index): empty when well formed,
+// else the attribute and value named. ksize >= 1 always (the output size
+// when `adaptive`); otherwise strides >= 1 (the kernels divide by them: a
+// stride of 0 was SIGFPE) and pads >= 0.
+std::string PoolWindowProblem(const Op& op);
+
 // data_format of conv2d / conv2d_transpose / pool2d / interp: "NCHW" -> false, "NHWC"
 // -> true; anything else fails naming the op.
 bool ChannelsLast(InferContext& c);
