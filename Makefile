@@ -18,6 +18,10 @@ BUILD   := build
 JOBS    ?= $(shell nproc)
 # ccache keys on paths relative to the checkout, so clones share the cache.
 export CCACHE_BASEDIR := $(CURDIR)
+# Builds with debug info (asan, tsan, fuzz) would otherwise hash the checkout's
+# path and miss in every fresh clone; CMakeLists.txt maps paths in objects to
+# relative ones, which makes sharing them safe.
+export CCACHE_NOHASHDIR := 1
 CMAKE_ARGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
 
 .PHONY: setup build build-asan build-tsan build-fuzz fuzz test test-cpp test-python demo bench bench-train bench-zoo bench-int8 bench-mpi asan tsan clean

@@ -7,7 +7,8 @@ of code that threads share under ThreadSanitizer, and each fuzz target
 (60) on its seed corpus, two at a time, from libFuzzer seed 1 (the seed
 corpora are made the same way each time, so a run repeats; the campaign of
 `make fuzz FUZZ_RUNS=...` explores with new seeds).
-Each suite's own output is shown; the last line counts all of them:
+Each suite's own output is shown, then its counts and wall time; the last
+line counts all of them:
     total: N passed, N failed, N skipped
 Exit status is non-zero when any test failed or any suite did not run.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -36,14 +38,16 @@ def junit_counts(path: Path) -> tuple[int, int, int]:
 def run_suite(name: str, cmd: list[str], junit: Path, cwd: Path, env=None) -> tuple[int, int, int]:
     print(f"\n=== {name} ===", flush=True)
     junit.unlink(missing_ok=True)
+    start = time.monotonic()
     rc = subprocess.call(cmd, cwd=cwd, env=env)
+    took = f"{time.monotonic() - start:.0f} s"
     if not junit.exists():
-        print(f"{name}: no results (exit code {rc})", flush=True)
+        print(f"{name}: no results (exit code {rc}, {took})", flush=True)
         return 0, 1, 0
     passed, failed, skipped = junit_counts(junit)
     if rc != 0 and failed == 0:
         failed = 1  # the runner failed outside any test (e.g. a crash in collection)
-    print(f"{name}: {passed} passed, {failed} failed, {skipped} skipped", flush=True)
+    print(f"{name}: {passed} passed, {failed} failed, {skipped} skipped ({took})", flush=True)
     return passed, failed, skipped
 
 
@@ -57,7 +61,7 @@ def main() -> int:
     results = [
         run_suite("C++ tests", ["ctest", "--output-on-failure", "-j", jobs, "--output-junit",
                                 str(build / "ctest.xml")], build / "ctest.xml", build),
-        run_suite("Python tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        run_suite("Python tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=15",
                                    f"--junitxml={build / 'pytest.xml'}", "tests/python"],
                   build / "pytest.xml", REPO, dict(os.environ, TILLER_BUILD_DIR=str(build))),
         run_suite("C++ tests under AddressSanitizer/UBSan",
