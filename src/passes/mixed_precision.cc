@@ -164,10 +164,12 @@ int FoldCastsIntoProducers(ir::Graph& g, DType half) {
       v = v->producer->inputs[0];
     }
     ir::Op* top = v->producer;
-    // A conv2d adding a residual (fuse_conv_add) adds it in the result's
-    // type, and the residual is float32: it keeps writing float32.
+    // A conv2d or linear adding a residual (fuse_conv_add,
+    // fuse_linear_residual) adds it in the result's type, and the residual
+    // is float32: it keeps writing float32.
     if (!top || MultipliedOperands(top->type).empty() || top->GetStr("out_dtype") != "float32" ||
-        !OnlyReadBy(g, v) || (top->type == "conv2d" && top->inputs.size() > 3))
+        !OnlyReadBy(g, v) ||
+        ((top->type == "conv2d" || top->type == "linear") && top->inputs.size() > 3))
       continue;
     // The op again, writing half, then the movement on half values.
     g.SetInsertionPoint(top);

@@ -105,6 +105,9 @@ int FuseAttention(ir::Graph& g);
 // one linear of the weights side by side, read in place by the attention
 // (passes/merge_qkv.cc)
 int MergeQkv(ir::Graph& g);
+// linear(x, W, b) -> add(., r) -> linear(x, W, b, r): the residual added as
+// the GEMM writes (inference; passes/fuse_linear_residual.cc)
+int FuseLinearResidual(ir::Graph& g);
 // conv2d|conv2d_transpose(x, W) -> add(., c const per output channel) -> the op with bias c
 int FuseConvBias(ir::Graph& g);
 // conv2d -> batch_norm (inference, constant statistics) -> conv2d with folded weights

@@ -73,6 +73,11 @@ std::vector<std::unique_ptr<Pass>> OptimizationPasses() {
       "merge_qkv",
       "linear(x, Wq|Wk|Wv const) x3 -> attention ==> linear(x, [Wq|Wk|Wv]) -> attention{offsets}",
       MergeQkv));
+  // After merge_qkv (whose linears feed the attention, not an add), before
+  // fuse_activation (an activation after the add then follows the sum).
+  p.push_back(std::make_unique<InferencePass>("fuse_linear_residual",
+                                              "linear(x, W, b) -> add(., r) -> linear(x, W, b, r)",
+                                              FuseLinearResidual));
   // Before fold_batch_norm, which needs the conv2d next to its batch_norm.
   p.push_back(std::make_unique<FunctionPass>(
       "fuse_conv_bias",

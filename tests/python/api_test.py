@@ -73,9 +73,10 @@ def test_profile_by_op_type_and_by_shape(bert):
     for t, (ms, _) in types.items():
         split = [(key, m) for key, m, _ in by_shape if key == t or key.startswith(t + " ")]
         assert split and sum(m for _, m in split) == pytest.approx(ms, rel=1e-9)
-    # bert-tiny (hidden 128): the attention's output projection keyed by x, w, bias, and
-    # its merged Q/K/V projection
-    assert any(key == "linear [2, 10, 128] [128, 128] [128]" for key, _, _ in by_shape), by_shape
+    # bert-tiny (hidden 128): the attention's output projection keyed by x, w, bias and the
+    # residual it adds (fuse_linear_residual), and its merged Q/K/V projection
+    assert any(key == "linear [2, 10, 128] [128, 128] [128] [2, 10, 128]"
+               for key, _, _ in by_shape), by_shape
     assert any(key == "linear [2, 10, 128] [128, 384] [384]" for key, _, _ in by_shape), by_shape
 
 

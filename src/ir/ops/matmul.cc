@@ -131,6 +131,9 @@ void InferLinear(InferContext& c) {
     c.Fail("bias dtype {} is neither the result's nor float32", DTypeName(c.input(2).dtype));
   Shape out = x.shape;
   out.back() = w.shape[1];
+  if (c.has_input(3) && (c.input(3).shape != out || c.input(3).dtype != out_dtype))
+    c.Fail("residual {} {} is not the result's {} {}", DTypeName(c.input(3).dtype),
+           ShapeToString(c.input(3).shape), DTypeName(out_dtype), ShapeToString(out));
   c.AddOutput({out_dtype, out});
 }
 
@@ -198,11 +201,15 @@ TILLER_REGISTER_OP_SCHEMA(OpSchema{"matmul_accumulate", 3, 3, InferMatmulAccumul
                               .Precision(PrecisionRule::kHalfSafe)
                               .Layout(LayoutRule::kFixed)
                               .InPlaceSafe());
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"linear", 2, 3, InferLinear}
+// linear(x, W, b?, r?): x W [+ b] [+ r], then the activation; r (a residual,
+// fuse_linear_residual) has the result's shape and type, and the result may
+// take its storage.
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"linear", 2, 4, InferLinear}
                               .Attr("activation", "")
                               .Attr("out_dtype", "")
                               .Precision(PrecisionRule::kHalfSafe)
-                              .Layout(LayoutRule::kFixed));
+                              .Layout(LayoutRule::kFixed)
+                              .InPlaceInput(3));
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"attention", 3, 4, InferAttention}
                               .Attr("heads", int64_t{1})
                               .Attr("head_dim", int64_t{0})

@@ -184,11 +184,21 @@ class DnnlKernel : public Kernel {
     first_input_ = 1;
   }
 
+  // The op's input `i` (`bytes` long, after the slots' inputs) is a
+  // residual the primitive adds into its result (a sum post-op): copied into
+  // the output first unless the memory plan put them in one place.
+  void AddIntoResidual(size_t i, size_t bytes) {
+    residual_input_ = i;
+    residual_bytes_ = bytes;
+  }
+
   size_t workspace_bytes() const override { return stage_bytes_ + scratch_bytes_; }
   void Run(const KernelArgs& a) override {
     auto* ws = static_cast<std::byte*>(a.workspace);
     if (first_input_ && a.outputs[0] != a.inputs[0])
       std::memcpy(a.outputs[0], a.inputs[0], accumulate_bytes_);
+    if (residual_bytes_ && a.outputs[0] != a.inputs[residual_input_])
+      std::memcpy(a.outputs[0], a.inputs[residual_input_], residual_bytes_);
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (inputs_[i].prepacked) continue;
       const void* in = a.inputs[first_input_ + i];
@@ -214,6 +224,7 @@ class DnnlKernel : public Kernel {
   std::unordered_map<int, memory> args_;
   size_t scratch_bytes_ = 0;
   size_t first_input_ = 0, accumulate_bytes_ = 0;
+  size_t residual_input_ = 0, residual_bytes_ = 0;
   // The staged input (StageInput): its plain memory, the reorder into the
   // slot's layout, and the workspace bytes it takes (before the scratchpad).
   size_t stage_input_ = 0, stage_bytes_ = 0;
@@ -245,14 +256,17 @@ std::unique_ptr<K> MarkPacked(std::unique_ptr<K> kernel, const std::vector<DnnlK
   return kernel;
 }
 
-// `act`: the fused activation of linear / conv2d ("" for none).
-dnnl::primitive_attr MakeAttr(const ir::Op& op, float scale, const std::string& act) {
+// `act`: the fused activation of linear / conv2d ("" for none), after the
+// sum post-op when `sum` (the result added to what the destination holds).
+dnnl::primitive_attr MakeAttr(const ir::Op& op, float scale, const std::string& act,
+                              bool sum = false) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (scale != 1.0f) attr.set_output_scales(0, {scale});
-  if (!act.empty()) {
+  if (!act.empty() || sum) {
     dnnl::post_ops po;
-    AppendActivation(po, act, op);
+    if (sum) po.append_sum(1.0f);
+    if (!act.empty()) AppendActivation(po, act, op);
     attr.set_post_ops(po);
   }
   return attr;
@@ -291,19 +305,29 @@ memory::desc WeightsLayout(const memory::desc& plain, memory::data_type dt, bool
 // An operand with no elements (K = 0, or no rows or columns): oneDNN's
 // primitive creation divides by such dims (SIGFPE), so these run here. The
 // product is zeros: matmul writes zeros, matmul_accumulate the accumulator,
-// linear the bias (or zeros) in every row.
+// linear the bias (or zeros) in every row, plus its residual.
 std::unique_ptr<Kernel> MakeEmptyProduct(const ir::Op& op) {
   const size_t bytes = op.outputs[0]->bytes();
   const bool accumulate = op.type == "matmul_accumulate";
   const bool bias = op.type == "linear" && op.input(2) != nullptr;
+  const bool residual = op.type == "linear" && op.input(3) != nullptr;
   const int64_t n = op.outputs[0]->shape().empty() ? 0 : op.outputs[0]->shape().back();
   const DType out_dtype = op.outputs[0]->dtype();
   if (bias && (out_dtype != DType::kF32 || op.input(2)->dtype() != DType::kF32))
     Fail(ErrorKind::kUnimplemented, "{} ({}): an empty product with a {} bias into {}", op.type,
          op.name, DTypeName(op.input(2)->dtype()), DTypeName(out_dtype));
+  if (residual && out_dtype != DType::kF32)
+    Fail(ErrorKind::kUnimplemented, "{} ({}): an empty product with a residual into {}", op.type,
+         op.name, DTypeName(out_dtype));
   return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
     if (accumulate) {
       if (a.outputs[0] != a.inputs[0]) std::memcpy(a.outputs[0], a.inputs[0], bytes);
+    } else if (residual && n > 0) {  // the residual may be the output's own storage
+      auto* y = static_cast<float*>(a.outputs[0]);
+      const auto* b = bias ? static_cast<const float*>(a.inputs[2]) : nullptr;
+      const auto* r = static_cast<const float*>(a.inputs[3]);
+      for (size_t i = 0; i < bytes / sizeof(float); ++i)
+        y[i] = b ? b[i % static_cast<size_t>(n)] + r[i] : r[i];
     } else if (bias && n > 0) {
       auto* y = static_cast<float*>(a.outputs[0]);
       const auto* b = static_cast<const float*>(a.inputs[2]);
@@ -403,6 +427,7 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   const ir::Value* x = op.inputs[0];
   const ir::Value* w = op.inputs[1];
   const ir::Value* bias = op.input(2);
+  const ir::Value* residual = op.input(3);  // fuse_linear_residual
   int64_t k = w->shape()[0], n = w->shape()[1];
   int64_t m = NumElements(x->shape()) / k;
   const auto in_t = ToDnnl(x->dtype()), out_t = ToDnnl(op.outputs[0]->dtype());
@@ -412,7 +437,7 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   bool stage = false;
   const memory::desc w_any = WeightsLayout(w_md, in_t, IsConstant(w), &stage);
   memory::desc b_md = bias ? memory::desc({1, n}, ToDnnl(bias->dtype()), tag::ab) : memory::desc();
-  auto attr = MakeAttr(op, 1.0f, op.GetStr("activation"));
+  auto attr = MakeAttr(op, 1.0f, op.GetStr("activation"), residual != nullptr);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_any, b_md, y_md), attr, dn.engine);
   if (IsConstant(w) && pd.weights_desc() == w_md && ReordersPlainWeightsFaster(w_md, in_t)) {
     // oneDNN 2.6's AVX2 GEMM (gemm:jit) keeps a constant plain under format
@@ -430,6 +455,7 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   auto kernel = std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), ins, std::move(outs),
                                              pd.scratchpad_desc());
   if (stage) kernel->StageInput(dn, 1, w_md);
+  if (residual) kernel->AddIntoResidual(3, op.outputs[0]->bytes());
   return MarkPacked(std::move(kernel), ins, 0);
 }
 
@@ -747,7 +773,7 @@ TILLER_CPU_KERNEL("conv2d_transpose", MakeConvTranspose2d,
                   Signature("T, T, T? -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("matmul_accumulate", MakeMatmulAccumulate,
                   Signature("T, T, T -> T").Where("T", {DType::kF32}));
-TILLER_CPU_KERNEL("linear", MakeLinear, Signature("T, T, T? -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("linear", MakeLinear, Signature("T, T, T?, T? -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("conv2d", MakeConv2d, Signature("T, T, T?, T? -> T").Where("T", {DType::kF32}));
 // int8 GEMMs and convolutions only where oneDNN computes them exactly
 // (DnnlMultipliesInt8Exactly); elsewhere the int8 passes leave quantized
@@ -770,7 +796,7 @@ const bool kBF16Registered = [] {
   const auto h = [](const char* types) { return Signature(types).Where("H", {DType::kBF16}); };
   RegisterKernel("matmul", MakeMatmul, h("H, H -> float32"));
   RegisterKernel("matmul_accumulate", MakeMatmulAccumulate, h("float32, H, H -> float32"));
-  RegisterKernel("linear", MakeLinear, h("H, H, float32? -> float32"));
+  RegisterKernel("linear", MakeLinear, h("H, H, float32?, float32? -> float32"));
   RegisterKernel("conv2d", MakeConv2d, h("H, H, float32?, float32? -> float32"));
   RegisterKernel("matmul", MakeMatmul, h("H, H -> H"));
   RegisterKernel("linear", MakeLinear, h("H, H, float32? -> H"));
