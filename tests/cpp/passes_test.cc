@@ -667,6 +667,21 @@ TEST(Passes, FuseLinearResidualAddsTheResidualInTheGemm) {
     EXPECT_EQ(CountOps(c.ops_after, "add"), 0);
     // The GEMM adds its bias, then the residual: the unfused order.
     ExpectNear(c.plain, c.rewritten, 1e-6f);
+    // Which of the two took its residual's storage: the second, when
+    // nothing reads h after it; never the first (x is the graph's input).
+    Graph g;
+    std::mt19937 rng(11);
+    build(g, rng);
+    FuseLinearResidual(g);
+    const compile::MemoryPlan plan = compile::PlanMemory(g, std::vector<size_t>(g.ops().size(), 0));
+    std::vector<bool> in_place;
+    for (const auto& op : g.ops()) {
+      if (op->type == "linear" && op->inputs.size() == 4) {
+        auto alias = plan.alias_of.find(op->outputs[0]);
+        in_place.push_back(alias != plan.alias_of.end() && alias->second == op->inputs[3]);
+      }
+    }
+    EXPECT_EQ(in_place, (std::vector<bool>{false, !late_read}));
   }
 }
 
