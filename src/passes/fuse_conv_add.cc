@@ -19,11 +19,9 @@ int FuseConvAdd(ir::Graph& g) {
     if (conv->GetStr("data_format") != "NHWC" || conv->inputs.size() != ConvBiasIndex(*conv) + 1 ||
         !conv->GetStr("activation").empty())
       continue;
-    ir::Value* y = conv->outputs[0];
-    ir::Op* add = SoleUser(g, y);
-    if (!add || add->type != "add" || add->inputs[0] == add->inputs[1]) continue;
-    ir::Value* r = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
-    if (r->type != y->type) continue;
+    ir::Op* add = nullptr;
+    ir::Value* r = FindResidualAdd(g, conv->outputs[0], &add);
+    if (!r) continue;
     ir::Op* relu = SoleUser(g, add->outputs[0]);
     if (relu && relu->type != "relu") relu = nullptr;
     ir::Op* last = relu ? relu : add;

@@ -19,16 +19,12 @@ int FuseLinearResidual(ir::Graph& g) {
   for (ir::Op* lin : OpsOfType(g, "linear")) {
     // With a bias (the residual's slot is the fourth) and nothing after it.
     if (lin->inputs.size() != 3 || !lin->inputs[2] || !lin->GetStr("activation").empty()) continue;
-    ir::Value* y = lin->outputs[0];
-    ir::Op* add = SoleUser(g, y);
-    if (!add || add->type != "add" || add->inputs[0] == add->inputs[1] ||
-        add->placement != lin->placement)
-      continue;
-    ir::Value* r = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
-    // The same elements (no broadcast) of the same type; an empty product
-    // is left to the add.
-    if (r->type != y->type || add->outputs[0]->type != y->type || y->dtype() != DType::kF32 ||
-        NumElements(y->shape()) == 0 || NumElements(lin->inputs[0]->shape()) == 0)
+    const ir::Value* y = lin->outputs[0];
+    ir::Op* add = nullptr;
+    ir::Value* r = FindResidualAdd(g, y, &add);
+    // An empty product is left to the add.
+    if (!r || y->dtype() != DType::kF32 || NumElements(y->shape()) == 0 ||
+        NumElements(lin->inputs[0]->shape()) == 0)
       continue;
     std::vector<ir::Value*> ins = lin->inputs;
     ins.push_back(r);

@@ -27,6 +27,22 @@ inline ir::Op* SoleUser(const ir::Graph& g, const ir::Value* v) {
   return v->users.size() == 1 && !IsGraphOutput(g, v) ? v->users[0] : nullptr;
 }
 
+// A residual add: when the sole user of `y` is add(y, r) with r another
+// value of y's type (no broadcast) and the add runs where y's producer does
+// (a pipeline stage may end between them), r, with `*add` set to the add;
+// otherwise nullptr. fuse_conv_add and fuse_linear_residual fold it into
+// the producer.
+inline ir::Value* FindResidualAdd(const ir::Graph& g, const ir::Value* y, ir::Op** add) {
+  ir::Op* a = SoleUser(g, y);
+  if (!a || a->type != "add" || a->inputs[0] == a->inputs[1] ||
+      a->placement != y->producer->placement)
+    return nullptr;
+  ir::Value* r = a->inputs[0] == y ? a->inputs[1] : a->inputs[0];
+  if (r->type != y->type) return nullptr;
+  *add = a;
+  return r;
+}
+
 // When every user of `v` is a matmul reading it as one operand (not both)
 // and v is no graph output: those matmuls (a fold into their operands then
 // removes v's producer); otherwise empty.

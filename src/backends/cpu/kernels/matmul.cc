@@ -177,28 +177,25 @@ class DnnlKernel : public Kernel {
   }
 
   // The op's input 0 (`bytes` long) is the accumulator the primitive adds
-  // into (a sum post-op): copied into the output first unless the memory
-  // plan put them in one place; the slots are the op's inputs 1, 2, ...
+  // into (a sum post-op, see AddInto); the slots are the op's inputs 1, 2, ...
   void AccumulateInto(size_t bytes) {
-    accumulate_bytes_ = bytes;
+    AddInto(0, bytes);
     first_input_ = 1;
   }
 
-  // The op's input `i` (`bytes` long, after the slots' inputs) is a
-  // residual the primitive adds into its result (a sum post-op): copied into
-  // the output first unless the memory plan put them in one place.
-  void AddIntoResidual(size_t i, size_t bytes) {
-    residual_input_ = i;
-    residual_bytes_ = bytes;
+  // The op's input `i` (`bytes` long) is what the primitive adds its result
+  // to (a sum post-op): copied into the output first unless the memory plan
+  // put them in one place.
+  void AddInto(size_t i, size_t bytes) {
+    sum_input_ = i;
+    sum_bytes_ = bytes;
   }
 
   size_t workspace_bytes() const override { return stage_bytes_ + scratch_bytes_; }
   void Run(const KernelArgs& a) override {
     auto* ws = static_cast<std::byte*>(a.workspace);
-    if (first_input_ && a.outputs[0] != a.inputs[0])
-      std::memcpy(a.outputs[0], a.inputs[0], accumulate_bytes_);
-    if (residual_bytes_ && a.outputs[0] != a.inputs[residual_input_])
-      std::memcpy(a.outputs[0], a.inputs[residual_input_], residual_bytes_);
+    if (sum_bytes_ && a.outputs[0] != a.inputs[sum_input_])
+      std::memcpy(a.outputs[0], a.inputs[sum_input_], sum_bytes_);
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (inputs_[i].prepacked) continue;
       const void* in = a.inputs[first_input_ + i];
@@ -223,8 +220,8 @@ class DnnlKernel : public Kernel {
   memory scratch_;
   std::unordered_map<int, memory> args_;
   size_t scratch_bytes_ = 0;
-  size_t first_input_ = 0, accumulate_bytes_ = 0;
-  size_t residual_input_ = 0, residual_bytes_ = 0;
+  size_t first_input_ = 0;
+  size_t sum_input_ = 0, sum_bytes_ = 0;  // AddInto
   // The staged input (StageInput): its plain memory, the reorder into the
   // slot's layout, and the workspace bytes it takes (before the scratchpad).
   size_t stage_input_ = 0, stage_bytes_ = 0;
@@ -455,7 +452,7 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   auto kernel = std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), ins, std::move(outs),
                                              pd.scratchpad_desc());
   if (stage) kernel->StageInput(dn, 1, w_md);
-  if (residual) kernel->AddIntoResidual(3, op.outputs[0]->bytes());
+  if (residual) kernel->AddInto(3, op.outputs[0]->bytes());
   return MarkPacked(std::move(kernel), ins, 0);
 }
 
