@@ -48,6 +48,7 @@ struct DeviceArgs {
   std::vector<std::string> libraries;
   std::string trace;                  // --trace FILE
   std::string precision = "float32";  // --precision
+  bool no_winograd = false;           // --no-winograd
 };
 
 Config MakeConfig(const std::string& model, const std::string& params, int threads,
@@ -68,6 +69,7 @@ Config MakeConfig(const std::string& model, const std::string& params, int threa
   c.SetPlacement(dev.placement);
   c.EnableTrace(dev.trace);
   c.SetPrecision(dev.precision);
+  c.SwitchWinograd(!dev.no_winograd);
   return c;
 }
 
@@ -410,6 +412,8 @@ int main(int argc, char** argv) {
   info->add_option("--backend-library", dev.libraries, "load a backend library first");
   info->add_option("--precision", dev.precision,
                    "float32 (default), bfloat16, float16 or half (what --passes then shows)");
+  info->add_flag("--no-winograd", dev.no_winograd,
+                 "direct convolutions only (what --passes then shows)");
 
   auto* run = app.add_subcommand("run", "run a model on .npy inputs, write .npy outputs");
   run->add_option("model", model)->required();
@@ -425,6 +429,10 @@ int main(int argc, char** argv) {
       "float32 (default), bfloat16, float16 or half: matmul / linear / conv2d multiply in that "
       "type with float32 accumulation";
   run->add_option("--precision", traced.precision, precision_help);
+  const char* winograd_help =
+      "run every convolution with the direct kernels (default: 3x3 float32 ones of stride 1 use "
+      "Winograd's algorithm, results within float32 rounding)";
+  run->add_flag("--no-winograd", traced.no_winograd, winograd_help);
 
   auto* bench = app.add_subcommand("bench", "measure latency on synthetic inputs");
   bench->add_option("model", model)->required();
@@ -440,6 +448,7 @@ int main(int argc, char** argv) {
   bench->add_flag("--profile", profile, "also print time per op type");
   bench->add_option("--trace", traced.trace, trace_help);
   bench->add_option("--precision", traced.precision, precision_help);
+  bench->add_flag("--no-winograd", traced.no_winograd, winograd_help);
 
   auto* quant = app.add_subcommand(
       "quantize", "post-training int8 quantization from calibration inputs (Paddle's format)");

@@ -124,6 +124,8 @@ PYBIND11_MODULE(_tiller, m) {
       .def("load_custom_op_library", &Config::LoadCustomOpLibrary, py::arg("path"))
       .def("disable_gpu", &Config::DisableGpu)
       .def("switch_ir_optim", &Config::SwitchIrOptim, py::arg("x") = true)
+      .def("switch_winograd", &Config::SwitchWinograd, py::arg("x") = true)
+      .def("winograd", &Config::winograd)
       .def("set_precision", &Config::SetPrecision, py::arg("precision"),
            "'float32', 'bfloat16', 'float16' or 'half': matmul / linear / conv2d multiply in "
            "that type with float32 accumulation")

@@ -536,6 +536,15 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
       report.stages.push_back(record);
     }
   }
+  if (!ctx.training && options_.optimize && options_.conv_winograd) {
+    // After mixed precision and half_fallback: only convolutions still in
+    // float32 qualify.
+    StagePass wino("conv_winograd",
+                   "conv2d{3x3, stride 1, float32, >= 32 channels} -> conv2d{winograd}",
+                   passes::ChooseWinogradConvs);
+    passes::PassRecord record = passes::RunPass(wino, *graph, ctx);
+    if (record.rewrites) report.stages.push_back(record);
+  }
   StagePass place("placement", "each op onto a device",
                   [&](ir::Graph& g) { return PlaceOps(g, devices_, options_.placement); });
   report.stages.push_back(passes::RunPass(place, *graph, ctx));

@@ -58,6 +58,10 @@ struct CompileOptions {
   // auto_split_cost = measured).
   bool auto_split_measured = false;
   bool optimize = true;  // run the optimization passes (Config::SwitchIrOptim)
+  // Inference with optimize: 3 x 3 float32 convolutions of stride 1 use
+  // Winograd's algorithm (passes/conv_winograd.cc), results within float32
+  // rounding of the direct kernels' (Config::SwitchWinograd).
+  bool conv_winograd = true;
   // Compile for the memory plans only (the planner): no arenas, no
   // accumulator or shard storage; the executable cannot run.
   bool plan_only = false;

@@ -120,6 +120,11 @@ int ChannelsLast(ir::Graph& g);
 int FuseConvAdd(ir::Graph& g);
 // conv2d|linear -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6 -> conv2d|linear{activation}
 int FuseActivation(ir::Graph& g);
+// conv2d{3x3, stride 1, float32, constant filter, >= 32 channels} ->
+// conv2d{algorithm = "winograd"} (passes/conv_winograd.cc; the compile
+// driver runs it for inference, after mixed precision, unless
+// CompileOptions::conv_winograd is off)
+int ChooseWinogradConvs(ir::Graph& g);
 // add(x, embedding_grad(ids, dy)) -> embedding_grad_add(x, ids, dy): a
 // table's gradient sum without a table-sized temporary (training)
 int FuseEmbeddingGradAdd(ir::Graph& g);

@@ -305,6 +305,7 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
   o.placement = c.placement() == "first_supported" ? compile::PlacementPolicy::kFirstSupported
                                                    : compile::PlacementPolicy::kByShard;
   o.optimize = c.ir_optim();
+  o.conv_winograd = c.winograd();
   o.precision = runtime::ParsePrecision(c.precision(), "Config::SetPrecision");
   runtime::ReportSlowHalfPrecisionOnce(o.precision);
   if (c.ipu().enabled) {

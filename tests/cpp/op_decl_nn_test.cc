@@ -78,8 +78,8 @@ TEST(OpDeclNn, GradientOpsDeclareTheirForwardsAttributesAlike) {
       {"interp", "interp_grad", {"data_format"}},
       {"slice", "slice_grad", {}},
       {"pad_nd", "pad_nd_grad", {"value"}},
-      {"conv2d", "conv2d_grad_input", {"activation", "out_dtype", "data_format"}},
-      {"conv2d", "conv2d_grad_filter", {"activation", "out_dtype", "data_format"}},
+      {"conv2d", "conv2d_grad_input", {"activation", "out_dtype", "data_format", "algorithm"}},
+      {"conv2d", "conv2d_grad_filter", {"activation", "out_dtype", "data_format", "algorithm"}},
       {"conv2d_transpose", "conv2d_grad_filter", {"output_size", "data_format"}},
       {"cross_entropy", "cross_entropy_grad", {"match"}},
       {"sigmoid_cross_entropy", "sigmoid_cross_entropy_grad", {}}};

@@ -25,5 +25,10 @@ bool DnnlMultipliesBF16();
 // Whether oneDNN's int8 GEMMs and convolutions are exact on this CPU (VNNI);
 // linear_int8 and conv2d_int8 are registered only then.
 bool DnnlMultipliesInt8Exactly();
+// Whether oneDNN has a Winograd convolution for this CPU (2.6: AVX-512).
+bool DnnlRunsWinograd();
+// conv2d kernels created with oneDNN's Winograd algorithm so far (their op's
+// algorithm = "winograd" and a Winograd kernel for the CPU); for tests.
+size_t WinogradConvolutionsCreated();
 
 }  // namespace tiller::cpu

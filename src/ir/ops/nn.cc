@@ -12,8 +12,11 @@
 //     dilations = [1, 1], groups = 1, activation = "" (none; fuse_activation
 //     sets the one the oneDNN kernel applies while writing), data_format =
 //     "NCHW" | "NHWC" (x and y channel-last; the filter stays OIHW; set by
-//     the channels_last pass)}: residual (fuse_conv_add; needs a bias) is
-//     added to the convolution before the activation
+//     the channels_last pass), algorithm = "direct" | "winograd" (set by
+//     the conv_winograd stage: Winograd's F(m x m, 3 x 3) transforms, for a
+//     3 x 3 filter, stride and dilation 1, one group and float32 operands;
+//     the same function, rounded differently)}: residual (fuse_conv_add;
+//     needs a bias) is added to the convolution before the activation
 //   pool2d(x NCHW){pooling_type = "max" | "avg", ksize [2] (required),
 //     strides = [1, 1], pads = [0, 0, 0, 0] as conv2d, ceil_mode = false,
 //     exclusive = true (avg ignores padding), adaptive = false (ksize is the
@@ -86,6 +89,15 @@ void InferConv2d(InferContext& c) {
   if (c.has_input(2) && c.input(2).dtype != out_dtype && c.input(2).dtype != DType::kF32)
     c.Fail("bias dtype {} is neither the result's nor float32", DTypeName(c.input(2).dtype));
   TensorType y{out_dtype, y_shape};
+  if (const std::string& a = c.op().GetStr("algorithm"); a == "winograd") {
+    const ConvWindow win = ReadConvWindow(c.op());
+    if (w.shape[2] != 3 || w.shape[3] != 3 || win.groups != 1 ||
+        win.strides != std::vector<int64_t>{1, 1} || win.dilations != std::vector<int64_t>{1, 1} ||
+        x_dtype != DType::kF32 || out_dtype != DType::kF32)
+      c.Fail("algorithm 'winograd' needs a 3x3 float32 filter, strides and dilations 1, groups 1");
+  } else if (a != "direct") {
+    c.Fail("algorithm '{}' is not direct or winograd", a);
+  }
   if (c.has_input(3)) {
     if (!c.has_input(2)) c.Fail("a residual input needs a bias input");
     if (c.input(3).dtype != y.dtype || c.input(3).shape != y.shape)
@@ -174,6 +186,7 @@ const bool kSchemas = [] {
                        .Attr("activation", "")
                        .Attr("out_dtype", "")
                        .Attr("data_format", "NCHW")
+                       .Attr("algorithm", "direct")
                        .Precision(PrecisionRule::kHalfSafe)
                        .Layout(LayoutRule::kDataFormat)
                        .InPlaceInput(3));
@@ -210,12 +223,12 @@ Value* AlongChannels(GradContext& c, Value* v, int rank) {
 
 void Conv2dGrad(GradContext& c) {
   const Op& op = c.op();
-  // Fusions and the channel-last layout are for inference graphs only.
+  // Fusions, the channel-last layout and Winograd are for inference graphs only.
   if (!op.GetStr("activation").empty() || op.inputs.size() > 3 ||
-      op.GetStr("data_format") != "NCHW")
+      op.GetStr("data_format") != "NCHW" || op.GetStr("algorithm") != "direct")
     Fail(ErrorKind::kInternal,
-         "{} ({}) with a fused activation, residual or {} layout reached autodiff", op.type,
-         op.name, op.GetStr("data_format"));
+         "{} ({}) with a fused activation, residual, {} layout or {} algorithm reached autodiff",
+         op.type, op.name, op.GetStr("data_format"), op.GetStr("algorithm"));
   Value* x = c.input(0);
   Value* w = c.input(1);
   Value* g = c.out_grad();

@@ -8,6 +8,7 @@
 // the argument map are built once too; Run() only swaps data handles.
 #include <omp.h>
 
+#include <atomic>
 #include <cstring>
 #include <unordered_map>
 
@@ -58,6 +59,36 @@ bool DnnlMultipliesInt8Exactly() {
     }
   }();
   return yes;
+}
+
+bool DnnlRunsWinograd() {
+  static const bool yes = [] {
+    try {
+      using dnnl::memory;
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      const auto f32 = memory::data_type::f32;
+      const memory::desc x({1, 32, 8, 8}, f32, memory::format_tag::any);
+      const memory::desc w({32, 32, 3, 3}, f32, memory::format_tag::any);
+      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                              dnnl::algorithm::convolution_winograd, x, w, x,
+                                              {1, 1}, {1, 1}, {1, 1});
+      const dnnl::convolution_forward::primitive_desc pd(d, engine);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return yes;
+}
+
+namespace {
+
+std::atomic<size_t> g_winograd_convs{0};
+
+}  // namespace
+
+size_t WinogradConvolutionsCreated() {
+  return g_winograd_convs.load();
 }
 
 namespace {
@@ -563,10 +594,17 @@ class BlockedConvKernel : public Kernel {
     args_half_[DNNL_ARG_SCRATCHPAD] = scratch_half_;
   }
   // The op's last input is a residual the convolution adds into its result
-  // (sum post-op): Run() copies it into the output unless it is there.
-  void AddIntoResidual(size_t bytes) { residual_bytes_ = bytes; }
+  // (sum post-op): Run() copies it into the output unless it is there, or
+  // reorders it into the blocked result (a Winograd convolution's).
+  void AddIntoResidual(size_t bytes) {
+    residual_bytes_ = bytes;
+    if (reorder_out_) {
+      r_plain_ = memory(y_plain_.get_desc(), y_plain_.get_engine(), DNNL_MEMORY_NONE);
+      residual_to_blocked_ = dnnl::reorder(r_plain_, y_blocked_);
+    }
+  }
   void Run(const KernelArgs& a) override {
-    if (residual_bytes_ && a.outputs[0] != a.inputs.back())
+    if (residual_bytes_ && !reorder_out_ && a.outputs[0] != a.inputs.back())
       std::memcpy(a.outputs[0], a.inputs.back(), residual_bytes_);
     auto* ws = static_cast<std::byte*>(a.workspace);
     x_plain_.set_data_handle(const_cast<void*>(a.inputs[0]));
@@ -579,6 +617,10 @@ class BlockedConvKernel : public Kernel {
     if (reorder_out_) y_blocked_.set_data_handle(ws + dst_off_);
     scratch_.set_data_handle(ws + scratch_off_);
     auto& stream = stream_;
+    if (residual_bytes_ && reorder_out_) {
+      r_plain_.set_data_handle(const_cast<void*>(a.inputs.back()));
+      residual_to_blocked_.execute(stream, r_plain_, y_blocked_);
+    }
     if (reorder_in_) to_blocked_.execute(stream, x_plain_, x_blocked_);
     if (team_ > 1 && omp_get_max_threads() < team_) {
       scratch_half_.set_data_handle(ws + scratch_off_);
@@ -595,8 +637,8 @@ class BlockedConvKernel : public Kernel {
   dnnl::primitive conv_, half_;
   int team_ = 0;  // the threads conv_ was built for, when half_ is set
   std::vector<DnnlKernel::Slot> weights_;
-  memory x_plain_, y_plain_, x_blocked_, y_blocked_, scratch_, scratch_half_;
-  dnnl::reorder to_blocked_, to_plain_;
+  memory x_plain_, y_plain_, x_blocked_, y_blocked_, scratch_, scratch_half_, r_plain_;
+  dnnl::reorder to_blocked_, to_plain_, residual_to_blocked_;
   bool reorder_in_ = false, reorder_out_ = false;
   size_t src_off_ = 0, dst_off_ = 0, scratch_off_ = 0, ws_ = 0, residual_bytes_ = 0;
   std::unordered_map<int, memory> args_, args_half_;
@@ -666,12 +708,30 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   // which it can only serve with im2col + GEMM, and the kernel reorders in
   // and out through its workspace. NHWC (the channels_last pass) is what
   // oneDNN picks for most shapes anyway: it runs as it is, no reorders.
-  memory::desc x_any = channels_last ? x_md : memory::desc(x_md.dims(), in_t, tag::any);
-  memory::desc y_any = channels_last ? y_md : memory::desc(y_md.dims(), out_t, tag::any);
-  dnnl::convolution_forward::desc desc_any(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_any, w_any, b_md,
-      y_any, Dims{strides[0], strides[1]}, d_dil, Dims{pads[0], pads[2]}, Dims{pads[1], pads[3]});
-  dnnl::convolution_forward::primitive_desc pd(desc_any, attr, dn.engine);
+  // Winograd (passes/conv_winograd.cc) takes blocked layouts only: NHWC
+  // too is reordered in and out (a few % of the convolution's time).
+  auto describe = [&](dnnl::algorithm alg, bool plain) {
+    memory::desc x_any = plain ? x_md : memory::desc(x_md.dims(), in_t, tag::any);
+    memory::desc y_any = plain ? y_md : memory::desc(y_md.dims(), out_t, tag::any);
+    return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, x_any, w_any,
+                                           b_md, y_any, Dims{strides[0], strides[1]}, d_dil,
+                                           Dims{pads[0], pads[2]}, Dims{pads[1], pads[3]});
+  };
+  dnnl::convolution_forward::desc desc_any =
+      describe(dnnl::algorithm::convolution_direct, channels_last);
+  dnnl::convolution_forward::primitive_desc pd;
+  if (!int8 && op.GetStr("algorithm") == "winograd") {
+    // oneDNN 2.6 has Winograd kernels for AVX-512 only: elsewhere the
+    // direct one computes the same function.
+    dnnl::convolution_forward::desc wino = describe(dnnl::algorithm::convolution_winograd, false);
+    try {
+      pd = dnnl::convolution_forward::primitive_desc(wino, attr, dn.engine);
+      desc_any = wino;
+      ++g_winograd_convs;
+    } catch (const dnnl::error&) {
+    }
+  }
+  if (!pd) pd = dnnl::convolution_forward::primitive_desc(desc_any, attr, dn.engine);
   std::vector<DnnlKernel::Slot> weights{
       BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
   if (bias && int8) {

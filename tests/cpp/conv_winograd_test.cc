@@ -1,0 +1,164 @@
+// Winograd convolutions (passes/conv_winograd.cc and conv2d's CPU kernel):
+// which convolutions the pass chooses, that the kernel runs oneDNN's
+// Winograd algorithm for them in every layout the conv passes leave (NCHW,
+// NHWC, NHWC with a fused residual and relu) and that its results are the
+// direct convolution's within float32 rounding, and that conv2d's
+// inference refuses the attribute where the algorithm does not apply.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/dnnl_context.h"
+#include "compile/executable.h"
+#include "core/error.h"
+#include "passes/pass.h"
+
+namespace tiller::passes {
+namespace {
+
+using ir::Graph;
+using ir::Value;
+
+std::shared_ptr<AlignedBuffer> Random(const Shape& shape, std::mt19937& rng, float scale) {
+  auto buf = std::make_shared<AlignedBuffer>(NumElements(shape) * sizeof(float));
+  std::normal_distribution<float> d(0.0f, scale);
+  for (int64_t i = 0; i < NumElements(shape); ++i) buf->as<float>()[i] = d(rng);
+  return buf;
+}
+
+Value* Param(Graph& g, const std::string& name, const Shape& s, std::mt19937& rng, float scale) {
+  return g.AddData(name, {DType::kF32, s}, ir::ValueKind::kParam, Random(s, rng, scale));
+}
+
+Value* Conv(Graph& g, Value* x, const std::string& name, int64_t in, int64_t out, int64_t k,
+            std::mt19937& rng, int64_t stride = 1, int64_t groups = 1, int64_t dilation = 1) {
+  const int64_t p = k / 2 * dilation;
+  // Filters scaled so activations keep a unit-order magnitude layer to layer.
+  const int64_t fan_in = in / groups * k * k;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(fan_in));
+  return g.Add1("conv2d",
+                {x, Param(g, name, {out, in / groups, k, k}, rng, scale),
+                 Param(g, name + ".b", {out}, rng, 0.1f)},
+                {{"pads", std::vector<int64_t>{p, p, p, p}},
+                 {"strides", std::vector<int64_t>{stride, stride}},
+                 {"dilations", std::vector<int64_t>{dilation, dilation}},
+                 {"groups", groups}});
+}
+
+// ResNet-18's basic block: conv3x3 -> relu -> conv3x3 -> add(x) -> relu.
+void BasicBlock(Graph& g, std::mt19937& rng, const Shape& in) {
+  Value* x = g.AddInput("x", {DType::kF32, in});
+  const int64_t c = in[1];
+  Value* h = g.Add1("relu", {Conv(g, x, "c1", c, c, 3, rng)});
+  h = Conv(g, h, "c2", c, c, 3, rng);
+  g.AddOutput("y", g.Add1("relu", {g.Add1("add", {h, x})}));
+}
+
+std::vector<std::string> Algorithms(const Graph& g) {
+  std::vector<std::string> out;
+  for (const auto& op : g.ops()) {
+    if (op->type == "conv2d") out.push_back(op->GetStr("algorithm"));
+  }
+  return out;
+}
+
+TEST(ConvWinograd, ChoosesThreeByThreeFloat32ConvsOfStrideOneWithEnoughChannels) {
+  Graph g;
+  std::mt19937 rng(3);
+  Value* x = g.AddInput("x", {DType::kF32, {1, 64, 16, 16}});
+  Value* w_in = g.AddInput("w", {DType::kF32, {64, 64, 3, 3}});
+  std::vector<Value*> ys{
+      Conv(g, x, "yes", 64, 64, 3, rng),
+      Conv(g, x, "pointwise", 64, 64, 1, rng),
+      Conv(g, x, "strided", 64, 64, 3, rng, 2),
+      Conv(g, x, "grouped", 64, 64, 3, rng, 1, 2),
+      Conv(g, x, "dilated", 64, 64, 3, rng, 1, 1, 2),
+      Conv(g, x, "narrow_out", 64, 16, 3, rng),
+      g.Add1("conv2d", {x, w_in}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}),  // variable filter
+  };
+  for (size_t i = 0; i < ys.size(); ++i) g.AddOutput("y" + std::to_string(i), ys[i]);
+  EXPECT_EQ(ChooseWinogradConvs(g), 1);
+  ir::Verify(g);
+  EXPECT_EQ(Algorithms(g), (std::vector<std::string>{"winograd", "direct", "direct", "direct",
+                                                     "direct", "direct", "direct"}));
+  EXPECT_EQ(ChooseWinogradConvs(g), 0);  // chosen once
+}
+
+TEST(ConvWinograd, ConvInferenceRefusesWinogradWhereItDoesNotApply) {
+  Graph g;
+  std::mt19937 rng(4);
+  Value* x = g.AddInput("x", {DType::kF32, {1, 32, 8, 8}});
+  Value* w3 = Param(g, "w3", {32, 32, 3, 3}, rng, 0.1f);
+  Value* w1 = Param(g, "w1", {32, 32, 1, 1}, rng, 0.1f);
+  auto attrs = [](const char* algorithm, int64_t stride) {
+    return ir::AttrMap{{"algorithm", std::string(algorithm)},
+                       {"strides", std::vector<int64_t>{stride, stride}}};
+  };
+  EXPECT_NO_THROW(g.Add1("conv2d", {x, w3}, attrs("winograd", 1)));
+  EXPECT_THROW(g.Add1("conv2d", {x, w3}, attrs("winograd", 2)), Error);
+  EXPECT_THROW(g.Add1("conv2d", {x, w1}, attrs("winograd", 1)), Error);
+  try {
+    g.Add1("conv2d", {x, w3}, attrs("fft", 1));
+    FAIL() << "an unknown algorithm was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("algorithm 'fft'"), std::string::npos) << e.what();
+  }
+}
+
+// The block run as built (direct, NCHW), and after `rewrite`; returns the
+// largest difference relative to the largest output.
+double RelativeDifference(const Shape& in, int (*rewrite)(Graph&), size_t* winograd_kernels) {
+  std::mt19937 rng(9);
+  auto input = Random(in, rng, 1.0f);
+  std::vector<float> out[2];
+  for (int rewritten = 0; rewritten < 2; ++rewritten) {
+    auto g = std::make_unique<Graph>();
+    std::mt19937 wrng(5);  // the same weights both times
+    BasicBlock(*g, wrng, in);
+    if (rewritten) rewrite(*g);
+    ir::Verify(*g);
+    const size_t before = cpu::WinogradConvolutionsCreated();
+    auto exe = compile::Executable::Build(std::move(g), {});
+    if (rewritten) *winograd_kernels = cpu::WinogradConvolutionsCreated() - before;
+    std::memcpy(exe->inputs()[0].data, input->data(), input->size());
+    exe->Run();
+    const float* p = static_cast<const float*>(exe->outputs()[0].data);
+    out[rewritten].assign(p, p + NumElements(exe->outputs()[0].type.shape));
+  }
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < out[0].size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(out[0][i] - out[1][i])));
+    scale = std::max(scale, static_cast<double>(std::abs(out[0][i])));
+  }
+  EXPECT_GT(scale, 0.5);
+  return diff / scale;
+}
+
+TEST(ConvWinograd, GivesTheDirectResultsInEveryLayoutTheConvPassesLeave) {
+  if (!cpu::DnnlRunsWinograd()) GTEST_SKIP() << "oneDNN has no Winograd kernels for this CPU";
+  auto nchw = [](Graph& g) { return ChooseWinogradConvs(g); };
+  auto nhwc = [](Graph& g) {  // the second conv adds the residual and applies relu
+    return ChannelsLast(g) + FuseConvAdd(g) + FuseActivation(g) + ChooseWinogradConvs(g);
+  };
+  // Batch 1 and 8 take oneDNN's F(2x2, 3x3) and F(4x4, 3x3) kernels on
+  // these sizes; 13 x 13 leaves partial tiles at the edges.
+  for (const Shape& in : {Shape{1, 64, 14, 14}, Shape{8, 32, 13, 13}, Shape{2, 48, 28, 28}}) {
+    for (auto rewrite : {+nchw, +nhwc}) {
+      size_t kernels = 0;
+      const double rel = RelativeDifference(in, rewrite, &kernels);
+      EXPECT_EQ(kernels, 2u) << ShapeToString(in);
+      // Measured 1e-6-3e-6 on these blocks: Winograd's transforms add and
+      // subtract inputs before the products, so float32 rounding grows
+      // several times over the direct sum's, and no more.
+      EXPECT_LE(rel, 2e-5) << ShapeToString(in);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tiller::passes
