@@ -13,7 +13,10 @@ interleaved rounds (one run of each engine per round, so a change in the
 machine's load hits them alike) and the median of the rounds is printed.
 A round gives each engine a 0.3 s pause (the previous engine's idle
 threads stop spinning), one run timed apart (the latency after idle,
-printed in its own table) and two timed runs. The outputs of every engine are compared with
+printed in its own table) and a block of timed runs: at least two, and
+for models that run in milliseconds as many as fill about 0.1 s (at most
+25), the same count for every engine, so that the median is the
+steady-state latency rather than the machine's wake-up after the pause. The outputs of every engine are compared with
 Paddle's: a result further
 than 1e-3 of the output's largest magnitude is printed as MISMATCH and the
 exit status is 1, so a fast wrong answer cannot pass. Before the table: the
@@ -44,14 +47,16 @@ VISION = ("resnet50", "mobilenet_v3_large")
 TRANSFORMERS = {"bert-base": (12, 768), "ernie-3.0-base": (12, 768)}  # heads, hidden
 TOLERANCE = 1e-3  # of the reference output's largest magnitude
 # A round gives each engine, in turn, a pause, one run after the pause
-# (timed apart: the latency after idle) and RUNS_PER_ROUND timed runs. The
+# (timed apart: the latency after idle) and a block of timed runs (runs_per_round). The
 # pause: idle runtimes keep their worker threads spinning after a run
 # (Paddle's OpenMP for 200 ms, KMP_BLOCKTIME), and without it each engine
 # would be timed against the previous one's spin-waits, which no user running
 # one engine sees. Contention is measured on purpose, below, with a busy
 # process.
 SETTLE_S = 0.3
-RUNS_PER_ROUND = 2
+RUNS_PER_ROUND = 2  # at least; see runs_per_round
+BLOCK_S = 0.1  # a round's block of runs per engine lasts about this long
+MAX_RUNS_PER_ROUND = 25
 LOAD_RUNS = 5  # fresh processes timing BERT-Base's load + compile + first run
 
 
@@ -237,19 +242,30 @@ def contention(name: str, out: Path, args) -> str:
     return ", ".join(parts)
 
 
+def runs_per_round(warm_ms: float) -> int:
+    """Timed runs per engine and round after the first, from the fastest
+    engine's warm latency: enough to fill BLOCK_S, within
+    [RUNS_PER_ROUND, MAX_RUNS_PER_ROUND]."""
+    return max(RUNS_PER_ROUND, min(MAX_RUNS_PER_ROUND, round(BLOCK_S * 1e3 / max(warm_ms, 1e-3))))
+
+
 def time_rounds(engines: list, inputs: dict, rounds: int) -> dict:
     """Warms every engine up, then times them in `rounds` interleaved rounds
     (see SETTLE_S) into each engine's `times` and `first`; returns each
     engine's outputs {label: [arrays]}."""
-    outs = {}
+    outs, warm = {}, []
     for e in engines:
         e.times, e.first = [], []
         for _ in range(2):  # warm-up (and the first run's compile)
             outs[e.label] = e.run(inputs)
+        t0 = time.perf_counter()
+        e.run(inputs)
+        warm.append((time.perf_counter() - t0) * 1e3)
+    block = runs_per_round(min(warm))
     for _ in range(rounds):
         for e in engines:
             time.sleep(SETTLE_S)
-            for k in range(1 + RUNS_PER_ROUND):
+            for k in range(1 + block):
                 t0 = time.perf_counter()
                 e.run(inputs)
                 ms = (time.perf_counter() - t0) * 1e3
@@ -323,8 +339,9 @@ def main() -> int:
             print(f"{name}: failed, see the notes", flush=True)
 
     labels = ["tiller", "paddle", "ort", "ort+opt"]
-    print(f"\n{args.threads} threads, median of interleaved rounds, fp32, ms "
-          f"(ratio = Tiller / best peer; issue 12's bound: <= 0.90)")
+    print(f"\n{args.threads} threads, median of interleaved rounds (each: a {SETTLE_S} s pause, "
+          f"one run apart, then {RUNS_PER_ROUND}-{MAX_RUNS_PER_ROUND} runs filling ~{BLOCK_S} s), "
+          f"fp32, ms (ratio = Tiller / best peer; issue 12's bound: <= 0.90)")
     print(f"{'model':<20}{'batch':>6}" + "".join(f"{x:>10}" for x in labels)
           + f"{'ratio':>8}  max rel diff vs paddle")
     met = True
