@@ -21,15 +21,51 @@ namespace tiller::cpu {
 namespace {
 
 // A register tile: kRows rows by kPanel columns (two vectors), 2 * kRows
-// accumulators (12 of AVX2's 16 registers).
+// accumulators: 16 of AVX-512's 32 registers, 12 of AVX2's 16. Eight rows
+// divide the usual sequence lengths (a block of 64 query rows takes no
+// partial tile), and per k the tile's 16 FMAs outnumber its loads (two
+// vectors of B, eight broadcasts of A).
+#if defined(__AVX512F__)
+constexpr int kRows = 8;
+constexpr int64_t kMaxBlockRows = 64;  // a multiple of kRows
+#else
 constexpr int kRows = 6;
+constexpr int64_t kMaxBlockRows = 66;
+#endif
 constexpr int64_t kPanel = int64_t{2} * simd::kLanes;
 constexpr int64_t kScoreFloats = 16384;  // scores per block: 64 KiB
-constexpr int64_t kMaxBlockRows = 66;    // a multiple of kRows
 
 int64_t Panels(int64_t n) {
   return (n + kPanel - 1) / kPanel;
 }
+
+#if defined(__AVX512F__)
+// r[i] = row i of a 16 x 16 block  ->  r[i] = its column i: pairs of rows
+// interleaved, then 64-bit pairs, then 128-bit lanes twice.
+inline void Transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (size_t i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    for (size_t c = 0; c < 4; ++c) {
+      t[8 * i + c] = _mm512_shuffle_f32x4(r[8 * i + c], r[8 * i + 4 + c], 0x88);
+      t[8 * i + 4 + c] = _mm512_shuffle_f32x4(r[8 * i + c], r[8 * i + 4 + c], 0xDD);
+    }
+  }
+  for (size_t c = 0; c < 8; ++c) {
+    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
+  }
+}
+#endif
 
 // B [kn, n] (element (k, j) at b[k * ldk + j * ldj]) as panels of kPanel
 // columns, each [kn, kPanel] contiguous and zero-padded: the tiles then
@@ -49,7 +85,27 @@ void PackPanels(const float* b, int64_t ldk, int64_t ldj, int64_t kn, int64_t n,
       for (int64_t k = 0; k < kn; ++k)
         std::copy(b + k * ldk + j0, b + k * ldk + j0 + w, panel + k * kPanel);
     } else {  // a transpose: read b's contiguous k runs, write the panel's columns
-      for (int64_t j = 0; j < w; ++j) {
+      int64_t j = 0;
+#if defined(__AVX512F__)
+      // 16 x 16 blocks through registers (the keys' transpose was a scalar
+      // store per element, ~10% of an attention head's time).
+      if (ldk == 1) {
+        for (; j + 16 <= w; j += 16) {
+          const float* rows = b + (j0 + j) * ldj;
+          int64_t k = 0;
+          for (; k + 16 <= kn; k += 16) {
+            __m512 r[16];
+            for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(rows + i * ldj + k);
+            Transpose16(r);
+            for (int i = 0; i < 16; ++i) _mm512_storeu_ps(panel + (k + i) * kPanel + j, r[i]);
+          }
+          for (; k < kn; ++k) {
+            for (int i = 0; i < 16; ++i) panel[k * kPanel + j + i] = rows[i * ldj + k];
+          }
+        }
+      }
+#endif
+      for (; j < w; ++j) {
         const float* col = b + (j0 + j) * ldj;
         for (int64_t k = 0; k < kn; ++k) panel[k * kPanel + j] = col[k * ldk];
       }
@@ -94,6 +150,17 @@ void TileOfWidth(const float* a, int64_t lda, const float* panel, int64_t kn, fl
   Tile<R, false>(a, lda, panel, kn, c, ldc, w, row_scale);
 }
 
+// The last `rows` (< kRows) rows as one tile of that height (one row at a
+// time would reload B's panel per row: load-bound).
+template <int R = kRows - 1>
+void LastRows(int64_t rows, const float* a, int64_t lda, const float* panel, int64_t kn, float* c,
+              int64_t ldc, int64_t w, const float* row_scale) {
+  if constexpr (R > 0) {
+    if (rows == R) return TileOfWidth<R>(a, lda, panel, kn, c, ldc, w, row_scale);
+    LastRows<R - 1>(rows, a, lda, panel, kn, c, ldc, w, row_scale);
+  }
+}
+
 // C[rows, n] = diag(row_scale) A[rows, kn] B[kn, n], B packed by PackPanels.
 void Product(const float* a, int64_t lda, const float* panels, int64_t rows, int64_t kn, int64_t n,
              float* c, int64_t ldc, const float* row_scale) {
@@ -103,8 +170,8 @@ void Product(const float* a, int64_t lda, const float* panels, int64_t rows, int
     int64_t r = 0;
     for (; r + kRows <= rows; r += kRows)
       TileOfWidth<kRows>(a + r * lda, lda, panel, kn, c + r * ldc + j, ldc, w, row_scale + r);
-    for (; r < rows; ++r)
-      TileOfWidth<1>(a + r * lda, lda, panel, kn, c + r * ldc + j, ldc, w, row_scale + r);
+    if (r < rows)
+      LastRows(rows - r, a + r * lda, lda, panel, kn, c + r * ldc + j, ldc, w, row_scale + r);
   }
 }
 
