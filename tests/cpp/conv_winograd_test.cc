@@ -5,6 +5,7 @@
 // direct convolution's within float32 rounding, and that conv2d's
 // inference refuses the attribute where the algorithm does not apply.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_context.h"
+#include "backends/cpu/kernel.h"
 #include "compile/executable.h"
 #include "core/error.h"
 #include "passes/pass.h"
@@ -158,6 +160,66 @@ TEST(ConvWinograd, GivesTheDirectResultsInEveryLayoutTheConvPassesLeave) {
       EXPECT_LE(rel, 2e-5) << ShapeToString(in);
     }
   }
+}
+
+// A channel-last conv2d with a residual and relu (what fuse_conv_add leaves)
+// run by its CPU kernel: the output's floats.
+std::vector<float> RunConv(const ir::Op& op, backend::Kernel& k) {
+  backend::KernelArgs args;
+  for (const Value* v : op.inputs) args.inputs.push_back(v->data ? v->data->data() : nullptr);
+  std::vector<float> out(NumElements(op.outputs[0]->shape()), -1.0f);
+  args.outputs.push_back(out.data());
+  AlignedBuffer ws(k.workspace_bytes());
+  args.workspace = ws.data();
+  k.Run(args);
+  return out;
+}
+
+// A Winograd kernel built for two threads and run by a halved team (the
+// worker's response to contention, cpu_backend.h) runs its direct twin: the
+// direct kernel's result to the bit; with its full team, Winograd's.
+TEST(ConvWinograd, AHalvedTeamRunsTheDirectTwin) {
+  if (!cpu::DnnlRunsWinograd()) GTEST_SKIP() << "oneDNN has no Winograd kernels for this CPU";
+  const int saved = omp_get_max_threads();
+  std::mt19937 rng(6);
+  Graph g;
+  const Shape nhwc{2, 14, 14, 64};
+  auto constant = [&](const std::string& name, const Shape& s, float scale) {
+    return g.AddData(name, {DType::kF32, s}, ir::ValueKind::kConstant, Random(s, rng, scale));
+  };
+  Value* x = constant("x", nhwc, 1.0f);  // data the kernel reads as any input
+  Value* w = Param(g, "w", {64, 64, 3, 3}, rng, 1.0f / 24);
+  Value* b = Param(g, "b", {64}, rng, 0.1f);
+  Value* r = constant("r", nhwc, 1.0f);
+  auto conv = [&](const char* algorithm) {
+    return g
+        .Add1("conv2d", {x, w, b, r},
+              {{"pads", std::vector<int64_t>{1, 1, 1, 1}},
+               {"data_format", std::string("NHWC")},
+               {"activation", std::string("relu")},
+               {"algorithm", std::string(algorithm)}})
+        ->producer;
+  };
+  const ir::Op* wino_op = conv("winograd");
+  const ir::Op* direct_op = conv("direct");
+  omp_set_num_threads(2);
+  const size_t before = cpu::WinogradConvolutionsCreated();
+  auto wino = cpu::CreateKernel(*wino_op);
+  EXPECT_EQ(cpu::WinogradConvolutionsCreated(), before + 1);
+  omp_set_num_threads(1);
+  auto direct = cpu::CreateKernel(*direct_op);
+  const std::vector<float> want = RunConv(*direct_op, *direct);
+  EXPECT_EQ(RunConv(*wino_op, *wino), want);  // the halved team: the twin
+  omp_set_num_threads(2);
+  const std::vector<float> full = RunConv(*wino_op, *wino);
+  omp_set_num_threads(saved);
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(full[i] - want[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(want[i])));
+  }
+  EXPECT_GT(diff, 0.0);  // Winograd rounds differently: it ran
+  EXPECT_LE(diff, 2e-5 * scale);
 }
 
 }  // namespace

@@ -593,6 +593,19 @@ class BlockedConvKernel : public Kernel {
     args_half_ = args_;
     args_half_[DNNL_ARG_SCRATCHPAD] = scratch_half_;
   }
+  // A kernel Run() takes instead while the team is smaller than `team`, the
+  // one this kernel was built for: a Winograd convolution's direct twin.
+  // Next to another busy process oneDNN's Winograd kernels ran ResNet-50's
+  // 3x3 layers 2-6x slower than alone on two threads (a barrier per step of
+  // their tile loops, each waiting for the descheduled thread) and ~1.5x
+  // slower on one, where the direct ones held their one-thread time: with
+  // the twin the halved team (cpu_backend.h) runs ResNet-50 batch 1 as fast
+  // under contention as without Winograd.
+  void SetHalvedFallback(std::unique_ptr<BlockedConvKernel> kernel, int team) {
+    ws_ = std::max(ws_, kernel->workspace_bytes());
+    halved_ = std::move(kernel);
+    halved_team_ = team;
+  }
   // The op's last input is a residual the convolution adds into its result
   // (sum post-op): Run() copies it into the output unless it is there, or
   // reorders it into the blocked result (a Winograd convolution's).
@@ -604,6 +617,7 @@ class BlockedConvKernel : public Kernel {
     }
   }
   void Run(const KernelArgs& a) override {
+    if (halved_ && omp_get_max_threads() < halved_team_) return halved_->Run(a);
     if (residual_bytes_ && !reorder_out_ && a.outputs[0] != a.inputs.back())
       std::memcpy(a.outputs[0], a.inputs.back(), residual_bytes_);
     auto* ws = static_cast<std::byte*>(a.workspace);
@@ -636,6 +650,8 @@ class BlockedConvKernel : public Kernel {
   dnnl::stream& stream_;
   dnnl::primitive conv_, half_;
   int team_ = 0;  // the threads conv_ was built for, when half_ is set
+  std::unique_ptr<BlockedConvKernel> halved_;
+  int halved_team_ = 0;
   std::vector<DnnlKernel::Slot> weights_;
   memory x_plain_, y_plain_, x_blocked_, y_blocked_, scratch_, scratch_half_, r_plain_;
   dnnl::reorder to_blocked_, to_plain_, residual_to_blocked_;
@@ -720,6 +736,7 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   dnnl::convolution_forward::desc desc_any =
       describe(dnnl::algorithm::convolution_direct, channels_last);
   dnnl::convolution_forward::primitive_desc pd;
+  bool winograd = false;
   if (!int8 && op.GetStr("algorithm") == "winograd") {
     // oneDNN 2.6 has Winograd kernels for AVX-512 only: elsewhere the
     // direct one computes the same function.
@@ -727,6 +744,7 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
     try {
       pd = dnnl::convolution_forward::primitive_desc(wino, attr, dn.engine);
       desc_any = wino;
+      winograd = true;
       ++g_winograd_convs;
     } catch (const dnnl::error&) {
     }
@@ -755,10 +773,27 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
     kernel = MarkPacked(std::move(kernel), weights, 1);
   }
   if (residual) kernel->AddIntoResidual(y->bytes());
+  const int team = omp_get_max_threads();
+  if (winograd && team > 1) {
+    // Its halved team runs the direct convolution (SetHalvedFallback), on
+    // the op's own layouts, with the filter packed for it too.
+    omp_set_num_threads(team / 2);
+    dnnl::convolution_forward::primitive_desc direct(
+        describe(dnnl::algorithm::convolution_direct, channels_last), attr, dn.engine);
+    std::vector<DnnlKernel::Slot> slots{
+        BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, direct.weights_desc())};
+    if (bias) slots.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
+    auto twin = std::make_unique<BlockedConvKernel>(dn, dnnl::convolution_forward(direct), direct,
+                                                    x_md, y_md, std::move(slots));
+    if (residual) twin->AddIntoResidual(y->bytes());
+    omp_set_num_threads(team);
+    kernel->SetHalvedFallback(std::move(twin), team);
+    return kernel;
+  }
   // The same convolution for half the team (kernels are built on the
   // device's worker, with its team: see BlockedConvKernel), when oneDNN
   // picks the same layouts for it, so the packed weights serve both.
-  if (const int team = omp_get_max_threads(); team > 1) {
+  if (team > 1) {
     // The primitive too is made with the halved team: oneDNN's primitive
     // cache keys on the thread count, and would hand back the full one.
     omp_set_num_threads(team / 2);
