@@ -597,10 +597,11 @@ class BlockedConvKernel : public Kernel {
   // one this kernel was built for: a Winograd convolution's direct twin.
   // Next to another busy process oneDNN's Winograd kernels ran ResNet-50's
   // 3x3 layers 2-6x slower than alone on two threads (a barrier per step of
-  // their tile loops, each waiting for the descheduled thread) and ~1.5x
-  // slower on one, where the direct ones held their one-thread time: with
-  // the twin the halved team (cpu_backend.h) runs ResNet-50 batch 1 as fast
-  // under contention as without Winograd.
+  // their tile loops, each waiting for the descheduled thread), and their
+  // one-thread twins ~1.5x slower than alone in a halved predictor, where
+  // the direct ones held their one-thread time: with this twin the halved
+  // team (cpu_backend.h) runs ResNet-50 batch 1 under contention within
+  // ~5% of a predictor without Winograd (89-91 against 83-88 ms).
   void SetHalvedFallback(std::unique_ptr<BlockedConvKernel> kernel, int team) {
     ws_ = std::max(ws_, kernel->workspace_bytes());
     halved_ = std::move(kernel);
