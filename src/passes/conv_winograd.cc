@@ -5,10 +5,12 @@
 // from transformed input tiles with 2.25x (F(2x2, 3x3)) to 4x (F(4x4, 3x3))
 // fewer multiplications; oneDNN's AVX-512 kernels for it ran ResNet-50's
 // 3 x 3 layers 1.2-2x faster than its direct kernels on a Zen 4 machine
-// (2 threads, the reorders to and from its blocked layout included), and
-// their results were within 2e-6 of the largest output (relative) of the
-// direct ones. With few channels the transforms dominate: 16 in and out
-// broke even, 3 (a network's first layer) ran 4x slower; 32 gained 1.3x.
+// (2 threads, the reorders to and from its blocked layout included, warm
+// or cold caches), and their results were within 2e-6 of the largest
+// output (relative) of the direct ones. With few channels the transforms
+// dominate: 32 in and out gained 1.07-1.34x (UNet's 32-channel layers
+// 1.2x in the model), 16 broke even or lost, 3 (a first layer) ran 4x
+// slower.
 // Inference only (training keeps the direct kernels its gradients match);
 // the CPU kernel falls back to the direct one where oneDNN has no Winograd
 // kernel (CPUs without AVX-512).
