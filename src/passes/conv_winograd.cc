@@ -14,6 +14,7 @@
 // Inference only (training keeps the direct kernels its gradients match);
 // the CPU kernel falls back to the direct one where oneDNN has no Winograd
 // kernel (CPUs without AVX-512).
+#include "ir/ops/op_helpers.h"
 #include "passes/pass.h"
 #include "passes/pattern_utils.h"
 
@@ -23,14 +24,12 @@ namespace {
 constexpr int64_t kMinChannels = 32;
 
 bool Eligible(const ir::Op& conv) {
-  const ir::Value* x = conv.inputs[0];
   const ir::Value* w = conv.inputs[1];
   const Shape& ws = w->shape();
-  return conv.GetStr("algorithm") == "direct" && HasData(w) && x->dtype() == DType::kF32 &&
-         w->dtype() == DType::kF32 && conv.outputs[0]->dtype() == DType::kF32 && ws.size() == 4 &&
-         ws[2] == 3 && ws[3] == 3 && ws[0] >= kMinChannels && ws[1] >= kMinChannels &&
-         conv.GetInt("groups") == 1 && conv.GetInts("strides") == std::vector<int64_t>{1, 1} &&
-         conv.GetInts("dilations") == std::vector<int64_t>{1, 1};
+  return conv.GetStr("algorithm") == "direct" && HasData(w) &&
+         ir::WinogradFits(ws, ir::ReadConvWindow(conv), conv.inputs[0]->dtype(),
+                          conv.outputs[0]->dtype()) &&
+         ws[0] >= kMinChannels && ws[1] >= kMinChannels;
 }
 
 }  // namespace

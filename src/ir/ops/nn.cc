@@ -90,10 +90,7 @@ void InferConv2d(InferContext& c) {
     c.Fail("bias dtype {} is neither the result's nor float32", DTypeName(c.input(2).dtype));
   TensorType y{out_dtype, y_shape};
   if (const std::string& a = c.op().GetStr("algorithm"); a == "winograd") {
-    const ConvWindow win = ReadConvWindow(c.op());
-    if (w.shape[2] != 3 || w.shape[3] != 3 || win.groups != 1 ||
-        win.strides != std::vector<int64_t>{1, 1} || win.dilations != std::vector<int64_t>{1, 1} ||
-        x_dtype != DType::kF32 || out_dtype != DType::kF32)
+    if (!WinogradFits(w.shape, ReadConvWindow(c.op()), x_dtype, out_dtype))
       c.Fail("algorithm 'winograd' needs a 3x3 float32 filter, strides and dilations 1, groups 1");
   } else if (a != "direct") {
     c.Fail("algorithm '{}' is not direct or winograd", a);

@@ -33,6 +33,12 @@ ConvWindow ReadConvWindow(const Op& op) {
   return {op.GetInts("strides"), op.GetInts("pads"), op.GetInts("dilations"), op.GetInt("groups")};
 }
 
+bool WinogradFits(const Shape& filter, const ConvWindow& window, DType x, DType y) {
+  const std::vector<int64_t> ones{1, 1};
+  return filter.size() == 4 && filter[2] == 3 && filter[3] == 3 && window.groups == 1 &&
+         window.strides == ones && window.dilations == ones && x == DType::kF32 && y == DType::kF32;
+}
+
 void SetConvFilterAndBiasGrads(GradContext& c, const AttrMap& window, Value* input, Value* dy,
                                Value* out_grad) {
   if (c.needs_grad(1)) {

@@ -28,6 +28,11 @@ struct ConvWindow {
   std::string Problem() const;
 };
 ConvWindow ReadConvWindow(const Op& op);
+// Whether conv2d's algorithm = "winograd" applies: a 3 x 3 filter
+// ([O, C, 3, 3]), strides and dilations 1, one group, float32 input and
+// result (conv2d's inference refuses the attribute elsewhere; the
+// conv_winograd stage chooses among such convolutions).
+bool WinogradFits(const Shape& filter, const ConvWindow& window, DType x, DType y);
 
 // A pooling window (pool2d, max_pool2d_with_index): empty when well formed,
 // else the attribute and value named. ksize >= 1 always (the output size

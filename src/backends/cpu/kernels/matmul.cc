@@ -537,6 +537,20 @@ std::unique_ptr<Kernel> MakeLinearInt8(const ir::Op& op, backend::Device& device
   return kernel;
 }
 
+// While it lives, this thread's OpenMP team is half of `team`: kernels
+// build their half-team primitives in it (oneDNN's primitive cache keys on
+// the thread count, and would hand back the full team's).
+class HalfTeam {
+ public:
+  explicit HalfTeam(int team) : team_(team) { omp_set_num_threads(team / 2); }
+  ~HalfTeam() { omp_set_num_threads(team_); }
+  HalfTeam(const HalfTeam&) = delete;
+  HalfTeam& operator=(const HalfTeam&) = delete;
+
+ private:
+  int team_;
+};
+
 // A convolution that runs in oneDNN's preferred activation layout: src is
 // reordered from the op's plain layout (NCHW or NHWC) into workspace, the
 // convolution writes its blocked result into workspace, and a reorder writes
@@ -605,7 +619,7 @@ class BlockedConvKernel : public Kernel {
   void SetHalvedFallback(std::unique_ptr<BlockedConvKernel> kernel, int team) {
     ws_ = std::max(ws_, kernel->workspace_bytes());
     halved_ = std::move(kernel);
-    halved_team_ = team;
+    team_ = team;
   }
   // The op's last input is a residual the convolution adds into its result
   // (sum post-op): Run() copies it into the output unless it is there, or
@@ -618,7 +632,8 @@ class BlockedConvKernel : public Kernel {
     }
   }
   void Run(const KernelArgs& a) override {
-    if (halved_ && omp_get_max_threads() < halved_team_) return halved_->Run(a);
+    const bool halved = team_ > 1 && omp_get_max_threads() < team_;
+    if (halved && halved_) return halved_->Run(a);
     if (residual_bytes_ && !reorder_out_ && a.outputs[0] != a.inputs.back())
       std::memcpy(a.outputs[0], a.inputs.back(), residual_bytes_);
     auto* ws = static_cast<std::byte*>(a.workspace);
@@ -637,7 +652,7 @@ class BlockedConvKernel : public Kernel {
       residual_to_blocked_.execute(stream, r_plain_, y_blocked_);
     }
     if (reorder_in_) to_blocked_.execute(stream, x_plain_, x_blocked_);
-    if (team_ > 1 && omp_get_max_threads() < team_) {
+    if (halved) {
       scratch_half_.set_data_handle(ws + scratch_off_);
       half_.execute(stream, args_half_);
     } else {
@@ -650,9 +665,10 @@ class BlockedConvKernel : public Kernel {
  private:
   dnnl::stream& stream_;
   dnnl::primitive conv_, half_;
-  int team_ = 0;  // the threads conv_ was built for, when half_ is set
+  // The threads conv_ was built for, when a smaller team runs something
+  // else: half_ (AddHalfTeam) or halved_ (SetHalvedFallback).
+  int team_ = 0;
   std::unique_ptr<BlockedConvKernel> halved_;
-  int halved_team_ = 0;
   std::vector<DnnlKernel::Slot> weights_;
   memory x_plain_, y_plain_, x_blocked_, y_blocked_, scratch_, scratch_half_, r_plain_;
   dnnl::reorder to_blocked_, to_plain_, residual_to_blocked_;
@@ -734,7 +750,7 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
                                            b_md, y_any, Dims{strides[0], strides[1]}, d_dil,
                                            Dims{pads[0], pads[2]}, Dims{pads[1], pads[3]});
   };
-  dnnl::convolution_forward::desc desc_any =
+  const dnnl::convolution_forward::desc desc_any =
       describe(dnnl::algorithm::convolution_direct, channels_last);
   dnnl::convolution_forward::primitive_desc pd;
   bool winograd = false;
@@ -744,15 +760,19 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
     dnnl::convolution_forward::desc wino = describe(dnnl::algorithm::convolution_winograd, false);
     try {
       pd = dnnl::convolution_forward::primitive_desc(wino, attr, dn.engine);
-      desc_any = wino;
       winograd = true;
       ++g_winograd_convs;
     } catch (const dnnl::error&) {
     }
   }
   if (!pd) pd = dnnl::convolution_forward::primitive_desc(desc_any, attr, dn.engine);
-  std::vector<DnnlKernel::Slot> weights{
-      BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
+  // The filter packed for `p`, and a float bias as it is (int8's: below).
+  auto filter_and_bias = [&](const dnnl::convolution_forward::primitive_desc& p) {
+    std::vector<DnnlKernel::Slot> slots{BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, p.weights_desc())};
+    if (bias && !int8) slots.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
+    return slots;
+  };
+  std::vector<DnnlKernel::Slot> weights = filter_and_bias(pd);
   if (bias && int8) {
     memory b(b_md, dn.engine);  // allocated by oneDNN, lives with the kernel
     const float* bv = reinterpret_cast<const float*>(bias->data->data());
@@ -761,8 +781,6 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
     // In the slot of the op's scale (input 2), read above: a prepacked slot
     // is never rebound.
     weights.push_back({DNNL_ARG_BIAS, b, true});
-  } else if (bias) {
-    weights.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
   }
   auto kernel = std::make_unique<BlockedConvKernel>(dn, dnnl::convolution_forward(pd), pd, x_md,
                                                     y_md, weights);
@@ -778,16 +796,12 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   if (winograd && team > 1) {
     // Its halved team runs the direct convolution (SetHalvedFallback), on
     // the op's own layouts, with the filter packed for it too.
-    omp_set_num_threads(team / 2);
+    const HalfTeam half_team(team);
     dnnl::convolution_forward::primitive_desc direct(
         describe(dnnl::algorithm::convolution_direct, channels_last), attr, dn.engine);
-    std::vector<DnnlKernel::Slot> slots{
-        BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, direct.weights_desc())};
-    if (bias) slots.push_back(BindInput(dn, DNNL_ARG_BIAS, bias, b_md, b_md));
     auto twin = std::make_unique<BlockedConvKernel>(dn, dnnl::convolution_forward(direct), direct,
-                                                    x_md, y_md, std::move(slots));
+                                                    x_md, y_md, filter_and_bias(direct));
     if (residual) twin->AddIntoResidual(y->bytes());
-    omp_set_num_threads(team);
     kernel->SetHalvedFallback(std::move(twin), team);
     return kernel;
   }
@@ -795,16 +809,11 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   // device's worker, with its team: see BlockedConvKernel), when oneDNN
   // picks the same layouts for it, so the packed weights serve both.
   if (team > 1) {
-    // The primitive too is made with the halved team: oneDNN's primitive
-    // cache keys on the thread count, and would hand back the full one.
-    omp_set_num_threads(team / 2);
+    const HalfTeam half_team(team);
     dnnl::convolution_forward::primitive_desc half(desc_any, attr, dn.engine);
-    dnnl::primitive half_conv;
     if (half.weights_desc() == pd.weights_desc() && half.src_desc() == pd.src_desc() &&
         half.dst_desc() == pd.dst_desc())
-      half_conv = dnnl::convolution_forward(half);
-    omp_set_num_threads(team);
-    if (half_conv) kernel->AddHalfTeam(std::move(half_conv), half, team);
+      kernel->AddHalfTeam(dnnl::convolution_forward(half), half, team);
   }
   return kernel;
 }
