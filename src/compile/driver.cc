@@ -545,6 +545,15 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     passes::PassRecord record = passes::RunPass(wino, *graph, ctx);
     if (record.rewrites) report.stages.push_back(record);
   }
+  if (!ctx.training && options_.optimize) {
+    // After mixed precision and half_fallback (float32 convolutions only),
+    // and after conv_winograd (whose 3 x 3 convolutions are never depthwise).
+    StagePass fuse("fuse_pointwise_depthwise",
+                   "conv2d{1x1} -> conv2d{depthwise} -> conv2d_1x1_depthwise",
+                   passes::FusePointwiseDepthwise);
+    passes::PassRecord record = passes::RunPass(fuse, *graph, ctx);
+    if (record.rewrites) report.stages.push_back(record);
+  }
   StagePass place("placement", "each op onto a device",
                   [&](ir::Graph& g) { return PlaceOps(g, devices_, options_.placement); });
   report.stages.push_back(passes::RunPass(place, *graph, ctx));

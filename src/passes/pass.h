@@ -125,6 +125,11 @@ int FuseActivation(ir::Graph& g);
 // driver runs it for inference, after mixed precision, unless
 // CompileOptions::conv_winograd is off)
 int ChooseWinogradConvs(ir::Graph& g);
+// conv2d{1x1, NHWC, float32} -> conv2d{depthwise, NHWC, float32} ->
+// conv2d_1x1_depthwise: the expanded tensor between them never stored
+// (passes/fuse_pointwise_depthwise.cc; the compile driver runs it for
+// inference, after mixed precision)
+int FusePointwiseDepthwise(ir::Graph& g);
 // add(x, embedding_grad(ids, dy)) -> embedding_grad_add(x, ids, dy): a
 // table's gradient sum without a table-sized temporary (training)
 int FuseEmbeddingGradAdd(ir::Graph& g);

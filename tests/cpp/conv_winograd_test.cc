@@ -19,6 +19,7 @@
 #include "compile/executable.h"
 #include "core/error.h"
 #include "passes/pass.h"
+#include "test_graphs.h"
 
 namespace tiller::passes {
 namespace {
@@ -26,16 +27,8 @@ namespace {
 using ir::Graph;
 using ir::Value;
 
-std::shared_ptr<AlignedBuffer> Random(const Shape& shape, std::mt19937& rng, float scale) {
-  auto buf = std::make_shared<AlignedBuffer>(NumElements(shape) * sizeof(float));
-  std::normal_distribution<float> d(0.0f, scale);
-  for (int64_t i = 0; i < NumElements(shape); ++i) buf->as<float>()[i] = d(rng);
-  return buf;
-}
-
-Value* Param(Graph& g, const std::string& name, const Shape& s, std::mt19937& rng, float scale) {
-  return g.AddData(name, {DType::kF32, s}, ir::ValueKind::kParam, Random(s, rng, scale));
-}
+using test_util::Param;
+using test_util::Random;
 
 Value* Conv(Graph& g, Value* x, const std::string& name, int64_t in, int64_t out, int64_t k,
             std::mt19937& rng, int64_t stride = 1, int64_t groups = 1, int64_t dilation = 1) {
@@ -114,7 +107,7 @@ TEST(ConvWinograd, ConvInferenceRefusesWinogradWhereItDoesNotApply) {
 
 // The block run as built (direct, NCHW), and after `rewrite`; returns the
 // largest difference relative to the largest output.
-double RelativeDifference(const Shape& in, int (*rewrite)(Graph&), size_t* winograd_kernels) {
+double RewriteDifference(const Shape& in, int (*rewrite)(Graph&), size_t* winograd_kernels) {
   std::mt19937 rng(9);
   auto input = Random(in, rng, 1.0f);
   std::vector<float> out[2];
@@ -125,20 +118,13 @@ double RelativeDifference(const Shape& in, int (*rewrite)(Graph&), size_t* winog
     if (rewritten) rewrite(*g);
     ir::Verify(*g);
     const size_t before = cpu::WinogradConvolutionsCreated();
-    auto exe = compile::Executable::Build(std::move(g), {});
+    out[rewritten] = test_util::RunGraph(std::move(g), *input);
     if (rewritten) *winograd_kernels = cpu::WinogradConvolutionsCreated() - before;
-    std::memcpy(exe->inputs()[0].data, input->data(), input->size());
-    exe->Run();
-    const float* p = static_cast<const float*>(exe->outputs()[0].data);
-    out[rewritten].assign(p, p + NumElements(exe->outputs()[0].type.shape));
   }
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < out[0].size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(out[0][i] - out[1][i])));
-    scale = std::max(scale, static_cast<double>(std::abs(out[0][i])));
-  }
+  double scale = 0;
+  const double rel = test_util::RelativeDifference(out[0], out[1], &scale);
   EXPECT_GT(scale, 0.5);
-  return diff / scale;
+  return rel;
 }
 
 TEST(ConvWinograd, GivesTheDirectResultsInEveryLayoutTheConvPassesLeave) {
@@ -152,7 +138,7 @@ TEST(ConvWinograd, GivesTheDirectResultsInEveryLayoutTheConvPassesLeave) {
   for (const Shape& in : {Shape{1, 64, 14, 14}, Shape{8, 32, 13, 13}, Shape{2, 48, 28, 28}}) {
     for (auto rewrite : {+nchw, +nhwc}) {
       size_t kernels = 0;
-      const double rel = RelativeDifference(in, rewrite, &kernels);
+      const double rel = RewriteDifference(in, rewrite, &kernels);
       EXPECT_EQ(kernels, 2u) << ShapeToString(in);
       // Measured 1e-6-3e-6 on these blocks: Winograd's transforms add and
       // subtract inputs before the products, so float32 rounding grows

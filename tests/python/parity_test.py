@@ -128,7 +128,8 @@ def test_paddle_vision_mobilenet_v3_runs_channel_last_and_matches_paddle(tmp_pat
     squeeze-excitation convs, hard_swish / hard_sigmoid, residual adds):
     Tiller's channels_last pass keeps the whole convolution chain in NHWC
     (one transpose in, one out: the oneDNN convolutions run without
-    reorders), and the result matches Paddle Inference. Batch norm
+    reorders), each block's expansion runs fused with its depthwise
+    convolution, and the result matches Paddle Inference. Batch norm
     statistics are randomized so that every layer moves the output (at
     Paddle's initial values the logits are ~1e-7 and any error would pass).
     Tolerance: 1e-4 of the largest logit, as the module's TOL."""
@@ -162,3 +163,8 @@ def test_paddle_vision_mobilenet_v3_runs_channel_last_and_matches_paddle(tmp_pat
     assert graph.count("= transpose(") == 2
     assert graph.count('data_format="NHWC"') == graph.count("= conv2d(") + graph.count("= pool2d(")
     assert "= hard_swish(" not in graph and "= add(" not in graph
+    # Ten of the eleven inverted residual blocks expand their input (the
+    # first filters the stem's 8 channels directly), all from <= 64
+    # channels: each expansion and its depthwise convolution run as one
+    # conv2d_1x1_depthwise (passes/fuse_pointwise_depthwise.cc).
+    assert graph.count("= conv2d_1x1_depthwise(") == 10, graph

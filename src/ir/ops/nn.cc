@@ -17,6 +17,15 @@
 //     3 x 3 filter, stride and dilation 1, one group and float32 operands;
 //     the same function, rounded differently)}: residual (fuse_conv_add;
 //     needs a bias) is added to the convolution before the activation
+//   conv2d_1x1_depthwise(x NHWC [N, H, W, C], w1 [E, C, 1, 1], b1 [E],
+//     w2 [E, 1, KH, KW], b2 [E]){strides = [1, 1], pads = [0, 0, 0, 0]
+//     (the depthwise convolution's, as conv2d's), pointwise_activation = "",
+//     activation = "" (each "", relu, relu6 or hard_swish)}: NHWC
+//     [N, OH, OW, E] = conv2d{groups E, the window}(act1(conv2d(x, w1) + b1),
+//     w2) + b2, then act2: a pointwise (1 x 1) convolution and the depthwise
+//     convolution reading its result, as MobileNet's inverted residual
+//     blocks begin, set by the fuse_pointwise_depthwise inference stage
+//     (float32; no gradient rule).
 //   pool2d(x NCHW){pooling_type = "max" | "avg", ksize [2] (required),
 //     strides = [1, 1], pads = [0, 0, 0, 0] as conv2d, ceil_mode = false,
 //     exclusive = true (avg ignores padding), adaptive = false (ksize is the
@@ -103,6 +112,44 @@ void InferConv2d(InferContext& c) {
   c.AddOutput(y);
 }
 
+void InferConv1x1Depthwise(InferContext& c) {
+  const Shape& x = c.input(0).shape;
+  const Shape& w1 = c.input(1).shape;
+  const Shape& w2 = c.input(3).shape;
+  for (size_t i = 0; i < 5; ++i) {
+    if (c.input(i).dtype != DType::kF32)
+      c.Fail("input {} is {}, not float32", i, DTypeName(c.input(i).dtype));
+  }
+  if (x.size() != 4 || w1.size() != 4 || w2.size() != 4)
+    c.Fail("needs a 4-D input and filters, got {}, {} and {}", ShapeToString(x), ShapeToString(w1),
+           ShapeToString(w2));
+  const int64_t e = w1[0];
+  if (w1[1] != x[3] || w1[2] != 1 || w1[3] != 1)
+    c.Fail("pointwise filter {} does not fit the NHWC input {}", ShapeToString(w1),
+           ShapeToString(x));
+  if (w2[0] != e || w2[1] != 1 || w2[2] < 1 || w2[3] < 1)
+    c.Fail("depthwise filter {} is not [{}, 1, KH, KW]", ShapeToString(w2), e);
+  if (NumElements(c.input(2).shape) != e || NumElements(c.input(4).shape) != e)
+    c.Fail("biases {} and {} need {} values", ShapeToString(c.input(2).shape),
+           ShapeToString(c.input(4).shape), e);
+  const Op& op = c.op();
+  for (const char* a : {"pointwise_activation", "activation"}) {
+    if (!PointwiseDepthwiseActivation(op.GetStr(a)))
+      c.Fail("{} '{}' is not relu, relu6 or hard_swish", a, op.GetStr(a));
+  }
+  const auto& s = op.GetInts("strides");
+  const auto& p = op.GetInts("pads");
+  if (s.size() != 2 || p.size() != 4) c.Fail("strides need 2 values and pads 4");
+  if (s[0] < 1 || s[1] < 1) c.Fail("strides {} must be >= 1", ShapeToString(s));
+  for (int64_t v : p) {
+    if (v < 0) c.Fail("pads {} must be >= 0", ShapeToString(p));
+  }
+  const int64_t oh = WindowOutputSize(x[1], w2[2], s[0], p[0], p[1], 1, false);
+  const int64_t ow = WindowOutputSize(x[2], w2[3], s[1], p[2], p[3], 1, false);
+  if (oh <= 0 || ow <= 0) c.Fail("empty output for input {}", ShapeToString(x));
+  c.AddOutput({DType::kF32, {x[0], oh, ow, e}});
+}
+
 void InferPool2d(InferContext& c) {
   const bool last = ChannelsLast(c);
   if (c.input(0).shape.size() != 4)
@@ -187,6 +234,13 @@ const bool kSchemas = [] {
                        .Precision(PrecisionRule::kHalfSafe)
                        .Layout(LayoutRule::kDataFormat)
                        .InPlaceInput(3));
+  RegisterOpSchema(OpSchema{"conv2d_1x1_depthwise", 5, 5, InferConv1x1Depthwise}
+                       .Attr("strides", std::vector<int64_t>{1, 1})
+                       .Attr("pads", std::vector<int64_t>{0, 0, 0, 0})
+                       .Attr("pointwise_activation", "")
+                       .Attr("activation", "")
+                       .Precision(kF32)
+                       .Layout(kFixed));
   RegisterOpSchema(WithPool2dAttrs(OpSchema{"pool2d", 1, 1, InferPool2d})
                        .Attr("data_format", "NCHW")
                        .Precision(kFollows)

@@ -216,4 +216,8 @@ int64_t WindowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad
   return (ceil_mode ? (numer + stride - 1) / stride : numer / stride) + 1;
 }
 
+bool PointwiseDepthwiseActivation(const std::string& a) {
+  return a.empty() || a == "relu" || a == "relu6" || a == "hard_swish";
+}
+
 }  // namespace tiller::ir

@@ -113,6 +113,11 @@ Shape ReducedShape(const Shape& in, const std::vector<int>& axes, bool keepdim);
 // x_nchw: the input shape in N, C, H, W order.
 std::array<int64_t, 2> ConvTransposeEndPads(const Op& op, const Shape& x_nchw, const Shape& w);
 
+// The activations conv2d_1x1_depthwise applies to either convolution's
+// result: "" (none), relu, relu6 and hard_swish (Paddle's default
+// attributes: offset 3, threshold 6, scale 6).
+bool PointwiseDepthwiseActivation(const std::string& a);
+
 // Output size of a convolution/pooling window along one dim.
 int64_t WindowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad_begin,
                          int64_t pad_end, int64_t dilation, bool ceil_mode);
