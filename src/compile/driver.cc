@@ -550,7 +550,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     // and after conv_winograd (whose 3 x 3 convolutions are never depthwise).
     StagePass fuse("fuse_pointwise_depthwise",
                    "conv2d{1x1} -> conv2d{depthwise} -> conv2d_1x1_depthwise",
-                   passes::FusePointwiseDepthwise);
+                   [](ir::Graph& g) { return passes::FusePointwiseDepthwise(g); });
     passes::PassRecord record = passes::RunPass(fuse, *graph, ctx);
     if (record.rewrites) report.stages.push_back(record);
   }

@@ -96,7 +96,7 @@ TEST(FusePointwiseDepthwise, FusesAOneByOneConvolutionReadOnlyByADepthwiseOne) {
                        Conv{{32, 32, 3, 3}, {1, 1}, {1, 1, 1, 1}, 1, ""}, rng));
   for (size_t i = 0; i < ys.size(); ++i) g.AddOutput("y" + std::to_string(i), ys[i]);
   const size_t convs = Count(g, "conv2d");
-  EXPECT_EQ(FusePointwiseDepthwise(g), 1);
+  EXPECT_EQ(FusePointwiseDepthwise(g, 0), 1);
   ir::Verify(g);
   EXPECT_EQ(Count(g, "conv2d_1x1_depthwise"), 1u);
   EXPECT_EQ(Count(g, "conv2d"), convs - 2);
@@ -106,7 +106,24 @@ TEST(FusePointwiseDepthwise, FusesAOneByOneConvolutionReadOnlyByADepthwiseOne) {
   EXPECT_EQ(op->GetStr("activation"), "hard_swish");
   EXPECT_EQ(op->GetInts("pads"), (std::vector<int64_t>{1, 1, 1, 1}));
   EXPECT_EQ(op->outputs[0]->shape(), (Shape{1, 8, 8, 32}));
-  EXPECT_EQ(FusePointwiseDepthwise(g), 0);
+  EXPECT_EQ(FusePointwiseDepthwise(g, 0), 0);
+}
+
+// By default only expanded tensors past the L2 (more than 1 MiB) are fused:
+// smaller ones stay in the cache between oneDNN's two kernels.
+TEST(FusePointwiseDepthwise, FusesOnlyExpandedTensorsLargerThanTheBound) {
+  Graph g;
+  std::mt19937 rng(2);
+  const Conv dw = Depthwise(64, 3, 3, {2, 2}, {1, 1, 1, 1}, "relu");
+  // 1 x 64 x 64 x 64 floats: exactly 1 MiB; 1 x 64 x 65 x 64: past it.
+  for (int64_t w : {64, 65}) {
+    Value* x = g.AddInput("x" + std::to_string(w), {DType::kF32, {1, 64, w, 16}});
+    Value* e = AddConv(g, x, "pw" + std::to_string(w), Pointwise(16, 64, "relu"), rng);
+    g.AddOutput("y" + std::to_string(w), AddConv(g, e, "dw" + std::to_string(w), dw, rng));
+  }
+  EXPECT_EQ(FusePointwiseDepthwise(g), 1);
+  EXPECT_EQ(g.outputs()[0].second->producer->type, "conv2d");
+  EXPECT_EQ(g.outputs()[1].second->producer->type, "conv2d_1x1_depthwise");
 }
 
 struct Case {
@@ -130,7 +147,7 @@ double FusedDifference(const Case& c) {
     Value* e = AddConv(*g, x, "pw", Pointwise(c.x[3], c.expand, c.pointwise_act), wrng);
     g->AddOutput("y", AddConv(*g, e, "dw", c.depthwise, wrng));
     if (fused) {
-      EXPECT_EQ(FusePointwiseDepthwise(*g), 1);
+      EXPECT_EQ(FusePointwiseDepthwise(*g, 0), 1);
     }
     ir::Verify(*g);
     EXPECT_EQ(Count(*g, "conv2d_1x1_depthwise"), static_cast<size_t>(fused));
@@ -184,7 +201,7 @@ TEST(FusePointwiseDepthwise, ResultsDoNotDependOnTheThreads) {
                        Random({1, 20, 20, 24}, rng, 1.0f));
   Value* e = AddConv(g, x, "pw", Pointwise(24, 72, "relu"), rng);
   g.AddOutput("y", AddConv(g, e, "dw", Depthwise(72, 5, 5, {1, 1}, {2, 2, 2, 2}, "relu"), rng));
-  ASSERT_EQ(FusePointwiseDepthwise(g), 1);
+  ASSERT_EQ(FusePointwiseDepthwise(g, 0), 1);
   const ir::Op& op = *g.outputs()[0].second->producer;
   auto run = [&](backend::Kernel& k) {
     backend::KernelArgs args;

@@ -123,13 +123,28 @@ def test_more_real_models_match_paddle(zoo, preset, fmt, batch):
     assert_matches_paddle(model, inputs, paddle_mkldnn=mkldnn)
 
 
+def _randomize_batch_norms(model, rng):
+    """Random batch norm statistics and affine parameters, so that every
+    layer moves the output (at Paddle's initial values MobileNetV3's logits
+    are ~1e-7 and any error would pass); then eval mode."""
+    import paddle
+
+    for layer in model.sublayers():
+        if isinstance(layer, paddle.nn.BatchNorm2D):
+            c = layer.weight.shape[0]
+            layer.weight.set_value(rng.uniform(0.5, 1.5, c).astype("float32"))
+            layer.bias.set_value(rng.uniform(-0.2, 0.2, c).astype("float32"))
+            layer._mean.set_value(rng.uniform(-0.2, 0.2, c).astype("float32"))
+            layer._variance.set_value(rng.uniform(0.5, 1.5, c).astype("float32"))
+    model.eval()
+
+
 def test_paddle_vision_mobilenet_v3_runs_channel_last_and_matches_paddle(tmp_path):
     """MobileNetV3 as paddle.vision.models builds it (depthwise convs, biased
     squeeze-excitation convs, hard_swish / hard_sigmoid, residual adds):
     Tiller's channels_last pass keeps the whole convolution chain in NHWC
     (one transpose in, one out: the oneDNN convolutions run without
-    reorders), each block's expansion runs fused with its depthwise
-    convolution, and the result matches Paddle Inference. Batch norm
+    reorders), and the result matches Paddle Inference. Batch norm
     statistics are randomized so that every layer moves the output (at
     Paddle's initial values the logits are ~1e-7 and any error would pass).
     Tolerance: 1e-4 of the largest logit, as the module's TOL."""
@@ -139,14 +154,7 @@ def test_paddle_vision_mobilenet_v3_runs_channel_last_and_matches_paddle(tmp_pat
     paddle.seed(5)
     m = mobilenet_v3_small(scale=0.5, num_classes=16)
     rng = np.random.default_rng(5)
-    for layer in m.sublayers():
-        if isinstance(layer, paddle.nn.BatchNorm2D):
-            c = layer.weight.shape[0]
-            layer.weight.set_value(rng.uniform(0.5, 1.5, c).astype("float32"))
-            layer.bias.set_value(rng.uniform(-0.2, 0.2, c).astype("float32"))
-            layer._mean.set_value(rng.uniform(-0.2, 0.2, c).astype("float32"))
-            layer._variance.set_value(rng.uniform(0.5, 1.5, c).astype("float32"))
-    m.eval()
+    _randomize_batch_norms(m, rng)
     spec = [paddle.static.InputSpec([None, 3, 64, 64], "float32", "x")]
     paddle.jit.save(m, str(tmp_path / "model"), input_spec=spec)
     x = rng.standard_normal((2, 3, 64, 64)).astype("float32")
@@ -163,8 +171,34 @@ def test_paddle_vision_mobilenet_v3_runs_channel_last_and_matches_paddle(tmp_pat
     assert graph.count("= transpose(") == 2
     assert graph.count('data_format="NHWC"') == graph.count("= conv2d(") + graph.count("= pool2d(")
     assert "= hard_swish(" not in graph and "= add(" not in graph
-    # Ten of the eleven inverted residual blocks expand their input (the
-    # first filters the stem's 8 channels directly), all from <= 64
-    # channels: each expansion and its depthwise convolution run as one
-    # conv2d_1x1_depthwise (passes/fuse_pointwise_depthwise.cc).
-    assert graph.count("= conv2d_1x1_depthwise(") == 10, graph
+
+
+def test_paddle_vision_mobilenet_v3_large_fuses_its_expansions_and_matches_paddle(tmp_path):
+    """MobileNetV3-Large at 224 x 224, batch 2: the inverted residual blocks
+    whose expanded tensor passes 1 MiB (112 x 112 x 64, 56 x 56 x 72 twice,
+    28 x 28 x 240) run their expansion and depthwise convolution as one
+    conv2d_1x1_depthwise (passes/fuse_pointwise_depthwise.cc), and the
+    result matches Paddle Inference. Tolerance: 1e-4 of the largest logit,
+    as the module's TOL."""
+    import paddle
+    from paddle.vision.models import mobilenet_v3_large
+
+    paddle.seed(6)
+    m = mobilenet_v3_large(num_classes=32)
+    rng = np.random.default_rng(6)
+    _randomize_batch_norms(m, rng)
+    spec = [paddle.static.InputSpec([None, 3, 224, 224], "float32", "x")]
+    paddle.jit.save(m, str(tmp_path / "model"), input_spec=spec)
+    x = rng.standard_normal((2, 3, 224, 224)).astype("float32")
+    (want,) = export.paddle_infer(str(tmp_path), {"x": x}, threads=2).values()
+    config = ti.Config(str(tmp_path / "model.json"), str(tmp_path / "model.pdiparams"))
+    config.set_cpu_math_library_num_threads(2)
+    predictor = ti.create_predictor(config)
+    (got,) = predictor.run([x])
+    scale = np.abs(want).max()
+    assert scale > 1e-2
+    err = np.abs(got.astype(np.float64) - want).max() / scale
+    assert err <= TOL, f"max error {err:.3g} of the largest logit"
+    summary = predictor.summary()
+    assert summary["graph"].count("= conv2d_1x1_depthwise(") == 4, summary["graph"]
+    assert "fuse_pointwise_depthwise" in summary["compile_report"]
