@@ -975,6 +975,9 @@ std::vector<float> RefStrided(const std::vector<float>& x, const Shape& out, con
 // Transposes that are a 2-D transpose per batch (NCHW <-> NHWC and the like)
 // take a tiled kernel: shapes that are not multiples of its 16 x 256 work
 // items, dims of extent 1 among the moved ones, several items per image.
+// Three rows (an RGB image to NHWC) take the AVX-512 interleave: runs of
+// columns shorter than, a multiple of, and past its 16-column vectors and
+// 512-column work items.
 TEST(CpuKernelShape, TransposeAsBatched2DMatchesStridedReference) {
   struct Case {
     Shape s;
@@ -987,7 +990,9 @@ TEST(CpuKernelShape, TransposeAsBatched2DMatchesStridedReference) {
                                          {{2, 3, 61, 67}, {0, 2, 3, 1}},
                                          {{1, 33, 1, 300}, {0, 3, 1, 2}},
                                          {{1, 33, 1, 300}, {0, 2, 3, 1}},
-                                         {{300, 33}, {1, 0}}}) {
+                                         {{300, 33}, {1, 0}},
+                                         {{1, 3, 2, 5}, {0, 2, 3, 1}},
+                                         {{4, 3, 16, 32}, {0, 2, 3, 1}}}) {
     std::vector<float> x = RandF(NumElements(c.s));
     Graph g;
     Value* o = g.Add1("transpose", {g.AddInput("x", {DType::kF32, c.s})}, {{"perm", c.perm}});

@@ -165,11 +165,73 @@ void Transpose2D(const T* x, T* y, const Batched2D& t) {
       1);
 }
 
+#if defined(__AVX512F__)
+// in [batch, 3, b] -> out [batch, b, 3] (an RGB image's NCHW -> NHWC, what
+// the channels_last pass puts before a convolution network's first layer):
+// 16 columns at a time, each of the three output vectors built from the
+// three rows' vectors by two two-source permutes. The tiled loop moved
+// these one element at a time, 3x slower than oneDNN's reorder (0.5 of
+// MobileNetV3's 21 ms at batch 8).
+void Interleave3(const uint32_t* x, uint32_t* y, const Batched2D& t) {
+  constexpr int64_t kBlock = 512;  // columns per work item
+  // Output vector k, lane e holds element g = 16 k + e of the interleaved
+  // run: column g / 3 of row g % 3. The first permute takes rows 0 and 1
+  // (index column, or 16 + column), the second row 2 (16 + column) and
+  // keeps the first's lanes (e).
+  alignas(64) int32_t first[3][16], second[3][16];
+  for (int k = 0; k < 3; ++k) {
+    for (int e = 0; e < 16; ++e) {
+      const int g = 16 * k + e, col = g / 3, row = g % 3;  // col in [0, 16)
+      first[k][e] = row == 0 ? col : row == 1 ? 16 + col : 0;
+      second[k][e] = row == 2 ? 16 + col : e;
+    }
+  }
+  __m512i i1[3], i2[3];
+  for (int k = 0; k < 3; ++k) {
+    i1[k] = _mm512_load_si512(first[k]);
+    i2[k] = _mm512_load_si512(second[k]);
+  }
+  const int64_t blocks = (t.b + kBlock - 1) / kBlock;
+  ParallelRange(
+      t.batch * blocks, kBlock * 3,
+      [&](int64_t first_item, int64_t last_item) {
+        for (int64_t w = first_item; w < last_item; ++w) {
+          const int64_t n = w / blocks, j0 = w % blocks * kBlock;
+          const int64_t j1 = std::min(t.b, j0 + kBlock);
+          const uint32_t* xb = x + n * 3 * t.b;
+          uint32_t* yb = y + n * 3 * t.b;
+          int64_t j = j0;
+          for (; j + 16 <= j1; j += 16) {
+            const __m512i r0 = _mm512_loadu_si512(xb + j);
+            const __m512i r1 = _mm512_loadu_si512(xb + t.b + j);
+            const __m512i r2 = _mm512_loadu_si512(xb + 2 * t.b + j);
+            for (int k = 0; k < 3; ++k) {
+              const __m512i two = _mm512_permutex2var_epi32(r0, i1[k], r1);
+              _mm512_storeu_si512(yb + 3 * j + 16 * k, _mm512_permutex2var_epi32(two, i2[k], r2));
+            }
+          }
+          for (; j < j1; ++j) {
+            for (int64_t i = 0; i < 3; ++i) yb[3 * j + i] = xb[i * t.b + j];
+          }
+        }
+      },
+      1);
+}
+#endif
+
 std::unique_ptr<Kernel> MakeTranspose(const ir::Op& op) {
   const Shape& in = op.inputs[0]->shape();
   const std::vector<int64_t>& perm = op.GetInts("perm");
   Batched2D t;
   if (DTypeSize(InDType(op)) == 4 && AsBatched2D(in, perm, &t)) {
+#if defined(__AVX512F__)
+    if (t.a == 3) {
+      return std::make_unique<LambdaKernel>([t](const KernelArgs& args) {
+        Interleave3(static_cast<const uint32_t*>(args.inputs[0]),
+                    static_cast<uint32_t*>(args.outputs[0]), t);
+      });
+    }
+#endif
     return std::make_unique<LambdaKernel>([t](const KernelArgs& args) {
       Transpose2D(static_cast<const uint32_t*>(args.inputs[0]),
                   static_cast<uint32_t*>(args.outputs[0]), t);
