@@ -205,7 +205,7 @@ void Interleave3(const uint32_t* x, uint32_t* y, const Batched2D& t) {
             const __m512i r0 = _mm512_loadu_si512(xb + j);
             const __m512i r1 = _mm512_loadu_si512(xb + t.b + j);
             const __m512i r2 = _mm512_loadu_si512(xb + 2 * t.b + j);
-            for (int k = 0; k < 3; ++k) {
+            for (int64_t k = 0; k < 3; ++k) {
               const __m512i two = _mm512_permutex2var_epi32(r0, i1[k], r1);
               _mm512_storeu_si512(yb + 3 * j + 16 * k, _mm512_permutex2var_epi32(two, i2[k], r2));
             }
