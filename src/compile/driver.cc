@@ -553,6 +553,11 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
                    [](ir::Graph& g) { return passes::FusePointwiseDepthwise(g); });
     passes::PassRecord record = passes::RunPass(fuse, *graph, ctx);
     if (record.rewrites) report.stages.push_back(record);
+    StagePass separable("fuse_depthwise_pointwise",
+                        "conv2d{depthwise} -> conv2d{1x1} -> conv2d_depthwise_1x1",
+                        [](ir::Graph& g) { return passes::FuseDepthwisePointwise(g); });
+    record = passes::RunPass(separable, *graph, ctx);
+    if (record.rewrites) report.stages.push_back(record);
   }
   StagePass place("placement", "each op onto a device",
                   [&](ir::Graph& g) { return PlaceOps(g, devices_, options_.placement); });

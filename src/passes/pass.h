@@ -127,10 +127,15 @@ int FuseActivation(ir::Graph& g);
 int ChooseWinogradConvs(ir::Graph& g);
 // conv2d{1x1, NHWC, float32} -> conv2d{depthwise, NHWC, float32} ->
 // conv2d_1x1_depthwise: the expanded tensor between them, when larger than
-// min_expanded_bytes, never stored (passes/fuse_pointwise_depthwise.cc; the
+// min_expanded_bytes, never stored (passes/fuse_depthwise.cc; the
 // compile driver runs it for inference, after mixed precision)
 inline constexpr int64_t kMinExpandedBytes = int64_t{1} << 20;
 int FusePointwiseDepthwise(ir::Graph& g, int64_t min_expanded_bytes = kMinExpandedBytes);
+// conv2d{depthwise, NHWC, float32} -> conv2d{1x1, NHWC, float32}[+ residual]
+// -> conv2d_depthwise_1x1: the depthwise result, when larger than
+// min_depthwise_bytes, never stored (passes/fuse_depthwise.cc; after
+// FusePointwiseDepthwise)
+int FuseDepthwisePointwise(ir::Graph& g, int64_t min_depthwise_bytes = kMinExpandedBytes);
 // add(x, embedding_grad(ids, dy)) -> embedding_grad_add(x, ids, dy): a
 // table's gradient sum without a table-sized temporary (training)
 int FuseEmbeddingGradAdd(ir::Graph& g);

@@ -177,9 +177,11 @@ def test_paddle_vision_mobilenet_v3_large_fuses_its_expansions_and_matches_paddl
     """MobileNetV3-Large at 224 x 224, batch 2: the inverted residual blocks
     whose expanded tensor passes 1 MiB (112 x 112 x 64, 56 x 56 x 72 twice,
     28 x 28 x 240) run their expansion and depthwise convolution as one
-    conv2d_1x1_depthwise (passes/fuse_pointwise_depthwise.cc), and the
-    result matches Paddle Inference. Tolerance: 1e-4 of the largest logit,
-    as the module's TOL."""
+    conv2d_1x1_depthwise, the first block (no expansion: a depthwise
+    convolution on 112 x 112 x 16, then the projection and the residual)
+    as one conv2d_depthwise_1x1 (passes/fuse_depthwise.cc), and the result
+    matches Paddle Inference. Tolerance: 1e-4 of the largest logit, as the
+    module's TOL."""
     import paddle
     from paddle.vision.models import mobilenet_v3_large
 
@@ -201,4 +203,6 @@ def test_paddle_vision_mobilenet_v3_large_fuses_its_expansions_and_matches_paddl
     assert err <= TOL, f"max error {err:.3g} of the largest logit"
     summary = predictor.summary()
     assert summary["graph"].count("= conv2d_1x1_depthwise(") == 4, summary["graph"]
+    assert summary["graph"].count("= conv2d_depthwise_1x1(") == 1, summary["graph"]
     assert "fuse_pointwise_depthwise" in summary["compile_report"]
+    assert "fuse_depthwise_pointwise" in summary["compile_report"]

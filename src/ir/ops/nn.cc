@@ -26,6 +26,15 @@
 //     convolution reading its result, as MobileNet's inverted residual
 //     blocks begin, set by the fuse_pointwise_depthwise inference stage
 //     (float32; no gradient rule).
+//   conv2d_depthwise_1x1(x NHWC [N, H, W, C], w2 [C, 1, KH, KW], b2 [C],
+//     w3 [O, C, 1, 1], b3 [O], residual? [N, OH, OW, O]){strides = [1, 1],
+//     pads = [0, 0, 0, 0] (the depthwise convolution's), depthwise_activation
+//     = "", activation = "" (as conv2d_1x1_depthwise's)}: NHWC [N, OH, OW, O]
+//     = act2(conv2d(act1(conv2d{groups C, the window}(x, w2) + b2), w3) + b3
+//     + residual): a depthwise convolution and the pointwise one reading its
+//     result (MobileNets' depthwise separable blocks), set by the
+//     fuse_depthwise_pointwise inference stage (float32; no gradient rule);
+//     the result may take the residual's storage.
 //   pool2d(x NCHW){pooling_type = "max" | "avg", ksize [2] (required),
 //     strides = [1, 1], pads = [0, 0, 0, 0] as conv2d, ceil_mode = false,
 //     exclusive = true (avg ignores padding), adaptive = false (ksize is the
@@ -112,6 +121,29 @@ void InferConv2d(InferContext& c) {
   c.AddOutput(y);
 }
 
+// The fused depthwise ops' shared checks: their two activations (attribute
+// names), the depthwise window (strides, pads) on NHWC x with filter w2;
+// returns the output's height and width.
+std::array<int64_t, 2> FusedDepthwiseWindow(InferContext& c, std::array<const char*, 2> acts,
+                                            const Shape& x, const Shape& w2) {
+  const Op& op = c.op();
+  for (const char* a : acts) {
+    if (!PointwiseDepthwiseActivation(op.GetStr(a)))
+      c.Fail("{} '{}' is not relu, relu6 or hard_swish", a, op.GetStr(a));
+  }
+  const auto& s = op.GetInts("strides");
+  const auto& p = op.GetInts("pads");
+  if (s.size() != 2 || p.size() != 4) c.Fail("strides need 2 values and pads 4");
+  if (s[0] < 1 || s[1] < 1) c.Fail("strides {} must be >= 1", ShapeToString(s));
+  for (int64_t v : p) {
+    if (v < 0) c.Fail("pads {} must be >= 0", ShapeToString(p));
+  }
+  const int64_t oh = WindowOutputSize(x[1], w2[2], s[0], p[0], p[1], 1, false);
+  const int64_t ow = WindowOutputSize(x[2], w2[3], s[1], p[2], p[3], 1, false);
+  if (oh <= 0 || ow <= 0) c.Fail("empty output for input {}", ShapeToString(x));
+  return {oh, ow};
+}
+
 void InferConv1x1Depthwise(InferContext& c) {
   const Shape& x = c.input(0).shape;
   const Shape& w1 = c.input(1).shape;
@@ -132,22 +164,33 @@ void InferConv1x1Depthwise(InferContext& c) {
   if (NumElements(c.input(2).shape) != e || NumElements(c.input(4).shape) != e)
     c.Fail("biases {} and {} need {} values", ShapeToString(c.input(2).shape),
            ShapeToString(c.input(4).shape), e);
-  const Op& op = c.op();
-  for (const char* a : {"pointwise_activation", "activation"}) {
-    if (!PointwiseDepthwiseActivation(op.GetStr(a)))
-      c.Fail("{} '{}' is not relu, relu6 or hard_swish", a, op.GetStr(a));
-  }
-  const auto& s = op.GetInts("strides");
-  const auto& p = op.GetInts("pads");
-  if (s.size() != 2 || p.size() != 4) c.Fail("strides need 2 values and pads 4");
-  if (s[0] < 1 || s[1] < 1) c.Fail("strides {} must be >= 1", ShapeToString(s));
-  for (int64_t v : p) {
-    if (v < 0) c.Fail("pads {} must be >= 0", ShapeToString(p));
-  }
-  const int64_t oh = WindowOutputSize(x[1], w2[2], s[0], p[0], p[1], 1, false);
-  const int64_t ow = WindowOutputSize(x[2], w2[3], s[1], p[2], p[3], 1, false);
-  if (oh <= 0 || ow <= 0) c.Fail("empty output for input {}", ShapeToString(x));
+  const auto [oh, ow] = FusedDepthwiseWindow(c, {"pointwise_activation", "activation"}, x, w2);
   c.AddOutput({DType::kF32, {x[0], oh, ow, e}});
+}
+
+void InferConvDepthwise1x1(InferContext& c) {
+  const Shape& x = c.input(0).shape;
+  const Shape& w2 = c.input(1).shape;
+  const Shape& w3 = c.input(3).shape;
+  for (size_t i = 0; i < 5; ++i) {
+    if (c.input(i).dtype != DType::kF32)
+      c.Fail("input {} is {}, not float32", i, DTypeName(c.input(i).dtype));
+  }
+  if (x.size() != 4 || w2.size() != 4 || w3.size() != 4)
+    c.Fail("needs a 4-D input and filters, got {}, {} and {}", ShapeToString(x), ShapeToString(w2),
+           ShapeToString(w3));
+  if (w2[0] != x[3] || w2[1] != 1 || w2[2] < 1 || w2[3] < 1)
+    c.Fail("depthwise filter {} is not [{}, 1, KH, KW]", ShapeToString(w2), x[3]);
+  if (w3[1] != x[3] || w3[2] != 1 || w3[3] != 1)
+    c.Fail("pointwise filter {} is not [O, {}, 1, 1]", ShapeToString(w3), x[3]);
+  if (NumElements(c.input(2).shape) != x[3] || NumElements(c.input(4).shape) != w3[0])
+    c.Fail("biases {} and {} need {} and {} values", ShapeToString(c.input(2).shape),
+           ShapeToString(c.input(4).shape), x[3], w3[0]);
+  const auto [oh, ow] = FusedDepthwiseWindow(c, {"depthwise_activation", "activation"}, x, w2);
+  const TensorType y{DType::kF32, {x[0], oh, ow, w3[0]}};
+  if (c.has_input(5) && (c.input(5).dtype != y.dtype || c.input(5).shape != y.shape))
+    c.Fail("residual {} is not the result's type {}", c.input(5).ToString(), y.ToString());
+  c.AddOutput(y);
 }
 
 void InferPool2d(InferContext& c) {
@@ -241,6 +284,14 @@ const bool kSchemas = [] {
                        .Attr("activation", "")
                        .Precision(kF32)
                        .Layout(kFixed));
+  RegisterOpSchema(OpSchema{"conv2d_depthwise_1x1", 5, 6, InferConvDepthwise1x1}
+                       .Attr("strides", std::vector<int64_t>{1, 1})
+                       .Attr("pads", std::vector<int64_t>{0, 0, 0, 0})
+                       .Attr("depthwise_activation", "")
+                       .Attr("activation", "")
+                       .Precision(kF32)
+                       .Layout(kFixed)
+                       .InPlaceInput(5));
   RegisterOpSchema(WithPool2dAttrs(OpSchema{"pool2d", 1, 1, InferPool2d})
                        .Attr("data_format", "NCHW")
                        .Precision(kFollows)

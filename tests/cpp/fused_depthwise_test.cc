@@ -1,16 +1,17 @@
-// conv2d_1x1_depthwise (passes/fuse_pointwise_depthwise.cc and its CPU
-// kernel): which convolution pairs the pass fuses, that the fused kernel
-// gives the two convolutions' results (oneDNN's kernels, run unfused) for
-// every window the kernel has a path for, odd sizes, partial channel
-// vectors, asymmetric padding and each activation, that its result does not
-// depend on how many threads split an image's rows, and what the op's
-// inference refuses.
+// conv2d_1x1_depthwise and conv2d_depthwise_1x1 (passes/fuse_depthwise.cc
+// and their CPU kernel, kernels/fused_depthwise.cc): which convolution
+// pairs the passes fuse, that the fused kernels give the two convolutions'
+// results (oneDNN's kernels, run unfused) for every window the kernel has a
+// path for, odd sizes, partial channel vectors, asymmetric padding, a
+// residual and each activation, that their results do not depend on how
+// many threads split an image's rows, and what the ops' inference refuses.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,11 +39,14 @@ struct Conv {
   std::string activation;
 };
 
+// `residual` (fuse_conv_add's form: added before the activation), if given.
 Value* AddConv(Graph& g, Value* x, const std::string& name, const Conv& c, std::mt19937& rng,
-               Value* filter = nullptr) {
+               Value* filter = nullptr, Value* residual = nullptr) {
   const float fan_in = static_cast<float>(c.filter[1] * c.filter[2] * c.filter[3]);
   if (!filter) filter = Param(g, name, c.filter, rng, 1.0f / std::sqrt(fan_in));
-  return g.Add1("conv2d", {x, filter, Param(g, name + ".b", {c.filter[0]}, rng, 0.1f)},
+  std::vector<Value*> ins{x, filter, Param(g, name + ".b", {c.filter[0]}, rng, 0.1f)};
+  if (residual) ins.push_back(residual);
+  return g.Add1("conv2d", std::move(ins),
                 {{"strides", c.strides},
                  {"pads", c.pads},
                  {"groups", c.groups},
@@ -133,30 +137,43 @@ struct Case {
   std::string pointwise_act;
 };
 
-// The case's pointwise -> depthwise pair, run by oneDNN's kernels (as built)
-// and by the fused kernel (after the pass); returns the largest difference
+// A graph of input x built by `build` (its weights drawn from the rng it is
+// given, the same both times), run by oneDNN's kernels as built and after
+// `fuse` (which must make one op of `fused_type`); the largest difference
 // relative to the largest output.
-double FusedDifference(const Case& c) {
+double FusionDifference(const Shape& in,
+                        const std::function<Value*(Graph&, Value*, std::mt19937&)>& build,
+                        int (*fuse)(Graph&, int64_t), const char* fused_type) {
   std::mt19937 rng(7);
-  auto input = Random(c.x, rng, 1.0f);
+  auto input = Random(in, rng, 1.0f);
   std::vector<float> out[2];
   for (int fused = 0; fused < 2; ++fused) {
     auto g = std::make_unique<Graph>();
-    std::mt19937 wrng(8);  // the same weights both times
-    Value* x = g->AddInput("x", {DType::kF32, c.x});
-    Value* e = AddConv(*g, x, "pw", Pointwise(c.x[3], c.expand, c.pointwise_act), wrng);
-    g->AddOutput("y", AddConv(*g, e, "dw", c.depthwise, wrng));
+    std::mt19937 wrng(8);
+    g->AddOutput("y", build(*g, g->AddInput("x", {DType::kF32, in}), wrng));
     if (fused) {
-      EXPECT_EQ(FusePointwiseDepthwise(*g, 0), 1);
+      EXPECT_EQ(fuse(*g, 0), 1);
     }
     ir::Verify(*g);
-    EXPECT_EQ(Count(*g, "conv2d_1x1_depthwise"), static_cast<size_t>(fused));
+    EXPECT_EQ(Count(*g, fused_type), static_cast<size_t>(fused));
     out[fused] = test_util::RunGraph(std::move(g), *input);
   }
   double scale = 0;
   const double rel = test_util::RelativeDifference(out[0], out[1], &scale);
   EXPECT_GT(scale, 0.5);
   return rel;
+}
+
+// The case's pointwise -> depthwise pair.
+double FusedDifference(const Case& c) {
+  return FusionDifference(
+      c.x,
+      [&](Graph& g, Value* x, std::mt19937& rng) {
+        Value* e = AddConv(g, x, "pw", Pointwise(c.x[3], c.expand, c.pointwise_act), rng);
+        return AddConv(g, e, "dw", c.depthwise, rng);
+      },
+      [](Graph& g, int64_t bytes) { return FusePointwiseDepthwise(g, bytes); },
+      "conv2d_1x1_depthwise");
 }
 
 TEST(FusePointwiseDepthwise, TheFusedKernelGivesTheTwoConvolutionsResults) {
@@ -254,6 +271,126 @@ TEST(FusePointwiseDepthwise, InferenceRefusesWhatTheKernelDoesNotCompute) {
   fails({x, w1, b1, w2, b2}, {{"strides", std::vector<int64_t>{0, 1}}}, "must be >= 1");
   Value* half = g.AddInput("half", {DType::kBF16, {1, 8, 8, 16}});
   fails({half, w1, b1, w2, b2}, {}, "input 0 is bfloat16, not float32");
+}
+
+// ---- conv2d_depthwise_1x1 ------------------------------------------------
+
+TEST(FuseDepthwisePointwise, FusesADepthwiseConvolutionReadOnlyByAOneByOneOne) {
+  Graph g;
+  std::mt19937 rng(21);
+  Value* x = g.AddInput("x", {DType::kF32, {1, 8, 8, 96}});
+  const Conv dw = Depthwise(96, 3, 3, {1, 1}, {1, 1, 1, 1}, "relu");
+  std::vector<Value*> ys;
+  // Fused, with the residual fuse_conv_add leaves (96 channels in: wide
+  // projections fuse too) ...
+  ys.push_back(
+      AddConv(g, AddConv(g, x, "dw", dw, rng), "pw", Pointwise(96, 96, "relu"), rng, nullptr, x));
+  // ... and without one.
+  ys.push_back(AddConv(g, AddConv(g, x, "dw2", dw, rng), "pw2", Pointwise(96, 24, ""), rng));
+  // Not fused: a second reader of the depthwise result; a 3 x 3 convolution
+  // after it; an activation the kernel does not apply.
+  Value* shared = AddConv(g, x, "dw_shared", dw, rng);
+  ys.push_back(AddConv(g, shared, "pw_shared", Pointwise(96, 24, ""), rng));
+  ys.push_back(shared);
+  ys.push_back(AddConv(g, AddConv(g, x, "dw_full", dw, rng), "full",
+                       Conv{{24, 96, 3, 3}, {1, 1}, {1, 1, 1, 1}, 1, ""}, rng));
+  ys.push_back(AddConv(g, AddConv(g, x, "dw_t", dw, rng), "pw_t", Pointwise(96, 24, "tanh"), rng));
+  for (size_t i = 0; i < ys.size(); ++i) g.AddOutput("y" + std::to_string(i), ys[i]);
+  EXPECT_EQ(FuseDepthwisePointwise(g, 0), 2);
+  ir::Verify(g);
+  const ir::Op* op = g.outputs()[0].second->producer;
+  ASSERT_EQ(op->type, "conv2d_depthwise_1x1");
+  EXPECT_EQ(op->inputs.size(), 6u);
+  EXPECT_EQ(op->inputs[5], x);
+  EXPECT_EQ(op->GetStr("depthwise_activation"), "relu");
+  EXPECT_EQ(op->GetStr("activation"), "relu");
+  EXPECT_EQ(g.outputs()[1].second->producer->inputs.size(), 5u);
+  EXPECT_EQ(g.outputs()[1].second->shape(), (Shape{1, 8, 8, 24}));
+  EXPECT_EQ(FuseDepthwisePointwise(g, 0), 0);
+}
+
+// An expand-filter-project chain: the expansion takes the depthwise
+// convolution; the projection stays oneDNN's.
+TEST(FuseDepthwisePointwise, LeavesTheDepthwiseConvolutionsTheExpansionsTook) {
+  Graph g;
+  std::mt19937 rng(22);
+  Value* x = g.AddInput("x", {DType::kF32, {1, 8, 8, 16}});
+  Value* e = AddConv(g, x, "expand", Pointwise(16, 64, "relu"), rng);
+  Value* d = AddConv(g, e, "dw", Depthwise(64, 3, 3, {1, 1}, {1, 1, 1, 1}, "relu"), rng);
+  g.AddOutput("y", AddConv(g, d, "project", Pointwise(64, 16, ""), rng, nullptr, x));
+  EXPECT_EQ(FusePointwiseDepthwise(g, 0), 1);
+  EXPECT_EQ(FuseDepthwisePointwise(g, 0), 0);
+  EXPECT_EQ(Count(g, "conv2d_1x1_depthwise"), 1u);
+  EXPECT_EQ(Count(g, "conv2d"), 1u);
+}
+
+struct SeparableCase {
+  Shape x;  // NHWC
+  Conv depthwise;
+  int64_t out;
+  std::string act;
+  bool residual;  // the input added (stride 1, out = channels)
+};
+
+// The case's depthwise -> pointwise pair.
+double SeparableDifference(const SeparableCase& c) {
+  return FusionDifference(
+      c.x,
+      [&](Graph& g, Value* x, std::mt19937& rng) {
+        Value* d = AddConv(g, x, "dw", c.depthwise, rng);
+        return AddConv(g, d, "pw", Pointwise(c.x[3], c.out, c.act), rng, nullptr,
+                       c.residual ? x : nullptr);
+      },
+      [](Graph& g, int64_t bytes) { return FuseDepthwisePointwise(g, bytes); },
+      "conv2d_depthwise_1x1");
+}
+
+TEST(FuseDepthwisePointwise, TheFusedKernelGivesTheTwoConvolutionsResults) {
+  const std::vector<SeparableCase> cases = {
+      // MobileNetV3's first block: 16 channels, 3 x 3, projection + input.
+      {{2, 16, 16, 16}, Depthwise(16, 3, 3, {1, 1}, {1, 1, 1, 1}, "relu"), 16, "", true},
+      // MobileNetV1's: 32 -> 64, and a strided one; relu6 on both.
+      {{1, 14, 14, 32}, Depthwise(32, 3, 3, {1, 1}, {1, 1, 1, 1}, "relu6"), 64, "relu6", false},
+      {{3, 13, 11, 32}, Depthwise(32, 3, 3, {2, 2}, {1, 1, 1, 1}, "relu6"), 64, "relu6", false},
+      // Partial vectors in and out (20 -> 72: 4.5 vectors, two tiles of
+      // outputs), 5 x 5, hard_swish.
+      {{2, 9, 10, 20},
+       Depthwise(20, 5, 5, {1, 1}, {2, 2, 2, 2}, "hard_swish"),
+       72,
+       "hard_swish",
+       false},
+      // A window without an unrolled path, and a residual with 24 channels.
+      {{1, 7, 9, 24}, Depthwise(24, 3, 5, {1, 1}, {1, 1, 2, 2}, ""), 24, "relu", true},
+  };
+  for (const SeparableCase& c : cases) {
+    // As the other fused kernel's (the same float32 sums in another order).
+    EXPECT_LE(SeparableDifference(c), 2e-6)
+        << ShapeToString(c.x) << " window " << ShapeToString(c.depthwise.filter) << " -> " << c.out;
+  }
+}
+
+TEST(FuseDepthwisePointwise, InferenceRefusesWhatTheKernelDoesNotCompute) {
+  Graph g;
+  std::mt19937 rng(23);
+  Value* x = g.AddInput("x", {DType::kF32, {1, 8, 8, 16}});
+  Value* w2 = Param(g, "w2", {16, 1, 3, 3}, rng, 0.1f);
+  Value* b2 = Param(g, "b2", {16}, rng, 0.1f);
+  Value* w3 = Param(g, "w3", {24, 16, 1, 1}, rng, 0.1f);
+  Value* b3 = Param(g, "b3", {24}, rng, 0.1f);
+  const ir::AttrMap same{{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  Value* y = g.Add1("conv2d_depthwise_1x1", {x, w2, b2, w3, b3}, same);
+  EXPECT_EQ(y->shape(), (Shape{1, 8, 8, 24}));
+  auto fails = [&](std::vector<Value*> ins, const std::string& says) {
+    try {
+      g.Add1("conv2d_depthwise_1x1", std::move(ins), same);
+      ADD_FAILURE() << "accepted; expected: " << says;
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(says), std::string::npos) << err.what();
+    }
+  };
+  fails({x, w2, b2, Param(g, "w3_wrong", {24, 8, 1, 1}, rng, 0.1f), b3},
+        "pointwise filter [24, 8, 1, 1] is not [O, 16, 1, 1]");
+  fails({x, w2, b2, w3, b3, x}, "residual float32[1, 8, 8, 16] is not the result's type");
 }
 
 }  // namespace
