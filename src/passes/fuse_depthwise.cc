@@ -4,6 +4,9 @@
 //   [activation]
 //   ==>  conv2d_1x1_depthwise(x, w1, b1, w2, b2){the depthwise window,
 //        pointwise_activation, activation}
+//   [-> conv2d{NHWC, 1 x 1, ...}(., w3, b3[, r]) [activation]
+//   ==>  conv2d_1x1_depthwise_1x1(x, w1, b1, w2, b2, w3, b3[, r]){the
+//        window, pointwise_activation, depthwise_activation, activation}]
 // fuse_depthwise_pointwise:
 // conv2d{NHWC, depthwise, bias}(x, w2, b2) [activation] -> conv2d{NHWC,
 //   1 x 1, stride 1, no padding, one group, bias}(., w3, b3[, r])
@@ -28,6 +31,10 @@
 // by default, kMinExpandedBytes in pass.h). Both
 // bounds come from MobileNetV3-Large's blocks on a Zen 4 machine (2 threads,
 // 1 MiB of L2 per core).
+// A projection (1 x 1, any width, with fuse_conv_add's residual or not)
+// reading the depthwise result alone joins them, conv2d_1x1_depthwise_1x1,
+// when that result too is past the bound: its rows go from the depthwise
+// window to the projection through the core's caches.
 // The depthwise convolution reading a pointwise one's result is the same
 // story the other way round (MobileNetV1's separable blocks; the first
 // block of MobileNetV2 and V3, 112 x 112 x 16-32 at 224 pixels): its result
@@ -99,10 +106,23 @@ int FusePointwiseDepthwise(ir::Graph& g, int64_t min_expanded_bytes) {
     attrs.Set("strides", dw->GetInts("strides"));
     attrs.Set("pads", dw->GetInts("pads"));
     attrs.Set("pointwise_activation", pw->GetStr("activation"));
-    attrs.Set("activation", dw->GetStr("activation"));
-    ReplaceResult(g, dw, "conv2d_1x1_depthwise",
-                  {pw->inputs[0], pw->inputs[1], pw->inputs[2], dw->inputs[1], dw->inputs[2]},
-                  std::move(attrs), dw->name);
+    std::vector<ir::Value*> ins{pw->inputs[0], pw->inputs[1], pw->inputs[2], dw->inputs[1],
+                                dw->inputs[2]};
+    // The block's projection too, when it reads the depthwise result alone
+    // (no squeeze-excitation between) and that result is past the bound.
+    ir::Op* project = SoleUser(g, dw->outputs[0]);
+    if (project && project->inputs[0] == dw->outputs[0] && project->placement == dw->placement &&
+        Pointwise(*project, false, true) &&
+        static_cast<int64_t>(dw->outputs[0]->bytes()) > min_expanded_bytes) {
+      attrs.Set("depthwise_activation", dw->GetStr("activation"));
+      attrs.Set("activation", project->GetStr("activation"));
+      for (size_t i = 1; i < project->inputs.size(); ++i) ins.push_back(project->inputs[i]);
+      ReplaceResult(g, project, "conv2d_1x1_depthwise_1x1", std::move(ins), std::move(attrs),
+                    project->name);
+    } else {
+      attrs.Set("activation", dw->GetStr("activation"));
+      ReplaceResult(g, dw, "conv2d_1x1_depthwise", std::move(ins), std::move(attrs), dw->name);
+    }
     ++rewrites;
   }
   if (rewrites) g.RemoveDeadCode();

@@ -309,19 +309,72 @@ TEST(FuseDepthwisePointwise, FusesADepthwiseConvolutionReadOnlyByAOneByOneOne) {
   EXPECT_EQ(FuseDepthwisePointwise(g, 0), 0);
 }
 
-// An expand-filter-project chain: the expansion takes the depthwise
-// convolution; the projection stays oneDNN's.
-TEST(FuseDepthwisePointwise, LeavesTheDepthwiseConvolutionsTheExpansionsTook) {
-  Graph g;
-  std::mt19937 rng(22);
-  Value* x = g.AddInput("x", {DType::kF32, {1, 8, 8, 16}});
-  Value* e = AddConv(g, x, "expand", Pointwise(16, 64, "relu"), rng);
-  Value* d = AddConv(g, e, "dw", Depthwise(64, 3, 3, {1, 1}, {1, 1, 1, 1}, "relu"), rng);
-  g.AddOutput("y", AddConv(g, d, "project", Pointwise(64, 16, ""), rng, nullptr, x));
-  EXPECT_EQ(FusePointwiseDepthwise(g, 0), 1);
-  EXPECT_EQ(FuseDepthwisePointwise(g, 0), 0);
-  EXPECT_EQ(Count(g, "conv2d_1x1_depthwise"), 1u);
-  EXPECT_EQ(Count(g, "conv2d"), 1u);
+// An expand-filter-project chain becomes one op when the depthwise result
+// is past the bound too; otherwise the expansion takes the depthwise
+// convolution and the projection stays oneDNN's.
+TEST(FusePointwiseDepthwise, AnExpandFilterProjectChainBecomesOneOp) {
+  for (const bool small_result : {false, true}) {
+    Graph g;
+    std::mt19937 rng(22);
+    // 1 x 64 x 65 x 64 expanded floats pass 1 MiB; at stride 2 the
+    // depthwise result (1 x 32 x 33 x 64) does not.
+    const Shape in = small_result ? Shape{1, 64, 65, 16} : Shape{1, 8, 8, 16};
+    const int64_t stride = small_result ? 2 : 1;
+    Value* x = g.AddInput("x", {DType::kF32, in});
+    Value* e = AddConv(g, x, "expand", Pointwise(16, 64, "relu"), rng);
+    Value* d =
+        AddConv(g, e, "dw", Depthwise(64, 3, 3, {stride, stride}, {1, 1, 1, 1}, "relu"), rng);
+    g.AddOutput("y", AddConv(g, d, "project", Pointwise(64, 16, ""), rng, nullptr,
+                             small_result ? nullptr : x));
+    EXPECT_EQ(small_result ? FusePointwiseDepthwise(g) : FusePointwiseDepthwise(g, 0), 1);
+    EXPECT_EQ(FuseDepthwisePointwise(g, 0), 0);
+    ir::Verify(g);
+    EXPECT_EQ(Count(g, "conv2d_1x1_depthwise_1x1"), small_result ? 0u : 1u);
+    EXPECT_EQ(Count(g, "conv2d_1x1_depthwise"), small_result ? 1u : 0u);
+    EXPECT_EQ(Count(g, "conv2d"), small_result ? 1u : 0u);
+    if (!small_result) {
+      const ir::Op* op = g.outputs()[0].second->producer;
+      EXPECT_EQ(op->inputs.size(), 8u);
+      EXPECT_EQ(op->inputs[7], x);
+      EXPECT_EQ(op->GetStr("pointwise_activation"), "relu");
+      EXPECT_EQ(op->GetStr("depthwise_activation"), "relu");
+      EXPECT_EQ(op->GetStr("activation"), "");
+    }
+  }
+}
+
+struct InvertedCase {
+  Shape x;  // NHWC
+  int64_t expand;
+  Conv depthwise;
+  int64_t out;
+  bool residual;  // the input added (stride 1, out = channels)
+};
+
+TEST(FusePointwiseDepthwise, TheThreeStageKernelGivesTheThreeConvolutionsResults) {
+  const std::vector<InvertedCase> cases = {
+      // MobileNetV3's second and third blocks: 16 -> 64 -> stride 2 -> 24,
+      // 24 -> 72 -> 24 + input.
+      {{2, 16, 16, 16}, 64, Depthwise(64, 3, 3, {2, 2}, {1, 1, 1, 1}, "relu"), 24, false},
+      {{2, 12, 12, 24}, 72, Depthwise(72, 3, 3, {1, 1}, {1, 1, 1, 1}, "relu"), 24, true},
+      // 5 x 5, partial vectors at every stage (20 -> 40 -> 20), hard_swish.
+      {{1, 9, 11, 20}, 40, Depthwise(40, 5, 5, {1, 1}, {2, 2, 2, 2}, "hard_swish"), 20, true},
+  };
+  for (const InvertedCase& c : cases) {
+    const double rel = FusionDifference(
+        c.x,
+        [&](Graph& g, Value* x, std::mt19937& rng) {
+          Value* e = AddConv(g, x, "pw", Pointwise(c.x[3], c.expand, "relu6"), rng);
+          Value* d = AddConv(g, e, "dw", c.depthwise, rng);
+          return AddConv(g, d, "project", Pointwise(c.expand, c.out, ""), rng, nullptr,
+                         c.residual ? x : nullptr);
+        },
+        [](Graph& g, int64_t bytes) { return FusePointwiseDepthwise(g, bytes); },
+        "conv2d_1x1_depthwise_1x1");
+    // Three float32 sums in another order than oneDNN's: as the two-stage
+    // kernels' bound.
+    EXPECT_LE(rel, 2e-6) << ShapeToString(c.x) << " -> " << c.expand << " -> " << c.out;
+  }
 }
 
 struct SeparableCase {

@@ -176,12 +176,14 @@ def test_paddle_vision_mobilenet_v3_runs_channel_last_and_matches_paddle(tmp_pat
 def test_paddle_vision_mobilenet_v3_large_fuses_its_expansions_and_matches_paddle(tmp_path):
     """MobileNetV3-Large at 224 x 224, batch 2: the inverted residual blocks
     whose expanded tensor passes 1 MiB (112 x 112 x 64, 56 x 56 x 72 twice,
-    28 x 28 x 240) run their expansion and depthwise convolution as one
-    conv2d_1x1_depthwise, the first block (no expansion: a depthwise
-    convolution on 112 x 112 x 16, then the projection and the residual)
-    as one conv2d_depthwise_1x1 (passes/fuse_depthwise.cc), and the result
-    matches Paddle Inference. Tolerance: 1e-4 of the largest logit, as the
-    module's TOL."""
+    28 x 28 x 240) run their expansion and depthwise convolution as one op,
+    with the projection too where the depthwise result also passes 1 MiB and
+    nothing comes between (the two 56 x 56 ones: conv2d_1x1_depthwise_1x1;
+    the others: conv2d_1x1_depthwise), the first block (no expansion: a
+    depthwise convolution on 112 x 112 x 16, then the projection and the
+    residual) as one conv2d_depthwise_1x1 (passes/fuse_depthwise.cc), and
+    the result matches Paddle Inference. Tolerance: 1e-4 of the largest
+    logit, as the module's TOL."""
     import paddle
     from paddle.vision.models import mobilenet_v3_large
 
@@ -202,7 +204,8 @@ def test_paddle_vision_mobilenet_v3_large_fuses_its_expansions_and_matches_paddl
     err = np.abs(got.astype(np.float64) - want).max() / scale
     assert err <= TOL, f"max error {err:.3g} of the largest logit"
     summary = predictor.summary()
-    assert summary["graph"].count("= conv2d_1x1_depthwise(") == 4, summary["graph"]
+    assert summary["graph"].count("= conv2d_1x1_depthwise_1x1(") == 2, summary["graph"]
+    assert summary["graph"].count("= conv2d_1x1_depthwise(") == 2, summary["graph"]
     assert summary["graph"].count("= conv2d_depthwise_1x1(") == 1, summary["graph"]
     assert "fuse_pointwise_depthwise" in summary["compile_report"]
     assert "fuse_depthwise_pointwise" in summary["compile_report"]

@@ -35,6 +35,13 @@
 //     result (MobileNets' depthwise separable blocks), set by the
 //     fuse_depthwise_pointwise inference stage (float32; no gradient rule);
 //     the result may take the residual's storage.
+//   conv2d_1x1_depthwise_1x1(x NHWC, w1, b1, w2, b2, w3, b3, residual?){
+//     strides, pads (the depthwise convolution's), pointwise_activation,
+//     depthwise_activation, activation}: the three convolutions of an
+//     inverted residual block (expand, filter depthwise, project [+
+//     residual]) as the two ops above chained, set by the
+//     fuse_pointwise_depthwise inference stage (float32; no gradient rule);
+//     the result may take the residual's storage.
 //   pool2d(x NCHW){pooling_type = "max" | "avg", ksize [2] (required),
 //     strides = [1, 1], pads = [0, 0, 0, 0] as conv2d, ceil_mode = false,
 //     exclusive = true (avg ignores padding), adaptive = false (ksize is the
@@ -121,12 +128,48 @@ void InferConv2d(InferContext& c) {
   c.AddOutput(y);
 }
 
-// The fused depthwise ops' shared checks: their two activations (attribute
-// names), the depthwise window (strides, pads) on NHWC x with filter w2;
-// returns the output's height and width.
-std::array<int64_t, 2> FusedDepthwiseWindow(InferContext& c, std::array<const char*, 2> acts,
-                                            const Shape& x, const Shape& w2) {
+// The fused depthwise ops: conv2d_1x1_depthwise (`expand`),
+// conv2d_depthwise_1x1 (`project`) and conv2d_1x1_depthwise_1x1 (both).
+// Inputs: x, [w1, b1,] w2, b2[, w3, b3[, residual]]; the activations'
+// attributes: [pointwise_activation,] the depthwise one (named "activation"
+// when it is the last), [activation].
+void InferFusedDepthwise(InferContext& c, bool expand, bool project) {
+  const size_t dw = expand ? 3 : 1, constants = dw + (project ? 4 : 2);
+  for (size_t i = 0; i < constants; ++i) {
+    if (c.input(i).dtype != DType::kF32)
+      c.Fail("input {} is {}, not float32", i, DTypeName(c.input(i).dtype));
+  }
+  const Shape& x = c.input(0).shape;
+  const Shape& w2 = c.input(dw).shape;
+  if (x.size() != 4 || w2.size() != 4) c.Fail("needs a 4-D input and filters");
+  int64_t e = x[3];  // the depthwise convolution's channels
+  if (expand) {
+    const Shape& w1 = c.input(1).shape;
+    if (w1.size() != 4 || w1[1] != x[3] || w1[2] != 1 || w1[3] != 1)
+      c.Fail("pointwise filter {} does not fit the NHWC input {}", ShapeToString(w1),
+             ShapeToString(x));
+    e = w1[0];
+    if (NumElements(c.input(2).shape) != e)
+      c.Fail("bias {} needs {} values", ShapeToString(c.input(2).shape), e);
+  }
+  if (w2[0] != e || w2[1] != 1 || w2[2] < 1 || w2[3] < 1)
+    c.Fail("depthwise filter {} is not [{}, 1, KH, KW]", ShapeToString(w2), e);
+  if (NumElements(c.input(dw + 1).shape) != e)
+    c.Fail("bias {} needs {} values", ShapeToString(c.input(dw + 1).shape), e);
+  int64_t out = e;
+  if (project) {
+    const Shape& w3 = c.input(dw + 2).shape;
+    if (w3.size() != 4 || w3[1] != e || w3[2] != 1 || w3[3] != 1)
+      c.Fail("pointwise filter {} is not [O, {}, 1, 1]", ShapeToString(w3), e);
+    out = w3[0];
+    if (NumElements(c.input(dw + 3).shape) != out)
+      c.Fail("bias {} needs {} values", ShapeToString(c.input(dw + 3).shape), out);
+  }
   const Op& op = c.op();
+  std::vector<const char*> acts;
+  if (expand) acts.push_back("pointwise_activation");
+  if (project) acts.push_back("depthwise_activation");
+  acts.push_back("activation");
   for (const char* a : acts) {
     if (!PointwiseDepthwiseActivation(op.GetStr(a)))
       c.Fail("{} '{}' is not relu, relu6 or hard_swish", a, op.GetStr(a));
@@ -141,56 +184,21 @@ std::array<int64_t, 2> FusedDepthwiseWindow(InferContext& c, std::array<const ch
   const int64_t oh = WindowOutputSize(x[1], w2[2], s[0], p[0], p[1], 1, false);
   const int64_t ow = WindowOutputSize(x[2], w2[3], s[1], p[2], p[3], 1, false);
   if (oh <= 0 || ow <= 0) c.Fail("empty output for input {}", ShapeToString(x));
-  return {oh, ow};
+  const TensorType y{DType::kF32, {x[0], oh, ow, out}};
+  if (c.has_input(constants) &&
+      (c.input(constants).dtype != y.dtype || c.input(constants).shape != y.shape))
+    c.Fail("residual {} is not the result's type {}", c.input(constants).ToString(), y.ToString());
+  c.AddOutput(y);
 }
 
 void InferConv1x1Depthwise(InferContext& c) {
-  const Shape& x = c.input(0).shape;
-  const Shape& w1 = c.input(1).shape;
-  const Shape& w2 = c.input(3).shape;
-  for (size_t i = 0; i < 5; ++i) {
-    if (c.input(i).dtype != DType::kF32)
-      c.Fail("input {} is {}, not float32", i, DTypeName(c.input(i).dtype));
-  }
-  if (x.size() != 4 || w1.size() != 4 || w2.size() != 4)
-    c.Fail("needs a 4-D input and filters, got {}, {} and {}", ShapeToString(x), ShapeToString(w1),
-           ShapeToString(w2));
-  const int64_t e = w1[0];
-  if (w1[1] != x[3] || w1[2] != 1 || w1[3] != 1)
-    c.Fail("pointwise filter {} does not fit the NHWC input {}", ShapeToString(w1),
-           ShapeToString(x));
-  if (w2[0] != e || w2[1] != 1 || w2[2] < 1 || w2[3] < 1)
-    c.Fail("depthwise filter {} is not [{}, 1, KH, KW]", ShapeToString(w2), e);
-  if (NumElements(c.input(2).shape) != e || NumElements(c.input(4).shape) != e)
-    c.Fail("biases {} and {} need {} values", ShapeToString(c.input(2).shape),
-           ShapeToString(c.input(4).shape), e);
-  const auto [oh, ow] = FusedDepthwiseWindow(c, {"pointwise_activation", "activation"}, x, w2);
-  c.AddOutput({DType::kF32, {x[0], oh, ow, e}});
+  InferFusedDepthwise(c, true, false);
 }
-
 void InferConvDepthwise1x1(InferContext& c) {
-  const Shape& x = c.input(0).shape;
-  const Shape& w2 = c.input(1).shape;
-  const Shape& w3 = c.input(3).shape;
-  for (size_t i = 0; i < 5; ++i) {
-    if (c.input(i).dtype != DType::kF32)
-      c.Fail("input {} is {}, not float32", i, DTypeName(c.input(i).dtype));
-  }
-  if (x.size() != 4 || w2.size() != 4 || w3.size() != 4)
-    c.Fail("needs a 4-D input and filters, got {}, {} and {}", ShapeToString(x), ShapeToString(w2),
-           ShapeToString(w3));
-  if (w2[0] != x[3] || w2[1] != 1 || w2[2] < 1 || w2[3] < 1)
-    c.Fail("depthwise filter {} is not [{}, 1, KH, KW]", ShapeToString(w2), x[3]);
-  if (w3[1] != x[3] || w3[2] != 1 || w3[3] != 1)
-    c.Fail("pointwise filter {} is not [O, {}, 1, 1]", ShapeToString(w3), x[3]);
-  if (NumElements(c.input(2).shape) != x[3] || NumElements(c.input(4).shape) != w3[0])
-    c.Fail("biases {} and {} need {} and {} values", ShapeToString(c.input(2).shape),
-           ShapeToString(c.input(4).shape), x[3], w3[0]);
-  const auto [oh, ow] = FusedDepthwiseWindow(c, {"depthwise_activation", "activation"}, x, w2);
-  const TensorType y{DType::kF32, {x[0], oh, ow, w3[0]}};
-  if (c.has_input(5) && (c.input(5).dtype != y.dtype || c.input(5).shape != y.shape))
-    c.Fail("residual {} is not the result's type {}", c.input(5).ToString(), y.ToString());
-  c.AddOutput(y);
+  InferFusedDepthwise(c, false, true);
+}
+void InferConv1x1Depthwise1x1(InferContext& c) {
+  InferFusedDepthwise(c, true, true);
 }
 
 void InferPool2d(InferContext& c) {
@@ -292,6 +300,15 @@ const bool kSchemas = [] {
                        .Precision(kF32)
                        .Layout(kFixed)
                        .InPlaceInput(5));
+  RegisterOpSchema(OpSchema{"conv2d_1x1_depthwise_1x1", 7, 8, InferConv1x1Depthwise1x1}
+                       .Attr("strides", std::vector<int64_t>{1, 1})
+                       .Attr("pads", std::vector<int64_t>{0, 0, 0, 0})
+                       .Attr("pointwise_activation", "")
+                       .Attr("depthwise_activation", "")
+                       .Attr("activation", "")
+                       .Precision(kF32)
+                       .Layout(kFixed)
+                       .InPlaceInput(7));
   RegisterOpSchema(WithPool2dAttrs(OpSchema{"pool2d", 1, 1, InferPool2d})
                        .Attr("data_format", "NCHW")
                        .Precision(kFollows)

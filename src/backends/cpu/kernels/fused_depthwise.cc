@@ -10,6 +10,8 @@
 // - conv2d_depthwise_1x1(x NHWC, w2, b2, w3, b3, r?): the depthwise
 //   convolution, then a pointwise one projecting its E channels to O, the
 //   residual r added (MobileNets' depthwise separable blocks).
+// - conv2d_1x1_depthwise_1x1(x NHWC, w1, b1, w2, b2, w3, b3, r?): all
+//   three (an inverted residual block without squeeze-excitation).
 //
 // A task computes output rows [oy0, oy1) of one image. It keeps the last KH
 // rows of the depthwise input in a ring in its thread's scratch (row iy in
@@ -96,10 +98,10 @@ struct Geometry {
   int64_t block_pitch = 0;  // floats of a ring row's block: wp vectors
   int64_t row_pitch = 0;    // floats of a ring row: ep / kL blocks
   Act act1 = Act::kNone, act2 = Act::kNone;
-  // conv2d_depthwise_1x1: the ring holds copies of the input rows (no
-  // pointwise stage), and the depthwise rows go through a row buffer
-  // ([ow][ep]) into the projection to o channels (0: none), its bias,
-  // optional residual and act3.
+  // expand: the ring rows are the pointwise stage's (else copies of the
+  // input rows). o > 0: the depthwise rows go through a row buffer
+  // ([ow][ep]) into the projection to o channels, its bias, optional
+  // residual and act3.
   bool expand = true;
   int64_t o = 0;
   bool residual = false;
@@ -278,7 +280,7 @@ DepthwiseRowFn ChooseDepthwiseRow(const Geometry& g) {
   return DepthwiseRowAny;
 }
 
-// conv2d_depthwise_1x1: input row x (w pixels of c = e channels) copied
+// Without a pointwise stage: input row x (w pixels of c = e channels) copied
 // into the ring row at out (its first unpadded pixel), the lanes past e
 // zero.
 void CopyRow(const Geometry& g, const float* x, float* out) {
@@ -418,13 +420,13 @@ void PackPointwise(const float* w, int64_t outs, int64_t ins, float* out) {
   }
 }
 
-// Both ops' kernel. x: [N, H, W, C] NHWC; w2 [e, 1, kh, kw] (input `dw`);
-// with a pointwise stage (conv2d_1x1_depthwise) w1 [e, C, 1, 1] and b1 at
-// inputs 1, 2; with a projection (conv2d_depthwise_1x1) w3 [o, e, 1, 1]
-// and b3 at inputs `dw` + 2, + 3 and the residual, if any, after them.
-std::unique_ptr<Kernel> MakeFusedDepthwise(const ir::Op& op, bool expand) {
+// The three ops' kernel. x: [N, H, W, C] NHWC; w2 [e, 1, kh, kw] (input
+// `dw`); with a pointwise stage (`expand`) w1 [e, C, 1, 1] and b1 at inputs
+// 1, 2; with a projection (`project`) w3 [o, e, 1, 1] and b3 at inputs
+// `dw` + 2, + 3 and the residual, if any, after them.
+std::unique_ptr<Kernel> MakeFusedDepthwise(const ir::Op& op, bool expand, bool project) {
   const size_t dw = expand ? 3 : 1;
-  const size_t constants = 5;  // inputs [1, 5): the filters and biases
+  const size_t constants = dw + (project ? 4 : 2);  // inputs [1, constants): filters, biases
   const Shape& xs = op.inputs[0]->shape();
   const Shape& w2s = op.inputs[dw]->shape();
   const Shape& ys = op.outputs[0]->shape();
@@ -446,14 +448,14 @@ std::unique_ptr<Kernel> MakeFusedDepthwise(const ir::Op& op, bool expand) {
   g.wp = std::max(g.pl + g.w + p[3], (g.ow - 1) * g.sw + g.kw);
   g.block_pitch = g.wp * kL;
   g.row_pitch = g.block_pitch * (g.ep / kL);
-  if (expand) {
-    g.act1 = ReadAct(op.GetStr("pointwise_activation"));
-    g.act2 = ReadAct(op.GetStr("activation"));
-  } else {
+  if (expand) g.act1 = ReadAct(op.GetStr("pointwise_activation"));
+  if (project) {
     g.act2 = ReadAct(op.GetStr("depthwise_activation"));
     g.act3 = ReadAct(op.GetStr("activation"));
     g.o = ys[3];
-    g.residual = op.input(5) != nullptr;
+    g.residual = op.input(constants) != nullptr;
+  } else {
+    g.act2 = ReadAct(op.GetStr("activation"));
   }
   const int64_t op_ = (g.o + kL - 1) / kL * kL;
 
@@ -474,9 +476,10 @@ std::unique_ptr<Kernel> MakeFusedDepthwise(const ir::Op& op, bool expand) {
   if (expand) {
     PackPointwise(Data(op.inputs[1]), g.e, g.c, pw1);
     std::copy_n(Data(op.inputs[2]), g.e, pb1);
-  } else {
-    PackPointwise(Data(op.inputs[3]), g.o, g.e, pw3);
-    std::copy_n(Data(op.inputs[4]), g.o, pb3);
+  }
+  if (project) {
+    PackPointwise(Data(op.inputs[dw + 2]), g.o, g.e, pw3);
+    std::copy_n(Data(op.inputs[dw + 3]), g.o, pb3);
   }
   const float* w2 = Data(op.inputs[dw]);
   for (int64_t c = 0; c < g.e; ++c) {
@@ -486,7 +489,7 @@ std::unique_ptr<Kernel> MakeFusedDepthwise(const ir::Op& op, bool expand) {
   Weights k;
   k.w1 = expand ? pw1 : nullptr, k.b1 = expand ? pb1 : nullptr;
   k.w2 = pw2, k.b2 = pb2;
-  k.w3 = expand ? nullptr : pw3, k.b3 = expand ? nullptr : pb3;
+  k.w3 = project ? pw3 : nullptr, k.b3 = project ? pb3 : nullptr;
 
   const DepthwiseRowFn depthwise = ChooseDepthwiseRow(g);
   const int threads = std::max(1, omp_get_max_threads());
@@ -508,7 +511,7 @@ std::unique_ptr<Kernel> MakeFusedDepthwise(const ir::Op& op, bool expand) {
   auto kernel = std::make_unique<LambdaKernel>(
       [=](const KernelArgs& args) {
         const auto* x = static_cast<const float*>(args.inputs[0]);
-        const auto* r = residual ? static_cast<const float*>(args.inputs[5]) : nullptr;
+        const auto* r = residual ? static_cast<const float*>(args.inputs[constants]) : nullptr;
         auto* y = static_cast<float*>(args.outputs[0]);
         auto* scratch = static_cast<float*>(args.workspace);
         // At most the team the workspace was sized for (fewer when the
@@ -531,11 +534,15 @@ std::unique_ptr<Kernel> MakeFusedDepthwise(const ir::Op& op, bool expand) {
 }
 
 std::unique_ptr<Kernel> MakeConv1x1Depthwise(const ir::Op& op) {
-  return MakeFusedDepthwise(op, true);
+  return MakeFusedDepthwise(op, true, false);
 }
 
 std::unique_ptr<Kernel> MakeConvDepthwise1x1(const ir::Op& op) {
-  return MakeFusedDepthwise(op, false);
+  return MakeFusedDepthwise(op, false, true);
+}
+
+std::unique_ptr<Kernel> MakeConv1x1Depthwise1x1(const ir::Op& op) {
+  return MakeFusedDepthwise(op, true, true);
 }
 
 }  // namespace
@@ -544,5 +551,7 @@ TILLER_CPU_KERNEL("conv2d_1x1_depthwise", MakeConv1x1Depthwise,
                   Signature("T, T, T, T, T -> T").Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("conv2d_depthwise_1x1", MakeConvDepthwise1x1,
                   Signature("T, T, T, T, T, T? -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL("conv2d_1x1_depthwise_1x1", MakeConv1x1Depthwise1x1,
+                  Signature("T, T, T, T, T, T, T, T? -> T").Where("T", {DType::kF32}));
 
 }  // namespace tiller::cpu
