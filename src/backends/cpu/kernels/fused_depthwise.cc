@@ -457,13 +457,13 @@ std::unique_ptr<Kernel> MakeFusedDepthwise(const ir::Op& op, bool expand, bool p
   } else {
     g.act2 = ReadAct(op.GetStr("activation"));
   }
-  const int64_t op_ = (g.o + kL - 1) / kL * kL;
+  const int64_t o_pad = (g.o + kL - 1) / kL * kL;
 
   // Packed copies: w1 (PackPointwise), b1 [ep], w2 per channel vector
-  // ([e / kL][kh * kw][kL]), b2 [ep], w3 (PackPointwise), b3 [op_].
+  // ([e / kL][kh * kw][kL]), b2 [ep], w3 (PackPointwise), b3 [o_pad].
   const int64_t taps = g.kh * g.kw;
   const int64_t w1_floats = expand ? g.ep * g.c : 0, b1_floats = expand ? g.ep : 0;
-  const int64_t floats = w1_floats + b1_floats + taps * g.ep + g.ep + op_ * g.e + op_;
+  const int64_t floats = w1_floats + b1_floats + taps * g.ep + g.ep + o_pad * g.e + o_pad;
   auto packed = std::make_shared<AlignedBuffer>(static_cast<size_t>(floats) * sizeof(float));
   float* base = packed->as<float>();
   std::fill(base, base + floats, 0.0f);
@@ -472,7 +472,7 @@ std::unique_ptr<Kernel> MakeFusedDepthwise(const ir::Op& op, bool expand, bool p
   float* pw2 = pb1 + b1_floats;
   float* pb2 = pw2 + taps * g.ep;
   float* pw3 = pb2 + g.ep;
-  float* pb3 = pw3 + op_ * g.e;
+  float* pb3 = pw3 + o_pad * g.e;
   if (expand) {
     PackPointwise(Data(op.inputs[1]), g.e, g.c, pw1);
     std::copy_n(Data(op.inputs[2]), g.e, pb1);
