@@ -285,30 +285,26 @@ const bool kSchemas = [] {
                        .Precision(PrecisionRule::kHalfSafe)
                        .Layout(LayoutRule::kDataFormat)
                        .InPlaceInput(3));
-  RegisterOpSchema(OpSchema{"conv2d_1x1_depthwise", 5, 5, InferConv1x1Depthwise}
-                       .Attr("strides", std::vector<int64_t>{1, 1})
-                       .Attr("pads", std::vector<int64_t>{0, 0, 0, 0})
-                       .Attr("pointwise_activation", "")
-                       .Attr("activation", "")
-                       .Precision(kF32)
-                       .Layout(kFixed));
-  RegisterOpSchema(OpSchema{"conv2d_depthwise_1x1", 5, 6, InferConvDepthwise1x1}
-                       .Attr("strides", std::vector<int64_t>{1, 1})
-                       .Attr("pads", std::vector<int64_t>{0, 0, 0, 0})
+  // The fused depthwise ops: the depthwise window, float32, NHWC by
+  // definition (data_format-free), the result taking the residual's storage
+  // where they have one.
+  const auto fused_depthwise = [](OpSchema s) {
+    return std::move(s.Attr("strides", std::vector<int64_t>{1, 1})
+                         .Attr("pads", std::vector<int64_t>{0, 0, 0, 0})
+                         .Attr("activation", "")
+                         .Precision(kF32)
+                         .Layout(kFixed));
+  };
+  RegisterOpSchema(fused_depthwise(OpSchema{"conv2d_1x1_depthwise", 5, 5, InferConv1x1Depthwise})
+                       .Attr("pointwise_activation", ""));
+  RegisterOpSchema(fused_depthwise(OpSchema{"conv2d_depthwise_1x1", 5, 6, InferConvDepthwise1x1})
                        .Attr("depthwise_activation", "")
-                       .Attr("activation", "")
-                       .Precision(kF32)
-                       .Layout(kFixed)
                        .InPlaceInput(5));
-  RegisterOpSchema(OpSchema{"conv2d_1x1_depthwise_1x1", 7, 8, InferConv1x1Depthwise1x1}
-                       .Attr("strides", std::vector<int64_t>{1, 1})
-                       .Attr("pads", std::vector<int64_t>{0, 0, 0, 0})
-                       .Attr("pointwise_activation", "")
-                       .Attr("depthwise_activation", "")
-                       .Attr("activation", "")
-                       .Precision(kF32)
-                       .Layout(kFixed)
-                       .InPlaceInput(7));
+  RegisterOpSchema(
+      fused_depthwise(OpSchema{"conv2d_1x1_depthwise_1x1", 7, 8, InferConv1x1Depthwise1x1})
+          .Attr("pointwise_activation", "")
+          .Attr("depthwise_activation", "")
+          .InPlaceInput(7));
   RegisterOpSchema(WithPool2dAttrs(OpSchema{"pool2d", 1, 1, InferPool2d})
                        .Attr("data_format", "NCHW")
                        .Precision(kFollows)

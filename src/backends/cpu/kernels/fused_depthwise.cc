@@ -148,19 +148,22 @@ void PointwiseTile(const Geometry& g, const float* x, const float* wc, const flo
   }
 }
 
-using TileFn = void (*)(const Geometry&, const float*, const float*, const float*, float*);
+// A 1 x 1 stage's tile instances: table[V - 1][P - 1] is Tile<V, P>::kRun,
+// V vectors by P pixels, for V up to kTileVecs and P up to kTilePixels.
+template <template <int, int> class Tile, int V, int... P>
+constexpr auto TileRow(std::integer_sequence<int, P...>) {
+  return std::array{Tile<V, P + 1>::kRun...};
+}
+template <template <int, int> class Tile, int... V>
+constexpr auto TileTable(std::integer_sequence<int, V...>) {
+  return std::array{TileRow<Tile, V + 1>(std::make_integer_sequence<int, kTilePixels>{})...};
+}
 
-template <int V, int... P>
-constexpr std::array<TileFn, sizeof...(P)> TilesOf(std::integer_sequence<int, P...>) {
-  return {&PointwiseTile<V, P + 1>...};
-}
-template <int... V>
-constexpr std::array<std::array<TileFn, kTilePixels>, sizeof...(V)> AllTiles(
-    std::integer_sequence<int, V...>) {
-  return {TilesOf<V + 1>(std::make_integer_sequence<int, kTilePixels>{})...};
-}
-// kTiles[V - 1][P - 1]
-constexpr auto kTiles = AllTiles(std::make_integer_sequence<int, kTileVecs>{});
+template <int V, int P>
+struct Pointwise {
+  static constexpr auto kRun = &PointwiseTile<V, P>;
+};
+constexpr auto kTiles = TileTable<Pointwise>(std::make_integer_sequence<int, kTileVecs>{});
 
 // Input row x (w pixels of c) expanded into the ring row at out (its first
 // unpadded pixel).
@@ -170,7 +173,7 @@ void PointwiseRow(const Geometry& g, const float* x, const float* w1, const floa
   for (int64_t v0 = 0; v0 < vecs; v0 += per_chunk) {
     const int64_t nv = std::min(per_chunk, vecs - v0);
     const float* wc = w1 + v0 * kL * g.c;
-    const std::array<TileFn, kTilePixels>& tiles = kTiles[nv - 1];
+    const auto& tiles = kTiles[nv - 1];
     int64_t p = 0;
     for (; p + kTilePixels <= g.w; p += kTilePixels)
       tiles[kTilePixels - 1](g, x + p * g.c, wc, b1 + v0 * kL, out + v0 * g.block_pitch + p * kL);
@@ -319,20 +322,11 @@ void ProjectTile(const Geometry& g, const float* in, const float* wc, const floa
   }
 }
 
-using ProjectFn = void (*)(const Geometry&, const float*, const float*, const float*, const float*,
-                           float*, int64_t);
-
-template <int V, int... P>
-constexpr std::array<ProjectFn, sizeof...(P)> ProjectTilesOf(std::integer_sequence<int, P...>) {
-  return {&ProjectTile<V, P + 1>...};
-}
-template <int... V>
-constexpr std::array<std::array<ProjectFn, kTilePixels>, sizeof...(V)> AllProjectTiles(
-    std::integer_sequence<int, V...>) {
-  return {ProjectTilesOf<V + 1>(std::make_integer_sequence<int, kTilePixels>{})...};
-}
-// kProjectTiles[V - 1][P - 1]
-constexpr auto kProjectTiles = AllProjectTiles(std::make_integer_sequence<int, kTileVecs>{});
+template <int V, int P>
+struct Project {
+  static constexpr auto kRun = &ProjectTile<V, P>;
+};
+constexpr auto kProjectTiles = TileTable<Project>(std::make_integer_sequence<int, kTileVecs>{});
 
 // The row buffer (ow pixels of ep) projected into output row y (ow pixels
 // of o), residual row r (or none) added. w3: chunk-major, [chunk][e][its
@@ -345,7 +339,7 @@ void ProjectRow(const Geometry& g, const float* buf, const float* w3, const floa
     const int64_t nv = std::min(per_chunk, vecs - v0);
     const int64_t left = g.o - (v0 + nv - 1) * kL;
     const float* wc = w3 + v0 * kL * g.e;
-    const std::array<ProjectFn, kTilePixels>& tiles = kProjectTiles[nv - 1];
+    const auto& tiles = kProjectTiles[nv - 1];
     for (int64_t p = 0; p < g.ow; p += kTilePixels) {
       const int64_t np = std::min<int64_t>(kTilePixels, g.ow - p);
       tiles[np - 1](g, buf + p * g.ep, wc, b3 + v0 * kL, r ? r + p * g.o + v0 * kL : nullptr,
