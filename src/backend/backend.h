@@ -96,6 +96,10 @@ class Device {
   // host-accessible devices) may read and write directly.
   virtual bool host_accessible() const = 0;
   virtual int threads() const { return 1; }
+  // The channel block of the activation layout the device's float32
+  // convolutions run fastest on: 8 for [N, C / 8, H, W, 8] (the compile
+  // driver's blocked_convs stage), 0 for channel-last.
+  virtual int conv_channel_block() const { return 0; }
   virtual std::unique_ptr<Buffer> Allocate(size_t bytes) = 0;
   virtual Stream& stream() = 0;
   virtual std::unique_ptr<Event> CreateEvent() = 0;

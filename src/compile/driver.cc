@@ -272,6 +272,9 @@ void Validate(const CompileOptions& o) {
   if (!(o.loss_scaling > 0) || !std::isfinite(o.loss_scaling))
     Fail(ErrorKind::kInvalidArgument, "loss scaling must be a finite number > 0, got {}",
          o.loss_scaling);
+  if (o.conv_channel_block != -1 && o.conv_channel_block != 0 && o.conv_channel_block != 8)
+    Fail(ErrorKind::kInvalidArgument, "conv_channel_block must be -1, 0 or 8, got {}",
+         o.conv_channel_block);
 }
 
 std::string CompileReport::Format() const {
@@ -558,6 +561,22 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
                         [](ir::Graph& g) { return passes::FuseDepthwisePointwise(g); });
     record = passes::RunPass(separable, *graph, ctx);
     if (record.rewrites) report.stages.push_back(record);
+  }
+  if (!ctx.training && options_.optimize) {
+    // After the depthwise fusions (NHWC kernels of Tiller's own, which keep
+    // their chains channel-last).
+    int block = options_.conv_channel_block;
+    if (block < 0) {
+      block = 8;
+      for (const auto& d : devices_) block = d->conv_channel_block() == 8 ? block : 0;
+    }
+    if (block == 8) {
+      StagePass blocked("blocked_convs",
+                        "conv2d|pool2d{NHWC} chains -> NCHW8c, conversions at the edges",
+                        passes::BlockConvChains);
+      passes::PassRecord record = passes::RunPass(blocked, *graph, ctx);
+      if (record.rewrites) report.stages.push_back(record);
+    }
   }
   StagePass place("placement", "each op onto a device",
                   [&](ir::Graph& g) { return PlaceOps(g, devices_, options_.placement); });

@@ -62,6 +62,10 @@ struct CompileOptions {
   // Winograd's algorithm (passes/conv_winograd.cc), results within float32
   // rounding of the direct kernels' (Config::SwitchWinograd).
   bool conv_winograd = true;
+  // Inference with optimize: NHWC convolution chains move to channels in
+  // blocks of 8 (passes/blocked_convs.cc) when this is 8; -1: when every
+  // device's conv_channel_block() is 8 (AVX2 CPUs without AVX-512); 0: never.
+  int conv_channel_block = -1;
   // Compile for the memory plans only (the planner): no arenas, no
   // accumulator or shard storage; the executable cannot run.
   bool plan_only = false;

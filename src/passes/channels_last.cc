@@ -58,22 +58,6 @@ bool IsChannelFirstSpatialOp(const ir::Op& op) {
   return end[0] >= 0 && end[1] >= 0;
 }
 
-// Elementwise in any layout. Not random ops (a seeded mask or rounding is
-// drawn per position: another layout draws other values) and not
-// collectives (which pair elements across replicas by flat position).
-bool IsAgnostic(const ir::Op& op) {
-  const ir::OpSchema* s = ir::FindOpSchema(op.type);
-  // Per-tensor quantization (one scale) is elementwise; per channel names
-  // an axis, which would need renumbering.
-  const bool per_tensor_quantization =
-      (op.type == "quantize_linear" || op.type == "dequantize_linear") &&
-      op.GetInt("quant_axis") == -1;
-  return s && (s->layout == ir::LayoutRule::kAgnostic || per_tensor_quantization) &&
-         !s->side_effects && !s->FindAttr("seed") && op.type != "all_reduce" &&
-         op.type != "reduce_scatter" && op.type != "all_gather" && op.outputs.size() == 1 &&
-         op.outputs[0]->rank() == 4;
-}
-
 // Where NCHW dim d sits in NHWC.
 constexpr int64_t kNhwcPosition[4] = {0, 3, 1, 2};
 
@@ -145,7 +129,7 @@ int ChannelsLast(ir::Graph& g) {
       g.SetInsertionPoint(op);
       ins[0] = to_nhwc(ins[0]);
       attrs.Set("data_format", std::string("NHWC"));
-    } else if (const bool axes = RemapAxes(*op, &attrs); axes || IsAgnostic(*op)) {
+    } else if (const bool axes = RemapAxes(*op, &attrs); axes || IsLayoutAgnostic(*op)) {
       // Inputs without a twin are transposed in (rank 4: any such tensor
       // broadcasts alike in both layouts) when that moves no more bytes
       // than the twins would moving back: a skip connection's concat of an

@@ -116,6 +116,12 @@ int FoldBatchNorm(ir::Graph& g);
 // channel-last, transposes only at the chain's edges (inference;
 // passes/channels_last.cc)
 int ChannelsLast(ir::Graph& g);
+// conv2d|pool2d{NHWC} chains with the elementwise ops and channel concats
+// between them -> the same ops on [N, C / 8, H, W, 8] tensors
+// (data_format NCHW8c), conversions at the chains' edges, where the chain's
+// convolution work outweighs them (passes/blocked_convs.cc; the compile
+// driver runs it for inference on CPUs whose convolutions prefer it)
+int BlockConvChains(ir::Graph& g);
 // conv2d{NHWC}(x, W, b) -> add(., r) [-> relu] -> conv2d(x, W, b, r){activation}
 int FuseConvAdd(ir::Graph& g);
 // conv2d|linear -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6 -> conv2d|linear{activation}

@@ -5,8 +5,26 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/op_schema.h"
 
 namespace tiller::passes {
+
+// Elementwise in any layout, with a 4-D result (what the layout passes move
+// into their chains). Not random ops (a seeded mask or rounding is drawn
+// per position: another layout draws other values) and not collectives
+// (which pair elements across replicas by flat position).
+inline bool IsLayoutAgnostic(const ir::Op& op) {
+  const ir::OpSchema* s = ir::FindOpSchema(op.type);
+  // Per-tensor quantization (one scale) is elementwise; per channel names
+  // an axis, which would need renumbering.
+  const bool per_tensor_quantization =
+      (op.type == "quantize_linear" || op.type == "dequantize_linear") &&
+      op.GetInt("quant_axis") == -1;
+  return s && (s->layout == ir::LayoutRule::kAgnostic || per_tensor_quantization) &&
+         !s->side_effects && !s->FindAttr("seed") && op.type != "all_reduce" &&
+         op.type != "reduce_scatter" && op.type != "all_gather" && op.outputs.size() == 1 &&
+         op.outputs[0]->rank() == 4;
+}
 
 // True for a value whose bytes are known at compile time (weights, constants).
 inline bool HasData(const ir::Value* v) {

@@ -105,6 +105,7 @@ class CpuDevice : public backend::Device {
   size_t capacity_bytes() const override { return capacity_; }
   bool host_accessible() const override { return true; }
   int threads() const override { return threads_; }
+  int conv_channel_block() const override { return DnnlConvChannelBlock(); }
   std::unique_ptr<backend::Buffer> Allocate(size_t bytes) override;
   backend::Stream& stream() override { return stream_; }
   std::unique_ptr<backend::Event> CreateEvent() override;

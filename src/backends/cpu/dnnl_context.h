@@ -27,6 +27,9 @@ bool DnnlMultipliesBF16();
 bool DnnlMultipliesInt8Exactly();
 // Whether oneDNN has a Winograd convolution for this CPU (2.6: AVX-512).
 bool DnnlRunsWinograd();
+// 8 when oneDNN's direct float32 convolutions take channels in blocks of 8
+// (nChw8c: AVX2 without AVX-512), else 0 (Device::conv_channel_block).
+int DnnlConvChannelBlock();
 // conv2d kernels created with oneDNN's Winograd algorithm so far (their op's
 // algorithm = "winograd" and a Winograd kernel for the CPU); for tests.
 size_t WinogradConvolutionsCreated();

@@ -12,7 +12,9 @@
 //     dilations = [1, 1], groups = 1, activation = "" (none; fuse_activation
 //     sets the one the oneDNN kernel applies while writing), data_format =
 //     "NCHW" | "NHWC" (x and y channel-last; the filter stays OIHW; set by
-//     the channels_last pass), algorithm = "direct" | "winograd" (set by
+//     the channels_last pass) | "NCHW8c" (x, y and residual [N, C / 8, H,
+//     W, 8]: channels in blocks of 8, set by the blocked_convs stage; C and
+//     O multiples of 8), algorithm = "direct" | "winograd" (set by
 //     the conv_winograd stage: Winograd's F(m x m, 3 x 3) transforms, for a
 //     3 x 3 filter, stride and dilation 1, one group and float32 operands;
 //     the same function, rounded differently)}: residual (fuse_conv_add;
@@ -45,7 +47,7 @@
 //   pool2d(x NCHW){pooling_type = "max" | "avg", ksize [2] (required),
 //     strides = [1, 1], pads = [0, 0, 0, 0] as conv2d, ceil_mode = false,
 //     exclusive = true (avg ignores padding), adaptive = false (ksize is the
-//     output size), data_format = "NCHW" | "NHWC" (as conv2d)}
+//     output size), data_format = "NCHW" | "NHWC" | "NCHW8c" (as conv2d)}
 //   embedding(table [V, D], ids int){padding_idx = -1 (none)}: ids.shape + [D]
 //   embedding_grad(ids int, dy){rows (required), padding_idx = -1}: [rows, D],
 //     row r = sum of dy rows whose id is r; the padding row gets no gradient.
@@ -202,10 +204,12 @@ void InferConv1x1Depthwise1x1(InferContext& c) {
 }
 
 void InferPool2d(InferContext& c) {
-  const bool last = ChannelsLast(c);
-  if (c.input(0).shape.size() != 4)
-    c.Fail("needs 4-D input, got {}", ShapeToString(c.input(0).shape));
-  const TensorType x{c.input(0).dtype, AsNchw(c.input(0).shape, last)};
+  const ActLayout last = ReadActLayout(c, true);
+  const Shape& xs = c.input(0).shape;
+  if (last == ActLayout::kBlocked ? xs.size() != 5 || xs[4] != kChannelBlock : xs.size() != 4)
+    c.Fail("needs a {} input, got {}", last == ActLayout::kBlocked ? "[N, C / 8, H, W, 8]" : "4-D",
+           ShapeToString(xs));
+  const TensorType x{c.input(0).dtype, AsNchw(xs, last)};
   const Op& op = c.op();
   const std::string& type = op.GetStr("pooling_type");
   if (type != "max" && type != "avg") c.Fail("pooling_type '{}' is not max or avg", type);

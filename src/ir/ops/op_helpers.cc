@@ -51,12 +51,19 @@ void SetConvFilterAndBiasGrads(GradContext& c, const AttrMap& window, Value* inp
 }
 
 Shape ConvOutputShape(InferContext& c) {
-  const bool last = ChannelsLast(c);
+  const ActLayout layout = ReadActLayout(c, c.op().type == "conv2d");
   const Shape& w = c.input(1).shape;
-  if (c.input(0).shape.size() != 4 || w.size() != 4)
-    c.Fail("needs 4-D input and filter, got {} and {}", ShapeToString(c.input(0).shape),
-           ShapeToString(w));
-  const Shape x = AsNchw(c.input(0).shape, last);
+  const Shape& xs = c.input(0).shape;
+  if (layout == ActLayout::kBlocked) {
+    if (xs.size() != 5 || xs[4] != kChannelBlock || w.size() != 4 || w[0] % kChannelBlock != 0)
+      c.Fail(
+          "NCHW8c needs a [N, C / 8, H, W, 8] input and a filter of [8 k, C, KH, KW], got {} "
+          "and {}",
+          ShapeToString(xs), ShapeToString(w));
+  } else if (xs.size() != 4 || w.size() != 4) {
+    c.Fail("needs 4-D input and filter, got {} and {}", ShapeToString(xs), ShapeToString(w));
+  }
+  const Shape x = AsNchw(xs, layout);
   const ConvWindow win = ReadConvWindow(c.op());
   if (const std::string problem = win.Problem(); !problem.empty()) c.Fail("{}", problem);
   if (x[1] != w[1] * win.groups || w[0] % win.groups != 0)
@@ -65,7 +72,7 @@ Shape ConvOutputShape(InferContext& c) {
   const int64_t oh = WindowOutputSize(x[2], w[2], s[0], p[0], p[1], d[0], false);
   const int64_t ow = WindowOutputSize(x[3], w[3], s[1], p[2], p[3], d[1], false);
   if (oh <= 0 || ow <= 0) c.Fail("empty output for input {}", ShapeToString(x));
-  return FromNchw({x[0], w[0], oh, ow}, last);
+  return FromNchw({x[0], w[0], oh, ow}, layout);
 }
 
 std::array<int64_t, 2> ConvTransposeEndPads(const Op& op, const Shape& x_nchw, const Shape& w) {
@@ -80,9 +87,34 @@ std::array<int64_t, 2> ConvTransposeEndPads(const Op& op, const Shape& x_nchw, c
 }
 
 bool ChannelsLast(InferContext& c) {
+  return ReadActLayout(c, false) == ActLayout::kNhwc;
+}
+
+ActLayout ReadActLayout(InferContext& c, bool blocked_ok) {
   const std::string& f = c.op().GetStr("data_format");
-  if (f != "NCHW" && f != "NHWC") c.Fail("data_format '{}' is not NCHW or NHWC", f);
-  return f == "NHWC";
+  if (f == "NCHW") return ActLayout::kNchw;
+  if (f == "NHWC") return ActLayout::kNhwc;
+  if (blocked_ok && f == kBlockedFormat) return ActLayout::kBlocked;
+  c.Fail("data_format '{}' is not NCHW or NHWC{}", f, blocked_ok ? " or NCHW8c" : "");
+}
+
+ActLayout ActLayoutOf(const Op& op) {
+  const std::string& f = op.GetStr("data_format");
+  return f == "NHWC"           ? ActLayout::kNhwc
+         : f == kBlockedFormat ? ActLayout::kBlocked
+                               : ActLayout::kNchw;
+}
+
+Shape AsNchw(const Shape& s, ActLayout l) {
+  if (l != ActLayout::kBlocked) return AsNchw(s, l == ActLayout::kNhwc);
+  if (s.size() != 5) return s;
+  return {s[0], s[1] * s[4], s[2], s[3]};
+}
+
+Shape FromNchw(const Shape& s, ActLayout l) {
+  if (l != ActLayout::kBlocked) return FromNchw(s, l == ActLayout::kNhwc);
+  if (s.size() != 4) return s;
+  return {s[0], s[1] / kChannelBlock, s[2], s[3], kChannelBlock};
 }
 
 Shape AsNchw(const Shape& s, bool channels_last) {

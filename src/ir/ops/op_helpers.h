@@ -47,6 +47,23 @@ bool ChannelsLast(InferContext& c);
 Shape AsNchw(const Shape& s, bool channels_last);
 // An N, C, H, W shape in the op's layout.
 Shape FromNchw(const Shape& s, bool channels_last);
+
+// The activation layouts of conv2d and pool2d. kBlocked (data_format
+// "NCHW8c", set by the blocked_convs stage) holds channels in blocks of
+// kChannelBlock: shape [N, C / 8, H, W, 8], channel c of pixel (h, w) at
+// [n][c / 8][h][w][c % 8] (oneDNN's nChw8c), for C a multiple of 8.
+enum class ActLayout { kNchw, kNhwc, kBlocked };
+inline constexpr int64_t kChannelBlock = 8;
+inline constexpr const char* kBlockedFormat = "NCHW8c";
+// The op's data_format; "NCHW8c" only where `blocked_ok`, anything else
+// fails naming the op.
+ActLayout ReadActLayout(InferContext& c, bool blocked_ok);
+// The same for a built op (kernels): kBlocked for "NCHW8c".
+ActLayout ActLayoutOf(const Op& op);
+// A shape in layout `l` read as N, C, H, W, and back (FromNchw: kBlocked
+// needs C a multiple of kChannelBlock).
+Shape AsNchw(const Shape& s, ActLayout l);
+Shape FromNchw(const Shape& s, ActLayout l);
 // The op's window as attributes, for the conv ops a gradient rule adds.
 AttrMap ConvWindowAttrMap(const Op& op);
 // The result shape (in the op's data_format) of conv2d or conv2d_int8 reading

@@ -81,6 +81,28 @@ bool DnnlRunsWinograd() {
   return yes;
 }
 
+int DnnlConvChannelBlock() {
+  static const int block = [] {
+    try {
+      using dnnl::memory;
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      const auto f32 = memory::data_type::f32;
+      // A ResNet-like 3 x 3 layer with the activation layout left to oneDNN.
+      const memory::desc x({8, 64, 28, 28}, f32, memory::format_tag::any);
+      const memory::desc w({64, 64, 3, 3}, f32, memory::format_tag::any);
+      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                              dnnl::algorithm::convolution_direct, x, w, x, {1, 1},
+                                              {1, 1}, {1, 1});
+      const dnnl::convolution_forward::primitive_desc pd(d, engine);
+      const memory::desc blocked({8, 64, 28, 28}, f32, memory::format_tag::nChw8c);
+      return pd.src_desc() == blocked ? 8 : 0;
+    } catch (const dnnl::error&) {
+      return 0;
+    }
+  }();
+  return block;
+}
+
 namespace {
 
 std::atomic<size_t> g_winograd_convs{0};
@@ -694,16 +716,21 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   if (int8 && (!IsConstant(w) || !IsConstant(scale) || (bias && !IsConstant(bias))))
     Fail(ErrorKind::kUnimplemented, "{} ({}): filter, scale and bias must be constants", op.type,
          op.name);
-  const bool channels_last = op.GetStr("data_format") == "NHWC";
+  const ir::ActLayout layout = ir::ActLayoutOf(op);
+  // NHWC and NCHW8c: the layouts of chains the passes built for oneDNN's
+  // direct kernels, which run on them as they are.
+  const bool channels_last = layout != ir::ActLayout::kNchw;
   int64_t groups = op.GetInt("groups");
   const auto& strides = op.GetInts("strides");
   const auto& pads = op.GetInts("pads");
   const auto& dil = op.GetInts("dilations");
   const auto in_t = ToDnnl(x->dtype()), out_t = ToDnnl(y->dtype());
   using tag = memory::format_tag;
-  const tag act_tag = channels_last ? tag::nhwc : tag::nchw;
-  memory::desc x_md(ir::AsNchw(x->shape(), channels_last), in_t, act_tag);
-  memory::desc y_md(ir::AsNchw(y->shape(), channels_last), out_t, act_tag);
+  const tag act_tag = layout == ir::ActLayout::kBlocked ? tag::nChw8c
+                      : channels_last                   ? tag::nhwc
+                                                        : tag::nchw;
+  memory::desc x_md(ir::AsNchw(x->shape(), layout), in_t, act_tag);
+  memory::desc y_md(ir::AsNchw(y->shape(), layout), out_t, act_tag);
   Shape ws = w->shape();
   memory::desc w_md =
       groups == 1 ? memory::desc(ws, in_t, tag::oihw)
@@ -729,8 +756,8 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   // the residual needs no copy, but oneDNN 2.6 then leaves its fastest 1x1
   // kernels: 30-50% slower convolutions on ResNet-50.)
   if (residual) {
-    TILLER_CHECK(channels_last, "{} ({}): a residual input needs the NHWC layout", op.type,
-                 op.name);
+    TILLER_CHECK(channels_last, "{} ({}): a residual input needs the NHWC or NCHW8c layout",
+                 op.type, op.name);
     po.append_sum(1.0f);
   }
   if (!op.GetStr("activation").empty()) AppendActivation(po, op.GetStr("activation"), op);

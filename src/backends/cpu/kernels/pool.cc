@@ -60,10 +60,13 @@ void PoolTaps(const float* xp, float* yp, const TapGeom& g, const Windows& wh) {
 // inner loop runs over contiguous channels. Same windows and divisors as
 // the NCHW kernel.
 std::unique_ptr<Kernel> MakePool2dNhwc(const ir::Op& op) {
-  const Shape& xs = op.inputs[0]->shape();  // [N, H, W, C]
+  const Shape& xs = op.inputs[0]->shape();  // [N, H, W, C] or [N, C / 8, H, W, 8]
   const Shape& ys = op.outputs[0]->shape();
-  const int64_t n = xs[0], c = xs[3];
-  Pool2dGeometry g = ReadPool2d(op, ir::AsNchw(xs, true), ir::AsNchw(ys, true));
+  const ir::ActLayout layout = ir::ActLayoutOf(op);
+  // NCHW8c is N * C / 8 NHWC images of 8 channels.
+  const bool blocked = layout == ir::ActLayout::kBlocked;
+  const int64_t n = blocked ? xs[0] * xs[1] : xs[0], c = blocked ? xs[4] : xs[3];
+  Pool2dGeometry g = ReadPool2d(op, ir::AsNchw(xs, layout), ir::AsNchw(ys, layout));
   const bool is_max = g.is_max;
   const int64_t ih = g.ih, iw = g.iw, oh = g.oh, ow = g.ow;
   const std::vector<float> div = AvgDivisors(g);  // per output pixel; 0: empty window
@@ -101,7 +104,7 @@ std::unique_ptr<Kernel> MakePool2dNhwc(const ir::Op& op) {
 }
 
 std::unique_ptr<Kernel> MakePool2d(const ir::Op& op) {
-  if (op.GetStr("data_format") == "NHWC") return MakePool2dNhwc(op);
+  if (ir::ActLayoutOf(op) != ir::ActLayout::kNchw) return MakePool2dNhwc(op);
   Pool2dGeometry g = ReadPool2d(op, op.inputs[0]->shape(), op.outputs[0]->shape());
   const bool is_max = g.is_max, adaptive = g.adaptive;
   const std::vector<int64_t>&k = g.k, &s = g.s, &p = g.p;
