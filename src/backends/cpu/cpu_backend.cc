@@ -132,8 +132,13 @@ void WorkerStream::NoteRun(int team, int threads, std::chrono::nanoseconds wall,
     // their thread count when they were built (oneDNN primitives without a
     // half-team twin) still start full teams, now beside a smaller pool: no
     // gain, or a loss.
+    // Slower only: the full team's runs next to a busy process vary 1-2x
+    // from run to run (ResNet-50 batch 1 on AMD Zen 3: 91-207 ms, one
+    // thread a steady 92), so a halved run that merely failed to beat the
+    // one full-team sample gave halving up while it held the median at
+    // 1.4x of one thread's.
     compare_next_ = false;
-    if (static_cast<double>(wall.count()) > 0.9 * static_cast<double>(full_wall_.count())) {
+    if (wall > full_wall_) {
       contended_ = false;
       skip_halving_ = kSkipHalvingAfterNoGain;
     }

@@ -41,8 +41,8 @@ namespace tiller::cpu {
 // (alone it gets all of it: libgomp spins at barriers), the next
 // kProbeEvery items run with half the team, then one with the full team
 // measures again. Short items (< kMinMeasured) tell nothing and are not
-// measured. When the first halved item is not at least 10% faster than the
-// full-team one before it (kernels that keep the thread count they were
+// measured. When the first halved item is slower than the full-team one
+// before it (kernels that keep the thread count they were
 // built with start full teams beside the halved pool: ResNet-50 ran slower
 // so before its convolutions got half-team primitives), the next
 // kSkipHalvingAfterNoGain items keep the full team.

@@ -33,5 +33,8 @@ int DnnlConvChannelBlock();
 // conv2d kernels created with oneDNN's Winograd algorithm so far (their op's
 // algorithm = "winograd" and a Winograd kernel for the CPU); for tests.
 size_t WinogradConvolutionsCreated();
+// matmul and linear kernels given a twin built for half the team (run while
+// the worker halves its team under contention) so far; for tests.
+size_t HalfTeamMatmulsCreated();
 
 }  // namespace tiller::cpu

@@ -115,6 +115,16 @@ size_t WinogradConvolutionsCreated() {
 
 namespace {
 
+std::atomic<size_t> g_half_team_matmuls{0};
+
+}  // namespace
+
+size_t HalfTeamMatmulsCreated() {
+  return g_half_team_matmuls.load();
+}
+
+namespace {
+
 using dnnl::memory;
 using Dims = memory::dims;
 
@@ -187,6 +197,20 @@ memory::data_type AppendRequantize(dnnl::post_ops& po, const ir::Op& op) {
   return memory::data_type::s8;
 }
 
+// While it lives, this thread's OpenMP team is half of `team`: kernels
+// build their half-team primitives in it (oneDNN's primitive cache keys on
+// the thread count, and would hand back the full team's).
+class HalfTeam {
+ public:
+  explicit HalfTeam(int team) : team_(team) { omp_set_num_threads(team / 2); }
+  ~HalfTeam() { omp_set_num_threads(team_); }
+  HalfTeam(const HalfTeam&) = delete;
+  HalfTeam& operator=(const HalfTeam&) = delete;
+
+ private:
+  int team_;
+};
+
 // One oneDNN primitive with its memories bound once. Slots: the op's inputs in
 // order, then outputs. A slot whose data was prepacked at creation is skipped
 // when handles are swapped.
@@ -244,7 +268,30 @@ class DnnlKernel : public Kernel {
     sum_bytes_ = bytes;
   }
 
-  size_t workspace_bytes() const override { return stage_bytes_ + scratch_bytes_; }
+  // The same primitive built while the team had `team` / 2 threads (`team`:
+  // the threads prim was built for), with the same layouts: Run() takes it
+  // when the team is smaller than `team`. oneDNN's GEMM-based matmul (AVX2)
+  // fixes its thread count at creation, so a worker that halves its team
+  // under contention (cpu_backend.h) still ran every GEMM on the full team,
+  // beside the pool threads libgomp keeps spinning: BERT-Base batch 1 next
+  // to a busy process took 350-530 ms per halved run against 280 ms for a
+  // one-thread predictor (AMD Zen 3, 2 threads).
+  void AddHalfTeam(dnnl::primitive half, const memory::desc& scratch_md, int team) {
+    half_ = std::move(half);
+    team_ = team;
+    args_half_ = args_;
+    const size_t bytes = scratch_md.get_size();
+    args_half_.erase(DNNL_ARG_SCRATCHPAD);
+    if (bytes) {
+      scratch_half_ = memory(scratch_md, scratch_.get_engine(), DNNL_MEMORY_NONE);
+      args_half_.emplace(DNNL_ARG_SCRATCHPAD, scratch_half_);
+      scratch_half_bytes_ = bytes;
+    }
+  }
+
+  size_t workspace_bytes() const override {
+    return stage_bytes_ + std::max(scratch_bytes_, scratch_half_bytes_);
+  }
   void Run(const KernelArgs& a) override {
     auto* ws = static_cast<std::byte*>(a.workspace);
     if (sum_bytes_ && a.outputs[0] != a.inputs[sum_input_])
@@ -261,18 +308,24 @@ class DnnlKernel : public Kernel {
       }
     }
     for (size_t i = 0; i < outputs_.size(); ++i) outputs_[i].mem.set_data_handle(a.outputs[i]);
-    if (scratch_bytes_) scratch_.set_data_handle(ws + stage_bytes_);
-    prim_.execute(stream_, args_);
+    if (team_ > 1 && omp_get_max_threads() < team_) {
+      if (scratch_half_bytes_) scratch_half_.set_data_handle(ws + stage_bytes_);
+      half_.execute(stream_, args_half_);
+    } else {
+      if (scratch_bytes_) scratch_.set_data_handle(ws + stage_bytes_);
+      prim_.execute(stream_, args_);
+    }
     stream_.wait();
   }
 
  private:
   dnnl::stream& stream_;
-  dnnl::primitive prim_;
+  dnnl::primitive prim_, half_;
+  int team_ = 0;  // the threads prim_ was built for, when half_ serves smaller teams
   std::vector<Slot> inputs_, outputs_;
-  memory scratch_;
-  std::unordered_map<int, memory> args_;
-  size_t scratch_bytes_ = 0;
+  memory scratch_, scratch_half_;
+  std::unordered_map<int, memory> args_, args_half_;
+  size_t scratch_bytes_ = 0, scratch_half_bytes_ = 0;
   size_t first_input_ = 0;
   size_t sum_input_ = 0, sum_bytes_ = 0;  // AddInto
   // The staged input (StageInput): its plain memory, the reorder into the
@@ -304,6 +357,22 @@ std::unique_ptr<K> MarkPacked(std::unique_ptr<K> kernel, const std::vector<DnnlK
     if (slots[i].prepacked) kernel->MarkInputCopied(first + i);
   }
   return kernel;
+}
+
+// Gives `kernel` the matmul `d` built for half the worker's team
+// (DnnlKernel::AddHalfTeam), when oneDNN picks the layouts of `pd` for it,
+// so the packed weights serve both.
+void AddHalfTeamMatmul(Dnnl& dn, DnnlKernel& kernel, const dnnl::matmul::desc& d,
+                       const dnnl::primitive_attr& attr, const dnnl::matmul::primitive_desc& pd) {
+  const int team = omp_get_max_threads();
+  if (team <= 1) return;
+  const HalfTeam half_team(team);
+  const dnnl::matmul::primitive_desc half(d, attr, dn.engine);
+  if (half.weights_desc() == pd.weights_desc() && half.src_desc() == pd.src_desc() &&
+      half.dst_desc() == pd.dst_desc()) {
+    kernel.AddHalfTeam(dnnl::matmul(half), half.scratchpad_desc(), team);
+    ++g_half_team_matmuls;
+  }
 }
 
 // `act`: the fused activation of linear / conv2d ("" for none), after the
@@ -430,12 +499,14 @@ std::unique_ptr<Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
   bool stage = false;
   const memory::desc b_any = WeightsLayout(b_md, in_t, IsConstant(b), &stage);
   auto attr = MakeAttr(op, static_cast<float>(op.GetFloat("alpha")), "");
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), attr, dn.engine);
+  const dnnl::matmul::desc desc(a_md, b_any, c_md);
+  dnnl::matmul::primitive_desc pd(desc, attr, dn.engine);
   std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(a_md, dn.engine, DNNL_MEMORY_NONE)},
                                     BindInput(dn, DNNL_ARG_WEIGHTS, b, b_md, pd.weights_desc())};
   std::vector<DnnlKernel::Slot> outs{{DNNL_ARG_DST, memory(c_md, dn.engine, DNNL_MEMORY_NONE)}};
   auto kernel = std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), ins, std::move(outs),
                                              pd.scratchpad_desc());
+  AddHalfTeamMatmul(dn, *kernel, desc, attr, pd);
   if (stage) kernel->StageInput(dn, 1, b_md);
   return MarkPacked(std::move(kernel), ins, 0);
 }
@@ -488,15 +559,16 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   const memory::desc w_any = WeightsLayout(w_md, in_t, IsConstant(w), &stage);
   memory::desc b_md = bias ? memory::desc({1, n}, ToDnnl(bias->dtype()), tag::ab) : memory::desc();
   auto attr = MakeAttr(op, 1.0f, op.GetStr("activation"), residual != nullptr);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_any, b_md, y_md), attr, dn.engine);
+  dnnl::matmul::desc desc(x_md, w_any, b_md, y_md);
+  dnnl::matmul::primitive_desc pd(desc, attr, dn.engine);
   if (IsConstant(w) && pd.weights_desc() == w_md && ReordersPlainWeightsFaster(w_md, in_t)) {
     // oneDNN 2.6's AVX2 GEMM (gemm:jit) keeps a constant plain under format
     // any and reads a B whose rows lie a multiple of 4 KiB apart at ~2/3 of
     // its rate (BERT's FFN-up, [128, 768] x [768, 3072]: 8.3 ms, 5.9 ms with
     // B column-major; BERT-Base batch 1 230 -> 190 ms on AMD Zen 3), so the
     // constant is packed column-major (ba) instead, once.
-    pd = dnnl::matmul::primitive_desc(
-        dnnl::matmul::desc(x_md, memory::desc({k, n}, in_t, tag::ba), b_md, y_md), attr, dn.engine);
+    desc = dnnl::matmul::desc(x_md, memory::desc({k, n}, in_t, tag::ba), b_md, y_md);
+    pd = dnnl::matmul::primitive_desc(desc, attr, dn.engine);
   }
   std::vector<DnnlKernel::Slot> ins{{DNNL_ARG_SRC, memory(x_md, dn.engine, DNNL_MEMORY_NONE)},
                                     BindInput(dn, DNNL_ARG_WEIGHTS, w, w_md, pd.weights_desc())};
@@ -504,6 +576,7 @@ std::unique_ptr<Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
   std::vector<DnnlKernel::Slot> outs{{DNNL_ARG_DST, memory(y_md, dn.engine, DNNL_MEMORY_NONE)}};
   auto kernel = std::make_unique<DnnlKernel>(dn, dnnl::matmul(pd), ins, std::move(outs),
                                              pd.scratchpad_desc());
+  AddHalfTeamMatmul(dn, *kernel, desc, attr, pd);
   if (stage) kernel->StageInput(dn, 1, w_md);
   if (residual) kernel->AddInto(3, op.outputs[0]->bytes());
   return MarkPacked(std::move(kernel), ins, 0);
@@ -558,20 +631,6 @@ std::unique_ptr<Kernel> MakeLinearInt8(const ir::Op& op, backend::Device& device
   for (size_t i = 1; i < op.inputs.size(); ++i) kernel->MarkInputCopied(i);
   return kernel;
 }
-
-// While it lives, this thread's OpenMP team is half of `team`: kernels
-// build their half-team primitives in it (oneDNN's primitive cache keys on
-// the thread count, and would hand back the full team's).
-class HalfTeam {
- public:
-  explicit HalfTeam(int team) : team_(team) { omp_set_num_threads(team / 2); }
-  ~HalfTeam() { omp_set_num_threads(team_); }
-  HalfTeam(const HalfTeam&) = delete;
-  HalfTeam& operator=(const HalfTeam&) = delete;
-
- private:
-  int team_;
-};
 
 // A convolution that runs in oneDNN's preferred activation layout: src is
 // reordered from the op's plain layout (NCHW or NHWC) into workspace, the
