@@ -100,6 +100,10 @@ class Device {
   // convolutions run fastest on: 8 for [N, C / 8, H, W, 8] (the compile
   // driver's blocked_convs stage), 0 for channel-last.
   virtual int conv_channel_block() const { return 0; }
+  // Whether the compile driver fuses 1x1 and depthwise convolutions into
+  // conv2d_1x1_depthwise[_1x1] / conv2d_depthwise_1x1 for this device (a
+  // backend with fast kernels for them).
+  virtual bool fuses_depthwise_convs() const { return false; }
   virtual std::unique_ptr<Buffer> Allocate(size_t bytes) = 0;
   virtual Stream& stream() = 0;
   virtual std::unique_ptr<Event> CreateEvent() = 0;

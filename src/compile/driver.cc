@@ -548,7 +548,10 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     passes::PassRecord record = passes::RunPass(wino, *graph, ctx);
     if (record.rewrites) report.stages.push_back(record);
   }
-  if (!ctx.training && options_.optimize) {
+  const bool fuse_depthwise =
+      std::all_of(devices_.begin(), devices_.end(),
+                  [](const backend::Device* d) { return d->fuses_depthwise_convs(); });
+  if (!ctx.training && options_.optimize && fuse_depthwise) {
     // After mixed precision and half_fallback (float32 convolutions only),
     // and after conv_winograd (whose 3 x 3 convolutions are never depthwise).
     StagePass fuse("fuse_pointwise_depthwise",

@@ -12,6 +12,7 @@ import pytest
 
 import tiller
 import tiller.inference as ti
+from cpu_info import cpu_flags
 from models import make_inputs
 from models import training as T
 
@@ -31,17 +32,10 @@ def _predict(exp, inputs, precision=None, bf16_paddle_name=False):
     return outs, predictor.summary()["compile_report"]
 
 
-def _cpu_flags():
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
-
-
 # oneDNN 2.6 multiplies bfloat16 with its AVX-512 kernels only (natively with
 # AVX512_BF16, emulated on the rest of AVX-512); on an AVX2 CPU Tiller rounds
 # the operands to bfloat16 and multiplies in float32 (same products).
-_ONEDNN_BF16_GEMM = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= _cpu_flags()
+_ONEDNN_BF16_GEMM = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= cpu_flags()
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -78,7 +72,7 @@ def test_paddle_names_for_half_precision_inference(zoo):
     assert config.precision() == "half"
     # "half" is bfloat16 where the CPU multiplies it natively (CPUID, read by
     # Tiller; /proc/cpuinfo's flags here), else float16.
-    native = bool(_cpu_flags() & {"avx512_bf16", "amx_bf16"})
+    native = bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
     _, report = _predict(exp, inputs, "half")
     assert ("multiplied in bfloat16" if native else "rounded to float16") in report, report
     with pytest.raises(tiller.TillerError, match="precision 'int8' is not one of"):
