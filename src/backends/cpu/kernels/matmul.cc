@@ -276,14 +276,15 @@ class DnnlKernel : public Kernel {
   // beside the pool threads libgomp keeps spinning: BERT-Base batch 1 next
   // to a busy process took 350-530 ms per halved run against 280 ms for a
   // one-thread predictor (AMD Zen 3, 2 threads).
-  void AddHalfTeam(dnnl::primitive half, const memory::desc& scratch_md, int team) {
+  void AddHalfTeam(const dnnl::engine& engine, dnnl::primitive half, const memory::desc& scratch_md,
+                   int team) {
     half_ = std::move(half);
     team_ = team;
     args_half_ = args_;
     const size_t bytes = scratch_md.get_size();
     args_half_.erase(DNNL_ARG_SCRATCHPAD);
     if (bytes) {
-      scratch_half_ = memory(scratch_md, scratch_.get_engine(), DNNL_MEMORY_NONE);
+      scratch_half_ = memory(scratch_md, engine, DNNL_MEMORY_NONE);
       args_half_.emplace(DNNL_ARG_SCRATCHPAD, scratch_half_);
       scratch_half_bytes_ = bytes;
     }
@@ -370,7 +371,7 @@ void AddHalfTeamMatmul(Dnnl& dn, DnnlKernel& kernel, const dnnl::matmul::desc& d
   const dnnl::matmul::primitive_desc half(d, attr, dn.engine);
   if (half.weights_desc() == pd.weights_desc() && half.src_desc() == pd.src_desc() &&
       half.dst_desc() == pd.dst_desc()) {
-    kernel.AddHalfTeam(dnnl::matmul(half), half.scratchpad_desc(), team);
+    kernel.AddHalfTeam(dn.engine, dnnl::matmul(half), half.scratchpad_desc(), team);
     ++g_half_team_matmuls;
   }
 }
