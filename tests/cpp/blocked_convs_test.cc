@@ -21,19 +21,9 @@ namespace {
 
 using ir::Graph;
 using ir::Value;
+using test_util::Conv;
 using test_util::Param;
 using test_util::Random;
-
-Value* Conv(Graph& g, Value* x, const std::string& name, int64_t in, int64_t out, int64_t k,
-            std::mt19937& rng, int64_t stride = 1) {
-  const int64_t p = k / 2;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(in * k * k));
-  return g.Add1(
-      "conv2d",
-      {x, Param(g, name, {out, in, k, k}, rng, scale), Param(g, name + ".b", {out}, rng, 0.1f)},
-      {{"pads", std::vector<int64_t>{p, p, p, p}},
-       {"strides", std::vector<int64_t>{stride, stride}}});
-}
 
 Value* Pool(Graph& g, Value* x, const char* type, std::vector<int64_t> k, std::vector<int64_t> s,
             std::vector<int64_t> p, bool adaptive = false) {

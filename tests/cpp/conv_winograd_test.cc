@@ -27,23 +27,10 @@ namespace {
 using ir::Graph;
 using ir::Value;
 
+using test_util::Conv;
 using test_util::Param;
 using test_util::Random;
-
-Value* Conv(Graph& g, Value* x, const std::string& name, int64_t in, int64_t out, int64_t k,
-            std::mt19937& rng, int64_t stride = 1, int64_t groups = 1, int64_t dilation = 1) {
-  const int64_t p = k / 2 * dilation;
-  // Filters scaled so activations keep a unit-order magnitude layer to layer.
-  const int64_t fan_in = in / groups * k * k;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(fan_in));
-  return g.Add1("conv2d",
-                {x, Param(g, name, {out, in / groups, k, k}, rng, scale),
-                 Param(g, name + ".b", {out}, rng, 0.1f)},
-                {{"pads", std::vector<int64_t>{p, p, p, p}},
-                 {"strides", std::vector<int64_t>{stride, stride}},
-                 {"dilations", std::vector<int64_t>{dilation, dilation}},
-                 {"groups", groups}});
-}
+using test_util::RunKernel;
 
 // ResNet-18's basic block: conv3x3 -> relu -> conv3x3 -> add(x) -> relu.
 void BasicBlock(Graph& g, std::mt19937& rng, const Shape& in) {
@@ -148,19 +135,6 @@ TEST(ConvWinograd, GivesTheDirectResultsInEveryLayoutTheConvPassesLeave) {
   }
 }
 
-// A channel-last conv2d with a residual and relu (what fuse_conv_add leaves)
-// run by its CPU kernel: the output's floats.
-std::vector<float> RunConv(const ir::Op& op, backend::Kernel& k) {
-  backend::KernelArgs args;
-  for (const Value* v : op.inputs) args.inputs.push_back(v->data ? v->data->data() : nullptr);
-  std::vector<float> out(NumElements(op.outputs[0]->shape()), -1.0f);
-  args.outputs.push_back(out.data());
-  AlignedBuffer ws(k.workspace_bytes());
-  args.workspace = ws.data();
-  k.Run(args);
-  return out;
-}
-
 // A Winograd kernel built for two threads and run by a halved team (the
 // worker's response to contention, cpu_backend.h) runs its direct twin: the
 // direct kernel's result to the bit; with its full team, Winograd's.
@@ -194,10 +168,10 @@ TEST(ConvWinograd, AHalvedTeamRunsTheDirectTwin) {
   EXPECT_EQ(cpu::WinogradConvolutionsCreated(), before + 1);
   omp_set_num_threads(1);
   auto direct = cpu::CreateKernel(*direct_op);
-  const std::vector<float> want = RunConv(*direct_op, *direct);
-  EXPECT_EQ(RunConv(*wino_op, *wino), want);  // the halved team: the twin
+  const std::vector<float> want = RunKernel(*direct_op, *direct);
+  EXPECT_EQ(RunKernel(*wino_op, *wino), want);  // the halved team: the twin
   omp_set_num_threads(2);
-  const std::vector<float> full = RunConv(*wino_op, *wino);
+  const std::vector<float> full = RunKernel(*wino_op, *wino);
   omp_set_num_threads(saved);
   double diff = 0, scale = 0;
   for (size_t i = 0; i < want.size(); ++i) {

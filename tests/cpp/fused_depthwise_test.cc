@@ -220,16 +220,7 @@ TEST(FusePointwiseDepthwise, ResultsDoNotDependOnTheThreads) {
   g.AddOutput("y", AddConv(g, e, "dw", Depthwise(72, 5, 5, {1, 1}, {2, 2, 2, 2}, "relu"), rng));
   ASSERT_EQ(FusePointwiseDepthwise(g, 0), 1);
   const ir::Op& op = *g.outputs()[0].second->producer;
-  auto run = [&](backend::Kernel& k) {
-    backend::KernelArgs args;
-    for (const Value* v : op.inputs) args.inputs.push_back(v->data->data());
-    std::vector<float> out(NumElements(op.outputs[0]->shape()), -1.0f);
-    args.outputs.push_back(out.data());
-    AlignedBuffer ws(k.workspace_bytes());
-    args.workspace = ws.data();
-    k.Run(args);
-    return out;
-  };
+  auto run = [&](backend::Kernel& k) { return test_util::RunKernel(op, k); };
   omp_set_num_threads(1);
   auto one = cpu::CreateKernel(op);
   const std::vector<float> want = run(*one);

@@ -20,19 +20,6 @@ namespace {
 using ir::Graph;
 using ir::Value;
 
-// The op's output computed by `kernel` from the op's inputs (data of
-// constants; `x` for the one variable input).
-std::vector<float> RunKernel(const ir::Op& op, backend::Kernel& kernel, const AlignedBuffer& x) {
-  backend::KernelArgs args;
-  for (const Value* v : op.inputs) args.inputs.push_back(v->data ? v->data->data() : x.data());
-  std::vector<float> out(NumElements(op.outputs[0]->shape()), -1.0f);
-  args.outputs.push_back(out.data());
-  AlignedBuffer ws(kernel.workspace_bytes());
-  args.workspace = ws.data();
-  kernel.Run(args);
-  return out;
-}
-
 // x [m, k] times w [k, n] (+ b) in double.
 std::vector<double> Reference(const float* x, const float* w, const float* b, int64_t m, int64_t k,
                               int64_t n) {
@@ -83,7 +70,7 @@ TEST(HalfTeam, LinearAndMatmulKernelsBuiltForTwoThreadsRunATwinOnOne) {
       double scale = 0;
       // float32 products summed over k = 256 terms of unit order: a few
       // 1e-6 of the largest output, by either team.
-      const double diff = Largest(RunKernel(*op, *kernel, *input), *want, &scale);
+      const double diff = Largest(test_util::RunKernel(*op, *kernel, input.get()), *want, &scale);
       EXPECT_GT(scale, 1.0);
       EXPECT_LE(diff, 1e-5 * scale) << op->type << " with " << team << " threads";
     }

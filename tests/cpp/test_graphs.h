@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/kernel.h"
 #include "compile/executable.h"
 #include "core/aligned_buffer.h"
 #include "ir/graph.h"
@@ -29,6 +30,39 @@ inline std::shared_ptr<AlignedBuffer> Random(const Shape& shape, std::mt19937& r
 inline ir::Value* Param(ir::Graph& g, const std::string& name, const Shape& s, std::mt19937& rng,
                         float scale) {
   return g.AddData(name, {DType::kF32, s}, ir::ValueKind::kParam, Random(s, rng, scale));
+}
+
+// An NCHW float32 conv2d of x (`in` channels) through a k x k filter with
+// "same" padding and a bias, its filter drawn from rng scaled by the fan-in
+// (activations keep a unit-order magnitude layer to layer).
+inline ir::Value* Conv(ir::Graph& g, ir::Value* x, const std::string& name, int64_t in, int64_t out,
+                       int64_t k, std::mt19937& rng, int64_t stride = 1, int64_t groups = 1,
+                       int64_t dilation = 1) {
+  const int64_t p = k / 2 * dilation;
+  const int64_t fan_in = in / groups * k * k;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(fan_in));
+  return g.Add1("conv2d",
+                {x, Param(g, name, {out, in / groups, k, k}, rng, scale),
+                 Param(g, name + ".b", {out}, rng, 0.1f)},
+                {{"pads", std::vector<int64_t>{p, p, p, p}},
+                 {"strides", std::vector<int64_t>{stride, stride}},
+                 {"dilations", std::vector<int64_t>{dilation, dilation}},
+                 {"groups", groups}});
+}
+
+// `op`'s float32 output computed by `kernel` (built for it) from the op's
+// inputs: the data of constants, `variable` for those without (if any).
+inline std::vector<float> RunKernel(const ir::Op& op, backend::Kernel& kernel,
+                                    const AlignedBuffer* variable = nullptr) {
+  backend::KernelArgs args;
+  for (const ir::Value* v : op.inputs)
+    args.inputs.push_back(v->data ? v->data->data() : variable ? variable->data() : nullptr);
+  std::vector<float> out(NumElements(op.outputs[0]->shape()), -1.0f);
+  args.outputs.push_back(out.data());
+  AlignedBuffer ws(kernel.workspace_bytes());
+  args.workspace = ws.data();
+  kernel.Run(args);
+  return out;
 }
 
 // g (one float32 input, one float32 output) compiled for the CPU and run on

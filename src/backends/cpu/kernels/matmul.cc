@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include "backends/cpu/dnnl_context.h"
@@ -61,44 +62,43 @@ bool DnnlMultipliesInt8Exactly() {
   return yes;
 }
 
+namespace {
+
+// oneDNN's float32 3 x 3 convolution of `alg` from and to [N, C, H, W]
+// (same padding, C channels out), activation layouts left to it; none
+// where it has no kernel for this CPU.
+std::optional<dnnl::convolution_forward::primitive_desc> ProbeConv3x3(dnnl::algorithm alg,
+                                                                      const dnnl::memory::dims& x) {
+  try {
+    using dnnl::memory;
+    const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    const auto f32 = memory::data_type::f32;
+    const memory::desc xy(x, f32, memory::format_tag::any);
+    const memory::desc w({x[1], x[1], 3, 3}, f32, memory::format_tag::any);
+    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, alg, xy, w, xy,
+                                            {1, 1}, {1, 1}, {1, 1});
+    return dnnl::convolution_forward::primitive_desc(d, engine);
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 bool DnnlRunsWinograd() {
-  static const bool yes = [] {
-    try {
-      using dnnl::memory;
-      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-      const auto f32 = memory::data_type::f32;
-      const memory::desc x({1, 32, 8, 8}, f32, memory::format_tag::any);
-      const memory::desc w({32, 32, 3, 3}, f32, memory::format_tag::any);
-      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                              dnnl::algorithm::convolution_winograd, x, w, x,
-                                              {1, 1}, {1, 1}, {1, 1});
-      const dnnl::convolution_forward::primitive_desc pd(d, engine);
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
+  static const bool yes =
+      ProbeConv3x3(dnnl::algorithm::convolution_winograd, {1, 32, 8, 8}).has_value();
   return yes;
 }
 
 int DnnlConvChannelBlock() {
   static const int block = [] {
-    try {
-      using dnnl::memory;
-      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-      const auto f32 = memory::data_type::f32;
-      // A ResNet-like 3 x 3 layer with the activation layout left to oneDNN.
-      const memory::desc x({8, 64, 28, 28}, f32, memory::format_tag::any);
-      const memory::desc w({64, 64, 3, 3}, f32, memory::format_tag::any);
-      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                              dnnl::algorithm::convolution_direct, x, w, x, {1, 1},
-                                              {1, 1}, {1, 1});
-      const dnnl::convolution_forward::primitive_desc pd(d, engine);
-      const memory::desc blocked({8, 64, 28, 28}, f32, memory::format_tag::nChw8c);
-      return pd.src_desc() == blocked ? 8 : 0;
-    } catch (const dnnl::error&) {
-      return 0;
-    }
+    // A ResNet-like 3 x 3 layer.
+    const dnnl::memory::dims x{8, 64, 28, 28};
+    const auto pd = ProbeConv3x3(dnnl::algorithm::convolution_direct, x);
+    const dnnl::memory::desc blocked(x, dnnl::memory::data_type::f32,
+                                     dnnl::memory::format_tag::nChw8c);
+    return pd && pd->src_desc() == blocked ? 8 : 0;
   }();
   return block;
 }
