@@ -244,7 +244,6 @@ std::unique_ptr<Kernel> MakeTranspose(const ir::Op& op) {
                     static_cast<Block8*>(args.outputs[0]), t);
       });
     }
-    t = Batched2D{};
   }
   if (DTypeSize(InDType(op)) == 4 && AsBatched2D(in, perm, &t)) {
 #if defined(__AVX512F__)
