@@ -1,28 +1,28 @@
 // The `tiller` command: inspect, run and benchmark exported Paddle models.
 //   tiller info MODEL [--params P] [--shape name=1x128]...
 //   tiller run MODEL --input name=file.npy... --output-dir DIR [--trace FILE]
-//   tiller bench MODEL --batch N --seq-len L --threads T [--trace FILE]
+//   tiller bench MODEL [--batch N --seq-len L | --shape name=NxC...] --threads T [--trace FILE]
 //   tiller quantize MODEL --calibrate DIR --output-dir OUT [--algo abs_max|avg]
 //   tiller ops
 //   tiller plan MODEL [--train] --devices N --replicas R --micro-batch B --accumulate G
 //               [--profile ipu-mk2]
+//   tiller --version
 #include <fmt/format.h>
-#include <immintrin.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <new>
-#include <random>
 #include <set>
 #include <sstream>
 
+#include "cli_args.h"
 #include "npy.h"
+#include "synthetic_feeds.h"
 #include "tiller/backends.h"
 #include "tiller/inspect.h"
 #include "tiller/planner.h"
@@ -35,6 +35,9 @@ using tiller::ErrorKind;
 using tiller::inference::Config;
 using tiller::inference::DataType;
 using tiller::inference::Predictor;
+using tiller::tools::FeedShapes;
+using tiller::tools::FillSynthetic;
+using tiller::tools::ResolveShapes;
 
 template <typename... Args>
 [[noreturn]] void Fail(ErrorKind kind, fmt::format_string<Args...> format, Args&&... args) {
@@ -73,103 +76,6 @@ Config MakeConfig(const std::string& model, const std::string& params, int threa
   return c;
 }
 
-// "input_ids=1x128" -> (name, dims)
-std::pair<std::string, std::vector<int64_t>> ParseShapeArg(const std::string& arg) {
-  size_t eq = arg.find('=');
-  if (eq == std::string::npos)
-    Fail(ErrorKind::kInvalidArgument, "--shape '{}' is not NAME=DxDx...", arg);
-  std::vector<int64_t> dims;
-  std::string rest = arg.substr(eq + 1);
-  size_t pos = 0;
-  while (pos <= rest.size()) {
-    size_t x = rest.find('x', pos);
-    std::string tok = rest.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-    try {
-      dims.push_back(std::stoll(tok));
-    } catch (const std::exception&) {
-      Fail(ErrorKind::kInvalidArgument, "--shape '{}': '{}' is not a number", arg, tok);
-    }
-    if (x == std::string::npos) break;
-    pos = x + 1;
-  }
-  return {arg.substr(0, eq), dims};
-}
-
-// Shape for an input: explicit --shape, else declared dims with dynamic dims
-// taken from --batch (first) and --seq-len (second).
-std::vector<int64_t> ChooseShape(Predictor& p, const std::string& name,
-                                 const std::map<std::string, std::vector<int64_t>>& shapes,
-                                 int64_t batch, int64_t seq_len) {
-  auto it = shapes.find(name);
-  if (it != shapes.end()) return it->second;
-  std::vector<int64_t> dims = p.GetInputShape(name);
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] >= 0) continue;
-    if (i == 0)
-      dims[i] = batch;
-    else if (i == 1)
-      dims[i] = seq_len;
-    else
-      Fail(ErrorKind::kInvalidArgument,
-           "input '{}' has dynamic dim {}: give it with --shape {}=...", name, i, name);
-  }
-  return dims;
-}
-
-// Synthetic feeds: integers alternate 0/1 (valid ids and type ids for any
-// vocabulary), floats are uniform in [-1, 1).
-void FillSynthetic(Predictor& p, const std::map<std::string, std::vector<int64_t>>& shapes,
-                   int64_t batch, int64_t seq_len) {
-  std::mt19937 rng(0);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  for (const auto& name : p.GetInputNames()) {
-    auto h = p.GetInputHandle(name);
-    auto dims = ChooseShape(p, name, shapes, batch, seq_len);
-    h->Reshape(dims);
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    switch (p.GetInputType(name)) {
-      case DataType::FLOAT32: {
-        std::vector<float> v(n);
-        for (auto& x : v) x = uni(rng);
-        h->CopyFromCpu(v.data());
-        break;
-      }
-      case DataType::INT64: {
-        std::vector<int64_t> v(n);
-        for (int64_t i = 0; i < n; ++i) v[i] = i % 2;
-        h->CopyFromCpu(v.data());
-        break;
-      }
-      case DataType::INT32: {
-        std::vector<int32_t> v(n);
-        for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i % 2);
-        h->CopyFromCpu(v.data());
-        break;
-      }
-      case DataType::BFLOAT16:
-      case DataType::FLOAT16: {
-        // Half inputs (a model saved in bfloat16 / float16): the same
-        // uniform values, rounded to nearest even into the half type.
-        const bool bf16 = p.GetInputType(name) == DataType::BFLOAT16;
-        std::vector<uint16_t> v(n);
-        for (auto& x : v) {
-          const float f = uni(rng);
-          uint32_t bits;
-          std::memcpy(&bits, &f, 4);
-          x = bf16 ? static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16)
-                   : static_cast<uint16_t>(_cvtss_sh(f, 0));
-        }
-        h->CopyFromCpuBytes(v.data(), p.GetInputType(name), v.size() * sizeof(uint16_t));
-        break;
-      }
-      default:
-        Fail(ErrorKind::kUnimplemented, "bench: cannot synthesize input '{}' of type {}", name,
-             tiller::inference::DataTypeName(p.GetInputType(name)));
-    }
-  }
-}
-
 std::string Dims(const std::vector<int64_t>& d) {
   std::string s = "[";
   for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
@@ -182,11 +88,13 @@ std::string Mib(size_t bytes) {
 
 int Info(const std::string& model, const std::string& params,
          const std::vector<std::string>& shape_args, const DeviceArgs& dev, bool passes) {
+  const tiller::tools::ShapeMap shapes = tiller::tools::ParseShapeArgs(shape_args);
   // Describe the program before compiling, so a model with unsupported ops
   // still gets its op histogram.
   tiller::ModelInfo m = tiller::InspectModel(model, params);
-  std::map<std::string, std::vector<int64_t>> shapes;
-  for (const auto& a : shape_args) shapes.insert(ParseShapeArg(a));
+  std::vector<std::string> input_names;
+  for (const auto& in : m.inputs) input_names.push_back(in.name);
+  tiller::tools::CheckShapeNames(shapes, input_names, "the model's inputs");
   fmt::print("model: {} ({} format)\ninputs:\n", m.path, m.format);
   for (const auto& in : m.inputs)
     fmt::print("  {:<24} {:<8} {}\n", in.name, tiller::DataTypeName(in.dtype), Dims(in.dims));
@@ -203,7 +111,7 @@ int Info(const std::string& model, const std::string& params,
   fmt::print("parameters: {} tensors, {}\n", m.num_params, Mib(m.param_bytes));
   std::fflush(stdout);
   auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, 1, dev));
-  FillSynthetic(*p, shapes, 1, 128);
+  FillSynthetic(*p, ResolveShapes(*p, shapes, 1, 128));
   p->Run();
   auto s = p->GetSummary();
   fmt::print("compiled for:");
@@ -254,44 +162,79 @@ int Run(const std::string& model, const std::string& params, const std::vector<s
   return 0;
 }
 
-int Bench(const std::string& model, const std::string& params, int64_t batch, int64_t seq_len,
-          int threads, int warmup, int iters, const std::vector<std::string>& shape_args,
-          bool profile, const DeviceArgs& dev) {
-  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, threads, dev));
-  std::map<std::string, std::vector<int64_t>> shapes;
-  for (const auto& a : shape_args) shapes.insert(ParseShapeArg(a));
-  FillSynthetic(*p, shapes, batch, seq_len);
+// bench's options; *_given: on the command line, so a value that fills no
+// dynamic dim is noted.
+struct BenchArgs {
+  int64_t batch = 1, seq_len = 128;
+  bool batch_given = false, seq_len_given = false;
+  int threads = 1, warmup = 3, iters = 20;
+  bool profile = false;
+};
+
+int Bench(const std::string& model, const std::string& params, const BenchArgs& a,
+          const std::vector<std::string>& shape_args, const DeviceArgs& dev) {
+  const tiller::tools::ShapeMap given = tiller::tools::ParseShapeArgs(shape_args);
+  auto p = tiller::inference::CreatePredictor(MakeConfig(model, params, a.threads, dev));
+  tiller::tools::CheckShapeNames(given, p->GetInputNames(), "the model's inputs");
+  const FeedShapes shapes = ResolveShapes(*p, given, a.batch, a.seq_len);
+  // A number that changed nothing is said, not silently dropped: a CNN has
+  // no sequence dimension, a fixed-batch model takes no --batch.
+  if (a.batch_given && !shapes.batch_used)
+    fmt::print(stderr, "tiller: note: --batch {} unused: no input has a dynamic first dim left\n",
+               a.batch);
+  if (a.seq_len_given && !shapes.seq_len_used)
+    fmt::print(stderr,
+               "tiller: note: --seq-len {} unused: no input has a dynamic second dim left\n",
+               a.seq_len);
+  FillSynthetic(*p, shapes);
   auto t0 = std::chrono::steady_clock::now();
   p->Run();
   double compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("compile + first run: {:.1f} ms\n", compile_ms);
-  for (int i = 0; i < warmup; ++i) p->Run();
+  for (int i = 0; i < a.warmup; ++i) p->Run();
   std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
+  for (int i = 0; i < a.iters; ++i) {
     auto s = std::chrono::steady_clock::now();
     p->Run();
     ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
-    if (iters >= 20 && (i + 1) % (iters / 4) == 0)
-      fmt::print(stderr, "  {}/{} runs\n", i + 1, iters);
+    if (a.iters >= 20 && (i + 1) % (a.iters / 4) == 0)
+      fmt::print(stderr, "  {}/{} runs\n", i + 1, a.iters);
   }
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2];
-  fmt::print("threads {}  batch {}  seq_len {}\n", threads, batch, seq_len);
+  // Samples per run: the first dim of the first input that has one, as run
+  // (--shape's, --batch's or the declared one), not --batch's default.
+  int64_t samples = 1;
+  for (const std::string& n : p->GetInputNames()) {
+    const std::vector<int64_t>& d = shapes.dims.at(n);
+    if (!d.empty()) {
+      samples = d[0];
+      break;
+    }
+  }
+  if (shapes.seq_len_used) {
+    fmt::print("threads {}  batch {}  seq_len {}\n", a.threads, samples, a.seq_len);
+  } else {
+    fmt::print("threads {}  batch {}  inputs", a.threads, samples);
+    for (const std::string& n : p->GetInputNames())
+      fmt::print(" {}={}", n, Dims(shapes.dims.at(n)));
+    fmt::print("\n");
+  }
   fmt::print("latency: median {:.3f} ms  min {:.3f} ms  max {:.3f} ms  ({} runs)\n", median,
-             ms.front(), ms.back(), iters);
-  fmt::print("throughput: {:.1f} samples/s\n", batch * 1000.0 / median);
-  if (profile) {
+             ms.front(), ms.back(), a.iters);
+  fmt::print("throughput: {:.1f} samples/s\n", samples * 1000.0 / median);
+  if (a.profile) {
     p->EnableProfiling(true);
-    for (int i = 0; i < iters; ++i) p->Run();
-    fmt::print("profile ({} runs, per run):\n  {:<24} {:>10} {:>7} {:>6}\n", iters, "op", "ms", "%",
-               "calls");
+    for (int i = 0; i < a.iters; ++i) p->Run();
+    fmt::print("profile ({} runs, per run):\n  {:<24} {:>10} {:>7} {:>6}\n", a.iters, "op", "ms",
+               "%", "calls");
     double total = 0;
     for (const auto& [type, ms, calls] : p->GetProfile()) total += ms;
     for (const auto& [type, ms, calls] : p->GetProfile())
-      fmt::print("  {:<24} {:>10.3f} {:>6.1f}% {:>6}\n", type, ms / iters, 100.0 * ms / total,
-                 calls / iters);
+      fmt::print("  {:<24} {:>10.3f} {:>6.1f}% {:>6}\n", type, ms / a.iters, 100.0 * ms / total,
+                 calls / a.iters);
   }
   return 0;
 }
@@ -324,6 +267,34 @@ int PrintPlan(const tiller::planning::PlanRequest& request) {
     return 1;
   }
   return 0;
+}
+
+// plan's --shape names: an inference model's inputs, or a training
+// program's --feed variables. Without --feed, only a name no op mentions is
+// refused: the public API does not list a training program's data variables.
+void CheckPlanShapeNames(const tiller::planning::PlanRequest& r) {
+  if (r.shapes.empty()) return;
+  if (!r.train) {
+    std::vector<std::string> names;
+    for (const auto& in : tiller::InspectModel(r.model, r.params).inputs) names.push_back(in.name);
+    tiller::tools::CheckShapeNames(r.shapes, names, "the model's inputs");
+  } else if (!r.feeds.empty()) {
+    tiller::tools::CheckShapeNames(r.shapes, r.feeds, "the --feed variables");
+  } else {
+    std::set<std::string> vars;
+    for (const tiller::ProgramOp& op : tiller::ReadProgramOps(r.model)) {
+      for (const auto* slots : {&op.inputs, &op.outputs}) {
+        for (const auto& [slot, names] : *slots) vars.insert(names.begin(), names.end());
+      }
+    }
+    for (const auto& [name, dims] : r.shapes) {
+      if (!vars.count(name))
+        Fail(ErrorKind::kInvalidArgument,
+             "--shape names '{}', which no op of {} reads or writes (with --feed NAME..., "
+             "--shape is checked against the fed variables)",
+             name, r.model);
+    }
+  }
 }
 
 }  // namespace
@@ -391,61 +362,81 @@ int Quantize(const std::string& model, const std::string& params, const std::str
 
 int main(int argc, char** argv) {
   CLI::App app{"tiller: compile and run PaddlePaddle models"};
+  app.name("tiller");
   app.require_subcommand(1);
+  // Every option's default shows in --help. Subcommands copy the option
+  // defaults when they are made, so this comes before them.
+  app.option_defaults()->always_capture_default();
+  // TILLER_VERSION: CMake's project version (CMakeLists.txt), the one source.
+  app.set_version_flag("-V,--version", std::string("tiller ") + TILLER_VERSION,
+                       "print the version and exit");
   std::string model, params, out_dir = "tiller_out";
   std::vector<std::string> inputs, shapes;
-  int threads = 1, warmup = 3, iters = 20;
-  int64_t batch = 1, seq_len = 128;
+  int threads = 1;
+  // CLI11's own PositiveNumber prints [DBL_MIN - DBL_MAX] in full.
+  const CLI::Validator positive_int = tiller::tools::WholeNumber(1, INT32_MAX);
+  const CLI::Validator positive_int64 = tiller::tools::WholeNumber(1, INT64_MAX);
+  const char* model_help = "model file (.json/.pdmodel) or directory";
+  const char* params_help = "parameter file (default: derived from the model path)";
+  const char* threads_help = "CPU math-library threads";
 
   auto* info =
       app.add_subcommand("info", "inputs, outputs, op histogram, parameters, planned memory");
-  info->add_option("model", model, "model file (.pdmodel/.json) or directory")->required();
-  info->add_option("--params", params, "parameter file (default: derived from the model path)");
+  info->add_option("model", model, model_help)->required();
+  info->add_option("--params", params, params_help);
   info->add_option("--shape", shapes,
-                   "input shape NAME=DxD... (dynamic dims default to 1 and 128)");
+                   "input shape NAME=DxD..., every size >= 1 (else dynamic dims are 1 and 128)");
   DeviceArgs dev;
   bool passes = false;
   info->add_flag("--passes", passes, "also print what each compile stage changed");
   info->add_option("--devices", dev.devices,
-                   "backends to compile for, comma-separated, in preference order (default cpu)");
-  info->add_option("--placement", dev.placement, "by_shard (default) or first_supported");
+                   "backends to compile for, comma-separated, in preference order");
+  info->add_option("--placement", dev.placement, "by_shard or first_supported");
   info->add_option("--backend-library", dev.libraries, "load a backend library first");
   info->add_option("--precision", dev.precision,
-                   "float32 (default), bfloat16, float16 or half (what --passes then shows)");
+                   "float32, bfloat16, float16 or half (what --passes then shows)");
   info->add_flag("--no-winograd", dev.no_winograd,
                  "direct convolutions only (what --passes then shows)");
 
   auto* run = app.add_subcommand("run", "run a model on .npy inputs, write .npy outputs");
-  run->add_option("model", model)->required();
-  run->add_option("--params", params);
+  run->add_option("model", model, model_help)->required();
+  run->add_option("--params", params, params_help);
   run->add_option("--input", inputs, "NAME=FILE.npy, one per model input")->required();
   run->add_option("--output-dir", out_dir, "where outputs are written as NAME.npy");
-  run->add_option("--threads", threads)->check(CLI::PositiveNumber);
+  run->add_option("--threads", threads, threads_help)->check(positive_int);
   DeviceArgs traced;
   const char* trace_help =
       "write a Chrome / Perfetto trace of the runs (ui.perfetto.dev): a lane per device";
   run->add_option("--trace", traced.trace, trace_help);
   const char* precision_help =
-      "float32 (default), bfloat16, float16 or half: matmul / linear / conv2d multiply in that "
-      "type with float32 accumulation";
+      "float32, bfloat16, float16 or half: matmul / linear / conv2d multiply in that type with "
+      "float32 accumulation";
   run->add_option("--precision", traced.precision, precision_help);
   const char* winograd_help =
       "run every convolution with the direct kernels (default: 3x3 float32 ones of stride 1 use "
       "Winograd's algorithm, results within float32 rounding)";
   run->add_flag("--no-winograd", traced.no_winograd, winograd_help);
 
-  auto* bench = app.add_subcommand("bench", "measure latency on synthetic inputs");
-  bench->add_option("model", model)->required();
-  bench->add_option("--params", params);
-  bench->add_option("--batch", batch, "value of a dynamic first dim")->check(CLI::PositiveNumber);
-  bench->add_option("--seq-len", seq_len, "value of a dynamic second dim")
-      ->check(CLI::PositiveNumber);
-  bench->add_option("--threads", threads)->check(CLI::PositiveNumber);
-  bench->add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
-  bench->add_option("--iters", iters)->check(CLI::PositiveNumber);
-  bench->add_option("--shape", shapes, "input shape NAME=DxD...");
-  bool profile = false;
-  bench->add_flag("--profile", profile, "also print time per op type");
+  auto* bench = app.add_subcommand("bench", "measure latency and throughput on synthetic inputs");
+  BenchArgs bench_args;
+  bench->add_option("model", model, model_help)->required();
+  bench->add_option("--params", params, params_help);
+  bench
+      ->add_option("--batch", bench_args.batch,
+                   "size of a dynamic first dim (inputs without --shape)")
+      ->check(positive_int64);
+  bench
+      ->add_option("--seq-len", bench_args.seq_len,
+                   "size of a dynamic second dim (inputs without --shape)")
+      ->check(positive_int64);
+  bench->add_option("--threads", bench_args.threads, threads_help)->check(positive_int);
+  bench->add_option("--warmup", bench_args.warmup, "untimed runs after the first")
+      ->check(tiller::tools::WholeNumber(0, INT32_MAX));
+  bench->add_option("--iters", bench_args.iters, "timed runs; the median is reported")
+      ->check(positive_int);
+  bench->add_option("--shape", shapes,
+                    "input shape NAME=DxD..., every size >= 1; its first dim is the batch");
+  bench->add_flag("--profile", bench_args.profile, "also print time per op type");
   bench->add_option("--trace", traced.trace, trace_help);
   bench->add_option("--precision", traced.precision, precision_help);
   bench->add_flag("--no-winograd", traced.no_winograd, winograd_help);
@@ -453,102 +444,139 @@ int main(int argc, char** argv) {
   auto* quant = app.add_subcommand(
       "quantize", "post-training int8 quantization from calibration inputs (Paddle's format)");
   quant->add_option("model", model, "float32 legacy model (.pdmodel) or directory")->required();
-  quant->add_option("--params", params, "parameter file (default: derived from the model path)");
-  std::string calibrate, algo = "abs_max";
+  quant->add_option("--params", params, params_help);
+  std::string calibrate, algo = "abs_max", quant_out;
   quant
       ->add_option("--calibrate", calibrate,
                    "directory of NAME.npy inputs: one batch, or one subdirectory per batch")
       ->required();
-  quant->add_option("--output-dir", out_dir, "where model.pdmodel and model.pdiparams go")
+  quant->add_option("--output-dir", quant_out, "where model.pdmodel and model.pdiparams go")
       ->required();
-  quant->add_option("--algo", algo, "activation range: abs_max (default) or avg over batches")
+  quant->add_option("--algo", algo, "activation range: abs_max or avg over batches")
       ->check(CLI::IsMember({"abs_max", "avg"}));
   int quant_threads = 2;
-  quant->add_option("--threads", quant_threads, "calibration threads (default 2)")
-      ->check(CLI::PositiveNumber);
+  quant->add_option("--threads", quant_threads, "calibration threads")->check(positive_int);
 
-  app.add_subcommand("ops", "the Paddle ops Tiller translates");
+  auto* ops = app.add_subcommand("ops", "the Paddle ops Tiller translates");
 
   auto* plan = app.add_subcommand(
       "plan", "per-device memory and predicted step time of a configuration, without running it");
   tiller::planning::PlanRequest req;
   plan->add_option("model", req.model, "training program (--train) or inference model")->required();
-  plan->add_option("--params", req.params, "inference: parameter file");
+  plan->add_option("--params", req.params, "inference: " + std::string(params_help));
   plan->add_flag("--train", req.train, "plan a training step (the model is a training program)");
   plan->add_option("--feed", req.feeds, "training: a fed variable (default: the data variables)");
   plan->add_option("--shape", shapes,
-                   "feed shape NAME=DxD... (dynamic dims: micro-batch, seq-len)");
-  plan->add_option("--seq-len", req.seq_len, "value of a dynamic second dim")
-      ->check(CLI::PositiveNumber);
+                   "feed shape NAME=DxD..., every size >= 1 (else dynamic dims: micro-batch, "
+                   "seq-len)");
+  plan->add_option("--seq-len", req.seq_len, "size of a dynamic second dim")->check(positive_int64);
   plan->add_option("--devices", req.devices, "devices of all replicas (Paddle's num_ipus)")
-      ->check(CLI::PositiveNumber);
-  plan->add_option("--replicas", req.replicas, "data-parallel replicas")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_int);
+  plan->add_option("--replicas", req.replicas, "data-parallel replicas")->check(positive_int);
   plan->add_option("--micro-batch", req.micro_batch, "batch of one micro-batch")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_int);
   plan->add_option("--accumulate", req.accumulate, "training: micro-batches per update")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_int);
   plan->add_option("--batches-per-step", req.batches_per_step, "updates (or micro-batches) per run")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_int);
   plan->add_option("--profile", req.profile,
                    "device profile: cpu, ipu-mk2, ipu-bow, h200; NAME:CAPACITY for a what-if "
-                   "capacity (default cpu)");
+                   "capacity");
   plan->add_option("--precision", req.precision,
-                   "float32 (default), bfloat16, float16 or half: plan half-precision weights, "
-                   "copies and activations");
+                   "float32, bfloat16, float16 or half: plan half-precision weights, copies and "
+                   "activations");
   for (int k = 0; k < 3; ++k) {
     plan->add_option(fmt::format("--accl{}-type", k + 1), req.accl_types[k],
-                     fmt::format("training: optimizer state accl{}_type, FLOAT (default) or "
-                                 "FLOAT16 (stored in float16)",
+                     fmt::format("training: optimizer state accl{}_type, FLOAT or FLOAT16 "
+                                 "(stored in float16)",
                                  k + 1))
         ->check(CLI::IsMember({"FLOAT", "FLOAT16"}));
   }
   plan->add_option("--threads", req.threads, "cpu profile: threads per device")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_int);
   bool no_pipeline = false, no_rts = false;
   plan->add_flag("--no-pipeline", no_pipeline, "run the stages one after another");
   plan->add_flag("--fill-drain", req.fill_drain, "pipeline schedule fill-drain (default 1F1B)");
   plan->add_option("--stages-per-device", req.stages_per_device,
                    "pipelined: split by cost into this many stages per device, interleaved "
-                   "(default 1: the program's ipu_index, or one stage per device)")
-      ->check(CLI::PositiveNumber);
+                   "(1: the program's ipu_index, or one stage per device)")
+      ->check(positive_int);
   plan->add_flag("--no-replicated-tensor-sharding", no_rts,
                  "keep the whole optimizer state on every replica");
   plan->add_option("--ranks", req.ranks,
                    "training across this many processes of an MPI job (each with --devices and "
                    "--replicas)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_int);
   double rank_link_gbs = 0, rank_latency_us = 0;
   plan->add_option("--rank-link-gbs", rank_link_gbs,
-                   "the processes' link, GB/s (default: the profile's device link)")
-      ->check(CLI::NonNegativeNumber);
+                   "the processes' link, GB/s (0: the profile's device link)")
+      ->check(tiller::tools::NonNegativeReal());
   plan->add_option("--rank-latency-us", rank_latency_us,
-                   "the processes' link, microseconds per message step (default 0)")
-      ->check(CLI::NonNegativeNumber);
+                   "the processes' link, microseconds per message step")
+      ->check(tiller::tools::NonNegativeReal());
   plan->add_option("--bucket-bytes", req.all_reduce_bucket_bytes,
                    "gradients per message, bytes (all_reduce_bucket_bytes; 0: one per gradient)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tiller::tools::WholeNumber(0, INT64_MAX));
   plan->add_option("--cluster", req.cluster,
                    "cluster file (JSON: profile, ranks, devices_per_rank, link bandwidth_GBps and "
                    "latency_us; see clusters/)");
   plan->add_option("--recompute", req.recompute,
-                   "auto_recomputation: 0 none, 1 standard, 3 pipeline, 4 all (default 0)");
+                   "auto_recomputation: 0 none, 1 standard, 3 pipeline, 4 all");
 
-  CLI11_PARSE(app, argc, argv);
+  const std::vector<CLI::App*> subcommands = {info, run, bench, quant, ops, plan};
+  // A list option's captured default is "[]", which says nothing: none shown.
+  for (CLI::App* s : subcommands) {
+    for (CLI::Option* o : s->get_options()) {
+      if (o->get_default_str() == "[]") o->default_str("");
+    }
+  }
+  if (argc < 2) {
+    // Nothing to do: the usage, as an error (a script that lost its
+    // arguments should not pass).
+    std::cerr << app.help();
+    return 2;
+  }
+  // The top level takes only flags, so a first word that is no subcommand is
+  // a typo; CLI11 would say only "A subcommand is required".
+  if (argv[1][0] != '-' &&
+      std::none_of(subcommands.begin(), subcommands.end(),
+                   [&](const CLI::App* s) { return s->get_name() == argv[1]; })) {
+    std::string names;
+    for (const CLI::App* s : subcommands) names += (names.empty() ? "" : ", ") + s->get_name();
+    fmt::print(stderr, "tiller: error ({}): unknown subcommand '{}'; subcommands: {}\n",
+               tiller::ErrorKindName(ErrorKind::kInvalidArgument), argv[1], names);
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version end with 0. Every other parse or validation error
+    // is a usage error: exit code 2 as the library's errors (README), in a
+    // line, not CLI11's own codes (105 for a validation error).
+    if (e.get_exit_code() == 0) return app.exit(e);
+    fmt::print(stderr, "tiller: error ({}): {}; see tiller {}--help\n",
+               tiller::ErrorKindName(ErrorKind::kInvalidArgument), e.what(),
+               argv[1][0] != '-' ? std::string(argv[1]) + " " : "");
+    return 2;
+  }
   try {
     if (info->parsed()) return Info(model, params, shapes, dev, passes);
     if (run->parsed()) return Run(model, params, inputs, out_dir, threads, traced);
-    if (quant->parsed()) return Quantize(model, params, calibrate, out_dir, algo, quant_threads);
+    if (quant->parsed()) return Quantize(model, params, calibrate, quant_out, algo, quant_threads);
     if (plan->parsed()) {
-      for (const auto& a : shapes) req.shapes.insert(ParseShapeArg(a));
+      req.shapes = tiller::tools::ParseShapeArgs(shapes);
+      CheckPlanShapeNames(req);
       req.pipelining = !no_pipeline;
       req.replicated_tensor_sharding = !no_rts;
       req.rank_link = rank_link_gbs * 1e9;
       req.rank_latency = rank_latency_us * 1e-6;
       return PrintPlan(req);
     }
-    if (bench->parsed())
-      return Bench(model, params, batch, seq_len, threads, warmup, iters, shapes, profile, traced);
+    if (bench->parsed()) {
+      bench_args.batch_given = bench->count("--batch") > 0;
+      bench_args.seq_len_given = bench->count("--seq-len") > 0;
+      return Bench(model, params, bench_args, shapes, traced);
+    }
     return Ops();
   } catch (const tiller::Error& e) {
     fmt::print(stderr, "tiller: error ({}): {}\n", tiller::ErrorKindName(e.kind()), e.what());
