@@ -89,6 +89,19 @@ std::vector<std::string> DataVariables(const paddle::Program& p) {
   return names;
 }
 
+// A shape given for a name that is not fed would be ignored: refused,
+// listing the feeds.
+void CheckShapeNames(const PlanRequest& r, const std::vector<std::string>& feeds,
+                     const std::string& path) {
+  for (const auto& [name, dims] : r.shapes) {
+    if (std::find(feeds.begin(), feeds.end(), name) != feeds.end()) continue;
+    std::string list;
+    for (const std::string& f : feeds) list += (list.empty() ? "" : ", ") + f;
+    Fail(ErrorKind::kInvalidArgument, "{}: a shape is given for '{}', which is not fed (feeds: {})",
+         path, name, list.empty() ? "none" : list);
+  }
+}
+
 }  // namespace
 
 PlanReport Plan(const PlanRequest& request) {
@@ -188,6 +201,7 @@ PlanReport Plan(const PlanRequest& request) {
         runtime::StoredStateTypes(program, info.state, r.accl_types);
     runtime::PaddleTrainingStep::Args args{&program, &info, &state_types, {}, {}, {}, {}};
     args.feed_names = r.feeds.empty() ? DataVariables(program) : r.feeds;
+    CheckShapeNames(r, args.feed_names, program.path);
     for (const std::string& name : args.feed_names) {
       DType dtype;
       Shape dims = FeedShape(r, program, name, &dtype);
@@ -200,6 +214,7 @@ PlanReport Plan(const PlanRequest& request) {
   } else {
     paddle::Model model = paddle::LoadModel(r.model, r.params);
     std::vector<ir::TensorType> feeds;
+    CheckShapeNames(r, model.program.feed_names, model.program.path);
     for (const std::string& name : model.program.feed_names) {
       DType dtype;
       Shape dims = FeedShape(r, model.program, name, &dtype);

@@ -234,13 +234,16 @@ def test_shape_naming_no_input_is_refused_with_the_inputs_listed(cnn, bert, trai
     res = tiller("bench", bert.model_file, "--shape", "input_idz=2x16", check=False)
     assert res.returncode == 2
     assert "'input_idz'" in res.stderr and "input_ids, token_type_ids" in res.stderr, res.stderr
-    # Training programs: checked against --feed, or against every variable
-    # the program's ops use (the public API lists no data variables).
+    # Training programs: checked against --feed, or against the program's
+    # data variables (a variable that is not fed, such as a learning rate,
+    # is refused too).
     res = tiller("plan", train_program, "--train", "--feed", "x", "--feed", "label",
                  "--shape", "lable=4x1", check=False)
     assert res.returncode == 2 and "'lable'" in res.stderr and "x, label" in res.stderr, res.stderr
-    res = tiller("plan", train_program, "--train", "--shape", "lable=4x1", check=False)
-    assert res.returncode == 2 and "'lable'" in res.stderr, res.stderr
+    for name in ("lable", "learning_rate_0"):
+        res = tiller("plan", train_program, "--train", "--shape", f"{name}=4x1", check=False)
+        assert res.returncode == 2 and f"'{name}'" in res.stderr, res.stderr
+        assert "not fed" in res.stderr, res.stderr
     tiller("plan", train_program, "--train", "--shape", "label=4x1", "--shape", "x=4x8")
 
 
