@@ -88,15 +88,6 @@ BERT_SMALL = T.PretrainConfig(
     seq_len=128, max_predictions=20)
 
 
-def split_masked_positions(batches, rows, micro):
-    """BERT feeds of `rows` sequences run as micro-batches of `micro`: each
-    micro-batch's masked positions index its own rows (in place)."""
-    for feed in batches:
-        pos = feed["masked_positions"].reshape(rows, -1)
-        feed["masked_positions"] = (
-            pos - (np.arange(rows) // micro * micro * BERT_SMALL.seq_len)[:, None]).reshape(-1)
-
-
 def sgemm_gflops(n: int = 2048, reps: int = 3) -> float:
     """numpy's sgemm rate on every core, measured in a subprocess (this
     process keeps numpy at one thread)."""
@@ -157,8 +148,6 @@ class Config:
         self.prog = tiller.IpuCompiledProgram(built.main, scope=scope,
                                               ipu_strategy=strategy).compile(
             built.feed_names, built.fetch_list)
-        if micro < global_batch:
-            split_masked_positions(self.batches, global_batch, micro)
         self.times, self.loss, self.bubbles = [], None, []
 
     def update(self, i, timed=True):

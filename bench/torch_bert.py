@@ -97,7 +97,9 @@ class BertPretrain(nn.Module):
         for layer in self.bert.encoder.layers:
             x = layer(x, mask)
         pooled = torch.tanh(self.bert.pooler.dense(x[:, 0]))
-        picked = x.reshape(-1, x.shape[-1])[masked_positions]
+        # masked_positions [B, P]: positions within each sequence.
+        rows = masked_positions + torch.arange(x.shape[0])[:, None] * x.shape[1]
+        picked = x.reshape(-1, x.shape[-1])[rows.reshape(-1)]
         t = self.transform_norm(F.gelu(self.transform(picked)))
         mlm = t @ e.word_embeddings.weight.t() + self.decoder_bias
         return mlm, self.nsp(pooled)
@@ -105,7 +107,7 @@ class BertPretrain(nn.Module):
 
 def losses(model, feed):
     mlm, nsp = model(feed["input_ids"], feed["token_type_ids"], feed["masked_positions"])
-    labels = feed["masked_lm_labels"].view(-1)
+    labels = feed["masked_lm_labels"].reshape(-1)
     # models/training.py: mean(per-token CE, 0 where ignored) / mean(mask).
     per_token = F.cross_entropy(mlm, labels, ignore_index=-1, reduction="none")
     mlm_loss = per_token.mean() / (labels != -1).float().mean()

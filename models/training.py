@@ -229,8 +229,16 @@ def _bert_pretrain_layer(cfg: PretrainConfig):
             self.nsp = nn.Linear(c.hidden_size, 2)
 
         def forward(self, input_ids, token_type_ids, masked_positions):
+            """masked_positions [B, P]: positions within each sequence."""
             seq, pooled = self.bert(input_ids, token_type_ids)
-            picked = paddle.gather(paddle.reshape(seq, [-1, self.hidden]), masked_positions)
+            # Rows of the flattened [B x seq_len, hidden] sequence output:
+            # position + b x seq_len (computed here, so a feed's positions
+            # do not depend on which batch or micro-batch it lands in).
+            length = paddle.shape(input_ids)[1]
+            rows = paddle.arange(0, paddle.shape(masked_positions)[0], dtype="int64") * \
+                paddle.cast(length, "int64")
+            flat = paddle.reshape(masked_positions + paddle.unsqueeze(rows, 1), [-1])
+            picked = paddle.gather(paddle.reshape(seq, [-1, self.hidden]), flat)
             h = self.transform_norm(F.gelu(self.transform(picked)))
             word = self.bert.embeddings.word_embeddings.weight
             mlm_logits = paddle.matmul(h, word, transpose_y=True) + self.decoder_bias
@@ -406,7 +414,8 @@ def _build(kind: str, cfg, spec, seed: int, legacy_compat: bool = True,
             cfg = pretrain_config(cfg)
             s = cfg.seq_len
             feeds = {"input_ids": ([-1, s], "int64"), "token_type_ids": ([-1, s], "int64"),
-                     "masked_positions": ([-1], "int64"), "masked_lm_labels": ([-1, 1], "int64"),
+                     "masked_positions": ([-1, cfg.max_predictions], "int64"),
+                     "masked_lm_labels": ([-1, cfg.max_predictions], "int64"),
                      "next_sentence_labels": ([-1, 1], "int64")}
             v = {n: paddle.static.data(n, shp, dt) for n, (shp, dt) in feeds.items()}
             model = _bert_pretrain_layer(cfg)
@@ -419,8 +428,8 @@ def _build(kind: str, cfg, spec, seed: int, legacy_compat: bool = True,
             # sum(loss) / count = mean(loss) / mean(mask) (means, because
             # paddle.sum cannot be traced in legacy mode; make_batches masks at
             # least one token per sequence, so mean(mask) > 0).
-            labels = v["masked_lm_labels"]
             with loss_stage():
+                labels = paddle.reshape(v["masked_lm_labels"], [-1, 1])
                 per_token = F.cross_entropy(mlm_logits, labels, ignore_index=MLM_IGNORE_INDEX,
                                             reduction="none")
                 mask = paddle.cast(labels != MLM_IGNORE_INDEX, "float32")
@@ -470,8 +479,10 @@ def build_bert_pretrain(cfg="bert-tiny", opt_spec="adam", seed: int = 0,
                         stages: int = 1) -> BuiltProgram:
     """BERT pretraining program (MLM with tied word embeddings + NSP, dropout
     0) in this process's program form. Feeds: input_ids, token_type_ids
-    [B, seq]; masked_positions [B*P] (flat b*seq+pos); masked_lm_labels
-    [B*P, 1] (-1 = padding, ignored); next_sentence_labels [B, 1]."""
+    [B, seq]; masked_positions [B, P] (positions within each sequence);
+    masked_lm_labels [B, P] (-1 = padding, ignored); next_sentence_labels
+    [B, 1]. Every feed's first dim is the batch, so micro-batches are rows
+    (the IPU execution model: micro_batch_size rows each)."""
     return _build("bert", cfg, opt_spec, seed, stages=stages)
 
 
@@ -547,9 +558,8 @@ def make_batches(kind: str, cfg=None, n_steps: int = 10, batch_size: int = 4,
             labels[b, :k] = ids[b, pick]
             ids[b, pick] = MASK_ID
             positions[b, :k] = pick
-        flat = (positions + np.arange(batch_size)[:, None] * s).reshape(-1)
-        out.append({"input_ids": ids, "token_type_ids": types, "masked_positions": flat,
-                    "masked_lm_labels": labels.reshape(-1, 1),
+        out.append({"input_ids": ids, "token_type_ids": types, "masked_positions": positions,
+                    "masked_lm_labels": labels,
                     "next_sentence_labels": rng.integers(0, 2, (batch_size, 1)).astype(np.int64)})
     return out
 

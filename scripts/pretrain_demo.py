@@ -96,7 +96,7 @@ def build_vocab(sentences, size: int) -> dict[str, int]:
 
 def make_examples(sentences, vocab, n, seq, max_pred, rng, mask_id=3, cls=1, sep=2):
     """n MLM + NSP examples in models.training's feed format (masked
-    positions flat within the batch of n)."""
+    positions within each sequence)."""
     ids = np.zeros((n, seq), np.int64)
     types = np.zeros((n, seq), np.int64)
     positions = np.zeros((n, max_pred), np.int64)
@@ -128,12 +128,9 @@ def make_examples(sentences, vocab, n, seq, max_pred, rng, mask_id=3, cls=1, sep
 
 
 def feed_of(ex, micro: int, seq: int) -> dict:
-    """Examples as one run's feed: masked positions index each micro-batch."""
-    n = ex["input_ids"].shape[0]
-    flat = ex["positions"] + (np.arange(n) % micro * seq)[:, None]
+    """Examples as one run's feed (every feed's rows are sequences)."""
     return {"input_ids": ex["input_ids"], "token_type_ids": ex["token_type_ids"],
-            "masked_positions": flat.reshape(-1),
-            "masked_lm_labels": ex["masked_lm_labels"].reshape(-1, 1),
+            "masked_positions": ex["positions"], "masked_lm_labels": ex["masked_lm_labels"],
             "next_sentence_labels": ex["next_sentence_labels"]}
 
 

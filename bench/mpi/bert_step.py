@@ -26,7 +26,7 @@ import paddle  # noqa: E402
 
 import tiller  # noqa: E402
 import tiller.distributed as dist  # noqa: E402
-from bench_parallel import BERT_SMALL, split_masked_positions  # noqa: E402
+from bench_parallel import BERT_SMALL  # noqa: E402
 from models import training as T  # noqa: E402
 
 ap = argparse.ArgumentParser()
@@ -72,8 +72,6 @@ with T.static_mode():
     rows = args.micro * accumulate
     batches = T.make_batches("bert", BERT_SMALL, args.warmup + args.updates, rows,
                              seed=1 + (rank if stages == 1 else 0))
-    if accumulate > 1:
-        split_masked_positions(batches, rows, args.micro)
     times = []
     for i, feed in enumerate(batches):
         t0 = time.perf_counter()

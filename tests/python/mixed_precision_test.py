@@ -118,13 +118,6 @@ def _train_static(precision, steps, batches, accumulate, replicas, loss_scaling,
         s.set_options({"half_dtype": precision})
     prog = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=s).compile(
         built.feed_names, built.fetch_list)
-    if kind == "bert" and micro < 8:
-        # BERT's flat masked positions index the rows of the batch they come
-        # with: a micro-batch's index its own micro rows x seq_len.
-        seq = T.pretrain_config("bert-tiny").seq_len
-        batches = [dict(b, masked_positions=(
-            b["masked_positions"].reshape(8, -1)
-            - (np.arange(8) // micro * micro * seq)[:, None]).reshape(-1)) for b in batches]
     losses = []
     for i in range(steps):
         losses.append(float(np.mean(prog.run(feed=batches[i])[0])))
