@@ -136,7 +136,7 @@ def tiller_step_time(built: T.BuiltProgram, batches: list, warmup: int, threads:
 
     scope = paddle.static.Scope()
     T.init_scope(built, scope)
-    prog = _compile(built, scope, threads)
+    prog = _compile(built, scope, threads, len(batches[0][built.feed_names[0]]))
     times, losses = [], []
     for i, feed in enumerate(batches):
         t0 = time.perf_counter()
@@ -233,7 +233,7 @@ def main_bf16(args) -> int:
     for name, half in (("fp32", None), ("bf16", "bfloat16")):
         scope = paddle.static.Scope()
         T.init_scope(built, scope)
-        progs[name] = _compile(built, scope, args.threads, half_dtype=half)
+        progs[name] = _compile(built, scope, args.threads, args.batch, half_dtype=half)
     times = {k: [] for k in progs}
     losses = {k: [] for k in progs}
     for i, feed in enumerate(batches):

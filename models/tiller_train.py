@@ -14,12 +14,14 @@ import numpy as np
 from . import training as T
 
 
-def _compile(built, scope, threads: int, check_nan_inf: bool = False, half_dtype=None):
-    """half_dtype ("bfloat16", "float16"): enable_fp16 with that half type."""
+def _compile(built, scope, threads: int, micro_batch_size: int, check_nan_inf: bool = False,
+             half_dtype=None):
+    """micro_batch_size: the rows of each fed batch (one micro-batch a step);
+    half_dtype ("bfloat16", "float16"): enable_fp16 with that half type."""
     import tiller
 
     strategy = tiller.IpuStrategy()
-    strategy.set_graph_config(is_training=True, micro_batch_size=1)
+    strategy.set_graph_config(is_training=True, micro_batch_size=micro_batch_size)
     strategy.set_options({"num_threads": threads, "enable_floating_point_checks": check_nan_inf})
     if half_dtype:
         strategy.set_precision_config(enable_fp16=True)
@@ -42,7 +44,7 @@ def _tiller_here(kind, opt_spec, cfg=None, n_steps=10, batch_size=4, seed=0, dat
     scope = paddle.static.Scope()
     T.init_scope(built, scope)
     init_state = T.read_state(built, scope)
-    prog = _compile(built, scope, threads)
+    prog = _compile(built, scope, threads, batch_size)
     if resume_from is not None:
         prog.load(str(resume_from))
         _load_lr(built, resume_from)
@@ -61,7 +63,7 @@ def _tiller_here(kind, opt_spec, cfg=None, n_steps=10, batch_size=4, seed=0, dat
             built = T.build(kind, cfg, built.opt_spec, seed)
             scope = paddle.static.Scope()
             T.init_scope(built, scope)
-            prog = _compile(built, scope, threads)
+            prog = _compile(built, scope, threads, batch_size)
             prog.load(str(prefix))
             _load_lr(built, prefix)
         lrs.append(float(built.lr_scheduler()) if built.lr_scheduler else built.opt_spec.peak_lr)

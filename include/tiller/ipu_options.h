@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -110,6 +111,16 @@ class IpuOptions {
                            int64_t accumulation_factor = 1);
   void SetPrecisionConfig(bool enable_fp16 = false);
 
+  // Paddle's compilation_progress_logger (set_options takes a callable for
+  // it in Python): called as each step compiles with (progress, total),
+  // total being the option compilation_progress_total. Empty: none.
+  void SetCompilationProgressLogger(std::function<void(int progress, int total)> logger) {
+    progress_logger_ = std::move(logger);
+  }
+  const std::function<void(int, int)>& CompilationProgressLogger() const {
+    return progress_logger_;
+  }
+
   // The current value: the default until set. Throws kNotFound for an
   // unknown name ("unknown option 'X'").
   OptionValue Get(const std::string& name) const;
@@ -135,6 +146,7 @@ class IpuOptions {
  private:
   std::map<std::string, OptionValue> values_;  // every option: always present
   std::set<std::string> set_;                  // names given a value by the caller
+  std::function<void(int, int)> progress_logger_;
 };
 
 }  // namespace tiller::training

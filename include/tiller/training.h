@@ -27,6 +27,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -123,6 +124,20 @@ struct SessionOptions {
   bool gradient_accumulation = false;
   int accumulation_factor = 1;
   int batches_per_step = 1;
+  // Rows of a micro-batch in a feed whose first dim is dynamic (-1): the
+  // IPU option micro_batch_size, which Paddle's IPU compiler wrote there,
+  // so such a feed holds micro-batches x micro_batch_size rows. 0: the
+  // rows / micro-batches per run of each feed. A feed of fixed dims holds
+  // micro-batches x its elements, in any shape (Paddle's IPU executor
+  // checked the element count only). int32 and int64 feeds are converted
+  // to the program's of the two (values that do not fit fail).
+  int64_t micro_batch_size = 0;
+  // Paddle's compilation_progress_logger: called on the thread that
+  // compiles (the first Run() for a shape, or a replica's or pipeline
+  // copy's step) with (progress, compile_progress_total), from 0 to the
+  // total once per compiled step.
+  std::function<void(int progress, int total)> compile_progress;
+  int compile_progress_total = 100;
   // Data-parallel replicas (enable_replicated_graphs +
   // replicated_graph_count): each micro-batch of the feeds goes to a replica
   // in turn (micro-batch k = (b * accumulation_factor + g) * replicas + r),

@@ -9,6 +9,7 @@
 
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -131,6 +132,29 @@ py::object SetOption(PyIpuOptions& o, const std::string& name, const py::object&
   return py::str(note);
 }
 
+// A Python callable as the C++ logger. Compiles run with the GIL released
+// (and copies of the options die there too), so the call and the last
+// reference's release take the GIL; an exception the callable raises fails
+// the compile as a TillerError naming the option.
+std::function<void(int, int)> ProgressLogger(const py::object& logger) {
+  std::shared_ptr<py::object> held(new py::object(logger), [](py::object* o) {
+    if (!Py_IsInitialized()) return;  // the interpreter is gone: nothing to release
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+  return [held](int done, int total) {
+    py::gil_scoped_acquire gil;
+    try {
+      (*held)(done, total);
+    } catch (py::error_already_set& e) {
+      const std::string type = py::str(e.type().attr("__name__"));
+      const std::string what = py::str(e.value());
+      throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
+                          "compilation_progress_logger raised " + type + ": " + what);
+    }
+  };
+}
+
 const char* SupportName(OptionSupport s) {
   switch (s) {
     case OptionSupport::kHonoured:
@@ -185,6 +209,25 @@ void BindOptions(py::module_& m) {
              const std::string& domain,
              int64_t version) { o.options.AddCustomOp(paddle_op, popart_op, domain, version); },
           py::arg("paddle_op"), py::arg("popart_op"), py::arg("domain"), py::arg("version"))
+      .def(
+          "set_compilation_progress_logger",
+          [](PyIpuOptions& o, const py::object& logger) {
+            if (logger.is_none()) {
+              o.options.SetCompilationProgressLogger({});
+              o.objects.erase("compilation_progress_logger");
+              return;
+            }
+            if (!PyCallable_Check(logger.ptr()))
+              throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
+                                  "option 'compilation_progress_logger' takes a callable "
+                                  "(progress, total), got " +
+                                      py::repr(logger).cast<std::string>());
+            o.options.SetCompilationProgressLogger(ProgressLogger(logger));
+            o.objects["compilation_progress_logger"] = logger;
+          },
+          py::arg("logger"),
+          "Paddle's compilation_progress_logger: called as logger(progress, total) while a "
+          "step compiles (total: compilation_progress_total); None: none.")
       .def(
           "is_set",
           [](const PyIpuOptions& o, const std::string& name) { return o.options.IsSet(name); },

@@ -50,7 +50,25 @@ class IpuStrategy:
     warning."""
 
     def __init__(self):
-        self._options = _tiller.IpuOptions()
+        self._init(_tiller.IpuOptions())
+        # Made in dygraph mode, the strategy patches paddle.jit.to_static, as
+        # Paddle's did (tiller/dygraph.py). Tiller itself needs no Paddle.
+        try:
+            import paddle
+        except ImportError:
+            return
+        if paddle.in_dynamic_mode():
+            self.register_patch()
+
+    @classmethod
+    def _wrapping(cls, options):
+        """A strategy over existing options (a strategy's _ipu_strategy)."""
+        strategy = cls.__new__(cls)
+        strategy._init(options)
+        return strategy
+
+    def _init(self, options):
+        self._options = options
         self._noted = set()
         self._patterns = {}
         self._custom_ops = []
@@ -60,14 +78,6 @@ class IpuStrategy:
         self.custom_op_names = []
         self.need_compile = True
         self._optimizer = None
-        # Made in dygraph mode, the strategy patches paddle.jit.to_static, as
-        # Paddle's did (tiller/dygraph.py). Tiller itself needs no Paddle.
-        try:
-            import paddle
-        except ImportError:
-            return
-        if paddle.in_dynamic_mode():
-            self.register_patch()
 
     # -- Paddle's setters ------------------------------------------------------
     def set_graph_config(self, num_ipus=1, is_training=True, micro_batch_size=1,
@@ -130,6 +140,18 @@ class IpuStrategy:
         if set(options) - {"lr"}:
             self.need_compile = True
         for key, value in options.items():
+            if key == "compilation_progress_logger":
+                # A callable (progress, total), as Paddle's registry took it.
+                self._options.set_compilation_progress_logger(value)
+                continue
+            if key == "custom_op":
+                # Paddle's dict form of add_custom_op.
+                if not isinstance(value, dict) or "paddle_op" not in value:
+                    raise TillerError("option 'custom_op' takes a dict with paddle_op (and "
+                                      f"popart_op, domain, version), got {value!r}")
+                self.add_custom_op(value["paddle_op"], value.get("popart_op"),
+                                   value.get("domain", "custom.ops"), value.get("version", 1))
+                continue
             note = self._options.set(key, value)
             if note is not None and key not in self._noted:
                 self._noted.add(key)
@@ -191,6 +213,41 @@ def _fetch_name(item):
     raise TillerError(f"fetch_list item {item!r} is neither a name nor a named variable")
 
 
+def _fetch_key(item):
+    """A fetch target as run() compares them: its name, or a PIR value
+    without one."""
+    if isinstance(item, str):
+        return item
+    name = getattr(item, "name", None) if not _is_pir_value(item) or \
+        getattr(item, "has_name", False) else None
+    return name if isinstance(name, str) else item
+
+
+def _is_pir_value(item):
+    try:
+        import paddle
+        return isinstance(item, paddle.pir.Value)
+    except (ImportError, AttributeError):
+        return False
+
+
+def _same_fetch(a, b):
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return a.is_same(b) if hasattr(a, "is_same") else a is b
+
+
+def _fetch_label(key):
+    return key if isinstance(key, str) else f"<unnamed value {key.get_defining_op().name()}>"
+
+
+def _rank(target):
+    """The declared rank of a fetch target (a legacy Variable or a PIR
+    value)."""
+    shape = getattr(target, "shape", None)
+    return len(shape) if shape is not None else 1
+
+
 def _has_backward(program):
     """Whether the program holds Paddle's backward ops (optimizer.minimize)."""
     if _is_pir(program):
@@ -222,14 +279,19 @@ def _find_value(program, item, data=False):
 
 
 class IpuBackend:
-    """Paddle's ``core.IpuBackend`` as Tiller offers it. Paddle's IPU scripts
-    wrote the trained weights back with ``ipu_compiler._backend
-    .weights_to_host()`` (the IpuCompiledProgram's backend) before
-    ``paddle.static.save``; ``IpuBackend.get_instance()`` is the process-wide
-    one, which acts on the program compiled last (Paddle kept one compiled
-    executable per process). ``detach()`` and ``reset()`` released / reset
-    the IPUs; Tiller's CPU devices need neither, so they only check that a
-    program was compiled."""
+    """Paddle's ``core.IpuBackend`` as Tiller offers it, every method of it:
+    ``get_instance``, ``weights_to_host``, ``set_scope``,
+    ``set_ipu_strategy``, ``detach``, ``reset`` and ``save_model_proto``.
+
+    Paddle kept one backend per process, acting on the program compiled
+    last; ``IpuBackend.get_instance()`` is that one here, and each
+    IpuCompiledProgram's ``_backend`` (``ipu_compiler._backend
+    .weights_to_host()`` in Paddle's IPU scripts) acts on its own program.
+    As in Paddle, ``weights_to_host`` of an inference program writes
+    nothing (Paddle logged a warning), ``detach`` and ``reset`` are
+    harmless before any compile (Paddle's tests call ``reset()`` in
+    tearDown), and ``reset`` drops the compiled program, which must be
+    compiled again before it runs."""
 
     _instance = None
     _last = None  # the IpuCompiledProgram compiled last
@@ -243,23 +305,69 @@ class IpuBackend:
             cls._instance = cls()
         return cls._instance
 
-    def _target(self, what):
-        program = self._program if self._program is not None else IpuBackend._last
-        if program is None:
-            raise TillerError(f"IpuBackend.{what}(): no program has been compiled")
+    def _target(self):
+        return self._program if self._program is not None else IpuBackend._last
+
+    def _compiled(self, what):
+        program = self._target()
+        if program is None or not program._compiled():
+            raise TillerError(f"IpuBackend.{what}(): no program has been compiled"
+                              + (" since reset()" if program is not None else ""))
         return program
 
     def weights_to_host(self):
-        self._target("weights_to_host").weights_to_host()
+        """Writes the trained parameters and optimizer state into the
+        backend's scope (before paddle.static.save)."""
+        self._compiled("weights_to_host").weights_to_host()
 
     def weights_to_device(self):
-        self._target("weights_to_device").weights_to_device()
+        self._compiled("weights_to_device").weights_to_device()
+
+    def set_scope(self, scope):
+        """The scope weights_to_host writes into and a compile reads the
+        weights from (Paddle's compile sets it to the program's)."""
+        program = self._target()
+        if program is not None:
+            program._scope = scope
+        self._scope = scope
+
+    def set_ipu_strategy(self, strategy):
+        """The strategy of the next compile of the backend's program: an
+        IpuStrategy or its ``_ipu_strategy``."""
+        if isinstance(strategy, _tiller.IpuOptions):
+            options = strategy
+        elif isinstance(strategy, IpuStrategy):
+            options = strategy._options
+        else:
+            raise TillerError(f"IpuBackend.set_ipu_strategy() takes an IpuStrategy, got "
+                              f"{type(strategy).__name__}")
+        program = self._target()
+        if program is not None:
+            program._strategy = strategy if isinstance(strategy, IpuStrategy) else \
+                IpuStrategy._wrapping(options)
 
     def detach(self):
-        self._target("detach")
+        """Paddle released the IPUs; Tiller's CPU devices hold nothing to
+        release (the compiled program keeps running)."""
 
     def reset(self):
-        self._target("reset")
+        """Drops the compiled program (its devices, memory and trained state
+        not written back by weights_to_host); it runs again after the next
+        compile(), as in Paddle."""
+        program = self._target()
+        if program is not None:
+            program._release()
+
+    def save_model_proto(self, path):
+        """Paddle wrote the ONNX model PopART compiled; Tiller compiles
+        Paddle's program itself and has no ONNX form of it, so this fails
+        rather than write something else under that name."""
+        program = self._compiled("save_model_proto")
+        raise TillerError(
+            f"IpuBackend.save_model_proto({os.fspath(path)!r}): Paddle wrote PopART's ONNX model "
+            "here; Tiller runs Paddle's program without an ONNX form. The program it compiled "
+            f"is {program.program_path} (paddle.static.save_inference_model or "
+            "IpuCompiledProgram.save() write a model or checkpoint)")
 
 
 class IpuCompiledProgram:
@@ -286,8 +394,12 @@ class IpuCompiledProgram:
         """Compiles the program; feed_list: variable names (data ops),
         fetch_list: names or variables (the loss, metrics). Returns self."""
         feed_names = [_fetch_name(f) for f in feed_list]
+        self._release()
         self._tmp = tempfile.TemporaryDirectory(prefix="tiller_prog_")
         IpuBackend._last = self
+        # What run()'s fetch_list may name: the targets compiled, by name
+        # (or, for PIR values without one, by identity).
+        self._fetch_items = list(fetch_list)
         if not _has_backward(self.org_program):
             if self._strategy.is_training:
                 raise TillerError("IpuCompiledProgram: is_training is True but the program has "
@@ -333,15 +445,22 @@ class IpuCompiledProgram:
         replicas = o.get("replicated_graph_count") if o.get("enable_replicated_graphs") else 1
         devices = max(1, o.get("num_ipus") // replicas)
         batches = o.get("batches_per_step")
-        if devices > 1 or replicas > 1 or batches > 1:
-            config.enable_ipu(devices, o.get("micro_batch_size"), o.get("enable_pipelining"),
-                              batches)
-            config.set_ipu_config(False, replicas)
+        # Always the IPU execution model: a run's feeds hold its
+        # micro-batches, a dynamic first dim is micro_batch_size.
+        config.enable_ipu(devices, o.get("micro_batch_size"), o.get("enable_pipelining"), batches)
+        config.set_ipu_config(False, replicas)
         if o.get("enable_fp16"):
             half = o.get("half_dtype")
             config.set_precision("half" if half == "auto" else half)
         self._predictor = inference.create_predictor(config)
-        self._fetch_count = len(fetches)
+        # Paddle's IPU executor returned each fetch as [replicas, batches
+        # per step, one micro-batch's value...], the leading dims only where
+        # enabled / > 1: the predictor's [micro-batches x rows, ...] is
+        # reshaped to that (the same bytes, as PopART's anchors held them).
+        self._fetch_lead = ([replicas] if o.get("enable_replicated_graphs") else []) + \
+            ([batches] if batches > 1 else [])
+        self._fetch_ranks = [_rank(f) for f in fetches]
+        self._micro_batches = replicas * batches
         return self
 
     def _save_pir(self, fetch_list):
@@ -377,6 +496,35 @@ class IpuCompiledProgram:
             raise TillerError(f"variable '{name}' is not in the scope: run the startup program "
                               "(or load a checkpoint) before compiling")
         return var.get_tensor()
+
+    def _compiled(self):
+        return self._session is not None or self._predictor is not None
+
+    def _release(self):
+        """Drops what compile() made (IpuBackend.reset())."""
+        self._session = None
+        self._predictor = None
+
+    def _fetch_indices(self, fetch_list):
+        """The positions among the compiled fetch targets of run()'s
+        fetch_list (None: all, in compile order). Paddle returned the
+        values of the variables named; one that was not compiled has none,
+        which Tiller says instead of returning something else."""
+        if fetch_list is None:
+            return None
+        compiled = [_fetch_key(f) for f in self._fetch_items]
+        indices = []
+        for item in fetch_list:
+            key = _fetch_key(item)
+            found = [i for i, c in enumerate(compiled) if _same_fetch(key, c)]
+            if not found:
+                names = ", ".join(repr(_fetch_label(c)) for c in compiled)
+                raise TillerError(
+                    f"run(): fetch_list item {_fetch_label(key)!r} was not compiled; "
+                    f"compile(feed_list, fetch_list) compiled the fetch targets [{names}] (compile "
+                    "again to fetch others)")
+            indices.append(found[0])
+        return indices
 
     def _require_training(self, what):
         if self._predictor is not None:
@@ -443,7 +591,13 @@ class IpuCompiledProgram:
 
     def _set_learning_rate(self):
         """Paddle's executor writes the program's LR scheduler value into the
-        learning-rate variable before every run; so does Tiller."""
+        learning-rate variable before every run; so does Tiller. With the
+        options is_dynamic (Paddle's dygraph path) the rate is the option
+        lr."""
+        options = self._strategy._options
+        if options.get("is_dynamic"):
+            self._session.set_learning_rate(float(options.get("lr")))
+            return
         sched = getattr(self.org_program, "lr_scheduler", None)
         if sched is not None:
             self._session.set_learning_rate(float(sched()))
@@ -451,28 +605,39 @@ class IpuCompiledProgram:
     # -- running -------------------------------------------------------------
     def run(self, feed=None, fetch_list=None):
         """One step (training, or forward only with runtime_options.enable_eval
-        or is_training=False). Returns the fetches as numpy arrays in the order
-        given to compile(); fetch_list is accepted for Executor.run symmetry
-        and must name the same targets when given."""
+        or is_training=False). Returns the values of fetch_list's targets, each
+        one of those compiled (by name or variable), in its order; without
+        fetch_list every compiled target in compile() order. Each value holds
+        every micro-batch's: [replicas, accumulation_factor, batches_per_step,
+        one micro-batch's value...], each leading dim present where enabled
+        (> 1 for batches_per_step), as Paddle's IPU executor returned them."""
+        if not self._compiled():
+            raise TillerError("IpuCompiledProgram.run() before compile()"
+                              + (" (IpuBackend.reset() dropped the compiled program)"
+                                 if self._tmp is not None else ""))
+        indices = self._fetch_indices(fetch_list)
         if self._predictor is not None:
-            if fetch_list is not None and len(fetch_list) != self._fetch_count:
-                raise TillerError(f"run(): {len(fetch_list)} fetch targets, compiled with "
-                                  f"{self._fetch_count}")
             feed = dict(feed or {})
             names = self._predictor.get_input_names()
             missing = [n for n in names if n not in feed]
             if missing:
                 raise TillerError(f"run(): no feed for {missing}")
-            return self._predictor.run([np.asarray(feed[n]) for n in names])
-        if self._session is None:
-            raise TillerError("IpuCompiledProgram.run() before compile()")
-        if fetch_list is not None and len(fetch_list) != len(self._session.fetch_names):
-            raise TillerError(f"run(): {len(fetch_list)} fetch targets, compiled with "
-                              f"{len(self._session.fetch_names)}")
-        feed = dict(feed or {})
-        self._set_learning_rate()
-        arrays = {k: np.asarray(v) for k, v in feed.items()}
-        return self._session.run(arrays, self._strategy._options.eval_only)
+            outs = self._predictor.run([np.asarray(feed[n]) for n in names])
+            outs = [self._ipu_shape(o, r) for o, r in zip(outs, self._fetch_ranks)]
+        else:
+            feed = dict(feed or {})
+            self._set_learning_rate()
+            arrays = {k: np.asarray(v) for k, v in feed.items()}
+            outs = self._session.run(arrays, self._strategy._options.eval_only)
+        return outs if indices is None else [outs[i] for i in indices]
+
+    def _ipu_shape(self, out, rank):
+        """An inference output ([micro-batches x rows, ...]) as Paddle's IPU
+        executor shaped it."""
+        if not self._fetch_lead:
+            return out
+        micro = () if rank == 0 else (out.shape[0] // self._micro_batches,) + out.shape[1:]
+        return out.reshape(tuple(self._fetch_lead) + micro)
 
     @property
     def session(self):

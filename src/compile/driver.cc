@@ -324,7 +324,18 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   ctx.int8_gemms = DevicesMultiplyInt8(devices_);
   std::optional<size_t> loss_pin;
   std::vector<size_t> grad_pins, local_grad_pins;
+  // Progress in percent of the work, from where the time goes: reading and
+  // folding the program, then the rewrites, then making the kernels.
+  int reported = -1;
+  auto progress = [&](int percent) {
+    if (!options_.progress) return;
+    const int done = static_cast<int>(int64_t{percent} * options_.progress_total / 100);
+    if (done > reported) options_.progress(done, options_.progress_total);
+    reported = std::max(reported, done);
+  };
+  progress(0);
   StepSource::Forward fwd = source.BuildForward(folder());
+  progress(20);
   TILLER_CHECK(fwd.graph, "the step source built no graph");
   if (options_.auto_split && devices_.size() > 1 &&
       (options_.auto_split_sharded || !passes::IsSharded(*fwd.graph))) {
@@ -436,6 +447,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     }
   }
   std::unique_ptr<ir::Graph> graph = source.Finish();
+  progress(35);
   if (ctx.training) {
     passes::FunctionPass place_updates(
         "place_updates", "update ops -> the shard and stage of the weight they update",
@@ -581,6 +593,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
       if (record.rewrites) report.stages.push_back(record);
     }
   }
+  progress(55);
   StagePass place("placement", "each op onto a device",
                   [&](ir::Graph& g) { return PlaceOps(g, devices_, options_.placement); });
   report.stages.push_back(passes::RunPass(place, *graph, ctx));
@@ -642,6 +655,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     TILLER_CHECK(shards, "state '{}' is sharded but the compile got no ShardStorage", s.name);
     storage[s.name] = shards(s);
   }
+  progress(60);
   step.exe = Executable::BuildPlaced(std::move(graph), devices_, storage, options_.plan_only);
   step.exe->SetProcessLink(options_.process_link);
   if (!options_.device_process.empty()) {
@@ -650,6 +664,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
     step.exe->SetLenders(local);
   }
   report.arena_bytes = step.exe->arena_bytes();
+  progress(100);
   return step;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,11 @@ struct CompileOptions {
   // Compile for the memory plans only (the planner): no arenas, no
   // accumulator or shard storage; the executable cannot run.
   bool plan_only = false;
+  // Called as a compilation goes, with (done, progress_total): 0 as it
+  // starts, progress_total when the executable is built, and in between as
+  // its stages end (Paddle's compilation_progress_logger).
+  std::function<void(int done, int total)> progress;
+  int progress_total = 100;
 
   // The IPU execution model. Pipelining is not a compile option: a
   // pipeline runs several compiled copies of a sharded step

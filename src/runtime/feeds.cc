@@ -1,6 +1,7 @@
 #include "runtime/feeds.h"
 
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 
@@ -24,18 +25,123 @@ size_t FeedSet::Index(const std::string& name) const {
        words_.noun, names);
 }
 
+void FeedSet::SetMicroBatching(MicroBatching m) {
+  if (m.count < 1 || m.rows < 0)
+    Fail(ErrorKind::kInvalidArgument, "micro-batching of {} micro-batches of {} rows", m.count,
+         m.rows);
+  micro_ = std::move(m);
+  // Values set before were checked against other numbers.
+  for (Feed& f : feeds_) f.has_shape = f.has_data = false;
+}
+
+Shape FeedSet::MicroShape(const Feed& f, const Shape& shape) const {
+  const MicroBatching& m = *micro_;
+  const std::string& name = f.decl.name;
+  // No declared dims: the rank is unknown (anything goes but the count).
+  const bool rank_known = !f.decl.dims.empty();
+  Shape micro = f.decl.dims;
+  const bool rows_given = rank_known && micro[0] < 0 && m.rows > 0;
+  if (rows_given) micro[0] = m.rows;
+  bool known = rank_known;
+  for (int64_t d : micro) known = known && d >= 0;
+  const std::string loop = m.count == 1 || m.loop.empty()
+                               ? std::string("1 micro-batch")
+                               : fmt::format("{} = {} micro-batches", m.loop, m.count);
+  const std::string rows_note =
+      rows_given ? fmt::format(" (its first dim is {} {})", m.rows_word, m.rows) : std::string();
+  // Unknown rank, one micro-batch: the value is it, whatever its shape.
+  if (!rank_known && m.count == 1) return shape;
+  if (known) {
+    const int64_t need = m.count * NumElements(micro);
+    if (NumElements(shape) == need) return micro;
+    Fail(ErrorKind::kInvalidArgument,
+         "{} '{}': shape {} holds {} elements; one run takes {} of {}{}, {} elements in all",
+         words_.noun, name, ShapeToString(shape), NumElements(shape), loop, ShapeToString(micro),
+         rows_note, need);
+  }
+  // Some dim is only known from the value: it is [count x rows, dims...].
+  bool ok = !shape.empty() && (!rank_known || shape.size() == micro.size());
+  for (size_t k = 1; ok && rank_known && k < micro.size(); ++k)
+    ok = micro[k] < 0 || micro[k] == shape[k];
+  if (ok)
+    ok = rank_known && micro[0] >= 0 ? shape[0] == m.count * micro[0] : shape[0] % m.count == 0;
+  if (!ok) {
+    const std::string first =
+        rank_known && micro[0] >= 0
+            ? fmt::format("{} rows ({} each{})", m.count * micro[0], micro[0], rows_note)
+            : fmt::format("a multiple of {} rows", m.count);
+    Fail(ErrorKind::kInvalidArgument,
+         "{} '{}': shape {} does not hold the micro-batches of the {}'s {}: one run takes {} "
+         "along the first dimension, {}",
+         words_.noun, name, ShapeToString(shape), words_.owner, ShapeToString(f.decl.dims), loop,
+         first);
+  }
+  Shape out = shape;
+  out[0] /= m.count;
+  return out;
+}
+
 void FeedSet::SetShape(size_t i, const Shape& shape) {
   Feed& f = feeds_[i];
   const Shape& d = f.decl.dims;
-  bool ok = d.empty() || d.size() == shape.size();
-  for (size_t k = 0; ok && k < d.size(); ++k) ok = d[k] < 0 || d[k] == shape[k];
+  bool ok = true;
   for (int64_t s : shape) ok = ok && s >= 0;
+  if (ok && !micro_) {
+    ok = d.empty() || d.size() == shape.size();
+    for (size_t k = 0; ok && k < d.size(); ++k) ok = d[k] < 0 || d[k] == shape[k];
+  }
   if (!ok)
     Fail(ErrorKind::kInvalidArgument, "{} '{}': shape {} does not match the {}'s {}", words_.noun,
          f.decl.name, ShapeToString(shape), words_.owner, ShapeToString(d));
+  if (micro_) f.micro = MicroShape(f, shape);
   f.shape = shape;
   f.has_shape = true;
   f.has_data = false;
+}
+
+namespace {
+
+// Copies n integers of type From into To's, or names the first that To
+// cannot hold.
+template <typename From, typename To>
+void CopyIntegers(const void* src, void* dst, size_t n, const char* noun, const std::string& name,
+                  DType from, DType to) {
+  const From* in = static_cast<const From*>(src);
+  To* out = static_cast<To*>(dst);
+  for (size_t e = 0; e < n; ++e) {
+    const int64_t v = in[e];
+    if (v < int64_t{std::numeric_limits<To>::min()} || v > int64_t{std::numeric_limits<To>::max()})
+      Fail(ErrorKind::kInvalidArgument,
+           "{} '{}' expects {}; its {} value holds {} at element {}, which {} cannot hold", noun,
+           name, DTypeName(to), DTypeName(from), v, e, DTypeName(to));
+    out[e] = static_cast<To>(v);
+  }
+}
+
+}  // namespace
+
+void FeedSet::CheckDType(const Feed& f, DType dtype) const {
+  const bool integers = (dtype == DType::kI32 || dtype == DType::kI64) &&
+                        (f.decl.dtype == DType::kI32 || f.decl.dtype == DType::kI64);
+  if (dtype != f.decl.dtype && !(micro_ && integers))
+    Fail(ErrorKind::kInvalidArgument, "{} '{}' expects {}, got {}", words_.noun, f.decl.name,
+         DTypeName(f.decl.dtype), DTypeName(dtype));
+}
+
+void FeedSet::CopyConverted(Feed& f, DType dtype, const void* data, size_t elements) {
+  CheckDType(f, dtype);
+  const size_t bytes = elements * DTypeSize(f.decl.dtype);
+  if (f.data.size() != bytes) f.data.Resize(bytes);
+  if (!bytes) return;
+  if (dtype == f.decl.dtype) {
+    std::memcpy(f.data.data(), data, bytes);
+  } else if (dtype == DType::kI32) {
+    CopyIntegers<int32_t, int64_t>(data, f.data.data(), elements, words_.noun, f.decl.name, dtype,
+                                   f.decl.dtype);
+  } else {
+    CopyIntegers<int64_t, int32_t>(data, f.data.data(), elements, words_.noun, f.decl.name, dtype,
+                                   f.decl.dtype);
+  }
 }
 
 void FeedSet::SetData(size_t i, DType dtype, const void* data, size_t bytes) {
@@ -46,28 +152,25 @@ void FeedSet::SetData(size_t i, DType dtype, const void* data, size_t bytes) {
     if (!static_shape)
       Fail(ErrorKind::kInvalidArgument, "{} '{}' has dynamic shape {}: call Reshape() first",
            words_.noun, f.decl.name, ShapeToString(f.decl.dims));
-    f.shape = f.decl.dims;
-    f.has_shape = true;
+    SetShape(i, f.decl.dims);
   }
-  if (dtype != f.decl.dtype)
-    Fail(ErrorKind::kInvalidArgument, "{} '{}' expects {}, got {}", words_.noun, f.decl.name,
-         DTypeName(f.decl.dtype), DTypeName(dtype));
-  size_t need = static_cast<size_t>(NumElements(f.shape)) * DTypeSize(f.decl.dtype);
+  const size_t elements = static_cast<size_t>(NumElements(f.shape));
+  CheckDType(f, dtype);
+  const size_t need = elements * DTypeSize(dtype);
   if (bytes != need)
     Fail(ErrorKind::kInvalidArgument, "{} '{}' of shape {} needs {} bytes, got {}", words_.noun,
          f.decl.name, ShapeToString(f.shape), need, bytes);
-  if (f.data.size() != need) f.data.Resize(need);
-  if (need) std::memcpy(f.data.data(), data, need);
+  f.has_data = false;  // until the whole value is in (a conversion may fail)
+  CopyConverted(f, dtype, data, elements);
   f.has_data = true;
 }
 
 void FeedSet::Set(size_t i, DType dtype, const Shape& shape, const void* data) {
   Feed& f = feeds_[i];
-  if (dtype != f.decl.dtype)
-    Fail(ErrorKind::kInvalidArgument, "{} '{}' expects {}, got {}", words_.noun, f.decl.name,
-         DTypeName(f.decl.dtype), DTypeName(dtype));
-  // A declared rank must match exactly, unknown rank (no dims) too.
-  if (f.decl.dims.size() != shape.size())
+  CheckDType(f, dtype);
+  // A declared rank must match exactly, unknown rank (no dims) too; with
+  // micro-batching the element count decides (SetShape).
+  if (!micro_ && f.decl.dims.size() != shape.size())
     Fail(ErrorKind::kInvalidArgument, "{} '{}': shape {} does not match the {}'s {}", words_.noun,
          f.decl.name, ShapeToString(shape), words_.owner, ShapeToString(f.decl.dims));
   SetShape(i, shape);
@@ -86,6 +189,13 @@ std::vector<Shape> FeedSet::Shapes() const {
            f.decl.name);
     out.push_back(f.shape);
   }
+  return out;
+}
+
+std::vector<Shape> FeedSet::MicroBatchShapes() const {
+  std::vector<Shape> out = Shapes();
+  if (!micro_) return out;
+  for (size_t i = 0; i < feeds_.size(); ++i) out[i] = feeds_[i].micro;
   return out;
 }
 

@@ -34,7 +34,8 @@ std::vector<OptionSpec> MakeSpecs() {
       {"is_training", Support::kHonoured, true,
        "false: Run() runs forward-only eval steps (no gradients, no updates)"},
       {"micro_batch_size", Support::kHonoured, int64_t{1},
-       "the batch of one step; Tiller takes it from the feeds' shapes"},
+       "rows of a micro-batch: a data variable's dynamic (-1) first dim (a feed holds "
+       "batches_per_step x accumulation_factor x replicas micro-batches)"},
       {"random_seed", Support::kHonoured, int64_t{0},
        "seed of random ops (dropout masks) whose own seed is 0"},
       {"runtime_options.enable_eval", Support::kHonoured, false,
@@ -105,13 +106,24 @@ std::vector<OptionSpec> MakeSpecs() {
        "replicas without accumulation: each bucket's reduction starts in the backward pass "
        "and runs beside it"},
       {"batches_per_step", Support::kHonoured, int64_t{1}, "updates (batches) run by one step"},
+      // PopART's; Tiller's compilation reports progress to the logger
+      // (set_options({'compilation_progress_logger': fn})) in its units.
+      {"compilation_progress_total", Support::kHonoured, int64_t{100},
+       "the total the compilation_progress_logger's progress counts to"},
       {"enable_gradient_accumulation", Support::kHonoured, false,
        "accumulate gradients over accumulation_factor micro-batches"},
       {"accumulation_factor", Support::kHonoured, int64_t{1},
        "micro-batches whose gradients one update applies"},
       // popart::ReductionType; Paddle's IpuStrategy sets Mean.
       {"accumulation_and_replication_reduction_type", Support::kHonoured, int64_t{1},
-       "how accumulated (and replicated) gradients combine: 0 sum, 1 mean"},
+       "how accumulated (and replicated) gradients combine: 0 sum, 1 mean, 2 no reduction "
+       "(summed: PopART treated every type but mean as a sum)"},
+      // Paddle's dygraph-to-static training: IpuStrategy.set_optimizer sets
+      // both; the learning rate is then `lr` (Paddle's patched
+      // LRScheduler.step sets it) instead of the program's variable.
+      {"is_dynamic", Support::kHonoured, false,
+       "the learning rate of every step is the option lr (Paddle's dygraph-to-static path)"},
+      {"lr", Support::kHonoured, 0.0, "with is_dynamic: the learning rate of the next steps"},
       {"enable_fp16", Support::kHonoured, false,
        "half precision: matmul / linear / conv2d multiply in half_dtype with float32 "
        "accumulation; weights, gradients and the optimizer stay float32"},
@@ -275,8 +287,18 @@ std::vector<OptionSpec> MakeSpecs() {
       {"num_io_tiles", int64_t{0}},
       {"loose_threshold_at_peak", int64_t{8000}},
       {"swap_limit_scheduler", int64_t{1000000000}},
-      {"compilation_progress_total", int64_t{100}},
       {"transitive_closure_optimization_threshold", int64_t{100000}},
+      // PopART's (set as dicts in Paddle): the outer fragment's schedule and
+      // which collectives merge; where and when work runs, not what it gives.
+      {"accumulate_outer_fragment", OptionMap{}},
+      {"replicated_collectives_settings", OptionMap{}},
+      {"create_implicit_pipelining_fwd_only_program", false},
+      // Paddle's model-runtime executor (PopEF) and its buffers, batching
+      // timeout and tiles: another IPU executor of the same program.
+      {"enable_model_runtime_executor", false},
+      {"num_buffers", int64_t{10}},
+      {"timeout_ms", 0.0},
+      {"tiles_per_ipu", int64_t{4}},
       {"strict_op_versions", true},
       {"opx_alias_checking", false},
       {"opx_modify_checking", false},
@@ -572,20 +594,19 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
     Fail(ErrorKind::kInvalidArgument,
          "option {}={} is not implemented by Tiller yet (supported: {})", name,
          OptionValueRepr(value), OptionValueRepr(*spec->default_value));
-  if ((name == "batches_per_step" || name == "accumulation_factor" ||
+  if ((name == "batches_per_step" || name == "accumulation_factor" || name == "micro_batch_size" ||
        name == "replicated_graph_count" || name == "num_ipus") &&
       std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option '{}' must be >= 1, got {}", name,
          OptionValueRepr(value));
   if (name == "accumulation_and_replication_reduction_type") {
+    // popart::ReductionType; PopART only asks whether it is Mean, so
+    // NoReduction (2) sums as Sum does (Paddle took 0 to 2).
     const int64_t r = std::get<int64_t>(*converted);
-    if (r == 2)
+    if (r < 0 || r > 2)
       Fail(ErrorKind::kInvalidArgument,
-           "option accumulation_and_replication_reduction_type=2 (NoReduction) is not "
-           "implemented by Tiller (supported: 0 sum, 1 mean)");
-    if (r != 0 && r != 1)
-      Fail(ErrorKind::kInvalidArgument,
-           "option accumulation_and_replication_reduction_type takes 0 (sum) or 1 (mean), got {}",
+           "option accumulation_and_replication_reduction_type takes 0 (sum), 1 (mean) or 2 (no "
+           "reduction: summed, as PopART did), got {}",
            OptionValueRepr(value));
   }
   if (name == "auto_recomputation") {
@@ -627,6 +648,9 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
          OptionValueRepr(value));
   if (name == "stages_per_device" && std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option 'stages_per_device' must be >= 1, got {}",
+         OptionValueRepr(value));
+  if (name == "compilation_progress_total" && std::get<int64_t>(*converted) < 1)
+    Fail(ErrorKind::kInvalidArgument, "option 'compilation_progress_total' must be >= 1, got {}",
          OptionValueRepr(value));
   if (name == "num_threads" && std::get<int64_t>(*converted) < 0)
     Fail(ErrorKind::kInvalidArgument,

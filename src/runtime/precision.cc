@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
+#include "runtime/notes.h"
 
 namespace tiller::runtime {
 
@@ -125,16 +126,6 @@ std::string SlowHalfPrecisionMessage(compile::Precision p, bool bf16_instruction
       "matmul on one thread: bfloat16 {:.0f} GFLOP/s, float32 {:.0f}): bfloat16's rounding "
       "without its speed; float32 is faster here",
       bf16.half_gflops, bf16.float32_gflops);
-}
-
-// Under an MPI launcher every rank runs the same program: rank 0 alone
-// prints notes (Open MPI's, PMIx's or PMI's rank variable; none: rank 0).
-static bool IsMainProcess() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
-    const char* value = std::getenv(name);
-    if (value && *value) return std::string_view(value) == "0";
-  }
-  return true;
 }
 
 void ReportSlowHalfPrecisionOnce(compile::Precision p) {

@@ -25,6 +25,7 @@
 #include "runtime/api_types.h"
 #include "runtime/feeds.h"
 #include "runtime/micro_batches.h"
+#include "runtime/notes.h"
 #include "runtime/paddle_steps.h"
 #include "runtime/precision.h"
 #include "runtime/step_cache.h"
@@ -312,13 +313,11 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
     // One replica's devices: ipu_device_num CPU devices, placed by shard.
     const Config::IpuSettings& ipu = c.ipu();
     const int n_devices = ipu.device_num * ipu.replica_num;
-    if (c.cpu_math_library_num_threads() < n_devices)
-      Fail(ErrorKind::kInvalidArgument,
-           "EnableIpu: {} device(s) x {} replica(s) need a thread each: "
-           "SetCpuMathLibraryNumThreads({}) gives {}",
-           ipu.device_num, ipu.replica_num, n_devices, c.cpu_math_library_num_threads());
-    o.devices.assign(ipu.device_num,
-                     compile::DeviceSpec{"cpu", c.cpu_math_library_num_threads() / n_devices, 0});
+    const int threads = runtime::ThreadsPerDevice(
+        c.cpu_math_library_num_threads(), n_devices,
+        fmt::format("EnableIpu: {} device(s) x {} replica(s), SetCpuMathLibraryNumThreads({})",
+                    ipu.device_num, ipu.replica_num, c.cpu_math_library_num_threads()));
+    o.devices.assign(ipu.device_num, compile::DeviceSpec{"cpu", threads, 0});
     o.placement = compile::PlacementPolicy::kByShard;
     o.auto_split = true;  // a model without ipu_index attributes
   }
@@ -398,7 +397,7 @@ struct Predictor::Impl {
       const int n = static_cast<int>(rep.compiler->devices().size());
       std::vector<int> ops(n, 0);
       for (const auto& op : step.exe->graph().ops()) ++ops[op->device];
-      for (int d = 0; d < n; ++d) {
+      for (int d = 0; d < n && n > 1; ++d) {
         if (ops[d] == 0)
           Fail(ErrorKind::kInvalidArgument,
                "{}: EnableIpu(ipu_device_num={}) but no op of the model is on device {}: its "
@@ -410,6 +409,19 @@ struct Predictor::Impl {
   }
 
   void RunIpu();
+
+  // The inputs; with EnableIpu each holds ipu_batches_per_step x
+  // ipu_replica_num micro-batches, a dynamic first dim being
+  // ipu_micro_batch_size (what Paddle's IPU inference passes made of it).
+  void MakeFeeds(std::vector<FeedDecl> decls) {
+    feeds = std::make_unique<FeedSet>(std::move(decls), FeedSet::Words{"input", "model"});
+    const Config::IpuSettings& ipu = config.ipu();
+    if (!ipu.enabled) return;
+    feeds->SetMicroBatching({ipu.batches_per_step * ipu.replica_num, ipu.micro_batch_size,
+                             fmt::format("ipu_batches_per_step {} x ipu_replica_num {}",
+                                         ipu.batches_per_step, ipu.replica_num),
+                             "ipu_micro_batch_size"});
+  }
 
   size_t OutputIndex(const std::string& name) const {
     const auto& outs = model->program.fetch_names;
@@ -518,7 +530,7 @@ Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
     if (!v) Fail(ErrorKind::kDataLoss, "{}: feed target '{}' has no variable", p.path, name);
     decls.push_back({name, v->dtype, v->dims});
   }
-  impl_->feeds = std::make_unique<FeedSet>(std::move(decls), FeedSet::Words{"input", "model"});
+  impl_->MakeFeeds(std::move(decls));
   impl_->CheckAtLoad();
 }
 
@@ -533,7 +545,7 @@ Predictor::Predictor(const Predictor& original, CloneTag) : impl_(std::make_uniq
   impl_->CreateCompilers();
   std::vector<FeedDecl> decls;
   for (size_t i = 0; i < o.feeds->size(); ++i) decls.push_back(o.feeds->decl(i));
-  impl_->feeds = std::make_unique<FeedSet>(std::move(decls), FeedSet::Words{"input", "model"});
+  impl_->MakeFeeds(std::move(decls));
   impl_->CheckAtLoad();
 }
 
@@ -564,17 +576,8 @@ void Predictor::Impl::RunIpu() {
   const Config::IpuSettings& ipu = config.ipu();
   const int replicas = ipu.replica_num, batches = ipu.batches_per_step;
   const int micro_batches = replicas * batches;
-  std::vector<Shape> shapes = feeds->Shapes();
-  const int64_t rows = int64_t{ipu.micro_batch_size} * micro_batches;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    if (shapes[i].empty() || shapes[i][0] != rows)
-      Fail(ErrorKind::kInvalidArgument,
-           "input '{}' has shape {}: EnableIpu runs ipu_batches_per_step {} x ipu_replica_num {} "
-           "micro-batches of ipu_micro_batch_size {}, {} rows along the first dimension",
-           feeds->decl(i).name, ShapeToString(shapes[i]), batches, replicas, ipu.micro_batch_size,
-           rows);
-    shapes[i][0] = ipu.micro_batch_size;
-  }
+  // SetMicroBatching (MakeFeeds) checked every input holds the micro-batches.
+  const std::vector<Shape> shapes = feeds->MicroBatchShapes();
   const int copies =
       ipu.pipelining
           ? compile::PipelineCopies(compile::PipelineSchedule::kOneForwardOneBackward, batches,
@@ -591,9 +594,10 @@ void Predictor::Impl::RunIpu() {
   for (size_t o = 0; o < n_out; ++o) {
     const ir::TensorType& t = first.exe->outputs()[o].type;
     Shape shape = t.shape;
-    if (shape.empty())
+    // One micro-batch a run keeps the model's shape (a scalar stays one).
+    if (shape.empty() && micro_batches > 1)
       shape = {micro_batches};
-    else
+    else if (!shape.empty())
       shape[0] *= micro_batches;
     ipu_output_types[o] = {t.dtype, shape};
     if (ipu_outputs[o].size() != t.bytes() * micro_batches)

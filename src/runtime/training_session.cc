@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +44,7 @@
 #include "runtime/distribution.h"
 #include "runtime/feeds.h"
 #include "runtime/micro_batches.h"
+#include "runtime/notes.h"
 #include "runtime/paddle_steps.h"
 #include "runtime/precision.h"
 #include "runtime/replica_options.h"
@@ -119,7 +121,13 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   const int n_devices = options.replicas * options.devices_per_replica;
   compile::CompileOptions co;
   co.devices.assign(options.devices_per_replica,
-                    compile::DeviceSpec{"cpu", options.num_threads / n_devices, 0});
+                    compile::DeviceSpec{
+                        "cpu",
+                        ThreadsPerDevice(options.num_threads, n_devices,
+                                         fmt::format("{} replica(s) x {} device(s), num_threads {}",
+                                                     options.replicas, options.devices_per_replica,
+                                                     options.num_threads)),
+                        0});
   co.placement = compile::PlacementPolicy::kByShard;
   co.auto_split = options.auto_split || options.auto_split_sharded;
   co.auto_split_sharded = options.auto_split_sharded;
@@ -127,6 +135,8 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.auto_split_measured = options.auto_split_measured;
   co.accumulation_steps = options.accumulation_factor;
   co.batches_per_step = options.batches_per_step;
+  co.progress = options.compile_progress;
+  co.progress_total = options.compile_progress_total;
   co.recompute = options.recompute;
   co.recompute_all = options.recompute_all;
   // Across processes the compiled step sees the job's replicas and its
@@ -148,7 +158,11 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
       const int process = first + d / per_process;
       co.device_process.push_back(process);
       co.devices[d].threads =
-          process == job.rank() ? std::max(1, options.num_threads / per_process) : 1;
+          process == job.rank()
+              ? ThreadsPerDevice(options.num_threads, per_process,
+                                 fmt::format("{} device(s) of this process, num_threads {}",
+                                             per_process, options.num_threads))
+              : 1;
     }
     co.process = job.rank();
     co.process_link = &job;
@@ -341,23 +355,7 @@ struct TrainingSession::Impl {
   }
 
   // The feeds' shapes divided into the micro-batches of one Run().
-  std::vector<Shape> MicroBatchShapes() const {
-    std::vector<Shape> shapes = feeds->Shapes();
-    const int k = MicroBatchesPerRun();
-    if (k == 1) return shapes;
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      if (shapes[i].empty() || shapes[i][0] % k != 0)
-        Fail(ErrorKind::kInvalidArgument,
-             "{}: feed '{}' has shape {}: one Run() takes batches_per_step {} x "
-             "accumulation_factor {}{} = {} micro-batches, so its first dimension must be a "
-             "multiple of {}",
-             program.path, feeds->decl(i).name, ShapeToString(shapes[i]), options.batches_per_step,
-             options.accumulation_factor,
-             options.replicas > 1 ? fmt::format(" x replicas {}", options.replicas) : "", k, k);
-      shapes[i][0] /= k;
-    }
-    return shapes;
-  }
+  std::vector<Shape> MicroBatchShapes() const { return feeds->MicroBatchShapes(); }
 
   // A fetch's shape for the caller: the micro-batch's, with the
   // accumulation factor and batches per step prepended as Paddle's IPU
@@ -650,6 +648,9 @@ struct TrainingSession::Impl {
   // and the random ops' step number: steps so far x micro-batches per update
   // + k, so masks change every micro-batch and repeat for the same seed.
   void PrepareMicroBatch(compile::Executable& exe, int k);
+  // "; feed 'x' holds nan at element e [of micro-batch k]" for the first
+  // non-finite float in micro-batch k of the feeds, or "".
+  std::string NonFiniteFeed(int k) const;
   // Copies exe's outputs to micro-batch k's place in the fetches.
   void FetchMicroBatch(const compile::Executable& exe, int k);
   // Reduces every micro-batch's fetches (micro-batch order) to what
@@ -756,8 +757,17 @@ struct TrainingSession::Impl {
          k < step.replica_gradients.size() && !options.dynamic_loss_scaling && !program_checks; ++k)
       exe.GuardFinite(step.replica_gradients[k],
                       fmt::format("replica {}'s gradient of '{}'", replica, info.trained[k]));
+    // Gradient accumulators the step owns are zeroed before the re-run
+    // (ResetAccumulators), so only other states written in place (batch
+    // norm's running statistics, ...) make it unsafe.
+    std::set<std::string> zeroed;
+    for (const compile::Accumulator& a : step.accumulators) {
+      if (a.data.size()) zeroed.insert(a.name);
+    }
     std::set<const ir::Op*> in_place_writers;
-    for (const auto& [value, state] : exe.plan().in_state) in_place_writers.insert(value->producer);
+    for (const auto& [value, state] : exe.plan().in_state) {
+      if (!zeroed.count(state->name)) in_place_writers.insert(value->producer);
+    }
     const auto& ops = exe.graph().ops();
     bool safe = true;
     for (int i = 0; i <= last_guard && i < static_cast<int>(ops.size()); ++i) {
@@ -820,6 +830,10 @@ TrainingSession::TrainingSession(const std::string& program_path,
          options.batches_per_step);
   if (options.replicas < 1)
     Fail(ErrorKind::kInvalidArgument, "replicas must be >= 1, got {}", options.replicas);
+  if (options.micro_batch_size < 0)
+    Fail(ErrorKind::kInvalidArgument,
+         "micro_batch_size must be >= 1 (0: taken from the feeds), got {}",
+         options.micro_batch_size);
   if (options.anchor == SessionOptions::Anchor::kEveryN &&
       (options.anchor_period < 1 || options.batches_per_step % options.anchor_period != 0))
     Fail(ErrorKind::kInvalidArgument,
@@ -858,19 +872,10 @@ TrainingSession::TrainingSession(const std::string& program_path,
          "by ipu_shard_guard alone interleaves through its own ipu_stage",
          options.stages_per_device);
   // Each device (devices_per_replica per replica) gets its share of the
-  // threads: never more compute threads than num_threads.
-  // (A process running a share of the replica's devices gives only those
-  // its threads.)
-  const int n_devices =
-      options.replicas * options.devices_per_replica / std::max(1, options.processes_per_replica);
-  if (options.num_threads < n_devices)
-    Fail(ErrorKind::kInvalidArgument,
-         "num_threads {} cannot give {} devices ({} replica(s) x {} device(s){}) a thread each: "
-         "raise num_threads (0: every hardware thread) or use fewer devices",
-         options.num_threads, n_devices, options.replicas, options.devices_per_replica,
-         options.processes_per_replica > 1
-             ? fmt::format(" / {} processes", options.processes_per_replica)
-             : "");
+  // threads; with fewer threads than devices, one each, taking turns on the
+  // cores (ReplicaCompileOptions notes it).
+  if (options.num_threads < 1)
+    Fail(ErrorKind::kInvalidArgument, "num_threads must be >= 1, got {}", options.num_threads);
   if (!options.trace_path.empty()) s.trace = std::make_unique<compile::TraceRecorder>();
   // Per device of a replica, the group summing its gradients (with several
   // replicas); a device of another process gets a placeholder (its steps
@@ -994,6 +999,11 @@ TrainingSession::TrainingSession(const std::string& program_path,
     decls.push_back({name, v->dtype, v->dims});
   }
   s.feeds = std::make_unique<FeedSet>(std::move(decls), FeedSet::Words{"feed", "program"});
+  // A run's feeds hold its micro-batches, batch outermost, replica innermost.
+  std::string loop = fmt::format("batches_per_step {} x accumulation_factor {}",
+                                 options.batches_per_step, options.accumulation_factor);
+  if (options.replicas > 1) loop += fmt::format(" x replicas {}", options.replicas);
+  s.feeds->SetMicroBatching({s.MicroBatchesPerRun(), options.micro_batch_size, std::move(loop)});
   for (const std::string& name : s.fetch_names) {
     if (!s.program.FindVar(name))
       Fail(ErrorKind::kNotFound, "{}: fetch '{}' is not a variable of the program", s.program.path,
@@ -1033,11 +1043,17 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
     const std::string half = o.GetStr("half_dtype");
     out.precision = half == "auto" ? "half" : half;
   }
+  out.micro_batch_size = o.GetInt("micro_batch_size");
+  out.compile_progress = o.CompilationProgressLogger();
+  out.compile_progress_total = static_cast<int>(o.GetInt("compilation_progress_total"));
   out.gradient_accumulation = o.GetBool("enable_gradient_accumulation");
   out.accumulation_factor = static_cast<int>(o.GetInt("accumulation_factor"));
   out.batches_per_step = static_cast<int>(o.GetInt("batches_per_step"));
-  out.reduction = static_cast<SessionOptions::Reduction>(
-      o.GetInt("accumulation_and_replication_reduction_type"));
+  // popart::ReductionType: only Mean (1) averages; Sum (0) and NoReduction
+  // (2) sum.
+  out.reduction = o.GetInt("accumulation_and_replication_reduction_type") == 1
+                      ? SessionOptions::Reduction::kMean
+                      : SessionOptions::Reduction::kSum;
   out.replicated_graphs = o.GetBool("enable_replicated_graphs");
   out.replicas = static_cast<int>(o.GetInt("replicated_graph_count"));
   // num_ipus counts the devices of every replica (Paddle's rule).
@@ -1096,8 +1112,8 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
          out.accumulation_factor, out.devices_per_replica, out.devices_per_replica);
   // num_threads 0 (the default: every hardware thread) still gives each
   // device a thread: a script written for more IPUs than this machine has
-  // cores runs, its devices sharing the cores. A number below the devices is
-  // refused (TrainingSession).
+  // cores runs, its devices sharing the cores. A number below the devices
+  // gives each one thread too (ReplicaCompileOptions says so once).
   if (o.GetInt("num_threads") == 0)
     out.num_threads =
         std::max(out.num_threads, static_cast<int>(replicas) * out.devices_per_replica);
@@ -1595,6 +1611,25 @@ void TrainingSession::Impl::PrepareMicroBatch(compile::Executable& exe, int k) {
   }
 }
 
+std::string TrainingSession::Impl::NonFiniteFeed(int k) const {
+  const int n = MicroBatchesPerRun();
+  for (size_t i = 0; i < feeds->size(); ++i) {
+    const DType t = feeds->decl(i).dtype;
+    if (t != DType::kF32 && t != DType::kF64) continue;
+    const AlignedBuffer& data = feeds->data(i);
+    const size_t size = DTypeSize(t), count = data.size() / size / static_cast<size_t>(n);
+    const std::byte* at = data.data() + static_cast<size_t>(k) * count * size;
+    for (size_t e = 0; e < count; ++e) {
+      const double v = t == DType::kF32 ? double{reinterpret_cast<const float*>(at)[e]}
+                                        : reinterpret_cast<const double*>(at)[e];
+      if (!std::isfinite(v))
+        return fmt::format("; feed '{}' holds {} at element {}{}", feeds->decl(i).name, v, e,
+                           n > 1 ? fmt::format(" of micro-batch {}", k + 1) : std::string());
+    }
+  }
+  return "";
+}
+
 void TrainingSession::Impl::FetchMicroBatch(const compile::Executable& exe, int k) {
   runtime::CopyMicroBatchOut(exe, k, fetched);
 }
@@ -1754,6 +1789,10 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
           // the first one that went non-finite.
           compiled.ResetAccumulators();
           exe.EnableNanInfCheck(true);
+          // The first run's ops may have written over the inputs' storage
+          // (the memory plan reuses it after their last reader): feed them
+          // again, or the re-run reads stale values (labels out of range).
+          PrepareMicroBatch(exe, k);
           try {
             exe.Run(part);
           } catch (const Error& detail) {
@@ -1762,6 +1801,8 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
           }
           exe.EnableNanInfCheck(false);
         }
+        // A non-finite feed is the usual cause: say which.
+        where += NonFiniteFeed(k);
         std::string at;
         if (micro_batches > 1) at = fmt::format(" (micro-batch {} of {})", k + 1, micro_batches);
         if (n_replicas > 1) at += fmt::format(" on replica {}", replica);

@@ -109,7 +109,8 @@ void ExpectStateIs(const TrainingSession& s, const std::string& prefix) {
 
 std::unique_ptr<TrainingSession> NewSession(const Fixture& f) {
   IpuOptions options;
-  options.SetGraphConfig(/*num_ipus=*/1, /*is_training=*/true);
+  options.SetGraphConfig(/*num_ipus=*/1, /*is_training=*/true,
+                         /*micro_batch_size=*/f.Int("micro_batch_size"));
   options.Set("num_threads", int64_t{f.Int("num_threads")});
   return std::make_unique<TrainingSession>(f.Path(f.One("program")), f.List("feeds"),
                                            f.List("fetches"), options);

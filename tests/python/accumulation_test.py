@@ -36,30 +36,18 @@ def _micro_batches(kind, n, seed=1):
     batches = T.make_batches("cnn" if kind == "cnn_nobn" else kind, None, n, MICRO, seed)
     if kind != "bert":
         return batches
-    s = T.pretrain_config("bert-tiny").seq_len
     for feed in batches:
-        labels = feed["masked_lm_labels"].reshape(MICRO, -1)
-        positions = feed["masked_positions"].reshape(MICRO, -1)
+        labels, positions = feed["masked_lm_labels"], feed["masked_positions"]
         labels[:, MASKED_PER_SEQUENCE:] = T.MLM_IGNORE_INDEX
-        positions[:, MASKED_PER_SEQUENCE:] = (np.arange(MICRO) * s)[:, None]
+        positions[:, MASKED_PER_SEQUENCE:] = 0
         assert (labels != T.MLM_IGNORE_INDEX).sum(axis=1).tolist() == [MASKED_PER_SEQUENCE] * MICRO
-        feed["masked_lm_labels"] = labels.reshape(-1, 1)
-        feed["masked_positions"] = positions.reshape(-1)
     return batches
 
 
-def _concat(kind, micro, one_batch):
-    """Micro-batches stacked along the leading dimension. one_batch: as one
-    global batch (BERT's flat masked positions index the whole batch);
-    otherwise as micro-batches of one run (each indexes its own)."""
-    out = {}
-    for name in micro[0]:
-        parts = [m[name] for m in micro]
-        if kind == "bert" and name == "masked_positions" and one_batch:
-            s = T.pretrain_config("bert-tiny").seq_len
-            parts = [p + j * MICRO * s for j, p in enumerate(parts)]
-        out[name] = np.concatenate(parts, axis=0)
-    return out
+def _concat(kind, micro, one_batch=False):
+    """Micro-batches stacked along the leading dimension (as one global batch
+    or as one run's micro-batches: every feed's rows are sequences)."""
+    return {name: np.concatenate([m[name] for m in micro], axis=0) for name in micro[0]}
 
 
 def _build(kind, opt, stages=1):
@@ -108,8 +96,12 @@ def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None, re
     built = _build(kind, opt, stages)
     scope = paddle.static.Scope()
     T.init_scope(built, scope)
+    # One global batch is global_micro micro-batches of MICRO rows; one
+    # device taking it whole (accumulate x replicas = 1) has micro-batches
+    # of all its rows (Paddle's micro_batch_size fixes the feeds' rows).
+    micro_rows = MICRO * (global_micro // (accumulate * replicas))
     strategy = tiller.IpuStrategy()
-    strategy.set_graph_config(is_training=True, micro_batch_size=MICRO)
+    strategy.set_graph_config(is_training=True, micro_batch_size=micro_rows)
     strategy.set_pipelining_config(
         batches_per_step=batches_per_step,
         enable_gradient_accumulation=accumulate > 1 if enable is None else enable,
@@ -118,13 +110,13 @@ def _train(kind, opt, accumulate, batches_per_step, reduction=1, enable=None, re
                           "accumulation_and_replication_reduction_type": reduction})
     if replicas > 1 or stages > 1:
         strategy.set_graph_config(num_ipus=replicas * stages, is_training=True,
-                                  micro_batch_size=MICRO, enable_manual_shard=stages > 1)
+                                  micro_batch_size=micro_rows, enable_manual_shard=stages > 1)
     if recompute:
         strategy.set_options({"auto_recomputation": 3 if pipeline else 1})
     if auto_devices > 1:
         # More devices than replicas, no manual sharding: an automatic split.
         strategy.set_graph_config(num_ipus=auto_devices * replicas, is_training=True,
-                                  micro_batch_size=MICRO)
+                                  micro_batch_size=micro_rows)
         strategy.set_options({"num_threads": auto_devices * replicas})
     if pipeline:
         strategy.set_pipelining_config(enable_pipelining=True, batches_per_step=batches_per_step,
@@ -205,6 +197,11 @@ def test_sum_reduction_adds_the_micro_batch_gradients():
         mean = _train("cnn_nobn", sgd(0.05), ACCUMULATE, 1, reduction=1)
         summed = _train("cnn_nobn", sgd(0.05 / ACCUMULATE), ACCUMULATE, 1, reduction=0)
         summed_same_lr = _train("cnn_nobn", sgd(0.05), ACCUMULATE, 1, reduction=0)
+        # NoReduction (2): PopART only asked whether the type was Mean, so it
+        # summed (issue 41 point 7): the same bytes as Sum.
+        no_reduction = _train("cnn_nobn", sgd(0.05), ACCUMULATE, 1, reduction=2)
+    for name, value in summed_same_lr[1].items():
+        np.testing.assert_array_equal(no_reduction[1][name], value, err_msg=name)
     lr = [n for n in mean[1] if n.startswith("learning_rate")]
     assert len(lr) == 1, list(mean[1])
     _assert_same(mean, summed, "sum with lr / G against mean with lr", skip=lr)
@@ -234,9 +231,10 @@ def test_feeds_that_do_not_split_into_micro_batches_are_refused():
         feed = _concat("cnn_nobn", _micro_batches("cnn_nobn", 5), False)   # 10 rows
         before = prog.session.get_state(prog.session.state_names()[0]).copy()
         with pytest.raises(tiller.TillerError,
-                           match=r"feed 'image' has shape \[10, 3, 16, 16\]: one Run\(\) takes "
-                                 r"batches_per_step 2 x accumulation_factor 3 = 6 micro-batches, "
-                                 r"so its first dimension must be a multiple of 6"):
+                           match=r"feed 'image': shape \[10, 3, 16, 16\] holds 7680 elements; one "
+                                 r"run takes batches_per_step 2 x accumulation_factor 3 = 6 "
+                                 r"micro-batches of \[2, 3, 16, 16\] \(its first dim is "
+                                 r"micro_batch_size 2\), 9216 elements in all"):
             prog.run(feed=feed)
         np.testing.assert_array_equal(prog.session.get_state(prog.session.state_names()[0]),
                                       before)
@@ -251,8 +249,9 @@ def test_bad_accumulation_options_are_refused_by_name():
     with pytest.raises(tiller.TillerError, match="option 'accumulation_factor' must be >= 1"):
         _strategy(accumulation_factor=0)
     with pytest.raises(tiller.TillerError,
-                       match="accumulation_and_replication_reduction_type=2 \\(NoReduction\\)"):
-        tiller.IpuStrategy().set_options({"accumulation_and_replication_reduction_type": 2})
+                       match="accumulation_and_replication_reduction_type takes 0 \\(sum\\), 1 "
+                             "\\(mean\\) or 2"):
+        tiller.IpuStrategy().set_options({"accumulation_and_replication_reduction_type": 3})
     import paddle
 
     with T.static_mode():

@@ -70,17 +70,30 @@ def test_bad_ipu_inference_configurations_say_what_to_change(model):
     with pytest.raises(tiller.TillerError, match=r"ipu_enable_half_partial \(half precision "
                                                  r"accumulation\) is not implemented"):
         config.set_ipu_config(ipu_enable_half_partial=True)
-    with pytest.raises(tiller.TillerError, match=r"2 device\(s\) x 1 replica\(s\) need a thread "
-                                                 r"each"):
-        _predict(model, x, (2, MICRO, False, BATCHES), threads=1)
-    with pytest.raises(tiller.TillerError, match=r"input 'x' has shape \[12, 32\]: EnableIpu runs "
-                                                 r"ipu_batches_per_step 4 x ipu_replica_num 2 "
-                                                 r"micro-batches of ipu_micro_batch_size 3, 24 "
-                                                 r"rows"):
+    with pytest.raises(tiller.TillerError, match=r"input 'x': shape \[12, 32\] holds 384 elements; "
+                                                 r"one run takes ipu_batches_per_step 4 x "
+                                                 r"ipu_replica_num 2 = 8 micro-batches of \[3, 32\] "
+                                                 r"\(its first dim is ipu_micro_batch_size 3\), "
+                                                 r"768 elements in all"):
         _predict(model, x, (1, MICRO, False, BATCHES), REPLICAS, threads=2)
     with pytest.raises(tiller.TillerError, match=r"no op of the model is on device 2: its "
                                                  r"ipu_index attributes .* use fewer devices"):
         _predict(model, x, (3, MICRO, False, BATCHES), threads=3)
+
+
+def test_more_devices_than_threads_share_the_cores_with_a_note(model, capfd):
+    """Issue 41 point 8: 2 pipelined devices x 2 replicas on one thread run
+    (each device on a thread of its own, taking turns on the cores), say so
+    once, and return what one device returns."""
+    x = np.random.default_rng(3).standard_normal((MICRO * BATCHES * REPLICAS, sharded.FEATURES))
+    x = x.astype(np.float32)
+    one = _predict(model, x)
+    shared = _predict(model, x, (2, MICRO, True, BATCHES), REPLICAS, threads=1)
+    np.testing.assert_allclose(shared, one, rtol=1e-5, atol=1e-6)
+    err = capfd.readouterr().err
+    assert "4 devices share 1 thread" in err and "results are the same" in err, err
+    _predict(model, x, (2, MICRO, True, BATCHES), REPLICAS, threads=1)
+    assert "share" not in capfd.readouterr().err  # once per process
 
 
 def test_an_unsharded_model_is_split_into_stages_of_equal_cost(tmp_path):

@@ -185,19 +185,23 @@ def test_bad_replication_configurations_say_what_to_change(cnn):
     with pytest.raises(tiller.TillerError,
                        match=r"num_ipus 3 is not a multiple of replicated_graph_count 2"):
         _replicated(built, scope, num_ipus=3)
-    with pytest.raises(tiller.TillerError,
-                       match=r"num_threads 1 cannot give 2 devices \(2 replica\(s\) x 1 "
-                             r"device\(s\)\) a thread each"):
-        _replicated(built, scope, threads=1)
+    # Fewer threads than devices: each replica's device still gets a thread
+    # (they take turns on the cores), with the results of a thread each.
+    feed = {"image": np.random.default_rng(2).standard_normal((2 * MICRO, 3, 16, 16))
+            .astype(np.float32), "label": np.zeros((2 * MICRO, 1), np.int64)}
+    shared = _replicated(built, scope, threads=1).run(feed=feed)
+    own = _replicated(built, scope, threads=2).run(feed=feed)
+    np.testing.assert_array_equal(shared[0], own[0])
     with pytest.raises(tiller.TillerError,
                        match=r"replicated_graph_count 2 needs replication on "
                              r"\(enable_replicated_graphs=True\)"):
         _replicated(built, scope, enable_replicated_graphs=False, num_ipus=1)
     prog = _replicated(built, scope)
     with pytest.raises(tiller.TillerError,
-                       match=r"feed 'image' has shape \[5, 3, 16, 16\]: one Run\(\) takes "
-                             r"batches_per_step 1 x accumulation_factor 1 x replicas 2 = 2 "
-                             r"micro-batches, so its first dimension must be a multiple of 2"):
+                       match=r"feed 'image': shape \[5, 3, 16, 16\] holds 3840 elements; one run "
+                             r"takes batches_per_step 1 x accumulation_factor 1 x replicas 2 = 2 "
+                             r"micro-batches of \[2, 3, 16, 16\] \(its first dim is "
+                             r"micro_batch_size 2\), 3072 elements in all"):
         prog.run(feed={"image": np.zeros((5, 3, 16, 16), np.float32),
                        "label": np.zeros((5, 1), np.int64)})
 

@@ -21,7 +21,7 @@ def cnn():
         built = T.build("cnn", None, "adam", 0)
         scope = paddle.static.Scope()
         T.init_scope(built, scope)
-        prog = TT._compile(built, scope, threads=1)
+        prog = TT._compile(built, scope, threads=1, micro_batch_size=4)
         batches = T.make_batches("cnn", None, 4, 4, 1)
         yield built, scope, prog, batches
 
@@ -59,7 +59,7 @@ def test_floating_point_checks_option_checks_every_op(cnn):
     built, _, _, batches = cnn
     scope = paddle.static.Scope()
     T.init_scope(built, scope)
-    prog = TT._compile(built, scope, threads=1, check_nan_inf=True)
+    prog = TT._compile(built, scope, threads=1, micro_batch_size=4, check_nan_inf=True)
     bad = dict(batches[0])
     bad["image"] = np.full_like(bad["image"], np.nan)
     with pytest.raises(tiller.TillerError) as info:
@@ -159,7 +159,7 @@ def test_uninitialized_scope_is_refused():
     with T.static_mode():
         built = T.build("cnn", None, "sgd", 0)
         with pytest.raises(tiller.TillerError, match="not in the scope|startup"):
-            TT._compile(built, paddle.static.Scope(), threads=1)
+            TT._compile(built, paddle.static.Scope(), threads=1, micro_batch_size=4)
 
 
 def test_bad_checkpoints_are_refused(cnn, tmp_path):
@@ -226,13 +226,16 @@ def test_no_bias_optimizer_matches_paddle_with_zero_beta_powers(opt):
         scope = paddle.static.Scope()
         T.init_scope(built, scope)
         strategy = tiller.IpuStrategy()
+        strategy.set_graph_config(is_training=True, micro_batch_size=4)
         strategy.set_options({"use_no_bias_optimizer": True, "num_threads": 1})
         prog = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=strategy).compile(
             built.feed_names, built.fetch_list)
         got = [prog.run(feed=f)[0] for f in batches]
         np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-5)
         # And it differs from bias-corrected training (the option does something).
-        plain = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=None)
+        plain_strategy = tiller.IpuStrategy()
+        plain_strategy.set_graph_config(is_training=True, micro_batch_size=4)
+        plain = tiller.IpuCompiledProgram(built.main, scope=scope, ipu_strategy=plain_strategy)
         T.init_scope(built, scope)
         plain.compile(built.feed_names, built.fetch_list)
         corrected = [plain.run(feed=f)[0] for f in batches]

@@ -57,7 +57,7 @@ def _python_path(fixture: str) -> dict:
         program = "train.json" if built.fmt == "pir" else "train.pdmodel"
         scope = paddle.static.Scope()
         T.init_scope(built, scope)
-        prog = TT._compile(built, scope, threads=THREADS)
+        prog = TT._compile(built, scope, threads=THREADS, micro_batch_size=BATCH)
         batches = T.make_batches("bert", "bert-tiny", N_STEPS, BATCH, 1)
         losses, lrs, mid = [], [], None
         for i, feed in enumerate(batches):
@@ -74,7 +74,7 @@ def _python_path(fixture: str) -> dict:
     (out / "fixture.txt").write_text("\n".join([
         f"program {program}", "init train", "feeds " + " ".join(built.feed_names),
         "fetches " + " ".join(info["fetch_vars"]), f"steps {N_STEPS}", f"save_at {SAVE_AT}",
-        f"num_threads {THREADS}"]) + "\n")
+        f"num_threads {THREADS}", f"micro_batch_size {BATCH}"]) + "\n")
     return dict(losses=np.asarray(losses, np.float32), lrs=lrs, mid=mid, final=_state(prog),
                 roles=roles, fmt=built.fmt)
 
@@ -154,7 +154,7 @@ def cnn():
         built = T.build("cnn", None, "adam", 0)
         scope = paddle.static.Scope()
         T.init_scope(built, scope)
-        prog = TT._compile(built, scope, threads=1)
+        prog = TT._compile(built, scope, threads=1, micro_batch_size=4)
         yield built, scope, prog, T.make_batches("cnn", None, 2, 4, 1)
 
 
@@ -262,7 +262,7 @@ def test_checkpoint_split_is_paddles_and_pdopt_is_optional_without_its_variables
         built = T.build("cnn", None, spec, 0)
         scope = paddle.static.Scope()
         T.init_scope(built, scope)
-        prog = TT._compile(built, scope, threads=1)
+        prog = TT._compile(built, scope, threads=1, micro_batch_size=4)
         prefix = str(tmp_path / "ck")
         prog.save(prefix)
         params, opts = _load(prefix)
