@@ -36,22 +36,172 @@ using ::tiller::DataType;
 using ::tiller::DataTypeName;
 using ::tiller::SizeOf;
 
+// Paddle Inference's PrecisionType (AnalysisConfig::Precision), with its
+// values: what Config::SetPrecision and the refused device settings take.
+enum class PrecisionType { kFloat32 = 0, kInt8, kHalf, kBf16 };
+// Paddle Inference's PlaceType, with its values (convert_to_mixed_precision's
+// backend). Tiller's devices are CPU devices (Config::SetDevices).
+enum class PlaceType { kUNK = -1, kCPU, kGPU, kXPU, kIPU, kCUSTOM };
+
+// The configuration of a predictor: Paddle Inference's Config
+// (paddle_infer::Config), method for method where the setting means
+// something on CPU devices. docs/INFERENCE_API.md lists every Paddle name and
+// what Tiller does with it. Three kinds of settings:
+// - honoured: the model, threads, IR optimization, precision, IPU mode, ...;
+// - accepted without effect, because Tiller does it anyway or it cannot
+//   change results (memory optimization, oneDNN, logging, executors); their
+//   getters say what Tiller does (mkldnn_enabled() is always true);
+// - refused: settings that would change what runs or what comes out and
+//   that Tiller does not implement (GPU, XPU, TensorRT, ONNX Runtime,
+//   OpenVINO, CINN, custom devices, per-op precision lists, passes by
+//   name) throw tiller::Error (kUnimplemented) naming the setting and why.
 class Config {
  public:
+  using Precision = PrecisionType;  // Paddle's AnalysisConfig::Precision
+
   Config() = default;
-  // A program file (.pdmodel, .json) and its combined parameter file.
+  // A program file (.pdmodel, .json) and its combined parameter file; or,
+  // as Paddle 3, a directory and a model prefix (see SetModel).
   Config(const std::string& prog_file, const std::string& params_file);
   // A directory: either the legacy form (__model__ + one file per parameter)
   // or one holding model.json / model.pdmodel with model.pdiparams.
   explicit Config(const std::string& model_dir);
 
+  // A program file and its parameter file. When prog_file is a directory
+  // and params_file is not a file, they are Paddle 3's (model_dir,
+  // model_prefix): DIR/PREFIX.json (or DIR/PREFIX.pdmodel when only that
+  // exists) and DIR/PREFIX.pdiparams, which prog_file() and params_file()
+  // then return, as Paddle's do.
   void SetModel(const std::string& prog_file, const std::string& params_file);
+  // Paddle's SetModel(model_dir): the directory form.
+  void SetModel(const std::string& model_dir) { SetModelDir(model_dir); }
   void SetModelDir(const std::string& dir) { model_dir_ = dir; }
+  void SetProgFile(const std::string& path) { prog_file_ = path; }
+  void SetParamsFile(const std::string& path) { params_file_ = path; }
+  // The model from memory: the bytes of a program file (PIR JSON or a
+  // legacy ProgramDesc) and of its combined parameter file, copied now.
+  // The predictor reads them once and keeps the parameters in memory.
+  void SetModelBuffer(const char* prog_buffer, size_t prog_buffer_size, const char* params_buffer,
+                      size_t params_buffer_size);
+  bool model_from_memory() const { return model_from_memory_; }
+  const std::string& prog_buffer() const { return prog_buffer_; }
+  const std::string& params_buffer() const { return params_buffer_; }
   void SetCpuMathLibraryNumThreads(int n) { threads_ = n; }
   int cpu_math_library_num_threads() const { return threads_; }
   const std::string& prog_file() const { return prog_file_; }
   const std::string& params_file() const { return params_file_; }
   const std::string& model_dir() const { return model_dir_; }
+
+  // ---- Paddle Inference's CPU settings; each says what it does here ----
+  // Every compiled model runs in a liveness-based memory plan.
+  void EnableMemoryOptim(bool /*x*/ = true) {}
+  bool enable_memory_optim() const { return true; }
+  // Tiller's CPU kernels are oneDNN's (and its own): there is no other
+  // path to switch to, so disabling changes nothing and the getter stays
+  // true. A per-op oneDNN list, the primitive cache's capacity (Tiller
+  // compiles once per set of input shapes and keeps it) and the FC fusion
+  // switch change speed at most, never results beyond float32 rounding.
+  void EnableMKLDNN() {}
+  void DisableMKLDNN() {}
+  bool mkldnn_enabled() const { return true; }
+  void SetMkldnnCacheCapacity(int capacity);
+  int mkldnn_cache_capacity() const { return mkldnn_cache_capacity_; }
+  void SetMKLDNNOp(const std::vector<std::string>& /*op_types*/) {}
+  void DisableMkldnnFcPasses() {}
+  bool mkldnn_fc_passes_disabled() const { return false; }
+  // A quantized model (Paddle's quantize_linear / dequantize_linear) always
+  // runs its int8 ops in int8: enabling it is a no-op and the getter is
+  // true. Restricting int8 to some op types is not implemented: a non-empty
+  // list throws.
+  void EnableMkldnnInt8(const std::vector<std::string>& op_types = {});
+  bool mkldnn_int8_enabled() const { return true; }
+  bool mkldnn_bfloat16_enabled() const { return precision_ == "bfloat16"; }
+  // Paddle's list of ops to run in bfloat16: Tiller's mixed precision
+  // covers matmul, linear and conv2d, so a non-empty list throws.
+  void SetBfloat16Op(const std::vector<std::string>& op_types);
+  // Tiller writes no info logs: recorded for glog_info_disabled().
+  void DisableGlogInfo() { glog_info_disabled_ = true; }
+  bool glog_info_disabled() const { return glog_info_disabled_; }
+  // Paddle's profile report: the predictor times every op, and prints the
+  // per-op table (Predictor::GetProfile) to stderr when it is destroyed.
+  void EnableProfile() { profile_ = true; }
+  bool profile_enabled() const { return profile_; }
+  // Paddle's switches of its own executors, IR and debugging dumps: Tiller
+  // reads PIR and legacy programs alike into its own IR and has one
+  // executor. Recorded and reported; no effect.
+  void SwitchIrDebug(int x = true, const std::vector<std::string>& /*passes*/ = {}) {
+    ir_debug_ = x != 0;
+  }
+  bool ir_debug() const { return ir_debug_; }
+  void EnableNewIR(bool x = true) { new_ir_ = x; }
+  bool new_ir_enabled() const { return new_ir_; }
+  void EnableNewExecutor(bool x = true) { new_executor_ = x; }
+  bool new_executor_enabled() const { return new_executor_; }
+  // Inputs are always set by name through handles, and Paddle itself
+  // ignores the feed / fetch ops switch (use_feed_fetch_ops_enabled() is
+  // always false).
+  void SwitchSpecifyInputNames(bool x = true) { specify_input_name_ = x; }
+  bool specify_input_name() const { return specify_input_name_; }
+  void SwitchUseFeedFetchOps(int /*x*/ = true) {}
+  bool use_feed_fetch_ops_enabled() const { return false; }
+  // Paddle's optimized-model cache: Tiller compiles at load and keeps no
+  // cache on disk, so using one changes nothing; saving one (true) throws,
+  // as no file would be written.
+  void UseOptimizedModel(bool /*x*/ = true) {}
+  void EnableSaveOptimModel(bool save_optimized_model);
+  void SetOptimCacheDir(const std::string& dir) { optim_cache_dir_ = dir; }
+  const std::string& optim_cache_dir() const { return optim_cache_dir_; }
+  // Paddle 3's optimization level, 0 (basic passes only) to 4: 0 is
+  // SwitchIrOptim(false), any higher level SwitchIrOptim(true) (Tiller's
+  // passes change results by float32 rounding at most). Negative throws.
+  void SetOptimizationLevel(int opt_level);
+  int optimization_level() const { return optimization_level_; }
+  // Paddle's ONNX Runtime is off unless enabled (EnableONNXRuntime throws).
+  void DisableONNXRuntime() {}
+  bool use_onnxruntime() const { return false; }
+  // A table of the settings, as Paddle's Summary().
+  std::string Summary() const;
+
+  // ---- Refused: throw tiller::Error (kUnimplemented) saying why ----
+  // Paddle's pass names are not Tiller's passes (`tiller info --passes`
+  // lists those); SwitchIrOptim(false) turns optimization off.
+  void DeletePass(const std::string& pass_name);
+  void EnableCustomPasses(const std::vector<std::string>& passes, bool custom_pass_only = false);
+  // Half-precision inputs and outputs (x = true), and per-op mixed
+  // precision lists (non-empty): Tiller's inputs and outputs stay as the
+  // model declares them and its mixed precision covers matmul, linear and
+  // conv2d (SetPrecision).
+  void EnableLowPrecisionIO(bool x = true);
+  void Exp_DisableMixedPrecisionOps(const std::vector<std::string>& black_list);
+  void Exp_EnableMixedPrecisionOps(const std::vector<std::string>& white_list);
+  // Devices and engines Tiller has no backend for.
+  void EnableUseGpu(uint64_t memory_pool_init_size_mb, int device_id = 0,
+                    PrecisionType precision_mode = PrecisionType::kFloat32);
+  void EnableXpu(int l3_size = 0xfffc00, bool l3_locked = false, bool conv_autotune = false,
+                 const std::string& conv_autotune_file = "",
+                 const std::string& transformer_encoder_precision = "int16",
+                 bool transformer_encoder_adaptive_seqlen = false,
+                 bool enable_multi_stream = false);
+  void EnableTensorRtEngine(int64_t workspace_size = int64_t{1} << 30, int max_batch_size = 1,
+                            int min_subgraph_size = 3,
+                            PrecisionType precision = PrecisionType::kFloat32,
+                            bool use_static = false, bool use_calib_mode = true,
+                            bool use_cuda_graph = false);
+  void EnableONNXRuntime();
+  void EnableOpenVINOEngine(PrecisionType inference_precision = PrecisionType::kFloat32);
+  void EnableCustomDevice(const std::string& device_type, int device_id = 0,
+                          PrecisionType precision_mode = PrecisionType::kFloat32);
+  void EnableCINN();
+  // What those devices' getters answer: none is on.
+  bool use_gpu() const { return false; }
+  int gpu_device_id() const { return 0; }
+  int memory_pool_init_size_mb() const { return 0; }
+  float fraction_of_gpu_memory_for_pool() const { return 0.0f; }
+  bool use_xpu() const { return false; }
+  int xpu_device_id() const { return 0; }
+  bool tensorrt_engine_enabled() const { return false; }
+  bool openvino_engine_enabled() const { return false; }
+  bool cinn_enabled() const { return false; }
   // Loads a custom-op library now (see tiller/custom_op.h), so the model may
   // use the op types it defines; the analogue of IpuStrategy.add_custom_op.
   // Throws tiller::Error naming the path on failure.
@@ -98,6 +248,10 @@ class Config {
   // computed in float32 (the compile report says so). An unknown name
   // throws kInvalidArgument.
   void SetPrecision(const std::string& precision);
+  // Paddle's precision names: kFloat32 "float32", kHalf "float16", kBf16
+  // "bfloat16". kInt8 throws: int8 comes from a quantized model (which
+  // runs in int8 as it is; `tiller quantize` makes one).
+  void SetPrecision(PrecisionType precision);
   const std::string& precision() const { return precision_; }
   // Paddle Inference's name for SetPrecision("bfloat16").
   void EnableMkldnnBfloat16() { SetPrecision("bfloat16"); }
@@ -163,7 +317,27 @@ class Config {
   std::string trace_path_;
   std::string precision_ = "float32";
   IpuSettings ipu_;
+  // Paddle's settings recorded for their getters and Summary().
+  bool model_from_memory_ = false;
+  std::string prog_buffer_, params_buffer_;
+  int mkldnn_cache_capacity_ = 10;  // Paddle's default
+  bool glog_info_disabled_ = false, profile_ = false, ir_debug_ = false;
+  bool new_ir_ = false, new_executor_ = false, specify_input_name_ = false;
+  std::string optim_cache_dir_;
+  int optimization_level_ = 2;  // Paddle's default
 };
+
+// Paddle Inference's GetVersion(): "version: X.Y.Z" and the engine, one per line.
+std::string GetVersion();
+// Paddle Inference's ConvertToMixedPrecision writes a float16 / bfloat16
+// copy of a model for GPU, XPU or custom devices (and refuses the CPU).
+// Tiller writes no converted models: this throws kUnimplemented saying to
+// keep the float32 model and set Config::SetPrecision, which converts
+// matmul, linear and conv2d weights when the model compiles.
+void ConvertToMixedPrecision(const std::string& model_file, const std::string& params_file,
+                             const std::string& mixed_model_file,
+                             const std::string& mixed_params_file, PrecisionType mixed_precision,
+                             PlaceType backend, bool keep_io_types = true);
 
 class Predictor;
 
@@ -184,6 +358,13 @@ class Tensor {
   int64_t numel() const;
   DataType type() const;
   const std::string& name() const { return name_; }
+  // Tensors live in host memory.
+  PlaceType place() const { return PlaceType::kCPU; }
+  // Paddle's LoD (sequence offsets): Tiller's tensors are dense, so lod()
+  // is empty and SetLoD throws for a non-empty one (a model that needs LoD
+  // has sequence ops Tiller refuses at load).
+  std::vector<std::vector<size_t>> lod() const { return {}; }
+  void SetLoD(const std::vector<std::vector<size_t>>& lod);
 
  private:
   friend class Predictor;
@@ -215,6 +396,12 @@ class Predictor {
   // compiled steps and arenas, so a predictor and its clones run at the same
   // time on different threads. One predictor is not for two threads at once.
   std::unique_ptr<Predictor> Clone() const;
+  // Paddle's memory calls. Tiller's intermediate tensors live in the
+  // compiled arenas, planned once per input shapes and reused by every run,
+  // so there is nothing to clear or shrink between runs: both keep the
+  // memory (TryShrinkMemory returns 0 bytes released).
+  void ClearIntermediateTensor() {}
+  uint64_t TryShrinkMemory() { return 0; }
 
   // Tiller extensions.
   // Declared input shape (-1 = dynamic) and dtype.

@@ -6,10 +6,10 @@
 #include <atomic>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -23,18 +23,19 @@
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/translate.h"
 #include "runtime/api_types.h"
+#include "runtime/configured_model.h"
 #include "runtime/feeds.h"
 #include "runtime/micro_batches.h"
 #include "runtime/notes.h"
 #include "runtime/paddle_steps.h"
 #include "runtime/precision.h"
 #include "runtime/step_cache.h"
-#include "tiller/custom_op.h"
 
 namespace tiller::inference {
 
 using runtime::FeedDecl;
 using runtime::FeedSet;
+using runtime::LoadConfiguredModel;
 using runtime::PaddleInferenceStep;
 using runtime::StepCache;
 
@@ -77,30 +78,7 @@ DataType TypeOf<bool>() {
 
 }  // namespace
 
-Config::Config(const std::string& prog_file, const std::string& params_file) {
-  SetModel(prog_file, params_file);
-}
-Config::Config(const std::string& model_dir) : model_dir_(model_dir) {}
-void Config::LoadCustomOpLibrary(const std::string& path) {
-  tiller::LoadCustomOpLibrary(path);
-}
-
-void Config::SetModel(const std::string& prog_file, const std::string& params_file) {
-  prog_file_ = prog_file;
-  params_file_ = params_file;
-}
-
-void Config::SetDevices(const std::vector<std::string>& backends) {
-  if (backends.empty()) Fail(ErrorKind::kInvalidArgument, "SetDevices: no devices given");
-  devices_ = backends;
-}
-
-void Config::SetPlacement(const std::string& policy) {
-  if (policy != "by_shard" && policy != "first_supported")
-    Fail(ErrorKind::kInvalidArgument,
-         "SetPlacement: unknown policy '{}' (by_shard, first_supported)", policy);
-  placement_ = policy;
-}
+// Config's IPU settings; the others are in config.cc.
 
 void Config::EnableIpu(int ipu_device_num, int ipu_micro_batch_size, bool ipu_enable_pipelining,
                        int ipu_batches_per_step) {
@@ -289,11 +267,6 @@ void Config::LoadIpuConfig(const std::string& config_path) {
   *this = std::move(next);
 }
 
-void Config::SetPrecision(const std::string& precision) {
-  runtime::ParsePrecision(precision, "Config::SetPrecision");  // validates now
-  precision_ = precision;
-}
-
 namespace {
 
 compile::CompileOptions ToCompileOptions(const Config& c) {
@@ -322,14 +295,6 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
     o.auto_split = true;  // a model without ipu_index attributes
   }
   return o;
-}
-
-// TILLER_KEEP_LOADED_WEIGHTS=1 keeps the loaded weights beside the packed
-// copies (memory for 2 copies), for a params file that may change while the
-// predictor lives and must not be read again.
-bool KeepLoadedWeights() {
-  const char* v = std::getenv("TILLER_KEEP_LOADED_WEIGHTS");
-  return v && *v && std::string(v) != "0";
 }
 
 }  // namespace
@@ -510,17 +475,10 @@ Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
            entry[0], entry[1], entry[0]);
   }
   impl_->config = config;
+  impl_->profiling = config.profile_enabled();
   if (!config.trace_path().empty()) impl_->trace = std::make_shared<compile::TraceRecorder>();
   impl_->CreateCompilers();
-  if (config.model_dir().empty() && config.prog_file().empty())
-    Fail(ErrorKind::kInvalidArgument, "Config names no model: set a model file or directory");
-  paddle::Model model = config.model_dir().empty()
-                            ? paddle::LoadModel(config.prog_file(), config.params_file())
-                            : paddle::LoadModel(config.model_dir(), "");
-  // Weights that compiled kernels pack are then held once, packed; the file
-  // is read again to compile for other input shapes (paddle::ParamSource).
-  if (!KeepLoadedWeights()) model.MoveParamsToSource();
-  impl_->model = std::make_shared<const paddle::Model>(std::move(model));
+  impl_->model = std::make_shared<const paddle::Model>(LoadConfiguredModel(config));
   const paddle::Program& p = impl_->model->program;
   // Like Paddle Inference, refuse a model with unsupported ops at creation.
   paddle::CheckSupported(p);
@@ -553,7 +511,17 @@ std::unique_ptr<Predictor> Predictor::Clone() const {
   return std::unique_ptr<Predictor>(new Predictor(*this, CloneTag{}));
 }
 
-Predictor::~Predictor() = default;
+Predictor::~Predictor() {
+  // Config::EnableProfile: Paddle's report at the predictor's end.
+  if (!impl_ || !impl_->config.profile_enabled() || !impl_->current) return;
+  try {
+    std::string report = "Tiller profile (per op type: total ms, calls)\n";
+    for (const auto& [op, ms, calls] : GetProfile())
+      report += fmt::format("  {:<32} {:>10.3f} {:>8}\n", op, ms, calls);
+    std::fputs(report.c_str(), stderr);
+  } catch (...) {  // a report is not worth a terminate() in a destructor
+  }
+}
 
 std::vector<std::string> Predictor::GetInputNames() const {
   return impl_->model->program.feed_names;
@@ -729,6 +697,14 @@ Predictor* PredictorPool::Retrive(size_t idx) {
 void Tensor::Reshape(const std::vector<int64_t>& shape) {
   if (!is_input_) Fail(ErrorKind::kInvalidArgument, "output '{}' cannot be reshaped", name_);
   owner_->impl_->feeds->SetShape(index_, shape);
+}
+
+void Tensor::SetLoD(const std::vector<std::vector<size_t>>& lod) {
+  if (!lod.empty())
+    Fail(ErrorKind::kUnimplemented,
+         "'{}': LoD (sequence offsets) is not supported: Tiller's tensors are dense, and a "
+         "model that needs LoD has sequence ops Tiller refuses at load",
+         name_);
 }
 
 void Tensor::CopyFromCpuBytes(const void* data, DataType type, size_t bytes) {
