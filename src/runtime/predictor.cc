@@ -297,6 +297,21 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
   return o;
 }
 
+// Paddle Inference 3 refuses at Run an input that holds no elements. Tiller's
+// kernels are not built for zero sizes either (such runs returned zeros, or
+// crashed in a convolution), so the input is named here, before anything
+// compiles.
+void CheckInputsHoldElements(const FeedSet& feeds) {
+  const std::vector<Shape> shapes = feeds.Shapes();
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (NumElements(shapes[i]) == 0)
+      Fail(ErrorKind::kInvalidArgument,
+           "input '{}' has shape {}: it holds no elements (a dimension is 0); Paddle Inference "
+           "refuses empty inputs too",
+           feeds.decl(i).name, ShapeToString(shapes[i]));
+  }
+}
+
 }  // namespace
 
 struct Predictor::Impl {
@@ -614,6 +629,7 @@ bool Predictor::Run() {
   ++impl_->runs;
   // The trace file is rewritten after every run, failed ones included.
   compile::TraceFileGuard write_trace(impl_->trace.get(), impl_->config.trace_path());
+  CheckInputsHoldElements(*impl_->feeds);
   if (impl_->config.ipu().enabled) {
     impl_->RunIpu();
     return true;
