@@ -6,6 +6,8 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "bindings.h"
@@ -17,6 +19,8 @@
 namespace py = pybind11;
 using tiller::inference::Config;
 using tiller::inference::DataType;
+using tiller::inference::PlaceType;
+using tiller::inference::PrecisionType;
 using tiller::inference::Predictor;
 using tiller::inference::Tensor;
 
@@ -73,6 +77,42 @@ namespace {
 using tiller::python::FromNumpy;
 using tiller::python::ToNumpy;
 
+std::string TypeName(const py::handle& obj) {
+  return py::str(py::type::handle_of(obj).attr("__name__"));
+}
+
+std::string Joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// A paddle.Tensor (dygraph), recognised without importing paddle.
+bool IsPaddleTensor(const py::handle& obj) {
+  const py::handle type = py::type::handle_of(obj);
+  return py::hasattr(obj, "numpy") &&
+         py::str(type.attr("__module__")).cast<std::string>().rfind("paddle", 0) == 0;
+}
+
+// What copy_from_cpu and run() take: a numpy array, or a paddle.Tensor
+// (copied through its numpy()). Anything else is a TypeError naming the
+// input and what to do, where pybind would print its overload list.
+py::array InputArray(const py::handle& obj, const Tensor& t, const std::string& where) {
+  if (py::isinstance<py::array>(obj)) return py::reinterpret_borrow<py::array>(obj);
+  if (IsPaddleTensor(obj)) return obj.attr("numpy")().cast<py::array>();
+  const std::string type = TypeName(obj);
+  std::string hint;
+  if (py::isinstance<py::list>(obj) && py::len(obj) > 0 &&
+      py::isinstance<py::str>(py::reinterpret_borrow<py::list>(obj)[0])) {
+    hint = ": string tensors (Paddle's list[str]) are not supported";
+  } else if (!obj.is_none()) {
+    hint = std::string("; convert it with numpy.asarray(x, dtype='") +
+           tiller::inference::DataTypeName(t.type()) + "')";
+  }
+  throw py::type_error(where + " input '" + t.name() + "' is a " + type +
+                       ": expected a numpy.ndarray (or a paddle.Tensor)" + hint);
+}
+
 void CopyFrom(Tensor& t, const py::array& arr) {
   py::array c = py::array::ensure(arr, py::array::c_style);
   std::vector<int64_t> shape(c.shape(), c.shape() + c.ndim());
@@ -90,6 +130,51 @@ py::array CopyTo(const Tensor& t) {
   py::array out(ToNumpy(t.type()), t.shape());
   t.CopyToCpuBytes(out.mutable_data(), static_cast<size_t>(out.nbytes()));
   return out;
+}
+
+// Paddle's per-op hooks see each Paddle op's tensors; Tiller's compiled graph
+// has fused them away.
+[[noreturn]] void RefuseHook(const std::string& name) {
+  throw tiller::Error(tiller::ErrorKind::kUnimplemented,
+                      "Predictor." + name +
+                          ": Tiller runs a compiled graph whose ops are not Paddle's (fused, "
+                          "reordered), so there is no per-op tensor to hand a hook; "
+                          "enable_profiling() times the compiled ops");
+}
+
+// Predictor.run(inputs): numpy arrays (or paddle.Tensors) in input order;
+// returns numpy arrays, or paddle.Tensors when the inputs were (Paddle 3's
+// run(list[paddle.Tensor])).
+py::object RunWithInputs(Predictor& p, const py::handle& inputs) {
+  if (!py::isinstance<py::list>(inputs) && !py::isinstance<py::tuple>(inputs))
+    throw py::type_error(
+        "run() takes a list of inputs, one numpy.ndarray per input in get_input_names() "
+        "order; got a " +
+        TypeName(inputs));
+  const auto list = py::reinterpret_borrow<py::sequence>(inputs);
+  const auto names = p.GetInputNames();
+  if (list.size() != names.size())
+    throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
+                        "run() got " + std::to_string(list.size()) + " inputs, the model has " +
+                            std::to_string(names.size()) + " (" + Joined(names) + ")");
+  bool paddle_tensors = false;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto handle = p.GetInputHandle(names[i]);
+    paddle_tensors |= IsPaddleTensor(list[i]);
+    CopyFrom(*handle, InputArray(list[i], *handle, "run(): input " + std::to_string(i) + ","));
+  }
+  {
+    py::gil_scoped_release release;
+    p.Run();
+  }
+  py::list outs;
+  py::object to_tensor =
+      paddle_tensors ? py::module_::import("paddle").attr("to_tensor") : py::object();
+  for (const auto& n : p.GetOutputNames()) {
+    py::array out = CopyTo(*p.GetOutputHandle(n));
+    outs.append(paddle_tensors ? to_tensor(out) : py::object(std::move(out)));
+  }
+  return outs;
 }
 
 }  // namespace
@@ -111,13 +196,64 @@ PYBIND11_MODULE(_tiller, m) {
     }
   });
 
-  py::class_<Config>(m, "Config")
-      .def(py::init<>())
+  // Paddle Inference's enums, with its member names (docs/INFERENCE_API.md).
+  py::enum_<DataType>(m, "DataType", "Element types, with Paddle Inference's names")
+      .value("FLOAT32", DataType::FLOAT32)
+      .value("FLOAT16", DataType::FLOAT16)
+      .value("BFLOAT16", DataType::BFLOAT16)
+      .value("FLOAT64", DataType::FLOAT64)
+      .value("INT8", DataType::INT8)
+      .value("UINT8", DataType::UINT8)
+      .value("INT16", DataType::INT16)
+      .value("INT32", DataType::INT32)
+      .value("INT64", DataType::INT64)
+      .value("BOOL", DataType::BOOL);
+  py::enum_<PlaceType>(m, "PlaceType", "Paddle Inference's places; Tiller's tensors are on CPU")
+      .value("UNK", PlaceType::kUNK)
+      .value("CPU", PlaceType::kCPU)
+      .value("GPU", PlaceType::kGPU)
+      .value("XPU", PlaceType::kXPU)
+      .value("CUSTOM", PlaceType::kCUSTOM);
+  py::class_<Config> config(m, "Config");
+  // Paddle's Config.Precision (paddle.inference.PrecisionType), its members
+  // also Config attributes (Config.Float32, ...).
+  py::enum_<PrecisionType>(config, "Precision")
+      .value("Float32", PrecisionType::kFloat32)
+      .value("Int8", PrecisionType::kInt8)
+      .value("Half", PrecisionType::kHalf)
+      .value("Bfloat16", PrecisionType::kBf16)
+      .export_values();
+  config.def(py::init<>())
+      .def(py::init<const Config&>(), py::arg("config"))
       .def(py::init<const std::string&>(), py::arg("model_dir"))
       .def(py::init<const std::string&, const std::string&>(), py::arg("prog_file"),
-           py::arg("params_file"))
-      .def("set_model", &Config::SetModel, py::arg("prog_file"), py::arg("params_file"))
+           py::arg("params_file"),
+           "A program file and its parameter file, or (Paddle 3) a directory and a model prefix")
+      .def("set_model",
+           py::overload_cast<const std::string&, const std::string&>(&Config::SetModel),
+           py::arg("prog_file"), py::arg("params_file"))
+      .def("set_model", py::overload_cast<const std::string&>(&Config::SetModel),
+           py::arg("model_dir"))
       .def("set_model_dir", &Config::SetModelDir, py::arg("model_dir"))
+      .def("set_prog_file", &Config::SetProgFile, py::arg("x"))
+      .def("set_params_file", &Config::SetParamsFile, py::arg("x"))
+      .def(
+          "set_model_buffer",
+          [](Config& c, const py::bytes& prog, size_t prog_size, const py::bytes& params,
+             size_t params_size) {
+            const std::string_view p = prog, q = params;
+            if (prog_size > p.size() || params_size > q.size())
+              throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
+                                  "set_model_buffer: sizes " + std::to_string(prog_size) + " and " +
+                                      std::to_string(params_size) + " exceed the buffers' " +
+                                      std::to_string(p.size()) + " and " +
+                                      std::to_string(q.size()) + " bytes");
+            c.SetModelBuffer(p.data(), prog_size, q.data(), params_size);
+          },
+          py::arg("prog_buffer"), py::arg("prog_size"), py::arg("params_buffer"),
+          py::arg("params_size"),
+          "The model from memory: the bytes of the program file and of its parameter file")
+      .def("model_from_memory", &Config::model_from_memory)
       .def("set_cpu_math_library_num_threads", &Config::SetCpuMathLibraryNumThreads,
            py::arg("cpu_math_library_num_threads"))
       .def("cpu_math_library_num_threads", &Config::cpu_math_library_num_threads)
@@ -126,9 +262,13 @@ PYBIND11_MODULE(_tiller, m) {
       .def("switch_ir_optim", &Config::SwitchIrOptim, py::arg("x") = true)
       .def("switch_winograd", &Config::SwitchWinograd, py::arg("x") = true)
       .def("winograd", &Config::winograd)
-      .def("set_precision", &Config::SetPrecision, py::arg("precision"),
+      .def("set_precision", py::overload_cast<const std::string&>(&Config::SetPrecision),
+           py::arg("precision"),
            "'float32', 'bfloat16', 'float16' or 'half': matmul / linear / conv2d multiply in "
            "that type with float32 accumulation")
+      .def("set_precision", py::overload_cast<PrecisionType>(&Config::SetPrecision),
+           py::arg("precision"),
+           "Paddle's PrecisionType: Float32, Half (float16) or Bfloat16; Int8 raises")
       .def("precision", &Config::precision)
       .def("enable_mkldnn_bfloat16", &Config::EnableMkldnnBfloat16)
       .def("enable_trace", &Config::EnableTrace, py::arg("path"),
@@ -161,42 +301,79 @@ PYBIND11_MODULE(_tiller, m) {
 
   py::class_<Tensor>(m, "Tensor")
       .def("reshape", &Tensor::Reshape, py::arg("shape"))
-      .def("copy_from_cpu", &CopyFrom, py::arg("data"))
+      .def(
+          "reshape",
+          [](Tensor& t, int64_t size) {
+            const std::string n = std::to_string(size);
+            throw py::type_error("reshape(" + n + ") on '" + t.name() +
+                                 "': a bare size is Paddle's length of a string tensor, which "
+                                 "Tiller does not have; pass the shape as a list, e.g. [" +
+                                 n + "]");
+          },
+          py::arg("size"))
+      .def(
+          "copy_from_cpu",
+          [](Tensor& t, const py::object& data) {
+            CopyFrom(t, InputArray(data, t, "copy_from_cpu():"));
+          },
+          py::arg("data"), "A numpy array (or a paddle.Tensor) of the input's dtype")
+      .def(
+          "share_external_data",
+          [](Tensor& t, const py::object& data) {
+            if (!IsPaddleTensor(data))
+              throw py::type_error("share_external_data(): input '" + t.name() +
+                                   "' takes a paddle.Tensor, got a " + TypeName(data) +
+                                   "; use copy_from_cpu for numpy arrays");
+            CopyFrom(t, InputArray(data, t, "share_external_data():"));
+          },
+          py::arg("data"),
+          "A paddle.Tensor's values, copied (Tiller's inputs live in its own arenas)")
+      .def(
+          "share_external_data_by_ptr_name",
+          [](Tensor& t, const py::args&, const py::kwargs&) {
+            throw tiller::Error(tiller::ErrorKind::kUnimplemented,
+                                "Tensor.share_external_data_by_ptr_name ('" + t.name() +
+                                    "'): raw device pointers are not supported: no GPU "
+                                    "backend yet; use copy_from_cpu");
+          },
+          "Raises: raw device pointers (no GPU backend yet)")
       .def("copy_to_cpu", &CopyTo)
       .def("shape", &Tensor::shape)
       .def("name", &Tensor::name)
-      .def("type",
-           [](const Tensor& t) { return std::string(tiller::inference::DataTypeName(t.type())); });
+      .def("type", &Tensor::type, "The element type (paddle.inference.DataType)")
+      .def("lod", &Tensor::lod, "Always empty: Tiller's tensors are dense")
+      .def("set_lod", &Tensor::SetLoD, py::arg("lod"), "Only an empty LoD is accepted");
 
   py::class_<Predictor, std::shared_ptr<Predictor>>(m, "Predictor")
+      .def(py::init(&tiller::inference::CreatePredictor), py::arg("config"))
       .def("get_input_names", &Predictor::GetInputNames)
       .def("get_output_names", &Predictor::GetOutputNames)
       .def("get_input_handle", &Predictor::GetInputHandle, py::arg("name"))
       .def("get_output_handle", &Predictor::GetOutputHandle, py::arg("name"))
       .def(
           "run",
-          [](Predictor& p, py::object inputs) -> py::object {
-            if (inputs.is_none()) {
-              py::gil_scoped_release release;
-              p.Run();
-              return py::none();
-            }
-            auto list = inputs.cast<std::vector<py::array>>();
-            auto names = p.GetInputNames();
-            if (list.size() != names.size())
-              throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
-                                  "run() got " + std::to_string(list.size()) +
-                                      " inputs, the model has " + std::to_string(names.size()));
-            for (size_t i = 0; i < list.size(); ++i) CopyFrom(*p.GetInputHandle(names[i]), list[i]);
-            {
-              py::gil_scoped_release release;
-              p.Run();
-            }
-            py::list outs;
-            for (const auto& n : p.GetOutputNames()) outs.append(CopyTo(*p.GetOutputHandle(n)));
-            return outs;
+          [](Predictor& p, const py::object& inputs) -> py::object {
+            if (!inputs.is_none()) return RunWithInputs(p, inputs);
+            py::gil_scoped_release release;
+            p.Run();
+            return py::none();
           },
-          py::arg("inputs") = py::none())
+          py::arg("inputs") = py::none(),
+          "run(): on the inputs set through the handles. run(inputs): one numpy array per "
+          "input, in get_input_names() order; returns the outputs as numpy arrays (as "
+          "paddle.Tensors when the inputs were paddle.Tensors).")
+      .def("clear_intermediate_tensor", &Predictor::ClearIntermediateTensor,
+           "No effect: intermediate tensors live in the compiled arenas, reused by every run")
+      .def("try_shrink_memory", &Predictor::TryShrinkMemory,
+           "No effect; returns 0 bytes released (the arenas are planned, not pooled)")
+      .def(
+          "register_input_hook",
+          [](Predictor&, const py::object&) { RefuseHook("register_input_hook"); },
+          py::arg("hookfunc"), "Raises: Tiller runs a compiled graph, not Paddle's ops")
+      .def(
+          "register_output_hook",
+          [](Predictor&, const py::object&) { RefuseHook("register_output_hook"); },
+          py::arg("hookfunc"), "Raises: Tiller runs a compiled graph, not Paddle's ops")
       .def(
           "clone",
           [](const Predictor& p) {

@@ -4,8 +4,58 @@ Tiller: compiled inference and training for PaddlePaddle programs
 from __future__ import annotations
 import numpy
 import typing
-__all__ = ['Config', 'IpuOptions', 'Predictor', 'PredictorPool', 'StateTensorInfo', 'Tensor', 'TensorInfo', 'TillerError', 'TrainingSession', 'TrainingSummary', 'backend_names', 'compute_gradients', 'create_predictor', 'load_backend_library', 'load_custom_op_library', 'paddle_state_roles', 'plan', 'read_paddle_pickle', 'read_paddle_program_ops', 'supported_paddle_ops', 'write_paddle_pickle']
+__all__ = ['Config', 'DataType', 'IpuOptions', 'PlaceType', 'Predictor', 'PredictorPool', 'StateTensorInfo', 'Tensor', 'TensorInfo', 'TillerError', 'TrainingSession', 'TrainingSummary', 'backend_names', 'compute_gradients', 'convert_to_mixed_precision', 'create_predictor', 'get_num_bytes_of_data_type', 'get_trt_compile_version', 'get_trt_runtime_version', 'get_version', 'load_backend_library', 'load_custom_op_library', 'paddle_state_roles', 'plan', 'read_paddle_pickle', 'read_paddle_program_ops', 'supported_paddle_ops', 'write_paddle_pickle']
 class Config:
+    class Precision:
+        """
+        Members:
+        
+          Float32
+        
+          Int8
+        
+          Half
+        
+          Bfloat16
+        """
+        Bfloat16: typing.ClassVar[Config.Precision]  # value = <Precision.Bfloat16: 3>
+        Float32: typing.ClassVar[Config.Precision]  # value = <Precision.Float32: 0>
+        Half: typing.ClassVar[Config.Precision]  # value = <Precision.Half: 2>
+        Int8: typing.ClassVar[Config.Precision]  # value = <Precision.Int8: 1>
+        __members__: typing.ClassVar[dict[str, Config.Precision]]  # value = {'Float32': <Precision.Float32: 0>, 'Int8': <Precision.Int8: 1>, 'Half': <Precision.Half: 2>, 'Bfloat16': <Precision.Bfloat16: 3>}
+        @staticmethod
+        def _pybind11_conduit_v1_(*args, **kwargs):
+            ...
+        def __eq__(self, other: typing.Any) -> bool:
+            ...
+        def __getstate__(self) -> int:
+            ...
+        def __hash__(self) -> int:
+            ...
+        def __index__(self) -> int:
+            ...
+        def __init__(self, value: int) -> None:
+            ...
+        def __int__(self) -> int:
+            ...
+        def __ne__(self, other: typing.Any) -> bool:
+            ...
+        def __repr__(self) -> str:
+            ...
+        def __setstate__(self, state: int) -> None:
+            ...
+        def __str__(self) -> str:
+            ...
+        @property
+        def name(self) -> str:
+            ...
+        @property
+        def value(self) -> int:
+            ...
+    Bfloat16: typing.ClassVar[Config.Precision]  # value = <Precision.Bfloat16: 3>
+    Float32: typing.ClassVar[Config.Precision]  # value = <Precision.Float32: 0>
+    Half: typing.ClassVar[Config.Precision]  # value = <Precision.Half: 2>
+    Int8: typing.ClassVar[Config.Precision]  # value = <Precision.Int8: 1>
     @staticmethod
     def _pybind11_conduit_v1_(*args, **kwargs):
         ...
@@ -13,74 +63,529 @@ class Config:
     def __init__(self) -> None:
         ...
     @typing.overload
+    def __init__(self, config: Config) -> None:
+        ...
+    @typing.overload
     def __init__(self, model_dir: str) -> None:
         ...
     @typing.overload
     def __init__(self, prog_file: str, params_file: str) -> None:
-        ...
+        """
+        A program file and its parameter file, or (Paddle 3) a directory and a model prefix
+        """
+    def collect_shape_range_info(self, *args, **kwargs) -> None:
+        """
+        shape range files tune TensorRT's dynamic shapes, which need a GPU: no GPU backend yet; Tiller compiles once per set of input shapes
+        """
     def cpu_math_library_num_threads(self) -> int:
         ...
+    def delete_pass(self, pass_name: str) -> None:
+        """
+        Raises: Paddle's pass names are not Tiller's passes
+        """
     def devices(self) -> list[str]:
         ...
+    def disable_glog_info(self) -> None:
+        """
+        Recorded: Tiller writes no info logs
+        """
     def disable_gpu(self) -> None:
         ...
+    def disable_mkldnn(self) -> None:
+        """
+        No effect: Tiller has no other CPU kernels to switch to (mkldnn_enabled() stays True)
+        """
+    def disable_mkldnn_fc_passes(self) -> None:
+        """
+        No effect: Tiller's linear fusion changes results by float32 rounding at most
+        """
+    def disable_onednn(self) -> None:
+        """
+        No effect: Tiller has no other CPU kernels to switch to (onednn_enabled() stays True)
+        """
+    def disable_onednn_fc_passes(self) -> None:
+        """
+        No effect: Tiller's linear fusion changes results by float32 rounding at most
+        """
+    def disable_onnxruntime(self) -> None:
+        """
+        No effect: it is never on
+        """
+    def dist_config(self, *args, **kwargs) -> None:
+        """
+        Paddle's distributed inference is not implemented; tiller.distributed runs replicas and pipeline stages across the processes of an MPI job
+        """
+    def enable_cinn(self) -> None:
+        """
+        Raises: Tiller compiles the program itself
+        """
+    def enable_custom_device(self, device_type: str, device_id: int = 0, precision: Config.Precision = ...) -> None:
+        """
+        Raises: Tiller's devices are backends chosen with set_devices
+        """
+    def enable_custom_passes(self, passes: list[str] = [], custom_pass_only: bool = False) -> None:
+        """
+        Only an empty list: Paddle's passes do not run on Tiller's IR
+        """
+    def enable_dlnne(self, *args, **kwargs) -> None:
+        """
+        no DLNNE backend; Tiller runs on CPU devices (Config.set_devices)
+        """
     def enable_ipu(self, ipu_device_num: int = 1, ipu_micro_batch_size: int = 1, ipu_enable_pipelining: bool = False, ipu_batches_per_step: int = 1) -> None:
         """
         Paddle Inference's IPU settings on CPU devices: sharded, pipelined, replicated runs
         """
+    def enable_lite_engine(self, *args, **kwargs) -> None:
+        """
+        Paddle Lite subgraphs: Tiller compiles the whole program itself
+        """
+    def enable_low_precision_io(self, x: bool = True) -> None:
+        """
+        Only False: inputs and outputs keep the model's types
+        """
+    def enable_memory_optim(self, x: bool = True) -> None:
+        """
+        No effect: Tiller always plans memory (a liveness-based plan per input shapes)
+        """
+    def enable_mkldnn(self) -> None:
+        """
+        No effect: Tiller's CPU kernels are oneDNN's
+        """
     def enable_mkldnn_bfloat16(self) -> None:
         ...
+    def enable_mkldnn_int8(self, mkldnn_int8_enabled_op_types: typing.Iterable = set()) -> None:
+        """
+        No effect without op types: a quantized model runs its int8 ops in int8 as it is
+        """
+    def enable_new_executor(self, x: bool = True) -> None:
+        """
+        Recorded, no effect: Tiller has one executor
+        """
+    def enable_new_ir(self, x: bool = True) -> None:
+        """
+        Recorded, no effect: Tiller reads PIR and legacy programs alike
+        """
+    def enable_onednn(self) -> None:
+        """
+        No effect: Tiller's CPU kernels are oneDNN's
+        """
+    def enable_onednn_bfloat16(self) -> None:
+        ...
+    def enable_onednn_int8(self, onednn_int8_enabled_op_types: typing.Iterable = set()) -> None:
+        """
+        No effect without op types: a quantized model runs its int8 ops in int8 as it is
+        """
+    def enable_onnxruntime(self) -> None:
+        """
+        Raises: Tiller is not ONNX Runtime
+        """
+    def enable_opencl(self, *args, **kwargs) -> None:
+        """
+        no OpenCL backend; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def enable_openvino_engine(self, inference_precision: Config.Precision = ...) -> None:
+        """
+        Raises: Tiller is not OpenVINO
+        """
+    def enable_ort_optimization(self, *args, **kwargs) -> None:
+        """
+        Tiller runs the Paddle program with its own compiler and kernels, not ONNX Runtime
+        """
+    def enable_profile(self) -> None:
+        """
+        Times every op; the predictor prints the per-op table to stderr at its end
+        """
+    def enable_quantizer(self, *args, **kwargs) -> None:
+        """
+        Paddle's oneDNN quantizer is not implemented; `tiller quantize` quantizes a float32 model from calibration inputs, and a quantized model runs in int8 as it is
+        """
+    def enable_save_optim_model(self, save_optimized_model: bool = False) -> None:
+        """
+        Only False: Tiller writes no optimized model
+        """
+    def enable_tensorrt_dla(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def enable_tensorrt_engine(self, workspace_size: int = 1073741824, max_batch_size: int = 1, min_subgraph_size: int = 3, precision_mode: Config.Precision = ..., use_static: bool = False, use_calib_mode: bool = True, use_cuda_graph: bool = False) -> None:
+        """
+        Raises: TensorRT needs a GPU
+        """
+    def enable_tensorrt_explicit_quantization(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def enable_tensorrt_inspector(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def enable_tensorrt_memory_optim(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def enable_tensorrt_varseqlen(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
     def enable_trace(self, path: str) -> None:
         """
         Tiller's own: after every run, write a Chrome / Perfetto trace of the runs so far to path (a lane per device, lanes of copies and collectives).
         """
+    def enable_tuned_tensorrt_dynamic_shape(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def enable_use_gpu(self, memory_pool_init_size_mb: int, device_id: int = 0, precision_mode: Config.Precision = ...) -> None:
+        """
+        Raises: no GPU backend yet
+        """
+    def enable_xpu(self, l3_size: int = 16776192, l3_locked: bool = False, conv_autotune: bool = False, conv_autotune_file: str = '', transformer_encoder_precision: str = 'int16', transformer_encoder_adaptive_seqlen: bool = False, enable_multi_stream: bool = False) -> None:
+        """
+        Raises: no XPU backend
+        """
+    def exp_disable_mixed_precision_ops(self, black_list: typing.Iterable) -> None:
+        """
+        Only an empty set: mixed precision covers matmul, linear, conv2d
+        """
+    def exp_disable_tensorrt_dynamic_shape_ops(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def exp_disable_tensorrt_ops(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def exp_disable_tensorrt_subgraph(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def exp_enable_mixed_precision_ops(self, white_list: typing.Iterable) -> None:
+        """
+        Only an empty set: mixed precision covers matmul, linear, conv2d
+        """
+    def exp_enable_use_cutlass(self, *args, **kwargs) -> None:
+        """
+        no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def exp_sparse_conv_using_buffer(self, *args, **kwargs) -> None:
+        """
+        no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def exp_specify_tensorrt_subgraph_precision(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def fraction_of_gpu_memory_for_pool(self) -> float:
+        ...
+    def glog_info_disabled(self) -> bool:
+        ...
+    def gpu_device_id(self) -> int:
+        ...
     def ir_optim(self) -> bool:
         ...
+    def lite_engine_enabled(self) -> bool:
+        """
+        Always False: Tiller has no such engine
+        """
     def load_custom_op_library(self, path: str) -> None:
         ...
     def load_ipu_config(self, config_path: str) -> None:
         ...
+    def mark_trt_engine_outputs(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def memory_pool_init_size_mb(self) -> int:
+        ...
+    def mkldnn_enabled(self) -> bool:
+        ...
+    def mkldnn_int8_enabled(self) -> bool:
+        ...
     def model_dir(self) -> str:
+        ...
+    def model_from_memory(self) -> bool:
+        ...
+    def new_ir_enabled(self) -> bool:
+        ...
+    def nnadapter(self, *args, **kwargs) -> None:
+        """
+        no NNAdapter devices; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def onednn_enabled(self) -> bool:
+        ...
+    def onednn_int8_enabled(self) -> bool:
+        ...
+    def onnxruntime_enabled(self) -> bool:
+        ...
+    def openvino_engine_enabled(self) -> bool:
         ...
     def params_file(self) -> str:
         ...
+    def pass_builder(self, *args, **kwargs) -> None:
+        """
+        Paddle's pass builder edits Paddle's passes; Tiller runs its own (`tiller info --passes` lists them) and switch_ir_optim(False) turns them off
+        """
     def placement(self) -> str:
         ...
     def precision(self) -> str:
         ...
     def prog_file(self) -> str:
         ...
+    def quantizer_config(self, *args, **kwargs) -> None:
+        """
+        Paddle's oneDNN quantizer is not implemented; `tiller quantize` quantizes a float32 model from calibration inputs, and a quantized model runs in int8 as it is
+        """
     def random_seed(self) -> int:
         ...
+    def set_bfloat16_op(self, op_types: typing.Iterable) -> None:
+        """
+        Only an empty set: bfloat16 covers matmul, linear and conv2d
+        """
     def set_cpu_math_library_num_threads(self, cpu_math_library_num_threads: int) -> None:
         ...
     def set_devices(self, backends: list[str]) -> None:
         """
         Backends to compile for, in preference order (default ['cpu'])
         """
+    def set_dist_config(self, *args, **kwargs) -> None:
+        """
+        Paddle's distributed inference is not implemented; tiller.distributed runs replicas and pipeline stages across the processes of an MPI job
+        """
     def set_ipu_config(self, ipu_enable_fp16: bool = False, ipu_replica_num: int = 1, ipu_available_memory_proportion: float = 1.0, ipu_enable_half_partial: bool = False, ipu_enable_model_runtime_executor: bool = False) -> None:
         ...
     def set_ipu_custom_info(self, ipu_custom_ops_info: list[list[str]] = [], ipu_custom_patterns: dict[str, bool] = {}) -> None:
         ...
+    def set_mkldnn_cache_capacity(self, capacity: int = 0) -> None:
+        """
+        No effect: Tiller keeps one compiled step per set of input shapes
+        """
+    def set_mkldnn_op(self, op_types: typing.Iterable) -> None:
+        """
+        No effect: every op runs Tiller's (oneDNN) kernels
+        """
+    @typing.overload
     def set_model(self, prog_file: str, params_file: str) -> None:
         ...
+    @typing.overload
+    def set_model(self, model_dir: str) -> None:
+        ...
+    def set_model_buffer(self, prog_buffer: bytes, prog_size: int, params_buffer: bytes, params_size: int) -> None:
+        """
+        The model from memory: the bytes of the program file and of its parameter file
+        """
     def set_model_dir(self, model_dir: str) -> None:
+        ...
+    def set_onednn_cache_capacity(self, capacity: int = 0) -> None:
+        """
+        No effect: Tiller keeps one compiled step per set of input shapes
+        """
+    def set_onednn_op(self, op_types: typing.Iterable) -> None:
+        """
+        No effect: every op runs Tiller's (oneDNN) kernels
+        """
+    def set_optim_cache_dir(self, opt_cache_dir: str) -> None:
+        """
+        Recorded, no effect: nothing is cached on disk
+        """
+    def set_optimization_level(self, opt_level: int = 2) -> None:
+        """
+        0: basic passes only (switch_ir_optim(False)); 1-4: Tiller's passes
+        """
+    def set_params_file(self, x: str) -> None:
         ...
     def set_placement(self, policy: str) -> None:
         """
         'by_shard' (default) or 'first_supported'
         """
+    @typing.overload
     def set_precision(self, precision: str) -> None:
         """
         'float32', 'bfloat16', 'float16' or 'half': matmul / linear / conv2d multiply in that type with float32 accumulation
         """
+    @typing.overload
+    def set_precision(self, precision: Config.Precision) -> None:
+        """
+        Paddle's PrecisionType: Float32, Half (float16) or Bfloat16; Int8 raises
+        """
+    def set_prog_file(self, x: str) -> None:
+        ...
     def set_random_seed(self, seed: int) -> None:
         ...
+    def set_tensorrt_optimization_level(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def set_trt_dynamic_shape_info(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def set_xpu_config(self, *args, **kwargs) -> None:
+        """
+        no XPU backend; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def set_xpu_device_id(self, *args, **kwargs) -> None:
+        """
+        no XPU backend; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def shape_range_info_collected(self) -> bool:
+        """
+        Always False: Tiller has no such engine
+        """
+    def shape_range_info_path(self) -> str:
+        """
+        Always empty: Tiller collects no shape ranges
+        """
+    def specify_input_name(self) -> bool:
+        ...
+    def summary(self) -> str:
+        """
+        A table of the settings, as Paddle's
+        """
+    def switch_ir_debug(self, x: int = True, passes: list[str] = []) -> None:
+        """
+        Recorded, no graph dumps: predictor.summary()['compile_report'] says what the passes did
+        """
     def switch_ir_optim(self, x: bool = True) -> None:
         ...
+    def switch_specify_input_names(self, x: bool = True) -> None:
+        """
+        Recorded, no effect: inputs are always set by name
+        """
+    def switch_use_feed_fetch_ops(self, x: int = True) -> None:
+        """
+        No effect, as in Paddle
+        """
     def switch_winograd(self, x: bool = True) -> None:
         ...
+    def tensorrt_dla_enabled(self) -> bool:
+        """
+        Always False: Tiller has no such engine
+        """
+    def tensorrt_dynamic_shape_enabled(self) -> bool:
+        """
+        Always False: Tiller has no such engine
+        """
+    def tensorrt_engine_enabled(self) -> bool:
+        ...
+    def tensorrt_explicit_quantization_enabled(self) -> bool:
+        """
+        Always False: Tiller has no such engine
+        """
+    def tensorrt_inspector_enabled(self) -> bool:
+        """
+        Always False: Tiller has no such engine
+        """
+    def tensorrt_optimization_level(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def tensorrt_precision_mode(self, *args, **kwargs) -> None:
+        """
+        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def tensorrt_varseqlen_enabled(self) -> bool:
+        """
+        Always False: Tiller has no such engine
+        """
+    def to_native_config(self, *args, **kwargs) -> None:
+        """
+        NativeConfig (Paddle's legacy predictor) is not part of Tiller
+        """
+    def trt_allow_build_at_runtime(self) -> bool:
+        """
+        Always False: Tiller has no such engine
+        """
+    def tuned_tensorrt_dynamic_shape(self) -> bool:
+        """
+        Always False: Tiller has no such engine
+        """
+    def use_feed_fetch_ops_enabled(self) -> bool:
+        ...
+    def use_gpu(self) -> bool:
+        ...
+    def use_opencl(self) -> bool:
+        """
+        Always False: Tiller has no such engine
+        """
+    def use_optimized_model(self, x: bool = True) -> None:
+        """
+        No effect: Tiller keeps no optimized model on disk
+        """
+    def use_xpu(self) -> bool:
+        ...
     def winograd(self) -> bool:
+        ...
+    def xpu_config(self, *args, **kwargs) -> None:
+        """
+        no XPU backend; Tiller runs on CPU devices (Config.set_devices)
+        """
+    def xpu_device_id(self) -> int:
+        ...
+class DataType:
+    """
+    Element types, with Paddle Inference's names
+    
+    Members:
+    
+      FLOAT32
+    
+      FLOAT16
+    
+      BFLOAT16
+    
+      FLOAT64
+    
+      INT8
+    
+      UINT8
+    
+      INT16
+    
+      INT32
+    
+      INT64
+    
+      BOOL
+    """
+    BFLOAT16: typing.ClassVar[DataType]  # value = <DataType.BFLOAT16: 2>
+    BOOL: typing.ClassVar[DataType]  # value = <DataType.BOOL: 9>
+    FLOAT16: typing.ClassVar[DataType]  # value = <DataType.FLOAT16: 1>
+    FLOAT32: typing.ClassVar[DataType]  # value = <DataType.FLOAT32: 0>
+    FLOAT64: typing.ClassVar[DataType]  # value = <DataType.FLOAT64: 3>
+    INT16: typing.ClassVar[DataType]  # value = <DataType.INT16: 6>
+    INT32: typing.ClassVar[DataType]  # value = <DataType.INT32: 7>
+    INT64: typing.ClassVar[DataType]  # value = <DataType.INT64: 8>
+    INT8: typing.ClassVar[DataType]  # value = <DataType.INT8: 4>
+    UINT8: typing.ClassVar[DataType]  # value = <DataType.UINT8: 5>
+    __members__: typing.ClassVar[dict[str, DataType]]  # value = {'FLOAT32': <DataType.FLOAT32: 0>, 'FLOAT16': <DataType.FLOAT16: 1>, 'BFLOAT16': <DataType.BFLOAT16: 2>, 'FLOAT64': <DataType.FLOAT64: 3>, 'INT8': <DataType.INT8: 4>, 'UINT8': <DataType.UINT8: 5>, 'INT16': <DataType.INT16: 6>, 'INT32': <DataType.INT32: 7>, 'INT64': <DataType.INT64: 8>, 'BOOL': <DataType.BOOL: 9>}
+    @staticmethod
+    def _pybind11_conduit_v1_(*args, **kwargs):
+        ...
+    def __eq__(self, other: typing.Any) -> bool:
+        ...
+    def __getstate__(self) -> int:
+        ...
+    def __hash__(self) -> int:
+        ...
+    def __index__(self) -> int:
+        ...
+    def __init__(self, value: int) -> None:
+        ...
+    def __int__(self) -> int:
+        ...
+    def __ne__(self, other: typing.Any) -> bool:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def __setstate__(self, state: int) -> None:
+        ...
+    def __str__(self) -> str:
+        ...
+    @property
+    def name(self) -> str:
+        ...
+    @property
+    def value(self) -> int:
         ...
 class IpuOptions:
     """
@@ -124,10 +629,67 @@ class IpuOptions:
     @property
     def num_threads(self) -> int:
         ...
+class PlaceType:
+    """
+    Paddle Inference's places; Tiller's tensors are on CPU
+    
+    Members:
+    
+      UNK
+    
+      CPU
+    
+      GPU
+    
+      XPU
+    
+      CUSTOM
+    """
+    CPU: typing.ClassVar[PlaceType]  # value = <PlaceType.CPU: 0>
+    CUSTOM: typing.ClassVar[PlaceType]  # value = <PlaceType.CUSTOM: 4>
+    GPU: typing.ClassVar[PlaceType]  # value = <PlaceType.GPU: 1>
+    UNK: typing.ClassVar[PlaceType]  # value = <PlaceType.UNK: -1>
+    XPU: typing.ClassVar[PlaceType]  # value = <PlaceType.XPU: 2>
+    __members__: typing.ClassVar[dict[str, PlaceType]]  # value = {'UNK': <PlaceType.UNK: -1>, 'CPU': <PlaceType.CPU: 0>, 'GPU': <PlaceType.GPU: 1>, 'XPU': <PlaceType.XPU: 2>, 'CUSTOM': <PlaceType.CUSTOM: 4>}
+    @staticmethod
+    def _pybind11_conduit_v1_(*args, **kwargs):
+        ...
+    def __eq__(self, other: typing.Any) -> bool:
+        ...
+    def __getstate__(self) -> int:
+        ...
+    def __hash__(self) -> int:
+        ...
+    def __index__(self) -> int:
+        ...
+    def __init__(self, value: int) -> None:
+        ...
+    def __int__(self) -> int:
+        ...
+    def __ne__(self, other: typing.Any) -> bool:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def __setstate__(self, state: int) -> None:
+        ...
+    def __str__(self) -> str:
+        ...
+    @property
+    def name(self) -> str:
+        ...
+    @property
+    def value(self) -> int:
+        ...
 class Predictor:
     @staticmethod
     def _pybind11_conduit_v1_(*args, **kwargs):
         ...
+    def __init__(self, config: Config) -> None:
+        ...
+    def clear_intermediate_tensor(self) -> None:
+        """
+        No effect: intermediate tensors live in the compiled arenas, reused by every run
+        """
     def clone(self) -> Predictor:
         """
         A predictor of the same model for another thread: shares the program and the parameters, has its own devices, inputs and compiled steps (Paddle's clone()).
@@ -156,10 +718,24 @@ class Predictor:
         """
         [(op type, total ms, calls)] of the runs made while profiling, largest first; by_shape: one entry per op type and input shapes.
         """
+    def register_input_hook(self, hookfunc: typing.Any) -> None:
+        """
+        Raises: Tiller runs a compiled graph, not Paddle's ops
+        """
+    def register_output_hook(self, hookfunc: typing.Any) -> None:
+        """
+        Raises: Tiller runs a compiled graph, not Paddle's ops
+        """
     def run(self, inputs: typing.Any = None) -> typing.Any:
-        ...
+        """
+        run(): on the inputs set through the handles. run(inputs): one numpy array per input, in get_input_names() order; returns the outputs as numpy arrays (as paddle.Tensors when the inputs were paddle.Tensors).
+        """
     def summary(self) -> dict:
         ...
+    def try_shrink_memory(self) -> int:
+        """
+        No effect; returns 0 bytes released (the arenas are planned, not pooled)
+        """
 class PredictorPool:
     """
     `size` predictors of one config (the first and its clones), one per serving thread (Paddle's paddle.inference.PredictorPool).
@@ -199,18 +775,42 @@ class Tensor:
     @staticmethod
     def _pybind11_conduit_v1_(*args, **kwargs):
         ...
-    def copy_from_cpu(self, data: numpy.ndarray) -> None:
-        ...
+    def copy_from_cpu(self, data: typing.Any) -> None:
+        """
+        A numpy array (or a paddle.Tensor) of the input's dtype
+        """
     def copy_to_cpu(self) -> numpy.ndarray:
         ...
+    def lod(self) -> list[list[int]]:
+        """
+        Always empty: Tiller's tensors are dense
+        """
     def name(self) -> str:
         ...
+    @typing.overload
     def reshape(self, shape: list[int]) -> None:
         ...
+    @typing.overload
+    def reshape(self, size: int) -> None:
+        ...
+    def set_lod(self, lod: list[list[int]]) -> None:
+        """
+        Only an empty LoD is accepted
+        """
     def shape(self) -> list[int]:
         ...
-    def type(self) -> str:
-        ...
+    def share_external_data(self, data: typing.Any) -> None:
+        """
+        A paddle.Tensor's values, copied (Tiller's inputs live in its own arenas)
+        """
+    def share_external_data_by_ptr_name(self, *args, **kwargs) -> None:
+        """
+        Raises: raw device pointers (no GPU backend yet)
+        """
+    def type(self) -> DataType:
+        """
+        The element type (paddle.inference.DataType)
+        """
 class TensorInfo:
     @staticmethod
     def _pybind11_conduit_v1_(*args, **kwargs):
@@ -344,8 +944,26 @@ def compute_gradients(model_path: str, params_path: str, feeds: dict, loss_name:
     """
     Tiller's gradients of a program's loss: returns (grads by wrt name, fetched values)
     """
+def convert_to_mixed_precision(model_file: str, params_file: str, mixed_model_file: str, mixed_params_file: str, mixed_precision: Config.Precision, backend: PlaceType, keep_io_types: bool = True, black_list: typing.Any = set(), **kwargs) -> None:
+    """
+    Raises: Tiller writes no converted models; set the precision on the Config instead (enable_mkldnn_bfloat16 / set_precision)
+    """
 def create_predictor(config: Config) -> Predictor:
     ...
+def get_num_bytes_of_data_type(dtype: DataType) -> int:
+    ...
+def get_trt_compile_version() -> tuple[int, int, int]:
+    """
+    (0, 0, 0): no TensorRT, as Paddle's CPU builds answer
+    """
+def get_trt_runtime_version() -> tuple[int, int, int]:
+    """
+    (0, 0, 0): no TensorRT, as Paddle's CPU builds answer
+    """
+def get_version() -> str:
+    """
+    Tiller's version, in the shape of Paddle's ('version: X.Y.Z' first)
+    """
 def load_backend_library(path: str) -> None:
     """
     Load a shared library that registers backends (see include/tiller/backends.h).
