@@ -617,6 +617,10 @@ class IpuOptions:
         """
         Sets one option; returns the note of an option that has no effect on Tiller, else None. Raises TillerError for unknown names, wrong types and options not implemented yet set to other than their default.
         """
+    def set_compilation_progress_logger(self, logger: typing.Any) -> None:
+        """
+        Paddle's compilation_progress_logger: called as logger(progress, total) while a step compiles (total: compilation_progress_total); None: none.
+        """
     def set_graph_config(self, num_ipus: int = 1, is_training: bool = True, micro_batch_size: int = 1, enable_manual_shard: bool = False) -> None:
         ...
     def set_pipelining_config(self, enable_pipelining: bool = False, batches_per_step: int = 1, enable_gradient_accumulation: bool = False, accumulation_factor: int = 1) -> None:

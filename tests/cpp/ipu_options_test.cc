@@ -69,8 +69,8 @@ TEST(IpuOptionsTest, RefusalsNameTheOptionAndChangeNothing) {
   IpuOptions o;
   std::string msg = ErrorOf([&] { o.Set("no_such_option", int64_t{1}); });
   EXPECT_NE(msg.find("unknown option 'no_such_option'; valid options: "), std::string::npos) << msg;
-  EXPECT_NE(msg.find("accl3_type, accumulation_and_replication_reduction_type, "
-                     "accumulation_factor"),
+  EXPECT_NE(msg.find("accl3_type, accumulate_outer_fragment, "
+                     "accumulation_and_replication_reduction_type, accumulation_factor"),
             std::string::npos)
       << "sorted, honoured and no-effect names together: " << msg;
   EXPECT_NE(ErrorOf([&] { o.Set("accl1_type", std::string("BFLOAT16")); }).find("accl1_type"),
@@ -88,11 +88,13 @@ TEST(IpuOptionsTest, RefusalsNameTheOptionAndChangeNothing) {
             "option 'accumulation_factor' must be >= 1, got 0");
   EXPECT_EQ(ErrorOf([&] { o.Set("batches_per_step", int64_t{-1}); }),
             "option 'batches_per_step' must be >= 1, got -1");
-  EXPECT_EQ(ErrorOf([&] { o.Set("accumulation_and_replication_reduction_type", int64_t{2}); }),
-            "option accumulation_and_replication_reduction_type=2 (NoReduction) is not "
-            "implemented by Tiller (supported: 0 sum, 1 mean)");
   EXPECT_EQ(ErrorOf([&] { o.Set("accumulation_and_replication_reduction_type", int64_t{5}); }),
-            "option accumulation_and_replication_reduction_type takes 0 (sum) or 1 (mean), got 5");
+            "option accumulation_and_replication_reduction_type takes 0 (sum), 1 (mean) or 2 (no "
+            "reduction: summed, as PopART did), got 5");
+  EXPECT_EQ(ErrorOf([&] { o.Set("compilation_progress_total", int64_t{0}); }),
+            "option 'compilation_progress_total' must be >= 1, got 0");
+  EXPECT_EQ(ErrorOf([&] { o.Set("micro_batch_size", int64_t{0}); }),
+            "option 'micro_batch_size' must be >= 1, got 0");
   EXPECT_EQ(ErrorOf([&] { o.Set("loss_scaling", 0.0); }),
             "option 'loss_scaling' must be a finite number > 0, got 0.0");
   EXPECT_EQ(ErrorOf([&] { o.Set("micro_batch_size", std::string("eight")); }),
@@ -274,13 +276,17 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
   // auto_split_cost, pipeline_in_flight, enable_distribution,
   // enable_distributed_replicated_graphs, global_replication_factor, global_replica_offset,
   // all_reduce_bucket_bytes, overlap_all_reduce, processes_per_replica
-  EXPECT_EQ(honoured, 52);
+  // + compilation_progress_total, is_dynamic, lr
+  EXPECT_EQ(honoured, 55);
   // enable_half_partial, mean_accumulation_and_replication_reduction_strategy,
   // synthetic_data_mode, max_weight_norm, weight_decay_mode
   EXPECT_EQ(not_yet, 5);
   // + location_optimizer's on_chip, min_elements_for_off_chip, use_io_tiles_*, and the
   // rest of PopART's session options in Paddle's registry
-  EXPECT_EQ(no_effect, 83);
+  // + accumulate_outer_fragment, replicated_collectives_settings,
+  // create_implicit_pipelining_fwd_only_program and the model runtime's
+  // enable_model_runtime_executor, num_buffers, timeout_ms, tiles_per_ipu
+  EXPECT_EQ(no_effect, 89);
   EXPECT_EQ(no_default, 0) << "the maps, lists and location_* dicts are typed too";
   EXPECT_EQ(IpuOptions::FindSpec("nope"), nullptr);
 }
@@ -338,6 +344,15 @@ TEST(IpuOptionsTest, EveryNameOfPaddlesRegistryIsKnown) {
                                 "swap_limit_scheduler",
                                 "global_replication_factor",
                                 "global_replica_offset",
+                                "accumulate_outer_fragment",
+                                "replicated_collectives_settings",
+                                "create_implicit_pipelining_fwd_only_program",
+                                "enable_model_runtime_executor",
+                                "num_buffers",
+                                "timeout_ms",
+                                "tiles_per_ipu",
+                                "is_dynamic",
+                                "lr",
                                 "default_prefetch_buffering_depth",
                                 "compilation_progress_total",
                                 "transitive_closure_optimization_threshold",
