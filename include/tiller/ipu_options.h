@@ -74,6 +74,10 @@ struct OptionSpec {
   // the option's type. Every option has one.
   std::optional<OptionValue> default_value;
   std::string description;
+  // Tiller's own option, not one of Paddle's registry (num_threads,
+  // trace_path, pipeline_schedule, ...); a key of Paddle's
+  // location_optimizer dict counts as Paddle's.
+  bool tiller_own = false;
 };
 
 class IpuOptions {

@@ -264,12 +264,13 @@ void BindOptions(py::module_& m) {
             for (const auto& spec : IpuOptions::Specs()) {
               py::object dflt =
                   spec.default_value ? ToPython(*spec.default_value) : py::object(py::none());
-              out.append(
-                  py::make_tuple(spec.name, SupportName(spec.support), dflt, spec.description));
+              out.append(py::make_tuple(spec.name, SupportName(spec.support), dflt,
+                                        spec.description, spec.tiller_own));
             }
             return out;
           },
-          "[(name, 'honoured' | 'not_yet' | 'no_effect', default or None, description)]");
+          "[(name, 'honoured' | 'not_yet' | 'no_effect', default or None, description, "
+          "tiller_own)]: tiller_own marks Tiller's options that Paddle's registry lacks.");
 }
 
 void BindTraining(py::module_& m) {

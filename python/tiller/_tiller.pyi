@@ -597,7 +597,7 @@ class IpuOptions:
     @staticmethod
     def specs() -> list:
         """
-        [(name, 'honoured' | 'not_yet' | 'no_effect', default or None, description)]
+        [(name, 'honoured' | 'not_yet' | 'no_effect', default or None, description, tiller_own)]: tiller_own marks Tiller's options that Paddle's registry lacks.
         """
     def __init__(self) -> None:
         ...

@@ -47,7 +47,20 @@ class IpuStrategy:
     include/tiller/ipu_options.h) validates them: unknown names, and options
     Tiller does not implement yet set to other than their defaults, are
     refused; options that only tune the IPU toolchain are accepted with a
-    warning."""
+    warning. The options set_options takes in Python only (they hold Python
+    objects) are PYTHON_OPTIONS."""
+
+    # set_options names whose values are Python objects, not option values
+    # (docs/MIGRATION.md lists them with the C++ registry).
+    PYTHON_OPTIONS = {
+        "compilation_progress_logger":
+            "honoured: a callable (progress, total), called as each step compiles, from 0 to "
+            "compilation_progress_total (Paddle's default logger wrote to its log at 10% steps; "
+            "Tiller has none by default)",
+        "custom_op":
+            "honoured: a dict {paddle_op, popart_op, domain, version}, as add_custom_op (Tiller "
+            "runs the Paddle op from a loaded custom-op library; the PopART name is kept)",
+    }
 
     def __init__(self):
         self._init(_tiller.IpuOptions())

@@ -155,7 +155,9 @@ std::vector<OptionSpec> MakeSpecs() {
       // Would change results with enable_fp16: refused until implemented.
       {"enable_stochastic_rounding", Support::kHonoured, false,
        "training: round float32 to half types stochastically (seeded by random_seed, per step)"},
-      {"enable_half_partial", Support::kNotYet, false, "half precision matmul partials"},
+      {"enable_half_partial", Support::kNotYet, false,
+       "half-precision partial sums in matmul / conv: Tiller's half precision accumulates in "
+       "float32, so True is refused rather than computed otherwise than asked"},
       {"automatic_loss_scaling_settings.enabled", Support::kHonoured, false,
        "automatic loss scaling (with enable_fp16): the scale follows gradient statistics"},
       {"automatic_loss_scaling_settings.bin_edge_location", Support::kHonoured, 0.0625,
@@ -182,11 +184,12 @@ std::vector<OptionSpec> MakeSpecs() {
       // once; Paddle's IpuStrategy default), 0 Running (a running mean per
       // micro-batch, other rounding): Tiller divides once.
       {"mean_accumulation_and_replication_reduction_strategy", Support::kNotYet, int64_t{1},
-       "how a mean reduction divides: 1 post (Tiller's), 0 running"},
+       "how a mean reduction divides: 1 post (sum, then divide once: Tiller's), 0 running (a "
+       "running mean per micro-batch: the same mean, other rounding), refused"},
       // popart::SyntheticDataMode: 0 off; the others replace the host's data
       // by zeros or random values.
       {"synthetic_data_mode", Support::kNotYet, int64_t{0},
-       "0: the feeds' data (the others ignore it)"},
+       "0: the feeds' data; PopART's 1 (zeros) and 2 (random normal) replace it, refused"},
       // Several processes of an MPI job (mpirun), each feeding its own
       // replicas' part of the global batch: the replicas' collectives run
       // over MPI (libtiller_mpi.so). The factor and offset are checked
@@ -202,11 +205,13 @@ std::vector<OptionSpec> MakeSpecs() {
       // PopART's Lamb clamps the weight norm of its trust ratio here; Paddle's
       // lamb op, which Tiller runs, has no clamp.
       {"max_weight_norm", Support::kNotYet, 65504.0,
-       "Lamb: clamp of the weight norm in the trust ratio (PopART's)"},
+       "PopART's Lamb clamps the weight norm of its trust ratio here; Paddle's lamb op, which "
+       "Tiller runs, has none: another value is refused"},
       // Tiller applies weight decay as the program's optimizer op says (adamw
       // and lamb decoupled, a regularizer as L2); the option cannot override.
       {"weight_decay_mode", Support::kNotYet, std::string(""),
-       "'decay' or 'l2_regularization' override of the optimizer's weight decay"},
+       "'decay' or 'l2_regularization' override of how weight decay applies; Tiller applies "
+       "it as the program's optimizer op says (adamw / lamb decoupled, a regularizer as L2)"},
   };
   // Options of Paddle/PopART that tune the IPU toolchain: no meaning on
   // Tiller's backends. Each keeps the type Paddle's registry
@@ -337,6 +342,31 @@ std::vector<OptionSpec> MakeSpecs() {
   specs.push_back({"transfer_cast_op", Support::kNoEffect, true,
                    "with enable_fp16 on an IPU: casts to float32 become float16 ones; no effect "
                    "(Tiller's half precision keeps the program's casts)"});
+  // Tiller's own options (docs/MIGRATION.md lists them apart).
+  static constexpr std::array<std::string_view, 20> kTillerOwn = {
+      "all_reduce_bucket_bytes",
+      "anchor_return_period",
+      "anchor_return_type",
+      "auto_split_cost",
+      "automatic_loss_scaling_settings.update_period",
+      "device_profile",
+      "dynamic_loss_scaling",
+      "dynamic_loss_scaling_settings.decr_every_n_nan_or_inf",
+      "dynamic_loss_scaling_settings.decr_ratio",
+      "dynamic_loss_scaling_settings.incr_every_n_steps",
+      "dynamic_loss_scaling_settings.incr_ratio",
+      "gradient_statistics",
+      "half_dtype",
+      "num_threads",
+      "overlap_all_reduce",
+      "pipeline_in_flight",
+      "pipeline_schedule",
+      "processes_per_replica",
+      "stages_per_device",
+      "trace_path"};
+  for (OptionSpec& spec : specs)
+    spec.tiller_own =
+        std::find(kTillerOwn.begin(), kTillerOwn.end(), spec.name) != kTillerOwn.end();
   std::sort(specs.begin(), specs.end(),
             [](const OptionSpec& a, const OptionSpec& b) { return a.name < b.name; });
   // location_optimizer reads as its keys: its default from theirs.

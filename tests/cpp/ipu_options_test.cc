@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <set>
 #include <string>
 #include <variant>
 
 namespace {
 
 using tiller::training::IpuOptions;
+using tiller::training::OptionSpec;
 using tiller::training::OptionSupport;
 using tiller::training::OptionValue;
 using tiller::training::OptionValueRepr;
@@ -353,6 +355,7 @@ TEST(IpuOptionsTest, EveryNameOfPaddlesRegistryIsKnown) {
                                 "tiles_per_ipu",
                                 "is_dynamic",
                                 "lr",
+                                "scaled_optimizer_state",
                                 "default_prefetch_buffering_depth",
                                 "compilation_progress_total",
                                 "transitive_closure_optimization_threshold",
@@ -418,10 +421,19 @@ TEST(IpuOptionsTest, EveryNameOfPaddlesRegistryIsKnown) {
                                 "location_optimizer",
                                 "location_accumulator"};
   std::string unknown;
+  std::set<std::string> paddle(std::begin(paddle_names), std::end(paddle_names));
   for (const char* name : paddle_names) {
-    if (!IpuOptions::FindSpec(name)) unknown += std::string(" ") + name;
+    const OptionSpec* spec = IpuOptions::FindSpec(name);
+    if (!spec) unknown += std::string(" ") + name;
+    EXPECT_TRUE(!spec || !spec->tiller_own) << name << " is Paddle's, not Tiller's own";
   }
   EXPECT_EQ(unknown, "");
+  // The rest are Tiller's own, or keys of Paddle's location_optimizer dict.
+  for (const OptionSpec& spec : IpuOptions::Specs()) {
+    if (paddle.count(spec.name) || spec.name.starts_with("location_optimizer.")) continue;
+    EXPECT_TRUE(spec.tiller_own) << spec.name
+                                 << " is in neither Paddle's registry nor Tiller's own";
+  }
 }
 
 TEST(IpuOptionsTest, ValuesReadLikePythonsRepr) {

@@ -299,7 +299,7 @@ def test_options_reach_cpp_with_pythons_values():
         s.get_option("nope")
     assert s.get_option("micro_batch_size") == 8
     specs = {name: (support, default)
-             for name, support, default, _ in tiller._tiller.IpuOptions.specs()}
+             for name, support, default, *_ in tiller._tiller.IpuOptions.specs()}
     assert specs["enable_fp16"] == ("honoured", False)
     assert specs["accl1_type"] == ("honoured", "FLOAT")
     assert specs["enable_stochastic_rounding"] == ("honoured", False)
