@@ -212,8 +212,21 @@ struct SessionOptions {
   // Pipelining (enable_pipelining) over a replica's devices (its stages, in
   // ipu_index order): the micro-batches of each update (of an eval run) flow
   // through the devices, which work on different micro-batches at once.
-  // Training needs accumulation_factor >= devices_per_replica.
+  // Training needs accumulation_factor >= devices_per_replica, unless
+  // continuous_pipelining.
   bool pipelining = false;
+  // Pipelined training without gradient accumulation, as PopART ran it
+  // (enable_pipelining without enable_gradient_accumulation): a run's
+  // batches_per_step micro-batches flow through the pipeline and each is
+  // its own update, applied on each device right after its backward there,
+  // so later micro-batches' forward passes read weights not yet updated by
+  // the ones before ("stale weights"; not the sequential SGD an
+  // accumulated pipeline computes). batches_per_step must be at least
+  // devices_per_replica. Each device's order of work is fixed before the
+  // run (compile/pipeline.h), so runs repeat bit for bit. Needs pipelining;
+  // refused with dynamic / automatic loss scaling, gradient statistics and
+  // a trained weight read on more than one device.
+  bool continuous_pipelining = false;
   // The order each device takes ready work in: 1F1B (backward first; at most
   // pipeline_in_flight micro-batches in flight, so their stashed
   // activations) or fill-drain (every forward, then every backward; all the

@@ -614,7 +614,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   report.stages.push_back(passes::RunPass(copies, *graph, ctx));
   if (devices_.size() > 1) {
     StagePass order("order_by_device", "each device's ops of a phase together, in order",
-                    [&](ir::Graph& g) { return OrderByDevice(g); });
+                    [&](ir::Graph& g) { return OrderByDevice(g, options_.updates_in_pipeline); });
     report.stages.push_back(passes::RunPass(order, *graph, ctx));
   }
   VerifyPlacement(*graph, static_cast<int>(devices_.size()), host_, HostMemoryDevices(devices_));

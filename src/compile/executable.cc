@@ -456,7 +456,7 @@ void Executable::SetTrace(TraceRecorder* trace, const std::string& lane_prefix) 
 void Executable::RunSegmentHere(size_t j) {
   RunSegment(segments_.at(j));
   for (const Copy& c : copy_back_) {
-    if (c.segment == j && !c.update && c.from != c.to) std::memcpy(c.to, c.from, c.bytes);
+    if (c.segment == j && c.from != c.to) std::memcpy(c.to, c.from, c.bytes);
   }
 }
 

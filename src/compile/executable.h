@@ -109,9 +109,10 @@ class Executable {
   const std::vector<SegmentInfo>& segments() const { return segment_info_; }
   // Runs segment j's steps on the calling thread, which must be its
   // device's stream (Stream::Submit), then copies back the state updates
-  // (not of the update phase) its steps produced and the memory planner
-  // could not write in place (batch-norm running statistics): the next
-  // micro-batch's segment on the device reads them updated.
+  // its steps produced and the memory planner could not write in place
+  // (batch-norm running statistics; an update segment's weights, when a
+  // pipeline runs updates per micro-batch): the next micro-batch's segment
+  // on the device reads them updated.
   void RunSegmentHere(size_t j);
 
   // Pipeline stages on other processes (compile/processes.h): the link the

@@ -121,6 +121,10 @@ struct CompileOptions {
   // runtime's loop and do not change the compiled step.
   int accumulation_steps = 1;
   int batches_per_step = 1;
+  // A pipeline running every micro-batch's update inside it (continuous
+  // pipelining, compile/pipeline.h): each device's update ops follow its
+  // backward ops (OrderByDevice), so a stage updates as its backward ends.
+  bool updates_in_pipeline = false;
   // How the gradients of accumulation_steps x replicas micro-batches combine
   // (Paddle's accumulation_and_replication_reduction_type): their mean (the
   // default, the gradient of the mean loss over the global batch) or sum.

@@ -55,6 +55,10 @@ int PipelineMinInFlight(int devices, int stages) {
   return std::max({1, devices, stages});
 }
 
+int ContinuousCopies(int window, int devices) {
+  return std::max(1, std::min(window, 2 * devices - 1));
+}
+
 int PipelineCopies(PipelineSchedule schedule, int window, int devices, int stages, int in_flight) {
   if (schedule == PipelineSchedule::kFillDrain) return std::max(1, window);
   const int want = in_flight > 0 ? in_flight : PipelineMinInFlight(devices, stages) + 1;
@@ -62,15 +66,19 @@ int PipelineCopies(PipelineSchedule schedule, int window, int devices, int stage
 }
 
 PipelineRunner::PipelineRunner(std::vector<Executable*> copies,
-                               std::vector<backend::Device*> devices, PipelineSchedule schedule)
-    : copies_(std::move(copies)), devices_(std::move(devices)), schedule_(schedule) {
+                               std::vector<backend::Device*> devices, PipelineSchedule schedule,
+                               bool updates_in_pipeline)
+    : copies_(std::move(copies)),
+      devices_(std::move(devices)),
+      schedule_(schedule),
+      updates_in_pipeline_(updates_in_pipeline) {
   TILLER_CHECK(!copies_.empty(), "a pipeline needs an executable");
   const Executable& exe = *copies_[0];
   const auto& segs = exe.segments();
   for (const Executable* c : copies_)
     TILLER_CHECK(c->segments().size() == segs.size(), "pipeline copies differ in segments");
   for (size_t j = 0; j < segs.size(); ++j) {
-    if (segs[j].phase != ir::Phase::kUpdate) segments_.push_back(j);
+    if (segs[j].phase != ir::Phase::kUpdate || updates_in_pipeline_) segments_.push_back(j);
   }
   for (const auto& op : exe.graph().ops()) {
     if (op->placement.phase != ir::Phase::kForward || IsPlacedByCompiler(*op)) continue;
@@ -87,6 +95,88 @@ PipelineRunner::PipelineRunner(std::vector<Executable*> copies,
            from->placement.shard, from->placement.stage);
     }
   }
+}
+
+bool PipelineRunner::Better(const std::pair<int, size_t>& a,
+                            const std::pair<int, size_t>& b) const {
+  const auto& segs = copies_[0]->segments();
+  // 1F1B: backward, then update (continuous pipelining applies a
+  // micro-batch's update as soon as its backward is done), then forward;
+  // fill-drain: forward first.
+  auto rank = [&](const std::pair<int, size_t>& x) {
+    switch (segs[segments_[x.second]].phase) {
+      case ir::Phase::kBackward:
+        return schedule_ == PipelineSchedule::kOneForwardOneBackward ? 0 : 2;
+      case ir::Phase::kUpdate:
+        return 1;
+      default:
+        return schedule_ == PipelineSchedule::kOneForwardOneBackward ? 2 : 0;
+    }
+  };
+  if (rank(a) != rank(b)) return rank(a) < rank(b);
+  if (a.first != b.first) return a.first < b.first;
+  return a.second < b.second;
+}
+
+PipelineRunner::Order PipelineRunner::StaticOrder(int n) const {
+  // PopART's pipeline in cycles: in each, every device runs one
+  // micro-batch's forward segments, then one micro-batch's backward and
+  // update segments; a segment starts once the micro-batch's segment
+  // before it ended in an earlier cycle, or earlier in this one on the same
+  // device (the last stage runs a micro-batch's forward and backward in one
+  // cycle). So device k (of N, one stage each) runs the forward of
+  // micro-batch j in cycle j + k and its backward and update in cycle
+  // j + 2(N - 1) - k: a forward sees the updates of micro-batches up to
+  // j - 1 - 2(N - 1 - k), its backward those up to j - 1, as on the IPU.
+  const auto& segs = copies_[0]->segments();
+  const int k = static_cast<int>(copies_.size());
+  const size_t n_segs = segments_.size();
+  Order order(devices_.size());
+  std::vector<size_t> done(n, 0);          // the next segment position per micro-batch
+  std::vector<int> ended(n, -1);           // the cycle its segment before ended in
+  std::vector<int> ended_on(n, -1);        // and on which device
+  std::vector<int> next_micro(n_segs, 0);  // a segment runs its micro-batches in order
+  std::vector<int> copy_owner(k, -1);
+  int started = 0, finished = 0;
+  auto is_forward = [&](size_t p) { return segs[segments_[p]].phase == ir::Phase::kForward; };
+  for (int cycle = 0; finished < n; ++cycle) {
+    while (started < n && copy_owner[started % k] < 0) {
+      copy_owner[started % k] = started;
+      ++started;
+    }
+    bool any = false;
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      for (const bool forward : {true, false}) {
+        // The first micro-batch whose next segment is one of these on d.
+        auto ready = [&](int i) {
+          if (done[i] == n_segs) return false;
+          const size_t p = done[i];
+          return segs[segments_[p]].device == static_cast<int>(d) && is_forward(p) == forward &&
+                 next_micro[p] == i &&
+                 (ended[i] < cycle || (ended[i] == cycle && ended_on[i] == static_cast<int>(d)));
+        };
+        int i = finished;
+        while (i < started && !ready(i)) ++i;
+        if (i == started) continue;
+        // Its consecutive segments of this kind on d (a backward's
+        // updates included) run now.
+        while (ready(i)) {
+          const size_t p = done[i]++;
+          order[d].emplace_back(i, p);
+          next_micro[p] = i + 1;
+          ended[i] = cycle;
+          ended_on[i] = static_cast<int>(d);
+          any = true;
+        }
+      }
+    }
+    TILLER_CHECK(any, "pipeline schedule stalled");
+    for (int i = finished; i < started; ++i) {
+      if (done[i] == n_segs) copy_owner[i % k] = -1;
+    }
+    while (finished < n && done[finished] == n_segs) ++finished;
+  }
+  return order;
 }
 
 PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const MicroBatchFn& finish) {
@@ -140,14 +230,9 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
   auto progress = Clock::now();
 
   auto make_ready = [&](int i, size_t p) { ready[segs[segments_[p]].device].emplace_back(i, p); };
-  auto better = [&](const std::pair<int, size_t>& a, const std::pair<int, size_t>& b) {
-    const bool a_back = segs[segments_[a.second]].phase == ir::Phase::kBackward;
-    const bool b_back = segs[segments_[b.second]].phase == ir::Phase::kBackward;
-    if (a_back != b_back)
-      return schedule_ == PipelineSchedule::kOneForwardOneBackward ? a_back : b_back;
-    if (a.first != b.first) return a.first < b.first;
-    return a.second < b.second;
-  };
+  // Updates in the pipeline: each device follows its fixed order.
+  const Order order = updates_in_pipeline_ ? StaticOrder(n) : Order();
+  std::vector<size_t> order_pos(devices_.size(), 0);
 
   while (finished < n) {
     // Start micro-batches while a copy is free.
@@ -183,7 +268,9 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
           waiting = waiting || link;
           continue;
         }
-        if (best != ready[d].end() && !better(*it, *best)) continue;
+        if (!order.empty() && (order_pos[d] >= order[d].size() || *it != order[d][order_pos[d]]))
+          continue;
+        if (best != ready[d].end() && !Better(*it, *best)) continue;
         if (link && !copies_[it->first % k]->SegmentArrived(segments_[it->second])) {
           waiting = true;
           continue;
@@ -195,6 +282,7 @@ PipelineStats PipelineRunner::Run(int n, const MicroBatchFn& prepare, const Micr
       const size_t p = best->second;
       ready[d].erase(best);
       next_micro[p] = i + 1;
+      if (!order.empty()) ++order_pos[d];
       device_busy[d] = true;
       ++running;
       Executable* exe = copies_[i % k];

@@ -22,6 +22,14 @@
 //
 // The update phase is not run here: after the window, run it once
 // (Executable::Run(RunPart::kUpdateOnly)) on the copy of the last micro-batch.
+// Except with updates_in_pipeline (PopART's "continuous" pipelining: training
+// without gradient accumulation): every micro-batch's update segments run
+// in the pipeline right after its backward on each device, so later
+// micro-batches' forward passes read weights some updates old, as on the
+// IPU. Which updates a forward sees then depends on each device's order of
+// work, so that order is fixed before the run, as PopART's pipeline cycles
+// fix it (StaticOrder): the same for every run, the IPU's staleness. Such a
+// window needs ContinuousCopies copies.
 #pragma once
 
 #include <functional>
@@ -65,6 +73,11 @@ int PipelineCopies(PipelineSchedule schedule, int window, int devices, int stage
 // pipeline working: one per stage, or per device.
 int PipelineMinInFlight(int devices, int stages);
 
+// The copies of a pipeline that updates inside it (continuous pipelining)
+// over `devices` devices of one stage each: PopART's cycles keep 2 x
+// devices - 1 micro-batches in flight (never more than the window).
+int ContinuousCopies(int window, int devices);
+
 class PipelineRunner {
  public:
   // copies: executables of the same graph on the same devices (same
@@ -73,7 +86,7 @@ class PipelineRunner {
   // stage computed fails with kInvalidArgument naming the op ("the stage
   // order runs backwards").
   PipelineRunner(std::vector<Executable*> copies, std::vector<backend::Device*> devices,
-                 PipelineSchedule schedule);
+                 PipelineSchedule schedule, bool updates_in_pipeline = false);
 
   // Runs the forward and backward segments of micro-batches 0..n-1.
   // prepare(i, exe) runs on the calling thread before micro-batch i's first
@@ -86,11 +99,22 @@ class PipelineRunner {
 
   size_t copies() const { return copies_.size(); }
 
+  // With updates_in_pipeline: each device's order of (micro-batch, segment
+  // position) for a window of n, which Run follows: PopART's cycles (in
+  // each, every device runs one micro-batch's forward, then one's backward
+  // and update).
+  using Order = std::vector<std::vector<std::pair<int, size_t>>>;
+  Order StaticOrder(int n) const;
+
  private:
+  // Whether `a` goes before `b` among the segments ready on a device.
+  bool Better(const std::pair<int, size_t>& a, const std::pair<int, size_t>& b) const;
+
   std::vector<Executable*> copies_;
   std::vector<backend::Device*> devices_;
   PipelineSchedule schedule_;
-  std::vector<size_t> segments_;  // the non-update segments, in order
+  bool updates_in_pipeline_ = false;
+  std::vector<size_t> segments_;  // the segments run per micro-batch, in order
 };
 
 }  // namespace tiller::compile

@@ -156,7 +156,7 @@ int InsertCopies(ir::Graph& g, int host, const std::vector<bool>& host_memory) {
   return count;
 }
 
-int OrderByDevice(ir::Graph& g) {
+int OrderByDevice(ir::Graph& g, bool updates_with_backward) {
   const auto& ops = g.ops();
   const size_t n = ops.size();
   std::unordered_map<const ir::Op*, size_t> index;
@@ -184,7 +184,9 @@ int OrderByDevice(ir::Graph& g) {
   using Bucket = std::set<size_t>;
   std::map<std::pair<int, int>, Bucket> ready;
   auto push = [&](size_t i) {
-    ready[{static_cast<int>(ops[i]->placement.phase), ops[i]->device}].insert(i);
+    ir::Phase phase = ops[i]->placement.phase;
+    if (updates_with_backward && phase == ir::Phase::kUpdate) phase = ir::Phase::kBackward;
+    ready[{static_cast<int>(phase), ops[i]->device}].insert(i);
   };
   for (size_t i = 0; i < n; ++i) {
     if (waiting[i] == 0) push(i);

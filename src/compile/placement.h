@@ -60,8 +60,11 @@ void VerifyPlacement(const ir::Graph& g, int num_devices, int host,
 // device of the op before, in their old order. A pipeline stage then
 // forwards, and takes back gradients, once per micro-batch instead of
 // bouncing between devices for a view or a gradient accumulation. Returns
-// the number of ops that moved.
-int OrderByDevice(ir::Graph& g);
+// the number of ops that moved. updates_with_backward (a pipeline that
+// updates per micro-batch): a device's update ops may follow its backward
+// ops as soon as they are ready, before other devices' backward ops, so a
+// stage updates its weights right after its backward pass.
+int OrderByDevice(ir::Graph& g, bool updates_with_backward = false);
 
 // host_memory for InsertCopies / VerifyPlacement: each device's
 // host_accessible().

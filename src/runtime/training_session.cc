@@ -4,6 +4,7 @@
 // code of the Paddle frontend (pickle.h) with the state roles and file split
 // of state_roles.h.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -40,6 +41,7 @@
 #include "frontend/paddle/state_roles.h"
 #include "frontend/paddle/training.h"
 #include "frontend/paddle/translate.h"
+#include "ir/op_schema.h"
 #include "runtime/api_types.h"
 #include "runtime/distribution.h"
 #include "runtime/feeds.h"
@@ -135,6 +137,7 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.auto_split_measured = options.auto_split_measured;
   co.accumulation_steps = options.accumulation_factor;
   co.batches_per_step = options.batches_per_step;
+  co.updates_in_pipeline = options.continuous_pipelining;
   co.progress = options.compile_progress;
   co.progress_total = options.compile_progress_total;
   co.recompute = options.recompute;
@@ -377,9 +380,12 @@ struct TrainingSession::Impl {
   // The micro-batches one pipeline window runs: an update's, or a whole
   // eval run's.
   int PipelineWindow(bool eval) const {
-    return eval ? options.batches_per_step * options.accumulation_factor
-                : options.accumulation_factor;
+    if (eval) return options.batches_per_step * options.accumulation_factor;
+    return Continuous(eval) ? options.batches_per_step : options.accumulation_factor;
   }
+  // PopART's continuous pipelining: a training run's micro-batches flow
+  // through the pipeline with an update each, applied as its backward ends.
+  bool Continuous(bool eval) const { return options.continuous_pipelining && !eval; }
 
   // The pipeline runner of a replica for (eval, shapes), compiling the copies
   // of the step it needs (copy 0 is Compile's).
@@ -399,12 +405,20 @@ struct TrainingSession::Impl {
            "keeps a micro-batch in flight per stage; set it to {} or more (0: {})",
            options.pipeline_in_flight, stages, options.devices_per_replica, least, least + 1);
     const int n_copies =
-        compile::PipelineCopies(schedule, PipelineWindow(eval), options.devices_per_replica, stages,
-                                options.pipeline_in_flight);
+        Continuous(eval)
+            ? compile::ContinuousCopies(PipelineWindow(eval), options.devices_per_replica)
+            : compile::PipelineCopies(schedule, PipelineWindow(eval), options.devices_per_replica,
+                                      stages, options.pipeline_in_flight);
+    if (Continuous(eval) && stages != options.devices_per_replica)
+      Fail(ErrorKind::kUnimplemented,
+           "pipelined training without gradient accumulation runs PopART's pipeline of one "
+           "stage per device; the program has {} stages over {} devices",
+           stages, options.devices_per_replica);
     std::vector<compile::Executable*> copies;
     for (int c = 0; c < n_copies; ++c)
       copies.push_back(Compile(replica, eval, shapes, c).exe.get());
-    runner = std::make_unique<compile::PipelineRunner>(copies, rep.compiler->devices(), schedule);
+    runner = std::make_unique<compile::PipelineRunner>(copies, rep.compiler->devices(), schedule,
+                                                       Continuous(eval));
     return *runner;
   }
 
@@ -774,7 +788,37 @@ struct TrainingSession::Impl {
       if (in_place_writers.count(ops[i].get())) safe = false;
     }
     rerun_safe[&exe] = safe;
+    if (Continuous(eval)) CheckWeightsStayOnTheirDevice(exe.graph());
     return step;
+  }
+
+  // Continuous pipelining updates a weight on its device between other
+  // micro-batches' segments there: a weight read on another device too
+  // would be read while it is written (PopART refused copying a weight
+  // between IPUs while pipelining).
+  void CheckWeightsStayOnTheirDevice(const ir::Graph& g) const {
+    for (const auto& [state, update] : g.state_updates()) {
+      if (!update->producer || update->producer->placement.phase != ir::Phase::kUpdate) continue;
+      std::set<int> devices;
+      std::vector<const ir::Value*> reads = {state};
+      while (!reads.empty()) {
+        const ir::Value* v = reads.back();
+        reads.pop_back();
+        for (const ir::Op* user : v->users) {
+          if (user->placement.phase == ir::Phase::kUpdate) continue;
+          devices.insert(user->device);
+          // Through copies and views, to the devices that read it.
+          if (user->type == "copy" || user->schema->is_view)
+            reads.insert(reads.end(), user->outputs.begin(), user->outputs.end());
+        }
+      }
+      if (devices.size() > 1)
+        Fail(ErrorKind::kInvalidArgument,
+             "{}: pipelined training without gradient accumulation updates each weight on its "
+             "device inside the pipeline, but '{}' is read on devices {}: share no weight "
+             "between pipeline stages (a tied embedding), or enable_gradient_accumulation",
+             program.path, state->name, fmt::join(devices, ", "));
+    }
   }
 };
 
@@ -847,6 +891,31 @@ TrainingSession::TrainingSession(const std::string& program_path,
   if (options.devices_per_replica < 1)
     Fail(ErrorKind::kInvalidArgument, "devices per replica must be >= 1, got {}",
          options.devices_per_replica);
+  if (options.continuous_pipelining) {
+    if (!options.pipelining || options.gradient_accumulation || options.accumulation_factor > 1)
+      Fail(ErrorKind::kInvalidArgument,
+           "continuous pipelining needs pipelining without gradient accumulation");
+    if (options.batches_per_step < options.devices_per_replica)
+      Fail(ErrorKind::kInvalidArgument,
+           "continuous pipelining: batches_per_step {} is less than the {} pipeline stages",
+           options.batches_per_step, options.devices_per_replica);
+    if (options.pipeline_schedule != SessionOptions::Schedule::kOneFOneB ||
+        options.pipeline_in_flight > 0 || options.stages_per_device > 1)
+      Fail(ErrorKind::kInvalidArgument,
+           "pipelined training without gradient accumulation runs PopART's schedule (each "
+           "device one forward and one backward per cycle): pipeline_schedule, "
+           "pipeline_in_flight and stages_per_device do not apply to it");
+    if (options.processes_per_replica > 1)
+      Fail(ErrorKind::kUnimplemented,
+           "pipelined training without gradient accumulation with stages on several processes "
+           "(processes_per_replica {}) is not supported yet; enable_gradient_accumulation",
+           options.processes_per_replica);
+    if (runtime::SteersLossScale(options) || options.gradient_statistics)
+      Fail(ErrorKind::kUnimplemented,
+           "pipelined training without gradient accumulation updates inside the pipeline: "
+           "dynamic / automatic loss scaling and gradient statistics decide per accumulated "
+           "update (PopART refused them too); enable_gradient_accumulation");
+  }
   if (options.pipelining && options.devices_per_replica < 2)
     Fail(ErrorKind::kInvalidArgument,
          "pipelining needs the program sharded over more than one device per replica "
@@ -1078,6 +1147,9 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
          devices, replicas);
   out.devices_per_replica = static_cast<int>(devices / replicas);
   out.pipelining = o.GetBool("enable_pipelining");
+  // Pipelined training without gradient accumulation: PopART's continuous
+  // pipelining, each micro-batch its own update inside the pipeline.
+  out.continuous_pipelining = out.pipelining && !out.gradient_accumulation && !o.EvalOnly();
   out.trace_path = o.GetStr("trace_path");
   out.recompute = o.GetInt("auto_recomputation") != 0;
   out.recompute_all = o.GetInt("auto_recomputation") >= 3;
@@ -1103,13 +1175,24 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.all_reduce_bucket_bytes = o.GetInt("all_reduce_bucket_bytes");
   out.processes_per_replica = static_cast<int>(o.GetInt("processes_per_replica"));
   out.overlap_all_reduce = o.GetBool("overlap_all_reduce");
-  // Each update's micro-batches must fill the pipeline.
-  if (out.pipelining && !o.EvalOnly() && out.accumulation_factor < out.devices_per_replica)
+  // The pipeline's depth (PopART's rule): each update's micro-batches, or
+  // without accumulation the run's, must fill the stages.
+  if (out.pipelining && !o.EvalOnly() && out.gradient_accumulation &&
+      out.accumulation_factor < out.devices_per_replica)
     Fail(ErrorKind::kInvalidArgument,
          "accumulation_factor {} is less than the {} pipeline stages: every update needs at least "
          "one micro-batch per stage (set_pipelining_config(enable_gradient_accumulation=True, "
          "accumulation_factor=N) with N >= {})",
          out.accumulation_factor, out.devices_per_replica, out.devices_per_replica);
+  if (out.continuous_pipelining && out.batches_per_step < out.devices_per_replica)
+    Fail(ErrorKind::kInvalidArgument,
+         "pipelined training without gradient accumulation runs each micro-batch as its own "
+         "update inside the pipeline (PopART's continuous pipelining), so a run's micro-batches "
+         "must fill it: batches_per_step {} is less than the {} pipeline stages (set "
+         "batches_per_step >= {}, or enable_gradient_accumulation with accumulation_factor >= "
+         "{})",
+         out.batches_per_step, out.devices_per_replica, out.devices_per_replica,
+         out.devices_per_replica);
   // num_threads 0 (the default: every hardware thread) still gives each
   // device a thread: a script written for more IPUs than this machine has
   // cores runs, its devices sharing the cores. A number below the devices
@@ -1714,7 +1797,8 @@ void TrainingSession::Impl::RunReplicaPipelined(int replica, bool eval,
   compile::PipelineRunner& runner = Runner(replica, eval, shapes);
   const int n_replicas = options.replicas;
   const int window = PipelineWindow(eval);
-  const int windows = eval ? 1 : options.batches_per_step;
+  const bool continuous = Continuous(eval);
+  const int windows = eval || continuous ? 1 : options.batches_per_step;
   const bool dynamic = runtime::SteersLossScale(options) && !eval;
   for (int w = 0; w < windows; ++w) {
     if (dynamic) {
@@ -1726,7 +1810,11 @@ void TrainingSession::Impl::RunReplicaPipelined(int replica, bool eval,
     // (batch, accumulation) order; the feeds interleave the replicas.
     auto feed_index = [&](int i) { return FeedIndex(w * window + i, replica); };
     auto prepare = [&](int i, compile::Executable& exe) { PrepareMicroBatch(exe, feed_index(i)); };
-    auto finish = [&](int i, compile::Executable& exe) { FetchMicroBatch(exe, feed_index(i)); };
+    auto finish = [&](int i, compile::Executable& exe) {
+      FetchMicroBatch(exe, feed_index(i));
+      // Continuous: the micro-batch's update ran with its last segments.
+      if (continuous) ++*updates_done;
+    };
     try {
       compile::PipelineStats stats = runner.Run(window, prepare, finish);
       if (replica == 0) pipeline_stats = stats;
@@ -1738,6 +1826,12 @@ void TrainingSession::Impl::RunReplicaPipelined(int replica, bool eval,
     }
     if (eval) continue;
     compile::CompiledStep& first = Compile(replica, eval, shapes, 0);
+    if (continuous) {
+      // Each micro-batch was an update (no accumulators, no loss scale to
+      // steer: refused with continuous pipelining).
+      for (int u = 0; u < window; ++u) EndWindow(replica, first, false);
+      continue;
+    }
     // Dynamic / automatic loss scaling: the update's stages run on their
     // own devices, so one stage's check cannot stop another's update; the
     // window's accumulated gradients are checked here first, and every

@@ -149,3 +149,19 @@ def test_more_devices_than_cores_train_as_paddle(results):
     cores) as Paddle's CPU executor does."""
     r = _case(results, "pipeline_of_more_devices_than_cores_trains")
     assert r["loss_rel_diff"] <= 1e-5
+
+
+def test_pipelined_training_without_accumulation_is_popart_continuous_pipelining(results):
+    """Point 8: a pipelined training program with accumulation disabled runs
+    as Paddle's IPU build ran it: each micro-batch its own update inside the
+    pipeline, with PopART's stale weights (the float64 replay of its
+    staleness rule within float32 rounding: 1e-5; far from sequential SGD,
+    which it is not); runs repeat bit for bit; batches_per_step below the
+    stages is refused as PopART refused it."""
+    r = _case(results, "pipelined_training_without_accumulation_runs_popart_continuous_pipeline")
+    for stages in (2, 3):
+        c = r[f"stages_{stages}"]
+        assert c["loss_rel_diff"] <= 1e-5 and c["weight_diff"] <= 1e-5, c
+        assert c["sequential_diff"] > 1e-2, c   # stale weights are not sequential SGD
+        assert c["repeats"], c
+    assert "batches_per_step 2 is less than the 3 pipeline stages" in r["shallow"], r["shallow"]

@@ -492,6 +492,99 @@ def pipeline_of_more_devices_than_cores_trains():
     return {"loss_rel_diff": float(np.max(np.abs(np.subtract(got, ref)) / np.abs(ref)))}
 
 
+@case
+def pipelined_training_without_accumulation_runs_popart_continuous_pipeline():
+    """Pipelined training with gradient accumulation off: Paddle's IPU build
+    (PopART) ran it, each micro-batch its own SGD update applied on each
+    stage right after its backward there, so a forward on stage k of N sees
+    the updates of micro-batches up to j - 1 - 2(N - 1 - k) and a backward
+    those up to j - 1 (popart's pipeline transform and its continuous-
+    pipelining tests). The reference replays that in float64 numpy on a
+    chain of N bias-free linear stages with an MSE loss; runs repeat bit for
+    bit; batches_per_step below the stages is refused as PopART refused it."""
+    out = {}
+    LR = 0.05  # small enough that stale-weight SGD stays stable on these data
+    for stages in (2, 3):
+        dims = [4] + [3] * (stages - 1) + [2]
+        main, startup = programs()
+        with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
+            x = paddle.static.data("x", [-1, dims[0]], "float32")
+            t = paddle.static.data("t", [-1, dims[-1]], "float32")
+            h = x
+            for k in range(stages):
+                with paddle.static.ipu_shard_guard(index=k, stage=k):
+                    h = paddle.static.nn.fc(h, dims[k + 1], bias_attr=False)
+                    if k == stages - 1:
+                        loss = paddle.mean(paddle.square(h - t))
+            paddle.optimizer.SGD(LR).minimize(loss)
+        rng = np.random.default_rng(stages)
+        batch = 3 * stages
+        feed = {"x": rng.standard_normal((batch, dims[0])).astype(np.float32),
+                "t": rng.standard_normal((batch, dims[-1])).astype(np.float32)}
+        names = [f"fc_{k}.w_0" for k in range(stages)]
+        runs = []
+        for _ in range(2):
+            scope = init(startup)
+            start = [np.array(scope.find_var(n).get_tensor()).astype(np.float64) for n in names]
+            with paddle.static.scope_guard(scope):
+                s = paddle.static.IpuStrategy()
+                s.set_graph_config(num_ipus=stages, is_training=True, micro_batch_size=1,
+                                   enable_manual_shard=True)
+                s.set_pipelining_config(enable_pipelining=True, batches_per_step=batch)
+                s.set_options({"num_threads": 2})
+                prog = paddle.static.IpuCompiledProgram(main, scope=scope, ipu_strategy=s)
+                prog = prog.compile(["x", "t"], [loss.name])
+                losses = np.asarray(paddle.static.Executor(paddle.IPUPlace()).run(
+                    prog, feed=feed, fetch_list=[loss])[0]).ravel()
+                prog._backend.weights_to_host()
+                runs.append((losses, [np.array(scope.find_var(n).get_tensor()) for n in names]))
+        # PopART's staleness, replayed.
+        versions = [[w] for w in start]
+        ref_losses = []
+        for j in range(batch):
+            a, inputs = feed["x"][j:j + 1].astype(np.float64), []
+            for k in range(stages):
+                inputs.append(a)
+                a = a @ versions[k][max(0, j - 2 * (stages - 1 - k))]
+            ref_losses.append(np.mean((a - feed["t"][j:j + 1]) ** 2))
+            d = 2 * (a - feed["t"][j:j + 1]) / a.size
+            grads = [None] * stages
+            for k in reversed(range(stages)):
+                grads[k] = inputs[k].T @ d
+                d = d @ versions[k][j].T
+            for k in range(stages):
+                versions[k].append(versions[k][j] - LR * grads[k])
+        # Sequential SGD on the same micro-batches, to show the difference.
+        seq = [w.copy() for w in start]
+        for j in range(batch):
+            a, inputs = feed["x"][j:j + 1].astype(np.float64), []
+            for k in range(stages):
+                inputs.append(a)
+                a = a @ seq[k]
+            d = 2 * (a - feed["t"][j:j + 1]) / a.size
+            grads = [None] * stages
+            for k in reversed(range(stages)):
+                grads[k] = inputs[k].T @ d
+                d = d @ seq[k].T
+            for k in range(stages):
+                seq[k] = seq[k] - LR * grads[k]
+        (losses, weights), (losses2, weights2) = runs
+        out[f"stages_{stages}"] = {
+            "loss_rel_diff": float(np.max(np.abs(losses - ref_losses) / np.abs(ref_losses))),
+            "weight_diff": float(max(np.abs(w - versions[k][batch]).max()
+                                     for k, w in enumerate(weights))),
+            "sequential_diff": float(max(np.abs(w - seq[k]).max() for k, w in enumerate(weights))),
+            "repeats": bool(np.array_equal(losses, losses2) and all(
+                np.array_equal(a, b) for a, b in zip(weights, weights2)))}
+    s = paddle.static.IpuStrategy()
+    s.set_graph_config(num_ipus=3, is_training=True, micro_batch_size=1, enable_manual_shard=True)
+    s.set_pipelining_config(enable_pipelining=True, batches_per_step=2)
+    scope = init(startup)
+    out["shallow"] = raises(lambda: paddle.static.IpuCompiledProgram(
+        main, scope=scope, ipu_strategy=s).compile(["x", "t"], [loss.name]))
+    return out
+
+
 def main():
     names = sys.argv[2:] or list(CASES)
     results = {}
