@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -239,6 +240,14 @@ class Config {
   // shows as gaps. "" (default): off.
   void EnableTrace(const std::string& path) { trace_path_ = path; }
   const std::string& trace_path() const { return trace_path_; }
+  // Tiller's own (Paddle's IPU compilation_progress_logger): called while
+  // the predictor compiles for a set of input shapes (at creation when
+  // they are all static, else at the first Run for them) with
+  // (progress, total), from 0 to `total`; empty: none.
+  void SetCompileProgressLogger(std::function<void(int progress, int total)> logger,
+                                int total = 100);
+  const std::function<void(int, int)>& compile_progress_logger() const { return progress_logger_; }
+  int compile_progress_total() const { return progress_total_; }
   // Mixed precision (Tiller's own name): "float32" (default), "bfloat16",
   // "float16", or "half" (bfloat16 where the CPU multiplies it natively -
   // AVX512_BF16 or AMX - else float16). matmul, linear and conv2d multiply
@@ -315,6 +324,8 @@ class Config {
   std::vector<std::string> devices_ = {"cpu"};
   std::string placement_ = "by_shard";
   std::string trace_path_;
+  std::function<void(int, int)> progress_logger_;
+  int progress_total_ = 100;
   std::string precision_ = "float32";
   IpuSettings ipu_;
   // Paddle's settings recorded for their getters and Summary().

@@ -8,6 +8,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <functional>
 #include <string>
 
 #include "tiller/data_type.h"
@@ -24,6 +25,12 @@ pybind11::dtype ToNumpy(inference::DataType t);
 // numpy array <-> host tensor (copies); ToHostTensor fails naming `what`.
 HostTensor ToHostTensor(const pybind11::array& a, const std::string& what);
 pybind11::array ToArray(const HostTensor& t);
+
+// A Python callable (progress, total) as a compile progress logger (Paddle's
+// compilation_progress_logger). Compiles run with the GIL released, so the
+// call and the last reference's release take it; an exception the callable
+// raises fails the compile as a TillerError naming the logger.
+std::function<void(int, int)> ProgressLogger(const pybind11::object& logger);
 
 }  // namespace tiller::python
 

@@ -271,6 +271,20 @@ PYBIND11_MODULE(_tiller, m) {
            "Paddle's PrecisionType: Float32, Half (float16) or Bfloat16; Int8 raises")
       .def("precision", &Config::precision)
       .def("enable_mkldnn_bfloat16", &Config::EnableMkldnnBfloat16)
+      .def(
+          "set_compile_progress_logger",
+          [](Config& c, const py::object& logger, int total) {
+            if (logger.is_none()) return c.SetCompileProgressLogger({}, total);
+            if (!PyCallable_Check(logger.ptr()))
+              throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
+                                  "set_compile_progress_logger takes a callable (progress, "
+                                  "total), got " +
+                                      py::repr(logger).cast<std::string>());
+            c.SetCompileProgressLogger(tiller::python::ProgressLogger(logger), total);
+          },
+          py::arg("logger"), py::arg("total") = 100,
+          "Tiller's own (Paddle's IPU compilation_progress_logger): logger(progress, total) is "
+          "called while the predictor compiles, from 0 to total; None: none.")
       .def("enable_trace", &Config::EnableTrace, py::arg("path"),
            "Tiller's own: after every run, write a Chrome / Perfetto trace of the runs so far "
            "to path (a lane per device, lanes of copies and collectives).")

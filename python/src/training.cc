@@ -28,6 +28,29 @@ using tiller::training::TensorInfo;
 using tiller::training::TrainingSession;
 namespace ckpt = tiller::checkpoint;
 
+namespace tiller::python {
+
+std::function<void(int, int)> ProgressLogger(const py::object& logger) {
+  std::shared_ptr<py::object> held(new py::object(logger), [](py::object* o) {
+    if (!Py_IsInitialized()) return;  // the interpreter is gone: nothing to release
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+  return [held](int done, int total) {
+    py::gil_scoped_acquire gil;
+    try {
+      (*held)(done, total);
+    } catch (py::error_already_set& e) {
+      const std::string type = py::str(e.type().attr("__name__"));
+      const std::string what = py::str(e.value());
+      throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
+                          "compilation_progress_logger raised " + type + ": " + what);
+    }
+  };
+}
+
+}  // namespace tiller::python
+
 namespace {
 
 py::array Empty(const TensorInfo& info) {
@@ -132,29 +155,6 @@ py::object SetOption(PyIpuOptions& o, const std::string& name, const py::object&
   return py::str(note);
 }
 
-// A Python callable as the C++ logger. Compiles run with the GIL released
-// (and copies of the options die there too), so the call and the last
-// reference's release take the GIL; an exception the callable raises fails
-// the compile as a TillerError naming the option.
-std::function<void(int, int)> ProgressLogger(const py::object& logger) {
-  std::shared_ptr<py::object> held(new py::object(logger), [](py::object* o) {
-    if (!Py_IsInitialized()) return;  // the interpreter is gone: nothing to release
-    py::gil_scoped_acquire gil;
-    delete o;
-  });
-  return [held](int done, int total) {
-    py::gil_scoped_acquire gil;
-    try {
-      (*held)(done, total);
-    } catch (py::error_already_set& e) {
-      const std::string type = py::str(e.type().attr("__name__"));
-      const std::string what = py::str(e.value());
-      throw tiller::Error(tiller::ErrorKind::kInvalidArgument,
-                          "compilation_progress_logger raised " + type + ": " + what);
-    }
-  };
-}
-
 const char* SupportName(OptionSupport s) {
   switch (s) {
     case OptionSupport::kHonoured:
@@ -222,7 +222,7 @@ void BindOptions(py::module_& m) {
                                   "option 'compilation_progress_logger' takes a callable "
                                   "(progress, total), got " +
                                       py::repr(logger).cast<std::string>());
-            o.options.SetCompilationProgressLogger(ProgressLogger(logger));
+            o.options.SetCompilationProgressLogger(tiller::python::ProgressLogger(logger));
             o.objects["compilation_progress_logger"] = logger;
           },
           py::arg("logger"),

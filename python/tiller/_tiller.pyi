@@ -341,6 +341,10 @@ class Config:
         """
         Only an empty set: bfloat16 covers matmul, linear and conv2d
         """
+    def set_compile_progress_logger(self, logger: typing.Any, total: int = 100) -> None:
+        """
+        Tiller's own (Paddle's IPU compilation_progress_logger): logger(progress, total) is called while the predictor compiles, from 0 to total; None: none.
+        """
     def set_cpu_math_library_num_threads(self, cpu_math_library_num_threads: int) -> None:
         ...
     def set_devices(self, backends: list[str]) -> None:

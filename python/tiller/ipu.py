@@ -82,6 +82,7 @@ class IpuStrategy:
 
     def _init(self, options):
         self._options = options
+        self._progress_logger = None
         self._noted = set()
         self._patterns = {}
         self._custom_ops = []
@@ -156,6 +157,7 @@ class IpuStrategy:
             if key == "compilation_progress_logger":
                 # A callable (progress, total), as Paddle's registry took it.
                 self._options.set_compilation_progress_logger(value)
+                self._progress_logger = value
                 continue
             if key == "custom_op":
                 # Paddle's dict form of add_custom_op.
@@ -465,6 +467,9 @@ class IpuCompiledProgram:
         if o.get("enable_fp16"):
             half = o.get("half_dtype")
             config.set_precision("half" if half == "auto" else half)
+        if self._strategy._progress_logger is not None:
+            config.set_compile_progress_logger(self._strategy._progress_logger,
+                                               o.get("compilation_progress_total"))
         self._predictor = inference.create_predictor(config)
         # Paddle's IPU executor returned each fetch as [replicas, batches
         # per step, one micro-batch's value...], the leading dims only where

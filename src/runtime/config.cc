@@ -290,4 +290,12 @@ void ConvertToMixedPrecision(const std::string& model_file, const std::string&, 
        model_file, where);
 }
 
+void Config::SetCompileProgressLogger(std::function<void(int, int)> logger, int total) {
+  if (total < 1)
+    Fail(ErrorKind::kInvalidArgument, "SetCompileProgressLogger: total must be >= 1, got {}",
+         total);
+  progress_logger_ = std::move(logger);
+  progress_total_ = total;
+}
+
 }  // namespace tiller::inference

@@ -279,6 +279,8 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
   o.placement = c.placement() == "first_supported" ? compile::PlacementPolicy::kFirstSupported
                                                    : compile::PlacementPolicy::kByShard;
   o.optimize = c.ir_optim();
+  o.progress = c.compile_progress_logger();
+  o.progress_total = c.compile_progress_total();
   o.conv_winograd = c.winograd();
   o.precision = runtime::ParsePrecision(c.precision(), "Config::SetPrecision");
   runtime::ReportSlowHalfPrecisionOnce(o.precision);

@@ -141,6 +141,8 @@ def test_every_paddle_option_is_taken_or_refused_by_name(results):
     progress = [p for p, _ in r["progress"]]
     assert progress[0] == 0 and progress[-1] == 40 and progress == sorted(progress), progress
     assert {t for _, t in r["progress"]} == {40}
+    progress = [p for p, _ in r["progress_inference"]]
+    assert progress[0] == 0 and progress[-1] == 100 and progress == sorted(progress), progress
     assert "takes a callable" in r["bad_logger"], r["bad_logger"]
 
 
@@ -165,3 +167,4 @@ def test_pipelined_training_without_accumulation_is_popart_continuous_pipelining
         assert c["sequential_diff"] > 1e-2, c   # stale weights are not sequential SGD
         assert c["repeats"], c
     assert "batches_per_step 2 is less than the 3 pipeline stages" in r["shallow"], r["shallow"]
+    assert r["tied"] and "'tied' is read on devices 0, 1" in r["tied"], r["tied"]

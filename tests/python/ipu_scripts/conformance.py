@@ -451,7 +451,21 @@ def every_paddle_option_is_known():
                                  "compilation_progress_total": 40})
         paddle.static.Executor(paddle.IPUPlace()).run(prog, feed=batches(1, 2)[0],
                                                        fetch_list=[loss])
+    # An inference program (Tiller's predictor) reports its compile too.
+    seen_inference = []
+    main, startup = programs()
+    with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
+        x = paddle.static.data("x", [-1, 16], "float32")
+        out = paddle.static.nn.fc(x, 4)
+    scope = init(startup)
+    with paddle.static.scope_guard(scope):
+        prog = compiled(main, scope, ["x"], [out.name], training=False, micro=2,
+                        options={"compilation_progress_logger":
+                                 lambda p, t: seen_inference.append([p, t])})
+        paddle.static.Executor(paddle.IPUPlace()).run(prog, feed={"x": batches(1, 2)[0]["x"]},
+                                                       fetch_list=[out])
     return {"taken": taken, "refused": refused, "progress": seen,
+            "progress_inference": seen_inference,
             "bad_logger": raises(lambda: paddle.static.IpuStrategy().set_options(
                 {"compilation_progress_logger": 3}))}
 
@@ -582,6 +596,29 @@ def pipelined_training_without_accumulation_runs_popart_continuous_pipeline():
     scope = init(startup)
     out["shallow"] = raises(lambda: paddle.static.IpuCompiledProgram(
         main, scope=scope, ipu_strategy=s).compile(["x", "t"], [loss.name]))
+    # A weight both stages read (a tied embedding): PopART refused copying a
+    # weight between IPUs while pipelining; its update would race the reads.
+    main, startup = programs()
+    with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
+        x = paddle.static.data("x", [-1, 4], "float32")
+        with paddle.static.ipu_shard_guard(index=0, stage=0):
+            h = paddle.static.nn.fc(x, 4, weight_attr=paddle.ParamAttr(name="tied"),
+                                    bias_attr=False)
+        with paddle.static.ipu_shard_guard(index=1, stage=1):
+            y = paddle.static.nn.fc(h, 4, weight_attr=paddle.ParamAttr(name="tied"),
+                                    bias_attr=False)
+            loss = paddle.mean(paddle.square(y))
+        paddle.optimizer.SGD(0.01).minimize(loss)
+    scope = init(startup)
+    with paddle.static.scope_guard(scope):
+        s = paddle.static.IpuStrategy()
+        s.set_graph_config(num_ipus=2, is_training=True, micro_batch_size=1,
+                           enable_manual_shard=True)
+        s.set_pipelining_config(enable_pipelining=True, batches_per_step=2)
+        prog = paddle.static.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(
+            ["x"], [loss.name])
+        out["tied"] = raises(lambda: paddle.static.Executor(paddle.IPUPlace()).run(
+            prog, feed={"x": np.ones((2, 4), np.float32)}, fetch_list=[loss]))
     return out
 
 
