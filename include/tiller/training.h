@@ -137,6 +137,13 @@ struct SessionOptions {
   // copy's step) with (progress, compile_progress_total), from 0 to the
   // total once per compiled step.
   std::function<void(int progress, int total)> compile_progress;
+  // PopART's synthetic data (the IPU option synthetic_data_mode): the fed
+  // values are not used; each micro-batch's feeds are zeros (kZeros), or
+  // draws of a standard normal for float feeds and zeros for the others
+  // (kRandomNormal; repeatable: by random_seed and the micro-batch). For
+  // measuring a step without its data. Feeds still give the shapes.
+  enum class SyntheticData { kOff = 0, kZeros = 1, kRandomNormal = 2 };
+  SyntheticData synthetic_data_mode = SyntheticData::kOff;
   int compile_progress_total = 100;
   // Data-parallel replicas (enable_replicated_graphs +
   // replicated_graph_count): each micro-batch of the feeds goes to a replica

@@ -445,6 +445,9 @@ class IpuCompiledProgram:
         from . import inference
 
         program = self.org_program
+        if self._strategy._options.get("synthetic_data_mode"):
+            raise TillerError("synthetic_data_mode: Tiller replaces the data of training programs "
+                              "only; an inference program (is_training=False) runs its feeds")
         pir = _is_pir(program)
         feeds = [_find_value(program, n, data=True) for n in feed_names]
         fetches = [_find_value(program, f) for f in fetch_list]

@@ -188,8 +188,9 @@ std::vector<OptionSpec> MakeSpecs() {
        "running mean per micro-batch: the same mean, other rounding), refused"},
       // popart::SyntheticDataMode: 0 off; the others replace the host's data
       // by zeros or random values.
-      {"synthetic_data_mode", Support::kNotYet, int64_t{0},
-       "0: the feeds' data; PopART's 1 (zeros) and 2 (random normal) replace it, refused"},
+      {"synthetic_data_mode", Support::kHonoured, int64_t{0},
+       "training: 0 the feeds' data; 1 zeros instead (PopART's Zeros); 2 standard-normal draws "
+       "for float feeds, zeros for the others (RandomNormal; repeatable by random_seed)"},
       // Several processes of an MPI job (mpirun), each feeding its own
       // replicas' part of the global batch: the replicas' collectives run
       // over MPI (libtiller_mpi.so). The factor and offset are checked
@@ -679,6 +680,13 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
   if (name == "stages_per_device" && std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option 'stages_per_device' must be >= 1, got {}",
          OptionValueRepr(value));
+  if (name == "synthetic_data_mode") {
+    const int64_t m = std::get<int64_t>(*converted);
+    if (m < 0 || m > 2)
+      Fail(ErrorKind::kInvalidArgument,
+           "option synthetic_data_mode takes 0 (off), 1 (zeros) or 2 (random normal), got {}",
+           OptionValueRepr(value));
+  }
   if (name == "compilation_progress_total" && std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option 'compilation_progress_total' must be >= 1, got {}",
          OptionValueRepr(value));

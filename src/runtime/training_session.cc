@@ -22,6 +22,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -662,6 +663,9 @@ struct TrainingSession::Impl {
   // and the random ops' step number: steps so far x micro-batches per update
   // + k, so masks change every micro-batch and repeat for the same seed.
   void PrepareMicroBatch(compile::Executable& exe, int k);
+  // SessionOptions::synthetic_data_mode: writes exe's feed inputs (zeros,
+  // or normal draws for float feeds) instead of the fed values.
+  void FillSynthetic(compile::Executable& exe, int64_t step_index) const;
   // "; feed 'x' holds nan at element e [of micro-batch k]" for the first
   // non-finite float in micro-batch k of the feeds, or "".
   std::string NonFiniteFeed(int k) const;
@@ -1113,6 +1117,8 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
     out.precision = half == "auto" ? "half" : half;
   }
   out.micro_batch_size = o.GetInt("micro_batch_size");
+  out.synthetic_data_mode =
+      static_cast<SessionOptions::SyntheticData>(o.GetInt("synthetic_data_mode"));
   out.compile_progress = o.CompilationProgressLogger();
   out.compile_progress_total = static_cast<int>(o.GetInt("compilation_progress_total"));
   out.gradient_accumulation = o.GetBool("enable_gradient_accumulation");
@@ -1677,7 +1683,6 @@ void TrainingSession::Run() {
 
 void TrainingSession::Impl::PrepareMicroBatch(compile::Executable& exe, int k) {
   if (trace) exe.SetTraceTag(fmt::format("run {} micro-batch {}", runs, k));
-  runtime::CopyMicroBatchIn(*feeds, k, MicroBatchesPerRun(), exe);
   // Random ops draw by the micro-batch's place in the job's global batch, so
   // a job of several processes draws what one process would.
   const int64_t global_k = options.distribution
@@ -1686,11 +1691,42 @@ void TrainingSession::Impl::PrepareMicroBatch(compile::Executable& exe, int k) {
                                : k;
   const int64_t step_index =
       steps * options.accumulation_factor * GroupSize() + static_cast<int64_t>(global_k);
+  if (options.synthetic_data_mode == SessionOptions::SyntheticData::kOff)
+    runtime::CopyMicroBatchIn(*feeds, k, MicroBatchesPerRun(), exe);
+  else
+    FillSynthetic(exe, step_index);
   for (size_t i = feeds->size(); i < exe.inputs().size(); ++i) {
     compile::TensorSlot& slot = exe.inputs()[i];
     TILLER_CHECK(slot.name == paddle::TranslateContext::kStepInput, "unexpected graph input '{}'",
                  slot.name);
     std::memcpy(slot.data, &step_index, sizeof(step_index));
+  }
+}
+
+void TrainingSession::Impl::FillSynthetic(compile::Executable& exe, int64_t step_index) const {
+  using Mode = SessionOptions::SyntheticData;
+  for (size_t i = 0; i < feeds->size(); ++i) {
+    compile::TensorSlot& slot = exe.inputs()[i];
+    const size_t bytes = slot.type.bytes();
+    if (!bytes) continue;
+    const bool draw = options.synthetic_data_mode == Mode::kRandomNormal &&
+                      (slot.type.dtype == DType::kF32 || slot.type.dtype == DType::kF64);
+    if (!draw) {
+      std::memset(slot.data, 0, bytes);
+      continue;
+    }
+    // A stream per (seed, micro-batch, feed): runs repeat, and micro-batches
+    // differ.
+    std::mt19937_64 rng(options.random_seed ^ (static_cast<uint64_t>(step_index) << 16) ^ i);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    const size_t n = static_cast<size_t>(NumElements(slot.type.shape));
+    if (slot.type.dtype == DType::kF32) {
+      float* p = static_cast<float*>(slot.data);
+      for (size_t e = 0; e < n; ++e) p[e] = static_cast<float>(normal(rng));
+    } else {
+      double* p = static_cast<double*>(slot.data);
+      for (size_t e = 0; e < n; ++e) p[e] = normal(rng);
+    }
   }
 }
 
@@ -1896,7 +1932,8 @@ void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::Compiled
           exe.EnableNanInfCheck(false);
         }
         // A non-finite feed is the usual cause: say which.
-        where += NonFiniteFeed(k);
+        if (options.synthetic_data_mode == SessionOptions::SyntheticData::kOff)
+          where += NonFiniteFeed(k);
         std::string at;
         if (micro_batches > 1) at = fmt::format(" (micro-batch {} of {})", k + 1, micro_batches);
         if (n_replicas > 1) at += fmt::format(" on replica {}", replica);

@@ -93,6 +93,8 @@ TEST(IpuOptionsTest, RefusalsNameTheOptionAndChangeNothing) {
   EXPECT_EQ(ErrorOf([&] { o.Set("accumulation_and_replication_reduction_type", int64_t{5}); }),
             "option accumulation_and_replication_reduction_type takes 0 (sum), 1 (mean) or 2 (no "
             "reduction: summed, as PopART did), got 5");
+  EXPECT_EQ(ErrorOf([&] { o.Set("synthetic_data_mode", int64_t{3}); }),
+            "option synthetic_data_mode takes 0 (off), 1 (zeros) or 2 (random normal), got 3");
   EXPECT_EQ(ErrorOf([&] { o.Set("compilation_progress_total", int64_t{0}); }),
             "option 'compilation_progress_total' must be >= 1, got 0");
   EXPECT_EQ(ErrorOf([&] { o.Set("micro_batch_size", int64_t{0}); }),
@@ -278,11 +280,11 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
   // auto_split_cost, pipeline_in_flight, enable_distribution,
   // enable_distributed_replicated_graphs, global_replication_factor, global_replica_offset,
   // all_reduce_bucket_bytes, overlap_all_reduce, processes_per_replica
-  // + compilation_progress_total, is_dynamic, lr
-  EXPECT_EQ(honoured, 55);
+  // + compilation_progress_total, is_dynamic, lr, synthetic_data_mode
+  EXPECT_EQ(honoured, 56);
   // enable_half_partial, mean_accumulation_and_replication_reduction_strategy,
-  // synthetic_data_mode, max_weight_norm, weight_decay_mode
-  EXPECT_EQ(not_yet, 5);
+  // max_weight_norm, weight_decay_mode
+  EXPECT_EQ(not_yet, 4);
   // + location_optimizer's on_chip, min_elements_for_off_chip, use_io_tiles_*, and the
   // rest of PopART's session options in Paddle's registry
   // + accumulate_outer_fragment, replicated_collectives_settings,

@@ -124,7 +124,7 @@ def test_ipu_backend_has_every_method_with_paddles_behaviour(results):
 # Options Tiller refuses off their default: each would change results and is
 # not implemented (docs/MIGRATION.md says why, option by option).
 REFUSED = {"enable_half_partial", "max_weight_norm", "weight_decay_mode",
-           "mean_accumulation_and_replication_reduction_strategy", "synthetic_data_mode"}
+           "mean_accumulation_and_replication_reduction_strategy"}
 
 
 def test_every_paddle_option_is_taken_or_refused_by_name(results):
@@ -144,6 +144,15 @@ def test_every_paddle_option_is_taken_or_refused_by_name(results):
     progress = [p for p, _ in r["progress_inference"]]
     assert progress[0] == 0 and progress[-1] == 100 and progress == sorted(progress), progress
     assert "takes a callable" in r["bad_logger"], r["bad_logger"]
+
+
+def test_synthetic_data_mode_replaces_the_feeds(results):
+    """Point 7: synthetic_data_mode 1 trains on zeros (as Paddle's CPU
+    executor fed zeros, 1e-5), 2 on repeatable normal draws; an inference
+    program refuses it by name."""
+    r = _case(results, "synthetic_data_mode_replaces_the_feeds")
+    assert r["zeros_rel_diff"] <= 1e-5 and r["normal_repeats"] and r["normal_differs"], r
+    assert "synthetic_data_mode" in r["inference"], r["inference"]
 
 
 def test_more_devices_than_cores_train_as_paddle(results):

@@ -470,6 +470,39 @@ def every_paddle_option_is_known():
                 {"compilation_progress_logger": 3}))}
 
 
+@case
+def synthetic_data_mode_replaces_the_feeds():
+    """PopART's synthetic data: 1 trains on zeros whatever is fed (the same
+    losses as Paddle's CPU executor fed zeros), 2 on standard-normal draws
+    (runs repeat for a seed); inference programs refuse it, naming it."""
+    main, startup, loss = fc_classifier(-1)
+    data = batches(3, 2)
+    zeros = [{k: np.zeros_like(v) for k, v in f.items()} for f in data]
+    exe = paddle.static.Executor(paddle.IPUPlace())
+    ref_scope = init(startup)
+    with paddle.static.scope_guard(ref_scope):
+        ref = [float(exe.run(main, feed=f, fetch_list=[loss])[0]) for f in zeros]
+    got = {}
+    for mode, tries in ((1, 1), (2, 2)):
+        for attempt in range(tries):
+            scope = init(startup)
+            with paddle.static.scope_guard(scope):
+                prog = compiled(main, scope, ["x", "y"], [loss.name], micro=2,
+                                options={"synthetic_data_mode": mode, "random_seed": 5})
+                got[f"{mode}_{attempt}"] = [float(exe.run(prog, feed=f, fetch_list=[loss])[0])
+                                            for f in data]
+    main2, startup2 = programs()
+    with paddle.static.program_guard(main2, startup2), paddle.utils.unique_name.guard():
+        x = paddle.static.data("x", [-1, 16], "float32")
+        out = paddle.static.nn.fc(x, 4)
+    scope = init(startup2)
+    return {"zeros_rel_diff": float(np.max(np.abs(np.subtract(got["1_0"], ref)) / np.abs(ref))),
+            "normal_repeats": got["2_0"] == got["2_1"],
+            "normal_differs": got["2_0"] != got["1_0"],
+            "inference": raises(lambda: compiled(main2, scope, ["x"], [out.name], training=False,
+                                                 options={"synthetic_data_mode": 1}))}
+
+
 # -- 8. more devices than cores -------------------------------------------------
 
 @case
