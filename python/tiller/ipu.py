@@ -28,6 +28,7 @@ are C++'s).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import warnings
@@ -293,6 +294,51 @@ def _find_value(program, item, data=False):
     return found
 
 
+@contextlib.contextmanager
+def _batch_statistics_kept(program):
+    """While an inference program is saved: its batch_norm ops that use
+    batch statistics (is_test = false, no use_global_stats) get
+    trainable_statistics = true, then their attributes are put back.
+
+    Paddle's IPU build compiled the program as built: a batch_norm with
+    is_test = false normalized by the batch's statistics (PopART's
+    training-mode batch normalization, in inference too), as Paddle's CPU
+    executor does. save_inference_model sets is_test = true on every op, so
+    the saved model would use the running statistics; trainable_statistics
+    keeps the batch statistics through that, in Paddle's own terms (Paddle's
+    kernels and Paddle Inference read is_test + trainable_statistics as
+    batch statistics), and Tiller's predictor reads it the same way.
+    Dropout needs nothing: Paddle's IPU build ran an is_test = false dropout
+    of an inference program as the identity, as the saved model does."""
+    changed = []
+    if _is_pir(program):
+        for op in program.global_block().ops:
+            if op.name() not in ("pd_op.batch_norm", "pd_op.batch_norm_"):
+                continue
+            attrs = op.attrs()
+            if attrs.get("is_test") or attrs.get("use_global_stats") \
+                    or attrs.get("trainable_statistics"):
+                continue
+            changed.append(op)
+        put = lambda op, on: op.set_bool_attr("trainable_statistics", on)  # noqa: E731
+    else:
+        for block in program.blocks:
+            for op in block.ops:
+                if op.type != "batch_norm" or any(
+                        op.has_attr(a) and op.attr(a)
+                        for a in ("is_test", "use_global_stats", "trainable_statistics")):
+                    continue
+                changed.append(op)
+        put = lambda op, on: op._set_attr("trainable_statistics", on)  # noqa: E731
+    for op in changed:
+        put(op, True)
+    try:
+        yield
+    finally:
+        for op in changed:
+            put(op, False)
+
+
 class IpuBackend:
     """Paddle's ``core.IpuBackend`` as Tiller offers it, every method of it:
     ``get_instance``, ``weights_to_host``, ``set_scope``,
@@ -452,7 +498,7 @@ class IpuCompiledProgram:
         feeds = [_find_value(program, n, data=True) for n in feed_names]
         fetches = [_find_value(program, f) for f in fetch_list]
         prefix = os.path.join(self._tmp.name, "model")
-        with paddle.static.scope_guard(self._scope):
+        with paddle.static.scope_guard(self._scope), _batch_statistics_kept(program):
             paddle.static.save_inference_model(prefix, feeds, fetches,
                                                paddle.static.Executor(paddle.CPUPlace()),
                                                program=program)
@@ -622,6 +668,19 @@ class IpuCompiledProgram:
         sched = getattr(self.org_program, "lr_scheduler", None)
         if sched is not None:
             self._session.set_learning_rate(float(sched()))
+
+    @property
+    def lr_scheduler(self):
+        """The program's LR scheduler, as on the program Paddle's compile()
+        returned: scripts step ``compiled.lr_scheduler`` between runs (and
+        test ``hasattr(compiled, "lr_scheduler")`` first), so it must be the
+        very object the executor reads before every run. Absent (an
+        AttributeError, so hasattr is False) when the program has none."""
+        sched = getattr(self.org_program, "lr_scheduler", None)
+        if sched is None:
+            raise AttributeError("the program has no lr_scheduler (its optimizer's learning "
+                                 "rate is a float)")
+        return sched
 
     # -- running -------------------------------------------------------------
     def run(self, feed=None, fetch_list=None):

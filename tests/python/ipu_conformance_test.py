@@ -177,3 +177,50 @@ def test_pipelined_training_without_accumulation_is_popart_continuous_pipelining
         assert c["repeats"], c
     assert "batches_per_step 2 is less than the 3 pipeline stages" in r["shallow"], r["shallow"]
     assert r["tied"] and "'tied' is read on devices 0, 1" in r["tied"], r["tied"]
+
+def test_batch_norm_keeps_its_mode_when_compiled_for_inference(results):
+    """Point 10: an is_test = false batch_norm compiled with
+    is_training=False normalizes each micro-batch by its own statistics, as
+    Paddle's IPU build and CPU executor did (it used the running ones,
+    3.06 off in Paddle's own test); an is_test one by the running ones;
+    dropout of either is the identity; compile() leaves the program as
+    built. Tolerance 1e-5 absolute on outputs up to ~11 in magnitude (the
+    running-statistics case: (x - 5) / 0.5): a few float32 ulps of the
+    largest values, where the two modes differ by ~10."""
+    r = _case(results, "batch_norm_keeps_its_mode_in_inference")
+    assert r["modes_differ_by"] > 1.0                    # the case tells the modes apart
+    for key in ("batch_stats", "is_test"):
+        assert r[f"{key}_shape"] == [2, 2, 3, 8, 8]      # [batches_per_step, micro-batch...]
+        assert r[f"{key}_max_diff"] <= 1e-5, (key, r)
+        assert r[f"{key}_attrs_unchanged"], key
+
+
+def test_lr_scheduler_is_stepped_through_the_compiled_program(results):
+    """Point 10: the compiled program carries the main program's LR
+    scheduler as Paddle's compile() made it (none for a float rate), so a
+    script stepping `program.lr_scheduler` trains as on Paddle's CPU
+    executor. 30 Lamb steps on a growing rate: losses to 1e-5 relative and
+    weights to 1e-6 absolute (weights ~0.3: float32 rounding of the same
+    updates; a scheduler left unstepped is 0.4 off, relative, after 30 steps)."""
+    r = _case(results, "lr_scheduler_is_stepped_through_the_compiled_program")
+    assert r["has_scheduler"] and r["same_scheduler"] and r["float_lr_has_none"], r
+    assert r["last_lr"] == r["ref_last_lr"]
+    assert r["loss_rel_diff"] <= 1e-5 and r["weight_diff"] <= 1e-6, r
+
+
+def test_need_avg_shard_changes_no_arithmetic(results):
+    """Point 10: need_avg_shard (1 device, and 2: a split into two stages)
+    gives the bits of the unsharded compile. Against Paddle's CPU executor
+    the difference is float32 rounding in another summation order, not a
+    defect: Paddle's own IPU test asks 2e-6 absolute on this model at
+    128x128, tighter than Paddle's CPU result is to the exact value (4.7e-6
+    off there; even the exact values miss that tolerance). So both results
+    are held to the exact (float64) convolution: within 1e-6 of the largest
+    output (~8 float32 ulps after four 27-term sums), a bound Paddle's CPU
+    result meets too, and within 2e-6 of it of each other."""
+    r = _case(results, "need_avg_shard_changes_no_arithmetic")
+    assert r["identical"] == [True, True, True], r
+    bound = 1e-6 * r["magnitude"]
+    assert r["paddle_error"] <= bound, r                 # the bound is Paddle's own rounding
+    assert r["tiller_error"] <= bound, r
+    assert r["max_diff"] <= 2 * bound, r

@@ -1,5 +1,7 @@
-// Forward ops that only training programs use (translators emit them when
-// TranslateOptions.training is set and the Paddle op has is_test = false).
+// Forward ops of training programs (translators emit them when
+// TranslateOptions.training is set and the Paddle op has is_test = false;
+// batch_norm_train also for inference when the op asks for batch statistics
+// with trainable_statistics).
 //   batch_norm_train(x [N, C, *], scale [C], bias [C], mean [C], variance [C])
 //     {epsilon = 1e-5, momentum = 0.9} -> y, mean_out, variance_out, saved_mean,
 //     saved_inv_std. Statistics over every dim but 1, as Paddle's CPU kernel:

@@ -655,6 +655,174 @@ def pipelined_training_without_accumulation_runs_popart_continuous_pipeline():
     return out
 
 
+# -- 10. numerics ----------------------------------------------------------------
+
+@case
+def batch_norm_keeps_its_mode_in_inference():
+    """conv -> batch_norm -> dropout (upscale_in_train), built with is_test
+    False (training mode) and True, compiled with is_training=False and
+    batches_per_step 2 (two micro-batches of 2 rows per run). Paddle's IPU
+    build compiled each op as built: is_test False normalized each
+    micro-batch by its own statistics (PopART's training-mode batch norm),
+    is_test True by the running ones, and the inference session ran dropout
+    as the identity. The reference: Paddle's CPU executor on each micro-batch
+    with the same batch norm and no dropout. The running statistics are set
+    far from the data's, so the two modes differ by ~10; the user's program
+    must come back from compile() unchanged."""
+    rng = np.random.default_rng(11)
+    data = rng.uniform(size=[4, 3, 10, 10]).astype(np.float32)
+    out, refs = {}, []
+    for is_test in (False, True):
+        def build(dropout):
+            main, startup = programs()
+            with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
+                x = paddle.static.data("in_0", [2, 3, 10, 10], "float32")
+                y = paddle.static.nn.conv2d(x, num_filters=3, filter_size=3, bias_attr=False)
+                y = paddle.static.nn.batch_norm(y, is_test=is_test)
+                if dropout:
+                    y = paddle.nn.functional.dropout(y, 0.5, training=not is_test)
+            return main, startup, y
+
+        main, startup, y = build(True)
+        ref_main, ref_startup, ref_y = build(False)
+        scope, ref_scope = init(startup), init(ref_startup)
+        for sc in (scope, ref_scope):   # running statistics far from the batch's
+            for name, value in (("batch_norm_0.w_1", 5.0), ("batch_norm_0.w_2", 0.25)):
+                sc.find_var(name).get_tensor().set(np.full([3], value, np.float32),
+                                                   paddle.CPUPlace())
+        attrs = lambda: [(op.attr("is_test"), op.attr("trainable_statistics"))  # noqa: E731
+                         for op in main.global_block().ops if op.type == "batch_norm"]
+        before = attrs()
+        exe = paddle.static.Executor(paddle.IPUPlace())
+        with paddle.static.scope_guard(ref_scope):
+            ref = np.stack([exe.run(ref_main, feed={"in_0": data[i:i + 2]},
+                                    fetch_list=[ref_y])[0] for i in (0, 2)])
+        with paddle.static.scope_guard(scope):
+            prog = compiled(main, scope, ["in_0"], [y.name], training=False, micro=2, bps=2)
+            got = exe.run(prog, feed={"in_0": data}, fetch_list=[y])[0]
+        key = "is_test" if is_test else "batch_stats"
+        out[f"{key}_shape"] = list(np.shape(got))
+        out[f"{key}_max_diff"] = float(np.abs(got - ref).max())
+        out[f"{key}_attrs_unchanged"] = attrs() == before
+        refs.append(ref)
+    out["modes_differ_by"] = float(np.abs(refs[0] - refs[1]).max())
+    return out
+
+
+class _IncreasingLR(paddle.optimizer.lr.LRScheduler):
+    """A scheduler whose rate grows by 1e-4 at every step() (as Paddle's
+    IPU LR test's): a script that does not step it trains differently."""
+
+    def get_lr(self):
+        self.base_lr += 1e-4
+        return self.base_lr
+
+
+@case
+def lr_scheduler_is_stepped_through_the_compiled_program():
+    """conv + mean trained by Lamb on an LRScheduler for 30 steps; the
+    script steps `program.lr_scheduler` before each run when the program it
+    runs has one (the compiled program, as Paddle's compile() returned it,
+    carries the main program's; one whose rate is a float carries none).
+    Losses and weights equal Paddle's CPU executor's stepping the main
+    program's scheduler."""
+    def build(lr):
+        main, startup = programs()
+        with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
+            image = paddle.static.data("image", [1, 3, 10, 10], "float32")
+            loss = paddle.mean(paddle.nn.Conv2D(3, 3, 3, bias_attr=False)(image))
+            paddle.optimizer.Lamb(learning_rate=lr).minimize(loss)
+        return main, startup, loss
+
+    data = {"image": np.random.default_rng(2).uniform(size=[1, 3, 10, 10]).astype(np.float32)}
+    exe = paddle.static.Executor(paddle.IPUPlace())
+
+    def train(main, program, scope, loss):
+        losses = []
+        with paddle.static.scope_guard(scope):
+            for _ in range(30):
+                if hasattr(program, "lr_scheduler"):
+                    program.lr_scheduler.step()
+                losses.append(float(np.asarray(exe.run(program, feed=data,
+                                                       fetch_list=[loss])[0]).ravel()[0]))
+            if program is not main:
+                program._backend.weights_to_host()
+            return losses, np.array(scope.find_var("conv2d_0.w_0").get_tensor())
+
+    main, startup, loss = build(_IncreasingLR(1e-5))
+    ref_main, ref_startup, ref_loss = build(_IncreasingLR(1e-5))
+    scope, ref_scope = init(startup), init(ref_startup)
+    ref, ref_w = train(ref_main, ref_main, ref_scope, ref_loss)
+    with paddle.static.scope_guard(scope):
+        prog = compiled(main, scope, ["image"], [loss.name])
+    got, w = train(main, prog, scope, loss)
+    main2, startup2, loss2 = build(1e-3)
+    scope2 = init(startup2)
+    with paddle.static.scope_guard(scope2):
+        prog2 = compiled(main2, scope2, ["image"], [loss2.name])
+    return {"has_scheduler": hasattr(prog, "lr_scheduler"),
+            "same_scheduler": getattr(prog, "lr_scheduler", None) is main.lr_scheduler,
+            "float_lr_has_none": not hasattr(prog2, "lr_scheduler"),
+            "last_lr": float(main.lr_scheduler()), "ref_last_lr": float(ref_main.lr_scheduler()),
+            "loss_rel_diff": float(np.max(np.abs(np.subtract(got, ref)) / np.abs(ref))),
+            "weight_diff": float(np.abs(w - ref_w).max())}
+
+
+def _conv_valid_f64(x, w):
+    """A stride-1 unpadded convolution in float64 (the exact value of the
+    float32 data's arithmetic, to ~1e-16)."""
+    o, c, kh, kw = w.shape
+    h, wd = x.shape[1] - kh + 1, x.shape[2] - kw + 1
+    out = np.zeros((o, h, wd))
+    for ci in range(c):
+        for i in range(kh):
+            for j in range(kw):
+                out += w[:, ci, i, j, None, None].astype(np.float64) * x[ci, i:i + h, j:j + wd]
+    return out
+
+
+@case
+def need_avg_shard_changes_no_arithmetic():
+    """Four 3x3 convolutions of 3 channels on a [1, 3, 64, 64] image (the
+    shape of Paddle's avg-shard IPU test, smaller), compiled for inference
+    on one device and with need_avg_shard on 1 and 2 devices (the split
+    into two stages): every way gives the same bits. Against Paddle's CPU
+    executor the difference is float32 rounding in another summation order:
+    both are compared with the exact (float64) convolution of the same
+    float32 weights and data."""
+    main, startup = programs()
+    with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
+        x = paddle.static.data("in_0", [1, 3, 64, 64], "float32")
+        convs = [paddle.nn.Conv2D(3, 3, 3, bias_attr=False) for _ in range(4)]
+        y = x
+        for conv in convs:
+            y = conv(y)
+    scope = init(startup)
+    data = np.random.default_rng(2021).uniform(size=[1, 3, 64, 64]).astype(np.float32)
+    exe = paddle.static.Executor(paddle.IPUPlace())
+    outs = {}
+    with paddle.static.scope_guard(scope):
+        ref = np.asarray(exe.run(main, feed={"in_0": data}, fetch_list=[y])[0])
+        for devices, avg in ((1, False), (1, True), (2, True)):
+            s = paddle.static.IpuStrategy()
+            s.set_graph_config(num_ipus=devices, is_training=False)
+            s.set_options({"need_avg_shard": avg})
+            prog = paddle.static.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(
+                ["in_0"], [y.name])
+            outs[(devices, avg)] = np.asarray(exe.run(prog, feed={"in_0": data},
+                                                      fetch_list=[y])[0])
+        weights = [np.array(scope.find_var(c.weight.name).get_tensor()) for c in convs]
+    exact = data[0].astype(np.float64)
+    for w in weights:
+        exact = _conv_valid_f64(exact, w)
+    got = outs[(1, False)]
+    return {"identical": [bool(np.array_equal(v, got)) for v in outs.values()],
+            "max_diff": float(np.abs(got - ref).max()),
+            "tiller_error": float(np.abs(got[0] - exact).max()),
+            "paddle_error": float(np.abs(ref[0] - exact).max()),
+            "magnitude": float(np.abs(exact).max())}
+
+
 def main():
     names = sys.argv[2:] or list(CASES)
     results = {}

@@ -115,15 +115,22 @@ void BatchNorm(TranslateContext& ctx, const OpDesc& op) {
   double eps = op.attrs.Float("epsilon", 1e-5);
   // Paddle's CPU kernel uses batch statistics unless is_test (without
   // trainable_statistics) or use_global_stats asks for the running ones.
-  bool test_mode = op.attrs.Bool("is_test", false) && !op.attrs.Bool("trainable_statistics", false);
+  // Inference takes every op as is_test, as Paddle Inference does (its
+  // is_test pass), so there only trainable_statistics asks for batch
+  // statistics. IpuCompiledProgram sets it on the is_test = false ops of an
+  // inference program it saves: Paddle's IPU build ran those with batch
+  // statistics (PopART's training-mode batch norm), as Paddle's executor.
+  bool is_test = !ctx.training() || op.attrs.Bool("is_test", false);
+  bool test_mode = is_test && !op.attrs.Bool("trainable_statistics", false);
   ir::Value* y;
-  if (ctx.training() && !test_mode && !op.attrs.Bool("use_global_stats", false)) {
+  if (!test_mode && !op.attrs.Bool("use_global_stats", false)) {
     double momentum = op.attrs.Float("momentum", 0.9);
     if (ir::Value* t = ctx.InOpt(op, "MomentumTensor")) momentum = ctx.ConstFloat(op, t);
     ir::Op* bn = ctx.AddOp(op, "batch_norm_train", ins, {{"epsilon", eps}, {"momentum", momentum}});
     y = bn->outputs[0];
     // MeanOut/VarianceOut usually name the same variables as Mean/Variance:
-    // rebinding them is the running-statistics update.
+    // rebinding them is the running-statistics update (in inference only
+    // later readers of those variables in the program see it, as in Paddle).
     ctx.SetOut(op, "MeanOut", bn->outputs[1]);
     ctx.SetOut(op, "VarianceOut", bn->outputs[2]);
     ctx.SetOut(op, "SavedMean", bn->outputs[3]);
