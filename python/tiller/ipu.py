@@ -160,6 +160,11 @@ class IpuStrategy:
                 self._options.set_compilation_progress_logger(value)
                 self._progress_logger = value
                 continue
+            if key == "accumulate_outer_fragment" and isinstance(value, dict):
+                # PopART's {schedule: [virtual graph ids]}: kept as strings,
+                # as the registry keeps every map.
+                value = {str(k): ",".join(str(i) for i in v) if isinstance(v, (list, tuple))
+                         else v for k, v in value.items()}
             if key == "custom_op":
                 # Paddle's dict form of add_custom_op.
                 if not isinstance(value, dict) or "paddle_op" not in value:

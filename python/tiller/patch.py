@@ -16,9 +16,10 @@ After ``patch_paddle()``:
 * ``paddle.IPUPlace()`` / ``paddle.static.IPUPlace()`` make a place that
   Paddle's executor runs as the CPU (the startup program, eval clones), and
   ``paddle.set_device("ipu")`` selects it;
-* ``paddle.static.IpuStrategy`` / ``IpuCompiledProgram`` / ``ipu_shard_guard``
-  / ``set_ipu_shard`` are Tiller's (``tiller.ipu``, ``tiller.shard``), and so
-  is ``core.IpuBackend`` (``ipu_compiler._backend.weights_to_host()``);
+* ``paddle.static.IpuStrategy`` / ``IpuCompiledProgram`` (also as
+  ``paddle.base.compiler``'s) / ``ipu_shard_guard`` / ``set_ipu_shard`` are
+  Tiller's (``tiller.ipu``, ``tiller.shard``), and so is ``core.IpuBackend``
+  (``ipu_compiler._backend.weights_to_host()``);
 * ``paddle.static.Executor.run(compiled, feed, fetch_list)`` runs a compiled
   IPU program through Tiller; any other program goes to Paddle as before;
 * ``paddle.inference.Config``'s ``enable_ipu``, ``set_ipu_config``,
@@ -179,8 +180,14 @@ def patch_paddle() -> None:
     if getattr(paddle.device, "set_device", None) is original_set_device:
         _set(paddle.device, "set_device", set_device)
     _set(core, "IpuBackend", ipu.IpuBackend)
-    _set(paddle.static, "IpuStrategy", ipu.IpuStrategy)
-    _set(paddle.static, "IpuCompiledProgram", ipu.IpuCompiledProgram)
+    # paddle.static re-exports paddle.base.compiler's classes; scripts (and
+    # Paddle's own IPU tests) reach them through either.
+    import paddle.base.compiler as base_compiler
+
+    for owner in (paddle.static, paddle.base, base_compiler):
+        if hasattr(owner, "IpuStrategy"):
+            _set(owner, "IpuStrategy", ipu.IpuStrategy)
+            _set(owner, "IpuCompiledProgram", ipu.IpuCompiledProgram)
     _set(paddle.static, "ipu_shard_guard", shard.ipu_shard_guard)
     _set(paddle.static, "set_ipu_shard", shard.set_ipu_shard)
     _set(executor_cls, "__init__", executor_init)

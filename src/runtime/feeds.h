@@ -48,7 +48,8 @@ class FeedSet {
   // checked the element count only); otherwise the value is [count x rows,
   // the declared dims...]. int32 and int64 values are converted to the
   // declared one of the two, as PopART did; a value that does not fit fails
-  // naming the feed. `loop` spells count's factors for messages
+  // naming the feed. float16 values of a float32 feed widen (exactly). `loop` spells count's
+  // factors for messages
   // ("batches_per_step 2 x accumulation_factor 3"), `rows_word` the option
   // that gave rows ("micro_batch_size").
   struct MicroBatching {
@@ -92,7 +93,7 @@ class FeedSet {
   // number of them.
   Shape MicroShape(const Feed& f, const Shape& shape) const;
   // Fails unless a value of `dtype` is taken for f (its own dtype; with
-  // micro-batching int32 <-> int64 too).
+  // micro-batching int32 <-> int64 and float16 -> float32 too).
   void CheckDType(const Feed& f, DType dtype) const;
   // Copies `elements` values of `dtype` into f.data as f.decl.dtype
   // (micro-batching: int32 <-> int64, checked); fails on another mismatch.

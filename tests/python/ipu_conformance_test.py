@@ -224,3 +224,14 @@ def test_need_avg_shard_changes_no_arithmetic(results):
     assert r["paddle_error"] <= bound, r                 # the bound is Paddle's own rounding
     assert r["tiller_error"] <= bound, r
     assert r["max_diff"] <= 2 * bound, r
+
+
+def test_idioms_of_paddles_ipu_tests(results):
+    """paddle.base.compiler's IpuCompiledProgram is Tiller's; a float16 feed
+    of a float32 input is the same values widened (exact: 0 difference); an
+    op outside the guards after the last stage runs there (pipelined
+    inference equals Paddle's CPU run, 1e-5)."""
+    r = _case(results, "idioms_of_paddles_ipu_tests")
+    assert r["base_compiler"]
+    assert r["float16_feed_max_diff"] == 0.0
+    assert r["pipelined_max_diff"] <= 1e-5

@@ -300,10 +300,30 @@ void TranslateOp(TranslateContext& ctx, const OpDesc& op) {
     Fail(ErrorKind::kUnimplemented, "{}: op {} is not supported", ctx.program().path,
          op.Describe());
   // Manual sharding set by Paddle's ipu_shard_guard travels with every IR op
-  // the Paddle op becomes (through the graph's placement scope); an op
-  // outside a guard (-1 or no attribute, as in Paddle) keeps the scope's.
+  // the Paddle op becomes (through the graph's placement scope). An op
+  // outside a guard (-1 or no attribute, as in Paddle) runs where the
+  // latest of its inputs (in pipeline order) was computed: ops Paddle adds
+  // after the user's (save_inference_model's scale, AMP's casts) stay
+  // downstream of what they read instead of flowing back to the first
+  // stage; an op that reads nothing computed keeps the scope's.
   ir::Placement where = ctx.graph().placement_scope();
   int64_t shard = op.attrs.Int("ipu_index", -1), stage = op.attrs.Int("ipu_stage", -1);
+  if (shard < 0 && stage < 0) {
+    const ir::Op* latest = nullptr;
+    for (const auto& [slot, names] : op.inputs) {
+      for (const std::string& name : names) {
+        const ir::Value* v = ctx.Lookup(name);
+        const ir::Op* p = v ? v->producer : nullptr;
+        if (p &&
+            (!latest || ir::PipelineOrder(latest->placement) < ir::PipelineOrder(p->placement)))
+          latest = p;
+      }
+    }
+    if (latest) {
+      where.shard = latest->placement.shard;
+      where.stage = latest->placement.stage;
+    }
+  }
   if (shard >= 0) where.shard = static_cast<int>(shard);
   if (stage >= 0) where.stage = static_cast<int>(stage);
   ir::ScopedPlacement scope(ctx.graph(), where);

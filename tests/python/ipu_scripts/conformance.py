@@ -413,7 +413,7 @@ VALUES = {str: {"accl1_type": "FLOAT16", "accl2_type": "FLOAT16", "accl3_type": 
                  "location_optimizer": {"on_chip": 1}, "location_weight": {"on_chip": 0},
                  "location_activation": {"on_chip": 1}, "location_accumulator": {"on_chip": 1},
                  "replicated_collectives_settings": {"merge_all_reduce_collectives": "1"},
-                 "accumulate_outer_fragment": {"1": "0"}}}
+                 "accumulate_outer_fragment": {0: [], 1: [0, 1]}}}
 
 
 @case
@@ -652,6 +652,45 @@ def pipelined_training_without_accumulation_runs_popart_continuous_pipeline():
             ["x"], [loss.name])
         out["tied"] = raises(lambda: paddle.static.Executor(paddle.IPUPlace()).run(
             prog, feed={"x": np.ones((2, 4), np.float32)}, fetch_list=[loss]))
+    return out
+
+
+@case
+def idioms_of_paddles_ipu_tests():
+    """What Paddle's own IPU tests did besides the API: they reached
+    IpuCompiledProgram through paddle.base.compiler too, fed float16 arrays
+    to float32 inputs in their float16 mode (widened exactly), and left ops
+    outside any ipu_shard_guard after the last stage (the scale
+    save_inference_model adds, a loss written after the guards), which run
+    where their inputs were computed instead of flowing back to stage 0."""
+    out = {"base_compiler": paddle.base.compiler.IpuCompiledProgram is
+           paddle.static.IpuCompiledProgram and paddle.base.compiler.IpuStrategy is
+           paddle.static.IpuStrategy}
+    main, startup = programs()
+    with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
+        x = paddle.static.data("x", [-1, 16], "float32")
+        with paddle.static.ipu_shard_guard(index=0, stage=0):
+            h = paddle.nn.functional.relu(paddle.static.nn.fc(x, 16))
+        with paddle.static.ipu_shard_guard(index=1, stage=1):
+            h = paddle.static.nn.fc(h, 8)
+        y = paddle.scale(h, scale=2.0, bias=1.0)      # outside every guard
+    scope = init(startup)
+    data = batches(1, 4)[0]["x"]
+    exe = paddle.static.Executor(paddle.IPUPlace())
+    with paddle.static.scope_guard(scope):
+        ref = exe.run(main, feed={"x": data}, fetch_list=[y])[0]
+        s = paddle.static.IpuStrategy()
+        s.set_graph_config(num_ipus=2, is_training=False, micro_batch_size=1,
+                           enable_manual_shard=True)
+        s.set_pipelining_config(enable_pipelining=True, batches_per_step=4)
+        prog = paddle.static.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(
+            ["x"], [y.name])
+        got = exe.run(prog, feed={"x": data}, fetch_list=[y])[0]
+        out["pipelined_max_diff"] = float(np.abs(got.reshape(ref.shape) - ref).max())
+        half = data.astype(np.float16)
+        out["float16_feed_max_diff"] = float(np.abs(
+            exe.run(prog, feed={"x": half}, fetch_list=[y])[0] -
+            exe.run(prog, feed={"x": half.astype(np.float32)}, fetch_list=[y])[0]).max())
     return out
 
 
