@@ -576,6 +576,99 @@ TEST(CpuKernelReduce, ArgMaxArgMinFirstIndex) {
   }
 }
 
+// logsumexp in double: max + log(sum exp(x - max)) per output.
+std::vector<double> RefLogSumExp(const std::vector<double>& x, const Shape& s,
+                                 const std::vector<int>& axes) {
+  std::vector<double> m = RefReduce(x, s, axes, "reduce_max");
+  Shape kept_shape;
+  for (int d = 0; d < static_cast<int>(s.size()); ++d)
+    kept_shape.push_back(std::count(axes.begin(), axes.end(), d) ? 1 : s[d]);
+  std::vector<int64_t> st = Strides(kept_shape);
+  std::vector<double> sum(m.size(), 0.0);
+  for (int64_t i = 0; i < NumElements(s); ++i) {
+    int64_t rem = i, o = 0;
+    for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
+      if (kept_shape[d] != 1) o += (rem % s[d]) * st[d];
+      rem /= s[d];
+    }
+    sum[o] += std::exp(x[i] - m[o]);
+  }
+  for (size_t o = 0; o < m.size(); ++o) m[o] += std::log(sum[o]);
+  return m;
+}
+
+// Every layout of the kernel (rows, vector column blocks with a tail,
+// strided axes, the whole tensor) in float32 and float64, at magnitudes
+// where exp(x) overflows float32 (only the max-shifted sum survives).
+TEST(CpuKernelReduce, LogSumExpLayoutsAndMagnitudes) {
+  struct Case {
+    Shape shape;
+    V axes;
+  };
+  const std::vector<Case> cases = {{{4, 5, 6}, {}},   {{4, 5, 6}, {0}},      {{4, 5, 6}, {1}},
+                                   {{4, 5, 6}, {-1}}, {{4, 5, 6}, {0, 2}},   {{2, 3, 4, 5}, {1, 3}},
+                                   {{3, 1, 4}, {1}},  {{300, 1000}, {-1}},   {{300, 37}, {0}},
+                                   {{70000}, {}},     {{1, 64, 1, 300}, {1}}};
+  for (const Case& c : cases) {
+    for (float magnitude : {3.0f, 900.0f}) {
+      int64_t n = NumElements(c.shape);
+      std::vector<int> axes;
+      for (int64_t a : c.axes) axes.push_back(static_cast<int>(a < 0 ? a + c.shape.size() : a));
+      if (axes.empty())
+        for (size_t d = 0; d < c.shape.size(); ++d) axes.push_back(static_cast<int>(d));
+      std::sort(axes.begin(), axes.end());
+      std::vector<float> xf = RandF(n, -magnitude, magnitude);
+      std::vector<double> xd(xf.begin(), xf.end());
+      std::string what = ShapeToString(c.shape) + ShapeToString(c.axes) + " magnitude " +
+                         std::to_string(magnitude);
+      auto want = RefLogSumExp(xd, c.shape, axes);
+      Graph g;
+      AttrMap attrs{{"axes", c.axes}, {"keepdim", false}};
+      Value* of = g.Add1("logsumexp", {g.AddInput("x", {DType::kF32, c.shape})}, attrs);
+      auto r = RunOp(*of->producer, {xf.data()});
+      ASSERT_EQ(static_cast<size_t>(NumElements(of->shape())), want.size()) << what;
+      ExpectClose(Ptr<float>(r[0]), want, 2e-6, 1e-5, what);
+      Value* od = g.Add1("logsumexp", {g.AddInput("y", {DType::kF64, c.shape})}, attrs);
+      auto rd = RunOp(*od->producer, {xd.data()});
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(Ptr<double>(rd[0])[i], want[i], 1e-12 * std::max(1.0, std::abs(want[i])))
+            << what << " float64 [" << i << "]";
+    }
+  }
+}
+
+// Paddle's formula on non-finite values: an inf or NaN in a set gives NaN,
+// a set of -inf gives NaN (-inf - -inf), -inf beside finite values drops
+// out; in the row and the column layouts. An empty set gives -inf.
+TEST(CpuKernelReduce, LogSumExpNonFiniteAndEmpty) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> rows = {1,   inf, 2, 0.5f, -inf, -inf, -inf, -inf,
+                                   nan, 1,   2, 0.5f, -inf, 0,    1,    -2};
+  const double tail = std::log(std::exp(-1.0) + 1.0 + std::exp(-3.0)) + 1.0;
+  for (int64_t axis : {1, 0}) {
+    std::vector<float> x = rows;
+    if (axis == 0) {  // the same sets as columns
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) x[j * 4 + i] = rows[i * 4 + j];
+    }
+    Graph g;
+    Value* o = g.Add1("logsumexp", {g.AddInput("x", {DType::kF32, {4, 4}})},
+                      {{"axes", V{axis}}, {"keepdim", false}});
+    auto r = RunOp(*o->producer, {x.data()});
+    const float* y = Ptr<float>(r[0]);
+    EXPECT_TRUE(std::isnan(y[0])) << axis;
+    EXPECT_TRUE(std::isnan(y[1])) << axis;
+    EXPECT_TRUE(std::isnan(y[2])) << axis;
+    EXPECT_NEAR(y[3], tail, 1e-6) << axis;
+  }
+  Graph g;
+  Value* o = g.Add1("logsumexp", {g.AddInput("x", {DType::kF32, {3, 0}})},
+                    {{"axes", V{1}}, {"keepdim", false}});
+  auto r = RunOp(*o->producer, {nullptr});
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Ptr<float>(r[0])[i], -inf);
+}
+
 TEST(CpuKernelSoftmax, AnyAxisAndLogSoftmax) {
   struct Case {
     Shape shape;

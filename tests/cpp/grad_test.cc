@@ -289,6 +289,23 @@ TEST(Gradients, ReduceMaxMinProd) {
   }
 }
 
+TEST(Gradients, LogSumExp) {
+  // Rows, a column, a strided pair of axes (kept) and every axis; inputs up
+  // to +-4 so the softmax weights differ widely.
+  const std::vector<std::pair<std::vector<int64_t>, bool>> forms = {
+      {{2}, false}, {{0}, false}, {{0, 2}, true}, {{}, false}};
+  for (const auto& form : forms) {
+    const std::vector<int64_t>& axes = form.first;
+    const bool keep = form.second;
+    SCOPED_TRACE(testing::Message() << "axes " << axes.size() << " keepdim " << keep);
+    CheckGradient(
+        [&](Graph& g, auto& in) {
+          return Op1(g, "logsumexp", {in[0]}, {{"axes", axes}, {"keepdim", keep}});
+        },
+        {{{3, 4, 5}, -4.f, 4.f}});
+  }
+}
+
 TEST(Gradients, MissingRuleNamesTheOp) {
   Graph g;
   Value* x = g.AddInput("x", {DType::kF32, {3}});

@@ -158,7 +158,37 @@ def _dropout(paddle, rng):
     return {"x": x, "w": w}, feeds, loss, ["x"], []
 
 
-CASES = {"cnn": _cnn, "bert": _bert, "train_dropout": _dropout}
+def _logsumexp(paddle, x, axis, keepdim=False):
+    """paddle.logsumexp; in legacy mode, where Paddle 3.3's takes PIR values
+    only, the legacy op Paddle 2 appended."""
+    from paddle.base.framework import in_pir_mode
+    from paddle.base.layer_helper import LayerHelper
+
+    if in_pir_mode():
+        return paddle.logsumexp(x, axis, keepdim=keepdim)
+    helper = LayerHelper("logsumexp")
+    out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    helper.append_op(type="logsumexp", inputs={"X": [x]}, outputs={"Out": [out]},
+                     attrs={"axis": axis or [], "keepdim": keepdim, "reduce_all": not axis})
+    return out
+
+
+def _logsumexp_case(paddle, rng):
+    """Rows, a strided pair of axes and every axis, weighted so each output
+    element's gradient differs: d/dx = softmax over the reduced positions."""
+    x = paddle.static.data("x", [3, 4, 5], "float32")
+    x.stop_gradient = False
+    w = paddle.static.data("w", [3, 4], "float32")
+    rows = paddle.multiply(_logsumexp(paddle, x, [2]), w)
+    cols = _logsumexp(paddle, x, [0, 2], keepdim=True)
+    loss = paddle.mean(rows) + paddle.mean(paddle.multiply(cols, cols)) + \
+        _logsumexp(paddle, x, None)
+    feeds = {"x": (rng.standard_normal((3, 4, 5)) * 3).astype("float32"),
+             "w": rng.uniform(0.5, 1.5, (3, 4)).astype("float32")}
+    return {"x": x, "w": w}, feeds, loss, ["x"], []
+
+
+CASES = {"cnn": _cnn, "bert": _bert, "train_dropout": _dropout, "logsumexp": _logsumexp_case}
 LOSSES = ("ce_hard_ignore", "ce_soft", "ce_prob", "sigmoid_ce", "sigmoid_ce_pos_weight", "bce",
           "kldiv", "huber", "identity")
 CASES.update({f"loss_{k}": _loss_case(k) for k in LOSSES})

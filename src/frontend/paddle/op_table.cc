@@ -35,6 +35,7 @@ const std::map<std::string, const char*>& Notes() {
       {"matmul", "integer operands: mul + reduce_sum"},
       {"bmm", "integer operands: mul + reduce_sum"},
       {"scale", "integer x: mul + add"},
+      {"logsumexp", "max-shifted; empty axis or reduce_all: every axis"},
       {"assign_value", "constant: float32/64, int32/64, bool"},
       {"linear_interp_v2", "float32 (interp takes int32/int64 for nearest only)"},
       {"bilinear_interp_v2", "float32 (interp takes int32/int64 for nearest only)"},

@@ -9,9 +9,13 @@
 //   expand(x){shape (required)}: numpy broadcast of x to `shape`
 //   gather(x, index int){axis = 0}: numpy take
 //   reduce_sum|mean|max|min|prod(x){axes = [] (all), keepdim = false}
+//   logsumexp(x){axes = [] (all), keepdim = false}: max + log(sum(exp(x - max)))
+//     over the axes, the max shifted out so exp cannot overflow (Paddle's
+//     CPU kernel's formula, inf and NaN included: an inf max gives NaN)
 //   argmax|argmin(x){axis = -1, keepdim = false, dtype = "int64" | "int32"}
 //
-// Precision: reduce_sum, reduce_mean and reduce_prod accumulate: float32.
+// Precision: reduce_sum, reduce_mean, reduce_prod and logsumexp accumulate:
+// float32.
 // Movement ops, reduce_max/min and argmax/argmin copy or compare values
 // exactly: they follow their input.
 // Layout: transpose, slice, concat, split, the reductions and argmax/argmin
@@ -169,6 +173,11 @@ const bool kSchemas = [] {
                          .Precision(exact ? kFollows : PrecisionRule::kAlwaysF32)
                          .Layout(kAxes, {"axes"}));
   }
+  RegisterOpSchema(OpSchema{"logsumexp", 1, 1, InferReduce}
+                       .Attr("axes", std::vector<int64_t>{})
+                       .Attr("keepdim", false)
+                       .Precision(PrecisionRule::kAlwaysF32)
+                       .Layout(kAxes, {"axes"}));
   for (const char* n : {"argmax", "argmin"}) {
     RegisterOpSchema(OpSchema{n, 1, 1, InferArg}
                          .Attr("axis", int64_t{-1})
@@ -182,13 +191,18 @@ const bool kSchemas = [] {
 
 // ---- Gradient rules ----------------------------------------------------
 
-// Gradient of a reduction's output, broadcast back over the input's shape.
-Value* Unreduce(GradContext& c, Value* g) {
+// A reduction's output (or its gradient) with the reduced dims kept as 1s,
+// so it broadcasts against the input.
+Value* KeepDims(GradContext& c, Value* g) {
   const Shape& in = c.input(0)->shape();
   std::vector<int> axes;
   ResolveAxes(c.op().GetInts("axes"), static_cast<int>(in.size()), &axes);
-  Value* kept = c.Add("reshape", {g}, {{"shape", ShapeAttr(ReducedShape(in, axes, true))}});
-  return c.Add("expand", {kept}, {{"shape", ShapeAttr(in)}});
+  return c.Add("reshape", {g}, {{"shape", ShapeAttr(ReducedShape(in, axes, true))}});
+}
+
+// Gradient of a reduction's output, broadcast back over the input's shape.
+Value* Unreduce(GradContext& c, Value* g) {
+  return c.Add("expand", {KeepDims(c, g)}, {{"shape", ShapeAttr(c.input(0)->shape())}});
 }
 
 const bool kRules = [] {
@@ -261,6 +275,12 @@ const bool kRules = [] {
       c.SetInputGrad(0, c.Add("mul", {Unreduce(c, c.out_grad()), mask}));
     });
   }
+  // d logsumexp / dx = exp(x - y): softmax over the reduced positions, as
+  // Paddle's logsumexp_grad computes it (from the output, not through a max).
+  RegisterGrad("logsumexp", [](GradContext& c) {
+    Value* p = c.Add("exp", {c.Add("sub", {c.input(0), KeepDims(c, c.output())})});
+    c.SetInputGrad(0, c.Add("mul", {p, KeepDims(c, c.out_grad())}));
+  });
   RegisterGrad("reduce_prod", [](GradContext& c) {  // g prod / x (Paddle's; undefined at x = 0)
     Value* ratio = c.Add("div", {Unreduce(c, c.output()), c.input(0)});
     c.SetInputGrad(0, c.Add("mul", {Unreduce(c, c.out_grad()), ratio}));

@@ -1,5 +1,7 @@
 """Reductions: reduce_sum/mean/max/min/prod over dim lists, negative dims,
-keep_dim and reduce_all, for float32 and (except mean) int32/int64."""
+keep_dim and reduce_all, for float32 and (except mean) int32/int64; and
+logsumexp (float32 and float64) over the same layouts, magnitudes whose
+exp overflows float32, and inf / NaN / all -inf rows."""
 from __future__ import annotations
 
 import numpy as np
@@ -66,3 +68,33 @@ for _i, _dim in enumerate([[1], [0]]):
     CASES.append(Case("reduce_max", f"large{_i}", {"x": _big}, api=lambda p, x, d=_dim: p.max(x, d),
                       legacy=("reduce_max", {"X": ["x"]}, ["Out"], {"dim": _dim, "keep_dim": False,
                                                                   "reduce_all": False})))
+
+# ---- logsumexp: axis lists (an empty one reduces every axis, as does
+# reduce_all whatever axis says), keepdim; the row, column and strided
+# layouts of the kernel; values far beyond exp's float32 range (88), which
+# only a max-shifted sum survives; Paddle's results for non-finite rows (an
+# inf or NaN in a row gives NaN, a row of -inf NaN, -inf beside finite
+# values drops out).
+LSE = [((3, 17), [1], False, False), ((3, 17), [0], True, False),
+       ((2, 3, 4, 5), [1, 2], False, False), ((2, 3, 4, 5), [0, 2], True, False),
+       ((2, 3, 4, 5), [-1, -3], False, False), ((2, 3, 4), [], False, False),
+       ((2, 3, 4), [], True, False), ((2, 3, 4), [1], False, True),
+       ((2, 3, 4), [0, 1, 2], True, False), ((7,), [0], False, False), ((64, 700), [1], False, False),
+       ((64, 700), [0], False, False)]
+for _i, (_shape, _axis, _keep, _all) in enumerate(LSE):
+    for _dt in ("float32", "float64") if _i % 3 == 0 else ("float32",):
+        # Paddle's API derives reduce_all itself: [] or every axis -> all.
+        _api_axis = None if (_all or not _axis) else _axis
+        CASES.append(Case("logsumexp", f"{_dt}_{_i}", {"x": arr(_shape, _dt, "logsumexp")},
+                          api=lambda p, x, a=_api_axis, k=_keep: p.logsumexp(x, a, keepdim=k),
+                          legacy=("logsumexp", {"X": ["x"]}, ["Out"],
+                                  {"axis": _axis, "keepdim": _keep, "reduce_all": _all})))
+_far = (rng.uniform(500, 1000, size=(4, 9)) * rng.choice([-1, 1], size=(4, 1))).astype(np.float32)
+_odd = np.array([[1.0, np.inf, 2.0, 0.5], [-np.inf, -np.inf, -np.inf, -np.inf],
+                 [np.nan, 1.0, 2.0, 0.5], [-np.inf, 0.0, 1.0, -2.0]], np.float32)
+for _name, _x in (("far", _far), ("nonfinite", _odd)):
+    for _j, _axis in enumerate([[1], [0]]):
+        CASES.append(Case("logsumexp", f"{_name}{_j}", {"x": _x},
+                          api=lambda p, x, a=_axis: p.logsumexp(x, a),
+                          legacy=("logsumexp", {"X": ["x"]}, ["Out"],
+                                  {"axis": _axis, "keepdim": False, "reduce_all": False})))

@@ -1,4 +1,4 @@
-// Reductions (reduce_sum/mean/max/min/prod) and argmax/argmin.
+// Reductions (reduce_sum/mean/max/min/prod, logsumexp) and argmax/argmin.
 //
 // At creation the input is viewed as alternating groups of kept and reduced
 // dims (size-1 dims dropped, neighbours merged). The common layouts get
@@ -6,6 +6,8 @@
 // whole rows of `inner` into the output. Anything else (e.g. axes {0, 2} of a
 // 4-D tensor) walks each output's reduced positions with an odometer.
 // reduce_mean of integers truncates (sum / count in integer arithmetic).
+// logsumexp reads each output's positions twice (max, then the sum of
+// exp(x - max)) in the same layouts, so it needs no scratch.
 #include "backends/cpu/kernels/kernel_utils.h"
 #include "ir/ops/op_helpers.h"
 
@@ -231,6 +233,128 @@ std::unique_ptr<Kernel> MakeReduce(const ir::Op& op) {
   return k;
 }
 
+// ---- logsumexp ----------------------------------------------------------
+// y = m + log(sum exp(x - m)), m the max, in T (float32 as Paddle's kernel
+// computes it). An inf max gives inf - inf = NaN and an all -inf set
+// -inf - -inf = NaN, as Paddle's formula does; an empty set gives -inf.
+
+// One output from a walk over its values: walk(f) calls f(v) for each.
+template <typename T, typename Walk>
+T LogSumExpOf(Walk walk) {
+  T m = -std::numeric_limits<T>::infinity();
+  walk([&](T v) { m = v > m ? v : m; });
+  T s = 0;
+  walk([&](T v) { s += std::exp(v - m); });
+  return m + std::log(s);
+}
+
+// A contiguous float row, vectorized. ExpOfShifted drops terms below
+// exp(-87), invisible next to the max's own term of 1.
+float RowLogSumExp(const float* x, int64_t n) {
+  const float m = RowMax(x, n);
+  const simd::Vec shift = simd::Set(m);
+  simd::Vec acc = simd::Zero();
+  for (int64_t i = 0; i < n; i += simd::kLanes) {
+    const simd::Mask k = simd::Tail(n - i);
+    acc = acc + simd::ZeroUnless(k, simd::ExpOfShifted(simd::LoadPart(k, x + i) - shift));
+  }
+  return m + std::log(simd::ReduceAdd(acc));
+}
+
+// Columns [0, w) of an [r, inner] float slab (w <= kLanes): the running max
+// and sum stay in vector registers.
+void ColumnsLogSumExp(const float* x, float* y, int64_t r, int64_t inner, int64_t w) {
+  const simd::Mask k = simd::Tail(w);
+  simd::Vec m = simd::Set(-std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < r; ++i) m = simd::Max(m, simd::LoadPart(k, x + i * inner));
+  simd::Vec s = simd::Zero();
+  for (int64_t i = 0; i < r; ++i)
+    s = s + simd::ZeroUnless(k, simd::ExpOfShifted(simd::LoadPart(k, x + i * inner) - m));
+  float ms[simd::kLanes], ss[simd::kLanes];
+  simd::Store(ms, m);
+  simd::Store(ss, s);
+  for (int64_t j = 0; j < w; ++j) y[j] = ms[j] + std::log(ss[j]);
+}
+
+template <typename T>
+void RunLogSumExp(const ReducePlan& p, const T* x, T* y, int64_t out_n) {
+  if (p.generic) {
+    const int64_t count = p.red_plan.total;
+    ParallelRange(
+        out_n, 2 * count,
+        [&](int64_t b, int64_t e) {
+          ForEachRun(p.out_plan, b, e, [&](int64_t o, const int64_t* off, int64_t n) {
+            for (int64_t i = 0; i < n; ++i) {
+              const T* base = x + off[0] + i * p.out_plan.inner_stride(0);
+              y[o + i] = LogSumExpOf<T>([&](auto f) {
+                ForEachRun(p.red_plan, 0, count, [&](int64_t, const int64_t* roff, int64_t m) {
+                  const int64_t st = p.red_plan.inner_stride(0);
+                  for (int64_t j = 0; j < m; ++j) f(base[roff[0] + j * st]);
+                });
+              });
+            }
+          });
+        },
+        1);
+    return;
+  }
+  const int64_t r = p.r, inner = p.inner;
+  if constexpr (std::is_same_v<T, float>) {
+    if (inner == 1) {
+      ParallelRange(
+          p.outer, 2 * r,
+          [&](int64_t b, int64_t e) {
+            for (int64_t o = b; o < e; ++o) y[o] = RowLogSumExp(x + o * r, r);
+          },
+          1);
+      return;
+    }
+    constexpr int64_t L = simd::kLanes;
+    const int64_t blocks = (inner + L - 1) / L;
+    ParallelRange(
+        p.outer * blocks, 2 * r * L,
+        [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) {
+            const int64_t o = t / blocks, j = (t % blocks) * L;
+            ColumnsLogSumExp(x + o * r * inner + j, y + o * inner + j, r, inner,
+                             std::min(L, inner - j));
+          }
+        },
+        1);
+  } else {
+    ParallelRange(
+        p.outer * inner, 2 * r,
+        [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) {
+            const T* col = x + (t / inner) * r * inner + t % inner;
+            y[t] = LogSumExpOf<T>([&](auto f) {
+              for (int64_t i = 0; i < r; ++i) f(col[i * inner]);
+            });
+          }
+        },
+        1);
+  }
+}
+
+std::unique_ptr<Kernel> MakeLogSumExp(const ir::Op& op) {
+  const Shape& in = op.inputs[0]->shape();
+  std::vector<int> axes;
+  if (!ir::ResolveAxes(op.GetInts("axes"), static_cast<int>(in.size()), &axes))
+    Unsupported(op, "axes out of range");
+  ReducePlan plan = PlanReduce(op, in, axes);
+  int64_t out_n = NumElements(op.outputs[0]->shape());
+  std::unique_ptr<Kernel> k;
+  DispatchDType<float, double>(InDType(op), [&](auto tag) {
+    using T = decltype(tag);
+    k = std::make_unique<LambdaKernel>([plan, out_n](const KernelArgs& args) {
+      if (out_n == 0) return;
+      RunLogSumExp<T>(plan, static_cast<const T*>(args.inputs[0]), static_cast<T*>(args.outputs[0]),
+                      out_n);
+    });
+  });
+  return k;
+}
+
 // First index of the max (min) along the axis. For inner > 1 the output row
 // itself holds the running best index, so loads stay contiguous without
 // scratch memory.
@@ -295,6 +419,8 @@ const bool kRegistered = [] {
   const std::vector<DType> types = {DType::kF32, DType::kF64, DType::kI32, DType::kI64};
   for (const char* n : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"})
     RegisterKernel(n, MakeReduce, Signature("T -> T").Where("T", types));
+  RegisterKernel("logsumexp", MakeLogSumExp,
+                 Signature("T -> T").Where("T", {DType::kF32, DType::kF64}));
   // The index output's dtype is the `dtype` attribute's.
   for (const char* n : {"argmax", "argmin"}) {
     RegisterKernel(n, MakeArg,

@@ -1,5 +1,7 @@
 // Paddle elementwise (binary, compare, logic), matmul, scale, sum/mean,
-// reduction, arg-min/max and cumsum ops. Activations: activation.cc.
+// reduction (logsumexp too), arg-min/max and cumsum ops. Activations:
+// activation.cc.
+#include <algorithm>
 #include <cmath>
 
 #include "frontend/paddle/pir_compat.h"
@@ -207,6 +209,21 @@ void Reduce(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type)
   ctx.SetOut(op, "Out", ctx.Add1(op, ir_type, {x}, a));
 }
 
+// logsumexp{axis, keepdim, reduce_all}: an empty axis list reduces every
+// axis, as does reduce_all (whatever axis says), as in Paddle's kernel.
+void LogSumExp(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  std::vector<int64_t> axes = op.attrs.Ints("axis", {});
+  if (op.attrs.Bool("reduce_all", false)) axes.clear();
+  const int64_t rank = std::max(x->rank(), 1);
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank)
+      ctx.Invalid(op, "axis {} out of range for input {}", a, ShapeToString(x->shape()));
+  }
+  ir::AttrMap a{{"axes", axes}, {"keepdim", op.attrs.Bool("keepdim", false)}};
+  ctx.SetOut(op, "Out", ctx.Add1(op, "logsumexp", {x}, a));
+}
+
 void Mean(TranslateContext& ctx, const OpDesc& op) {
   ir::AttrMap a{{"axes", std::vector<int64_t>{}}, {"keepdim", false}};
   ctx.SetOut(op, "Out", ctx.Add1(op, "reduce_mean", {ctx.In(op, "X")}, a));
@@ -374,6 +391,8 @@ const bool kRegistered = [] {
   RegisterTranslator("mul", Mul, {"reshape", "matmul"});
   RegisterTranslator("sum", Sum, {"add", "identity"});
   RegisterTranslator("mean", Mean, {"reduce_mean"});
+  RegisterTranslator("logsumexp", LogSumExp, {"logsumexp"});
+  RegisterPirOpCompat("logsumexp", pir::Unary("logsumexp"));
   for (auto [paddle, ir_type] : {std::pair{"reduce_sum", "reduce_sum"},
                                  {"reduce_mean", "reduce_mean"},
                                  {"reduce_max", "reduce_max"},
