@@ -306,6 +306,27 @@ TEST(Gradients, LogSumExp) {
   }
 }
 
+TEST(Gradients, ScaleTensorDifferentiatesXOnly) {
+  // x * s + b and (x + b) * s with s an input: d/dx = s. s gets no gradient
+  // (Paddle's scale_grad has none for ScaleTensor), so autodiff gives zeros.
+  for (bool after : {true, false}) {
+    SCOPED_TRACE(after);
+    CheckGradient(
+        [&](Graph& g, auto& in) {
+          return Op1(g, "scale_tensor", {in[0], in[1]},
+                     {{"bias", 0.5}, {"bias_after_scale", after}});
+        },
+        {{{3, 4}}, {{1}, 0.5f, 2.f, DType::kF32, /*differentiate=*/false}});
+  }
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {3}});
+  Value* s = g.AddInput("s", {DType::kF32, {}});
+  Value* y = g.Add1("scale_tensor", {x, s});
+  Value* loss = g.Add1("reduce_sum", {y}, {{"axes", std::vector<int64_t>{}}});
+  auto grads = BuildBackward(g, loss, {x, s});
+  EXPECT_EQ(grads.at(s)->kind, ir::ValueKind::kConstant);  // zeros: no path
+}
+
 TEST(Gradients, MissingRuleNamesTheOp) {
   Graph g;
   Value* x = g.AddInput("x", {DType::kF32, {3}});

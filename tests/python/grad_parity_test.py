@@ -188,7 +188,23 @@ def _logsumexp_case(paddle, rng):
     return {"x": x, "w": w}, feeds, loss, ["x"], []
 
 
-CASES = {"cnn": _cnn, "bert": _bert, "train_dropout": _dropout, "logsumexp": _logsumexp_case}
+def _scale_tensor(paddle, rng):
+    """scale by a factor the program computes from w (mean(w)): d/dx is the
+    factor; w gets no gradient through it (Paddle's scale_grad has none for
+    ScaleTensor), only through its other use."""
+    x = paddle.static.data("x", [3, 4], "float32")
+    x.stop_gradient = False
+    w = paddle.static.data("w", [3, 4], "float32")
+    w.stop_gradient = False
+    y = paddle.scale(x, scale=paddle.mean(w), bias=0.5, bias_after_scale=False)
+    loss = paddle.mean(paddle.multiply(y, y)) + paddle.mean(paddle.multiply(w, x))
+    feeds = {"x": rng.standard_normal((3, 4)).astype("float32"),
+             "w": rng.uniform(0.5, 2.0, (3, 4)).astype("float32")}
+    return {"x": x, "w": w}, feeds, loss, ["x", "w"], []
+
+
+CASES = {"cnn": _cnn, "bert": _bert, "train_dropout": _dropout, "logsumexp": _logsumexp_case,
+         "scale_tensor": _scale_tensor}
 LOSSES = ("ce_hard_ignore", "ce_soft", "ce_prob", "sigmoid_ce", "sigmoid_ce_pos_weight", "bce",
           "kldiv", "huber", "identity")
 CASES.update({f"loss_{k}": _loss_case(k) for k in LOSSES})

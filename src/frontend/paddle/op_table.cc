@@ -34,7 +34,7 @@ const std::map<std::string, const char*>& Notes() {
       {"matmul_v2", "integer operands: mul + reduce_sum"},
       {"matmul", "integer operands: mul + reduce_sum"},
       {"bmm", "integer operands: mul + reduce_sum"},
-      {"scale", "integer x: mul + add"},
+      {"scale", "run-time ScaleTensor, integer or half x: scale_tensor"},
       {"logsumexp", "max-shifted; empty axis or reduce_all: every axis"},
       {"assign_value", "constant: float32/64, int32/64, bool"},
       {"linear_interp_v2", "float32 (interp takes int32/int64 for nearest only)"},

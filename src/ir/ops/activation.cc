@@ -18,6 +18,11 @@
 //   brelu{t_min = 0.0, t_max = 24.0}
 //   scale{scale = 1.0, bias = 0.0, bias_after_scale: bool = true}:
 //     bias_after_scale ? x*scale + bias : (x + bias)*scale
+//   scale_tensor(x, s){bias = 0.0, bias_after_scale: bool = true}: scale's
+//     formula with the factor read at run time from s, one element of x's
+//     dtype (Paddle's ScaleTensor); computed in x's arithmetic as Paddle
+//     does: integers wrap, float16 / bfloat16 round after each operation.
+//     s gets no gradient (Paddle's scale_grad has none for it).
 //   clip{min = -inf, max = +inf}: x < min ? min : (x > max ? max : x)
 //   identity{checkpoint: bool = false}: marks a recomputation checkpoint
 //   (Paddle's checkpointoutput).
@@ -30,7 +35,8 @@
 // rsqrt, square, pow_scalar, tan, acos, asin, sinh, cosh, tanh_shrink) run in
 // float32; the bounded or piecewise-linear rest follows its input.
 // Layout: elementwise, so agnostic (prelu's broadcast alpha, like a binary
-// op's operand, must be permuted with x).
+// op's operand, must be permuted with x; scale_tensor's factor is one
+// element, the same in any layout).
 #include <cmath>
 #include <limits>
 
@@ -42,6 +48,16 @@ namespace {
 
 void InferSame(InferContext& ctx) {
   ctx.AddOutput(ctx.input(0));
+}
+
+void InferScaleTensor(InferContext& ctx) {
+  const TensorType& x = ctx.input(0);
+  const TensorType& s = ctx.input(1);
+  if (s.dtype != x.dtype)
+    ctx.Fail("scale dtype {} differs from x dtype {}", DTypeName(s.dtype), DTypeName(x.dtype));
+  if (NumElements(s.shape) != 1)
+    ctx.Fail("scale must hold one element, got shape {}", ShapeToString(s.shape));
+  ctx.AddOutput(x);
 }
 
 void InferPrelu(InferContext& ctx) {
@@ -102,6 +118,11 @@ const bool kSchemasRegistered = [] {
                        .Attr("scale", 1.0)
                        .Attr("bias", 0.0)
                        .Attr("bias_after_scale", true));
+  RegisterOpSchema(OpSchema{"scale_tensor", 2, 2, InferScaleTensor}
+                       .Attr("bias", 0.0)
+                       .Attr("bias_after_scale", true)
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kAgnostic));
   RegisterOpSchema(UnarySchema("clip", kFollows)
                        .Attr("min", -std::numeric_limits<double>::infinity())
                        .Attr("max", std::numeric_limits<double>::infinity()));
@@ -152,6 +173,9 @@ const bool kGradsRegistered = [] {
   Unary("identity", [](GradContext&, Value* g) { return g; });
   Unary("neg", [](GradContext& c, Value* g) { return c.Add("neg", {g}); });
   Unary("scale", [](GradContext& c, Value* g) { return Scaled(c, g, c.op().GetFloat("scale")); });
+  RegisterGrad("scale_tensor", [](GradContext& c) {
+    if (c.needs_grad(0)) c.SetInputGrad(0, c.Add("scale_tensor", {c.out_grad(), c.input(1)}));
+  });
   Unary("relu", [](GradContext& c, Value* g) {
     Value* zero = c.Constant(0.0, c.input(0)->dtype());
     return c.Add("mul", {g, Cast(c, c.Add("greater", {c.output(), zero}), g->dtype())});

@@ -105,6 +105,42 @@ for i, (dt, s, b, after) in enumerate([("float32", 2.5, 0.5, True), ("float32", 
                       legacy=("scale", {"X": ["x"]}, ["Out"],
                               {"scale": s, "bias": b, "bias_after_scale": after})))
 
+# The other integer widths Paddle's scale takes wrap (int8 / uint8 / int16,
+# values chosen to overflow); float16 rounds the product, then the sum.
+for i, (dt, lo, hi, s, b, after) in enumerate([("int8", -60, 60, 3.0, 2.0, True),
+                                               ("uint8", 0, 255, 2.7, 1.0, False),
+                                               ("int16", -9000, 9000, -4.0, 3.5, True),
+                                               ("float16", -3, 3, 2.5, 0.7, True),
+                                               ("float16", -3, 3, -1.5, 0.3, False)]):
+    CASES.append(Case("scale", f"w{i}", {"x": arr((3, 1, 5), dt, lo, hi)},
+                      api=lambda p, x, s=s, b=b, a=after: p.scale(x, s, b, a),
+                      legacy=("scale", {"X": ["x"]}, ["Out"],
+                              {"scale": s, "bias": b, "bias_after_scale": after})))
+
+# A scale computed at run time (Paddle's ScaleTensor: the legacy op's input,
+# PIR's scale operand; fed here, or computed by the program): its value
+# converts to x's dtype (a float factor truncates for integer x).
+# (x dtype, scale dtype, scale shape, scale, bias, bias_after_scale)
+SCALE_TENSOR = [("float32", "float32", (1,), 2.5, 0.5, True),
+                ("float32", "float32", (1,), -1.5, 2.0, False),
+                ("float32", "float32", (), 3.0, 0.0, True),
+                ("float64", "float32", (1,), 0.3, -1.0, True),
+                ("float32", "float64", (1,), 1.7, 0.25, False),
+                ("float32", "int32", (1,), 3, 1.0, True),
+                ("int32", "float32", (1,), -2.5, 1.7, True),
+                ("int64", "float32", (1,), 2.5, -1.7, False),
+                ("int8", "float32", (1,), 3.0, 2.0, True),
+                ("float16", "float32", (1,), 2.5, 0.7, True)]
+for i, (dt, sdt, sshape, s, b, after) in enumerate(SCALE_TENSOR):
+    lo, hi = (-60, 60) if dt == "int8" else (-3, 3)
+    CASES.append(Case("scale", f"tensor{i}",
+                      {"x": arr((3, 1, 5), dt, lo, hi), "s": np.full(sshape, s, sdt)},
+                      api=lambda p, x, t, b=b, a=after: p.scale(x, t, b, a),
+                      legacy=("scale", {"X": ["x"], "ScaleTensor": ["s"]}, ["Out"],
+                              {"scale": 1.0, "bias": b, "bias_after_scale": after})))
+CASES.append(Case("scale", "computed", {"x": arr((4, 6)), "y": arr((3,), lo=0.5, hi=2.0)},
+                  api=lambda p, x, y: p.scale(x, p.mean(y), 0.5), formats=("pir",)))
+
 # ---- sum of several tensors (PIR add_n).
 for i, (n, dt) in enumerate([(2, "float32"), (3, "float32"), (4, "int64"), (1, "float32"),
                              (3, "int32")]):

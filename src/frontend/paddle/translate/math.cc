@@ -164,24 +164,32 @@ void Dot(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "Out", ctx.Add1(op, "reduce_sum", {prod}, a));
 }
 
+// scale: out = x * scale + bias (bias_after_scale) or (x + bias) * scale.
+// A float32 / float64 x with a scale known at compile time becomes `scale`,
+// whose factor passes can fold (into matmuls, attention). A scale computed
+// at run time (ScaleTensor), and integer or half x, become scale_tensor,
+// which computes in x's arithmetic with the factor converted to x's dtype,
+// as Paddle's kernel (integers truncate scale and bias, and wrap).
 void Scale(TranslateContext& ctx, const OpDesc& op) {
   double scale = op.attrs.Float("scale", 1.0), bias = op.attrs.Float("bias", 0.0);
-  if (ir::Value* t = ctx.InOpt(op, "ScaleTensor")) scale = ctx.ConstFloat(op, t);
   if (ir::Value* t = ctx.InOpt(op, "BiasTensor")) bias = ctx.ConstFloat(op, t);
   bool after = op.attrs.Bool("bias_after_scale", true);
   ir::Value* x = ctx.In(op, "X");
-  if (x->dtype() == DType::kI32 || x->dtype() == DType::kI64) {
-    // Paddle converts scale and bias to the integer type first (truncating),
-    // then computes in integers: composed from integer mul/add.
-    ir::Value* s = ctx.ConstScalar(std::trunc(scale), x->dtype());
-    ir::Value* b = ctx.ConstScalar(std::trunc(bias), x->dtype());
-    ir::Value* out = after ? ctx.Add1(op, "add", {ctx.Add1(op, "mul", {x, s}), b})
-                           : ctx.Add1(op, "mul", {ctx.Add1(op, "add", {x, b}), s});
-    ctx.SetOut(op, "Out", out);
+  ir::Value* t = ctx.InOpt(op, "ScaleTensor");
+  if (t && NumElements(t->shape()) != 1)
+    ctx.Invalid(op, "ScaleTensor '{}' has shape {}: the scale is one value", t->name,
+                ShapeToString(t->shape()));
+  if ((x->dtype() == DType::kF32 || x->dtype() == DType::kF64) && (!t || t->data)) {
+    if (t) scale = ctx.ConstFloat(op, t);
+    ir::AttrMap a{{"scale", scale}, {"bias", bias}, {"bias_after_scale", after}};
+    ctx.SetOut(op, "Out", ctx.Add1(op, "scale", {x}, a));
     return;
   }
-  ir::AttrMap a{{"scale", scale}, {"bias", bias}, {"bias_after_scale", after}};
-  ctx.SetOut(op, "Out", ctx.Add1(op, "scale", {x}, a));
+  // Paddle converts the factor to x's type (a float factor truncates for
+  // integer x); a constant factor's cast folds at compile time.
+  ir::Value* s = Cast(ctx, op, t ? t : ctx.ConstScalar(scale, DType::kF64), x->dtype());
+  ir::AttrMap a{{"bias", bias}, {"bias_after_scale", after}};
+  ctx.SetOut(op, "Out", ctx.Add1(op, "scale_tensor", {x, s}, a));
 }
 
 // Reduction axes from `dim` or, in PIR programs, a compile-time tensor.
@@ -386,8 +394,8 @@ const bool kRegistered = [] {
   RegisterPirOpCompat("dot", {"dot", {pir::T("X"), pir::T("Y")}, {"Out"}, {}, {}});
   RegisterPirOpCompat("dist", {"dist", {pir::T("X"), pir::T("Y")}, {"Out"}, {}, {}});
   RegisterPirOpCompat("p_norm", pir::Unary("p_norm"));
-  // Integer scale is composed from mul and add.
-  RegisterTranslator("scale", Scale, {"scale", "mul", "add"});
+  // A run-time, integer or half scale is scale_tensor (its factor cast).
+  RegisterTranslator("scale", Scale, {"scale", "scale_tensor", "cast"});
   RegisterTranslator("mul", Mul, {"reshape", "matmul"});
   RegisterTranslator("sum", Sum, {"add", "identity"});
   RegisterTranslator("mean", Mean, {"reduce_mean"});
