@@ -122,3 +122,28 @@ def test_dynamic_batch_model_creates_and_runs_each_batch(tmp_path):
         want = x.reshape(batch, 2, 2, 2, 2, 2).mean(axis=(3, 5))
         # Four float32 additions and one division: a few ulp.
         np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,attrs,named", [
+    ((2, 6), {"data_layout": "NCDHW"}, ["data_layout", "NCDHW"]),
+    ((2, 6), {"data_layout": "AnyLayout"}, ["data_layout", "AnyLayout"]),
+    ((2, 6), {"slot_dim": 4}, ["slot_dim", "4", "6 columns"]),
+    ((2, 3, 2, 1), {"data_layout": "NHWC"}, ["rank 4", "2-D"]),
+], ids=["NCDHW", "AnyLayout", "slot_dim", "rank4"])
+def test_data_norm_refuses_what_paddles_cpu_kernel_cannot_run(tmp_path, shape, attrs, named):
+    """data_norm as Paddle's CPU kernel runs it: a 2-D input, layout NCHW or
+    NHWC, slot_dim a divisor of the columns (Paddle's kernel would read past
+    the row). Anything else fails at load, naming the attribute."""
+    c = shape[-1] if attrs.get("data_layout") == "NHWC" else shape[1]
+    params = {n: np.full((c,), 100.0, np.float32) for n in ("bs", "bsum", "bsq")}
+    model, params_path = legacy_writer.write_program(
+        tmp_path, "data_norm", {"x": np.zeros(shape, np.float32)}, params,
+        {"X": ["x"], "BatchSize": ["bs"], "BatchSum": ["bsum"], "BatchSquareSum": ["bsq"]},
+        {"Y": (["y"], np.float32, shape), "Means": (["means"], np.float32, (c,)),
+         "Scales": (["scales"], np.float32, (c,))},
+        {"epsilon": 1e-4, "slot_dim": -1, "enable_scale_and_shift": False,
+         "data_layout": "NCHW", **attrs})
+    with pytest.raises(ti.TillerError) as info:
+        ti.create_predictor(ti.Config(str(model), str(params_path)))
+    msg = str(info.value)
+    assert "data_norm" in msg and all(n in msg for n in named), msg

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -128,6 +129,30 @@ TrainingProgramInfo AnalyzeTrainingProgram(const Program& p) {
   for (size_t i = info.seed_op; i < p.ops.size(); ++i) {
     if (!info.backward[i]) continue;
     for (const std::string& o : AllOutputs(p.ops[i])) grads.insert(o);
+  }
+  // Paddle's data_norm_grad gives data_norm's statistics batch summaries
+  // (the row count, sum x, sum (x - mean)^2 + count * epsilon) in place of
+  // gradients, for the optimizer to apply; Tiller's autodiff computes
+  // gradients, so it would update them differently. Training the layers
+  // around a data_norm whose statistics stay fixed is fine.
+  std::map<std::string, std::string> statistic_of;  // variable -> its data_norm op
+  for (size_t i = 0; i < info.seed_op; ++i) {
+    if (p.ops[i].type != "data_norm") continue;
+    for (const char* slot : {"BatchSize", "BatchSum", "BatchSquareSum"}) {
+      for (const std::string& n : p.ops[i].Inputs(slot))
+        statistic_of.emplace(n, p.ops[i].Describe());
+    }
+  }
+  for (size_t i = info.seed_op + 1; i < p.ops.size() && !statistic_of.empty(); ++i) {
+    const OpDesc& op = p.ops[i];
+    if (info.backward[i] || !op.HasInput("Param")) continue;
+    auto it = statistic_of.find(op.Inputs("Param")[0]);
+    if (it != statistic_of.end())
+      Fail(ErrorKind::kUnimplemented,
+           "{}: op {} updates '{}', a statistic of op {}: training data_norm's statistics is not "
+           "supported (Paddle's data_norm_grad gives them batch summaries as gradients, which "
+           "Tiller does not compute); make them non-trainable or run data_norm for inference",
+           p.path, op.Describe(), it->first, it->second);
   }
   // Producer of each variable among the update ops, for tracing in PIR.
   std::map<std::string, size_t> producer;

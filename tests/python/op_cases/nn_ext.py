@@ -57,33 +57,61 @@ def affine_channel_cases():
     return cases
 
 
+def data_norm_ref(slot_dim, shift):
+    """Paddle's CPU data_norm kernel (phi DataNormKernel) in numpy, in its
+    order of float32 operations."""
+    def ref(x, bs, bsum, bsq, sw=None, sb=None):
+        means = bsum / bs
+        scales = np.sqrt(bs / bsq)
+        if shift and slot_dim <= 0:
+            y = x * (scales * sw) + (sb - means * scales * sw)
+        else:
+            y = (x - means) * scales
+            if shift:
+                y = y * sw + sb
+        if slot_dim > 0:
+            # A slot whose first ("show") value is within 1e-7 of 0 is zeroed.
+            show = x[:, ::slot_dim]
+            hidden = (show > -np.float32(1e-7)) & (show < np.float32(1e-7))
+            y = np.where(np.repeat(hidden, slot_dim, axis=1), np.float32(0), y)
+        return [y.astype(np.float32), means.astype(np.float32), scales.astype(np.float32)]
+    return ref
+
+
 def data_norm_cases():
     # Paddle 3.3 no longer registers data_norm: written programs with a numpy
-    # reference from its documented forward (means = BatchSum / BatchSize,
-    # scales = sqrt(BatchSize / BatchSquareSum), Y = (X - means) * scales, then
-    # * scale_w + bias with enable_scale_and_shift). Means and Scales are
-    # outputs too.
+    # reference of Paddle's CPU kernel (Paddle 2.6.2's own kernel is the
+    # reference in ipu_op_test.py). Its input is 2-D [N, C] in either layout
+    # it knows (NHWC and NCHW compute the same); slot_dim > 0 zeroes slots
+    # whose "show" value is 0; epsilon, summary_decay_rate and sync_stats
+    # only change the statistics' update in training, not Y. Means and
+    # Scales are outputs too.
     cases = []
-    for i, (n, c, shift) in enumerate([(4, 5, False), (3, 7, True)]):
+    # (n, c, enable_scale_and_shift, data_layout, slot_dim, other attributes)
+    specs = [(4, 5, False, "NCHW", -1, {}), (3, 7, True, "NCHW", -1, {}),
+             (4, 6, False, "NHWC", -1, {}), (5, 4, True, "NHWC", -1, {}),
+             (4, 6, False, "NHWC", 2, {}), (3, 6, True, "NCHW", 3, {}),
+             (4, 5, False, "NCHW", -1, {"epsilon": 1e-3, "summary_decay_rate": 0.9,
+                                        "sync_stats": True})]
+    for i, (n, c, shift, layout, slot_dim, extra) in enumerate(specs):
         params = {"bs": x((c,), 50, 200), "bsum": x((c,), -20, 20), "bsq": x((c,), 50, 200)}
         ins = {"X": ["x"], "BatchSize": ["bs"], "BatchSum": ["bsum"], "BatchSquareSum": ["bsq"]}
         if shift:
             params.update({"sw": x((c,), 0.5, 1.5), "sb": x((c,))})
             ins.update({"scale_w": ["sw"], "bias": ["sb"]})
-
-        def ref(x, bs, bsum, bsq, sw=None, sb=None):
-            means = bsum / bs
-            scales = np.sqrt(bs / bsq)
-            y = (x - means) * scales
-            if sw is not None:
-                y = y * sw + sb
-            return [y.astype(np.float32), means.astype(np.float32), scales.astype(np.float32)]
-        cases.append(Case("data_norm", f"{i}", {"x": x((n, c))}, params=params,
+        xv = x((n, c))
+        if slot_dim > 0:
+            # Show values at and around the 1e-7 threshold: 0, +-5e-8 hide
+            # their slot, 1e-7 itself and -2e-7 do not.
+            shows = np.array([0.0, 5e-8, -5e-8, 1e-7, -2e-7, 0.7], np.float32)
+            xv[:, ::slot_dim] = np.resize(shows, (n, c // slot_dim))
+        attrs = {"epsilon": 1e-4, "slot_dim": slot_dim, "enable_scale_and_shift": shift,
+                 "data_layout": layout, "summary_decay_rate": 0.9999999, "sync_stats": False,
+                 **extra}
+        cases.append(Case("data_norm", f"{i}", {"x": xv}, params=params,
                           legacy=("data_norm", ins, [("Y", np.float32, (n, c)), ("Means", np.float32, (c,)),
-                                                     ("Scales", np.float32, (c,))],
-                                  {"epsilon": 1e-4, "slot_dim": -1, "enable_scale_and_shift": shift,
-                                   "data_layout": "NCHW", "summary_decay_rate": 0.9999999}),
-                          reference=ref, formats=("legacy",)))
+                                                     ("Scales", np.float32, (c,))], attrs),
+                          reference=data_norm_ref(slot_dim, shift), formats=("legacy",)))
     return cases
 
 

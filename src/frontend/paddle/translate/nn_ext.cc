@@ -65,23 +65,67 @@ void AffineChannel(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "Out", ctx.Add1(op, "add", {ctx.Add1(op, "mul", {x, scale}), bias}));
 }
 
-// data_norm (inference): means = BatchSum / BatchSize, scales =
-// sqrt(BatchSize / BatchSquareSum), y = (x - means) * scales, then
-// * ScaleW + Bias when enable_scale_and_shift.
+// data_norm, as Paddle's CPU kernel (phi DataNormKernel): means = BatchSum
+// / BatchSize, scales = sqrt(BatchSize / BatchSquareSum), y = (x - means) *
+// scales; with enable_scale_and_shift y = x * (scales * scale_w) + (bias -
+// means * scales * scale_w), Paddle's order of operations. The kernel takes
+// a 2-D [N, C] input only, whose channels are the last dim in both layouts
+// it knows (NCHW and NHWC compute the same). slot_dim > 0: each slot of
+// slot_dim columns whose first ("show") value lies within 1e-7 of zero
+// gives zeros, and the scale and shift apply per element. epsilon,
+// summary_decay_rate and sync_stats only shape Paddle's statistics update
+// (data_norm_grad), not this forward.
 void DataNorm(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
-  if (x->rank() != 2) ctx.Unsupported(op, "input rank {} (only 2-D [N, C])", x->rank());
-  if (ChannelLast(ctx, op, "data_layout", "NCHW"))
-    ctx.Unsupported(op, "data_layout = \"{}\"", op.attrs.Str("data_layout", ""));
-  if (op.attrs.Int("slot_dim", -1) > 0)
-    ctx.Unsupported(op, "slot_dim = {}", op.attrs.Int("slot_dim", -1));
-  ir::Value* size = ctx.In(op, "BatchSize");
-  ir::Value* means = ctx.Add1(op, "div", {ctx.In(op, "BatchSum"), size});
+  if (x->rank() != 2)
+    ctx.Unsupported(op, "input rank {}: Paddle's data_norm kernel takes a 2-D [N, C] input",
+                    x->rank());
+  const std::string layout = op.attrs.Str("data_layout", "NCHW");
+  if (layout != "NCHW" && layout != "NHWC")
+    ctx.Unsupported(op, "data_layout = \"{}\" (Paddle's data_norm takes NCHW or NHWC)", layout);
+  const int64_t n = x->shape()[0], c = x->shape()[1];
+  const int64_t slot = op.attrs.Int("slot_dim", -1);
+  if (slot > 0 && c % slot != 0)
+    ctx.Unsupported(op, "slot_dim = {} with {} columns (not a whole number of slots)", slot, c);
+  const bool shift = op.attrs.Bool("enable_scale_and_shift", false);
+  auto channel_input = [&](const char* slot_name) {
+    ir::Value* v = ctx.In(op, slot_name);
+    if (v->shape() != Shape{c})
+      ctx.Invalid(op, "{} has shape {}, expected [{}]", slot_name, ShapeToString(v->shape()), c);
+    return v;
+  };
+  ir::Value* size = channel_input("BatchSize");
+  ir::Value* means = ctx.Add1(op, "div", {channel_input("BatchSum"), size});
   ir::Value* scales =
-      ctx.Add1(op, "sqrt", {ctx.Add1(op, "div", {size, ctx.In(op, "BatchSquareSum")})});
-  ir::Value* y = ctx.Add1(op, "mul", {ctx.Add1(op, "sub", {x, means}), scales});
-  if (op.attrs.Bool("enable_scale_and_shift", false)) {
-    y = ctx.Add1(op, "add", {ctx.Add1(op, "mul", {y, ctx.In(op, "scale_w")}), ctx.In(op, "bias")});
+      ctx.Add1(op, "sqrt", {ctx.Add1(op, "div", {size, channel_input("BatchSquareSum")})});
+  ir::Value* y;
+  if (shift && slot <= 0) {
+    ir::Value* w = channel_input("scale_w");
+    ir::Value* new_scale = ctx.Add1(op, "mul", {scales, w});
+    ir::Value* shifted = ctx.Add1(op, "mul", {ctx.Add1(op, "mul", {means, scales}), w});
+    ir::Value* new_bias = ctx.Add1(op, "sub", {channel_input("bias"), shifted});
+    y = ctx.Add1(op, "add", {ctx.Add1(op, "mul", {x, new_scale}), new_bias});
+  } else {
+    y = ctx.Add1(op, "mul", {ctx.Add1(op, "sub", {x, means}), scales});
+    if (shift)
+      y = ctx.Add1(op, "add",
+                   {ctx.Add1(op, "mul", {y, channel_input("scale_w")}), channel_input("bias")});
+  }
+  if (slot > 0) {
+    // Paddle compares against 1e-7f in x's type.
+    const int64_t k = c / slot;
+    ir::AttrMap every_slot{{"axes", std::vector<int64_t>{1}},
+                           {"starts", std::vector<int64_t>{0}},
+                           {"ends", std::vector<int64_t>{c}},
+                           {"steps", std::vector<int64_t>{slot}}};
+    ir::Value* show = ctx.Add1(op, "abs", {ctx.Add1(op, "slice", {x}, every_slot)});
+    ir::Value* unseen =
+        ctx.Add1(op, "less", {show, ctx.ConstScalar(static_cast<double>(1e-7f), x->dtype())});
+    ir::Value* zeroed =
+        ctx.Add1(op, "where",
+                 {ctx.Reshape(op, unseen, {n, k, 1}), ctx.ConstScalar(0.0, x->dtype()),
+                  ctx.Reshape(op, y, {n, k, slot})});
+    y = ctx.Reshape(op, zeroed, {n, c});
   }
   ctx.SetOut(op, "Y", y);
   ctx.SetOut(op, "Means", means);
@@ -277,7 +321,9 @@ const bool kRegistered = [] {
                      [](TranslateContext& c, const OpDesc& op) { GroupNorm(c, op, true); },
                      {"group_norm"});
   RegisterTranslator("affine_channel", AffineChannel, {"mul", "add", "reshape"});
-  RegisterTranslator("data_norm", DataNorm, {"div", "sqrt", "sub", "mul", "add"});
+  RegisterTranslator(
+      "data_norm", DataNorm,
+      {"div", "sqrt", "sub", "mul", "add", "slice", "abs", "less", "where", "reshape"});
   RegisterTranslator("max_pool2d_with_index", MaxPoolWithIndex, {"max_pool2d_with_index"});
   RegisterTranslator("conv2d_transpose", ConvTranspose, {"conv2d_transpose", "transpose"});
   RegisterTranslator("depthwise_conv2d_transpose", ConvTranspose,
