@@ -58,6 +58,10 @@ struct SessionOptions {
   // Adam, AdamW and Lamb without bias correction (the IPU option
   // use_no_bias_optimizer).
   bool no_bias_optimizer = false;
+  // Lamb's trust ratio uses min(||w||, max_weight_norm), as PopART's Lamb
+  // (the IPU option max_weight_norm; Paddle's IPU default 65504, which a
+  // weight's norm rarely reaches); 0: ||w||, as Paddle's lamb op.
+  double max_weight_norm = 0;
   // Mixed precision (the IPU option enable_fp16, with Tiller's half_dtype):
   // "float32", "bfloat16", "float16" or "half" (see Config::SetPrecision).
   // matmul / linear / conv2d, forward and backward, multiply in half

@@ -205,9 +205,9 @@ std::vector<OptionSpec> MakeSpecs() {
        "this process's first replica: rank x replicated_graph_count"},
       // PopART's Lamb clamps the weight norm of its trust ratio here; Paddle's
       // lamb op, which Tiller runs, has no clamp.
-      {"max_weight_norm", Support::kNotYet, 65504.0,
-       "PopART's Lamb clamps the weight norm of its trust ratio here; Paddle's lamb op, which "
-       "Tiller runs, has none: another value is refused"},
+      {"max_weight_norm", Support::kHonoured, 65504.0,
+       "Lamb: the trust ratio uses min(||w||, max_weight_norm), as PopART's Lamb (Paddle's "
+       "lamb op has no clamp; at the default a weight's norm rarely reaches it); 0: no clamp"},
       // Tiller applies weight decay as the program's optimizer op says (adamw
       // and lamb decoupled, a regularizer as L2); the option cannot override.
       {"weight_decay_mode", Support::kNotYet, std::string(""),
@@ -680,6 +680,13 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
   if (name == "stages_per_device" && std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option 'stages_per_device' must be >= 1, got {}",
          OptionValueRepr(value));
+  if (name == "max_weight_norm") {
+    const double v = std::get<double>(*converted);
+    if (!(v >= 0) || !std::isfinite(v))
+      Fail(ErrorKind::kInvalidArgument,
+           "option 'max_weight_norm' must be a finite number >= 0 (0: no clamp), got {}",
+           OptionValueRepr(value));
+  }
   if (name == "synthetic_data_mode") {
     const int64_t m = std::get<int64_t>(*converted);
     if (m < 0 || m > 2)

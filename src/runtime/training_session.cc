@@ -722,6 +722,7 @@ struct TrainingSession::Impl {
     args.options.eval = eval;
     args.options.random_seed = options.random_seed;
     args.options.no_bias_optimizer = options.no_bias_optimizer;
+    args.options.max_weight_norm = options.max_weight_norm;
     PaddleTrainingStep source(std::move(args));
     Replica& rep = replicas[replica];
     compile::StateStorage storage = rep.storage;
@@ -1096,6 +1097,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.random_seed = static_cast<uint64_t>(o.GetInt("random_seed"));
   out.check_nan_inf = o.GetBool("enable_floating_point_checks");
   out.no_bias_optimizer = o.GetBool("use_no_bias_optimizer");
+  out.max_weight_norm = o.GetDouble("max_weight_norm");
   out.loss_scaling = o.GetDouble("loss_scaling");
   out.dynamic_loss_scaling = o.GetBool("dynamic_loss_scaling");
   out.incr_every_n_steps =

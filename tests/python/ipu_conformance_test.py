@@ -123,7 +123,7 @@ def test_ipu_backend_has_every_method_with_paddles_behaviour(results):
 
 # Options Tiller refuses off their default: each would change results and is
 # not implemented (docs/MIGRATION.md says why, option by option).
-REFUSED = {"enable_half_partial", "max_weight_norm", "weight_decay_mode",
+REFUSED = {"enable_half_partial", "weight_decay_mode",
            "mean_accumulation_and_replication_reduction_strategy"}
 
 
@@ -235,3 +235,13 @@ def test_idioms_of_paddles_ipu_tests(results):
     assert r["base_compiler"]
     assert r["float16_feed_max_diff"] == 0.0
     assert r["pipelined_max_diff"] <= 1e-5
+
+
+def test_max_weight_norm_clamps_lambs_weight_norm(results):
+    """Point 7: max_weight_norm is PopART's Lamb clamp of ||w|| in the trust
+    ratio: at the default one Lamb step is Paddle's CPU step; clamped to a
+    quarter of ||w|| it is a quarter of it, to 4 float32 ulps of the largest
+    weight (a step is the difference of two rounded float32 weights)."""
+    r = _case(results, "max_weight_norm_clamps_lambs_weight_norm")
+    assert r["default_diff"] <= r["ulps"] and r["clamped_diff"] <= r["ulps"], r
+    assert r["step"] > 100 * r["ulps"], r     # the step is far above the rounding

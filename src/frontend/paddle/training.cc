@@ -277,6 +277,7 @@ TrainingTranslation::TrainingTranslation(const Program& program, const TrainingP
   ctx.set_random_seed(options.random_seed);
   ctx.set_training(!options.eval);
   ctx.set_no_bias_optimizer(options.no_bias_optimizer);
+  ctx.set_max_weight_norm(options.max_weight_norm);
   for (size_t i = 0; i < feed_names.size(); ++i) {
     if (std::find(info.state.begin(), info.state.end(), feed_names[i]) != info.state.end())
       Fail(ErrorKind::kInvalidArgument, "{}: '{}' is a persistable variable, not a feed",

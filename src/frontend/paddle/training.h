@@ -51,6 +51,7 @@ struct TrainingGraphOptions {
   bool eval = false;
   uint64_t random_seed = 0;
   bool no_bias_optimizer = false;  // see TranslateContext::no_bias_optimizer()
+  double max_weight_norm = 0;      // see TranslateContext::max_weight_norm()
 };
 
 // The compiled form of one training (or eval) step.

@@ -35,6 +35,10 @@ class TranslateContext {
   // correction (as if beta1_pow and beta2_pow were 0).
   bool no_bias_optimizer() const { return no_bias_optimizer_; }
   void set_no_bias_optimizer(bool on) { no_bias_optimizer_ = on; }
+  // The IPU `max_weight_norm` option: Lamb's trust ratio uses
+  // min(||w||, max_weight_norm), as PopART's Lamb; 0: ||w|| (Paddle's op).
+  double max_weight_norm() const { return max_weight_norm_; }
+  void set_max_weight_norm(double v) { max_weight_norm_ = v; }
   // The training step number: an int64 [1] graph input named kStepInput,
   // added on first use (after the feeds). Random training ops (dropout) read
   // it so their draws change from step to step; a training session feeds it
@@ -95,6 +99,7 @@ class TranslateContext {
   uint64_t random_seed_ = 0;
   bool training_ = false;
   bool no_bias_optimizer_ = false;
+  double max_weight_norm_ = 0;
   ir::Value* step_ = nullptr;
 };
 

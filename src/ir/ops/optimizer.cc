@@ -119,7 +119,10 @@ void DeclareAttrs(OpSchema& s) {
         .Attr("epsilon", 1e-6)
         .Attr("weight_decay", 0.01)
         .Attr("always_adapt", false)
-        .Attr("bias_correction", true);
+        .Attr("bias_correction", true)
+        // PopART's Lamb clamps the weight norm of the trust ratio here (the
+        // IPU option max_weight_norm); 0: no clamp, as Paddle's lamb op.
+        .Attr("max_weight_norm", 0.0);
   } else if (n == "adagrad") {
     s.Attr("epsilon", 1e-6);
   } else if (n == "adadelta") {

@@ -503,6 +503,44 @@ def synthetic_data_mode_replaces_the_feeds():
                                                  options={"synthetic_data_mode": 1}))}
 
 
+@case
+def max_weight_norm_clamps_lambs_weight_norm():
+    """max_weight_norm, PopART's Lamb clamp: the trust ratio uses
+    min(||w||, max_weight_norm). One Lamb step from the same state: at the
+    default (65504, above every norm here) the update is Paddle's CPU
+    executor's; clamped at c below ||w|| each weight's update is Paddle's
+    times c / ||w|| (its start norm)."""
+    main, startup = programs()
+    with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
+        x = paddle.static.data("x", [-1, 16], "float32")
+        y = paddle.static.data("y", [-1, 1], "int64")
+        logits = paddle.static.nn.fc(x, 4)
+        loss = paddle.mean(paddle.nn.functional.cross_entropy(logits, y))
+        paddle.optimizer.Lamb(0.01).minimize(loss)
+    feed = batches(1, 2)[0]
+    exe = paddle.static.Executor(paddle.IPUPlace())
+    ref_scope = init(startup)
+    start = np.array(ref_scope.find_var("fc_0.w_0").get_tensor()).astype(np.float64)
+    with paddle.static.scope_guard(ref_scope):
+        exe.run(main, feed=feed, fetch_list=[loss])
+    ref_step = np.array(ref_scope.find_var("fc_0.w_0").get_tensor()) - start
+    clamp = 0.25 * float(np.linalg.norm(start))
+    steps = {}
+    for name, options in (("default", {}), ("clamped", {"max_weight_norm": clamp})):
+        scope = init(startup)
+        with paddle.static.scope_guard(scope):
+            prog = compiled(main, scope, ["x", "y"], [loss.name], micro=2, options=options)
+            exe.run(prog, feed=feed, fetch_list=[loss])
+            prog._backend.weights_to_host()
+            steps[name] = np.array(scope.find_var("fc_0.w_0").get_tensor()) - start
+    return {"default_diff": float(np.abs(steps["default"] - ref_step).max()),
+            "clamped_diff": float(np.abs(steps["clamped"] - ref_step * 0.25).max()),
+            "step": float(np.abs(ref_step).max()),
+            # The steps are differences of float32 weights: each of the two
+            # weights is rounded (half an ulp), the clamp's ratio too.
+            "ulps": float(4 * np.spacing(np.float32(np.abs(start).max())))}
+
+
 # -- 8. more devices than cores -------------------------------------------------
 
 @case

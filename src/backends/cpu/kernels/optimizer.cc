@@ -251,6 +251,7 @@ struct Lamb {
     const T wd = static_cast<T>(AttrF(op, "weight_decay"));
     const bool adapt = wd > T(0) || op.GetBool("always_adapt");
     const bool bias_correction = op.GetBool("bias_correction");
+    const T max_norm = static_cast<T>(AttrF(op, "max_weight_norm"));
     const int max_threads = std::max(1, omp_get_max_threads());
     const size_t ws = 2 * sizeof(double) * max_threads;
     return std::make_unique<LambdaKernel>(
@@ -302,6 +303,7 @@ struct Lamb {
             rr += part[2 * t + 1];
           }
           T pn = static_cast<T>(std::sqrt(pp)), rn = static_cast<T>(std::sqrt(rr));
+          if (max_norm > T(0)) pn = std::min(pn, max_norm);
           const T lr_r = lr * (pn > T(0) && rn > T(0) ? pn / rn : T(1));
           ParallelRange(n, kWorkPerElement, [&](int64_t b, int64_t e) {
             TILLER_UPDATE_LOOP

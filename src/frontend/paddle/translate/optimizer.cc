@@ -158,7 +158,8 @@ void Lamb(TranslateContext& ctx, const OpDesc& op) {
                          {"epsilon", op.attrs.Float("epsilon", 1e-6)},
                          {"weight_decay", op.attrs.Float("weight_decay", 0.01)},
                          {"always_adapt", op.attrs.Bool("always_adapt", false)},
-                         {"bias_correction", !ctx.no_bias_optimizer()}});
+                         {"bias_correction", !ctx.no_bias_optimizer()},
+                         {"max_weight_norm", ctx.max_weight_norm()}});
   BindOuts(ctx, op, o, {"ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"});
 }
 
