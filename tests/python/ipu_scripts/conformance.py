@@ -80,6 +80,18 @@ def compiled(main, scope, feeds, fetches, training=True, micro=1, bps=1, accumul
         feeds, fetches)
 
 
+def pipelined(main, scope, feeds, fetches, devices, batches_per_step, training=True):
+    """A program sharded with ipu_shard_guard, compiled as a pipeline of
+    `devices` devices without gradient accumulation, micro-batches of 1."""
+    s = paddle.static.IpuStrategy()
+    s.set_graph_config(num_ipus=devices, is_training=training, micro_batch_size=1,
+                       enable_manual_shard=True)
+    s.set_pipelining_config(enable_pipelining=True, batches_per_step=batches_per_step)
+    s.set_options({"num_threads": 2})
+    return paddle.static.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(
+        feeds, fetches)
+
+
 def batches(n, rows, seed=3, classes=4, features=16):
     rng = np.random.default_rng(seed)
     return [{"x": rng.standard_normal((rows, features)).astype(np.float32),
@@ -612,47 +624,40 @@ def pipelined_training_without_accumulation_runs_popart_continuous_pipeline():
             scope = init(startup)
             start = [np.array(scope.find_var(n).get_tensor()).astype(np.float64) for n in names]
             with paddle.static.scope_guard(scope):
-                s = paddle.static.IpuStrategy()
-                s.set_graph_config(num_ipus=stages, is_training=True, micro_batch_size=1,
-                                   enable_manual_shard=True)
-                s.set_pipelining_config(enable_pipelining=True, batches_per_step=batch)
-                s.set_options({"num_threads": 2})
-                prog = paddle.static.IpuCompiledProgram(main, scope=scope, ipu_strategy=s)
-                prog = prog.compile(["x", "t"], [loss.name])
+                prog = pipelined(main, scope, ["x", "t"], [loss.name], stages, batch)
                 losses = np.asarray(paddle.static.Executor(paddle.IPUPlace()).run(
                     prog, feed=feed, fetch_list=[loss])[0]).ravel()
                 prog._backend.weights_to_host()
                 runs.append((losses, [np.array(scope.find_var(n).get_tensor()) for n in names]))
-        # PopART's staleness, replayed.
+        def sgd_step(x, t, forward_w, backward_w):
+            """One micro-batch through the bias-free chain in float64: the
+            loss and each stage's weight gradient, the forward reading
+            forward_w[k], the backward backward_w[k]."""
+            a, inputs = x.astype(np.float64), []
+            for k in range(stages):
+                inputs.append(a)
+                a = a @ forward_w[k]
+            d = 2 * (a - t) / a.size
+            grads = [None] * stages
+            for k in reversed(range(stages)):
+                grads[k] = inputs[k].T @ d
+                d = d @ backward_w[k].T
+            return np.mean((a - t) ** 2), grads
+
+        # PopART's staleness, replayed; and sequential SGD on the same
+        # micro-batches, to show the difference.
         versions = [[w] for w in start]
+        seq = [w.copy() for w in start]
         ref_losses = []
         for j in range(batch):
-            a, inputs = feed["x"][j:j + 1].astype(np.float64), []
-            for k in range(stages):
-                inputs.append(a)
-                a = a @ versions[k][max(0, j - 2 * (stages - 1 - k))]
-            ref_losses.append(np.mean((a - feed["t"][j:j + 1]) ** 2))
-            d = 2 * (a - feed["t"][j:j + 1]) / a.size
-            grads = [None] * stages
-            for k in reversed(range(stages)):
-                grads[k] = inputs[k].T @ d
-                d = d @ versions[k][j].T
+            x, t = feed["x"][j:j + 1], feed["t"][j:j + 1]
+            stale = [versions[k][max(0, j - 2 * (stages - 1 - k))] for k in range(stages)]
+            loss_j, grads = sgd_step(x, t, stale, [versions[k][j] for k in range(stages)])
+            ref_losses.append(loss_j)
             for k in range(stages):
                 versions[k].append(versions[k][j] - LR * grads[k])
-        # Sequential SGD on the same micro-batches, to show the difference.
-        seq = [w.copy() for w in start]
-        for j in range(batch):
-            a, inputs = feed["x"][j:j + 1].astype(np.float64), []
-            for k in range(stages):
-                inputs.append(a)
-                a = a @ seq[k]
-            d = 2 * (a - feed["t"][j:j + 1]) / a.size
-            grads = [None] * stages
-            for k in reversed(range(stages)):
-                grads[k] = inputs[k].T @ d
-                d = d @ seq[k].T
-            for k in range(stages):
-                seq[k] = seq[k] - LR * grads[k]
+            _, grads = sgd_step(x, t, seq, seq)
+            seq = [w - LR * g for w, g in zip(seq, grads)]
         (losses, weights), (losses2, weights2) = runs
         out[f"stages_{stages}"] = {
             "loss_rel_diff": float(np.max(np.abs(losses - ref_losses) / np.abs(ref_losses))),
@@ -661,12 +666,8 @@ def pipelined_training_without_accumulation_runs_popart_continuous_pipeline():
             "sequential_diff": float(max(np.abs(w - seq[k]).max() for k, w in enumerate(weights))),
             "repeats": bool(np.array_equal(losses, losses2) and all(
                 np.array_equal(a, b) for a, b in zip(weights, weights2)))}
-    s = paddle.static.IpuStrategy()
-    s.set_graph_config(num_ipus=3, is_training=True, micro_batch_size=1, enable_manual_shard=True)
-    s.set_pipelining_config(enable_pipelining=True, batches_per_step=2)
     scope = init(startup)
-    out["shallow"] = raises(lambda: paddle.static.IpuCompiledProgram(
-        main, scope=scope, ipu_strategy=s).compile(["x", "t"], [loss.name]))
+    out["shallow"] = raises(lambda: pipelined(main, scope, ["x", "t"], [loss.name], 3, 2))
     # A weight both stages read (a tied embedding): PopART refused copying a
     # weight between IPUs while pipelining; its update would race the reads.
     main, startup = programs()
@@ -682,12 +683,7 @@ def pipelined_training_without_accumulation_runs_popart_continuous_pipeline():
         paddle.optimizer.SGD(0.01).minimize(loss)
     scope = init(startup)
     with paddle.static.scope_guard(scope):
-        s = paddle.static.IpuStrategy()
-        s.set_graph_config(num_ipus=2, is_training=True, micro_batch_size=1,
-                           enable_manual_shard=True)
-        s.set_pipelining_config(enable_pipelining=True, batches_per_step=2)
-        prog = paddle.static.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(
-            ["x"], [loss.name])
+        prog = pipelined(main, scope, ["x"], [loss.name], 2, 2)
         out["tied"] = raises(lambda: paddle.static.Executor(paddle.IPUPlace()).run(
             prog, feed={"x": np.ones((2, 4), np.float32)}, fetch_list=[loss]))
     return out
@@ -717,12 +713,7 @@ def idioms_of_paddles_ipu_tests():
     exe = paddle.static.Executor(paddle.IPUPlace())
     with paddle.static.scope_guard(scope):
         ref = exe.run(main, feed={"x": data}, fetch_list=[y])[0]
-        s = paddle.static.IpuStrategy()
-        s.set_graph_config(num_ipus=2, is_training=False, micro_batch_size=1,
-                           enable_manual_shard=True)
-        s.set_pipelining_config(enable_pipelining=True, batches_per_step=4)
-        prog = paddle.static.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(
-            ["x"], [y.name])
+        prog = pipelined(main, scope, ["x"], [y.name], 2, 4, training=False)
         got = exe.run(prog, feed={"x": data}, fetch_list=[y])[0]
         out["pipelined_max_diff"] = float(np.abs(got.reshape(ref.shape) - ref).max())
         half = data.astype(np.float16)

@@ -190,12 +190,18 @@ void RunReduce(const ReducePlan& p, const T* x, T* y, int64_t out_n) {
   }
 }
 
-std::unique_ptr<Kernel> MakeReduce(const ir::Op& op) {
+// The plan of a reduction op over its "axes" attribute; refuses axes out of
+// range.
+ReducePlan PlanReduceAxes(const ir::Op& op) {
   const Shape& in = op.inputs[0]->shape();
   std::vector<int> axes;
   if (!ir::ResolveAxes(op.GetInts("axes"), static_cast<int>(in.size()), &axes))
     Unsupported(op, "axes out of range");
-  ReducePlan plan = PlanReduce(op, in, axes);
+  return PlanReduce(op, in, axes);
+}
+
+std::unique_ptr<Kernel> MakeReduce(const ir::Op& op) {
+  ReducePlan plan = PlanReduceAxes(op);
   int64_t out_n = NumElements(op.outputs[0]->shape());
   const std::string& t = op.type;
   RKind kind = t == "reduce_sum"    ? RKind::kSum
@@ -337,11 +343,7 @@ void RunLogSumExp(const ReducePlan& p, const T* x, T* y, int64_t out_n) {
 }
 
 std::unique_ptr<Kernel> MakeLogSumExp(const ir::Op& op) {
-  const Shape& in = op.inputs[0]->shape();
-  std::vector<int> axes;
-  if (!ir::ResolveAxes(op.GetInts("axes"), static_cast<int>(in.size()), &axes))
-    Unsupported(op, "axes out of range");
-  ReducePlan plan = PlanReduce(op, in, axes);
+  ReducePlan plan = PlanReduceAxes(op);
   int64_t out_n = NumElements(op.outputs[0]->shape());
   std::unique_ptr<Kernel> k;
   DispatchDType<float, double>(InDType(op), [&](auto tag) {
