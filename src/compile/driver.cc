@@ -1,6 +1,7 @@
 #include "compile/driver.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <set>
 
 #include "backend/collective.h"
+#include "compile/compile_pipeline.h"
 #include "compile/fold.h"
 #include "compile/half_fallback.h"
 #include "compile/measured_cost.h"
@@ -20,21 +22,6 @@
 
 namespace tiller::compile {
 namespace {
-
-// A stage the driver runs itself, recorded like a pass.
-class StagePass : public passes::Pass {
- public:
-  StagePass(const char* name, const char* summary, std::function<int(ir::Graph&)> fn)
-      : name_(name), summary_(summary), fn_(std::move(fn)) {}
-  const char* name() const override { return name_; }
-  const char* summary() const override { return summary_; }
-  int Run(ir::Graph& g, const passes::PassContext&) override { return fn_(g); }
-
- private:
-  const char* name_;
-  const char* summary_;
-  std::function<int(ir::Graph&)> fn_;
-};
 
 std::string Counts(const std::map<std::string, int>& m) {
   std::string s;
@@ -320,8 +307,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   HostMemoryScope budget("");
   CompiledStep step;
   CompileReport& report = step.report;
-  passes::PassContext ctx;
-  ctx.int8_gemms = DevicesMultiplyInt8(devices_);
+  passes::PassContext ctx = PipelineContext(devices_, false);
   std::optional<size_t> loss_pin;
   std::vector<size_t> grad_pins, local_grad_pins;
   // Progress in percent of the work, from where the time goes: reading and
@@ -339,14 +325,13 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   TILLER_CHECK(fwd.graph, "the step source built no graph");
   if (options_.auto_split && devices_.size() > 1 &&
       (options_.auto_split_sharded || !passes::IsSharded(*fwd.graph))) {
-    std::string detail;
-    StagePass split(
+    passes::LambdaPass split(
         "auto_split",
         options_.auto_split_sharded
             ? "forward ops -> stages of about equal cost (need_avg_shard: ipu_index "
               "replaced)"
             : "forward ops -> stages of about equal cost (no ipu_index set)",
-        [&](ir::Graph& g) {
+        [&](ir::Graph& g, const passes::PassContext&, std::string* detail) {
           const int devices = static_cast<int>(devices_.size());
           const int stages = devices * std::max(1, options_.stages_per_device);
           std::string measured_failed;
@@ -355,33 +340,32 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
             // refuses zeroed inputs) is split by the estimate,
             // and the report says why.
             try {
+              // The copy is timed after the rewrites this compile runs.
               MeasureOptions mo;
-              mo.device = options_.devices[0];
-              mo.accumulation_steps = options_.accumulation_steps;
-              mo.optimize = options_.optimize;
+              mo.compile = options_;
               const MeasuredCosts m = MeasureForwardOpCosts(g, fwd.loss, fwd.wrt, states, mo);
-              detail =
+              *detail =
                   passes::SplitStagesByCost(g, stages, m.ms, devices, options_.accumulation_steps)
                       .detail;
-              detail += fmt::format(
+              *detail += fmt::format(
                   " (measured: {:.1f} ms per micro-batch{} on one device, mean of {} "
-                  "runs{})",
+                  "runs{}{}{})",
                   m.total_ms, fwd.loss ? " forward + backward" : "", m.runs,
+                  m.rewrites.empty() ? "" : ", after ", fmt::join(m.rewrites, ", "),
                   m.cached ? ", measured earlier in this process" : "");
               return static_cast<int>(g.ops().size());
             } catch (const Error& e) {
               measured_failed = e.what();
             }
           }
-          detail = passes::AutoSplitStages(g, stages, fwd.loss != nullptr,
-                                           options_.accumulation_steps, devices)
-                       .detail;
+          *detail = passes::AutoSplitStages(g, stages, fwd.loss != nullptr,
+                                            options_.accumulation_steps, devices)
+                        .detail;
           if (!measured_failed.empty())
-            detail += fmt::format(" (estimated: measuring failed: {})", measured_failed);
+            *detail += fmt::format(" (estimated: measuring failed: {})", measured_failed);
           return static_cast<int>(g.ops().size());
         });
     report.stages.push_back(passes::RunPass(split, *fwd.graph, ctx));
-    report.stages.back().detail = detail;
   }
   if (fwd.loss) {
     ctx.training = true;
@@ -394,20 +378,22 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
       seed = fwd.graph->AddState(kLossScaleSeed, fwd.loss->type);
       step.loss_scale_seed = AlignedBuffer(fwd.loss->bytes());
     }
-    StagePass autodiff("autodiff", "d loss / d trained values (backward phase)", [&](ir::Graph& g) {
-      size_t before = g.ops().size();
-      auto by_value = passes::BuildBackward(g, fwd.loss, fwd.wrt,
-                                            static_cast<float>(options_.loss_scaling), seed);
-      for (ir::Value* v : fwd.wrt) grads.push_back(by_value.at(v));
-      return static_cast<int>(g.ops().size() - before);
-    });
+    passes::LambdaPass autodiff("autodiff", "d loss / d trained values (backward phase)",
+                                [&](ir::Graph& g, const passes::PassContext&, std::string*) {
+                                  size_t before = g.ops().size();
+                                  auto by_value = passes::BuildBackward(
+                                      g, fwd.loss, fwd.wrt,
+                                      static_cast<float>(options_.loss_scaling), seed);
+                                  for (ir::Value* v : fwd.wrt) grads.push_back(by_value.at(v));
+                                  return static_cast<int>(g.ops().size() - before);
+                                });
     report.stages.push_back(passes::RunPass(autodiff, *fwd.graph, ctx));
     loss_pin = fwd.graph->Pin(fwd.loss);
     const int micro_batches = options_.accumulation_steps * options_.replicas;
     if (options_.accumulation_steps > 1) {
-      StagePass accumulate(
+      passes::LambdaPass accumulate(
           "accumulate", "gradients summed over micro-batches in accumulators (backward phase)",
-          [&](ir::Graph& g) {
+          [&](ir::Graph& g, const passes::PassContext&, std::string*) {
             const size_t before = g.ops().size();
             grads =
                 AddGradientAccumulators(g, fwd.wrt, grads, &step.accumulators, !options_.plan_only);
@@ -448,189 +434,12 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   }
   std::unique_ptr<ir::Graph> graph = source.Finish();
   progress(35);
-  if (ctx.training) {
-    passes::FunctionPass place_updates(
-        "place_updates", "update ops -> the shard and stage of the weight they update",
-        passes::PlaceUpdateOps);
-    report.stages.push_back(passes::RunPass(place_updates, *graph, ctx));
-    if (options_.replicas > 1 && options_.shard_optimizer_state) {
-      std::string detail;
-      StagePass shard(
-          "shard_optimizer_state",
-          "optimizer state -> this replica's part (reduce_scatter, all_gather)", [&](ir::Graph& g) {
-            return passes::ShardOptimizerState(
-                g, {options_.replicas, options_.replica_rank, options_.shard_min_elements},
-                &step.sharded_states, &detail);
-          });
-      report.stages.push_back(passes::RunPass(shard, *graph, ctx));
-      report.stages.back().detail = detail;
-    }
-  }
-
-  if (ctx.training && options_.replicas > 1 && options_.all_reduce_bucket_bytes > 0) {
-    const size_t max_bytes = options_.all_reduce_bucket_bytes;
-    StagePass bucket("bucket_all_reduce", "gradients' all_reduce ops -> a few messages",
-                     [&](ir::Graph& g) { return passes::BucketAllReduce(g, max_bytes); });
-    report.stages.push_back(passes::RunPass(bucket, *graph, ctx));
-  }
-  if (ctx.training && options_.replicas > 1 && options_.overlap_all_reduce &&
-      options_.accumulation_steps == 1) {
-    StagePass overlap("overlap_all_reduce",
-                      "all_reduce -> start in the backward pass + wait before the update",
-                      passes::OverlapAllReduce);
-    report.stages.push_back(passes::RunPass(overlap, *graph, ctx));
-  }
-  if (options_.optimize) {
-    for (auto& pass : passes::OptimizationPasses())
-      report.stages.push_back(passes::RunPass(*pass, *graph, ctx));
-  }
-  if (ctx.training && options_.recompute) {
-    const bool all = options_.recompute_all;
-    StagePass recompute(
-        "recompute",
-        all ? "backward reads of activations -> recomputed from their stage's inputs"
-            : "backward reads of activations -> recomputed from matmul / conv outputs and stage "
-              "inputs",
-        [all](ir::Graph& g) { return passes::RecomputeActivations(g, all); });
-    report.stages.push_back(passes::RunPass(recompute, *graph, ctx));
-  }
-  if (options_.precision != Precision::kFloat32) {
-    // Last of the rewrites, after autodiff (gradient rules see float32
-    // only) and after the passes whose patterns expect float32 operands.
-    // oneDNN 2.6 multiplies bfloat16 on CPUs with AVX-512 but never
-    // float16: a half type without a GEMM is stored as such and computed in
-    // float32.
-    passes::MixedPrecisionOptions mp;
-    mp.half = options_.precision == Precision::kBFloat16 ? DType::kBF16 : DType::kF16;
-    mp.compute_in_half = DevicesMultiplyIn(devices_, mp.half);
-    mp.fold_casts = !(ctx.training && options_.stochastic_rounding);
-    std::string detail;
-    StagePass mixed("mixed_precision",
-                    "matmul / linear / conv2d operands -> half, float32 accumulation",
-                    [&](ir::Graph& g) { return passes::ConvertToMixedPrecision(g, mp, &detail); });
-    report.stages.push_back(passes::RunPass(mixed, *graph, ctx));
-    report.stages.back().detail = detail;
-    if (ctx.training && options_.gradient_statistics) {
-      std::string stats;
-      std::vector<std::string> sums;
-      StagePass count("gradient_statistics",
-                      "backward values rounded to half -> counts for loss scaling",
-                      [&](ir::Graph& g) {
-                        return passes::AddGradientHistograms(g, mp.half, options_.bin_edge_location,
-                                                             kGradientHistogram, &sums, &stats);
-                      });
-      report.stages.push_back(passes::RunPass(count, *graph, ctx));
-      report.stages.back().detail = stats;
-      for (const std::string& name : sums) {
-        step.accumulators.push_back({name, AlignedBuffer()});
-        if (!options_.plan_only)
-          step.accumulators.back().data.Resize(3 * sizeof(double));  // zeroed
-      }
-    }
-  }
-  if (ctx.training && options_.stochastic_rounding) {
-    // After gradient_statistics, which counts what the casts round.
-    std::string detail;
-    StagePass round("stochastic_rounding", "casts to half -> stochastic_cast (seeded, per step)",
-                    [&](ir::Graph& g) {
-                      return passes::RoundStochastically(g, options_.stochastic_rounding_seed,
-                                                         &detail);
-                    });
-    report.stages.push_back(passes::RunPass(round, *graph, ctx));
-    report.stages.back().detail = detail;
-  }
-  {
-    // A model saved in float16 / bfloat16 runs as saved where a backend has
-    // no half kernel for an op.
-    std::string detail;
-    StagePass widen("half_fallback", "ops on half values without a half kernel -> float32",
-                    [&](ir::Graph& g) { return RunHalfOpsInFloat32(g, devices_, &detail); });
-    passes::PassRecord record = passes::RunPass(widen, *graph, ctx);
-    if (record.rewrites) {
-      record.detail = detail;
-      report.stages.push_back(record);
-    }
-  }
-  if (!ctx.training && options_.optimize && options_.conv_winograd) {
-    // After mixed precision and half_fallback: only convolutions still in
-    // float32 qualify.
-    StagePass wino("conv_winograd",
-                   "conv2d{3x3, stride 1, float32, >= 32 channels} -> conv2d{winograd}",
-                   passes::ChooseWinogradConvs);
-    passes::PassRecord record = passes::RunPass(wino, *graph, ctx);
-    if (record.rewrites) report.stages.push_back(record);
-  }
-  const bool fuse_depthwise =
-      std::all_of(devices_.begin(), devices_.end(),
-                  [](const backend::Device* d) { return d->fuses_depthwise_convs(); });
-  if (!ctx.training && options_.optimize && fuse_depthwise) {
-    // After mixed precision and half_fallback (float32 convolutions only),
-    // and after conv_winograd (whose 3 x 3 convolutions are never depthwise).
-    StagePass fuse("fuse_pointwise_depthwise",
-                   "conv2d{1x1} -> conv2d{depthwise} -> conv2d_1x1_depthwise",
-                   [](ir::Graph& g) { return passes::FusePointwiseDepthwise(g); });
-    passes::PassRecord record = passes::RunPass(fuse, *graph, ctx);
-    if (record.rewrites) report.stages.push_back(record);
-    StagePass separable("fuse_depthwise_pointwise",
-                        "conv2d{depthwise} -> conv2d{1x1} -> conv2d_depthwise_1x1",
-                        [](ir::Graph& g) { return passes::FuseDepthwisePointwise(g); });
-    record = passes::RunPass(separable, *graph, ctx);
-    if (record.rewrites) report.stages.push_back(record);
-  }
-  if (!ctx.training && options_.optimize) {
-    // After the depthwise fusions (NHWC kernels of Tiller's own, which keep
-    // their chains channel-last).
-    int block = options_.conv_channel_block;
-    if (block < 0) {
-      block = 8;
-      for (const auto& d : devices_) block = d->conv_channel_block() == 8 ? block : 0;
-    }
-    if (block == 8) {
-      StagePass blocked("blocked_convs",
-                        "conv2d|pool2d{NHWC} chains -> NCHW8c, conversions at the edges",
-                        passes::BlockConvChains);
-      passes::PassRecord record = passes::RunPass(blocked, *graph, ctx);
-      if (record.rewrites) report.stages.push_back(record);
-    }
-  }
+  for (passes::PassRecord& r : RewritePipeline(options_, devices_, &step)->RunRecorded(*graph, ctx))
+    report.stages.push_back(std::move(r));
   progress(55);
-  StagePass place("placement", "each op onto a device",
-                  [&](ir::Graph& g) { return PlaceOps(g, devices_, options_.placement); });
-  report.stages.push_back(passes::RunPass(place, *graph, ctx));
-  {
-    std::vector<std::map<std::string, int>> per_device(devices_.size());
-    for (const auto& op : graph->ops()) ++per_device[op->device][op->type];
-    std::string& detail = report.stages.back().detail;
-    for (size_t d = 0; d < devices_.size(); ++d) {
-      int n = 0;
-      for (const auto& [type, c] : per_device[d]) n += c;
-      detail += fmt::format("{}{}: {} ops ({})", detail.empty() ? "" : "; ", devices_[d]->name(), n,
-                            Counts(per_device[d]));
-    }
-  }
-  StagePass copies("insert_copies", "a copy where a value crosses devices", [&](ir::Graph& g) {
-    return InsertCopies(g, host_, HostMemoryDevices(devices_));
-  });
-  report.stages.push_back(passes::RunPass(copies, *graph, ctx));
-  if (devices_.size() > 1) {
-    StagePass order("order_by_device", "each device's ops of a phase together, in order",
-                    [&](ir::Graph& g) { return OrderByDevice(g, options_.updates_in_pipeline); });
-    report.stages.push_back(passes::RunPass(order, *graph, ctx));
-  }
-  VerifyPlacement(*graph, static_cast<int>(devices_.size()), host_, HostMemoryDevices(devices_));
-  if (!options_.device_process.empty()) {
-    StagePass split("split_processes",
-                    "keep this process's devices' ops; values crossing processes -> send / recv",
-                    [&](ir::Graph& g) {
-                      ProcessSplit s =
-                          SplitAcrossProcesses(g, options_.device_process, options_.process, host_);
-                      step.state_owner = std::move(s.state_owner);
-                      step.transfers = s.transfers;
-                      return s.sends + s.recvs + s.removed;
-                    });
-    report.stages.push_back(passes::RunPass(split, *graph, ctx));
-    VerifyPlacement(*graph, static_cast<int>(devices_.size()), host_, HostMemoryDevices(devices_));
-  }
+  for (passes::PassRecord& r :
+       PlacementPipeline(options_, devices_, host_, &step)->RunRecorded(*graph, ctx))
+    report.stages.push_back(std::move(r));
 
   // Passes move pins along with the values they replace.
   if (loss_pin) step.loss = graph->pin(*loss_pin);

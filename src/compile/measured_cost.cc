@@ -9,8 +9,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include "compile/compile_pipeline.h"
 #include "compile/driver.h"
 #include "compile/half_fallback.h"
+#include "compile/placement.h"
 #include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "passes/autodiff.h"
@@ -19,18 +21,21 @@
 namespace tiller::compile {
 namespace {
 
-// The copy of a forward graph to time: every op placed on shard 0 with its
-// forward index as its stage, which autodiff's gradient ops inherit
-// (ScopedPlacement), so each kernel can be traced back to its forward op.
+// The copy of a forward graph to time: every op keeps the forward graph's
+// placement, its forward index as its origin (ir::Placement::origin),
+// which autodiff's gradient ops and the rewrites' replacements inherit, so
+// each kernel can be traced back to its forward op while the passes see
+// the places the compile will.
 struct Copy {
   std::unique_ptr<ir::Graph> graph;
-  std::unordered_map<const ir::Op*, int> origin;  // op -> forward index
   size_t forward_ops = 0;
-  std::vector<Accumulator> accumulators;  // their storage
+  std::vector<Accumulator> accumulators;          // their storage
+  std::vector<std::string> rewrites;              // the passes that changed the copy
+  std::unordered_map<const ir::Op*, int> origin;  // op -> forward index
 };
 
 Copy CopyForTiming(const ir::Graph& g, const ir::Value* loss, const std::vector<ir::Value*>& wrt,
-                   const MeasureOptions& o) {
+                   const MeasureOptions& o, backend::Device* device) {
   Copy c;
   c.graph = std::make_unique<ir::Graph>();
   ir::Graph& out = *c.graph;
@@ -63,7 +68,9 @@ Copy CopyForTiming(const ir::Graph& g, const ir::Value* loss, const std::vector<
                  PhaseName(op->placement.phase));
     std::vector<ir::Value*> inputs;
     for (const ir::Value* in : op->inputs) inputs.push_back(mapped(in));
-    out.set_placement_scope({0, static_cast<int>(c.forward_ops), ir::Phase::kForward});
+    ir::Placement at = op->placement;
+    at.origin = static_cast<int>(c.forward_ops);
+    out.set_placement_scope(at);
     ir::Op* copy = out.AddOp(op->type, std::move(inputs), op->attrs, op->name);
     TILLER_CHECK(copy->outputs.size() == op->outputs.size(), "copy of {} has {} outputs, not {}",
                  op->name, copy->outputs.size(), op->outputs.size());
@@ -84,7 +91,7 @@ Copy CopyForTiming(const ir::Graph& g, const ir::Value* loss, const std::vector<
     // As the step will run them: weight gradients added into accumulators
     // (matmul_accumulate reads and writes a vocabulary-sized one per
     // micro-batch) ...
-    if (o.accumulation_steps > 1)
+    if (o.compile.accumulation_steps > 1)
       grads = AddGradientAccumulators(out, targets, grads, &c.accumulators);
     keep(mapped(loss));
     for (ir::Value* v : grads) keep(v);
@@ -96,25 +103,36 @@ Copy CopyForTiming(const ir::Graph& g, const ir::Value* loss, const std::vector<
       }
     }
   }
-  // ... and fused by the optimization passes, whose replacements take the
-  // placement (here: the origin) of the ops they replace.
-  if (o.optimize) {
-    passes::PassContext ctx;
-    ctx.training = loss != nullptr;
-    if (const backend::Backend* b = backend::FindBackend(o.device.backend))
-      ctx.int8_gemms = BackendMultipliesInt8(*b);
-    for (auto& pass : passes::OptimizationPasses()) passes::RunPass(*pass, out, ctx);
-  }
-  for (const auto& op : out.ops()) {
-    c.origin[op.get()] = op->placement.stage;
-    op->placement.stage = 0;
+  // ... and rewritten as the compile will (fusions, recomputation, mixed
+  // precision, ...), the replacements taking the origin of the ops they
+  // replace. One device runs the copy: no replicas, no processes.
+  CompileOptions one = o.compile;
+  one.replicas = 1;
+  one.shard_optimizer_state = false;
+  one.device_process.clear();
+  one.updates_in_pipeline = false;
+  one.plan_only = false;
+  const std::vector<backend::Device*> devices{device};
+  CompiledStep results;  // gradient statistics' accumulators: zeros here
+  const passes::PassContext ctx = PipelineContext(devices, loss != nullptr);
+  for (const passes::PassRecord& r : RewritePipeline(one, devices, &results)->RunRecorded(out, ctx))
+    if (r.rewrites) c.rewrites.push_back(r.name);
+  for (auto& op : out.ops()) {
+    c.origin[op.get()] = op->placement.origin;
+    op->placement = {};  // one device runs it all
   }
   return c;
 }
 
 MeasuredCosts Measure(const ir::Graph& g, const ir::Value* loss, const std::vector<ir::Value*>& wrt,
                       const StateStorage& states, const MeasureOptions& o) {
-  Copy c = CopyForTiming(g, loss, wrt, o);
+  // One device of the compile's first device's spec runs the copy; its
+  // capabilities decide the rewrites, as that device's do in the compile.
+  const DeviceSpec spec = o.compile.devices.empty() ? DeviceSpec{} : o.compile.devices[0];
+  backend::Backend* b = backend::FindBackend(spec.backend);
+  TILLER_CHECK(b, "no backend '{}'", spec.backend);
+  std::unique_ptr<backend::Device> device = b->CreateDevice(0, {spec.threads, spec.memory_bytes});
+  Copy c = CopyForTiming(g, loss, wrt, o, device.get());
   // States the caller has no storage for (none in a training session's
   // forward graph) read zeros.
   StateStorage storage;
@@ -130,11 +148,12 @@ MeasuredCosts Measure(const ir::Graph& g, const ir::Value* loss, const std::vect
     zeros.emplace_back(s->bytes());
     storage[s->name] = zeros.back().data();
   }
-  CompileOptions options;
-  options.devices = {o.device};
   const size_t forward_ops = c.forward_ops;
   auto origin = std::move(c.origin);
-  auto exe = Executable::Build(std::move(c.graph), options, storage);
+  const std::vector<backend::Device*> one{device.get()};
+  PlaceOps(*c.graph, one, CompileOptions{}.placement);
+  InsertCopies(*c.graph, HostDevice(one), HostMemoryDevices(one));
+  auto exe = Executable::BuildPlaced(std::move(c.graph), one, storage);
   // Zeros are valid indices, labels and lengths for every op that reads
   // them, and time like any other data. Written before every run: the
   // memory plan reuses an input's bytes once its last reader ran.
@@ -148,6 +167,7 @@ MeasuredCosts Measure(const ir::Graph& g, const ir::Value* loss, const std::vect
   MeasuredCosts m;
   m.ms.assign(forward_ops, 0.0);
   m.runs = o.runs;
+  m.rewrites = std::move(c.rewrites);
   for (const auto& [op, ms] : exe->StepTimes()) {
     auto it = origin.find(op);
     if (it == origin.end() || it->second < 0 || static_cast<size_t>(it->second) >= forward_ops)
@@ -166,9 +186,14 @@ MeasuredCosts MeasureForwardOpCosts(const ir::Graph& g, const ir::Value* loss,
   TILLER_CHECK(o.runs >= 1, "measuring costs over {} runs", o.runs);
   static std::mutex mu;
   static std::map<std::string, MeasuredCosts> cache;
-  std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}\n", o.device.backend, o.device.threads,
-                                o.device.memory_bytes, o.runs, o.accumulation_steps > 1, o.optimize,
-                                loss ? loss->id : -1);
+  const CompileOptions& c = o.compile;
+  const DeviceSpec d = c.devices.empty() ? DeviceSpec{} : c.devices[0];
+  // Everything that changes the copy's rewrites or kernels.
+  std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}\n", d.backend, d.threads,
+                                d.memory_bytes, o.runs, c.accumulation_steps > 1, c.optimize,
+                                static_cast<int>(c.precision), c.recompute, c.recompute_all,
+                                c.stochastic_rounding, c.gradient_statistics, c.conv_winograd,
+                                c.conv_channel_block, loss ? loss->id : -1);
   for (const ir::Value* v : wrt) key += fmt::format("{} ", v->id);
   key += g.ToString();
   // Held while measuring: replicas compiled on several threads wait for the

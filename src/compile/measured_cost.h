@@ -24,19 +24,26 @@ struct MeasuredCosts {
   double total_ms = 0;  // their sum: one micro-batch's forward (+ backward)
   int runs = 0;         // the timed runs the means are over
   bool cached = false;  // an earlier measurement of the same graph, reused
+  // The rewrites (compile/compile_pipeline.h) that changed the timed copy,
+  // in order: what the compile will run too.
+  std::vector<std::string> rewrites;
 };
 
 struct MeasureOptions {
-  DeviceSpec device;           // a new device of this spec runs the copy
-  int accumulation_steps = 1;  // > 1: gradients go into accumulators
-  bool optimize = true;        // the optimization passes (fusions) run first
-  int runs = 3;                // timed runs, after one to warm up
+  // The compile's options: a new device of its first device's spec (the
+  // default spec where none is given) runs the copy, and its capabilities
+  // decide the rewrites; accumulation_steps > 1 puts the gradients into
+  // accumulators; the copy is rewritten by the compile's rewrite pipeline
+  // (compile/compile_pipeline.h: the optimization passes, recomputation,
+  // mixed precision, ...), so what is timed is what is compiled.
+  CompileOptions compile;
+  int runs = 3;  // timed runs, after one to warm up
 };
 
 // Copies the forward graph `g` (forward ops only, as the frontend built
 // them), appends what the step will run with them (the backward pass of
 // `loss` with respect to `wrt` when `loss` is set, the gradients'
-// accumulators, the optimization passes; not the update, which runs once per
+// accumulators, the compile's rewrites; not the update, which runs once per
 // window outside the pipeline's steady state), builds the copy alone on one
 // new device, runs it with zeroed inputs (states from `states` where given,
 // read only; zeroed buffers for the others) and attributes each kernel's

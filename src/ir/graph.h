@@ -85,7 +85,14 @@ struct Placement {
   int shard = 0;
   int stage = 0;
   Phase phase = Phase::kForward;
-  bool operator==(const Placement&) const = default;
+  // The source op an op derives from, for attributing time to it (the
+  // measured split: compile/measured_cost.h); -1: none. It travels with
+  // the placement (gradient and replacement ops inherit it) but is not
+  // where the op runs: equality ignores it, so fusions see one place.
+  int origin = -1;
+  bool operator==(const Placement& o) const {
+    return shard == o.shard && stage == o.stage && phase == o.phase;
+  }
 };
 
 // The order a pipeline runs its stages in: by ipu_stage, then by ipu_index.

@@ -31,6 +31,9 @@ class Pass {
   virtual const char* summary() const = 0;
   // Returns the number of rewrites.
   virtual int Run(ir::Graph& g, const PassContext& ctx) = 0;
+  // What the last Run would add to its record (PassRecord::detail): the
+  // split's stages, what mixed precision converted; "" for most passes.
+  virtual std::string detail() const { return ""; }
 };
 
 // A pass from a function, for rewrites that need no context.
@@ -257,8 +260,8 @@ int AddGradientHistograms(ir::Graph& g, DType half, double bin_edge_location,
                           const std::string& state_name, std::vector<std::string>* states,
                           std::string* detail);
 
-// The optimization passes, in order (each is a no-op where its pattern
-// does not occur, as in training graphs whose weights are state).
+// The optimization passes, in order (passes/pipeline.h's
+// OptimizationPipeline without its conditions; tests run them one by one).
 std::vector<std::unique_ptr<Pass>> OptimizationPasses();
 
 }  // namespace tiller::passes

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -29,8 +30,9 @@ TEST(MeasuredCost, TimesEachForwardOpWithTheGradientsDerivedFromIt) {
   AlignedBuffer w_data(w->bytes());
   const StateStorage states{{"w", w_data.data()}};
   MeasureOptions o;
-  o.device.threads = 1;
-  o.accumulation_steps = 2;  // w's gradient goes into an accumulator
+  o.compile.devices = {DeviceSpec{}};
+  o.compile.devices[0].threads = 1;
+  o.compile.accumulation_steps = 2;  // w's gradient goes into an accumulator
   o.runs = 3;
   const MeasuredCosts m = MeasureForwardOpCosts(g, loss, {w}, states, o);
   ASSERT_EQ(m.ms.size(), 3u);
@@ -64,6 +66,41 @@ TEST(MeasuredCost, InferenceTimesTheForwardOpsAlone) {
   ASSERT_EQ(m.ms.size(), 2u);
   EXPECT_GT(m.total_ms, 0.0);
   EXPECT_FALSE(m.cached);
+}
+
+TEST(MeasuredCost, TimesTheGraphTheCompileRewritesWithMixedPrecisionAndRecomputation) {
+  // The split by measured cost times what the compile will run: the copy
+  // goes through the compile's rewrites, so a bfloat16 program with
+  // recomputation is timed with its casts and its recomputed activations.
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {32, 64}});
+  Value* w1 = g.AddState("w1", {DType::kF32, {64, 64}});
+  Value* w2 = g.AddState("w2", {DType::kF32, {64, 64}});
+  Value* h = g.Add1("tanh", {g.Add1("matmul", {x, w1})});
+  Value* loss = g.Add1("reduce_mean", {g.Add1("relu", {g.Add1("matmul", {h, w2})})},
+                       {{"axes", std::vector<int64_t>{0, 1}}, {"keepdim", false}});
+  AlignedBuffer w1_data(w1->bytes()), w2_data(w2->bytes());
+  const StateStorage states{{"w1", w1_data.data()}, {"w2", w2_data.data()}};
+  MeasureOptions o;
+  o.runs = 1;
+  o.compile.precision = Precision::kBFloat16;
+  o.compile.recompute = true;
+  const MeasuredCosts both = MeasureForwardOpCosts(g, loss, {w1, w2}, states, o);
+  ASSERT_EQ(both.ms.size(), 5u);
+  EXPECT_NE(std::find(both.rewrites.begin(), both.rewrites.end(), "recompute"),
+            both.rewrites.end());
+  EXPECT_NE(std::find(both.rewrites.begin(), both.rewrites.end(), "mixed_precision"),
+            both.rewrites.end());
+  // Without the options, neither runs, and the measurement is not the
+  // cached one of the rewritten copy.
+  o.compile.precision = Precision::kFloat32;
+  o.compile.recompute = false;
+  const MeasuredCosts plain = MeasureForwardOpCosts(g, loss, {w1, w2}, states, o);
+  EXPECT_FALSE(plain.cached);
+  EXPECT_EQ(std::find(plain.rewrites.begin(), plain.rewrites.end(), "recompute"),
+            plain.rewrites.end());
+  EXPECT_EQ(std::find(plain.rewrites.begin(), plain.rewrites.end(), "mixed_precision"),
+            plain.rewrites.end());
 }
 
 }  // namespace
