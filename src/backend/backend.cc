@@ -23,6 +23,30 @@ std::string Device::name() const {
   return fmt::format("{}:{}", backend_.name(), ordinal_);
 }
 
+DeviceCaps Device::caps() const {
+  DeviceCaps c;
+  c.backend = backend_.name();
+  c.name = name();
+  c.memory_bytes = capacity_bytes();
+  c.host_accessible = host_accessible();
+  c.threads = threads();
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    if (backend_.MultipliesIn(t)) c.gemm_types.push_back(t);
+  }
+  c.int8_gemm = backend_.MultipliesIn(DType::kI8);
+  return c;
+}
+
+bool Backend::MultipliesIn(DType type) const {
+  ir::Graph g;
+  ir::Value* a = g.AddInput("a", {type, {2, 2}});
+  if (type == DType::kI8) {
+    ir::Value* scale = g.AddInput("s", {DType::kF32, {2}});
+    return !Supports(*g.AddOp("linear_int8", {a, a, scale}, {}, "probe"));
+  }
+  return !Supports(*g.AddOp("matmul", {a, a}, {{"out_dtype", std::string("float32")}}, "probe"));
+}
+
 void Device::CopyFrom(Device& from, const void* src, void* dst, size_t bytes) {
   if (bytes == 0) return;
   if (from.host_accessible() && host_accessible()) {

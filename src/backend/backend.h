@@ -14,6 +14,7 @@
 // How to add a backend: docs/ARCHITECTURE.md, "Adding a backend".
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -21,6 +22,10 @@
 #include <vector>
 
 #include "ir/graph.h"
+
+namespace tiller::passes {
+class PassPipeline;
+}  // namespace tiller::passes
 
 namespace tiller::backend {
 
@@ -80,6 +85,45 @@ struct DeviceOptions {
   bool adapt_to_contention = false;
 };
 
+// What a device offers the compiler, gathered once per compile: the
+// generic passes decide from it (half and int8 GEMMs for mixed precision
+// and the int8 passes, host memory for copies), and its backend's own
+// passes (Backend::AddPasses) from the fields it filled in.
+struct DeviceCaps {
+  std::string backend;  // the backend's registry name: "cpu"
+  std::string name;     // the device's: "cpu:0"
+  size_t memory_bytes = 0;
+  bool host_accessible = false;
+  int threads = 1;
+  // GEMM operand types the device multiplies (matmul with a float32
+  // result): float32 always where matmul runs, bfloat16 / float16 where a
+  // kernel for them is registered; int8: linear_int8's exact int32 sums.
+  std::vector<DType> gemm_types;
+  bool int8_gemm = false;
+  // The channel block of the activation layout its float32 convolutions run
+  // fastest on: 8 for [N, C / 8, H, W, 8], 0 for channel-last.
+  int conv_channel_block = 0;
+  // Rewrites its backend may add for it (Backend::AddPasses), by pass name.
+  std::vector<std::string> fusions;
+
+  bool multiplies(DType t) const {
+    return std::find(gemm_types.begin(), gemm_types.end(), t) != gemm_types.end();
+  }
+  bool fuses(const std::string& pass) const {
+    return std::find(fusions.begin(), fusions.end(), pass) != fusions.end();
+  }
+};
+
+// The compile settings a backend's passes read (compile::CompileOptions
+// holds them; the backend layer does not see it).
+struct BackendPassSettings {
+  bool optimize = true;       // the optimization passes run at all
+  bool conv_winograd = true;  // Winograd's algorithm for eligible convolutions
+  // The blocked activation layout: -1 each device's caps decide, 0 never,
+  // 8 always.
+  int conv_channel_block = -1;
+};
+
 class Device {
  public:
   Device(const Backend& backend, int ordinal) : backend_(backend), ordinal_(ordinal) {}
@@ -96,14 +140,10 @@ class Device {
   // host-accessible devices) may read and write directly.
   virtual bool host_accessible() const = 0;
   virtual int threads() const { return 1; }
-  // The channel block of the activation layout the device's float32
-  // convolutions run fastest on: 8 for [N, C / 8, H, W, 8] (the compile
-  // driver's blocked_convs stage), 0 for channel-last.
-  virtual int conv_channel_block() const { return 0; }
-  // Whether the compile driver fuses 1x1 and depthwise convolutions into
-  // conv2d_1x1_depthwise[_1x1] / conv2d_depthwise_1x1 for this device (a
-  // backend with fast kernels for them).
-  virtual bool fuses_depthwise_convs() const { return false; }
+  // What the compiler may assume of the device (see DeviceCaps). The base
+  // fills the generic fields from the methods above and the backend's
+  // kernels; a backend overrides it to add its layouts and fusions.
+  virtual DeviceCaps caps() const;
   virtual std::unique_ptr<Buffer> Allocate(size_t bytes) = 0;
   virtual Stream& stream() = 0;
   virtual std::unique_ptr<Event> CreateEvent() = 0;
@@ -146,6 +186,18 @@ class Backend {
   std::optional<std::string> Supports(const ir::Op& op) const;
   // The op's kernel for `device`; throws kUnimplemented with the reason.
   std::unique_ptr<Kernel> CreateKernel(const ir::Op& op, Device& device) const;
+  // Whether a GEMM of `type` operands with a float32 result (matmul{out_dtype
+  // float32}) is registered; int8: linear_int8.
+  bool MultipliesIn(DType type) const;
+
+  // Appends this backend's own passes (its fusions, algorithm and layout
+  // choices) to the compile's rewrite pipeline, after the generic ones;
+  // `devices` are the caps of every device of the compile (all backends'),
+  // so a rewrite that would not suit another device's kernels can stay out.
+  // Each entry names the generic passes it must follow
+  // (passes::PassPipeline::After). The default adds none.
+  virtual void AddPasses(passes::PassPipeline& pipeline, const std::vector<DeviceCaps>& devices,
+                         const BackendPassSettings& settings) const {}
 };
 
 // Backends register from a static initializer next to their code (the CPU

@@ -147,47 +147,20 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
                return RunHalfOpsInFloat32(g, devices, detail);
              }),
          std::move(widen));
-  // Convolution algorithms and layouts, for inference: after mixed
-  // precision and half_fallback (float32 convolutions only); the depthwise
-  // fusions after conv_winograd (whose 3 x 3 convolutions are never
-  // depthwise); blocked layouts after the depthwise fusions (NHWC kernels
-  // of Tiller's own, which keep their chains channel-last).
-  auto inference_only = [optimize](bool on) {
-    return [optimize, on](const PassContext& ctx) { return !ctx.training && optimize && on; };
-  };
-  auto quiet = [](std::vector<std::string> after, PassPipeline::Condition when) {
-    PassPipeline::Options opts = PassPipeline::After(std::move(after), std::move(when));
-    opts.record_idle = false;
-    return opts;
-  };
-  p->Add(std::make_unique<passes::FunctionPass>(
-             "conv_winograd", "conv2d{3x3, stride 1, float32, >= 32 channels} -> conv2d{winograd}",
-             passes::ChooseWinogradConvs),
-         quiet({"half_fallback"}, inference_only(o.conv_winograd)));
-  const bool fuse_depthwise =
-      std::all_of(devices.begin(), devices.end(),
-                  [](const backend::Device* d) { return d->fuses_depthwise_convs(); });
-  p->Add(std::make_unique<LambdaPass>("fuse_pointwise_depthwise",
-                                      "conv2d{1x1} -> conv2d{depthwise} -> conv2d_1x1_depthwise",
-                                      [](ir::Graph& g, const PassContext&, std::string*) {
-                                        return passes::FusePointwiseDepthwise(g);
-                                      }),
-         quiet({"conv_winograd"}, inference_only(fuse_depthwise)));
-  p->Add(std::make_unique<LambdaPass>("fuse_depthwise_pointwise",
-                                      "conv2d{depthwise} -> conv2d{1x1} -> conv2d_depthwise_1x1",
-                                      [](ir::Graph& g, const PassContext&, std::string*) {
-                                        return passes::FuseDepthwisePointwise(g);
-                                      }),
-         quiet({"fuse_pointwise_depthwise"}, inference_only(fuse_depthwise)));
-  int block = o.conv_channel_block;
-  if (block < 0) {
-    block = 8;
-    for (const backend::Device* d : devices) block = d->conv_channel_block() == 8 ? block : 0;
+  // Then each backend's own rewrites (its fusions, algorithms and
+  // layouts), told every device's capabilities; a backend is asked once.
+  std::vector<backend::DeviceCaps> caps;
+  for (const backend::Device* d : devices) caps.push_back(d->caps());
+  backend::BackendPassSettings settings;
+  settings.optimize = o.optimize;
+  settings.conv_winograd = o.conv_winograd;
+  settings.conv_channel_block = o.conv_channel_block;
+  std::vector<const backend::Backend*> asked;
+  for (const backend::Device* d : devices) {
+    if (std::find(asked.begin(), asked.end(), &d->backend()) != asked.end()) continue;
+    asked.push_back(&d->backend());
+    d->backend().AddPasses(*p, caps, settings);
   }
-  p->Add(std::make_unique<passes::FunctionPass>(
-             "blocked_convs", "conv2d|pool2d{NHWC} chains -> NCHW8c, conversions at the edges",
-             passes::BlockConvChains),
-         quiet({"fuse_depthwise_pointwise"}, inference_only(block == 8)));
   return p;
 }
 

@@ -28,28 +28,22 @@ bool AnySupports(const std::vector<backend::Device*>& devices, const ir::Op& op)
 }  // namespace
 
 bool BackendMultipliesIn(const backend::Backend& backend, DType half) {
-  ir::Graph g;
-  ir::Value* a = g.AddInput("a", {half, {2, 2}});
-  const ir::Op* probe = g.AddOp("matmul", {a, a}, {{"out_dtype", std::string("float32")}}, "probe");
-  return !backend.Supports(*probe);
+  return backend.MultipliesIn(half);
 }
 
 bool DevicesMultiplyIn(const std::vector<backend::Device*>& devices, DType half) {
-  return std::all_of(devices.begin(), devices.end(), [half](const backend::Device* d) {
-    return BackendMultipliesIn(d->backend(), half);
-  });
+  return std::all_of(devices.begin(), devices.end(),
+                     [half](const backend::Device* d) { return d->backend().MultipliesIn(half); });
 }
 
 bool BackendMultipliesInt8(const backend::Backend& backend) {
-  ir::Graph g;
-  ir::Value* a = g.AddInput("a", {DType::kI8, {2, 2}});
-  ir::Value* scale = g.AddInput("s", {DType::kF32, {2}});
-  return !backend.Supports(*g.AddOp("linear_int8", {a, a, scale}, {}, "probe"));
+  return backend.MultipliesIn(DType::kI8);
 }
 
 bool DevicesMultiplyInt8(const std::vector<backend::Device*>& devices) {
-  return std::all_of(devices.begin(), devices.end(),
-                     [](const backend::Device* d) { return BackendMultipliesInt8(d->backend()); });
+  return std::all_of(devices.begin(), devices.end(), [](const backend::Device* d) {
+    return d->backend().MultipliesIn(DType::kI8);
+  });
 }
 
 int RunHalfOpsInFloat32(ir::Graph& g, const std::vector<backend::Device*>& devices,

@@ -60,11 +60,11 @@ struct CompileOptions {
   bool auto_split_measured = false;
   bool optimize = true;  // run the optimization passes (Config::SwitchIrOptim)
   // Inference with optimize: 3 x 3 float32 convolutions of stride 1 use
-  // Winograd's algorithm (passes/conv_winograd.cc), results within float32
+  // Winograd's algorithm (backends/cpu/passes/conv_winograd.cc), results within float32
   // rounding of the direct kernels' (Config::SwitchWinograd).
   bool conv_winograd = true;
   // Inference with optimize: NHWC convolution chains move to channels in
-  // blocks of 8 (passes/blocked_convs.cc) when this is 8; -1: when every
+  // blocks of 8 (backends/cpu/passes/blocked_convs.cc) when this is 8; -1: when every
   // device's conv_channel_block() is 8 (AVX2 CPUs without AVX-512); 0: never.
   int conv_channel_block = -1;
   // Compile for the memory plans only (the planner): no arenas, no

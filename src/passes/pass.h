@@ -119,32 +119,10 @@ int FoldBatchNorm(ir::Graph& g);
 // channel-last, transposes only at the chain's edges (inference;
 // passes/channels_last.cc)
 int ChannelsLast(ir::Graph& g);
-// conv2d|pool2d{NHWC} chains with the elementwise ops and channel concats
-// between them -> the same ops on [N, C / 8, H, W, 8] tensors
-// (data_format NCHW8c), conversions at the chains' edges, where the chain's
-// convolution work outweighs them (passes/blocked_convs.cc; the compile
-// driver runs it for inference on CPUs whose convolutions prefer it)
-int BlockConvChains(ir::Graph& g);
 // conv2d{NHWC}(x, W, b) -> add(., r) [-> relu] -> conv2d(x, W, b, r){activation}
 int FuseConvAdd(ir::Graph& g);
 // conv2d|linear -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6 -> conv2d|linear{activation}
 int FuseActivation(ir::Graph& g);
-// conv2d{3x3, stride 1, float32, constant filter, >= 32 channels} ->
-// conv2d{algorithm = "winograd"} (passes/conv_winograd.cc; the compile
-// driver runs it for inference, after mixed precision, unless
-// CompileOptions::conv_winograd is off)
-int ChooseWinogradConvs(ir::Graph& g);
-// conv2d{1x1, NHWC, float32} -> conv2d{depthwise, NHWC, float32} ->
-// conv2d_1x1_depthwise: the expanded tensor between them, when larger than
-// min_expanded_bytes, never stored (passes/fuse_depthwise.cc; the
-// compile driver runs it for inference, after mixed precision)
-inline constexpr int64_t kMinExpandedBytes = int64_t{1} << 20;
-int FusePointwiseDepthwise(ir::Graph& g, int64_t min_expanded_bytes = kMinExpandedBytes);
-// conv2d{depthwise, NHWC, float32} -> conv2d{1x1, NHWC, float32}[+ residual]
-// -> conv2d_depthwise_1x1: the depthwise result, when larger than
-// min_depthwise_bytes, never stored (passes/fuse_depthwise.cc; after
-// FusePointwiseDepthwise)
-int FuseDepthwisePointwise(ir::Graph& g, int64_t min_depthwise_bytes = kMinExpandedBytes);
 // add(x, embedding_grad(ids, dy)) -> embedding_grad_add(x, ids, dy): a
 // table's gradient sum without a table-sized temporary (training)
 int FuseEmbeddingGradAdd(ir::Graph& g);

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "backend/kernel.h"
 #include "core/error.h"
+#include "passes/pipeline.h"
 
 namespace tiller::test_backend {
 namespace {
@@ -110,6 +111,39 @@ class TestBackend : public backend::Backend {
   std::unique_ptr<backend::Device> CreateDevice(int ordinal,
                                                 const backend::DeviceOptions&) const override {
     return std::make_unique<TestDevice>(*this, ordinal);
+  }
+  // A rewrite of the backend's own, added the way any backend adds its
+  // fusions: transpose(transpose(x, p), q) whose permutations compose to
+  // the identity -> x (its transposes are the slowest of its kernels).
+  void AddPasses(passes::PassPipeline& pipeline, const std::vector<backend::DeviceCaps>&,
+                 const backend::BackendPassSettings& settings) const override {
+    if (!settings.optimize) return;
+    pipeline.Add(
+        std::make_unique<passes::LambdaPass>(
+            "test_cancel_transposes", "transpose(transpose(x, p), q), q after p the identity -> x",
+            [](ir::Graph& g, const passes::PassContext&, std::string*) {
+              return CancelTransposes(g);
+            }),
+        passes::PassPipeline::After({"half_fallback"}));
+  }
+
+ private:
+  static int CancelTransposes(ir::Graph& g) {
+    int n = 0;
+    for (const auto& op : g.ops()) {
+      if (op->type != "transpose") continue;
+      const ir::Op* inner = op->inputs[0]->producer;
+      if (!inner || inner->type != "transpose") continue;
+      const std::vector<int64_t> p = inner->GetInts("perm"), q = op->GetInts("perm");
+      bool identity = p.size() == q.size();
+      for (size_t i = 0; identity && i < q.size(); ++i)
+        identity = p[static_cast<size_t>(q[i])] == static_cast<int64_t>(i);
+      if (!identity) continue;
+      g.ReplaceAllUses(op->outputs[0], inner->inputs[0]);
+      ++n;
+    }
+    if (n) g.RemoveDeadCode();
+    return n;
   }
 };
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -15,6 +16,7 @@
 #include "backend/kernel.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernel.h"
+#include "compile/compile_pipeline.h"
 #include "compile/driver.h"
 #include "compile/placement.h"
 #include "core/error.h"
@@ -424,6 +426,72 @@ TEST(Placement, FirstSupportedSplitsAcrossBackendsWithCopiesAndMatchesCpuExactly
   EXPECT_EQ(got, cpu);
   // x to test, add's result to cpu, tanh's result to test, the output back.
   EXPECT_EQ(copies, 4);
+}
+
+// A backend adds its own rewrites to the compile's pipeline
+// (Backend::AddPasses) without touching the generic layers: the test
+// backend's test_cancel_transposes runs where one of its devices is in the
+// compile, after the generic rewrites, and not in a CPU-only compile.
+TEST(BackendPasses, TheTestBackendsOwnRewriteRunsOnlyInCompilesWithItsDevices) {
+  LoadTestBackend();
+  auto build = [] {
+    auto g = std::make_unique<Graph>();
+    Value* x = g->AddInput("x", {DType::kF32, {3, 5}});
+    Value* c = g->AddData("c", {DType::kF32, {3, 5}}, ir::ValueKind::kConstant, Random({3, 5}, 4));
+    Value* t = g->Add1("transpose", {x}, {{"perm", std::vector<int64_t>{1, 0}}});
+    Value* back = g->Add1("transpose", {t}, {{"perm", std::vector<int64_t>{1, 0}}});
+    g->AddOutput("out", g->Add1("add", {back, c}));
+    return g;
+  };
+  auto cpu_dev = backend::FindBackend("cpu")->CreateDevice(0, {});
+  auto test_dev = backend::FindBackend("test")->CreateDevice(0, {});
+  auto transposes = [](const Graph& g) {
+    int n = 0;
+    for (const auto& op : g.ops()) n += op->type == "transpose";
+    return n;
+  };
+  compile::CompileOptions o;
+  const passes::PassContext ctx = compile::PipelineContext({cpu_dev.get()}, false);
+  {
+    compile::CompiledStep step;
+    auto p = compile::RewritePipeline(o, {cpu_dev.get()}, &step);
+    auto names = p->PassNames();
+    EXPECT_EQ(std::find(names.begin(), names.end(), "test_cancel_transposes"), names.end());
+    auto g = build();
+    p->RunRecorded(*g, ctx);
+    EXPECT_EQ(transposes(*g), 2);
+  }
+  compile::CompiledStep step;
+  auto p = compile::RewritePipeline(o, {test_dev.get(), cpu_dev.get()}, &step);
+  auto names = p->PassNames();
+  ASSERT_NE(std::find(names.begin(), names.end(), "test_cancel_transposes"), names.end());
+  // After the generic rewrites; backends are asked in device order.
+  EXPECT_GT(std::find(names.begin(), names.end(), "test_cancel_transposes"),
+            std::find(names.begin(), names.end(), "half_fallback"));
+  EXPECT_LT(std::find(names.begin(), names.end(), "test_cancel_transposes"),
+            std::find(names.begin(), names.end(), "conv_winograd"));
+  auto g = build();
+  std::vector<passes::PassRecord> records = p->RunRecorded(*g, ctx);
+  EXPECT_EQ(transposes(*g), 0);
+  auto cancel = std::find_if(records.begin(), records.end(), [](const passes::PassRecord& r) {
+    return r.name == "test_cancel_transposes";
+  });
+  ASSERT_NE(cancel, records.end());
+  EXPECT_EQ(cancel->rewrites, 1);
+
+  // The rewritten graph computes what the original does.
+  auto input = Random({3, 5}, 9);
+  auto run = [&input](std::unique_ptr<Graph> graph) {
+    compile::CompileOptions split;
+    split.devices = {{"test"}, {"cpu"}};
+    split.placement = compile::PlacementPolicy::kFirstSupported;
+    auto exe = compile::Executable::Build(std::move(graph), split);
+    std::memcpy(exe->inputs()[0].data, input->data(), input->size());
+    exe->Run();
+    const float* out = static_cast<const float*>(exe->outputs()[0].data);
+    return std::vector<float>(out, out + 15);
+  };
+  EXPECT_EQ(run(std::move(g)), run(build()));
 }
 
 TEST(Placement, VerifierRefusesACrossingWithoutCopy) {

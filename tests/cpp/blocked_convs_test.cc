@@ -1,4 +1,4 @@
-// Channels in blocks of 8 (passes/blocked_convs.cc, conv2d's and pool2d's
+// Channels in blocks of 8 (backends/cpu/passes/blocked_convs.cc, conv2d's and pool2d's
 // NCHW8c kernels, the transpose kernel's 32-byte rows): which chains the
 // stage moves, that they compute what the NHWC chains did (on any CPU:
 // oneDNN runs nChw8c convolutions everywhere), and that inference refuses
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/passes/cpu_passes.h"
 #include "compile/driver.h"
 #include "core/error.h"
 #include "ir/ops/op_helpers.h"
@@ -18,6 +19,8 @@
 
 namespace tiller::passes {
 namespace {
+
+using cpu::BlockConvChains;
 
 using ir::Graph;
 using ir::Value;

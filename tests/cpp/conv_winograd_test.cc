@@ -1,4 +1,4 @@
-// Winograd convolutions (passes/conv_winograd.cc and conv2d's CPU kernel):
+// Winograd convolutions (backends/cpu/passes/conv_winograd.cc and conv2d's CPU kernel):
 // which convolutions the pass chooses, that the kernel runs oneDNN's
 // Winograd algorithm for them in every layout the conv passes leave (NCHW,
 // NHWC, NHWC with a fused residual and relu) and that its results are the
@@ -16,6 +16,7 @@
 
 #include "backends/cpu/dnnl_context.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/passes/cpu_passes.h"
 #include "compile/executable.h"
 #include "core/error.h"
 #include "passes/pass.h"
@@ -23,6 +24,8 @@
 
 namespace tiller::passes {
 namespace {
+
+using cpu::ChooseWinogradConvs;
 
 using ir::Graph;
 using ir::Value;

@@ -1,4 +1,4 @@
-// conv2d_1x1_depthwise and conv2d_depthwise_1x1 (passes/fuse_depthwise.cc
+// conv2d_1x1_depthwise and conv2d_depthwise_1x1 (backends/cpu/passes/fuse_depthwise.cc
 // and their CPU kernel, kernels/fused_depthwise.cc): which convolution
 // pairs the passes fuse, that the fused kernels give the two convolutions'
 // results (oneDNN's kernels, run unfused) for every window the kernel has a
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/passes/cpu_passes.h"
 #include "compile/executable.h"
 #include "core/error.h"
 #include "passes/pass.h"
@@ -24,6 +25,9 @@
 
 namespace tiller::passes {
 namespace {
+
+using cpu::FuseDepthwisePointwise;
+using cpu::FusePointwiseDepthwise;
 
 using ir::Graph;
 using ir::Value;

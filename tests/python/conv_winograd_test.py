@@ -1,4 +1,4 @@
-"""Winograd convolutions (passes/conv_winograd.cc): a ResNet-18 exported by
+"""Winograd convolutions (backends/cpu/passes/conv_winograd.cc): a ResNet-18 exported by
 Paddle runs its 3x3 stride-1 convolutions with Winograd's algorithm (the
 second of each basic block with its residual and relu fused), matches Paddle
 Inference, and the switch (Config.switch_winograd, `tiller --no-winograd`)

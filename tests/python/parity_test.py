@@ -182,7 +182,7 @@ def test_paddle_vision_mobilenet_v3_large_fuses_its_expansions_and_matches_paddl
     nothing comes between (the two 56 x 56 ones: conv2d_1x1_depthwise_1x1;
     the others: conv2d_1x1_depthwise), the first block (no expansion: a
     depthwise convolution on 112 x 112 x 16, then the projection and the
-    residual) as one conv2d_depthwise_1x1 (passes/fuse_depthwise.cc), and
+    residual) as one conv2d_depthwise_1x1 (backends/cpu/passes/fuse_depthwise.cc), and
     the result matches Paddle Inference. Tolerance: 1e-4 of the largest
     logit, as the module's TOL."""
     import paddle

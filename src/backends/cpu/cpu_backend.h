@@ -105,28 +105,15 @@ class CpuDevice : public backend::Device {
   size_t capacity_bytes() const override { return capacity_; }
   bool host_accessible() const override { return true; }
   int threads() const override { return threads_; }
-  int conv_channel_block() const override { return DnnlConvChannelBlock(); }
-  // On AVX-512, whose 32 registers hold the fused kernels' 4 x 6 tiles
-  // (kernels/fused_depthwise.cc). On AVX2 their 2 x 4 tiles ran the 1x1
-  // stages slower than oneDNN's jit_1x1 kernels, which run those at the
-  // GEMM rate there: MobileNetV3 batch 8 took 12% longer fused (AMD Zen 3).
-  bool fuses_depthwise_convs() const override {
-#if defined(__AVX512F__)
-    return true;
-#else
-    return false;
-#endif
-  }
+  // The generic caps, its convolutions' preferred layout and the fusions
+  // of its own kernels (backends/cpu/passes/).
+  backend::DeviceCaps caps() const override;
   std::unique_ptr<backend::Buffer> Allocate(size_t bytes) override;
-  backend::Stream& stream() override {
-    return stream_;
-  }
+  backend::Stream& stream() override { return stream_; }
   std::unique_ptr<backend::Event> CreateEvent() override;
   void CopyFromHost(void* dst, const void* src, size_t bytes) override;
   void CopyToHost(void* dst, const void* src, size_t bytes) override;
-  Dnnl& dnnl() {
-    return dnnl_;
-  }
+  Dnnl& dnnl() { return dnnl_; }
   // A second worker, for collectives that run while the device computes
   // (all_reduce_start): one thread, FIFO, so every rank issues its
   // reductions in program order. Made on first use.

@@ -46,12 +46,16 @@
 // Float32 only (after mixed precision: bfloat16 convolutions stay oneDNN's),
 // constant filters and biases; the second convolution must be the first's
 // result's only reader.
+#include "backends/cpu/passes/cpu_passes.h"
 #include "ir/ops/op_helpers.h"
 #include "passes/pass.h"
 #include "passes/pattern_utils.h"
 
-namespace tiller::passes {
+namespace tiller::cpu {
 namespace {
+
+// The pattern helpers (passes/pattern_utils.h).
+using namespace passes;  // NOLINT(google-build-using-namespace)
 
 constexpr int64_t kMaxInputChannels = 64;
 
@@ -154,4 +158,4 @@ int FuseDepthwisePointwise(ir::Graph& g, int64_t min_depthwise_bytes) {
   return rewrites;
 }
 
-}  // namespace tiller::passes
+}  // namespace tiller::cpu

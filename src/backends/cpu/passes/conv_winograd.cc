@@ -14,12 +14,16 @@
 // Inference only (training keeps the direct kernels its gradients match);
 // the CPU kernel falls back to the direct one where oneDNN has no Winograd
 // kernel (CPUs without AVX-512).
+#include "backends/cpu/passes/cpu_passes.h"
 #include "ir/ops/op_helpers.h"
 #include "passes/pass.h"
 #include "passes/pattern_utils.h"
 
-namespace tiller::passes {
+namespace tiller::cpu {
 namespace {
+
+// The pattern helpers (passes/pattern_utils.h).
+using namespace passes;  // NOLINT(google-build-using-namespace)
 
 constexpr int64_t kMinChannels = 32;
 
@@ -44,4 +48,4 @@ int ChooseWinogradConvs(ir::Graph& g) {
   return rewrites;
 }
 
-}  // namespace tiller::passes
+}  // namespace tiller::cpu

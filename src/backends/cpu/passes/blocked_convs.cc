@@ -27,12 +27,16 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backends/cpu/passes/cpu_passes.h"
 #include "ir/ops/op_helpers.h"
 #include "passes/pass.h"
 #include "passes/pattern_utils.h"
 
-namespace tiller::passes {
+namespace tiller::cpu {
 namespace {
+
+// The pattern helpers (passes/pattern_utils.h).
+using namespace passes;  // NOLINT(google-build-using-namespace)
 
 constexpr int64_t kB = ir::kChannelBlock;
 constexpr double kFlopsPerConvertedByte = 150;
@@ -201,4 +205,4 @@ int BlockConvChains(ir::Graph& g) {
   return rewrites;
 }
 
-}  // namespace tiller::passes
+}  // namespace tiller::cpu
