@@ -54,6 +54,16 @@ struct DeviceArgs {
   bool no_winograd = false;           // --no-winograd
 };
 
+// "cpu,test" -> {"cpu", "test"}.
+std::vector<std::string> SplitDevices(const std::string& devices) {
+  std::vector<std::string> names;
+  std::stringstream ss(devices);
+  for (std::string b; std::getline(ss, b, ',');) {
+    if (!b.empty()) names.push_back(b);
+  }
+  return names;
+}
+
 Config MakeConfig(const std::string& model, const std::string& params, int threads,
                   const DeviceArgs& dev = {}) {
   Config c;
@@ -63,12 +73,7 @@ Config MakeConfig(const std::string& model, const std::string& params, int threa
     c.SetModel(model, params);
   c.SetCpuMathLibraryNumThreads(threads);
   for (const std::string& lib : dev.libraries) tiller::LoadBackendLibrary(lib);
-  std::vector<std::string> names;
-  std::stringstream ss(dev.devices);
-  for (std::string b; std::getline(ss, b, ',');) {
-    if (!b.empty()) names.push_back(b);
-  }
-  c.SetDevices(names);
+  c.SetDevices(SplitDevices(dev.devices));
   c.SetPlacement(dev.placement);
   c.EnableTrace(dev.trace);
   c.SetPrecision(dev.precision);
@@ -445,6 +450,13 @@ int main(int argc, char** argv) {
 
   auto* ops = app.add_subcommand("ops", "the Paddle ops Tiller translates");
 
+  auto* passes_cmd = app.add_subcommand(
+      "passes", "the passes a compile runs after autodiff, in order, and when each runs");
+  DeviceArgs pass_dev;
+  passes_cmd->add_option("--devices", pass_dev.devices,
+                         "comma-separated backends of the devices (each adds its own passes)");
+  passes_cmd->add_option("--backend-library", pass_dev.libraries, "load a backend library first");
+
   auto* plan = app.add_subcommand(
       "plan", "per-device memory and predicted step time of a configuration, without running it");
   tiller::planning::PlanRequest req;
@@ -509,7 +521,7 @@ int main(int argc, char** argv) {
   plan->add_option("--recompute", req.recompute,
                    "auto_recomputation: 0 none, 1 standard, 3 pipeline, 4 all");
 
-  const std::vector<CLI::App*> subcommands = {info, run, bench, quant, ops, plan};
+  const std::vector<CLI::App*> subcommands = {info, run, bench, quant, ops, plan, passes_cmd};
   // A list option's captured default is "[]", which says nothing: none shown.
   for (CLI::App* s : subcommands) {
     for (CLI::Option* o : s->get_options()) {
@@ -562,6 +574,11 @@ int main(int argc, char** argv) {
       bench_args.batch_given = bench->count("--batch") > 0;
       bench_args.seq_len_given = bench->count("--seq-len") > 0;
       return Bench(model, params, bench_args, shapes, traced);
+    }
+    if (passes_cmd->parsed()) {
+      for (const std::string& lib : pass_dev.libraries) tiller::LoadBackendLibrary(lib);
+      fmt::print("{}", tiller::DescribeCompilePipeline(SplitDevices(pass_dev.devices)));
+      return 0;
     }
     return Ops();
   } catch (const tiller::Error& e) {

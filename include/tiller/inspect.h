@@ -74,4 +74,12 @@ struct OpSupport {
 std::vector<OpSupport> SupportedOps();
 std::vector<std::string> SupportedPaddleOps();
 
+// The passes a compile runs on a step's graph after autodiff, in order, as
+// the pass objects describe themselves: each with its one-line summary and,
+// in brackets, when it runs (an entry runs only where its options and
+// devices call for it). `devices`: backend names of the compile's devices
+// (each backend adds its own passes). `tiller passes` prints it; docs/
+// ARCHITECTURE.md's pass list is generated from it.
+std::string DescribeCompilePipeline(const std::vector<std::string>& devices = {"cpu"});
+
 }  // namespace tiller

@@ -45,7 +45,7 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
   p->Add(std::make_unique<passes::FunctionPass>(
              "place_updates", "update ops -> the shard and stage of the weight they update",
              passes::PlaceUpdateOps),
-         Training);
+         PassPipeline::After({}, Training).When("training"));
   p->Add(std::make_unique<LambdaPass>(
              "shard_optimizer_state",
              "optimizer state -> this replica's part (reduce_scatter, all_gather)",
@@ -54,10 +54,10 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
                    g, {o.replicas, o.replica_rank, o.shard_min_elements}, &step->sharded_states,
                    detail);
              }),
-         PassPipeline::After({"place_updates"},
-                             [replicas, shard = o.shard_optimizer_state](const PassContext& ctx) {
-                               return ctx.training && replicas && shard;
-                             }));
+         PassPipeline::After({"place_updates"}, [replicas, shard = o.shard_optimizer_state](
+                                                    const PassContext& ctx) {
+           return ctx.training && replicas && shard;
+         }).When("training, replicas > 1, shard_optimizer_state"));
   const size_t bucket = o.all_reduce_bucket_bytes;
   p->Add(std::make_unique<LambdaPass>("bucket_all_reduce",
                                       "gradients' all_reduce ops -> a few messages",
@@ -66,7 +66,7 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
                                       }),
          PassPipeline::After({"shard_optimizer_state"}, [replicas, bucket](const PassContext& ctx) {
            return ctx.training && replicas && bucket > 0;
-         }));
+         }).When("training, replicas > 1, all_reduce_bucket_bytes > 0"));
   const bool overlap = o.overlap_all_reduce && o.accumulation_steps == 1;
   p->Add(
       std::make_unique<passes::FunctionPass>(
@@ -74,9 +74,11 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
           passes::OverlapAllReduce),
       PassPipeline::After({"bucket_all_reduce"}, [replicas, overlap](const PassContext& ctx) {
         return ctx.training && replicas && overlap;
-      }));
+      }).When("training, replicas > 1, overlap_all_reduce, no accumulation"));
   const bool optimize = o.optimize;
-  p->Add(passes::OptimizationPipeline(), [optimize](const PassContext&) { return optimize; });
+  p->Add(passes::OptimizationPipeline(), PassPipeline::After({}, [optimize](const PassContext&) {
+                                           return optimize;
+                                         }).When("optimize"));
   const bool all = o.recompute_all;
   p->Add(std::make_unique<LambdaPass>(
              "recompute",
@@ -86,7 +88,9 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
              [all](ir::Graph& g, const PassContext&, std::string*) {
                return passes::RecomputeActivations(g, all);
              }),
-         [recompute = o.recompute](const PassContext& ctx) { return ctx.training && recompute; });
+         PassPipeline::After({}, [recompute = o.recompute](const PassContext& ctx) {
+           return ctx.training && recompute;
+         }).When("training, recompute"));
   // Mixed precision is the last of the rewrites: after autodiff (gradient
   // rules see float32 only) and after the passes whose patterns expect
   // float32 operands. A half type no device has a GEMM for (oneDNN 2.6
@@ -104,8 +108,9 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
                m.fold_casts = !(ctx.training && stochastic);
                return passes::ConvertToMixedPrecision(g, m, detail);
              }),
-         PassPipeline::After({"fuse_requantize", "recompute"},
-                             [half](const PassContext&) { return half; }));
+         PassPipeline::After({"fuse_requantize", "recompute"}, [half](const PassContext&) {
+           return half;
+         }).When("precision bfloat16 / float16"));
   const DType half_type = mp.half;
   const double edge = o.bin_edge_location;
   const bool plan_only = o.plan_only;
@@ -123,10 +128,10 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
                }
                return n;
              }),
-         PassPipeline::After({"mixed_precision"},
-                             [half, stats = o.gradient_statistics](const PassContext& ctx) {
-                               return ctx.training && half && stats;
-                             }));
+         PassPipeline::After({"mixed_precision"}, [half, stats = o.gradient_statistics](
+                                                      const PassContext& ctx) {
+           return ctx.training && half && stats;
+         }).When("training, precision bfloat16 / float16, gradient_statistics"));
   // After gradient_statistics, which counts what the casts round.
   const uint64_t seed = o.stochastic_rounding_seed;
   p->Add(std::make_unique<LambdaPass>(
@@ -136,11 +141,12 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
              }),
          PassPipeline::After({"gradient_statistics"}, [stochastic](const PassContext& ctx) {
            return ctx.training && stochastic;
-         }));
+         }).When("training, stochastic_rounding"));
   // A model saved in float16 / bfloat16 runs as saved where a backend has
   // no half kernel for an op.
   PassPipeline::Options widen = PassPipeline::After({"mixed_precision", "stochastic_rounding"});
   widen.record_idle = false;
+  widen.when = "an op on half values without a half kernel";
   p->Add(std::make_unique<LambdaPass>(
              "half_fallback", "ops on half values without a half kernel -> float32",
              [devices](ir::Graph& g, const PassContext&, std::string* detail) {
@@ -197,7 +203,9 @@ std::unique_ptr<PassPipeline> PlacementPipeline(const CompileOptions& o,
              [updates_in_pipeline](ir::Graph& g, const PassContext&, std::string*) {
                return OrderByDevice(g, updates_in_pipeline);
              }),
-         PassPipeline::After({"insert_copies"}, [several](const PassContext&) { return several; }));
+         PassPipeline::After({"insert_copies"}, [several](const PassContext&) {
+           return several;
+         }).When("several devices"));
   // An invariant check, recorded only if it ever rewrote (it never does).
   const int n_devices = static_cast<int>(devices.size());
   auto verify = [n_devices, host, host_memory](ir::Graph& g, const PassContext&, std::string*) {
@@ -206,6 +214,7 @@ std::unique_ptr<PassPipeline> PlacementPipeline(const CompileOptions& o,
   };
   PassPipeline::Options check = PassPipeline::After({"order_by_device"});
   check.record_idle = false;
+  check.when = "always: an invariant check";
   p->Add(std::make_unique<LambdaPass>("verify_placement", "every op on a device, copies between",
                                       verify),
          check);
@@ -221,10 +230,13 @@ std::unique_ptr<PassPipeline> PlacementPipeline(const CompileOptions& o,
                return s.sends + s.recvs + s.removed;
              }),
          PassPipeline::After({"verify_placement"}, [split = !device_process.empty()](
-                                                       const PassContext&) { return split; }));
+                                                       const PassContext&) {
+           return split;
+         }).When("devices on several processes (MPI)"));
   PassPipeline::Options check_split = PassPipeline::After(
       {"split_processes"}, [split = !device_process.empty()](const PassContext&) { return split; });
   check_split.record_idle = false;
+  check_split.when = "devices on several processes: an invariant check";
   p->Add(
       std::make_unique<LambdaPass>("verify_process_placement",
                                    "every op of this process on a device, copies between", verify),

@@ -212,4 +212,23 @@ std::string PassPipeline::Describe(const PassContext& ctx, int indent) const {
   return out;
 }
 
+std::string PassPipeline::Document(int indent) const {
+  std::string out;
+  for (const Entry& e : entries_) {
+    const auto* nested = dynamic_cast<const PassPipeline*>(e.pass.get());
+    std::string line = fmt::format("{:{}}{:<{}} {}", "", indent, e.pass->name(),
+                                   std::max(0, 26 - indent), e.pass->summary());
+    std::string when = e.options.when;
+    // Passes whose Run checks the context themselves.
+    if (when.empty() && dynamic_cast<const Int8Pass*>(e.pass.get()))
+      when = "inference, every device multiplies int8";
+    else if (when.empty() && dynamic_cast<const InferencePass*>(e.pass.get()))
+      when = "inference";
+    if (!when.empty()) line += fmt::format(" [{}]", when);
+    out += line + "\n";
+    if (nested) out += nested->Document(indent + 2);
+  }
+  return out;
+}
+
 }  // namespace tiller::passes

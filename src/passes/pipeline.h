@@ -53,6 +53,13 @@ class PassPipeline : public Pass {
     // false: recorded only when it rewrote something (passes that rarely
     // apply keep the report short).
     bool record_idle = true;
+    // `enabled` in words, for Document() ("training, replicas > 1"); empty:
+    // always.
+    std::string when;
+    Options&& When(std::string text) && {
+      when = std::move(text);
+      return std::move(*this);
+    }
   };
   // Options of an entry that must follow `names`.
   static Options After(std::vector<std::string> names, Condition enabled = {}) {
@@ -89,6 +96,10 @@ class PassPipeline : public Pass {
   // One line per entry: its name, then "skipped" for one whose condition
   // is false in `ctx` (nested pipelines indented).
   std::string Describe(const PassContext& ctx, int indent = 0) const;
+  // Every entry with its summary, when it runs and what it follows (nested
+  // pipelines indented): the pipeline as documentation, from the passes
+  // themselves.
+  std::string Document(int indent = 0) const;
 
  private:
   struct Entry {

@@ -1,9 +1,15 @@
 // include/tiller/inspect.h: model facts and the supported-op table.
 #include "tiller/inspect.h"
 
-#include <algorithm>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <memory>
+
+#include "backend/backend.h"
 #include "backend/kernel.h"
+#include "compile/compile_pipeline.h"
 #include "frontend/paddle/op_table.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/translate.h"
@@ -106,6 +112,29 @@ std::vector<OpSupport> SupportedOps() {
 
 std::vector<std::string> SupportedPaddleOps() {
   return paddle::SupportedPaddleOps();
+}
+
+std::string DescribeCompilePipeline(const std::vector<std::string>& device_backends) {
+  std::vector<std::unique_ptr<backend::Device>> owned;
+  std::vector<backend::Device*> devices;
+  compile::CompileOptions options;
+  options.devices.clear();
+  for (const std::string& name : device_backends) {
+    const backend::Backend* b = backend::FindBackend(name);
+    if (!b)
+      Fail(ErrorKind::kInvalidArgument, "no backend '{}' (registered: {})", name,
+           fmt::join(backend::BackendNames(), ", "));
+    owned.push_back(b->CreateDevice(static_cast<int>(owned.size()), {}));
+    devices.push_back(owned.back().get());
+    options.devices.push_back({name});
+  }
+  if (devices.empty()) Fail(ErrorKind::kInvalidArgument, "describing a compile of no devices");
+  compile::CompiledStep step;
+  auto rewrites = compile::RewritePipeline(options, devices, &step);
+  auto placement = compile::PlacementPipeline(options, devices, 0, &step);
+  return fmt::format("{} ({}):\n{}{} ({}):\n{}", rewrites->name(), rewrites->summary(),
+                     rewrites->Document(2), placement->name(), placement->summary(),
+                     placement->Document(2));
 }
 
 }  // namespace tiller
