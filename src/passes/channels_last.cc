@@ -2,12 +2,11 @@
 //   (NCHW, inference)
 //   ==>  transpose{to NHWC} -> conv2d{NHWC} -> relu -> add -> conv2d{NHWC} ...
 //        -> transpose{to NCHW} only where an NCHW reader remains
-// oneDNN's convolutions run on channel-last activations (it picks that layout
-// itself for most shapes), so a convolution on NCHW tensors reorders its input
-// and its result every time: on MobileNetV3 at batch 8 the reorders took more
-// time than the convolutions. Here a chain of convolutions, poolings,
-// resamplings (UNet's upsampling) and the ops between them that are
-// layout-agnostic (activations, residual adds, the squeeze-excitation
+// Convolution kernels run fastest on channel-last activations (GEMM-based
+// ones pick that layout themselves for most shapes), so a convolution on NCHW tensors reorders its
+// input and its result every time: on MobileNetV3 at batch 8 the reorders took more time than the
+// convolutions. Here a chain of convolutions, poolings, resamplings (UNet's upsampling) and the ops
+// between them that are layout-agnostic (activations, residual adds, the squeeze-excitation
 // multiply) or name their axes (concat of skip connections, slices,
 // reductions keeping their dims) keeps NHWC tensors, and a transpose
 // converts only where the chain starts and where something outside it reads
@@ -46,12 +45,11 @@ bool IsChannelFirstSpatialOp(const ir::Op& op) {
   const DType dt = op.inputs[0]->dtype();
   // The NHWC resampling kernel takes what the NCHW one does (integers only
   // for nearest, which that kernel checks); the NHWC pooling kernel is
-  // float32's; conv2d_transpose runs NHWC only as oneDNN's deconvolution:
-  // float32, one group, an output padding no larger than the end pad.
+  // float32's; conv2d_transpose's NHWC form takes float32, one group and an
+  // output padding no larger than the end pad.
   if (op.type == "interp") return dt == DType::kF32 || dt == DType::kI32 || dt == DType::kI64;
   if (dt != DType::kF32) return false;
   if (op.type == "pool2d") return true;
-  // The kernel's own condition (backends/cpu/kernels/matmul.cc).
   if (op.GetInt("groups") != 1) return false;
   const std::array<int64_t, 2> end =
       ir::ConvTransposeEndPads(op, op.inputs[0]->shape(), op.inputs[1]->shape());

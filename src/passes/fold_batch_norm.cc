@@ -52,9 +52,9 @@ int FoldBatchNorm(ir::Graph& g) {
       double bias = b ? b->const_data<float>()[o] : 0.0;
       new_b->as<float>()[o] = static_cast<float>((bias - mean[o]) * s + shift[o]);
     }
-    // oneDNN takes an int8 convolution's bias divided by its output scale
-    // (backends/cpu/kernels/matmul.cc): a channel the batch norm zeroes
-    // (scale 0) keeps its batch norm.
+    // Int8 convolution kernels may apply the bias divided by the output
+    // scale (as int8 libraries take it), which a zero scale cannot give: a
+    // channel the batch norm zeroes (scale 0) keeps its batch norm.
     if (int8 && zero_scale) continue;
     ir::Value* s2 =
         g.AddData(scaled->name + ".bn_folded", scaled->type, ir::ValueKind::kConstant, new_s);

@@ -2,8 +2,8 @@
 //   ==>  matmul(x, y){alpha * s}          the scaled x a matmul)
 // matmul(x, y) -> scale(.){s, bias 0}   (the scale the product's only reader)
 //   ==>  matmul(x, y){alpha * s}
-// Attention scales q by 1/sqrt(head dim) before q·kᵀ; oneDNN applies alpha
-// to the GEMM's accumulators instead, saving a pass over q. Only powers of
+// Attention scales q by 1/sqrt(head dim) before q·kᵀ; the GEMM applies alpha
+// to its accumulators instead, saving a pass over q. Only powers of
 // two fold, so the result is bit-identical (scaling by 2^k is exact, and
 // (2^k·x)·y = 2^k·(x·y) term by term).
 #include <cmath>

@@ -5,7 +5,7 @@
 // each moving a whole activation (BERT-Base at batch 8: 1.4% of the time on
 // an idle machine, 9.6% while another job ran; memory-bound work suffers
 // first).
-// oneDNN's matmul reads and writes strided memory, so the matmul takes the
+// matmul kernels read and write strided memory, so the matmul takes the
 // transpose's permutation as strides instead. Only permutations that keep
 // the last dim last (contiguous rows: BERT's [0, 2, 1, 3]); only transposes
 // read by matmuls alone (a training graph's backward matmuls read the heads

@@ -1,9 +1,9 @@
 // conv2d|conv2d_int8|linear|linear_int8 -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6
 //   ==>  the op{activation}
-// oneDNN applies the activation while writing the result (a post-op), which
-// saves a full read and write of the activations. hard_swish, hard_sigmoid
+// The kernel applies the activation while writing the result (an epilogue),
+// saving a full read and write of the activations. hard_swish, hard_sigmoid
 // and relu6 only with Paddle's default attributes (MobileNetV3's), which the
-// kernel's post-ops hard-wire.
+// kernels' epilogues hard-wire.
 #include "passes/pass.h"
 #include "passes/pattern_utils.h"
 

@@ -1,8 +1,8 @@
 // conv2d{NHWC}(x, W, b) -> add(., r) [-> relu]   ==>  conv2d(x, W, b, r){activation}
 // (and conv2d_int8(x, W, scale, b), with r after b)
 // A residual block ends by adding its shortcut to its last convolution's
-// result (then relu): oneDNN adds the result to r as it writes (its sum
-// post-op, into r's own storage when the memory plan hands it over, see
+// result (then relu): the kernel adds the result to r as it writes (a sum
+// epilogue, into r's own storage when the memory plan hands it over, see
 // OpSchema::inplace_input), so the sum costs no pass of its own over the
 // activations. Only channel-last convolutions (after channels_last), whose
 // kernel writes the plain layout r is in; r must have the result's type.

@@ -3,8 +3,8 @@
 //   ==>  the op(x, W[, scale], c)
 // Paddle saves a convolution's bias as a separate add of a [1, O, 1, 1]
 // reshape of the [O] parameter (squeeze-excitation blocks, detection
-// heads); in the convolution it is oneDNN's bias, added while the result is
-// written, and the chain stays a chain of convolutions for fold_batch_norm,
+// heads); in the convolution it is the kernel's bias, added while the result
+// is written, and the chain stays a chain of convolutions for fold_batch_norm,
 // channels_last and the activation fusions.
 #include "passes/pass.h"
 #include "passes/pattern_utils.h"

@@ -1,6 +1,6 @@
 // matmul(x[..., K], W[K, N]) -> add(., b[N])?
 //   ==>  linear(x, W, b)
-// oneDNN then adds the bias inside the GEMM's write-back, saving a pass over
+// The GEMM kernel then adds the bias as it writes its result, saving a pass over
 // the activations; fuse_activation may then fold a following activation in.
 // W and b are constants (inference: W is packed once) or, with a bias add,
 // values computed at run time (training's parameters: the kernel reads them

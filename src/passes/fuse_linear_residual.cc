@@ -1,13 +1,13 @@
 // linear(x, W, b) -> add(., r)   ==>  linear(x, W, b, r)
 // A transformer block ends each of its two halves by adding its input (the
-// residual) to a projection's result before the layer_norm: oneDNN adds r
-// as the GEMM writes its result (the sum post-op: into r's own storage when
+// residual) to a projection's result before the layer_norm: a GEMM kernel adds r
+// as it writes its result (a sum epilogue: into r's own storage when
 // the memory plan hands it over, see OpSchema::inplace_input), so the add
 // costs no pass of its own over the activations (BERT-Base at batch 8: 24
 // adds reading 6 MiB and writing 3 MiB each). Inference only: in training
 // r is read again by the backward pass, so the result could never take its
 // storage and the copy would cost what the add did. The linear keeps no
-// activation (oneDNN applies post-ops in order: the add comes first, and
+// activation (epilogues apply in order: the add comes first, and
 // fuse_activation may still fold an activation that follows the add).
 #include "passes/pass.h"
 #include "passes/pattern_utils.h"

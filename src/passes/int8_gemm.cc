@@ -76,8 +76,8 @@ ir::Value* WeightPair(const ir::Op* dq, int rank, int64_t axis) {
 
 // (sx / qmax_x) * (sw[j] / qmax_w) for the n columns (channels) of the
 // weight `dq` dequantizes; empty when one is zero (an all-zero column, a
-// zero activation range): those stay on the float path, as oneDNN would
-// need the bias divided by the scale.
+// zero activation range): those stay on the float path, as an int8 kernel
+// that takes the bias divided by the scale would need.
 std::vector<float> OutputScales(const ir::Op* q, const ir::Op* dq, int64_t n) {
   const float sx = Floats(q->inputs[1])[0] / static_cast<float>(q->GetInt("qmax"));
   const float* sw = Floats(dq->inputs[1]);

@@ -3,9 +3,9 @@
 //        with qkv = linear(x, [Wq | Wk | Wv], [bq | bk | bv])   (constant weights)
 // The three projections of one input are one GEMM three times as wide
 // (BERT-Base: [128, 768] x [768, 2304] once instead of x [768, 768] three
-// times): x is read once, and one call replaces three (on the AVX2 machine
-// it was measured on, oneDNN ran both forms at the same rate; a GEMM whose
-// small N costs it efficiency gains). The attention kernel reads q, k and v
+// times): x is read once, and one call replaces three (where a GEMM runs both
+// forms at the same rate nothing is lost; one whose small N costs it
+// efficiency gains). The attention kernel reads q, k and v
 // in place from the columns of the one result. The merged weight's origin derives from the three
 // loaded ones, so steps compiled for other shapes and clones share its packed copy.
 #include <cstring>

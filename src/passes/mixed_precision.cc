@@ -2,8 +2,8 @@
 //   ==>  the same op on half operands, {out_dtype: float32}
 //        (a cast before each operand, one per value; weights converted here, once)
 // The ops whose precision rule is half safe do their multiplications in
-// half precision and accumulate in float32 (oneDNN's bf16 GEMM and
-// convolution, AMX or AVX512_BF16), and give a float32 result, so nothing
+// half precision and accumulate in float32 (the devices' half GEMMs and
+// convolutions), and give a float32 result, so nothing
 // downstream changes: softmax, layer_norm, losses, reductions and the
 // optimizer keep running in float32 on float32 values, and so do the
 // gradients' accumulators and the weights themselves (the master copies).
@@ -19,8 +19,8 @@
 // the movement runs on half the bytes. Attention's Q, K, V and context and
 // the FFN's inner activation never exist in float32.
 //
-// Without half arithmetic on the device (compute_in_half false: float16 on
-// a CPU, which oneDNN cannot multiply in float16) each operand makes the
+// Without half arithmetic on the device (compute_in_half false: a half type
+// no device has a GEMM for) each operand makes the
 // round trip float32 -> float16 -> float32 instead and the op stays
 // float32: the values are those float16 storage holds, the arithmetic is
 // float32's.

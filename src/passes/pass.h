@@ -17,9 +17,9 @@ namespace tiller::passes {
 
 struct PassContext {
   bool training = false;  // the graph holds a backward and an update part
-  // The devices multiply int8 exactly (linear_int8 / conv2d_int8 kernels:
-  // oneDNN's int8 GEMMs without VNNI halve the weights or saturate, so the
-  // CPU backend has none there and quantized pairs run as float32 math).
+  // The devices multiply int8 exactly (a backend registers linear_int8 /
+  // conv2d_int8 only where its int32 sums are exact; elsewhere quantized
+  // pairs run as float32 math).
   bool int8_gemms = true;
 };
 
