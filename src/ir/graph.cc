@@ -149,6 +149,7 @@ Op* Graph::AddOp(const std::string& type, std::vector<Value*> inputs, AttrMap at
   op->inputs = std::move(inputs);
   op->attrs = std::move(attrs);
   op->schema = schema;
+  op->opcode = schema->opcode;
   op->placement = scope_;
   CheckAttributes(*schema, op->name, op->attrs);
   int n = static_cast<int>(op->inputs.size());

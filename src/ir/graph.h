@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "core/shape.h"
 #include "ir/attribute.h"
+#include "ir/opcode.h"
 
 namespace tiller::ir {
 
@@ -106,9 +107,10 @@ inline std::pair<int, int> PipelineOrder(const Placement& p) {
 
 struct Op {
   int id = 0;
-  std::string type;            // IR op name (see ir/ops/)
-  std::string name;            // where it came from, e.g. "matmul_v2 (out: linear_1.tmp_0)"
-  std::vector<Value*> inputs;  // nullptr marks an absent optional input
+  std::string type;                   // IR op name (see ir/ops/)
+  Opcode opcode = Opcode::kUnlisted;  // `type` as an id (ir/opcode.h), set by AddOp
+  std::string name;                   // where it came from, e.g. "matmul_v2 (out: linear_1.tmp_0)"
+  std::vector<Value*> inputs;         // nullptr marks an absent optional input
   std::vector<Value*> outputs;
   AttrMap attrs;
   Placement placement;
@@ -117,6 +119,7 @@ struct Op {
   int device = -1;
   const OpSchema* schema = nullptr;  // set by AddOp
 
+  bool is(Opcode o) const { return opcode == o; }
   Value* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
   Value* output(size_t i = 0) const { return outputs[i]; }
 

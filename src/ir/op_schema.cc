@@ -118,6 +118,7 @@ bool RegisterOpSchema(OpSchema schema) {
   TILLER_CHECK(schema.attrs_declared,
                "op schema '{}' does not declare its attributes (Attr / RequiredAttr, or NoAttrs)",
                schema.name);
+  schema.opcode = OpcodeOf(schema.name);
   auto [it, inserted] = Registry().emplace(schema.name, std::move(schema));
   TILLER_CHECK(inserted, "op schema '{}' registered twice", it->first);
   return true;

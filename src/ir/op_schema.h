@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "ir/graph.h"
+#include "ir/opcode.h"
 
 namespace tiller::ir {
 
@@ -93,6 +94,7 @@ struct OpSchema {
         is_view(view) {}
 
   std::string name;
+  Opcode opcode = Opcode::kUnlisted;  // set by RegisterOpSchema from `name`
   int min_inputs;
   int max_inputs;
   std::function<void(InferContext&)> infer;

@@ -106,6 +106,42 @@ TEST(IrSchemas, EveryOpHasInference) {
   EXPECT_GT(AllOpSchemaNames().size(), 60u);
 }
 
+// ir/opcode.h: the opcode list and the op schemas are the same set, so an op
+// renamed in one and not the other fails here (and code comparing opcodes
+// fails to build).
+TEST(Opcodes, TheListAndTheRegisteredSchemasAreTheSameSet) {
+  std::vector<std::string> unlisted;
+  for (const std::string& name : AllOpSchemaNames()) {
+    const OpSchema* s = FindOpSchema(name);
+    if (s->opcode == Opcode::kUnlisted) {
+      unlisted.push_back(name);
+      continue;
+    }
+    EXPECT_EQ(OpcodeName(s->opcode), name);
+  }
+  // Only the schemas the C++ tests register for themselves are unlisted.
+  for (const std::string& name : unlisted)
+    EXPECT_TRUE(name.starts_with("arch_test_") || name.starts_with("kernel_dtypes_test_"))
+        << name << " is registered but missing from TILLER_OPCODES (ir/opcode.h)";
+  for (size_t i = 0; i < static_cast<size_t>(Opcode::kUnlisted); ++i) {
+    const std::string name(OpcodeName(static_cast<Opcode>(i)));
+    EXPECT_NE(FindOpSchema(name), nullptr)
+        << name << " is in TILLER_OPCODES (ir/opcode.h) but no schema registers it";
+    EXPECT_EQ(OpcodeOf(name), static_cast<Opcode>(i));
+  }
+  EXPECT_EQ(OpcodeOf("no_such_op"), Opcode::kUnlisted);
+  EXPECT_EQ(OpcodeName(Opcode::kUnlisted), "");
+}
+
+TEST(Opcodes, AddOpSetsTheOpcodeFromTheSchema) {
+  Graph g;
+  Value* x = g.AddInput("x", {DType::kF32, {2, 3}});
+  Op* op = g.Add1("relu", {x})->producer;
+  EXPECT_EQ(op->opcode, Opcode::relu);
+  EXPECT_TRUE(op->is(Opcode::relu));
+  EXPECT_FALSE(op->is(Opcode::tanh));
+}
+
 }  // namespace
 }  // namespace tiller::ir
 
