@@ -23,6 +23,8 @@ namespace tiller::cpu {
 namespace {
 
 using ir::AttrMap;
+using ir::Graph;
+using ir::Value;
 
 // A tensor whose elements are held as doubles; every value the tests use is
 // exactly representable in the tensor's dtype.
@@ -250,6 +252,26 @@ TEST(KernelDTypes, CheckRunsBeforeTheFactoryOnTheDeclaredInput) {
     EXPECT_NE(std::string(e.what()).find("supported: int64"), std::string::npos) << e.what();
   }
   EXPECT_EQ(pick_calls, calls0 + 1);  // the factory never saw the float32 op
+}
+
+TEST(CpuKernelErrors, UnsupportedDtypeIsUnimplemented) {
+  Graph g;
+  Value* i32 = g.AddInput("a", {DType::kI32, {4}});
+  Value* f16 = g.AddInput("h", {DType::kF16, {4}});
+  for (Value* v : {g.Add1("gelu", {i32}), g.Add1("softmax", {i32}), g.Add1("add", {f16, f16}),
+                   g.Add1("layer_norm", {f16}), g.Add1("reduce_sum", {f16})}) {
+    try {
+      CreateKernel(*v->producer);
+      ADD_FAILURE() << v->producer->type << " accepted "
+                    << DTypeName(v->producer->inputs[0]->dtype());
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUnimplemented);
+      EXPECT_NE(std::string(e.what()).find(v->producer->type), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(DTypeName(v->producer->inputs[0]->dtype())),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(KernelDTypes, EveryKernelOfAnIrOpDeclaresDTypes) {
