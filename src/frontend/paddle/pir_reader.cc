@@ -1,6 +1,7 @@
 // ReadPirProgram: a Paddle 3 PIR program (model.json) into the neutral
-// Program form, with pd_op ops renamed to their legacy spelling through the
-// table in pir_compat.cc. Values become variables: "%<id>", except parameter
+// Program form, with pd_op ops renamed to their legacy spelling through
+// FindPirOpCompat (pir_compat.h; the entries are registered beside their
+// translators). Values become variables: "%<id>", except parameter
 // results (their parameter_name), data results (the input's name) and values
 // read by exactly one fetch (the fetch's name, which is the output name users
 // see). builtin.combine/split/slice become multi-argument slots.

@@ -1,5 +1,5 @@
 // Paddle activations and unary math ops (X -> Out), prelu, pow and clip,
-// with the PIR spellings that differ from the legacy ones.
+// each with the PIR spelling that maps onto it.
 #include <cmath>
 
 #include "frontend/paddle/pir_compat.h"
@@ -26,7 +26,7 @@ void RegisterUnary(const char* paddle, const char* ir_type, Renames attrs = {}) 
 }
 
 // mish's softplus threshold: `threshold` in legacy programs; PIR programs
-// spell it `lambda` and the built-in PIR table passes that name through.
+// spell it `lambda` and its PIR entry passes that name through.
 void Mish(TranslateContext& ctx, const OpDesc& op) {
   double th = op.attrs.Float("threshold", op.attrs.Float("lambda", 20.0));
   ctx.SetOut(op, "Out", ctx.Add1(op, "mish", {ctx.In(op, "X")}, {{"threshold", th}}));
@@ -132,44 +132,60 @@ void Clip(TranslateContext& ctx, const OpDesc& op) {
 }
 
 const bool kRegistered = [] {
+  using pir::Unary;
+  // Each translator with the PIR spelling that maps onto it.
   for (const char* name :
        {"relu", "tanh",       "sigmoid",  "exp",        "log",        "sqrt", "rsqrt", "abs",
         "erf",  "reciprocal", "square",   "silu",       "sin",        "cos",  "floor", "ceil",
         "sign", "log1p",      "acos",     "asin",       "atan",       "cosh", "sinh",  "tan",
         "log2", "log10",      "softsign", "logsigmoid", "tanh_shrink"}) {
     RegisterUnary(name, name);
+    RegisterPirOpCompat(name, Unary(name));
   }
   RegisterUnary("round", "round", {{"decimals", "decimals"}});
+  RegisterPirOpCompat("round", Unary("round"));
   RegisterUnary("gelu", "gelu", {{"approximate", "approximate"}});
+  RegisterPirOpCompat("gelu", Unary("gelu"));
   RegisterUnary("leaky_relu", "leaky_relu", {{"alpha", "alpha"}});
+  RegisterPirOpCompat("leaky_relu", Unary("leaky_relu", {{"negative_slope", "alpha"}}));
   RegisterUnary("elu", "elu", {{"alpha", "alpha"}});
+  RegisterPirOpCompat("elu", Unary("elu"));
   RegisterTranslator("celu", Celu, {"celu"});
+  RegisterPirOpCompat("celu", Unary("celu"));
   RegisterUnary("swish", "swish", {{"beta", "beta"}});
+  RegisterPirOpCompat("swish", Unary("swish", {}, {{"beta", 1.0}}));
   RegisterUnary("hard_swish", "hard_swish",
                 {{"threshold", "threshold"}, {"scale", "scale"}, {"offset", "offset"}});
+  RegisterPirOpCompat("hardswish", Unary("hard_swish"));  // Paddle 2.x spelled it with a '_'
   RegisterUnary("hard_sigmoid", "hard_sigmoid", {{"slope", "slope"}, {"offset", "offset"}});
+  RegisterPirOpCompat("hardsigmoid", Unary("hard_sigmoid"));
   RegisterUnary("relu6", "relu6", {{"threshold", "threshold"}});
+  RegisterPirOpCompat("relu6", Unary("relu6", {}, {{"threshold", 6.0}}));
   RegisterUnary("softplus", "softplus", {{"beta", "beta"}, {"threshold", "threshold"}});
+  RegisterPirOpCompat("softplus", Unary("softplus"));
   RegisterUnary("selu", "selu", {{"scale", "scale"}, {"alpha", "alpha"}});
+  RegisterPirOpCompat("selu", Unary("selu"));
   RegisterUnary("hard_shrink", "hard_shrink", {{"threshold", "threshold"}});
+  RegisterPirOpCompat("hardshrink", Unary("hard_shrink"));
   RegisterUnary("softshrink", "softshrink", {{"lambda", "lambda"}});
+  RegisterPirOpCompat("softshrink", Unary("softshrink", {{"threshold", "lambda"}}));
   RegisterUnary("thresholded_relu", "thresholded_relu",
                 {{"threshold", "threshold"}, {"value", "value"}});
+  RegisterPirOpCompat("thresholded_relu", Unary("thresholded_relu"));
   RegisterUnary("brelu", "brelu", {{"t_min", "t_min"}, {"t_max", "t_max"}});
+  RegisterPirOpCompat("hardtanh", Unary("brelu"));
   RegisterTranslator("mish", Mish, {"mish"});
+  RegisterPirOpCompat("mish", Unary("mish"));
   RegisterTranslator("prelu", Prelu, {"reshape", "prelu"});
-  RegisterTranslator("pow", Pow, {"pow_scalar", "pow", "reshape", "cast"});
-  RegisterTranslator("clip", Clip, {"clip", "max", "min", "reshape", "cast"});
-
-  // PIR spellings missing from the built-in table (pir_compat.cc).
-  for (const char* name : {"acos", "asin", "atan", "cosh", "sinh", "tan", "log2", "log10",
-                           "tanh_shrink", "thresholded_relu"}) {
-    RegisterPirOpCompat(name, pir::Unary(name));
-  }
-  RegisterPirOpCompat("hardshrink", pir::Unary("hard_shrink"));
-  RegisterPirOpCompat("softshrink", pir::Unary("softshrink", {{"threshold", "lambda"}}));
-  RegisterPirOpCompat("hardtanh", pir::Unary("brelu"));
   RegisterPirOpCompat("prelu", {"prelu", {pir::T("X"), pir::T("Alpha")}, {"Out"}, {}, {}});
+  RegisterTranslator("pow", Pow, {"pow_scalar", "pow", "reshape", "cast"});
+  RegisterPirOpCompat("pow", Unary("pow", {{"y", "factor"}}));
+  RegisterTranslator("clip", Clip, {"clip", "max", "min", "reshape", "cast"});
+  RegisterPirOpCompat("clip", {"clip",
+                               {pir::T("X"), pir::Scalar("min", "Min"), pir::Scalar("max", "Max")},
+                               {"Out"},
+                               {},
+                               {}});
   return true;
 }();
 

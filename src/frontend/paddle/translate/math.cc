@@ -1,6 +1,6 @@
 // Paddle elementwise (binary, compare, logic), matmul, scale, sum/mean,
-// reduction (logsumexp too), arg-min/max and cumsum ops. Activations:
-// activation.cc.
+// reduction (logsumexp too), arg-min/max and cumsum ops, each with the PIR
+// spellings that map onto it. Activations: activation.cc.
 #include <algorithm>
 #include <cmath>
 
@@ -348,30 +348,59 @@ void Dist(TranslateContext& ctx, const OpDesc& op) {
 }
 
 const bool kRegistered = [] {
+  using pir::Scalar;
+  using pir::T;
+  // Each translator with the PIR spellings that map onto it.
   RegisterTranslator("cumsum", Cumsum, {"cumsum", "reshape"});
+  RegisterPirOpCompat("cumsum",
+                      {"cumsum", {T("X"), Scalar("axis", "AxisTensor")}, {"Out"}, {}, {}});
   RegisterBinary("elementwise_add", "add");
+  RegisterPirOpCompat("add", pir::Binary("elementwise_add"));
   RegisterBinary("elementwise_sub", "sub");
+  RegisterPirOpCompat("subtract", pir::Binary("elementwise_sub"));
   RegisterBinary("elementwise_mul", "mul");
+  RegisterPirOpCompat("multiply", pir::Binary("elementwise_mul"));
   RegisterBinary("elementwise_div", "div");
+  RegisterPirOpCompat("divide", pir::Binary("elementwise_div"));
   RegisterBinary("elementwise_max", "max");
+  RegisterPirOpCompat("maximum", pir::Binary("elementwise_max"));
   RegisterBinary("elementwise_min", "min");
+  RegisterPirOpCompat("minimum", pir::Binary("elementwise_min"));
   RegisterBinary("elementwise_pow", "pow");
+  RegisterPirOpCompat("elementwise_pow", pir::Binary("elementwise_pow"));
   RegisterBinary("elementwise_mod", "mod");
+  RegisterPirOpCompat("remainder", pir::Binary("elementwise_mod"));
   RegisterBinary("elementwise_floordiv", "floor_div");
+  RegisterPirOpCompat("floor_divide", pir::Binary("elementwise_floordiv"));
   RegisterBinary("equal", "equal");
+  RegisterPirOpCompat("equal", pir::Binary("equal"));
   RegisterBinary("not_equal", "not_equal");
+  RegisterPirOpCompat("not_equal", pir::Binary("not_equal"));
   RegisterBinary("less_than", "less");
+  RegisterPirOpCompat("less_than", pir::Binary("less_than"));
   RegisterBinary("less_equal", "less_equal");
+  RegisterPirOpCompat("less_equal", pir::Binary("less_equal"));
   RegisterBinary("greater_than", "greater");
+  RegisterPirOpCompat("greater_than", pir::Binary("greater_than"));
   RegisterBinary("greater_equal", "greater_equal");
+  RegisterPirOpCompat("greater_equal", pir::Binary("greater_equal"));
+  // The logical ops have no `axis`.
   RegisterBinary("logical_and", "logical_and");
+  RegisterPirOpCompat("logical_and", {"logical_and", {T("X"), T("Y")}, {"Out"}, {}, {}});
   RegisterBinary("logical_or", "logical_or");
+  RegisterPirOpCompat("logical_or", {"logical_or", {T("X"), T("Y")}, {"Out"}, {}, {}});
   RegisterBinary("logical_xor", "logical_xor");
+  RegisterPirOpCompat("logical_xor", {"logical_xor", {T("X"), T("Y")}, {"Out"}, {}, {}});
   RegisterTranslator("logical_not",
                      [](TranslateContext& c, const OpDesc& op) {
                        c.SetOut(op, "Out", c.Add1(op, "logical_not", {c.In(op, "X")}));
                      },
                      {"logical_not"});
+  RegisterPirOpCompat("logical_not", pir::Unary("logical_not"));
+  // Mapped, with no translator: translation reports them as unsupported.
+  for (const char* name : {"isnan", "isinf", "isfinite"}) {
+    RegisterPirOpCompat(name, pir::Unary(name));
+  }
   // Float operands become one matmul; integer ones mul + reduce_sum.
   const std::vector<std::string> matmul_ops = {"matmul", "reshape", "transpose", "mul",
                                                "reduce_sum"};
@@ -381,24 +410,37 @@ const bool kRegistered = [] {
         Matmul(c, op, op.attrs.Bool("trans_x", false), op.attrs.Bool("trans_y", false), 1.0);
       },
       matmul_ops);
+  RegisterPirOpCompat("matmul", {"matmul_v2",
+                                 {T("X"), T("Y")},
+                                 {"Out"},
+                                 {{"transpose_x", "trans_x"}, {"transpose_y", "trans_y"}},
+                                 {}});
   RegisterTranslator("matmul", MatmulV1, matmul_ops);
   RegisterTranslator("bmm", Bmm, matmul_ops);
+  RegisterPirOpCompat("bmm", {"bmm", {T("X"), T("Y")}, {"Out"}, {}, {}});
+  // Mapped, with no translator: translation reports it as unsupported.
+  RegisterPirOpCompat("einsum",
+                      {"einsum", {T("Operands")}, {"Out", "InnerCache", "XShape"}, {}, {}});
   RegisterTranslator("dot", Dot, {"mul", "reduce_sum"});
+  RegisterPirOpCompat("dot", {"dot", {T("X"), T("Y")}, {"Out"}, {}, {}});
   const std::vector<std::string> pnorm_ops = {"abs",        "reduce_sum", "reduce_max",
                                               "reduce_min", "square",     "sqrt",
                                               "pow_scalar", "not_equal",  "cast"};
   RegisterTranslator("p_norm", PNormOp, pnorm_ops);
+  RegisterPirOpCompat("p_norm", pir::Unary("p_norm"));
   std::vector<std::string> dist_ops = pnorm_ops;
   dist_ops.push_back("sub");
   RegisterTranslator("dist", Dist, dist_ops);
-  RegisterPirOpCompat("dot", {"dot", {pir::T("X"), pir::T("Y")}, {"Out"}, {}, {}});
-  RegisterPirOpCompat("dist", {"dist", {pir::T("X"), pir::T("Y")}, {"Out"}, {}, {}});
-  RegisterPirOpCompat("p_norm", pir::Unary("p_norm"));
+  RegisterPirOpCompat("dist", {"dist", {T("X"), T("Y")}, {"Out"}, {}, {}});
   // A run-time, integer or half scale is scale_tensor (its factor cast).
   RegisterTranslator("scale", Scale, {"scale", "scale_tensor", "cast"});
+  RegisterPirOpCompat("scale",
+                      {"scale", {T("X"), Scalar("scale", "ScaleTensor")}, {"Out"}, {}, {}});
   RegisterTranslator("mul", Mul, {"reshape", "matmul"});
   RegisterTranslator("sum", Sum, {"add", "identity"});
+  RegisterPirOpCompat("add_n", {"sum", {T("X")}, {"Out"}, {}, {}});
   RegisterTranslator("mean", Mean, {"reduce_mean"});
+  RegisterPirOpCompat("mean_all", pir::Unary("mean"));
   RegisterTranslator("logsumexp", LogSumExp, {"logsumexp"});
   RegisterPirOpCompat("logsumexp", pir::Unary("logsumexp"));
   for (auto [paddle, ir_type] : {std::pair{"reduce_sum", "reduce_sum"},
@@ -410,12 +452,24 @@ const bool kRegistered = [] {
     RegisterTranslator(paddle, [t](TranslateContext& c, const OpDesc& op) { Reduce(c, op, t); },
                        {t, "cast"});
   }
+  RegisterPirOpCompat("sum", pir::Reduce("reduce_sum"));
+  RegisterPirOpCompat("mean", pir::Reduce("reduce_mean"));
+  RegisterPirOpCompat("max", pir::Reduce("reduce_max"));
+  RegisterPirOpCompat("min", pir::Reduce("reduce_min"));
+  RegisterPirOpCompat("prod", pir::Reduce("reduce_prod"));
+  // Mapped, with no translator: translation reports them as unsupported.
+  RegisterPirOpCompat("all", pir::Reduce("reduce_all"));
+  RegisterPirOpCompat("any", pir::Reduce("reduce_any"));
   RegisterTranslator("arg_max",
                      [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmax"); },
                      {"argmax", "reshape"});
+  RegisterPirOpCompat("argmax",
+                      {"arg_max", {T("X"), Scalar("axis", "AxisTensor")}, {"Out"}, {}, {}});
   RegisterTranslator("arg_min",
                      [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmin"); },
                      {"argmin", "reshape"});
+  RegisterPirOpCompat("argmin",
+                      {"arg_min", {T("X"), Scalar("axis", "AxisTensor")}, {"Out"}, {}, {}});
   return true;
 }();
 

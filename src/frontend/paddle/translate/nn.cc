@@ -1,5 +1,6 @@
 // Paddle neural-network ops: normalization, softmax, dropout, conv, pool,
-// embedding lookup.
+// embedding lookup, each with the PIR spellings that map onto it.
+#include "frontend/paddle/pir_compat.h"
 #include "frontend/paddle/translate.h"
 #include "frontend/paddle/translate/helpers.h"
 
@@ -191,21 +192,54 @@ void Embedding(TranslateContext& ctx, const OpDesc& op, bool squeeze_last) {
 }
 
 const bool kRegistered = [] {
+  using pir::IntArray;
+  using pir::Scalar;
+  using pir::T;
+  // Each translator with the PIR spellings that map onto it.
   RegisterTranslator("layer_norm", LayerNorm, {"layer_norm"});
+  RegisterPirOpCompat(
+      "layer_norm",
+      {"layer_norm", {T("X"), T("Scale"), T("Bias")}, {"Y", "Mean", "Variance"}, {}, {}});
   RegisterTranslator("softmax",
                      [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "softmax"); },
                      {"softmax"});
+  RegisterPirOpCompat("softmax", pir::Unary("softmax"));
   RegisterTranslator("log_softmax",
                      [](TranslateContext& c, const OpDesc& op) { Softmax(c, op, "log_softmax"); },
                      {"log_softmax"});
+  RegisterPirOpCompat("log_softmax", pir::Unary("log_softmax"));
   RegisterTranslator("dropout", Dropout, {"scale", "dropout"});
+  RegisterPirOpCompat("dropout", {"dropout",
+                                  {T("X"), T("Seed"), Scalar("dropout_prob", "DropoutProbTensor")},
+                                  {"Out", "Mask"},
+                                  {{"mode", "dropout_implementation"}},
+                                  {}});
+  auto conv = [](const char* legacy) -> PirOpCompat {
+    return {legacy, {T("Input"), T("Filter")}, {"Output"}, {}, {}};
+  };
   RegisterTranslator("conv2d", Conv2d, {"conv2d", "transpose"});
+  RegisterPirOpCompat("conv2d", conv("conv2d"));
   RegisterTranslator("depthwise_conv2d", Conv2d, {"conv2d", "transpose"});
+  RegisterPirOpCompat("depthwise_conv2d", conv("depthwise_conv2d"));
+  // Mapped, with no translator: translation reports it as unsupported.
+  RegisterPirOpCompat("conv3d", conv("conv3d"));
   RegisterTranslator("batch_norm", BatchNorm, {"batch_norm", "batch_norm_train", "transpose"});
+  const PirOpCompat batch_norm = {
+      "batch_norm",
+      {T("X"), T("Mean"), T("Variance"), T("Scale"), T("Bias")},
+      {"Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance", "ReserveSpace"},
+      {{"data_format", "data_layout"}},
+      {}};
+  RegisterPirOpCompat("batch_norm", batch_norm);
+  RegisterPirOpCompat("batch_norm_", batch_norm);
   RegisterTranslator("pool2d", Pool2d, {"pool2d", "transpose"});
+  RegisterPirOpCompat(
+      "pool2d",
+      {"pool2d", {T("X"), IntArray("ksize", "KSizeTensor", "KSizeTensorList")}, {"Out"}, {}, {}});
   RegisterTranslator("lookup_table_v2",
                      [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, false); },
                      {"embedding"});
+  RegisterPirOpCompat("embedding", {"lookup_table_v2", {T("Ids"), T("W")}, {"Out"}, {}, {}});
   RegisterTranslator("lookup_table",
                      [](TranslateContext& c, const OpDesc& op) { Embedding(c, op, true); },
                      {"embedding", "reshape"});

@@ -1,5 +1,6 @@
 // More Paddle neural-network ops: group/instance norm, affine_channel,
-// data_norm, max_pool2d_with_index, conv2d_transpose, *_interp_v2, pad3d.
+// data_norm, max_pool2d_with_index, conv2d_transpose, *_interp_v2, pad3d,
+// each with the PIR spellings that map onto it.
 // Channel-last inputs are transposed to channel-first around the IR op.
 #include <algorithm>
 
@@ -314,54 +315,78 @@ void Pad3d(TranslateContext& ctx, const OpDesc& op) {
 }
 
 const bool kRegistered = [] {
+  using pir::IntArray;
+  using pir::T;
+  // Each translator with the PIR spellings that map onto it.
   RegisterTranslator("group_norm",
                      [](TranslateContext& c, const OpDesc& op) { GroupNorm(c, op, false); },
                      {"group_norm", "transpose"});
+  RegisterPirOpCompat("group_norm", {"group_norm",
+                                     {T("X"), T("Scale"), T("Bias")},
+                                     {"Y", "Mean", "Variance"},
+                                     {{"data_format", "data_layout"}},
+                                     {}});
   RegisterTranslator("instance_norm",
                      [](TranslateContext& c, const OpDesc& op) { GroupNorm(c, op, true); },
                      {"group_norm"});
+  RegisterPirOpCompat("instance_norm", {"instance_norm",
+                                        {T("X"), T("Scale"), T("Bias")},
+                                        {"Y", "SavedMean", "SavedVariance"},
+                                        {},
+                                        {}});
   RegisterTranslator("affine_channel", AffineChannel, {"mul", "add", "reshape"});
+  RegisterPirOpCompat("affine_channel",
+                      {"affine_channel", {T("X"), T("Scale"), T("Bias")}, {"Out"}, {}, {}});
   RegisterTranslator(
       "data_norm", DataNorm,
       {"div", "sqrt", "sub", "mul", "add", "slice", "abs", "less", "where", "reshape"});
   RegisterTranslator("max_pool2d_with_index", MaxPoolWithIndex, {"max_pool2d_with_index"});
-  RegisterTranslator("conv2d_transpose", ConvTranspose, {"conv2d_transpose", "transpose"});
-  RegisterTranslator("depthwise_conv2d_transpose", ConvTranspose,
-                     {"conv2d_transpose", "transpose"});
-  const std::vector<std::string> interp_ops = {"interp", "transpose"};
-  RegisterTranslator(
-      "nearest_interp_v2",
-      [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 2, "nearest"); }, interp_ops);
-  RegisterTranslator(
-      "bilinear_interp_v2",
-      [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 2, "linear"); }, interp_ops);
-  RegisterTranslator(
-      "bicubic_interp_v2", [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 2, "cubic"); },
-      interp_ops);
-  RegisterTranslator(
-      "linear_interp_v2", [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 1, "linear"); },
-      interp_ops);
-  RegisterTranslator(
-      "trilinear_interp_v2",
-      [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 3, "linear"); }, interp_ops);
-  RegisterTranslator("pad3d", Pad3d, {"pad_nd"});
-
-  using pir::T;
   RegisterPirOpCompat(
       "max_pool2d_with_index",
       {"max_pool2d_with_index", {T("X")}, {"Out", "Mask"}, {{"kernel_size", "ksize"}}, {}});
-  RegisterPirOpCompat("trilinear_interp", {"trilinear_interp_v2",
-                                           {T("X"), T("OutSize"), T("SizeTensor"), T("Scale")},
-                                           {"Out"},
-                                           {},
-                                           {}});
+  auto conv_transpose = [](const char* legacy) -> PirOpCompat {
+    return {legacy,
+            {T("Input"), T("Filter"),
+             IntArray("output_size", "OutputSizeTensor", "OutputSizeTensorList")},
+            {"Output"},
+            {},
+            {}};
+  };
+  RegisterTranslator("conv2d_transpose", ConvTranspose, {"conv2d_transpose", "transpose"});
+  RegisterPirOpCompat("conv2d_transpose", conv_transpose("conv2d_transpose"));
+  RegisterTranslator("depthwise_conv2d_transpose", ConvTranspose,
+                     {"conv2d_transpose", "transpose"});
+  RegisterPirOpCompat("depthwise_conv2d_transpose", conv_transpose("depthwise_conv2d_transpose"));
+  const std::vector<std::string> interp_ops = {"interp", "transpose"};
+  auto interp = [](const char* legacy) -> PirOpCompat {
+    return {legacy, {T("X"), T("OutSize"), T("SizeTensor"), T("Scale")}, {"Out"}, {}, {}};
+  };
+  RegisterTranslator(
+      "nearest_interp_v2",
+      [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 2, "nearest"); }, interp_ops);
+  RegisterPirOpCompat("nearest_interp", interp("nearest_interp_v2"));
+  RegisterTranslator(
+      "bilinear_interp_v2",
+      [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 2, "linear"); }, interp_ops);
+  RegisterPirOpCompat("bilinear_interp", interp("bilinear_interp_v2"));
+  RegisterTranslator(
+      "bicubic_interp_v2", [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 2, "cubic"); },
+      interp_ops);
+  RegisterPirOpCompat("bicubic_interp", interp("bicubic_interp_v2"));
+  RegisterTranslator(
+      "linear_interp_v2", [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 1, "linear"); },
+      interp_ops);
+  RegisterPirOpCompat("linear_interp", interp("linear_interp_v2"));
+  RegisterTranslator(
+      "trilinear_interp_v2",
+      [](TranslateContext& c, const OpDesc& op) { Interp(c, op, 3, "linear"); }, interp_ops);
+  RegisterPirOpCompat("trilinear_interp", interp("trilinear_interp_v2"));
+  RegisterTranslator("pad3d", Pad3d, {"pad_nd"});
   RegisterPirOpCompat("pad3d", {"pad3d",
-                                {T("X"), pir::IntArray("paddings", "Paddings", "PaddingsList")},
+                                {T("X"), IntArray("paddings", "Paddings", "PaddingsList")},
                                 {"Out"},
                                 {{"pad_value", "value"}},
                                 {}});
-  RegisterPirOpCompat("affine_channel",
-                      {"affine_channel", {T("X"), T("Scale"), T("Bias")}, {"Out"}, {}, {}});
   return true;
 }();
 

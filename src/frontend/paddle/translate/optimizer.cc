@@ -230,10 +230,11 @@ void ClipByNorm(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "Out", ctx.Add1(op, "mul", {x, scale}));
 }
 
-// PIR spellings: operands in pd_op order (paddle 3.3.1's op signatures), the
-// scalar operands of adam/adamw (beta1, beta2, epsilon; pd_op.full) folded
-// into the legacy attributes, outputs named <input slot>Out.
-void RegisterPir() {
+const bool kRegistered = [] {
+  // Each translator with the PIR spelling that maps onto it: operands in
+  // pd_op order (paddle 3.3.1's op signatures), the scalar operands of
+  // adam/adamw (beta1, beta2, epsilon; pd_op.full) folded into the legacy
+  // attributes, outputs named <input slot>Out.
   auto adam_like = [](const char* legacy) {
     return PirOpCompat{legacy,
                        {T("Param"), T("Grad"), T("LearningRate"), T("Moment1"), T("Moment2"),
@@ -245,25 +246,31 @@ void RegisterPir() {
                        {},
                        {}};
   };
+  RegisterTranslator("sgd", Sgd, {"sgd", "where", "reshape", "cast"});
   RegisterPirOpCompat("sgd_", {"sgd",
                                {T("Param"), T("LearningRate"), T("Grad"), T("MasterParam")},
                                {"ParamOut", "MasterParamOut"},
                                {},
                                {}});
+  RegisterTranslator("momentum", Momentum, {"momentum", "where", "reshape", "cast"});
   RegisterPirOpCompat("momentum_",
                       {"momentum",
                        {T("Param"), T("Grad"), T("Velocity"), T("LearningRate"), T("MasterParam")},
                        {"ParamOut", "VelocityOut", "MasterParamOut"},
                        {},
                        {}});
+  RegisterTranslator("adam", Adam, {"adam", "where", "reshape", "cast"});
   RegisterPirOpCompat("adam_", adam_like("adam"));
+  RegisterTranslator("adamw", Adam, {"adam", "where", "reshape", "cast"});
   RegisterPirOpCompat("adamw_", adam_like("adamw"));
+  RegisterTranslator("adamax", Adamax, {"adamax", "where", "reshape", "cast"});
   RegisterPirOpCompat("adamax_", {"adamax",
                                   {T("Param"), T("Grad"), T("LearningRate"), T("Moment"),
                                    T("InfNorm"), T("Beta1Pow"), T("MasterParam")},
                                   {"ParamOut", "MomentOut", "InfNormOut", "MasterParamOut"},
                                   {},
                                   {}});
+  RegisterTranslator("lamb", Lamb, {"lamb", "where", "reshape", "cast"});
   RegisterPirOpCompat(
       "lamb_",
       {"lamb",
@@ -272,12 +279,14 @@ void RegisterPir() {
        {"ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut", "MasterParamOut"},
        {},
        {}});
+  RegisterTranslator("adagrad", Adagrad, {"adagrad", "where", "reshape", "cast"});
   RegisterPirOpCompat("adagrad_",
                       {"adagrad",
                        {T("Param"), T("Grad"), T("Moment"), T("LearningRate"), T("MasterParam")},
                        {"ParamOut", "MomentOut", "MasterParamOut"},
                        {},
                        {}});
+  RegisterTranslator("adadelta", Adadelta, {"adadelta", "where", "reshape", "cast"});
   // PIR names adadelta's state results moment_out and inf_norm_out; they are
   // the new AvgSquaredGrad and AvgSquaredUpdate.
   RegisterPirOpCompat("adadelta_",
@@ -287,6 +296,7 @@ void RegisterPir() {
                        {"ParamOut", "AvgSquaredGradOut", "AvgSquaredUpdateOut", "MasterParamOut"},
                        {},
                        {}});
+  RegisterTranslator("rmsprop", Rmsprop, {"rmsprop", "where", "reshape", "cast"});
   RegisterPirOpCompat("rmsprop_",
                       {"rmsprop",
                        {T("Param"), T("MeanSquare"), T("Grad"), T("Moment"), T("LearningRate"),
@@ -294,24 +304,11 @@ void RegisterPir() {
                        {"ParamOut", "MomentOut", "MeanSquareOut", "MeanGradOut", "MasterParamOut"},
                        {},
                        {}});
-  RegisterPirOpCompat("squared_l2_norm", pir::Unary("squared_l2_norm"));
-  RegisterPirOpCompat("clip_by_norm", pir::Unary("clip_by_norm"));
-}
-
-const bool kRegistered = [] {
-  RegisterTranslator("sgd", Sgd, {"sgd", "where", "reshape", "cast"});
-  RegisterTranslator("momentum", Momentum, {"momentum", "where", "reshape", "cast"});
-  RegisterTranslator("adam", Adam, {"adam", "where", "reshape", "cast"});
-  RegisterTranslator("adamw", Adam, {"adam", "where", "reshape", "cast"});
-  RegisterTranslator("adamax", Adamax, {"adamax", "where", "reshape", "cast"});
-  RegisterTranslator("lamb", Lamb, {"lamb", "where", "reshape", "cast"});
-  RegisterTranslator("adagrad", Adagrad, {"adagrad", "where", "reshape", "cast"});
-  RegisterTranslator("adadelta", Adadelta, {"adadelta", "where", "reshape", "cast"});
-  RegisterTranslator("rmsprop", Rmsprop, {"rmsprop", "where", "reshape", "cast"});
   RegisterTranslator("squared_l2_norm", SquaredL2Norm, {"square", "reduce_sum", "reshape"});
+  RegisterPirOpCompat("squared_l2_norm", pir::Unary("squared_l2_norm"));
   RegisterTranslator("clip_by_norm", ClipByNorm,
                      {"square", "reduce_sum", "sqrt", "less_equal", "where", "div", "mul"});
-  RegisterPir();
+  RegisterPirOpCompat("clip_by_norm", pir::Unary("clip_by_norm"));
   return true;
 }();
 

@@ -67,17 +67,20 @@ void DequantizeLinear(TranslateContext& ctx, const OpDesc& op) {
 }
 
 const bool kRegistered = [] {
+  // Each translator with the PIR spelling that maps onto it. PIR: x, scale,
+  // zero_point, in_accum, in_state -> y, out_state, out_accum, out_scale
+  // (the last three only while training).
+  auto pir_entry = [](const char* legacy) -> PirOpCompat {
+    return {legacy,
+            {T("X"), T("Scale"), T("ZeroPoint"), T("InAccum"), T("InState")},
+            {"Y", "OutState", "OutAccum", "OutScale"},
+            {},
+            {}};
+  };
   RegisterTranslator("quantize_linear", QuantizeLinear, {"quantize_linear", "reshape"});
+  RegisterPirOpCompat("quantize_linear", pir_entry("quantize_linear"));
   RegisterTranslator("dequantize_linear", DequantizeLinear, {"dequantize_linear", "reshape"});
-  // PIR: x, scale, zero_point, in_accum, in_state -> y, out_state,
-  // out_accum, out_scale (the last three only while training).
-  for (const char* name : {"quantize_linear", "dequantize_linear"}) {
-    RegisterPirOpCompat(name, {name,
-                               {T("X"), T("Scale"), T("ZeroPoint"), T("InAccum"), T("InState")},
-                               {"Y", "OutState", "OutAccum", "OutScale"},
-                               {},
-                               {}});
-  }
+  RegisterPirOpCompat("dequantize_linear", pir_entry("dequantize_linear"));
   return true;
 }();
 

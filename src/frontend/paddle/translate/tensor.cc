@@ -1,9 +1,11 @@
 // Paddle tensor-manipulation ops: reshape family, transpose, slice, concat,
 // split, stack, cast, gather, expand, and the ops that create constants
-// (fill_constant, assign_value, shape, range), which fold at compile time.
+// (fill_constant, assign_value, shape, range), which fold at compile time;
+// each with the PIR spellings that map onto it.
 #include <cmath>
 #include <cstring>
 
+#include "frontend/paddle/pir_compat.h"
 #include "frontend/paddle/translate.h"
 #include "frontend/paddle/translate/helpers.h"
 
@@ -209,8 +211,8 @@ void FillAnyLike(TranslateContext& ctx, const OpDesc& op) {
 
 void ShapeOp(TranslateContext& ctx, const OpDesc& op, DType dt) {
   ir::Value* x = ctx.In(op, "Input");
-  // pd_op.shape64 reaches here spelled "shape" (the PIR table maps both PIR
-  // ops onto the legacy op); its declared int64 result tells them apart.
+  // pd_op.shape64 reaches here spelled "shape" (both PIR entries map onto
+  // the legacy op); its declared int64 result tells them apart.
   const auto& outs = op.Outputs("Out");
   if (const VarInfo* v = outs.empty() ? nullptr : ctx.program().FindVar(outs[0])) {
     if (v->is_dense_tensor && (v->dtype == DType::kI64 || v->dtype == DType::kI32)) dt = v->dtype;
@@ -355,39 +357,118 @@ void PassThrough(TranslateContext& ctx, const OpDesc& op) {
 }
 
 const bool kRegistered = [] {
+  using pir::Drop;
+  using pir::IntArray;
+  using pir::Scalar;
+  using pir::T;
+  // Each translator with the PIR spellings that map onto it.
   for (const char* t : {"reshape2", "reshape"}) RegisterTranslator(t, Reshape, {"reshape"});
+  RegisterPirOpCompat(
+      "reshape",
+      {"reshape2", {T("X"), IntArray("shape", "Shape", "ShapeTensor")}, {"Out", "XShape"}, {}, {}});
   for (const char* t : {"transpose2", "transpose"}) RegisterTranslator(t, Transpose, {"transpose"});
+  RegisterPirOpCompat("transpose",
+                      {"transpose2", {T("X")}, {"Out", "XShape"}, {{"perm", "axis"}}, {}});
   for (const char* t : {"unsqueeze2", "unsqueeze"}) RegisterTranslator(t, Unsqueeze, {"reshape"});
+  RegisterPirOpCompat("unsqueeze", {"unsqueeze2",
+                                    {T("X"), IntArray("axes", "AxesTensor", "AxesTensorList")},
+                                    {"Out", "XShape"},
+                                    {},
+                                    {}});
   for (const char* t : {"squeeze2", "squeeze"}) RegisterTranslator(t, Squeeze, {"reshape"});
+  RegisterPirOpCompat("squeeze", {"squeeze2",
+                                  {T("X"), IntArray("axes", "AxesTensor", "AxesTensorList")},
+                                  {"Out", "XShape"},
+                                  {},
+                                  {}});
   RegisterTranslator("flatten_contiguous_range", FlattenRange, {"reshape"});
+  RegisterPirOpCompat("flatten", {"flatten_contiguous_range", {T("X")}, {"Out", "XShape"}, {}, {}});
   RegisterTranslator("flatten2", Flatten2, {"reshape"});
   RegisterTranslator("flatten", Flatten2, {"reshape"});
   RegisterTranslator("slice", [](TranslateContext& c, const OpDesc& op) { Slice(c, op, false); },
                      {"slice", "reshape"});
+  RegisterPirOpCompat("slice", {"slice",
+                                {T("Input"), IntArray("starts", "StartsTensor", "StartsTensorList"),
+                                 IntArray("ends", "EndsTensor", "EndsTensorList")},
+                                {"Out"},
+                                {},
+                                {}});
   RegisterTranslator("strided_slice",
                      [](TranslateContext& c, const OpDesc& op) { Slice(c, op, true); },
                      {"slice", "reshape"});
+  RegisterPirOpCompat("strided_slice",
+                      {"strided_slice",
+                       {T("Input"), IntArray("starts", "StartsTensor", "StartsTensorList"),
+                        IntArray("ends", "EndsTensor", "EndsTensorList"),
+                        IntArray("strides", "StridesTensor", "StridesTensorList")},
+                       {"Out"},
+                       {},
+                       {}});
   RegisterTranslator("concat", Concat, {"concat"});
+  RegisterPirOpCompat("concat",
+                      {"concat", {T("X"), Scalar("axis", "AxisTensor")}, {"Out"}, {}, {}});
   RegisterTranslator("stack", Stack, {"concat", "reshape"});
+  RegisterPirOpCompat("stack", {"stack", {T("X")}, {"Y"}, {}, {}});
   RegisterTranslator("split", Split, {"split"});
+  RegisterPirOpCompat("split",
+                      {"split",
+                       {T("X"), IntArray("sections", "SectionsTensor", "SectionsTensorList"),
+                        Scalar("axis", "AxisTensor")},
+                       {"Out"},
+                       {},
+                       {{"num", int64_t{0}}}});
+  RegisterPirOpCompat("split_with_num",
+                      {"split", {T("X"), Scalar("axis", "AxisTensor")}, {"Out"}, {}, {}});
   RegisterTranslator("cast", Cast, {"cast"});
-  // Constants: the IR ops fold while the graph is built.
+  RegisterPirOpCompat("cast", {"cast", {T("X")}, {"Out"}, {{"dtype", "out_dtype"}}, {}});
+  // Constants: the IR ops fold while the graph is built. pd_op.full and
+  // pd_op.full_int_array are rewritten by the PIR reader itself
+  // (fill_constant / assign_value) and have no entry.
   RegisterTranslator("fill_constant", FillConstant, {"cast", "expand"});
+  RegisterPirOpCompat("full_with_tensor",
+                      {"fill_constant",
+                       {T("ValueTensor"), IntArray("shape", "ShapeTensor", "ShapeTensorList")},
+                       {"Out"},
+                       {},
+                       {}});
   RegisterTranslator("fill_any_like", FillAnyLike, {"cast", "expand"});
+  RegisterPirOpCompat("full_like",
+                      {"fill_any_like", {T("X"), Scalar("value", "ValueTensor")}, {"Out"}, {}, {}});
   RegisterTranslator("shape",
                      [](TranslateContext& c, const OpDesc& op) { ShapeOp(c, op, DType::kI32); },
                      {"cast"});
+  RegisterPirOpCompat("shape", {"shape", {T("Input")}, {"Out"}, {}, {}});
+  RegisterPirOpCompat("shape64", {"shape", {T("Input")}, {"Out"}, {}, {}});
   RegisterTranslator("shape64",
                      [](TranslateContext& c, const OpDesc& op) { ShapeOp(c, op, DType::kI64); },
                      {"cast"});
   RegisterTranslator("assign_value", AssignValue, {});
+  RegisterPirOpCompat("assign_value", {"assign_value", {}, {"Out"}, {}, {}});
+  RegisterPirOpCompat("assign_value_", {"assign_value", {Drop()}, {"Out"}, {}, {}});
   RegisterTranslator("range", Range, {"cast"});
+  RegisterPirOpCompat("arange", {"range", {T("Start"), T("End"), T("Step")}, {"Out"}, {}, {}});
   RegisterTranslator("expand_v2", Expand, {"expand"});
+  RegisterPirOpCompat(
+      "expand",
+      {"expand_v2", {T("X"), IntArray("shape", "Shape", "expand_shapes_tensor")}, {"Out"}, {}, {}});
   RegisterTranslator("expand_as_v2", ExpandAs, {"expand"});
+  RegisterPirOpCompat("expand_as", {"expand_as_v2", {T("X"), T("Y")}, {"Out"}, {}, {}});
   RegisterTranslator("gather", Gather, {"gather"});
+  RegisterPirOpCompat("gather",
+                      {"gather", {T("X"), T("Index"), Scalar("axis", "Axis")}, {"Out"}, {}, {}});
+  // Mapped, with no translator: translation reports them as unsupported.
+  RegisterPirOpCompat("gather_nd", {"gather_nd", {T("X"), T("Index")}, {"Out"}, {}, {}});
+  RegisterPirOpCompat("index_select",
+                      {"index_select", {T("X"), T("Index")}, {"Out"}, {{"axis", "dim"}}, {}});
   RegisterTranslator("where", Where, {"where"});
+  RegisterPirOpCompat("where", {"where", {T("Condition"), T("X"), T("Y")}, {"Out"}, {}, {}});
+  // Mapped, with no translator: translation reports it as unsupported.
+  RegisterPirOpCompat("masked_fill",
+                      {"masked_fill", {T("X"), T("Mask"), T("Value")}, {"Out"}, {}, {}});
   RegisterTranslator("assign", PassThrough, {});
+  RegisterPirOpCompat("assign", pir::Unary("assign"));
   RegisterTranslator("share_data", PassThrough, {});
+  RegisterPirOpCompat("share_data", pir::Unary("share_data"));  // Tensor.detach() in PIR programs
   return true;
 }();
 

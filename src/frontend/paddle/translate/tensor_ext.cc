@@ -1,6 +1,6 @@
 // Paddle tensor ops built from data movement (tile, expand v1, flip,
 // meshgrid, unstack), search (top_k, argsort), one_hot and the random
-// generators, with the PIR spellings that differ from the legacy ones.
+// generators, each with the PIR spellings that map onto it.
 #include <functional>
 #include <string>
 
@@ -219,35 +219,44 @@ const bool kRegistered = [] {
   using pir::IntArray;
   using pir::Scalar;
   using pir::T;
+  // Each translator with the PIR spellings that map onto it.
   RegisterTranslator("tile", Tile, {"expand", "reshape"});
+  RegisterPirOpCompat("tile",
+                      {"tile",
+                       {T("X"), IntArray("repeat_times", "RepeatTimes", "repeat_times_tensor")},
+                       {"Out"},
+                       {},
+                       {}});
   RegisterTranslator("expand", ExpandV1, {"expand", "reshape"});
   RegisterTranslator("flip", Flip, {"slice"});
+  RegisterPirOpCompat("flip", pir::Unary("flip"));
   RegisterTranslator("meshgrid", Meshgrid, {"expand", "reshape"});
+  RegisterPirOpCompat("meshgrid", {"meshgrid", {T("X")}, {"Out"}, {}, {}});
   RegisterTranslator("unstack", Unstack, {"split", "reshape"});
+  RegisterPirOpCompat("unstack", {"unstack", {T("X")}, {"Y"}, {}, {}});
   RegisterTranslator("one_hot", [](TranslateContext& c, const OpDesc& op) { OneHot(c, op, false); },
                      {"one_hot", "reshape"});
   RegisterTranslator("one_hot_v2",
                      [](TranslateContext& c, const OpDesc& op) { OneHot(c, op, true); },
                      {"one_hot"});
+  RegisterPirOpCompat("one_hot",
+                      {"one_hot_v2", {T("X"), Scalar("depth", "depth_tensor")}, {"Out"}, {}, {}});
   RegisterTranslator("top_k", [](TranslateContext& c, const OpDesc& op) { TopK(c, op, false); },
                      {"top_k"});
   RegisterTranslator("top_k_v2", [](TranslateContext& c, const OpDesc& op) { TopK(c, op, true); },
                      {"top_k"});
+  RegisterPirOpCompat("topk", {"top_k_v2", {T("X"), Scalar("k", "K")}, {"Out", "Indices"}, {}, {}});
   RegisterTranslator("argsort", Argsort, {"argsort"});
+  RegisterPirOpCompat("argsort", {"argsort", {T("X")}, {"Out", "Indices"}, {}, {}});
   RegisterTranslator("gaussian_random",
                      [](TranslateContext& c, const OpDesc& op) { Random(c, op, true); },
                      {"random_normal"});
-  RegisterTranslator("uniform_random",
-                     [](TranslateContext& c, const OpDesc& op) { Random(c, op, false); },
-                     {"random_uniform"});
-
-  RegisterPirOpCompat("flip", pir::Unary("flip"));
-  RegisterPirOpCompat("meshgrid", {"meshgrid", {T("X")}, {"Out"}, {}, {}});
-  RegisterPirOpCompat("unstack", {"unstack", {T("X")}, {"Y"}, {}, {}});
-  RegisterPirOpCompat("argsort", {"argsort", {T("X")}, {"Out", "Indices"}, {}, {}});
   RegisterPirOpCompat(
       "gaussian",
       {"gaussian_random", {IntArray("shape", "ShapeTensor", "ShapeTensorList")}, {"Out"}, {}, {}});
+  RegisterTranslator("uniform_random",
+                     [](TranslateContext& c, const OpDesc& op) { Random(c, op, false); },
+                     {"random_uniform"});
   RegisterPirOpCompat("uniform", {"uniform_random",
                                   {IntArray("shape", "ShapeTensor", "ShapeTensorList"),
                                    Scalar("min", "Min"), Scalar("max", "Max")},
