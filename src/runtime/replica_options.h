@@ -12,6 +12,7 @@
 
 #include "compile/options.h"
 #include "frontend/paddle/program.h"
+#include "ir/graph.h"
 #include "tiller/training.h"
 
 namespace tiller::backend {

@@ -79,7 +79,7 @@ std::string SerializeArrayPickle(std::span<const ArrayView> arrays);
 void WriteArrayPickle(const std::string& path, std::span<const ArrayView> arrays);
 void WriteArrayPickle(const std::string& path, const std::vector<PickledArray>& arrays);
 // The same bytes into `file`, not yet committed: a checkpoint writes its
-// files before it renames any of them (runtime/training_session.cc).
+// files before it renames any of them (runtime/training_checkpoint.cc).
 void WriteArrayPickle(AtomicFile& file, std::span<const ArrayView> arrays);
 
 }  // namespace tiller::paddle

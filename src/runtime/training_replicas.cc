@@ -1,0 +1,227 @@
+// A training session's replicas (training_session_impl.h): their compile
+// options and collective groups, their copies and parts of the state, and
+// the processes of a distributed job.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <exception>
+
+#include "core/error.h"
+#include "runtime/distribution.h"
+#include "runtime/notes.h"
+#include "runtime/precision.h"
+#include "runtime/replica_options.h"
+#include "runtime/training_session_impl.h"
+
+namespace tiller::runtime {
+
+compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& options, int rank,
+                                              const std::vector<backend::Collective*>& groups) {
+  using training::SessionOptions;
+  const int n_devices = options.replicas * options.devices_per_replica;
+  compile::CompileOptions co;
+  co.devices.assign(options.devices_per_replica,
+                    compile::DeviceSpec{
+                        "cpu",
+                        ThreadsPerDevice(options.num_threads, n_devices,
+                                         fmt::format("{} replica(s) x {} device(s), num_threads {}",
+                                                     options.replicas, options.devices_per_replica,
+                                                     options.num_threads)),
+                        0});
+  co.placement = compile::PlacementPolicy::kByShard;
+  co.auto_split = options.auto_split || options.auto_split_sharded;
+  co.auto_split_sharded = options.auto_split_sharded;
+  co.stages_per_device = options.stages_per_device;
+  co.auto_split_measured = options.auto_split_measured;
+  co.accumulation_steps = options.accumulation_factor;
+  co.batches_per_step = options.batches_per_step;
+  co.updates_in_pipeline = options.continuous_pipelining;
+  co.progress = options.compile_progress;
+  co.progress_total = options.compile_progress_total;
+  co.recompute = options.recompute;
+  co.recompute_all = options.recompute_all;
+  // Across processes the compiled step sees the job's replicas and its
+  // global rank (the mean's divisor, sharding's parts, the group's ranks).
+  co.replicas = options.distribution ? options.global_replicas : options.replicas;
+  co.replica_groups = groups;
+  co.overlap_all_reduce = options.overlap_all_reduce;
+  co.all_reduce_bucket_bytes =
+      static_cast<size_t>(std::max<int64_t>(options.all_reduce_bucket_bytes, 0));
+  co.replica_rank = options.distribution ? options.global_replica_offset + rank : rank;
+  if (options.distribution && options.processes_per_replica > 1) {
+    // This process runs its share of the replica's devices; the others are
+    // placeholders of one thread (compile/processes.h).
+    backend::ProcessGroup& job = MpiProcessGroup();
+    const int per_process = options.devices_per_replica / options.processes_per_replica;
+    // The replica's processes: consecutive ranks from `first`.
+    const int first = job.rank() / options.processes_per_replica * options.processes_per_replica;
+    for (int d = 0; d < options.devices_per_replica; ++d) {
+      const int process = first + d / per_process;
+      co.device_process.push_back(process);
+      co.devices[d].threads =
+          process == job.rank()
+              ? ThreadsPerDevice(options.num_threads, per_process,
+                                 fmt::format("{} device(s) of this process, num_threads {}",
+                                             per_process, options.num_threads))
+              : 1;
+    }
+    co.process = job.rank();
+    co.process_link = &job;
+  }
+  co.shard_optimizer_state = options.shard_optimizer_state;
+  co.shard_min_elements = options.shard_min_elements;
+  co.precision = runtime::ParsePrecision(options.precision, "precision");
+  co.loss_scaling = options.loss_scaling;
+  co.dynamic_loss_scaling = SteersLossScale(options);
+  co.gradient_statistics = options.gradient_statistics || options.automatic_loss_scaling;
+  co.bin_edge_location = options.bin_edge_location;
+  co.stochastic_rounding = options.stochastic_rounding;
+  // Its own stream: not the draws of dropout under the same random_seed.
+  co.stochastic_rounding_seed = options.random_seed ^ 0x5352'5f73'6565'6421ULL;
+  co.reduction = options.reduction == SessionOptions::Reduction::kSum
+                     ? compile::CompileOptions::Reduction::kSum
+                     : compile::CompileOptions::Reduction::kMean;
+  return co;
+}
+
+}  // namespace tiller::runtime
+
+namespace tiller::training {
+
+std::vector<backend::Collective*> TrainingSession::Impl::MakeGroups() {
+  std::vector<backend::Collective*> per_device;
+  if (options.distribution) process_group = &runtime::MpiProcessGroup();
+  if (options.distribution && options.processes_per_replica > 1) {
+    if (options.global_replicas > 1) {
+      // The same device of every replica: the processes at the same place
+      // in their replicas (every process asks, for each of its devices).
+      const int per_process = options.devices_per_replica / options.processes_per_replica;
+      const int place = process_group->rank() % options.processes_per_replica;
+      for (int j = 0; j < per_process; ++j)
+        groups.push_back(process_group->MakeCollectiveOf(place * per_process + j));
+      for (int d = 0; d < options.devices_per_replica; ++d)
+        per_device.push_back(d / per_process == place ? groups[d % per_process].get()
+                                                      : groups[0].get());
+    }
+  } else if (options.distribution) {
+    for (int d = 0; d < options.devices_per_replica; ++d)
+      groups.push_back(process_group->MakeCollective(options.replicas));
+  } else if (options.replicas > 1) {
+    for (int d = 0; d < options.devices_per_replica; ++d)
+      groups.push_back(backend::MakeInProcessCollective(options.replicas));
+  }
+  if (per_device.empty()) {
+    for (auto& group : groups) per_device.push_back(group.get());
+  }
+  return per_device;
+}
+
+void TrainingSession::Impl::BroadcastStates(bool loaded) {
+  for (auto& [name, st] : states) {
+    process_group->Broadcast(0, st.data.data(), st.data.size());
+    if (loaded) st.set = true;
+  }
+  state_broadcast = true;
+  replicas_stale = true;
+}
+
+void TrainingSession::Impl::OnRankZero(const std::string& what,
+                                       const std::function<void()>& work) const {
+  if (!process_group) return work();
+  // Rank 0 tells the others its error's kind (kOk: none) through Min.
+  constexpr int kOk = 1 << 20;
+  std::exception_ptr failure;
+  int outcome = kOk;
+  if (process_group->rank() == 0) {
+    try {
+      work();
+    } catch (const Error& e) {
+      failure = std::current_exception();
+      outcome = static_cast<int>(e.kind());
+    } catch (...) {
+      failure = std::current_exception();
+      outcome = static_cast<int>(ErrorKind::kInternal);
+    }
+  }
+  outcome = process_group->Min(outcome);
+  if (failure) std::rethrow_exception(failure);
+  if (outcome != kOk)
+    Fail(static_cast<ErrorKind>(outcome), "{}: rank 0 of the job failed (its message says why)",
+         what);
+}
+
+template <typename Fn>
+void TrainingSession::Impl::ForEachPart(Fn fn) {
+  for (size_t r = 0; r < replicas.size(); ++r) {
+    for (auto& [name, buffer] : replicas[r].parts) {
+      runtime::StateTensor& st = states.at(name);
+      const size_t offset = sharded.at(name)[r].begin * DTypeSize(st.type.dtype);
+      fn(buffer.data(), st.data.data() + offset, buffer.size());
+    }
+  }
+}
+
+void TrainingSession::Impl::SyncReplicas() {
+  if (process_group && !state_broadcast) BroadcastStates();
+  if (!replicas_stale) return;
+  for (size_t r = 1; r < replicas.size(); ++r) {
+    for (auto& [name, buffer] : replicas[r].own_state) {
+      const runtime::StateTensor& st = states.at(name);
+      if (buffer.size()) std::memcpy(buffer.data(), st.data.data(), buffer.size());
+    }
+  }
+  ForEachPart(
+      [](std::byte* part, std::byte* whole, size_t bytes) { std::memcpy(part, whole, bytes); });
+  replicas_stale = false;
+}
+
+void TrainingSession::Impl::GatherParts() {
+  if (stage_states_newer) {
+    // Every process holds every state, current where its own stages
+    // update it: each takes the others' from them (every process reads,
+    // in the sorted order of the names).
+    for (const auto& [name, owner] : state_owner) {
+      auto it = states.find(name);
+      if (it != states.end())
+        process_group->Broadcast(owner, it->second.data.data(), it->second.data.size());
+    }
+    stage_states_newer = false;
+  }
+  if (!parts_newer) return;
+  ForEachPart(
+      [](std::byte* part, std::byte* whole, size_t bytes) { std::memcpy(whole, part, bytes); });
+  if (process_group && GroupSize() > options.replicas) {
+    // The other processes' replicas hold the rest of each sharded state
+    // (every process gathers, in the sorted order of the names).
+    for (const auto& [name, parts] : sharded) {
+      runtime::StateTensor& st = states.at(name);
+      process_group->GatherParts(st.data.data(), NumElements(st.type.shape),
+                                 DTypeSize(st.type.dtype), options.replicas);
+    }
+  }
+  parts_newer = false;
+}
+
+void* TrainingSession::Impl::PartStorage(int replica, const passes::ShardedState& s) {
+  Replica& rep = replicas[replica];
+  AlignedBuffer& buffer = rep.parts[s.name];
+  const runtime::StateTensor& st = states.at(s.name);
+  const size_t item = DTypeSize(st.type.dtype);
+  std::vector<PartRange>& parts = sharded[s.name];
+  parts.resize(replicas.size());
+  if (!buffer.size()) {
+    TILLER_CHECK(s.whole == st.type && !parts_newer, "sharding state '{}' ({})", s.name,
+                 st.type.ToString());
+    buffer.Resize(s.part.size() * item);
+    std::memcpy(buffer.data(), st.data.data() + s.part.begin * item, buffer.size());
+    parts[replica] = s.part;
+    // The replica's whole copy is no longer used.
+    rep.own_state.erase(s.name);
+    rep.storage.erase(s.name);
+  }
+  TILLER_CHECK(parts[replica].begin == s.part.begin && parts[replica].end == s.part.end,
+               "state '{}': replica {} sharded it two ways", s.name, replica);
+  return buffer.data();
+}
+
+}  // namespace tiller::training
