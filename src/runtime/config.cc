@@ -1,7 +1,7 @@
 // Config: the model, the CPU settings and Paddle Inference's other settings,
 // honoured, accepted without effect or refused (include/tiller/predictor.h
-// says which; docs/INFERENCE_API.md lists them all). The IPU settings live in
-// predictor.cc, beside the IPU run.
+// says which; docs/INFERENCE_API.md lists them all). The IPU settings are in
+// config_ipu.cc.
 #include <filesystem>
 #include <utility>
 
