@@ -64,7 +64,7 @@ def generate() -> str:
     specs = native.IpuOptions.specs()
     out = [BEGIN, "",
            "Generated from the option registry (`IpuOptions::Specs()`, "
-           "src/runtime/ipu_options.cc, and `tiller.IpuStrategy.PYTHON_OPTIONS`); do not edit "
+           "src/runtime/ipu_option_specs.cc, and `tiller.IpuStrategy.PYTHON_OPTIONS`); do not edit "
            "by hand.", ""]
     for kind, (title, meaning) in KINDS.items():
         rows = [s for s in specs if s[1] == kind and not s[4]]
