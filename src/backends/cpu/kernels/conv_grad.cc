@@ -1,9 +1,10 @@
 // conv2d_grad_input / conv2d_grad_filter on oneDNN's backward primitives
-// (float32, NCHW in the IR). As in the forward kernel (matmul.cc), oneDNN
-// picks its preferred (blocked) layouts; tensors whose chosen layout is not
-// the plain one are reordered through the workspace, before the primitive
-// for inputs and after it for outputs. Everything is built at creation; Run()
-// only swaps data handles.
+// (float32, NCHW in the IR). As in the forward kernel (matmul.cc creates it,
+// a BlockedConvKernel of dnnl_kernel.h), oneDNN picks its preferred
+// (blocked) layouts; tensors whose chosen layout is not the plain one are
+// reordered through the workspace, before the primitive for inputs and
+// after it for outputs. Everything is built at creation; Run() only swaps
+// data handles.
 #include <unordered_map>
 
 #include "backends/cpu/dnnl_context.h"
