@@ -5,11 +5,11 @@
 // results (their parameter_name), data results (the input's name) and values
 // read by exactly one fetch (the fetch's name, which is the output name users
 // see). builtin.combine/split/slice become multi-argument slots.
+#include "frontend/paddle/pir_reader.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -21,35 +21,8 @@
 #include "frontend/paddle/reader_util.h"
 
 namespace tiller::paddle {
+namespace pir {
 namespace {
-
-using json = nlohmann::json;
-
-// A JSON number as int64_t. nlohmann's get<int64_t>() casts a float that
-// does not fit (-2.2e62 in a mutated file) with undefined behaviour; here a
-// number that is not a whole int64 is a type error like any other.
-int64_t ToInt64(const json& j) {
-  if (j.is_number_unsigned()) {
-    if (j.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      return static_cast<int64_t>(j.get<uint64_t>());
-  } else if (j.is_number_float()) {
-    const double d = j.get<double>();
-    // 2^63 is exactly representable; every double below it converts.
-    if (std::trunc(d) == d && d >= -9223372036854775808.0 && d < 9223372036854775808.0)
-      return static_cast<int64_t>(d);
-  } else {
-    return j.get<int64_t>();  // a signed integer, or a type_error naming the JSON type
-  }
-  throw json::type_error::create(302, "number " + j.dump() + " is not a 64-bit integer", &j);
-}
-
-std::vector<int64_t> ToInt64s(const json& j) {
-  if (!j.is_array()) return j.get<std::vector<int64_t>>();  // throws type_error
-  std::vector<int64_t> out;
-  out.reserve(j.size());
-  for (const json& e : j) out.push_back(ToInt64(e));
-  return out;
-}
 
 // nlohmann's own DOM builder (what json::parse uses), checking the host
 // memory budget every 65536 values it makes. json::parse with a callback
@@ -78,80 +51,7 @@ class BudgetedDomParser : public nlohmann::detail::json_sax_dom_parser<json> {
   size_t values_ = 0;
 };
 
-// What a missing "D" reads as. Always bound by reference: json() or
-// value("D", json()) in its place copies "D" whole, recursively, and a value
-// nested 10^6 deep overflowed the stack.
-const json kNoValue;
-
-struct Value {
-  std::string name;
-  const json* type = nullptr;
-  std::string producer;        // op name, e.g. "1.matmul", "p"
-  bool is_vec = false;         // a vector of values: combine result or multi-output
-  bool rebinds = false;        // an in-place result reusing its operand's variable
-  std::vector<int64_t> parts;  // element value ids when is_vec
-  // Constant producers, for folding IntArray / Scalar operands.
-  bool is_int_array = false;  // pd_op.full_int_array
-  bool is_scalar = false;     // one-element pd_op.full
-  std::vector<int64_t> ints;
-  double scalar = 0;
-  bool scalar_is_int = false;
-};
-
-struct Fetch {
-  int64_t col;
-  std::string name;
-  int64_t value;
-};
-
-class PirReader {
- public:
-  explicit PirReader(std::string path) : path_(std::move(path)) {}
-
-  Program Read(const json& root);
-  // "op 12 (1.matmul)" while an op is being read, for wrapped JSON errors.
-  std::string Where() const {
-    return op_index_ >= 0 ? fmt::format(" in op {} ({})", op_index_, op_name_) : std::string();
-  }
-
- private:
-  [[noreturn]] void Corrupt(const std::string& what) const {
-    if (op_index_ >= 0) {
-      Fail(ErrorKind::kDataLoss, "{}: malformed PIR program: op {} ({}): {}", path_, op_index_,
-           op_name_, what);
-    }
-    Fail(ErrorKind::kDataLoss, "{}: malformed PIR program: {}", path_, what);
-  }
-  const json& Field(const json& obj, const char* key) const {
-    if (!obj.is_object() || !obj.contains(key)) Corrupt(fmt::format("missing '{}'", key));
-    return obj.at(key);
-  }
-  Value& Get(int64_t id) {
-    auto it = values_.find(id);
-    if (it == values_.end()) Corrupt(fmt::format("operand %{} is not defined before its use", id));
-    return it->second;
-  }
-  std::vector<int64_t> OperandIds(const json& op) const;
-  std::vector<std::pair<int64_t, const json*>> Results(const json& op) const;
-  static std::string AttrName(const json& a) { return a.at("N").get<std::string>(); }
-  // `depth` counts the scalars and arrays around `at`: a file may nest them
-  // without end, and each level is a stack frame here.
-  bool ConvertAttr(const json& at, ir::Attribute* out, int depth = 0) const;
-  ir::AttrMap Attrs(const json& op) const;
-  VarInfo VarFromType(const std::string& name, const json* type) const;
-  std::vector<std::string> Args(int64_t id);
-  void Scan(const json& op);
-  void Emit(const json& op, int index, Program& prog);
-  void AddVar(Program& prog, const VarInfo& v);
-
-  std::string path_;
-  int op_index_ = -1;
-  std::string op_name_;
-  std::map<int64_t, Value> values_;
-  std::vector<Fetch> fetches_;
-  int64_t next_synthetic_ = int64_t{1} << 40;
-  std::set<int> folded_constant_ops_;  // emitted op positions that may become dead
-};
+}  // namespace
 
 std::vector<int64_t> PirReader::OperandIds(const json& op) const {
   std::vector<int64_t> ids;
@@ -174,125 +74,6 @@ std::vector<std::pair<int64_t, const json*>> PirReader::Results(const json& op) 
     for (const json& r : o) one(r);
   }
   return out;
-}
-
-bool PirReader::ConvertAttr(const json& at, ir::Attribute* out, int depth) const {
-  // Paddle writes an array of scalars at most (two levels).
-  constexpr int kMaxAttrDepth = 16;
-  if (depth > kMaxAttrDepth) {
-    Corrupt(fmt::format("an attribute nests arrays and scalars deeper than {}", kMaxAttrDepth));
-  }
-  const std::string kind = Field(at, "#").get<std::string>();
-  if (at.contains("VD")) {
-    // NaN and infinities, which JSON cannot spell, are written as strings.
-    std::string vd = at.at("VD").get<std::string>();
-    double inf = std::numeric_limits<double>::infinity();
-    if (vd == "NaN")
-      *out = std::numeric_limits<double>::quiet_NaN();
-    else if (vd == "INF")
-      *out = inf;
-    else if (vd == "-INF")
-      *out = -inf;
-    else
-      Corrupt(fmt::format("unknown special float '{}'", vd));
-    return true;
-  }
-  const json& d = at.contains("D") ? at.at("D") : kNoValue;
-  if (kind == "0.a_bool")
-    *out = d.get<bool>();
-  else if (kind == "0.a_i32" || kind == "0.a_i64" || kind == "0.a_index")
-    *out = ToInt64(d);
-  else if (kind == "0.a_f32" || kind == "0.a_f64")
-    *out = d.get<double>();
-  else if (kind == "0.a_str")
-    *out = d.get<std::string>();
-  else if (kind == "1.a_intarray")
-    *out = ToInt64s(d);
-  else if (kind == "1.a_dtype") {
-    // Legacy programs store dtypes as VarType codes; translation reads those.
-    int64_t code;
-    if (!VarTypeFromPirDTypeName(d.get<std::string>(), &code)) {
-      Corrupt(fmt::format("unknown dtype '{}'", d.get<std::string>()));
-    }
-    *out = code;
-  } else if (kind == "1.a_scalar" || kind == "1.a_layout") {
-    if (d.is_object()) return ConvertAttr(d, out, depth + 1);
-    if (d.is_boolean())
-      *out = d.get<bool>();
-    else if (d.is_number_integer())
-      *out = ToInt64(d);
-    else if (d.is_number())
-      *out = d.get<double>();
-    else if (d.is_string())
-      *out = d.get<std::string>();
-    else
-      return false;
-  } else if (kind == "0.a_array") {
-    std::vector<int64_t> ints;
-    std::vector<double> floats;
-    std::vector<std::string> strs;
-    bool any_float = false;
-    for (const json& e : d) {
-      ir::Attribute v;
-      if (!ConvertAttr(e, &v, depth + 1)) return false;
-      if (auto* s = std::get_if<std::string>(&v)) {
-        strs.push_back(*s);
-        continue;
-      }
-      double f = 0;
-      if (auto* b = std::get_if<bool>(&v))
-        f = *b, ints.push_back(*b);
-      else if (auto* i = std::get_if<int64_t>(&v))
-        f = static_cast<double>(*i), ints.push_back(*i);
-      else if (auto* x = std::get_if<double>(&v))
-        f = *x, any_float = true;
-      else
-        return false;
-      floats.push_back(f);
-    }
-    if (!strs.empty()) {
-      if (!floats.empty()) return false;
-      *out = std::move(strs);
-    } else if (any_float) {
-      *out = std::move(floats);
-    } else {
-      *out = std::move(ints);  // an empty array is an empty int list
-    }
-  } else {
-    // Places, types and other attributes with no IR meaning.
-    return false;
-  }
-  return true;
-}
-
-ir::AttrMap PirReader::Attrs(const json& op) const {
-  ir::AttrMap attrs;
-  if (!op.contains("A")) return attrs;
-  for (const json& a : op.at("A")) {
-    ir::Attribute v;
-    if (ConvertAttr(Field(a, "AT"), &v)) attrs.Set(AttrName(a), std::move(v));
-  }
-  return attrs;
-}
-
-VarInfo PirReader::VarFromType(const std::string& name, const json* type) const {
-  VarInfo v;
-  v.name = name;
-  v.is_dense_tensor = false;
-  if (!type || !type->is_object() || type->value("#", "") != "0.t_dtensor") return v;
-  const json& d = Field(*type, "D");
-  if (!d.is_array() || d.size() < 2) Corrupt(fmt::format("bad tensor type of '{}'", name));
-  static const std::map<std::string, DType> kTypes = {
-      {"0.t_f32", DType::kF32},  {"0.t_f16", DType::kF16}, {"0.t_bf16", DType::kBF16},
-      {"0.t_f64", DType::kF64},  {"0.t_i8", DType::kI8},   {"0.t_ui8", DType::kU8},
-      {"0.t_i16", DType::kI16},  {"0.t_i32", DType::kI32}, {"0.t_i64", DType::kI64},
-      {"0.t_bool", DType::kBool}};
-  auto it = kTypes.find(Field(d[0], "#").get<std::string>());
-  v.dims = ToInt64s(d[1]);
-  if (it == kTypes.end()) return v;  // complex and other element types
-  v.dtype = it->second;
-  v.is_dense_tensor = true;
-  return v;
 }
 
 std::vector<std::string> PirReader::Args(int64_t id) {
@@ -679,7 +460,11 @@ void PirReader::Emit(const json& op, int index, Program& prog) {
   prog.ops.push_back(std::move(out));
 }
 
-}  // namespace
+}  // namespace pir
+
+using pir::BudgetedDomParser;
+using pir::json;
+using pir::PirReader;
 
 Program ReadPirProgram(const std::string& path) {
   std::string text = ReadFileBytes(path, "Paddle PIR program");
