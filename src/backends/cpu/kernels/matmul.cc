@@ -423,7 +423,7 @@ std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   // which it can only serve with im2col + GEMM, and the kernel reorders in
   // and out through its workspace. NHWC (the channels_last pass) is what
   // oneDNN picks for most shapes anyway: it runs as it is, no reorders.
-  // Winograd (passes/conv_winograd.cc) takes blocked layouts only: NHWC
+  // Winograd (backends/cpu/passes/conv_winograd.cc) takes blocked layouts only: NHWC
   // too is reordered in and out (a few % of the convolution's time).
   auto describe = [&](dnnl::algorithm alg, bool plain) {
     memory::desc x_any = plain ? x_md : memory::desc(x_md.dims(), in_t, tag::any);
