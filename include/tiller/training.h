@@ -36,6 +36,7 @@
 #include "tiller/checkpoint.h"
 #include "tiller/error.h"
 #include "tiller/ipu_options.h"
+#include "tiller/option_groups.h"
 #include "tiller/predictor.h"
 
 namespace tiller::training {
@@ -166,19 +167,16 @@ struct SessionOptions {
   // bit for bit. Rank 0's state is broadcast before the first step.
   // global_replicas (global_replication_factor) and global_replica_offset,
   // when set (> 0 / >= 0), must agree with the job: P x replicas and
-  // rank x replicas. shard_optimizer_state shards over the job's replicas;
+  // rank x replicas. collectives.shard_optimizer_state shards over the job's
+  // replicas;
   // a read of the state gathers the other processes' parts, so every process
   // reads it (an MPI collective). Needs libtiller_mpi.so (built with Open
   // MPI).
   bool distribution = false;
-  // Replicas sum their gradients in messages of at most this many bytes
-  // (several gradients packed together: fewer, larger collectives; the sums
-  // are the same); 0: one message per gradient.
-  int64_t all_reduce_bucket_bytes = int64_t{32} << 20;
-  // Without gradient accumulation: each bucket's reduction starts in the
-  // backward pass as soon as its gradients exist, on a second worker of the
-  // device, and the update waits for it (the same sums).
-  bool overlap_all_reduce = true;
+  // How the replicas exchange gradients and optimizer state: gradient
+  // buckets, their overlap with the backward pass, replicated tensor
+  // sharding (tiller/option_groups.h).
+  CollectiveSettings collectives;
   int global_replicas = 0;
   int global_replica_offset = -1;
   // With distribution: a replica's devices_per_replica devices (its
@@ -199,27 +197,10 @@ struct SessionOptions {
   // device gets num_threads / (replicas x devices_per_replica) threads.
   int devices_per_replica = 1;
   // With devices_per_replica > 1 and a program nobody sharded (no
-  // ipu_index: enable_manual_shard off), the forward ops are split into
-  // stages of about equal cost instead (the split is in the summary's
-  // compile report).
-  bool auto_split = false;
-  // need_avg_shard (with enable_manual_shard): the automatic split even of
-  // a program whose ops carry ipu_index, replacing it (Paddle split evenly
-  // by op count; Tiller balances the cost).
-  bool auto_split_sharded = false;
-  // The automatic split's stages per device (Tiller's option
-  // stages_per_device, with pipelining and need_avg_shard): 2 splits the
-  // program into 2 x
-  // devices_per_replica stages, stage s on device s mod devices_per_replica
-  // (interleaved 1F1B: the pipeline fills and drains in half the time; one
-  // micro-batch per stage in flight).
-  int stages_per_device = 1;
-  // The automatic split (auto_split, auto_split_sharded) balances measured
-  // costs: the step's forward and backward ops timed on one device at
-  // compile time (Tiller's option auto_split_cost = measured), instead of
-  // the flops-and-bytes estimate. Deterministic within a process (the
-  // replicas share one measurement), not across processes.
-  bool auto_split_measured = false;
+  // ipu_index: enable_manual_shard off), or with need_avg_shard, the forward
+  // ops are split into stages of about equal cost (the split is in the
+  // summary's compile report; tiller/option_groups.h).
+  StageSplitSettings split;
   // Pipelining (enable_pipelining) over a replica's devices (its stages, in
   // ipu_index order): the micro-batches of each update (of an eval run) flow
   // through the devices, which work on different micro-batches at once.
@@ -259,18 +240,6 @@ struct SessionOptions {
   // pipeline, 4 all: the backward runs the stage's forward again, matmuls
   // included); else matmul / conv outputs as well (1, standard).
   bool recompute_all = false;
-  // Replicated tensor sharding of the optimizer state (Paddle's
-  // location_optimizer {use_replicated_tensor_sharding: 1}, on by default
-  // in Paddle's IpuStrategy; with replicas > 1): each replica keeps
-  // 1/replicas of every per-element optimizer state (Adam's moments,
-  // momentum's velocity, ...) and updates its part of the weights; the
-  // gradients are reduce-scattered and the weights all-gathered instead of
-  // one all-reduce. Results are unchanged. Weights with fewer than
-  // shard_min_elements elements (min_elements_for_replicated_tensor_sharding,
-  // PopART's default 8192) and Lamb's state stay whole. GetState and
-  // checkpoints see whole tensors.
-  bool shard_optimizer_state = false;
-  int64_t shard_min_elements = 8192;
   // Which fetched values a run returns (Tiller's options anchor_return_type
   // and anchor_return_period; PopART's anchor return types, which Paddle
   // fixed at All): every micro-batch's (kAll, the shapes above); the last

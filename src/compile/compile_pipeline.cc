@@ -51,14 +51,15 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
              "optimizer state -> this replica's part (reduce_scatter, all_gather)",
              [o, step](ir::Graph& g, const PassContext&, std::string* detail) {
                return passes::ShardOptimizerState(
-                   g, {o.replicas, o.replica_rank, o.shard_min_elements}, &step->sharded_states,
-                   detail);
+                   g, {o.replicas, o.replica_rank, o.collectives.shard_min_elements},
+                   &step->sharded_states, detail);
              }),
-         PassPipeline::After({"place_updates"}, [replicas, shard = o.shard_optimizer_state](
+         PassPipeline::After({"place_updates"}, [replicas,
+                                                 shard = o.collectives.shard_optimizer_state](
                                                     const PassContext& ctx) {
            return ctx.training && replicas && shard;
          }).When("training, replicas > 1, shard_optimizer_state"));
-  const size_t bucket = o.all_reduce_bucket_bytes;
+  const size_t bucket = static_cast<size_t>(o.collectives.all_reduce_bucket_bytes);
   p->Add(std::make_unique<LambdaPass>("bucket_all_reduce",
                                       "gradients' all_reduce ops -> a few messages",
                                       [bucket](ir::Graph& g, const PassContext&, std::string*) {
@@ -67,7 +68,7 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
          PassPipeline::After({"shard_optimizer_state"}, [replicas, bucket](const PassContext& ctx) {
            return ctx.training && replicas && bucket > 0;
          }).When("training, replicas > 1, all_reduce_bucket_bytes > 0"));
-  const bool overlap = o.overlap_all_reduce && o.accumulation_steps == 1;
+  const bool overlap = o.collectives.overlap_all_reduce && o.accumulation_steps == 1;
   p->Add(
       std::make_unique<passes::FunctionPass>(
           "overlap_all_reduce", "all_reduce -> start in the backward pass + wait before the update",

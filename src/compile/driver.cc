@@ -207,6 +207,8 @@ void CompiledStep::ResetAccumulators() {
 
 void Validate(const CompileOptions& o) {
   if (o.devices.empty()) Fail(ErrorKind::kInvalidArgument, "compile options name no devices");
+  o.split.Validate();
+  o.collectives.Validate();
   for (size_t i = 0; i < o.devices.size(); ++i) {
     const DeviceSpec& d = o.devices[i];
     if (!backend::FindBackend(d.backend)) {
@@ -323,19 +325,19 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   StepSource::Forward fwd = source.BuildForward(folder());
   progress(20);
   TILLER_CHECK(fwd.graph, "the step source built no graph");
-  if (options_.auto_split && devices_.size() > 1 &&
-      (options_.auto_split_sharded || !passes::IsSharded(*fwd.graph))) {
+  if (options_.split.enabled() && devices_.size() > 1 &&
+      (options_.split.sharded || !passes::IsSharded(*fwd.graph))) {
     passes::LambdaPass split(
         "auto_split",
-        options_.auto_split_sharded
+        options_.split.sharded
             ? "forward ops -> stages of about equal cost (need_avg_shard: ipu_index "
               "replaced)"
             : "forward ops -> stages of about equal cost (no ipu_index set)",
         [&](ir::Graph& g, const passes::PassContext&, std::string* detail) {
           const int devices = static_cast<int>(devices_.size());
-          const int stages = devices * std::max(1, options_.stages_per_device);
+          const int stages = devices * options_.split.stages_per_device;
           std::string measured_failed;
-          if (options_.auto_split_measured) {
+          if (options_.split.measured) {
             // A graph the timing run cannot take (a kernel that
             // refuses zeroed inputs) is split by the estimate,
             // and the report says why.

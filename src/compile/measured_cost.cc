@@ -108,7 +108,7 @@ Copy CopyForTiming(const ir::Graph& g, const ir::Value* loss, const std::vector<
   // replace. One device runs the copy: no replicas, no processes.
   CompileOptions one = o.compile;
   one.replicas = 1;
-  one.shard_optimizer_state = false;
+  one.collectives.shard_optimizer_state = false;
   one.device_process.clear();
   one.updates_in_pipeline = false;
   one.plan_only = false;

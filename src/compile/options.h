@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tiller/option_groups.h"
+
 namespace tiller::backend {
 class Collective;
 class ProcessGroup;
@@ -44,20 +46,10 @@ struct CompileOptions {
   std::vector<DeviceSpec> devices = std::vector<DeviceSpec>(1);
   PlacementPolicy placement = PlacementPolicy::kByShard;
   // With kByShard and more than one device: a forward graph nobody sharded
-  // (no ipu_index) is split into that many stages of about equal cost
-  // (passes/auto_split.cc; the split is in the compile report). A sharded
-  // graph keeps its shards, unless auto_split_sharded (Paddle's
-  // need_avg_shard), which splits it anyway.
-  bool auto_split = false;
-  bool auto_split_sharded = false;
-  // The automatic split's stages per device (Tiller's option
-  // stages_per_device): more than 1 interleaves them over the devices.
-  int stages_per_device = 1;
-  // The automatic split balances measured costs (compile/measured_cost.h:
-  // the forward graph and its gradients run a few times on one device
-  // first) instead of the flops-and-bytes estimate (Tiller's option
-  // auto_split_cost = measured).
-  bool auto_split_measured = false;
+  // (no ipu_index), or any with split.sharded (need_avg_shard), is split into
+  // stages of about equal cost (passes/auto_split.cc; the split is in the
+  // compile report; tiller/option_groups.h says what each setting does).
+  StageSplitSettings split;
   bool optimize = true;  // run the optimization passes (Config::SwitchIrOptim)
   // Inference with optimize: 3 x 3 float32 convolutions of stride 1 use
   // Winograd's algorithm (backends/cpu/passes/conv_winograd.cc), results within float32
@@ -99,21 +91,12 @@ struct CompileOptions {
   std::vector<int> device_process;
   int process = 0;
   backend::ProcessGroup* process_link = nullptr;
-  // Gradients summed in messages of at most this many bytes
-  // (passes/bucket_all_reduce.cc); 0: one all_reduce per gradient.
-  size_t all_reduce_bucket_bytes = size_t{32} << 20;
-  // Without accumulation: each bucket's reduction starts in the backward
-  // pass as soon as its gradients exist and runs beside it
-  // (passes/bucket_all_reduce.cc, OverlapAllReduce).
-  bool overlap_all_reduce = true;
-  // Replicated tensor sharding of the optimizer state (Paddle's
-  // location_optimizer.use_replicated_tensor_sharding; with replicas > 1):
-  // each replica keeps 1/replicas of every per-element optimizer state and
-  // updates its part of the weights (passes/shard_optimizer_state.cc);
-  // weights with fewer than shard_min_elements elements stay whole. The
-  // sharded states' storage comes from Compile's ShardStorage.
-  bool shard_optimizer_state = false;
-  int64_t shard_min_elements = 8192;
+  // With replicas > 1: gradient buckets (passes/bucket_all_reduce.cc),
+  // their overlap with the backward pass, and replicated tensor sharding of
+  // the optimizer state (passes/shard_optimizer_state.cc; the sharded
+  // states' storage comes from Compile's ShardStorage). Described in
+  // tiller/option_groups.h.
+  CollectiveSettings collectives;
   // Micro-batches whose gradients one update applies: the driver adds a
   // gradient accumulator per trained value (backward phase) and the update
   // reads the accumulated gradient; Executable::Run(RunPart::kBeforeUpdate)

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "runtime/ipu_option_specs.h"
+#include "tiller/option_groups.h"
 
 namespace tiller::training {
 namespace {
@@ -295,16 +296,21 @@ std::string IpuOptions::Set(const std::string& name, const OptionValue& value) {
     Fail(ErrorKind::kInvalidArgument,
          "option 'pipeline_in_flight' must be >= 0 (0: the stages + 1), got {}",
          OptionValueRepr(value));
-  if (name == "all_reduce_bucket_bytes" && std::get<int64_t>(*converted) < 0)
-    Fail(ErrorKind::kInvalidArgument,
-         "option 'all_reduce_bucket_bytes' must be >= 0 (0: one message per gradient), got {}",
-         OptionValueRepr(value));
+  // Options of a group (tiller/option_groups.h) are checked by the group.
+  if (name == "all_reduce_bucket_bytes") {
+    CollectiveSettings c;
+    c.all_reduce_bucket_bytes = std::get<int64_t>(*converted);
+    c.Validate();
+  }
   if (name == "processes_per_replica" && std::get<int64_t>(*converted) < 1)
     Fail(ErrorKind::kInvalidArgument, "option 'processes_per_replica' must be >= 1, got {}",
          OptionValueRepr(value));
-  if (name == "stages_per_device" && std::get<int64_t>(*converted) < 1)
-    Fail(ErrorKind::kInvalidArgument, "option 'stages_per_device' must be >= 1, got {}",
-         OptionValueRepr(value));
+  if (name == "stages_per_device") {
+    StageSplitSettings split;
+    split.stages_per_device =
+        static_cast<int>(std::clamp<int64_t>(std::get<int64_t>(*converted), INT32_MIN, INT32_MAX));
+    split.Validate();
+  }
   if (name == "max_weight_norm") {
     const double v = std::get<double>(*converted);
     if (!(v >= 0) || !std::isfinite(v))

@@ -148,9 +148,9 @@ PlanReport Plan(const PlanRequest& request) {
   training::SessionOptions so;
   so.num_threads = r.devices;
   so.devices_per_replica = per_replica;
-  so.auto_split = per_replica > 1;  // where nobody sharded the program
-  so.auto_split_sharded = r.stages_per_device > 1;
-  so.stages_per_device = r.stages_per_device;
+  so.split.auto_split = per_replica > 1;  // where nobody sharded the program
+  so.split.sharded = r.stages_per_device > 1;
+  so.split.stages_per_device = r.stages_per_device;
   so.recompute = r.recompute != 0;
   so.precision = r.precision;
   so.recompute_all = r.recompute >= 3;
@@ -162,9 +162,9 @@ PlanReport Plan(const PlanRequest& request) {
     so.batches_per_step = r.batches_per_step;
     so.replicated_graphs = r.replicas > 1;
     so.replicas = r.replicas;
-    so.shard_optimizer_state = r.replicated_tensor_sharding;
-    so.shard_min_elements = r.sharding_min_elements;
-    so.all_reduce_bucket_bytes = r.all_reduce_bucket_bytes;
+    so.collectives.shard_optimizer_state = r.replicated_tensor_sharding;
+    so.collectives.shard_min_elements = r.sharding_min_elements;
+    so.collectives.all_reduce_bucket_bytes = r.all_reduce_bucket_bytes;
     // Across processes the step is compiled as process 0's (the job's
     // replica count, global ranks), as a session with distribution does.
     const int global = r.replicas * r.ranks;

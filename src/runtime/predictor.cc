@@ -97,7 +97,7 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
                     ipu.device_num, ipu.replica_num, c.cpu_math_library_num_threads()));
     o.devices.assign(ipu.device_num, compile::DeviceSpec{"cpu", threads, 0});
     o.placement = compile::PlacementPolicy::kByShard;
-    o.auto_split = true;  // a model without ipu_index attributes
+    o.split.auto_split = true;  // a model without ipu_index attributes
   }
   return o;
 }

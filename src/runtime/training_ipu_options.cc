@@ -64,11 +64,11 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
          devices, replicas);
   const bool manual_shard = o.GetBool("enable_manual_shard");
   // More devices than replicas without manual sharding: an automatic split.
-  out.auto_split = devices / replicas > 1 && !manual_shard;
+  out.split.auto_split = devices / replicas > 1 && !manual_shard;
   // need_avg_shard: the split replaces the program's ipu_index.
-  out.auto_split_sharded = manual_shard && o.GetBool("need_avg_shard");
-  out.stages_per_device = static_cast<int>(o.GetInt("stages_per_device"));
-  out.auto_split_measured = o.GetStr("auto_split_cost") == "measured";
+  out.split.sharded = manual_shard && o.GetBool("need_avg_shard");
+  out.split.stages_per_device = static_cast<int>(o.GetInt("stages_per_device"));
+  out.split.measured = o.GetStr("auto_split_cost") == "measured";
   if (manual_shard && devices / replicas < 2)
     Fail(ErrorKind::kInvalidArgument,
          "enable_manual_shard needs more than one device per replica: num_ipus {} with {} "
@@ -82,13 +82,14 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.trace_path = o.GetStr("trace_path");
   out.recompute = o.GetInt("auto_recomputation") != 0;
   out.recompute_all = o.GetInt("auto_recomputation") >= 3;
-  out.shard_optimizer_state = o.GetBool("location_optimizer.use_replicated_tensor_sharding");
+  out.collectives.shard_optimizer_state =
+      o.GetBool("location_optimizer.use_replicated_tensor_sharding");
   out.distribution = o.GetBool("enable_distribution");
   if (out.distribution) {
     out.global_replicas = static_cast<int>(o.GetInt("global_replication_factor"));
     out.global_replica_offset = static_cast<int>(o.GetInt("global_replica_offset"));
   }
-  out.shard_min_elements =
+  out.collectives.shard_min_elements =
       o.GetInt("location_optimizer.min_elements_for_replicated_tensor_sharding");
   out.device_profile = o.GetStr("device_profile");
   const std::string anchor = o.GetStr("anchor_return_type");
@@ -101,9 +102,9 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
                               ? SessionOptions::Schedule::kFillDrain
                               : SessionOptions::Schedule::kOneFOneB;
   out.pipeline_in_flight = static_cast<int>(o.GetInt("pipeline_in_flight"));
-  out.all_reduce_bucket_bytes = o.GetInt("all_reduce_bucket_bytes");
+  out.collectives.all_reduce_bucket_bytes = o.GetInt("all_reduce_bucket_bytes");
   out.processes_per_replica = static_cast<int>(o.GetInt("processes_per_replica"));
-  out.overlap_all_reduce = o.GetBool("overlap_all_reduce");
+  out.collectives.overlap_all_reduce = o.GetBool("overlap_all_reduce");
   // The pipeline's depth (PopART's rule): each update's micro-batches, or
   // without accumulation the run's, must fill the stages.
   if (out.pipelining && !o.EvalOnly() && out.gradient_accumulation &&

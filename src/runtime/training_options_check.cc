@@ -96,7 +96,7 @@ void ResolveSessionOptions(SessionOptions& options, const std::string& program_p
            "decide from every stage's gradients, which sit on different processes; not "
            "supported yet",
            options.processes_per_replica);
-    if (options.auto_split_measured)
+    if (options.split.measured)
       Fail(ErrorKind::kUnimplemented,
            "processes_per_replica {}: the split by measured costs (auto_split_cost = measured) "
            "can differ between processes, whose steps must be the same; use the estimated "
@@ -105,7 +105,7 @@ void ResolveSessionOptions(SessionOptions& options, const std::string& program_p
   }
   if (options.distribution) ResolveDistribution(options, program_path);
   if (options.processes_per_replica > 1 && options.global_replicas > 1 &&
-      options.shard_optimizer_state)
+      options.collectives.shard_optimizer_state)
     Fail(ErrorKind::kUnimplemented,
          "processes_per_replica {}: replicated tensor sharding of the optimizer state over "
          "replicas whose stages are on several processes is not supported yet (set "
@@ -150,7 +150,7 @@ void ResolveSessionOptions(SessionOptions& options, const std::string& program_p
            "continuous pipelining: batches_per_step {} is less than the {} pipeline stages",
            options.batches_per_step, options.devices_per_replica);
     if (options.pipeline_schedule != SessionOptions::Schedule::kOneFOneB ||
-        options.pipeline_in_flight > 0 || options.stages_per_device > 1)
+        options.pipeline_in_flight > 0 || options.split.stages_per_device > 1)
       Fail(ErrorKind::kInvalidArgument,
            "pipelined training without gradient accumulation runs PopART's schedule (each "
            "device one forward and one backward per cycle): pipeline_schedule, "
@@ -180,16 +180,14 @@ void ResolveSessionOptions(SessionOptions& options, const std::string& program_p
          "enable_pipelining and pipeline_schedule '1f1b' (fill_drain keeps the whole window in "
          "flight)",
          options.pipeline_in_flight);
-  if (options.stages_per_device < 1)
-    Fail(ErrorKind::kInvalidArgument, "stages_per_device must be >= 1, got {}",
-         options.stages_per_device);
-  if (options.stages_per_device > 1 &&
-      !(options.pipelining && (options.auto_split || options.auto_split_sharded)))
+  options.split.Validate();
+  options.collectives.Validate();
+  if (options.split.stages_per_device > 1 && !(options.pipelining && options.split.enabled()))
     Fail(ErrorKind::kInvalidArgument,
          "stages_per_device {} interleaves the stages of Tiller's split by cost over a "
          "pipeline's devices: it needs enable_pipelining and need_avg_shard; a program sharded "
          "by ipu_shard_guard alone interleaves through its own ipu_stage",
-         options.stages_per_device);
+         options.split.stages_per_device);
   // Each device (devices_per_replica per replica) gets its share of the
   // threads; with fewer threads than devices, one each, taking turns on the
   // cores (ReplicaCompileOptions notes it).
@@ -226,7 +224,7 @@ void CheckLossScalingOptions(const SessionOptions& options, const paddle::Traini
            "{}: the program's own gradient check ({}) needs every gradient on one device; "
            "{} devices per replica are not supported with it yet",
            program_path, info.checks_finite_op, options.devices_per_replica);
-    if (options.replicas > 1 && options.shard_optimizer_state)
+    if (options.replicas > 1 && options.collectives.shard_optimizer_state)
       Fail(ErrorKind::kUnimplemented,
            "{}: the program's own gradient check ({}) needs every gradient on each replica; "
            "replicated tensor sharding of the optimizer state is not supported with it yet "
@@ -241,7 +239,7 @@ void CheckLossScalingOptions(const SessionOptions& options, const paddle::Traini
       Fail(ErrorKind::kUnimplemented,
            "dynamic / automatic loss scaling over several devices per replica needs pipelining "
            "(enable_pipelining) for now");
-    if (!options.pipelining && options.replicas > 1 && options.shard_optimizer_state)
+    if (!options.pipelining && options.replicas > 1 && options.collectives.shard_optimizer_state)
       Fail(ErrorKind::kUnimplemented,
            "dynamic / automatic loss scaling with replicated tensor sharding of the optimizer "
            "state needs pipelining for now (or set "

@@ -29,10 +29,7 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
                                                      options.num_threads)),
                         0});
   co.placement = compile::PlacementPolicy::kByShard;
-  co.auto_split = options.auto_split || options.auto_split_sharded;
-  co.auto_split_sharded = options.auto_split_sharded;
-  co.stages_per_device = options.stages_per_device;
-  co.auto_split_measured = options.auto_split_measured;
+  co.split = options.split;
   co.accumulation_steps = options.accumulation_factor;
   co.batches_per_step = options.batches_per_step;
   co.updates_in_pipeline = options.continuous_pipelining;
@@ -44,9 +41,7 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   // global rank (the mean's divisor, sharding's parts, the group's ranks).
   co.replicas = options.distribution ? options.global_replicas : options.replicas;
   co.replica_groups = groups;
-  co.overlap_all_reduce = options.overlap_all_reduce;
-  co.all_reduce_bucket_bytes =
-      static_cast<size_t>(std::max<int64_t>(options.all_reduce_bucket_bytes, 0));
+  co.collectives = options.collectives;
   co.replica_rank = options.distribution ? options.global_replica_offset + rank : rank;
   if (options.distribution && options.processes_per_replica > 1) {
     // This process runs its share of the replica's devices; the others are
@@ -68,8 +63,6 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
     co.process = job.rank();
     co.process_link = &job;
   }
-  co.shard_optimizer_state = options.shard_optimizer_state;
-  co.shard_min_elements = options.shard_min_elements;
   co.precision = runtime::ParsePrecision(options.precision, "precision");
   co.loss_scaling = options.loss_scaling;
   co.dynamic_loss_scaling = SteersLossScale(options);

@@ -121,7 +121,7 @@ TEST(CompilePipeline, BuildsForEveryOptionCombinationAndSkipsWhatIsOff) {
     o.precision = (bits & 4) ? compile::Precision::kBFloat16 : compile::Precision::kFloat32;
     o.stochastic_rounding = bits & 8;
     o.replicas = (bits & 16) ? 2 : 1;
-    o.shard_optimizer_state = bits & 32;
+    o.collectives.shard_optimizer_state = bits & 32;
     compile::CompiledStep step;
     std::unique_ptr<PassPipeline> rewrites = compile::RewritePipeline(o, devices, &step);
     std::unique_ptr<PassPipeline> placement = compile::PlacementPipeline(o, devices, 0, &step);
@@ -135,7 +135,7 @@ TEST(CompilePipeline, BuildsForEveryOptionCombinationAndSkipsWhatIsOff) {
     EXPECT_EQ(skipped("recompute"), !o.recompute);
     EXPECT_EQ(skipped("mixed_precision"), o.precision == compile::Precision::kFloat32);
     EXPECT_EQ(skipped("stochastic_rounding"), !o.stochastic_rounding);
-    EXPECT_EQ(skipped("shard_optimizer_state"), !(o.replicas > 1 && o.shard_optimizer_state));
+    EXPECT_EQ(skipped("shard_optimizer_state"), !(o.replicas > 1 && o.collectives.shard_optimizer_state));
     EXPECT_EQ(skipped("optimize"), !o.optimize);
     EXPECT_NE(placement->Describe(ctx).find("insert_copies\n"), std::string::npos);
   }
