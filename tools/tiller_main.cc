@@ -124,9 +124,12 @@ int Info(const std::string& model, const std::string& params,
     fmt::print(" {}={}", n, Dims(p->GetInputHandle(n)->shape()));
   fmt::print("\n  kernels: {}\n  planned activation memory: {} (one buffer per tensor: {})\n",
              s.num_kernels, Mib(s.arena_bytes), Mib(s.naive_bytes));
-  if (passes)
+  if (passes) {
+    fmt::print("compile pipeline (in order; skipped: not called for by this compile):\n{}",
+               s.compile_pipeline);
     fmt::print("compile stages (rewrites, ops before -> after, op types added/removed):\n{}",
                s.compile_report);
+  }
   return 0;
 }
 

@@ -429,6 +429,9 @@ class Predictor {
     // What each compile stage changed (autodiff, passes, placement,
     // copies), one line each: what `tiller info --passes` prints.
     std::string compile_report;
+    // The compile's pass pipelines as they ran: every pass in order, those
+    // whose condition was off marked "(skipped)" (`tiller info --passes`).
+    std::string compile_pipeline;
   };
   Summary GetSummary() const;
   // Per-op-type time over the runs made while profiling was on, sorted by

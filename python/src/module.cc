@@ -422,6 +422,7 @@ PYBIND11_MODULE(_tiller, m) {
         d["weight_bytes"] = s.weight_bytes;
         d["graph"] = s.graph;
         d["compile_report"] = s.compile_report;
+        d["compile_pipeline"] = s.compile_pipeline;
         return d;
       });
 

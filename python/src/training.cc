@@ -313,6 +313,7 @@ void BindTraining(py::module_& m) {
       .def_readonly("copied_updates", &TrainingSession::Summary::copied_updates)
       .def_readonly("graph", &TrainingSession::Summary::graph)
       .def_readonly("compile_report", &TrainingSession::Summary::compile_report)
+      .def_readonly("compile_pipeline", &TrainingSession::Summary::compile_pipeline)
       .def_readonly("pipeline_max_in_flight", &TrainingSession::Summary::pipeline_max_in_flight)
       .def_readonly("pipeline_bubble_fraction", &TrainingSession::Summary::pipeline_bubble_fraction)
       .def_readonly("pipeline_device_busy_ms", &TrainingSession::Summary::pipeline_device_busy_ms)

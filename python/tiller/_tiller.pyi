@@ -917,6 +917,9 @@ class TrainingSummary:
     def arena_bytes(self) -> int:
         ...
     @property
+    def compile_pipeline(self) -> str:
+        ...
+    @property
     def compile_report(self) -> str:
         ...
     @property

@@ -436,11 +436,14 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   }
   std::unique_ptr<ir::Graph> graph = source.Finish();
   progress(35);
-  for (passes::PassRecord& r : RewritePipeline(options_, devices_, &step)->RunRecorded(*graph, ctx))
+  auto rewrites = RewritePipeline(options_, devices_, &step);
+  auto placement = PlacementPipeline(options_, devices_, host_, &step);
+  report.pipeline = fmt::format("{}:\n{}{}:\n{}", rewrites->name(), rewrites->Describe(ctx, 2),
+                                placement->name(), placement->Describe(ctx, 2));
+  for (passes::PassRecord& r : rewrites->RunRecorded(*graph, ctx))
     report.stages.push_back(std::move(r));
   progress(55);
-  for (passes::PassRecord& r :
-       PlacementPipeline(options_, devices_, host_, &step)->RunRecorded(*graph, ctx))
+  for (passes::PassRecord& r : placement->RunRecorded(*graph, ctx))
     report.stages.push_back(std::move(r));
 
   // Passes move pins along with the values they replace.

@@ -50,8 +50,11 @@ class StepSource {
 
 struct CompileReport {
   std::vector<passes::PassRecord> stages;  // autodiff, passes, placement, copies, in order
-  std::vector<std::string> devices;        // "cpu:0 (2 threads)"
-  size_t arena_bytes = 0;                  // all devices
+  // The rewrite and placement pipelines this compile ran, every entry with
+  // "(skipped)" where its condition was false (PassPipeline::Describe).
+  std::string pipeline;
+  std::vector<std::string> devices;  // "cpu:0 (2 threads)"
+  size_t arena_bytes = 0;            // all devices
   // One line per stage: name, rewrites, ops before -> after, types added/removed.
   std::string Format() const;
 };

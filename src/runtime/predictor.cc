@@ -470,6 +470,7 @@ Predictor::Summary Predictor::GetSummary() const {
     s.weight_bytes += static_cast<size_t>(NumElements(p.dims)) * DTypeSize(p.dtype);
   s.graph = exe->graph().ToString();
   s.compile_report = impl_->current->report.Format();
+  s.compile_pipeline = impl_->current->report.pipeline;
   return s;
 }
 

@@ -283,6 +283,7 @@ TrainingSession::Summary TrainingSession::GetSummary() const {
   s.copied_updates = exe->plan().copy_back.size();
   s.graph = exe->graph().ToString();
   s.compile_report = impl_->last->report.Format();
+  s.compile_pipeline = impl_->last->report.pipeline;
   s.pipeline_max_in_flight = impl_->pipeline_stats.max_in_flight;
   s.pipeline_bubble_fraction = impl_->pipeline_stats.BubbleFraction();
   s.pipeline_device_busy_ms = impl_->pipeline_stats.busy_ms;

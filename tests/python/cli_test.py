@@ -35,6 +35,24 @@ def test_info(bert):
     assert "input_ids=[2, 16]" in out
 
 
+def test_info_passes_prints_the_pipeline_that_ran(bert):
+    """`tiller info --passes`: the compile's pass pipelines in order, the
+    passes this compile did not call for marked skipped, then what each pass
+    that ran changed."""
+    out = tiller("info", bert.model_file, "--shape", "input_ids=2x16", "--shape",
+                 "token_type_ids=2x16", "--passes").stdout
+    pipeline = out[out.index("compile pipeline"):out.index("compile stages")]
+    lines = [line.strip() for line in pipeline.splitlines()[1:]]
+    # Inference in float32 on one device: the optimization passes run; the
+    # training and half-precision ones are listed, skipped.
+    assert "optimize" in lines and "fuse_attention" in lines, pipeline
+    for skipped in ("place_updates", "recompute", "mixed_precision", "order_by_device"):
+        assert f"{skipped}  (skipped)" in lines, (skipped, pipeline)
+    assert lines.index("fuse_attention") < lines.index("mixed_precision  (skipped)") < \
+        lines.index("insert_copies")
+    assert "fuse_attention" in out[out.index("compile stages"):]
+
+
 def test_run_writes_outputs_matching_paddle(bert, tmp_path):
     inputs = export.make_inputs("bert-tiny", batch=2, seq_len=12, seed=4)
     args = []
