@@ -16,7 +16,7 @@ using passes::PassContext;
 using passes::PassPipeline;
 
 // An inference rewrite that is recorded only when it changed something.
-PassPipeline::Options Inference(std::vector<std::string> after, bool on, std::string when) {
+PassPipeline::Options Inference(std::vector<std::string> after, bool on, const std::string& when) {
   PassPipeline::Options o = PassPipeline::After(
       std::move(after), [on](const PassContext& ctx) { return !ctx.training && on; });
   o.record_idle = false;
