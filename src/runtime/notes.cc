@@ -27,6 +27,12 @@ void NoteOnce(const std::string& key, const std::string& message) {
     std::fprintf(stderr, "tiller: note: %s\n", message.c_str());
 }
 
+compile::DeviceSpec IpuDeviceSpec(int threads) {
+  compile::DeviceSpec spec;  // the default backend: the CPU
+  spec.threads = threads;
+  return spec;
+}
+
 int ThreadsPerDevice(int threads, int devices, const std::string& setting) {
   if (devices <= 1 || threads >= devices) return std::max(1, threads / std::max(devices, 1));
   NoteOnce(fmt::format("share {} {}", devices, threads),

@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "compile/options.h"
+
 namespace tiller::runtime {
 
 // Whether this process prints notes: rank 0 of an MPI job (Open MPI's,
@@ -21,5 +23,11 @@ void NoteOnce(const std::string& key, const std::string& message);
 // ask for more IPUs than a CPU has cores), which is said once. `setting`
 // names where the thread count came from in the note.
 int ThreadsPerDevice(int threads, int devices, const std::string& setting);
+
+// The devices that run a Paddle IPU program's IPUs (IpuStrategy training,
+// Config::EnableIpu inference), each with `threads` threads: one per IPU,
+// of the backend Tiller maps IPUs to (CPU devices today; one place to
+// change when another backend takes them).
+compile::DeviceSpec IpuDeviceSpec(int threads);
 
 }  // namespace tiller::runtime

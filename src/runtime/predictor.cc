@@ -95,7 +95,7 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
         c.cpu_math_library_num_threads(), n_devices,
         fmt::format("EnableIpu: {} device(s) x {} replica(s), SetCpuMathLibraryNumThreads({})",
                     ipu.device_num, ipu.replica_num, c.cpu_math_library_num_threads()));
-    o.devices.assign(ipu.device_num, compile::DeviceSpec{"cpu", threads, 0});
+    o.devices.assign(ipu.device_num, runtime::IpuDeviceSpec(threads));
     o.placement = compile::PlacementPolicy::kByShard;
     o.split.auto_split = true;  // a model without ipu_index attributes
   }

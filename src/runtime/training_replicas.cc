@@ -20,14 +20,12 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   using training::SessionOptions;
   const int n_devices = options.replicas * options.devices_per_replica;
   compile::CompileOptions co;
-  co.devices.assign(options.devices_per_replica,
-                    compile::DeviceSpec{
-                        "cpu",
-                        ThreadsPerDevice(options.num_threads, n_devices,
-                                         fmt::format("{} replica(s) x {} device(s), num_threads {}",
-                                                     options.replicas, options.devices_per_replica,
-                                                     options.num_threads)),
-                        0});
+  co.devices.assign(
+      options.devices_per_replica,
+      IpuDeviceSpec(ThreadsPerDevice(
+          options.num_threads, n_devices,
+          fmt::format("{} replica(s) x {} device(s), num_threads {}", options.replicas,
+                      options.devices_per_replica, options.num_threads))));
   co.placement = compile::PlacementPolicy::kByShard;
   co.split = options.split;
   co.accumulation_steps = options.accumulation_factor;
