@@ -46,16 +46,17 @@ double Elements(const ir::Value* v) {
 }  // namespace
 
 double OpFlops(const ir::Op& op) {
-  if ((op.type == "matmul" || op.type == "linear") && op.inputs.size() >= 2) {
+  if ((op.is(ir::Opcode::matmul) || op.is(ir::Opcode::linear)) && op.inputs.size() >= 2) {
     // out [.., M, N]; the reduced dim K from the first input's last (or,
     // transposed, second-to-last) dim.
     const Shape& a = op.inputs[0]->shape();
     if (a.empty()) return 0;
     int64_t k = a.back();
-    if (op.type == "matmul" && op.GetBool("transpose_a") && a.size() >= 2) k = a[a.size() - 2];
+    if (op.is(ir::Opcode::matmul) && op.GetBool("transpose_a") && a.size() >= 2)
+      k = a[a.size() - 2];
     return 2.0 * Elements(op.outputs[0]) * static_cast<double>(k);
   }
-  if (op.type == "attention" && op.inputs.size() >= 3) {
+  if (op.is(ir::Opcode::attention) && op.inputs.size() >= 3) {
     // Its two products per head: [Sq, d] x [d, Sk] and [Sq, Sk] x [Sk, dv].
     const Shape &q = op.inputs[0]->shape(), &k = op.inputs[1]->shape();
     const Shape& out = op.outputs[0]->shape();
@@ -65,21 +66,21 @@ double OpFlops(const ir::Op& op) {
     const double rows = Elements(op.outputs[0]) / static_cast<double>(dv);  // B * Sq * heads
     return 2.0 * rows * static_cast<double>(k[1]) * static_cast<double>(d + dv);
   }
-  if ((op.type == "conv2d" || op.type == "conv2d_transpose") && op.inputs.size() >= 2) {
+  if ((op.is(ir::Opcode::conv2d) || op.is(ir::Opcode::conv2d_transpose)) && op.inputs.size() >= 2) {
     const Shape& w = op.inputs[1]->shape();  // [O, I/groups, kh, kw]
     double per_output = 1;
     for (size_t d = 1; d < w.size(); ++d) per_output *= static_cast<double>(w[d]);
-    const ir::Value* out = op.type == "conv2d" ? op.outputs[0] : op.inputs[0];
+    const ir::Value* out = op.is(ir::Opcode::conv2d) ? op.outputs[0] : op.inputs[0];
     return 2.0 * Elements(out) * per_output;
   }
   // conv2d's gradients: as many multiply-adds as the convolution.
-  if (op.type == "conv2d_grad_input" && op.inputs.size() == 2) {
+  if (op.is(ir::Opcode::conv2d_grad_input) && op.inputs.size() == 2) {
     const Shape& w = op.inputs[1]->shape();
     double per_output = 1;
     for (size_t d = 1; d < w.size(); ++d) per_output *= static_cast<double>(w[d]);
     return 2.0 * Elements(op.inputs[0]) * per_output;
   }
-  if (op.type == "conv2d_grad_filter" && op.inputs.size() == 2) {
+  if (op.is(ir::Opcode::conv2d_grad_filter) && op.inputs.size() == 2) {
     const Shape& w = op.outputs[0]->shape();
     double per_output = 1;
     for (size_t d = 1; d < w.size(); ++d) per_output *= static_cast<double>(w[d]);
@@ -105,7 +106,7 @@ double TrainingOpCost(const ir::Op& op, int micro_batches) {
     // ... each weight's gradient is added to its accumulator every
     // micro-batch (an embedding's is scattered into it row by row: the
     // tokens' rows only, already counted) ...
-    if (op.type != "embedding") cost += kFlopsPerElement * Elements(in);
+    if (!op.is(ir::Opcode::embedding)) cost += kFlopsPerElement * Elements(in);
     // ... and the stage of the weight's first reader updates it once per
     // update: the optimizer (Adam reads the weight, its gradient and two
     // moments and writes three) and the mean's scale move about 5 elements'

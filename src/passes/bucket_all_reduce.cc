@@ -44,7 +44,9 @@ void OrderAllReduceByReadiness(ir::Graph& g) {
     index[op.get()] = order.size();
     order.push_back(op.get());
   }
-  auto single = [](const ir::Op* op) { return op->type == "all_reduce" && op->inputs.size() == 1; };
+  auto single = [](const ir::Op* op) {
+    return op->is(ir::Opcode::all_reduce) && op->inputs.size() == 1;
+  };
   auto ready = [&](const ir::Op* op) {
     const ir::Op* producer = op->inputs[0]->producer;
     return producer ? index.at(producer) : 0;
@@ -75,7 +77,7 @@ int OverlapAllReduce(ir::Graph& g) {
   for (const auto& op : g.ops()) {
     index[op.get()] = order.size();
     order.push_back(op.get());
-    if (op->type == "all_reduce") reductions.push_back(op.get());
+    if (op->is(ir::Opcode::all_reduce)) reductions.push_back(op.get());
   }
   // A rank's collectives meet its peers' in program order, one at a time: a
   // reduction in flight on the collective stream must not meet another
@@ -84,10 +86,11 @@ int OverlapAllReduce(ir::Graph& g) {
   // Only where every collective can be split (an all_reduce in the update
   // of gradients computed in the backward pass) does any split.
   for (const auto& op : g.ops()) {
-    const bool collective = op->type == "all_reduce" || op->type == "reduce_scatter" ||
-                            op->type == "all_gather" || op->type == "send" || op->type == "recv";
+    const bool collective = op->is(ir::Opcode::all_reduce) || op->is(ir::Opcode::reduce_scatter) ||
+                            op->is(ir::Opcode::all_gather) || op->is(ir::Opcode::send) ||
+                            op->is(ir::Opcode::recv);
     if (!collective) continue;
-    bool splittable = op->type == "all_reduce" && op->placement.phase == ir::Phase::kUpdate;
+    bool splittable = op->is(ir::Opcode::all_reduce) && op->placement.phase == ir::Phase::kUpdate;
     for (const ir::Value* in : op->inputs)
       splittable =
           splittable && in->producer && in->producer->placement.phase == ir::Phase::kBackward;
@@ -166,7 +169,7 @@ int BucketAllReduce(ir::Graph& g, size_t max_bytes) {
     }
     for (const Key& key : due)
       if (open.count(key)) flush(key, op);
-    if (op->type != "all_reduce" || op->inputs.size() != 1) continue;
+    if (!op->is(ir::Opcode::all_reduce) || op->inputs.size() != 1) continue;
     const Key key = KeyOf(*op);
     const size_t bytes = op->inputs[0]->bytes();
     auto it = open.find(key);

@@ -37,19 +37,27 @@ const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
 // A convolution, pooling or resampling with data_format NCHW whose kernel
 // has an NHWC form for this op.
 bool IsChannelFirstSpatialOp(const ir::Op& op) {
-  if (op.type != "conv2d" && op.type != "conv2d_int8" && op.type != "pool2d" &&
-      op.type != "conv2d_transpose" && op.type != "interp")
-    return false;
+  switch (op.opcode) {
+    case ir::Opcode::conv2d:
+    case ir::Opcode::conv2d_int8:
+    case ir::Opcode::pool2d:
+    case ir::Opcode::conv2d_transpose:
+    case ir::Opcode::interp:
+      break;
+    default:
+      return false;
+  }
   if (op.GetStr("data_format") != "NCHW" || op.inputs[0]->rank() != 4) return false;
-  if (op.type == "conv2d" || op.type == "conv2d_int8") return true;  // its half types too
+  // A convolution: its half types too.
+  if (op.is(ir::Opcode::conv2d) || op.is(ir::Opcode::conv2d_int8)) return true;
   const DType dt = op.inputs[0]->dtype();
   // The NHWC resampling kernel takes what the NCHW one does (integers only
   // for nearest, which that kernel checks); the NHWC pooling kernel is
   // float32's; conv2d_transpose's NHWC form takes float32, one group and an
   // output padding no larger than the end pad.
-  if (op.type == "interp") return dt == DType::kF32 || dt == DType::kI32 || dt == DType::kI64;
+  if (op.is(ir::Opcode::interp)) return dt == DType::kF32 || dt == DType::kI32 || dt == DType::kI64;
   if (dt != DType::kF32) return false;
-  if (op.type == "pool2d") return true;
+  if (op.is(ir::Opcode::pool2d)) return true;
   if (op.GetInt("groups") != 1) return false;
   const std::array<int64_t, 2> end =
       ir::ConvTransposeEndPads(op, op.inputs[0]->shape(), op.inputs[1]->shape());
@@ -64,8 +72,8 @@ constexpr int64_t kNhwcPosition[4] = {0, 3, 1, 2};
 // (transpose's perm is an order, not axes: it is left alone).
 bool RemapAxes(const ir::Op& op, ir::AttrMap* attrs) {
   const ir::OpSchema* s = ir::FindOpSchema(op.type);
-  if (!s || s->layout != ir::LayoutRule::kAxisAttrs || s->side_effects || op.type == "transpose" ||
-      op.outputs.size() != 1 || op.outputs[0]->rank() != 4)
+  if (!s || s->layout != ir::LayoutRule::kAxisAttrs || s->side_effects ||
+      op.is(ir::Opcode::transpose) || op.outputs.size() != 1 || op.outputs[0]->rank() != 4)
     return false;
   for (const ir::Value* in : op.inputs) {
     if (!in || in->rank() != 4) return false;
@@ -121,8 +129,8 @@ int ChannelsLast(ir::Graph& g) {
     ir::AttrMap attrs = op->attrs;
     // A pooling or resampling alone would only gain two transposes: it
     // joins a chain a convolution started.
-    const bool starts_chain =
-        op->type == "conv2d" || op->type == "conv2d_int8" || op->type == "conv2d_transpose";
+    const bool starts_chain = op->is(ir::Opcode::conv2d) || op->is(ir::Opcode::conv2d_int8) ||
+                              op->is(ir::Opcode::conv2d_transpose);
     if (IsChannelFirstSpatialOp(*op) && (starts_chain || twin.count(ins[0]))) {
       g.SetInsertionPoint(op);
       ins[0] = to_nhwc(ins[0]);

@@ -15,17 +15,17 @@ namespace tiller::passes {
 
 int FoldBatchNorm(ir::Graph& g) {
   int rewrites = 0;
-  std::vector<ir::Op*> convs = OpsOfType(g, "conv2d");
-  for (ir::Op* c : OpsOfType(g, "conv2d_int8")) convs.push_back(c);
+  std::vector<ir::Op*> convs = OpsOfType(g, ir::Opcode::conv2d);
+  for (ir::Op* c : OpsOfType(g, ir::Opcode::conv2d_int8)) convs.push_back(c);
   for (ir::Op* conv : convs) {
-    const bool int8 = conv->type == "conv2d_int8";
+    const bool int8 = conv->is(ir::Opcode::conv2d_int8);
     ir::Value* w = conv->inputs[1];
     // What s multiplies: the filter, or the int8 filter's output scale.
     ir::Value* scaled = int8 ? conv->inputs[2] : w;
     const size_t bias_at = ConvBiasIndex(*conv);
     ir::Value* b = conv->input(bias_at);
     ir::Op* bn = SoleUser(g, conv->outputs[0]);
-    if (!bn || bn->type != "batch_norm" || bn->inputs[0] != conv->outputs[0] ||
+    if (!bn || !bn->is(ir::Opcode::batch_norm) || bn->inputs[0] != conv->outputs[0] ||
         conv->inputs.size() > bias_at + 1)
       continue;
     if (!HasData(scaled) || (b && !HasData(b)) || scaled->dtype() != DType::kF32) continue;

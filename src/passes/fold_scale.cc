@@ -23,7 +23,7 @@ bool PowerOfTwo(double s) {
 
 int FoldScaleIntoMatmul(ir::Graph& g) {
   int rewrites = 0;
-  for (ir::Op* sc : OpsOfType(g, "scale")) {
+  for (ir::Op* sc : OpsOfType(g, ir::Opcode::scale)) {
     ir::Value* scaled = sc->outputs[0];
     const double s = sc->GetFloat("scale");
     if (scaled->dtype() != DType::kF32 || sc->GetFloat("bias") != 0.0 || !PowerOfTwo(s)) continue;
@@ -45,7 +45,7 @@ int FoldScaleIntoMatmul(ir::Graph& g) {
     // Or into the matmul computing x, when the scale is its only reader
     // (the backward's scaled gradient of q).
     ir::Op* mm = sc->inputs[0]->producer;
-    if (mm && mm->type == "matmul" && SoleUser(g, mm->outputs[0]) == sc &&
+    if (mm && mm->is(ir::Opcode::matmul) && SoleUser(g, mm->outputs[0]) == sc &&
         mm->placement == sc->placement) {  // (the product is computed where the scale was)
       ir::AttrMap attrs = mm->attrs;
       attrs.Set("alpha", mm->GetFloat("alpha") * s);

@@ -23,7 +23,7 @@ namespace {
 // axes counted from the front), when it keeps the last dim last; else empty.
 std::vector<int64_t> FoldablePerm(const ir::Op* op) {
   std::vector<int64_t> axes;
-  if (!op || op->type != "transpose") return {};
+  if (!op || !op->is(ir::Opcode::transpose)) return {};
   const auto& perm = op->GetInts("perm");
   if (!NormalizePermutation(perm, static_cast<int>(perm.size()), &axes) || axes.empty() ||
       axes.back() != static_cast<int64_t>(axes.size()) - 1)
@@ -53,7 +53,7 @@ ir::Value* Rebuild(ir::Graph& g, ir::Op* mm, std::vector<ir::Value*> ins, ir::At
 
 int FoldTransposeIntoMatmul(ir::Graph& g) {
   int rewrites = 0;
-  for (ir::Op* mm : OpsOfType(g, "matmul")) {
+  for (ir::Op* mm : OpsOfType(g, ir::Opcode::matmul)) {
     std::vector<ir::Value*> ins = mm->inputs;
     ir::AttrMap attrs = mm->attrs;
     int folded = 0;

@@ -11,15 +11,23 @@ namespace tiller::passes {
 namespace {
 
 bool Fusable(const ir::Op& act) {
-  const std::string& t = act.type;
   auto is = [&](const char* attr, float value) {
     return static_cast<float>(act.GetFloat(attr)) == value;
   };
-  if (t == "relu" || t == "tanh" || t == "gelu") return true;
-  if (t == "hard_swish") return is("offset", 3.0f) && is("threshold", 6.0f) && is("scale", 6.0f);
-  if (t == "hard_sigmoid") return is("slope", 0.1666667f) && is("offset", 0.5f);
-  if (t == "relu6") return is("threshold", 6.0f);
-  return false;
+  switch (act.opcode) {
+    case ir::Opcode::relu:
+    case ir::Opcode::tanh:
+    case ir::Opcode::gelu:
+      return true;
+    case ir::Opcode::hard_swish:
+      return is("offset", 3.0f) && is("threshold", 6.0f) && is("scale", 6.0f);
+    case ir::Opcode::hard_sigmoid:
+      return is("slope", 0.1666667f) && is("offset", 0.5f);
+    case ir::Opcode::relu6:
+      return is("threshold", 6.0f);
+    default:
+      return false;
+  }
 }
 
 }  // namespace
@@ -28,8 +36,8 @@ int FuseActivation(ir::Graph& g) {
   int rewrites = 0;
   std::vector<ir::Op*> producers;
   for (const auto& op : g.ops()) {
-    if ((op->type == "conv2d" || op->type == "conv2d_int8" || op->type == "linear" ||
-         op->type == "linear_int8") &&
+    if ((op->is(ir::Opcode::conv2d) || op->is(ir::Opcode::conv2d_int8) ||
+         op->is(ir::Opcode::linear) || op->is(ir::Opcode::linear_int8)) &&
         op->GetStr("activation").empty())
       producers.push_back(op.get());
   }
@@ -37,8 +45,9 @@ int FuseActivation(ir::Graph& g) {
     if (p->outputs[0]->dtype() != DType::kF32) continue;
     ir::Op* act = SoleUser(g, p->outputs[0]);
     if (!act || !Fusable(*act)) continue;
+    // The epilogue's name: the activation's op type (gelu_tanh: tanh-approximated gelu).
     std::string name = act->type;
-    if (name == "gelu" && act->GetBool("approximate")) name = "gelu_tanh";
+    if (act->is(ir::Opcode::gelu) && act->GetBool("approximate")) name = "gelu_tanh";
     ir::AttrMap attrs = p->attrs;
     attrs.Set("activation", name);
     ReplaceResult(g, act, p->type, p->inputs, attrs, p->name);

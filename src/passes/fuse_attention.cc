@@ -26,7 +26,7 @@ bool IsF32(const ir::Value* v) {
 ir::Value* Merged(ir::Graph& g, ir::Value* v4, ir::Op* at) {
   const Shape& s = v4->shape();
   const Shape want{s[0], s[1], s[2] * s[3]};
-  if (ir::Op* p = v4->producer; p && p->type == "reshape" && p->inputs[0]->shape() == want)
+  if (ir::Op* p = v4->producer; p && p->is(ir::Opcode::reshape) && p->inputs[0]->shape() == want)
     return p->inputs[0];
   g.SetInsertionPoint(at);
   ir::Value* r = g.Add1("reshape", {v4}, {{"shape", want}}, v4->name + ".merged");
@@ -47,10 +47,10 @@ ir::Value* QueryHeads(const ir::Graph& g, const ir::Op* scores, double* alpha,
   if (scores->GetInts("perm_a") == kHeads) return a;
   if (!scores->GetInts("perm_a").empty()) return nullptr;
   const ir::Op* sc = a->producer;
-  if (!sc || sc->type != "scale" || sc->GetFloat("bias") != 0.0 || SoleUser(g, a) != scores)
+  if (!sc || !sc->is(ir::Opcode::scale) || sc->GetFloat("bias") != 0.0 || SoleUser(g, a) != scores)
     return nullptr;
   const ir::Op* t = sc->inputs[0]->producer;
-  if (!t || t->type != "transpose" || SoleUser(g, sc->inputs[0]) != sc) return nullptr;
+  if (!t || !t->is(ir::Opcode::transpose) || SoleUser(g, sc->inputs[0]) != sc) return nullptr;
   std::vector<int64_t> perm;
   if (!NormalizePermutation(t->GetInts("perm"), 4, &perm) || perm != kHeads) return nullptr;
   *alpha *= sc->GetFloat("scale");
@@ -63,7 +63,7 @@ ir::Value* QueryHeads(const ir::Graph& g, const ir::Op* scores, double* alpha,
 
 int FuseAttention(ir::Graph& g) {
   int rewrites = 0;
-  for (ir::Op* scores : OpsOfType(g, "matmul")) {
+  for (ir::Op* scores : OpsOfType(g, ir::Opcode::matmul)) {
     if (scores->GetInts("perm_b") != kHeads || !scores->GetBool("transpose_b") ||
         scores->GetBool("transpose_a") || !scores->GetInts("perm_out").empty() ||
         !scores->GetStr("out_dtype").empty())
@@ -74,7 +74,8 @@ int FuseAttention(ir::Graph& g) {
     if (!q4 || q4->rank() != 4 || k4->rank() != 4 || !IsF32(q4) || !IsF32(k4)) continue;
     ir::Op* next = SoleUser(g, scores->outputs[0]);
     ir::Value* mask = nullptr;
-    if (next && next->type == "add" && next->outputs[0]->shape() == scores->outputs[0]->shape()) {
+    if (next && next->is(ir::Opcode::add) &&
+        next->outputs[0]->shape() == scores->outputs[0]->shape()) {
       mask = next->inputs[0] == scores->outputs[0] ? next->inputs[1] : next->inputs[0];
       Shape b;
       if (mask == scores->outputs[0] || !IsF32(mask) || mask->rank() > 4 ||
@@ -85,11 +86,12 @@ int FuseAttention(ir::Graph& g) {
       next = SoleUser(g, next->outputs[0]);
     }
     ir::Op* softmax = next;
-    if (!softmax || softmax->type != "softmax" || NormalizeAxis(softmax->GetInt("axis"), 4) != 3)
+    if (!softmax || !softmax->is(ir::Opcode::softmax) ||
+        NormalizeAxis(softmax->GetInt("axis"), 4) != 3)
       continue;
     chain.push_back(softmax);
     ir::Op* context = SoleUser(g, softmax->outputs[0]);
-    if (!context || context->type != "matmul" || context->inputs[0] != softmax->outputs[0] ||
+    if (!context || !context->is(ir::Opcode::matmul) || context->inputs[0] != softmax->outputs[0] ||
         !context->GetInts("perm_a").empty() || context->GetInts("perm_b") != kHeads ||
         context->GetInts("perm_out") != kHeads || context->GetBool("transpose_a") ||
         context->GetBool("transpose_b") || context->GetFloat("alpha") != 1.0 ||

@@ -13,8 +13,8 @@ namespace tiller::passes {
 
 int FuseConvAdd(ir::Graph& g) {
   int rewrites = 0;
-  std::vector<ir::Op*> convs = OpsOfType(g, "conv2d");
-  for (ir::Op* c : OpsOfType(g, "conv2d_int8")) convs.push_back(c);
+  std::vector<ir::Op*> convs = OpsOfType(g, ir::Opcode::conv2d);
+  for (ir::Op* c : OpsOfType(g, ir::Opcode::conv2d_int8)) convs.push_back(c);
   for (ir::Op* conv : convs) {
     if (conv->GetStr("data_format") != "NHWC" || conv->inputs.size() != ConvBiasIndex(*conv) + 1 ||
         !conv->GetStr("activation").empty())
@@ -23,7 +23,7 @@ int FuseConvAdd(ir::Graph& g) {
     ir::Value* r = FindResidualAdd(g, conv->outputs[0], &add);
     if (!r) continue;
     ir::Op* relu = SoleUser(g, add->outputs[0]);
-    if (relu && relu->type != "relu") relu = nullptr;
+    if (relu && !relu->is(ir::Opcode::relu)) relu = nullptr;
     ir::Op* last = relu ? relu : add;
     ir::AttrMap attrs = conv->attrs;
     if (relu) attrs.Set("activation", std::string("relu"));

@@ -14,7 +14,7 @@ namespace {
 
 // The constant `v` holds, looking through reshapes (views of its bytes).
 ir::Value* ConstantRoot(ir::Value* v) {
-  while (v && v->producer && v->producer->type == "reshape") v = v->producer->inputs[0];
+  while (v && v->producer && v->producer->is(ir::Opcode::reshape)) v = v->producer->inputs[0];
   return HasData(v) ? v : nullptr;
 }
 
@@ -31,16 +31,16 @@ bool AlongChannels(const Shape& shape, int64_t channels) {
 
 int FuseConvBias(ir::Graph& g) {
   int rewrites = 0;
-  std::vector<ir::Op*> convs = OpsOfType(g, "conv2d");
-  for (ir::Op* c : OpsOfType(g, "conv2d_int8")) convs.push_back(c);
-  for (ir::Op* deconv : OpsOfType(g, "conv2d_transpose")) convs.push_back(deconv);
+  std::vector<ir::Op*> convs = OpsOfType(g, ir::Opcode::conv2d);
+  for (ir::Op* c : OpsOfType(g, ir::Opcode::conv2d_int8)) convs.push_back(c);
+  for (ir::Op* deconv : OpsOfType(g, ir::Opcode::conv2d_transpose)) convs.push_back(deconv);
   for (ir::Op* conv : convs) {
     if (conv->inputs.size() != ConvBiasIndex(*conv) || conv->GetStr("data_format") != "NCHW" ||
-        (conv->type != "conv2d_transpose" && !conv->GetStr("activation").empty()))
+        (!conv->is(ir::Opcode::conv2d_transpose) && !conv->GetStr("activation").empty()))
       continue;
     ir::Value* y = conv->outputs[0];
     ir::Op* add = SoleUser(g, y);
-    if (!add || add->type != "add") continue;
+    if (!add || !add->is(ir::Opcode::add)) continue;
     ir::Value* other = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
     ir::Value* bias = ConstantRoot(other);
     if (!bias || bias->dtype() != DType::kF32 || add->outputs[0]->type != y->type ||

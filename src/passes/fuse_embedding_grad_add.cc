@@ -17,13 +17,13 @@ namespace tiller::passes {
 
 int FuseEmbeddingGradAdd(ir::Graph& g) {
   int rewrites = 0;
-  for (ir::Op* add : OpsOfType(g, "add")) {
+  for (ir::Op* add : OpsOfType(g, ir::Opcode::add)) {
     for (int side = 1; side >= 0; --side) {
       ir::Value* grad = add->inputs[side];
       ir::Value* acc = add->inputs[1 - side];
       ir::Op* eg = grad->producer;
       // (The fused op runs where the add did: the scatter must run there too.)
-      if (!eg || eg->type != "embedding_grad" || SoleUser(g, grad) != add || acc == grad ||
+      if (!eg || !eg->is(ir::Opcode::embedding_grad) || SoleUser(g, grad) != add || acc == grad ||
           acc->type != grad->type || add->outputs[0]->type != grad->type ||
           eg->placement != add->placement)
         continue;

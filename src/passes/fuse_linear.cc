@@ -13,7 +13,7 @@ namespace tiller::passes {
 
 int FuseLinear(ir::Graph& g) {
   int rewrites = 0;
-  for (ir::Op* mm : OpsOfType(g, "matmul")) {
+  for (ir::Op* mm : OpsOfType(g, ir::Opcode::matmul)) {
     ir::Value* x = mm->inputs[0];
     ir::Value* w = mm->inputs[1];
     if (mm->GetBool("transpose_a") || mm->GetBool("transpose_b") || mm->GetFloat("alpha") != 1.0 ||

@@ -16,7 +16,7 @@ namespace tiller::passes {
 
 int FuseLinearResidual(ir::Graph& g) {
   int rewrites = 0;
-  for (ir::Op* lin : OpsOfType(g, "linear")) {
+  for (ir::Op* lin : OpsOfType(g, ir::Opcode::linear)) {
     // With a bias (the residual's slot is the fourth) and nothing after it.
     if (lin->inputs.size() != 3 || !lin->inputs[2] || !lin->GetStr("activation").empty()) continue;
     const ir::Value* y = lin->outputs[0];

@@ -40,7 +40,7 @@ int AddGradientHistograms(ir::Graph& g, DType half, double bin_edge_location,
   for (size_t i = 0; i < ops.size(); ++i) {
     ir::Op* op = ops[i].get();
     if (op->placement.phase != ir::Phase::kBackward) continue;
-    if (op->type == "cast" && op->outputs[0]->dtype() == half &&
+    if (op->is(ir::Opcode::cast) && op->outputs[0]->dtype() == half &&
         op->inputs[0]->dtype() == DType::kF32 && !op->inputs[0]->is_constant()) {
       if (seen.insert(op->inputs[0]).second) tracked.push_back({op->inputs[0], op});
     } else if (op->schema && op->schema->FindAttr("out_dtype") &&

@@ -52,9 +52,10 @@ bool SameConstant(const ir::Value* a, const ir::Value* b) {
 // op, or nullptr.
 ir::Op* ActivationPair(const ir::Value* v) {
   const ir::Op* dq = v->producer;
-  if (!dq || dq->type != "dequantize_linear" || dq->GetInt("quant_axis") != -1) return nullptr;
+  if (!dq || !dq->is(ir::Opcode::dequantize_linear) || dq->GetInt("quant_axis") != -1)
+    return nullptr;
   ir::Op* q = dq->inputs[0]->producer;
-  if (!q || q->type != "quantize_linear" || q->GetInt("quant_axis") != -1 ||
+  if (!q || !q->is(ir::Opcode::quantize_linear) || q->GetInt("quant_axis") != -1 ||
       q->GetStr("out_dtype") != "float32" || q->GetInt("qmax") != dq->GetInt("qmax") ||
       q->GetInt("qmax") > 127 || !HasData(q->inputs[1]) ||
       !SameConstant(q->inputs[1], dq->inputs[1]))
@@ -65,7 +66,7 @@ ir::Op* ActivationPair(const ir::Value* v) {
 // The weight `dq` dequantizes: an int8 constant of `rank` dims with a
 // constant scale, per tensor or per channel of `axis`; or nullptr.
 ir::Value* WeightPair(const ir::Op* dq, int rank, int64_t axis) {
-  if (!dq || dq->type != "dequantize_linear") return nullptr;
+  if (!dq || !dq->is(ir::Opcode::dequantize_linear)) return nullptr;
   ir::Value* w = dq->inputs[0];
   const int64_t a = dq->GetInt("quant_axis");
   if (!HasData(w) || w->dtype() != DType::kI8 || w->rank() != rank || (a != -1 && a != axis) ||
@@ -103,7 +104,7 @@ ir::Value* ScaleConstant(ir::Graph& g, const std::string& name, const std::vecto
 // users of q's input, or a new one next to q).
 ir::Value* Int8Activation(ir::Graph& g, ir::Op* q) {
   for (const auto& op : g.ops()) {
-    if (op->type == "quantize_linear" && op->inputs[0] == q->inputs[0] &&
+    if (op->is(ir::Opcode::quantize_linear) && op->inputs[0] == q->inputs[0] &&
         op->inputs[1] == q->inputs[1] && op->GetStr("out_dtype") == "int8" &&
         op->GetInt("qmax") == q->GetInt("qmax") &&
         op->GetInt("round_type") == q->GetInt("round_type"))
@@ -121,7 +122,7 @@ ir::Value* Int8Activation(ir::Graph& g, ir::Op* q) {
 
 int QuantizeMatmuls(ir::Graph& g) {
   int rewrites = 0;
-  for (ir::Op* mm : OpsOfType(g, "matmul")) {
+  for (ir::Op* mm : OpsOfType(g, ir::Opcode::matmul)) {
     if (mm->GetBool("transpose_a") || mm->GetBool("transpose_b") || mm->GetFloat("alpha") != 1.0 ||
         !mm->GetInts("perm_a").empty() || !mm->GetInts("perm_b").empty() ||
         !mm->GetInts("perm_out").empty())
@@ -148,7 +149,7 @@ int QuantizeMatmuls(ir::Graph& g) {
 
 int QuantizeConvs(ir::Graph& g) {
   int rewrites = 0;
-  for (ir::Op* conv : OpsOfType(g, "conv2d")) {
+  for (ir::Op* conv : OpsOfType(g, ir::Opcode::conv2d)) {
     // As the translators emit it: no bias, residual or activation yet, float32.
     if (conv->inputs.size() != 2 || !conv->GetStr("activation").empty() ||
         !conv->GetStr("out_dtype").empty() || conv->outputs[0]->dtype() != DType::kF32)
@@ -173,15 +174,16 @@ int QuantizeConvs(ir::Graph& g) {
 
 int FuseRequantize(ir::Graph& g) {
   int rewrites = 0;
-  std::vector<ir::Op*> gemms = OpsOfType(g, "linear_int8");
-  for (ir::Op* c : OpsOfType(g, "conv2d_int8")) gemms.push_back(c);
+  std::vector<ir::Op*> gemms = OpsOfType(g, ir::Opcode::linear_int8);
+  for (ir::Op* c : OpsOfType(g, ir::Opcode::conv2d_int8)) gemms.push_back(c);
   for (ir::Op* p : gemms) {
     // A residual is summed into the destination, which must then be float32.
-    if (p->GetFloat("out_scale") != 0.0 || (p->type == "conv2d_int8" && p->inputs.size() == 5))
+    if (p->GetFloat("out_scale") != 0.0 ||
+        (p->is(ir::Opcode::conv2d_int8) && p->inputs.size() == 5))
       continue;
     ir::Op* q = SoleUser(g, p->outputs[0]);
     // qmax 127: clipping to [-qmax - 1, qmax] is then int8's saturation.
-    if (!q || q->type != "quantize_linear" || q->GetStr("out_dtype") != "int8" ||
+    if (!q || !q->is(ir::Opcode::quantize_linear) || q->GetStr("out_dtype") != "int8" ||
         q->GetInt("quant_axis") != -1 || q->GetInt("qmax") != 127 || q->GetInt("round_type") != 0 ||
         !HasData(q->inputs[1]))
       continue;

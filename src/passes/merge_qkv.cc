@@ -20,7 +20,7 @@ namespace {
 // no activation, no half result, read by `attn` alone.
 ir::Op* Projection(const ir::Graph& g, const ir::Value* v, const ir::Op* attn) {
   ir::Op* p = v->producer;
-  if (!p || p->type != "linear" || SoleUser(g, v) != attn || p->placement != attn->placement)
+  if (!p || !p->is(ir::Opcode::linear) || SoleUser(g, v) != attn || p->placement != attn->placement)
     return nullptr;
   const ir::Value* w = p->inputs[1];
   if (!HasData(w) || w->dtype() != DType::kF32 || !p->GetStr("activation").empty() ||
@@ -51,7 +51,7 @@ std::shared_ptr<AlignedBuffer> SideBySide(const ir::Op* const (&lin)[3], size_t 
 
 int MergeQkv(ir::Graph& g) {
   int rewrites = 0;
-  for (ir::Op* attn : OpsOfType(g, "attention")) {
+  for (ir::Op* attn : OpsOfType(g, ir::Opcode::attention)) {
     if (!attn->GetInts("offsets").empty()) continue;
     ir::Value *q = attn->inputs[0], *k = attn->inputs[1], *v = attn->inputs[2];
     if (q == k || k == v || q == v) continue;

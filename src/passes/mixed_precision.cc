@@ -40,11 +40,17 @@ namespace tiller::passes {
 namespace {
 
 // The operands an op multiplies (its bias and accumulator are not).
-std::vector<size_t> MultipliedOperands(const std::string& type) {
-  if (type == "matmul") return {0, 1};
-  if (type == "matmul_accumulate") return {1, 2};
-  if (type == "linear" || type == "conv2d") return {0, 1};
-  return {};
+std::vector<size_t> MultipliedOperands(ir::Opcode opcode) {
+  switch (opcode) {
+    case ir::Opcode::matmul:
+    case ir::Opcode::linear:
+    case ir::Opcode::conv2d:
+      return {0, 1};
+    case ir::Opcode::matmul_accumulate:
+      return {1, 2};
+    default:
+      return {};
+  }
 }
 
 // `v`'s data rounded to `half` (as_half: stored as half; else rounded and
@@ -129,7 +135,7 @@ class Converter {
 };
 
 bool IsMovement(const ir::Op& op) {
-  return op.type == "reshape" || op.type == "transpose";
+  return op.is(ir::Opcode::reshape) || op.is(ir::Opcode::transpose);
 }
 
 // Whether `v` is read by exactly one op and is no graph output, state
@@ -150,7 +156,7 @@ bool OnlyReadBy(const ir::Graph& g, const ir::Value* v) {
 int FoldCastsIntoProducers(ir::Graph& g, DType half) {
   std::vector<ir::Op*> casts;
   for (const auto& op : g.ops()) {
-    if (op->type == "cast" && op->inputs[0]->dtype() == DType::kF32 &&
+    if (op->is(ir::Opcode::cast) && op->inputs[0]->dtype() == DType::kF32 &&
         op->outputs[0]->dtype() == half)
       casts.push_back(op.get());
   }
@@ -167,9 +173,9 @@ int FoldCastsIntoProducers(ir::Graph& g, DType half) {
     // A conv2d or linear adding a residual (fuse_conv_add,
     // fuse_linear_residual) adds it in the result's type, and the residual
     // is float32: it keeps writing float32.
-    if (!top || MultipliedOperands(top->type).empty() || top->GetStr("out_dtype") != "float32" ||
+    if (!top || MultipliedOperands(top->opcode).empty() || top->GetStr("out_dtype") != "float32" ||
         !OnlyReadBy(g, v) ||
-        ((top->type == "conv2d" || top->type == "linear") && top->inputs.size() > 3))
+        ((top->is(ir::Opcode::conv2d) || top->is(ir::Opcode::linear)) && top->inputs.size() > 3))
       continue;
     // The op again, writing half, then the movement on half values.
     g.SetInsertionPoint(top);
@@ -195,7 +201,7 @@ int FoldCastsIntoProducers(ir::Graph& g, DType half) {
 }  // namespace
 
 bool MultipliesInHalf(const std::string& type) {
-  return !MultipliedOperands(type).empty();
+  return !MultipliedOperands(ir::OpcodeOf(type)).empty();
 }
 
 int ConvertToMixedPrecision(ir::Graph& g, const MixedPrecisionOptions& options,
@@ -204,7 +210,7 @@ int ConvertToMixedPrecision(ir::Graph& g, const MixedPrecisionOptions& options,
                DTypeName(options.half));
   std::vector<ir::Op*> targets;
   for (const auto& op : g.ops()) {
-    const std::vector<size_t> operands = MultipliedOperands(op->type);
+    const std::vector<size_t> operands = MultipliedOperands(op->opcode);
     if (operands.empty() || !op->GetStr("out_dtype").empty()) continue;
     bool f32 = op->outputs[0]->dtype() == DType::kF32;
     for (size_t i : operands) f32 = f32 && op->inputs[i]->dtype() == DType::kF32;
@@ -213,7 +219,7 @@ int ConvertToMixedPrecision(ir::Graph& g, const MixedPrecisionOptions& options,
   Converter convert(g, options);
   std::map<std::string, int> counts;
   for (ir::Op* op : targets) {
-    for (size_t i : MultipliedOperands(op->type))
+    for (size_t i : MultipliedOperands(op->opcode))
       g.ReplaceInput(op, i, convert.Operand(op->inputs[i], *op));
     if (options.compute_in_half) op->attrs.Set("out_dtype", std::string("float32"));
     ++counts[op->type];

@@ -18,12 +18,12 @@ inline bool IsLayoutAgnostic(const ir::Op& op) {
   // Per-tensor quantization (one scale) is elementwise; per channel names
   // an axis, which would need renumbering.
   const bool per_tensor_quantization =
-      (op.type == "quantize_linear" || op.type == "dequantize_linear") &&
+      (op.is(ir::Opcode::quantize_linear) || op.is(ir::Opcode::dequantize_linear)) &&
       op.GetInt("quant_axis") == -1;
   return s && (s->layout == ir::LayoutRule::kAgnostic || per_tensor_quantization) &&
-         !s->side_effects && !s->FindAttr("seed") && op.type != "all_reduce" &&
-         op.type != "reduce_scatter" && op.type != "all_gather" && op.outputs.size() == 1 &&
-         op.outputs[0]->rank() == 4;
+         !s->side_effects && !s->FindAttr("seed") && !op.is(ir::Opcode::all_reduce) &&
+         !op.is(ir::Opcode::reduce_scatter) && !op.is(ir::Opcode::all_gather) &&
+         op.outputs.size() == 1 && op.outputs[0]->rank() == 4;
 }
 
 // True for a value whose bytes are known at compile time (weights, constants).
@@ -52,7 +52,7 @@ inline ir::Op* SoleUser(const ir::Graph& g, const ir::Value* v) {
 // the producer.
 inline ir::Value* FindResidualAdd(const ir::Graph& g, const ir::Value* y, ir::Op** add) {
   ir::Op* a = SoleUser(g, y);
-  if (!a || a->type != "add" || a->inputs[0] == a->inputs[1] ||
+  if (!a || !a->is(ir::Opcode::add) || a->inputs[0] == a->inputs[1] ||
       a->placement != y->producer->placement)
     return nullptr;
   ir::Value* r = a->inputs[0] == y ? a->inputs[1] : a->inputs[0];
@@ -67,17 +67,17 @@ inline ir::Value* FindResidualAdd(const ir::Graph& g, const ir::Value* y, ir::Op
 inline std::vector<ir::Op*> MatmulUsers(const ir::Graph& g, const ir::Value* v) {
   if (IsGraphOutput(g, v)) return {};
   for (const ir::Op* u : v->users) {
-    if (u->type != "matmul" || (u->inputs[0] == v && u->inputs[1] == v)) return {};
+    if (!u->is(ir::Opcode::matmul) || (u->inputs[0] == v && u->inputs[1] == v)) return {};
   }
   return v->users;
 }
 
-// The ops of `type`, in graph order, collected before a rewrite adds or
-// removes any (the graph's op list changes under the rewrite).
-inline std::vector<ir::Op*> OpsOfType(const ir::Graph& g, const std::string& type) {
+// The ops of type `opcode`, in graph order, collected before a rewrite adds
+// or removes any (the graph's op list changes under the rewrite).
+inline std::vector<ir::Op*> OpsOfType(const ir::Graph& g, ir::Opcode opcode) {
   std::vector<ir::Op*> out;
   for (const auto& op : g.ops()) {
-    if (op->type == type) out.push_back(op.get());
+    if (op->is(opcode)) out.push_back(op.get());
   }
   return out;
 }
@@ -85,7 +85,7 @@ inline std::vector<ir::Op*> OpsOfType(const ir::Graph& g, const std::string& typ
 // Where a convolution's bias input sits: conv2d_int8's output scale comes
 // before it (conv2d, conv2d_transpose: 2). The residual follows the bias.
 inline size_t ConvBiasIndex(const ir::Op& conv) {
-  return conv.type == "conv2d_int8" ? 3 : 2;
+  return conv.is(ir::Opcode::conv2d_int8) ? 3 : 2;
 }
 
 // The end of a fusion: adds op `type`(ins){attrs}, named `name`, where
@@ -114,7 +114,8 @@ inline ir::Value* FindBiasAdd(ir::Graph& g, ir::Value* out, int64_t n, ir::Op** 
   ir::Op* add = SoleUser(g, out);
   // The fused op runs where the add ran: only when the GEMM runs there too
   // (a pipeline stage may end between them).
-  if (!add || add->type != "add" || add->placement != out->producer->placement) return nullptr;
+  if (!add || !add->is(ir::Opcode::add) || add->placement != out->producer->placement)
+    return nullptr;
   ir::Value* b = add->inputs[0] == out ? add->inputs[1] : add->inputs[0];
   if (!(HasData(b) || (variable && b->dtype() == out->dtype())) || NumElements(b->shape()) != n ||
       b->shape().back() != n || add->outputs[0]->shape() != out->shape())

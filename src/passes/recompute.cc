@@ -29,11 +29,20 @@ namespace {
 // what it saves; the cheap ops after it — activations, norms, softmax,
 // elementwise — are recomputed from it).
 bool Kept(const ir::Op& op, bool only_stage_inputs) {
-  static const std::set<std::string> kCheckpoints = {"matmul", "linear", "conv2d",
-                                                     "conv2d_transpose", "embedding"};
-  if (op.schema->side_effects || op.type == "random_normal" || op.type == "random_uniform")
-    return true;
-  return !only_stage_inputs && kCheckpoints.count(op.type) > 0;
+  if (op.schema->side_effects) return true;
+  switch (op.opcode) {
+    case ir::Opcode::random_normal:
+    case ir::Opcode::random_uniform:
+      return true;
+    case ir::Opcode::matmul:
+    case ir::Opcode::linear:
+    case ir::Opcode::conv2d:
+    case ir::Opcode::conv2d_transpose:
+    case ir::Opcode::embedding:  // the checkpoints
+      return !only_stage_inputs;
+    default:
+      return false;
+  }
 }
 
 class Recomputer {

@@ -41,7 +41,7 @@ bool IsGraphOutput(const ir::Graph& g, const ir::Value* v) {
 std::string Refusal(const ir::Graph& g, const ir::Op& op, const ShardOptions& o,
                     const std::map<const ir::Value*, const ir::Value*>& update_of,
                     std::vector<std::pair<size_t, size_t>>* sharded) {
-  if (op.type == "lamb") return "lamb (trust ratio of whole tensors)";
+  if (op.is(ir::Opcode::lamb)) return "lamb (trust ratio of whole tensors)";
   const ir::Value* w = op.input(0);
   auto it = update_of.find(w);
   if (w->kind != ir::ValueKind::kState || it == update_of.end() || it->second != op.output(0))
@@ -98,7 +98,7 @@ int ShardOptimizerState(ir::Graph& g, const ShardOptions& o, std::vector<Sharded
     inputs[0] = slice(w);
     ir::Value* grad = op->input(1);
     const ir::Op* reduce = grad->producer;
-    if (reduce && reduce->type == "all_reduce" && grad->users.size() == 1 &&
+    if (reduce && reduce->is(ir::Opcode::all_reduce) && grad->users.size() == 1 &&
         !IsGraphOutput(g, grad)) {
       // The sum arrives already split: the all-reduce's bytes for this part.
       inputs[1] = g.Add1("reduce_scatter", {flat(reduce->input(0))},

@@ -14,7 +14,7 @@ namespace tiller::passes {
 int RoundStochastically(ir::Graph& g, uint64_t seed, std::string* detail) {
   std::vector<ir::Op*> casts;
   for (const auto& op : g.ops()) {
-    if (op->type != "cast" || op->inputs[0]->dtype() != DType::kF32) continue;
+    if (!op->is(ir::Opcode::cast) || op->inputs[0]->dtype() != DType::kF32) continue;
     const DType to = op->outputs[0]->dtype();
     if (to == DType::kBF16 || to == DType::kF16) casts.push_back(op.get());
   }

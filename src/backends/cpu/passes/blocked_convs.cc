@@ -55,16 +55,16 @@ enum class Kind { kNone, kConv, kPool, kElementwise, kConcat };
 Kind Classify(const ir::Op& op) {
   if (op.outputs.size() != 1 || !BlocksChannels(op.outputs[0])) return Kind::kNone;
   const int64_t c = op.outputs[0]->shape()[3];
-  if (op.type == "conv2d") {
+  if (op.is(ir::Opcode::conv2d)) {
     const bool ok = op.GetStr("data_format") == "NHWC" && op.GetInt("groups") == 1 &&
                     BlocksChannels(op.inputs[0]) &&
                     (!op.input(3) || op.input(3)->shape() == op.outputs[0]->shape());
     return ok ? Kind::kConv : Kind::kNone;
   }
-  if (op.type == "pool2d")
+  if (op.is(ir::Opcode::pool2d))
     return op.GetStr("data_format") == "NHWC" && BlocksChannels(op.inputs[0]) ? Kind::kPool
                                                                               : Kind::kNone;
-  if (op.type == "concat") {
+  if (op.is(ir::Opcode::concat)) {
     if (NormalizeAxis(op.GetInt("axis"), 4) != 3) return Kind::kNone;
     for (const ir::Value* in : op.inputs) {
       if (!BlocksChannels(in)) return Kind::kNone;

@@ -40,7 +40,7 @@ bool Eligible(const ir::Op& conv) {
 
 int ChooseWinogradConvs(ir::Graph& g) {
   int rewrites = 0;
-  for (ir::Op* conv : OpsOfType(g, "conv2d")) {
+  for (ir::Op* conv : OpsOfType(g, ir::Opcode::conv2d)) {
     if (!Eligible(*conv)) continue;
     conv->attrs.Set("algorithm", std::string("winograd"));
     ++rewrites;

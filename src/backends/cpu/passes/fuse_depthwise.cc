@@ -67,7 +67,7 @@ bool AllOnes(const std::vector<int64_t>& v) {
 // (unless `residual_ok`), an activation the fused kernels apply, and the
 // direct algorithm.
 bool Plain(const ir::Op& conv, bool residual_ok = false) {
-  if (conv.type != "conv2d" || conv.GetStr("data_format") != "NHWC" ||
+  if (!conv.is(ir::Opcode::conv2d) || conv.GetStr("data_format") != "NHWC" ||
       (conv.inputs.size() != 3 && !(residual_ok && conv.inputs.size() == 4)) ||
       conv.GetStr("algorithm") != "direct" || !HasData(conv.inputs[1]) ||
       !HasData(conv.inputs[2]) || !ir::PointwiseDepthwiseActivation(conv.GetStr("activation")) ||
@@ -99,7 +99,7 @@ bool Depthwise(const ir::Op& conv, int64_t channels) {
 
 int FusePointwiseDepthwise(ir::Graph& g, int64_t min_expanded_bytes) {
   int rewrites = 0;
-  for (ir::Op* pw : OpsOfType(g, "conv2d")) {
+  for (ir::Op* pw : OpsOfType(g, ir::Opcode::conv2d)) {
     if (!Pointwise(*pw, true)) continue;
     ir::Op* dw = SoleUser(g, pw->outputs[0]);
     if (!dw || dw->inputs[0] != pw->outputs[0] || dw->placement != pw->placement ||
@@ -135,7 +135,7 @@ int FusePointwiseDepthwise(ir::Graph& g, int64_t min_expanded_bytes) {
 
 int FuseDepthwisePointwise(ir::Graph& g, int64_t min_depthwise_bytes) {
   int rewrites = 0;
-  for (ir::Op* dw : OpsOfType(g, "conv2d")) {
+  for (ir::Op* dw : OpsOfType(g, ir::Opcode::conv2d)) {
     if (!Depthwise(*dw, dw->inputs[1]->shape()[0]) ||
         static_cast<int64_t>(dw->outputs[0]->bytes()) <= min_depthwise_bytes)
       continue;
