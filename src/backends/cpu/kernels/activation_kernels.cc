@@ -25,57 +25,71 @@ T LogSigmoid(T v) {
 
 template <typename T>
 UnaryFn<T> MakeFormula(const ir::Op& op) {
-  const std::string& t = op.type;
   auto wrap = [](auto g) -> UnaryFn<T> {
     return [g](const T* x, T* y, int64_t n) {
       for (int64_t i = 0; i < n; ++i) y[i] = g(x[i]);
     };
   };
-  if (t == "acos") return wrap([](T v) { return std::acos(v); });
-  if (t == "asin") return wrap([](T v) { return std::asin(v); });
-  if (t == "atan") return wrap([](T v) { return std::atan(v); });
-  if (t == "cosh") return wrap([](T v) { return std::cosh(v); });
-  if (t == "sinh") return wrap([](T v) { return std::sinh(v); });
-  if (t == "tan") return wrap([](T v) { return std::tan(v); });
-  if (t == "log2") return wrap([](T v) { return std::log2(v); });
-  if (t == "log10") return wrap([](T v) { return std::log10(v); });
-  if (t == "softsign") return wrap([](T v) { return v / (T(1) + std::abs(v)); });
-  if (t == "logsigmoid") return wrap([](T v) { return LogSigmoid(v); });
-  if (t == "tanh_shrink") return wrap([](T v) { return v - std::tanh(v); });
-  if (t == "mish") {
-    // softplus switches to the identity above `threshold` (as Paddle's).
-    T th = T(op.GetFloat("threshold"));
-    return wrap([th](T v) {
-      T sp = v > th ? v : std::log1p(std::exp(v));
-      return v * std::tanh(sp);
-    });
-  }
-  if (t == "celu") {
-    T alpha = T(op.GetFloat("alpha"));
-    return wrap([alpha](T v) {
-      return std::max(v, T(0)) + std::min(T(0), alpha * (std::exp(v / alpha) - T(1)));
-    });
-  }
-  if (t == "selu") {
-    T scale = T(op.GetFloat("scale"));
-    T alpha = T(op.GetFloat("alpha"));
-    return wrap([=](T v) { return v > T(0) ? scale * v : scale * alpha * (std::exp(v) - T(1)); });
-  }
-  if (t == "hard_shrink") {
-    T th = T(op.GetFloat("threshold"));
-    return wrap([th](T v) { return (v < -th || v > th) ? v : T(0); });
-  }
-  if (t == "softshrink") {
-    T l = T(op.GetFloat("lambda"));
-    return wrap([l](T v) { return v > l ? v - l : (v < -l ? v + l : T(0)); });
-  }
-  if (t == "thresholded_relu") {
-    T th = T(op.GetFloat("threshold")), value = T(op.GetFloat("value"));
-    return wrap([=](T v) { return v > th ? v : value; });
-  }
-  if (t == "brelu") {
-    T lo = T(op.GetFloat("t_min")), hi = T(op.GetFloat("t_max"));
-    return wrap([=](T v) { return v <= lo ? lo : (v >= hi ? hi : v); });
+  switch (op.opcode) {
+    case ir::Opcode::acos:
+      return wrap([](T v) { return std::acos(v); });
+    case ir::Opcode::asin:
+      return wrap([](T v) { return std::asin(v); });
+    case ir::Opcode::atan:
+      return wrap([](T v) { return std::atan(v); });
+    case ir::Opcode::cosh:
+      return wrap([](T v) { return std::cosh(v); });
+    case ir::Opcode::sinh:
+      return wrap([](T v) { return std::sinh(v); });
+    case ir::Opcode::tan:
+      return wrap([](T v) { return std::tan(v); });
+    case ir::Opcode::log2:
+      return wrap([](T v) { return std::log2(v); });
+    case ir::Opcode::log10:
+      return wrap([](T v) { return std::log10(v); });
+    case ir::Opcode::softsign:
+      return wrap([](T v) { return v / (T(1) + std::abs(v)); });
+    case ir::Opcode::logsigmoid:
+      return wrap([](T v) { return LogSigmoid(v); });
+    case ir::Opcode::tanh_shrink:
+      return wrap([](T v) { return v - std::tanh(v); });
+    case ir::Opcode::mish: {
+      // softplus switches to the identity above `threshold` (as Paddle's).
+      T th = T(op.GetFloat("threshold"));
+      return wrap([th](T v) {
+        T sp = v > th ? v : std::log1p(std::exp(v));
+        return v * std::tanh(sp);
+      });
+    }
+    case ir::Opcode::celu: {
+      T alpha = T(op.GetFloat("alpha"));
+      return wrap([alpha](T v) {
+        return std::max(v, T(0)) + std::min(T(0), alpha * (std::exp(v / alpha) - T(1)));
+      });
+    }
+    case ir::Opcode::selu: {
+      T scale = T(op.GetFloat("scale"));
+      T alpha = T(op.GetFloat("alpha"));
+      return wrap([=](T v) { return v > T(0) ? scale * v : scale * alpha * (std::exp(v) - T(1)); });
+    }
+    case ir::Opcode::hard_shrink: {
+      T th = T(op.GetFloat("threshold"));
+      return wrap([th](T v) { return (v < -th || v > th) ? v : T(0); });
+    }
+    case ir::Opcode::softshrink: {
+      T l = T(op.GetFloat("lambda"));
+      return wrap([l](T v) { return v > l ? v - l : (v < -l ? v + l : T(0)); });
+    }
+    case ir::Opcode::thresholded_relu: {
+      T th = T(op.GetFloat("threshold")), value = T(op.GetFloat("value"));
+      return wrap([=](T v) { return v > th ? v : value; });
+    }
+    case ir::Opcode::brelu: {
+      T lo = T(op.GetFloat("t_min")), hi = T(op.GetFloat("t_max"));
+      return wrap([=](T v) { return v <= lo ? lo : (v >= hi ? hi : v); });
+    }
+    default:
+      break;
   }
   Unsupported(op, "unknown activation");
 }

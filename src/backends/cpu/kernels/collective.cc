@@ -196,8 +196,8 @@ std::unique_ptr<Kernel> MakeAllReduceStart(const ir::Op& op, backend::Device& de
 // message into the outputs.
 std::unique_ptr<Kernel> MakeAllReduceWait(const ir::Op& op, backend::Device& device) {
   const ir::Op* start = op.inputs[0]->producer;
-  TILLER_CHECK(start && start->type == "all_reduce_start", "{} ({}) reads no all_reduce_start",
-               op.type, op.name);
+  TILLER_CHECK(start && start->is(ir::Opcode::all_reduce_start),
+               "{} ({}) reads no all_reduce_start", op.type, op.name);
   std::shared_ptr<InFlight> state = InFlightOf(start);
   int64_t total = 0;
   const std::vector<size_t> bytes = ByteSizes(op.outputs, &total);

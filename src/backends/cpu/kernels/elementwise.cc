@@ -92,21 +92,32 @@ T Pow(T a, T b) {
 
 template <typename T>
 std::unique_ptr<Kernel> MakeArith(const ir::Op& op) {
-  const std::string& t = op.type;
-  if (t == "add") return BinaryKernel<T, T>(op, [](T a, T b) { return T(a + b); });
-  if (t == "sub") return BinaryKernel<T, T>(op, [](T a, T b) { return T(a - b); });
-  if (t == "mul") return BinaryKernel<T, T>(op, [](T a, T b) { return T(a * b); });
-  if (t == "max") return BinaryKernel<T, T>(op, [](T a, T b) { return a > b ? a : b; });
-  if (t == "min") return BinaryKernel<T, T>(op, [](T a, T b) { return a < b ? a : b; });
-  if (t == "mod") return BinaryKernel<T, T>(op, [](T a, T b) { return Mod(a, b); });
-  if (t == "floor_div") return BinaryKernel<T, T>(op, [](T a, T b) { return FloorDiv(a, b); });
-  if (t == "pow") return BinaryKernel<T, T>(op, [](T a, T b) { return Pow(a, b); });
-  if (t == "div") {
-    if constexpr (std::is_floating_point_v<T>) {
-      return BinaryKernel<T, T>(op, [](T a, T b) { return a / b; });
-    } else {
-      return BinaryKernel<T, T>(op, [](T a, T b) { return IntDiv(a, b); });
+  switch (op.opcode) {
+    case ir::Opcode::add:
+      return BinaryKernel<T, T>(op, [](T a, T b) { return T(a + b); });
+    case ir::Opcode::sub:
+      return BinaryKernel<T, T>(op, [](T a, T b) { return T(a - b); });
+    case ir::Opcode::mul:
+      return BinaryKernel<T, T>(op, [](T a, T b) { return T(a * b); });
+    case ir::Opcode::max:
+      return BinaryKernel<T, T>(op, [](T a, T b) { return a > b ? a : b; });
+    case ir::Opcode::min:
+      return BinaryKernel<T, T>(op, [](T a, T b) { return a < b ? a : b; });
+    case ir::Opcode::mod:
+      return BinaryKernel<T, T>(op, [](T a, T b) { return Mod(a, b); });
+    case ir::Opcode::floor_div:
+      return BinaryKernel<T, T>(op, [](T a, T b) { return FloorDiv(a, b); });
+    case ir::Opcode::pow:
+      return BinaryKernel<T, T>(op, [](T a, T b) { return Pow(a, b); });
+    case ir::Opcode::div: {
+      if constexpr (std::is_floating_point_v<T>) {
+        return BinaryKernel<T, T>(op, [](T a, T b) { return a / b; });
+      } else {
+        return BinaryKernel<T, T>(op, [](T a, T b) { return IntDiv(a, b); });
+      }
     }
+    default:
+      break;
   }
   Unsupported(op, "unknown binary op");
 }
@@ -120,21 +131,30 @@ std::unique_ptr<Kernel> MakeArithmetic(const ir::Op& op) {
 
 template <typename T>
 std::unique_ptr<Kernel> MakeCompareT(const ir::Op& op) {
-  const std::string& t = op.type;
   using R = uint8_t;  // bool storage
-  if (t == "equal") return BinaryKernel<T, R>(op, [](T a, T b) { return R(a == b); });
-  if (t == "not_equal") return BinaryKernel<T, R>(op, [](T a, T b) { return R(a != b); });
-  if (t == "less") return BinaryKernel<T, R>(op, [](T a, T b) { return R(a < b); });
-  if (t == "less_equal") return BinaryKernel<T, R>(op, [](T a, T b) { return R(a <= b); });
-  if (t == "greater") return BinaryKernel<T, R>(op, [](T a, T b) { return R(a > b); });
-  if (t == "greater_equal") return BinaryKernel<T, R>(op, [](T a, T b) { return R(a >= b); });
+  switch (op.opcode) {
+    case ir::Opcode::equal:
+      return BinaryKernel<T, R>(op, [](T a, T b) { return R(a == b); });
+    case ir::Opcode::not_equal:
+      return BinaryKernel<T, R>(op, [](T a, T b) { return R(a != b); });
+    case ir::Opcode::less:
+      return BinaryKernel<T, R>(op, [](T a, T b) { return R(a < b); });
+    case ir::Opcode::less_equal:
+      return BinaryKernel<T, R>(op, [](T a, T b) { return R(a <= b); });
+    case ir::Opcode::greater:
+      return BinaryKernel<T, R>(op, [](T a, T b) { return R(a > b); });
+    case ir::Opcode::greater_equal:
+      return BinaryKernel<T, R>(op, [](T a, T b) { return R(a >= b); });
+    default:
+      break;
+  }
   Unsupported(op, "unknown comparison");
 }
 
 std::unique_ptr<Kernel> MakeCompare(const ir::Op& op) {
   DType dt = InDType(op);
   if (dt == DType::kBool) {  // equal / not_equal only (their signatures)
-    bool eq = op.type == "equal";
+    bool eq = op.is(ir::Opcode::equal);
     // Any nonzero byte is true, so compare truth values rather than bytes.
     if (eq)
       return BinaryKernel<uint8_t, uint8_t>(
@@ -151,9 +171,9 @@ std::unique_ptr<Kernel> MakeCompare(const ir::Op& op) {
 template <typename T>
 std::unique_ptr<Kernel> MakeLogicT(const ir::Op& op) {
   using R = uint8_t;
-  if (op.type == "logical_and")
+  if (op.is(ir::Opcode::logical_and))
     return BinaryKernel<T, R>(op, [](T a, T b) { return R((a != T(0)) & (b != T(0))); });
-  if (op.type == "logical_or")
+  if (op.is(ir::Opcode::logical_or))
     return BinaryKernel<T, R>(op, [](T a, T b) { return R((a != T(0)) | (b != T(0))); });
   return BinaryKernel<T, R>(op, [](T a, T b) { return R((a != T(0)) ^ (b != T(0))); });
 }

@@ -149,9 +149,9 @@ memory::desc WeightsLayout(const memory::desc& plain, memory::data_type dt, bool
 // linear the bias (or zeros) in every row, plus its residual.
 std::unique_ptr<Kernel> MakeEmptyProduct(const ir::Op& op) {
   const size_t bytes = op.outputs[0]->bytes();
-  const bool accumulate = op.type == "matmul_accumulate";
-  const bool bias = op.type == "linear" && op.input(2) != nullptr;
-  const bool residual = op.type == "linear" && op.input(3) != nullptr;
+  const bool accumulate = op.is(ir::Opcode::matmul_accumulate);
+  const bool bias = op.is(ir::Opcode::linear) && op.input(2) != nullptr;
+  const bool residual = op.is(ir::Opcode::linear) && op.input(3) != nullptr;
   const int64_t n = op.outputs[0]->shape().empty() ? 0 : op.outputs[0]->shape().back();
   const DType out_dtype = op.outputs[0]->dtype();
   if (bias && (out_dtype != DType::kF32 || op.input(2)->dtype() != DType::kF32))
@@ -361,7 +361,7 @@ std::unique_ptr<Kernel> MakeLinearInt8(const ir::Op& op, backend::Device& device
 // on constants), read here once; its inputs after the scale sit one later.
 std::unique_ptr<Kernel> MakeConv2d(const ir::Op& op, backend::Device& device) {
   Dnnl& dn = DnnlOf(device);
-  const bool int8 = op.type == "conv2d_int8";
+  const bool int8 = op.is(ir::Opcode::conv2d_int8);
   const ir::Value* x = op.inputs[0];
   const ir::Value* w = op.inputs[1];
   const ir::Value* scale = int8 ? op.inputs[2] : nullptr;

@@ -203,12 +203,11 @@ ReducePlan PlanReduceAxes(const ir::Op& op) {
 std::unique_ptr<Kernel> MakeReduce(const ir::Op& op) {
   ReducePlan plan = PlanReduceAxes(op);
   int64_t out_n = NumElements(op.outputs[0]->shape());
-  const std::string& t = op.type;
-  RKind kind = t == "reduce_sum"    ? RKind::kSum
-               : t == "reduce_mean" ? RKind::kMean
-               : t == "reduce_max"  ? RKind::kMax
-               : t == "reduce_min"  ? RKind::kMin
-                                    : RKind::kProd;
+  RKind kind = op.is(ir::Opcode::reduce_sum)    ? RKind::kSum
+               : op.is(ir::Opcode::reduce_mean) ? RKind::kMean
+               : op.is(ir::Opcode::reduce_max)  ? RKind::kMax
+               : op.is(ir::Opcode::reduce_min)  ? RKind::kMin
+                                                : RKind::kProd;
   std::unique_ptr<Kernel> k;
   DispatchDType<float, double, int32_t, int64_t>(InDType(op), [&](auto tag) {
     using T = decltype(tag);
@@ -401,7 +400,7 @@ std::unique_ptr<Kernel> MakeArg(const ir::Op& op) {
   for (int d = 0; d < axis; ++d) outer *= in[d];
   for (int d = axis + 1; d < static_cast<int>(in.size()); ++d) inner *= in[d];
   if (r == 0) Unsupported(op, "empty axis");
-  bool is_max = op.type == "argmax";
+  bool is_max = op.is(ir::Opcode::argmax);
   std::unique_ptr<Kernel> k;
   DispatchDType<float, double, int32_t, int64_t>(InDType(op), [&](auto tag) {
     using T = decltype(tag);

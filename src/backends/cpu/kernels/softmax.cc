@@ -68,7 +68,7 @@ void SoftmaxColumns(const float* x, float* y, int64_t n, int64_t inner, int64_t 
 std::unique_ptr<Kernel> MakeSoftmax(const ir::Op& op) {
   const RowLayout rows = AxisRows(op, op.inputs[0]->shape());
   const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
-  bool log = op.type == "log_softmax";
+  bool log = op.is(ir::Opcode::log_softmax);
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);

@@ -205,132 +205,184 @@ void MapScalar(const T* x, T* y, int64_t n, G g) {
 }
 
 // Ops that both the float32 and float64 paths compute with scalar formulas;
-// `T` is the element type. Returns false if `type` is not one of them.
+// `T` is the element type. Returns false if `op` is not one of them.
 template <typename T>
 bool ScalarFloatOp(const ir::Op& op, std::function<void(const T*, T*, int64_t)>* out) {
-  const std::string& t = op.type;
   auto set = [&](auto g) { *out = [g](const T* x, T* y, int64_t n) { MapScalar(x, y, n, g); }; };
-  if (t == "relu")
-    set([](T v) { return v > T(0) ? v : T(0); });
-  else if (t == "abs")
-    set([](T v) { return std::abs(v); });
-  else if (t == "neg")
-    set([](T v) { return -v; });
-  else if (t == "square")
-    set([](T v) { return v * v; });
-  else if (t == "reciprocal")
-    set([](T v) { return T(1) / v; });
-  else if (t == "sqrt")
-    set([](T v) { return std::sqrt(v); });
-  else if (t == "rsqrt")
-    set([](T v) { return T(1) / std::sqrt(v); });
-  else if (t == "log")
-    set([](T v) { return std::log(v); });
-  else if (t == "log1p")
-    set([](T v) { return std::log1p(v); });
-  else if (t == "sin")
-    set([](T v) { return std::sin(v); });
-  else if (t == "cos")
-    set([](T v) { return std::cos(v); });
-  else if (t == "floor")
-    set([](T v) { return std::floor(v); });
-  else if (t == "ceil")
-    set([](T v) { return std::ceil(v); });
-  else if (t == "round") {
-    // Ties to even, as Paddle 3 (2.5 -> 2; std::nearbyint in the default
-    // rounding mode). decimals > 0 rounds x * 10^d and divides back;
-    // decimals < 0 divides by 10^-d first, then multiplies.
-    int64_t d = op.GetInt("decimals");
-    T p = T(std::pow(10.0, static_cast<double>(d < 0 ? -d : d)));
-    if (d == 0)
-      set([](T v) { return std::nearbyint(v); });
-    else if (d > 0)
-      set([p](T v) { return std::nearbyint(v * p) / p; });
-    else
-      set([p](T v) { return std::nearbyint(v / p) * p; });
-  } else if (t == "sign")
-    set([](T v) { return T((v > T(0)) - (v < T(0))); });
-  else if (t == "exp")
-    set([](T v) { return std::exp(v); });
-  else if (t == "tanh")
-    set([](T v) { return std::tanh(v); });
-  else if (t == "erf")
-    set([](T v) { return std::erf(v); });
-  else if (t == "sigmoid")
-    set([](T v) { return T(1) / (T(1) + std::exp(-v)); });
-  else if (t == "silu")
-    set([](T v) { return v / (T(1) + std::exp(-v)); });
-  else if (t == "swish") {
-    T beta = T(op.GetFloat("beta"));
-    set([beta](T v) { return v / (T(1) + std::exp(-beta * v)); });
-  } else if (t == "gelu") {
-    if (op.GetBool("approximate")) {
-      set([](T v) {
-        T u = T(0.79788456080286536) * (v + T(0.044715) * v * v * v);
-        return T(0.5) * v * (T(1) + std::tanh(u));
-      });
-    } else {
-      set([](T v) { return T(0.5) * v * std::erfc(-v * T(0.70710678118654752)); });
-    }
-  } else if (t == "leaky_relu") {
-    T alpha = T(op.GetFloat("alpha"));
-    set([alpha](T v) { return v > T(0) ? v : alpha * v; });
-  } else if (t == "elu") {
-    T alpha = T(op.GetFloat("alpha"));
-    set([alpha](T v) { return v > T(0) ? v : alpha * std::expm1(v); });
-  } else if (t == "hard_swish") {
-    T offset = T(op.GetFloat("offset")), threshold = T(op.GetFloat("threshold"));
-    T scale = T(op.GetFloat("scale"));
-    set([=](T v) { return v * std::min(std::max(v + offset, T(0)), threshold) / scale; });
-  } else if (t == "hard_sigmoid") {
-    T slope = T(op.GetFloat("slope")), offset = T(op.GetFloat("offset"));
-    set([=](T v) { return std::min(std::max(slope * v + offset, T(0)), T(1)); });
-  } else if (t == "relu6") {
-    T threshold = T(op.GetFloat("threshold"));
-    set([=](T v) { return std::min(std::max(v, T(0)), threshold); });
-  } else if (t == "softplus") {
-    T beta = T(op.GetFloat("beta")), threshold = T(op.GetFloat("threshold"));
-    set([=](T v) { return v * beta > threshold ? v : std::log1p(std::exp(beta * v)) / beta; });
-  } else if (t == "pow_scalar") {
-    double f = op.GetFloat("factor");
-    if (f == 2.0)
+  switch (op.opcode) {
+    case ir::Opcode::relu:
+      set([](T v) { return v > T(0) ? v : T(0); });
+      break;
+    case ir::Opcode::abs:
+      set([](T v) { return std::abs(v); });
+      break;
+    case ir::Opcode::neg:
+      set([](T v) { return -v; });
+      break;
+    case ir::Opcode::square:
       set([](T v) { return v * v; });
-    else if (f == 1.0)
-      set([](T v) { return v; });
-    else if (f == 0.5)
+      break;
+    case ir::Opcode::reciprocal:
+      set([](T v) { return T(1) / v; });
+      break;
+    case ir::Opcode::sqrt:
       set([](T v) { return std::sqrt(v); });
-    else
-      set([f = T(f)](T v) { return std::pow(v, f); });
-  } else if (t == "scale") {
-    T s = T(op.GetFloat("scale")), b = T(op.GetFloat("bias"));
-    if (op.GetBool("bias_after_scale"))
-      set([=](T v) { return v * s + b; });
-    else
-      set([=](T v) { return (v + b) * s; });
-  } else if (t == "clip") {
-    T lo = T(op.GetFloat("min"));
-    T hi = T(op.GetFloat("max"));
-    // Paddle's order: below min gives min even when min > max; NaN passes.
-    set([=](T v) { return v < lo ? lo : (v > hi ? hi : v); });
-  } else {
-    return false;
+      break;
+    case ir::Opcode::rsqrt:
+      set([](T v) { return T(1) / std::sqrt(v); });
+      break;
+    case ir::Opcode::log:
+      set([](T v) { return std::log(v); });
+      break;
+    case ir::Opcode::log1p:
+      set([](T v) { return std::log1p(v); });
+      break;
+    case ir::Opcode::sin:
+      set([](T v) { return std::sin(v); });
+      break;
+    case ir::Opcode::cos:
+      set([](T v) { return std::cos(v); });
+      break;
+    case ir::Opcode::floor:
+      set([](T v) { return std::floor(v); });
+      break;
+    case ir::Opcode::ceil:
+      set([](T v) { return std::ceil(v); });
+      break;
+    case ir::Opcode::round: {
+      // Ties to even, as Paddle 3 (2.5 -> 2; std::nearbyint in the default
+      // rounding mode). decimals > 0 rounds x * 10^d and divides back;
+      // decimals < 0 divides by 10^-d first, then multiplies.
+      int64_t d = op.GetInt("decimals");
+      T p = T(std::pow(10.0, static_cast<double>(d < 0 ? -d : d)));
+      if (d == 0)
+        set([](T v) { return std::nearbyint(v); });
+      else if (d > 0)
+        set([p](T v) { return std::nearbyint(v * p) / p; });
+      else
+        set([p](T v) { return std::nearbyint(v / p) * p; });
+      break;
+    }
+    case ir::Opcode::sign:
+      set([](T v) { return T((v > T(0)) - (v < T(0))); });
+      break;
+    case ir::Opcode::exp:
+      set([](T v) { return std::exp(v); });
+      break;
+    case ir::Opcode::tanh:
+      set([](T v) { return std::tanh(v); });
+      break;
+    case ir::Opcode::erf:
+      set([](T v) { return std::erf(v); });
+      break;
+    case ir::Opcode::sigmoid:
+      set([](T v) { return T(1) / (T(1) + std::exp(-v)); });
+      break;
+    case ir::Opcode::silu:
+      set([](T v) { return v / (T(1) + std::exp(-v)); });
+      break;
+    case ir::Opcode::swish: {
+      T beta = T(op.GetFloat("beta"));
+      set([beta](T v) { return v / (T(1) + std::exp(-beta * v)); });
+      break;
+    }
+    case ir::Opcode::gelu: {
+      if (op.GetBool("approximate")) {
+        set([](T v) {
+          T u = T(0.79788456080286536) * (v + T(0.044715) * v * v * v);
+          return T(0.5) * v * (T(1) + std::tanh(u));
+        });
+      } else {
+        set([](T v) { return T(0.5) * v * std::erfc(-v * T(0.70710678118654752)); });
+      }
+      break;
+    }
+    case ir::Opcode::leaky_relu: {
+      T alpha = T(op.GetFloat("alpha"));
+      set([alpha](T v) { return v > T(0) ? v : alpha * v; });
+      break;
+    }
+    case ir::Opcode::elu: {
+      T alpha = T(op.GetFloat("alpha"));
+      set([alpha](T v) { return v > T(0) ? v : alpha * std::expm1(v); });
+      break;
+    }
+    case ir::Opcode::hard_swish: {
+      T offset = T(op.GetFloat("offset")), threshold = T(op.GetFloat("threshold"));
+      T scale = T(op.GetFloat("scale"));
+      set([=](T v) { return v * std::min(std::max(v + offset, T(0)), threshold) / scale; });
+      break;
+    }
+    case ir::Opcode::hard_sigmoid: {
+      T slope = T(op.GetFloat("slope")), offset = T(op.GetFloat("offset"));
+      set([=](T v) { return std::min(std::max(slope * v + offset, T(0)), T(1)); });
+      break;
+    }
+    case ir::Opcode::relu6: {
+      T threshold = T(op.GetFloat("threshold"));
+      set([=](T v) { return std::min(std::max(v, T(0)), threshold); });
+      break;
+    }
+    case ir::Opcode::softplus: {
+      T beta = T(op.GetFloat("beta")), threshold = T(op.GetFloat("threshold"));
+      set([=](T v) { return v * beta > threshold ? v : std::log1p(std::exp(beta * v)) / beta; });
+      break;
+    }
+    case ir::Opcode::pow_scalar: {
+      double f = op.GetFloat("factor");
+      if (f == 2.0)
+        set([](T v) { return v * v; });
+      else if (f == 1.0)
+        set([](T v) { return v; });
+      else if (f == 0.5)
+        set([](T v) { return std::sqrt(v); });
+      else
+        set([f = T(f)](T v) { return std::pow(v, f); });
+      break;
+    }
+    case ir::Opcode::scale: {
+      T s = T(op.GetFloat("scale")), b = T(op.GetFloat("bias"));
+      if (op.GetBool("bias_after_scale"))
+        set([=](T v) { return v * s + b; });
+      else
+        set([=](T v) { return (v + b) * s; });
+      break;
+    }
+    case ir::Opcode::clip: {
+      T lo = T(op.GetFloat("min"));
+      T hi = T(op.GetFloat("max"));
+      // Paddle's order: below min gives min even when min > max; NaN passes.
+      set([=](T v) { return v < lo ? lo : (v > hi ? hi : v); });
+      break;
+    }
+    default:
+      return false;
   }
   return true;
 }
 
 // float32: the transcendental hot spots go through the vector math above.
 F32Fn MakeF32(const ir::Op& op) {
-  const std::string& t = op.type;
-  if (t == "exp") return VExp;
-  if (t == "tanh") return VTanh;
-  if (t == "sigmoid") return VSigmoid;
-  if (t == "erf") return VErf;
-  if (t == "silu") return [](const float* x, float* y, int64_t n) { VSwish(x, y, n, 1.0f); };
-  if (t == "swish") {
-    float beta = static_cast<float>(op.GetFloat("beta"));
-    return [beta](const float* x, float* y, int64_t n) { VSwish(x, y, n, beta); };
+  switch (op.opcode) {
+    case ir::Opcode::exp:
+      return VExp;
+    case ir::Opcode::tanh:
+      return VTanh;
+    case ir::Opcode::sigmoid:
+      return VSigmoid;
+    case ir::Opcode::erf:
+      return VErf;
+    case ir::Opcode::silu:
+      return [](const float* x, float* y, int64_t n) { VSwish(x, y, n, 1.0f); };
+    case ir::Opcode::swish: {
+      float beta = static_cast<float>(op.GetFloat("beta"));
+      return [beta](const float* x, float* y, int64_t n) { VSwish(x, y, n, beta); };
+    }
+    case ir::Opcode::gelu:
+      return op.GetBool("approximate") ? F32Fn(VGeluTanh) : F32Fn(VGelu);
+    default:
+      break;
   }
-  if (t == "gelu") return op.GetBool("approximate") ? F32Fn(VGeluTanh) : F32Fn(VGelu);
   F32Fn fn;
   if (!ScalarFloatOp<float>(op, &fn)) Unsupported(op, "unknown unary op");
   return fn;
@@ -339,41 +391,52 @@ F32Fn MakeF32(const ir::Op& op) {
 // Integer types support the ops that are exact on integers.
 template <typename T>
 std::function<void(const T*, T*, int64_t)> MakeInt(const ir::Op& op) {
-  const std::string& t = op.type;
   using Fn = std::function<void(const T*, T*, int64_t)>;
   auto wrap = [](auto g) -> Fn {
     return [g](const T* x, T* y, int64_t n) { MapScalar(x, y, n, g); };
   };
-  if (t == "relu") return wrap([](T v) { return v > 0 ? v : T(0); });
-  if (t == "abs") return wrap([](T v) { return v < 0 ? T(-v) : v; });
-  if (t == "neg") return wrap([](T v) { return T(-v); });
-  if (t == "square") return wrap([](T v) { return T(v * v); });
-  if (t == "sign") return wrap([](T v) { return T((v > 0) - (v < 0)); });
-  if (t == "pow_scalar") {
-    // Paddle casts the factor to the integer type first (pow(x, 2.5) is
-    // x * x) and multiplies; wraps on overflow like Paddle's integer product.
-    double f = op.GetFloat("factor");
-    if (f <= -1.0) Unsupported(op, "integer pow with negative factor {}", f);
-    auto k = static_cast<uint64_t>(std::trunc(f));
-    return wrap([k](T v) {
-      using U = std::make_unsigned_t<T>;
-      U r = 1, b = static_cast<U>(v);
-      for (uint64_t e = k; e; e >>= 1, b *= b) {
-        if (e & 1) r *= b;
-      }
-      return static_cast<T>(r);
-    });
-  }
-  // Integers are already whole: Paddle's integer floor/ceil/round copy.
-  if (t == "floor" || t == "ceil" || t == "round") return wrap([](T v) { return v; });
-  if (t == "clip") {
-    // Paddle casts float bounds to T, truncating toward zero.
-    double lo = op.GetFloat("min"), hi = op.GetFloat("max");
-    T l = lo <= double(std::numeric_limits<T>::lowest()) ? std::numeric_limits<T>::lowest()
-                                                         : T(std::trunc(lo));
-    T h = hi >= double(std::numeric_limits<T>::max()) ? std::numeric_limits<T>::max()
-                                                      : T(std::trunc(hi));
-    return wrap([=](T v) { return v < l ? l : (v > h ? h : v); });
+  switch (op.opcode) {
+    case ir::Opcode::relu:
+      return wrap([](T v) { return v > 0 ? v : T(0); });
+    case ir::Opcode::abs:
+      return wrap([](T v) { return v < 0 ? T(-v) : v; });
+    case ir::Opcode::neg:
+      return wrap([](T v) { return T(-v); });
+    case ir::Opcode::square:
+      return wrap([](T v) { return T(v * v); });
+    case ir::Opcode::sign:
+      return wrap([](T v) { return T((v > 0) - (v < 0)); });
+    case ir::Opcode::pow_scalar: {
+      // Paddle casts the factor to the integer type first (pow(x, 2.5) is
+      // x * x) and multiplies; wraps on overflow like Paddle's integer product.
+      double f = op.GetFloat("factor");
+      if (f <= -1.0) Unsupported(op, "integer pow with negative factor {}", f);
+      auto k = static_cast<uint64_t>(std::trunc(f));
+      return wrap([k](T v) {
+        using U = std::make_unsigned_t<T>;
+        U r = 1, b = static_cast<U>(v);
+        for (uint64_t e = k; e; e >>= 1, b *= b) {
+          if (e & 1) r *= b;
+        }
+        return static_cast<T>(r);
+      });
+    }
+    // Integers are already whole: Paddle's integer floor/ceil/round copy.
+    case ir::Opcode::floor:
+    case ir::Opcode::ceil:
+    case ir::Opcode::round:
+      return wrap([](T v) { return v; });
+    case ir::Opcode::clip: {
+      // Paddle casts float bounds to T, truncating toward zero.
+      double lo = op.GetFloat("min"), hi = op.GetFloat("max");
+      T l = lo <= double(std::numeric_limits<T>::lowest()) ? std::numeric_limits<T>::lowest()
+                                                           : T(std::trunc(lo));
+      T h = hi >= double(std::numeric_limits<T>::max()) ? std::numeric_limits<T>::max()
+                                                        : T(std::trunc(hi));
+      return wrap([=](T v) { return v < l ? l : (v > h ? h : v); });
+    }
+    default:
+      break;
   }
   Unsupported(op, "dtype {} not supported", DTypeName(InDType(op)));
 }
@@ -391,11 +454,23 @@ std::unique_ptr<Kernel> Wrap(std::function<void(const T*, T*, int64_t)> fn, int6
 std::unique_ptr<Kernel> MakeUnary(const ir::Op& op) {
   int64_t n = NumElements(op.outputs[0]->shape());
   // Transcendentals cost ~10x a load/store; splitting them earlier pays off.
-  static const char* const kCheap[] = {"relu",  "abs",        "neg",  "square", "scale", "clip",
-                                       "relu6", "leaky_relu", "sign", "floor",  "ceil"};
   int64_t cost = 8;
-  for (const char* c : kCheap) {
-    if (op.type == c) cost = 1;
+  switch (op.opcode) {
+    case ir::Opcode::relu:
+    case ir::Opcode::abs:
+    case ir::Opcode::neg:
+    case ir::Opcode::square:
+    case ir::Opcode::scale:
+    case ir::Opcode::clip:
+    case ir::Opcode::relu6:
+    case ir::Opcode::leaky_relu:
+    case ir::Opcode::sign:
+    case ir::Opcode::floor:
+    case ir::Opcode::ceil:
+      cost = 1;
+      break;
+    default:
+      break;
   }
   switch (InDType(op)) {
     case DType::kF32:
