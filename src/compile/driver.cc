@@ -45,7 +45,7 @@ void Contributions(ir::Value* root, std::vector<ir::Value*>* out, std::set<const
     ir::Value* v = pending.back();
     pending.pop_back();
     const ir::Op* p = v->producer;
-    if (p && p->type == "add" && p->placement.phase == ir::Phase::kBackward &&
+    if (p && p->is(ir::Opcode::add) && p->placement.phase == ir::Phase::kBackward &&
         (v == root || v->users.size() == 1) && p->inputs[0]->type == v->type &&
         p->inputs[1]->type == v->type) {
       tree->insert(p);
@@ -66,8 +66,8 @@ bool AddsItselfIn(const ir::Value* contribution, const std::set<const ir::Op*>& 
   if (!p || !std::all_of(contribution->users.begin(), contribution->users.end(),
                          [&](const ir::Op* u) { return replaced.count(u) > 0; }))
     return false;
-  if (p->type == "embedding_grad") return true;
-  return p->type == "matmul" && p->inputs[0]->shape().size() == 2 &&
+  if (p->is(ir::Opcode::embedding_grad)) return true;
+  return p->is(ir::Opcode::matmul) && p->inputs[0]->shape().size() == 2 &&
          p->inputs[1]->shape().size() == 2 && contribution->dtype() == DType::kF32;
 }
 
@@ -78,7 +78,7 @@ ir::Value* AddInto(ir::Graph& g, ir::Value* acc, ir::Value* contribution, const 
                    const std::set<const ir::Op*>& replaced) {
   const ir::Op* p = contribution->producer;
   if (AddsItselfIn(contribution, replaced)) {
-    if (p->type == "embedding_grad")
+    if (p->is(ir::Opcode::embedding_grad))
       return g.Add1("embedding_grad_add", {acc, p->inputs[0], p->inputs[1]},
                     {{"padding_idx", p->GetInt("padding_idx")}}, "accumulate " + name);
     return g.Add1("matmul_accumulate", {acc, p->inputs[0], p->inputs[1]},

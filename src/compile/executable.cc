@@ -116,9 +116,9 @@ std::unique_ptr<Executable> Executable::BuildPlaced(std::unique_ptr<ir::Graph> g
     Step step;
     step.op = op.get();
     step.device = op->device;
-    step.copy = op->type == "copy";
-    step.send = op->type == "send";
-    step.recv = op->type == "recv";
+    step.copy = op->is(ir::Opcode::copy);
+    step.send = op->is(ir::Opcode::send);
+    step.recv = op->is(ir::Opcode::recv);
     // A run without the update phase must not skip what the other phases
     // read.
     if (op->placement.phase != ir::Phase::kUpdate) {
@@ -342,8 +342,9 @@ void Executable::RunSegment(const Segment& seg) {
     const auto t1 = Clock::now();
     if (profiling_) step_ms_[i] += std::chrono::duration<double, std::milli>(t1 - t0).count();
     const Step& s = steps_[i];
-    const bool collective = s.op->type == "all_reduce" || s.op->type == "reduce_scatter" ||
-                            s.op->type == "all_gather" || s.op->type == "all_reduce_start";
+    const bool collective =
+        s.op->is(ir::Opcode::all_reduce) || s.op->is(ir::Opcode::reduce_scatter) ||
+        s.op->is(ir::Opcode::all_gather) || s.op->is(ir::Opcode::all_reduce_start);
     if (trace_ && (s.copy || s.send || s.recv || collective)) {
       trace_->Add(s.copy ? trace_copies_ : trace_collectives_,
                   fmt::format("{} {}", s.op->type, trace_tag_), s.op->type.c_str(), t0, t1);
@@ -415,7 +416,7 @@ void Executable::CheckFinite(const Step& s, bool guarded_only) const {
   if (!devices_[s.device]->host_accessible()) return;
   // A reduction in flight writes its message on the collective stream: its
   // wait's outputs are checked instead.
-  if (s.op->type == "all_reduce_start") return;
+  if (s.op->is(ir::Opcode::all_reduce_start)) return;
   size_t index = static_cast<size_t>(&s - steps_.data());
   for (size_t o = 0; o < s.op->outputs.size(); ++o) {
     const ir::Value* v = s.op->outputs[o];
@@ -483,7 +484,7 @@ std::vector<Executable::ProfileEntry> Executable::Profile(bool by_shape) const {
   for (size_t i = 0; i < step_ms_.size(); ++i) {
     const ir::Op* op = steps_[i].op;
     std::string key = op->type;
-    if (op->type == "linear" && !op->GetStr("activation").empty())
+    if (op->is(ir::Opcode::linear) && !op->GetStr("activation").empty())
       key.append("+").append(op->GetStr("activation"));
     if (by_shape)
       for (const ir::Value* in : op->inputs)

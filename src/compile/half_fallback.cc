@@ -52,7 +52,7 @@ int RunHalfOpsInFloat32(ir::Graph& g, const std::vector<backend::Device*>& devic
   for (const auto& op : g.ops()) {
     // cast moves between the types itself; an op without inputs (random
     // numbers, constants) has nothing to widen.
-    if (op->type == "cast" || op->inputs.empty() || !TouchesHalf(*op)) continue;
+    if (op->is(ir::Opcode::cast) || op->inputs.empty() || !TouchesHalf(*op)) continue;
     if (!AnySupports(devices, *op)) todo.push_back(op.get());
   }
   std::map<std::string, int> rewritten;

@@ -29,7 +29,7 @@ namespace {
 // Copies and views carry whatever placement they were inserted under: the
 // stage order is the program's ops'.
 bool IsPlacedByCompiler(const ir::Op& op) {
-  return op.type == "copy" || op.schema->is_view;
+  return op.is(ir::Opcode::copy) || op.schema->is_view;
 }
 
 // The program op computing `v`, looking through copies and views.

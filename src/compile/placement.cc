@@ -35,7 +35,7 @@ int PlaceOps(ir::Graph& g, const std::vector<backend::Device*>& devices, Placeme
   const int host = HostDevice(devices);
   int off_host = 0;
   for (const auto& op : g.ops()) {
-    if (op->type == "copy") {  // placed by whoever inserted it
+    if (op->is(ir::Opcode::copy)) {  // placed by whoever inserted it
       TILLER_CHECK(op->device >= 0 && op->device < n, "copy {} is not placed", op->name);
       continue;
     }
@@ -123,7 +123,7 @@ int InsertCopies(ir::Graph& g, int host, const std::vector<bool>& host_memory) {
   const ir::Placement saved = g.placement_scope();
   int count = 0;
   for (ir::Op* op : ops) {
-    if (op->type == "copy") continue;
+    if (op->is(ir::Opcode::copy)) continue;
     for (size_t i = 0; i < op->inputs.size(); ++i) {
       ir::Value* v = op->inputs[i];
       if (!v) continue;
@@ -251,7 +251,7 @@ void VerifyPlacement(const ir::Graph& g, int num_devices, int host,
       if (!in) continue;
       int home = HomeDevice(in, host);
       if (home == kAnyDevice) continue;
-      if (op->type == "copy") {
+      if (op->is(ir::Opcode::copy)) {
         TILLER_CHECK(op->GetInt("to_device") == op->device,
                      "copy {} runs on device {} but copies to {}", op->name, op->device,
                      op->GetInt("to_device"));

@@ -47,9 +47,16 @@ bool ReadInBackward(const ir::Value* v) {
   return false;
 }
 
-bool IsCollective(const std::string& type) {
-  return type == "all_reduce" || type == "all_reduce_start" || type == "reduce_scatter" ||
-         type == "all_gather";
+bool IsCollective(const ir::Op& op) {
+  switch (op.opcode) {
+    case ir::Opcode::all_reduce:
+    case ir::Opcode::all_reduce_start:
+    case ir::Opcode::reduce_scatter:
+    case ir::Opcode::all_gather:
+      return true;
+    default:
+      return false;
+  }
 }
 
 // Seconds of one op on `p`: compute + memory traffic, or link time for
@@ -58,8 +65,8 @@ double OpSeconds(const ir::Op& op, const DeviceProfile& p, const PlanShape& shap
   size_t in_bytes = 0, out_bytes = 0;
   for (const ir::Value* v : op.inputs) in_bytes += v ? v->bytes() : 0;
   for (const ir::Value* v : op.outputs) out_bytes += v->bytes();
-  if (op.type == "copy") return static_cast<double>(in_bytes) / p.link;
-  if (IsCollective(op.type)) {
+  if (op.is(ir::Opcode::copy)) return static_cast<double>(in_bytes) / p.link;
+  if (IsCollective(op)) {
     const int r = shape.replicas;
     if (r <= 1) return 0;
     // A ring over every replica: its slowest hop sets the pace.
@@ -69,7 +76,7 @@ double OpSeconds(const ir::Op& op, const DeviceProfile& p, const PlanShape& shap
     const double steps = r - 1.0, share = steps / r;
     const double bytes = static_cast<double>(std::max(in_bytes, out_bytes));
     const double one = share * bytes / link + steps * latency;
-    return op.type == "all_reduce" || op.type == "all_reduce_start" ? 2 * one : one;
+    return op.is(ir::Opcode::all_reduce) || op.is(ir::Opcode::all_reduce_start) ? 2 * one : one;
   }
   return passes::OpFlops(op) / p.flops + static_cast<double>(in_bytes + out_bytes) / p.bandwidth;
 }
@@ -91,8 +98,8 @@ std::string Seconds(double s) {
 // stored in float16 (accl*_type) reaches it widened by a cast.
 const ir::Value* Root(const ir::Value* v) {
   while (v && v->producer &&
-         (v->producer->type == "reshape" || v->producer->type == "slice" ||
-          v->producer->type == "copy" || v->producer->type == "cast"))
+         (v->producer->is(ir::Opcode::reshape) || v->producer->is(ir::Opcode::slice) ||
+          v->producer->is(ir::Opcode::copy) || v->producer->is(ir::Opcode::cast)))
     v = v->producer->inputs[0];
   return v;
 }
@@ -169,14 +176,14 @@ StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const 
     for (const ir::Value* v : op->outputs) {
       if (!IsHalf(v->dtype())) continue;
       const ir::Value* in = op->inputs.empty() ? nullptr : op->inputs[0];
-      if (op->type == "cast" && in && in->kind == ir::ValueKind::kState)
+      if (op->is(ir::Opcode::cast) && in && in->kind == ir::ValueKind::kState)
         dp.half_weight_copies += v->bytes();
       else if (!op->schema->is_view)
         dp.half_values += v->bytes();
     }
     if (op->schema->is_view) continue;
     const double s = OpSeconds(*op, profile, shape);
-    if (IsCollective(op->type) && shape.replicas > 1) {
+    if (IsCollective(*op) && shape.replicas > 1) {
       ++dp.collective_messages;
       for (const ir::Value* v : op->inputs) dp.collective_bytes += v ? v->bytes() : 0;
       dp.collective_s += s;

@@ -105,7 +105,7 @@ ProcessSplit SplitAcrossProcesses(ir::Graph& g, const std::vector<int>& device_p
 
   std::unordered_set<const ir::Op*> drop;
   for (ir::Op* op : ops) {
-    if (op->type != "copy") {
+    if (!op->is(ir::Opcode::copy)) {
       if (process_of(op->device) != me) drop.insert(op);
       continue;
     }

@@ -463,7 +463,7 @@ Predictor::Summary Predictor::GetSummary() const {
   Summary s;
   if (!impl_->current) Fail(ErrorKind::kInvalidArgument, "GetSummary() needs a Run() first");
   const compile::Executable* exe = impl_->current->exe.get();
-  for (const auto& op : exe->graph().ops()) s.num_kernels += op->type != "reshape";
+  for (const auto& op : exe->graph().ops()) s.num_kernels += !op->is(ir::Opcode::reshape);
   s.arena_bytes = exe->arena_bytes();
   for (size_t d = 0; d < exe->num_devices(); ++d) s.naive_bytes += exe->plan(d).naive_bytes;
   for (const auto& [name, p] : impl_->model->params)

@@ -119,7 +119,7 @@ void TrainingSession::Impl::CheckWeightsStayOnTheirDevice(const ir::Graph& g) co
         if (user->placement.phase == ir::Phase::kUpdate) continue;
         devices.insert(user->device);
         // Through copies and views, to the devices that read it.
-        if (user->type == "copy" || user->schema->is_view)
+        if (user->is(ir::Opcode::copy) || user->schema->is_view)
           reads.insert(reads.end(), user->outputs.begin(), user->outputs.end());
       }
     }

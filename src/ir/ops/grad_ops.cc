@@ -108,8 +108,8 @@ void InferPoolGrad(InferContext& c) {
   }
   if (c.input(1).shape != c.input(2).shape)
     c.Fail("y {} and dy {} differ", c.input(1).ToString(), c.input(2).ToString());
-  const std::string& type = c.op().GetStr("pooling_type");
-  if (type != "max" && type != "avg") c.Fail("pooling_type '{}' is not max or avg", type);
+  const std::string& pooling = c.op().GetStr("pooling_type");
+  if (pooling != "max" && pooling != "avg") c.Fail("pooling_type '{}' is not max or avg", pooling);
   if (c.op().GetInts("ksize").size() != 2) c.Fail("ksize must have 2 values");
   c.AddOutput(x);
 }

@@ -211,8 +211,8 @@ void InferPool2d(InferContext& c) {
            ShapeToString(xs));
   const TensorType x{c.input(0).dtype, AsNchw(xs, last)};
   const Op& op = c.op();
-  const std::string& type = op.GetStr("pooling_type");
-  if (type != "max" && type != "avg") c.Fail("pooling_type '{}' is not max or avg", type);
+  const std::string& pooling = op.GetStr("pooling_type");
+  if (pooling != "max" && pooling != "avg") c.Fail("pooling_type '{}' is not max or avg", pooling);
   if (const std::string p = PoolWindowProblem(op); !p.empty()) c.Fail("{}", p);
   const auto& k = op.GetInts("ksize");
   if (op.GetBool("adaptive")) {

@@ -51,7 +51,7 @@ void SetConvFilterAndBiasGrads(GradContext& c, const AttrMap& window, Value* inp
 }
 
 Shape ConvOutputShape(InferContext& c) {
-  const ActLayout layout = ReadActLayout(c, c.op().type == "conv2d");
+  const ActLayout layout = ReadActLayout(c, c.op().is(Opcode::conv2d));
   const Shape& w = c.input(1).shape;
   const Shape& xs = c.input(0).shape;
   if (layout == ActLayout::kBlocked) {

@@ -98,39 +98,49 @@ void InferOptimizer(InferContext& c, const Operands& l) {
 
 // Each op's attributes.
 void DeclareAttrs(OpSchema& s) {
-  const std::string& n = s.name;
-  if (n == "sgd") {
-    s.NoAttrs();
-  } else if (n == "momentum") {
-    s.Attr("mu", 0.9).Attr("use_nesterov", false).Attr("l2_decay", 0.0);
-  } else if (n == "adam") {
-    s.Attr("beta1", 0.9)
-        .Attr("beta2", 0.999)
-        .Attr("epsilon", 1e-8)
-        .Attr("update_beta_pow", true)
-        .Attr("weight_decay", 0.0)
-        .Attr("lr_ratio", 1.0)
-        .Attr("bias_correction", true);
-  } else if (n == "adamax") {
-    s.Attr("beta1", 0.9).Attr("beta2", 0.999).Attr("epsilon", 1e-8);
-  } else if (n == "lamb") {
-    s.Attr("beta1", 0.9)
-        .Attr("beta2", 0.999)
-        .Attr("epsilon", 1e-6)
-        .Attr("weight_decay", 0.01)
-        .Attr("always_adapt", false)
-        .Attr("bias_correction", true)
-        // PopART's Lamb clamps the weight norm of the trust ratio here (the
-        // IPU option max_weight_norm); 0: no clamp, as Paddle's lamb op.
-        .Attr("max_weight_norm", 0.0);
-  } else if (n == "adagrad") {
-    s.Attr("epsilon", 1e-6);
-  } else if (n == "adadelta") {
-    s.Attr("rho", 0.95).Attr("epsilon", 1e-6);
-  } else if (n == "rmsprop") {
-    s.Attr("epsilon", 1e-10).Attr("decay", 0.9).Attr("momentum", 0.0);
+  switch (OpcodeOf(s.name)) {
+    case Opcode::sgd:
+      s.NoAttrs();
+      break;
+    case Opcode::momentum:
+      s.Attr("mu", 0.9).Attr("use_nesterov", false).Attr("l2_decay", 0.0);
+      break;
+    case Opcode::adam:
+      s.Attr("beta1", 0.9)
+          .Attr("beta2", 0.999)
+          .Attr("epsilon", 1e-8)
+          .Attr("update_beta_pow", true)
+          .Attr("weight_decay", 0.0)
+          .Attr("lr_ratio", 1.0)
+          .Attr("bias_correction", true);
+      break;
+    case Opcode::adamax:
+      s.Attr("beta1", 0.9).Attr("beta2", 0.999).Attr("epsilon", 1e-8);
+      break;
+    case Opcode::lamb:
+      s.Attr("beta1", 0.9)
+          .Attr("beta2", 0.999)
+          .Attr("epsilon", 1e-6)
+          .Attr("weight_decay", 0.01)
+          .Attr("always_adapt", false)
+          .Attr("bias_correction", true)
+          // PopART's Lamb clamps the weight norm of the trust ratio here (the
+          // IPU option max_weight_norm); 0: no clamp, as Paddle's lamb op.
+          .Attr("max_weight_norm", 0.0);
+      break;
+    case Opcode::adagrad:
+      s.Attr("epsilon", 1e-6);
+      break;
+    case Opcode::adadelta:
+      s.Attr("rho", 0.95).Attr("epsilon", 1e-6);
+      break;
+    case Opcode::rmsprop:
+      s.Attr("epsilon", 1e-10).Attr("decay", 0.9).Attr("momentum", 0.0);
+      break;
+    default:
+      break;
   }
-  TILLER_CHECK(s.attrs_declared, "optimizer op '{}' declares no attributes", n);
+  TILLER_CHECK(s.attrs_declared, "optimizer op '{}' declares no attributes", s.name);
 }
 
 const bool kRegistered = [] {

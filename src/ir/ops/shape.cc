@@ -166,7 +166,8 @@ const bool kSchemas = [] {
                        .Precision(kFollows)
                        .Layout(LayoutRule::kFixed));
   for (const char* n : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"}) {
-    bool exact = std::string_view(n) == "reduce_max" || std::string_view(n) == "reduce_min";
+    const Opcode opcode = OpcodeOf(n);
+    bool exact = opcode == Opcode::reduce_max || opcode == Opcode::reduce_min;
     RegisterOpSchema(OpSchema{n, 1, 1, InferReduce}
                          .Attr("axes", std::vector<int64_t>{})
                          .Attr("keepdim", false)
