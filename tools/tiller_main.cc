@@ -125,7 +125,7 @@ int Info(const std::string& model, const std::string& params,
   fmt::print("\n  kernels: {}\n  planned activation memory: {} (one buffer per tensor: {})\n",
              s.num_kernels, Mib(s.arena_bytes), Mib(s.naive_bytes));
   if (passes) {
-    fmt::print("compile pipeline (in order; skipped: not called for by this compile):\n{}",
+    fmt::print("compile pipeline (the passes this compile called for, in order):\n{}",
                s.compile_pipeline);
     fmt::print("compile stages (rewrites, ops before -> after, op types added/removed):\n{}",
                s.compile_report);

@@ -429,8 +429,10 @@ class Predictor {
     // What each compile stage changed (autodiff, passes, placement,
     // copies), one line each: what `tiller info --passes` prints.
     std::string compile_report;
-    // The compile's pass pipelines as they ran: every pass in order, those
-    // whose condition was off marked "(skipped)" (`tiller info --passes`).
+    // The compile's pass pipelines as they ran: the passes this compile
+    // called for, in order, whether or not they rewrote anything
+    // (`tiller info --passes`; `tiller passes` lists every pass and when it
+    // runs).
     std::string compile_pipeline;
   };
   Summary GetSummary() const;

@@ -392,7 +392,7 @@ class TrainingSession {
     size_t in_place_updates = 0, copied_updates = 0;
     std::string graph;           // the compiled step, one op per line
     std::string compile_report;  // what each compile stage changed
-    // The pass pipelines as they ran, skipped entries marked (Predictor's
+    // The pass pipelines as they ran (Predictor's
     // Summary::compile_pipeline).
     std::string compile_pipeline;
     // Pipelining, replica 0's last window: the most micro-batches in flight

@@ -438,8 +438,9 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   progress(35);
   auto rewrites = RewritePipeline(options_, devices_, &step);
   auto placement = PlacementPipeline(options_, devices_, host_, &step);
-  report.pipeline = fmt::format("{}:\n{}{}:\n{}", rewrites->name(), rewrites->Describe(ctx, 2),
-                                placement->name(), placement->Describe(ctx, 2));
+  report.pipeline =
+      fmt::format("{}:\n{}{}:\n{}", rewrites->name(), rewrites->Describe(ctx, 2, false),
+                  placement->name(), placement->Describe(ctx, 2, false));
   for (passes::PassRecord& r : rewrites->RunRecorded(*graph, ctx))
     report.stages.push_back(std::move(r));
   progress(55);

@@ -50,8 +50,9 @@ class StepSource {
 
 struct CompileReport {
   std::vector<passes::PassRecord> stages;  // autodiff, passes, placement, copies, in order
-  // The rewrite and placement pipelines this compile ran, every entry with
-  // "(skipped)" where its condition was false (PassPipeline::Describe).
+  // The rewrite and placement pipelines as this compile ran them: the
+  // passes whose condition held, in order (PassPipeline::Describe), whether
+  // or not they found something to rewrite; `tiller passes` lists the rest.
   std::string pipeline;
   std::vector<std::string> devices;  // "cpu:0 (2 threads)"
   size_t arena_bytes = 0;            // all devices

@@ -201,13 +201,14 @@ std::vector<std::string> PassPipeline::PassNames() const {
   return names;
 }
 
-std::string PassPipeline::Describe(const PassContext& ctx, int indent) const {
+std::string PassPipeline::Describe(const PassContext& ctx, int indent, bool show_skipped) const {
   std::string out;
   for (const Entry& e : entries_) {
     const bool on = Enabled(e, ctx);
+    if (!on && !show_skipped) continue;
     out += fmt::format("{:{}}{}{}\n", "", indent, e.pass->name(), on ? "" : "  (skipped)");
     if (const auto* nested = dynamic_cast<const PassPipeline*>(e.pass.get()); nested && on)
-      out += nested->Describe(ctx, indent + 2);
+      out += nested->Describe(ctx, indent + 2, show_skipped);
   }
   return out;
 }

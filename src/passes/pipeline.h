@@ -94,8 +94,9 @@ class PassPipeline : public Pass {
   // Every pass name, nested pipelines' included, in order.
   std::vector<std::string> PassNames() const;
   // One line per entry: its name, then "skipped" for one whose condition
-  // is false in `ctx` (nested pipelines indented).
-  std::string Describe(const PassContext& ctx, int indent = 0) const;
+  // is false in `ctx` (nested pipelines indented); with show_skipped
+  // false, the entries that run only: the pipeline as `ctx` runs it.
+  std::string Describe(const PassContext& ctx, int indent = 0, bool show_skipped = true) const;
   // Every entry with its summary, when it runs and what it follows (nested
   // pipelines indented): the pipeline as documentation, from the passes
   // themselves.
