@@ -18,12 +18,6 @@ using passes::LambdaPass;
 using passes::PassContext;
 using passes::PassPipeline;
 
-std::string Counts(const std::map<std::string, int>& m) {
-  std::string s;
-  for (const auto& [type, n] : m) s += fmt::format("{}{} x{}", s.empty() ? "" : ", ", type, n);
-  return s;
-}
-
 bool Training(const PassContext& ctx) {
   return ctx.training;
 }
@@ -186,7 +180,7 @@ std::unique_ptr<PassPipeline> PlacementPipeline(const CompileOptions& o,
           int n = 0;
           for (const auto& [type, c] : per_device[d]) n += c;
           *detail += fmt::format("{}{}: {} ops ({})", detail->empty() ? "" : "; ",
-                                 devices[d]->name(), n, Counts(per_device[d]));
+                                 devices[d]->name(), n, FormatOpCounts(per_device[d]));
         }
         return moved;
       }));

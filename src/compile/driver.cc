@@ -21,15 +21,7 @@
 #include "passes/autodiff.h"
 
 namespace tiller::compile {
-namespace {
-
-std::string Counts(const std::map<std::string, int>& m) {
-  std::string s;
-  for (const auto& [type, n] : m) s += fmt::format("{}{} x{}", s.empty() ? "" : ", ", type, n);
-  return s;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 namespace {
 
@@ -266,6 +258,12 @@ void Validate(const CompileOptions& o) {
          o.conv_channel_block);
 }
 
+std::string FormatOpCounts(const std::map<std::string, int>& m) {
+  std::string s;
+  for (const auto& [type, n] : m) s += fmt::format("{}{} x{}", s.empty() ? "" : ", ", type, n);
+  return s;
+}
+
 std::string CompileReport::Format() const {
   std::string out = "devices:";
   for (const std::string& d : devices) out += " " + d;
@@ -273,8 +271,8 @@ std::string CompileReport::Format() const {
   for (const passes::PassRecord& r : stages) {
     out += fmt::format("  {:<16} {:>5} rewrites  ops {:>5} -> {:<5}", r.name, r.rewrites,
                        r.ops_before, r.ops_after);
-    if (!r.added.empty()) out += "  + " + Counts(r.added);
-    if (!r.removed.empty()) out += "  - " + Counts(r.removed);
+    if (!r.added.empty()) out += "  + " + FormatOpCounts(r.added);
+    if (!r.removed.empty()) out += "  - " + FormatOpCounts(r.removed);
     out += "\n";
     if (!r.detail.empty()) out += "      " + r.detail + "\n";
   }

@@ -48,6 +48,9 @@ class StepSource {
   virtual std::unique_ptr<ir::Graph> Finish() = 0;
 };
 
+// "add x2, relu x1": op types and their counts, as reports print them.
+std::string FormatOpCounts(const std::map<std::string, int>& counts);
+
 struct CompileReport {
   std::vector<passes::PassRecord> stages;  // autodiff, passes, placement, copies, in order
   // The rewrite and placement pipelines as this compile ran them: the
