@@ -476,18 +476,18 @@ int main(int argc, char** argv) {
   plan->add_option("--replicas", req.replicas, "data-parallel replicas")->check(positive_int);
   plan->add_option("--micro-batch", req.micro_batch, "batch of one micro-batch")
       ->check(positive_int);
-  plan->add_option("--accumulate", req.accumulate, "training: micro-batches per update")
+  plan->add_option("--accumulate", req.accumulation.factor, "training: micro-batches per update")
       ->check(positive_int);
   plan->add_option("--batches-per-step", req.batches_per_step, "updates (or micro-batches) per run")
       ->check(positive_int);
   plan->add_option("--profile", req.profile,
                    "device profile: cpu, ipu-mk2, ipu-bow, h200; NAME:CAPACITY for a what-if "
                    "capacity");
-  plan->add_option("--precision", req.precision,
+  plan->add_option("--precision", req.precision.compute,
                    "float32, bfloat16, float16 or half: plan half-precision weights, copies and "
                    "activations");
   for (int k = 0; k < 3; ++k) {
-    plan->add_option(fmt::format("--accl{}-type", k + 1), req.accl_types[k],
+    plan->add_option(fmt::format("--accl{}-type", k + 1), req.precision.accl_types[k],
                      fmt::format("training: optimizer state accl{}_type, FLOAT or FLOAT16 "
                                  "(stored in float16)",
                                  k + 1))
@@ -495,10 +495,10 @@ int main(int argc, char** argv) {
   }
   plan->add_option("--threads", req.threads, "cpu profile: threads per device")
       ->check(positive_int);
-  bool no_pipeline = false, no_rts = false;
+  bool no_pipeline = false, no_rts = false, fill_drain = false;
   plan->add_flag("--no-pipeline", no_pipeline, "run the stages one after another");
-  plan->add_flag("--fill-drain", req.fill_drain, "pipeline schedule fill-drain (default 1F1B)");
-  plan->add_option("--stages-per-device", req.stages_per_device,
+  plan->add_flag("--fill-drain", fill_drain, "pipeline schedule fill-drain (default 1F1B)");
+  plan->add_option("--stages-per-device", req.split.stages_per_device,
                    "pipelined: split by cost into this many stages per device, interleaved "
                    "(1: the program's ipu_index, or one stage per device)")
       ->check(positive_int);
@@ -515,13 +515,14 @@ int main(int argc, char** argv) {
   plan->add_option("--rank-latency-us", rank_latency_us,
                    "the processes' link, microseconds per message step")
       ->check(tiller::tools::NonNegativeReal());
-  plan->add_option("--bucket-bytes", req.all_reduce_bucket_bytes,
+  plan->add_option("--bucket-bytes", req.collectives.all_reduce_bucket_bytes,
                    "gradients per message, bytes (all_reduce_bucket_bytes; 0: one per gradient)")
       ->check(tiller::tools::WholeNumber(0, INT64_MAX));
   plan->add_option("--cluster", req.cluster,
                    "cluster file (JSON: profile, ranks, devices_per_rank, link bandwidth_GBps and "
                    "latency_us; see clusters/)");
-  plan->add_option("--recompute", req.recompute,
+  int64_t recompute = 0;
+  plan->add_option("--recompute", recompute,
                    "auto_recomputation: 0 none, 1 standard, 3 pipeline, 4 all");
 
   const std::vector<CLI::App*> subcommands = {info, run, bench, quant, ops, plan, passes_cmd};
@@ -567,8 +568,11 @@ int main(int argc, char** argv) {
     if (plan->parsed()) {
       req.shapes = tiller::tools::ParseShapeArgs(shapes);
       CheckPlanShapeNames(req);
-      req.pipelining = !no_pipeline;
-      req.replicated_tensor_sharding = !no_rts;
+      req.pipeline.enabled = !no_pipeline;
+      if (fill_drain) req.pipeline.schedule = tiller::PipelineSettings::Schedule::kFillDrain;
+      req.accumulation.enabled = req.accumulation.factor > 1;
+      req.collectives.shard_optimizer_state = !no_rts;
+      req.recompute = tiller::RecomputeSettings::FromAutoRecomputation(recompute);
       req.rank_link = rank_link_gbs * 1e9;
       req.rank_latency = rank_latency_us * 1e-6;
       return PrintPlan(req);

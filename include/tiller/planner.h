@@ -6,7 +6,8 @@
 //
 //   tiller::planning::PlanRequest r;
 //   r.model = "bert_train.json"; r.train = true;
-//   r.devices = 4; r.replicas = 2; r.micro_batch = 8; r.accumulate = 4;
+//   r.devices = 4; r.replicas = 2; r.micro_batch = 8;
+//   r.accumulation = {.enabled = true, .factor = 4};
 //   r.profile = "ipu-mk2";
 //   std::cout << tiller::planning::Plan(r).text;
 //
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "tiller/error.h"
+#include "tiller/option_groups.h"
 
 namespace tiller::planning {
 
@@ -38,36 +40,39 @@ struct PlanRequest {
   int devices = 1;  // all replicas' (Paddle's num_ipus)
   int replicas = 1;
   int micro_batch = 1;
-  int accumulate = 1;        // training: micro-batches per update
   int batches_per_step = 1;  // updates (training) or micro-batches (inference) per run
-  bool pipelining = true;    // with more than one device per replica
-  bool fill_drain = false;   // the pipeline schedule (default 1F1B)
-  // Pipelined: the program split by cost into stages_per_device x devices
-  // stages interleaved over the devices (Tiller's option stages_per_device,
-  // replacing any ipu_index as need_avg_shard does); 1: as the program says.
-  int stages_per_device = 1;
-  bool replicated_tensor_sharding = true;  // Paddle's default
-  int64_t sharding_min_elements = 8192;
-  // Paddle's auto_recomputation: 0 none, 1 standard (matmul / conv outputs
-  // and stage inputs kept), 3 pipeline and 4 all (stage inputs only).
-  int recompute = 0;
+  // Training: micro-batches per update (tiller/option_groups.h; the CLI's
+  // --accumulate N and python's accumulate=N turn it on for N > 1).
+  AccumulationSettings accumulation;
+  // With more than one device per replica: pipelined (on by default, unlike
+  // a session, since a plan over several devices is usually a pipeline's)
+  // and its schedule.
+  PipelineSettings pipeline{.enabled = true};
+  // Pipelined: split.stages_per_device > 1 splits the program by cost into
+  // stages_per_device x devices stages interleaved over the devices
+  // (Tiller's option stages_per_device, replacing any ipu_index as
+  // need_avg_shard does); 1: as the program says. The planner sets the
+  // other fields from the request.
+  StageSplitSettings split;
+  // Replicated tensor sharding of the optimizer state (on by default, as in
+  // Paddle's IpuStrategy) and the gradients' message size.
+  CollectiveSettings collectives{.shard_optimizer_state = true};
+  // Paddle's auto_recomputation (RecomputeSettings::FromAutoRecomputation).
+  RecomputeSettings recompute;
   std::string profile = "cpu";
   int threads = 1;  // cpu profile: threads per device its rates are measured with
-  // "float32", "bfloat16", "float16" or "half" (Config::SetPrecision): what
-  // the plan's weights, their half copies and the arenas hold.
-  std::string precision = "float32";
-  // Training: the IPU options accl1_type..accl3_type ("FLOAT" / "FLOAT16",
-  // SessionOptions::accl_types): which optimizer accumulators the plan
-  // stores in float16.
-  std::array<std::string, 3> accl_types = {"FLOAT", "FLOAT", "FLOAT"};
+  // The half type the plan's weights, their half copies and the arenas
+  // hold (precision.compute), and, training, which optimizer accumulators
+  // it stores in float16 (precision.accl_types).
+  PrecisionSettings precision;
   // Training across the processes of an MPI job (enable_distribution): this
   // many processes, each with `devices` devices and `replicas` replicas
   // (ranks x replicas in all), joined by a link of rank_link bytes/s and
   // rank_latency seconds per message step (0: the profile's link, no
-  // latency). The gradients travel in messages of all_reduce_bucket_bytes.
+  // latency). The gradients travel in messages of
+  // collectives.all_reduce_bucket_bytes.
   int ranks = 1;
   double rank_link = 0, rank_latency = 0;
-  int64_t all_reduce_bucket_bytes = int64_t{32} << 20;
   // A cluster file (JSON) sets the above and the profile at once:
   //   {"name": "POD64", "profile": "ipu-mk2", "ranks": 4, "devices_per_rank": 16,
   //    "link": {"bandwidth_GBps": 25, "latency_us": 5}, "note": "..."}

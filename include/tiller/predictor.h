@@ -28,6 +28,7 @@
 
 #include "tiller/data_type.h"
 #include "tiller/error.h"
+#include "tiller/option_groups.h"
 
 namespace tiller {
 
@@ -116,7 +117,7 @@ class Config {
   // list throws.
   void EnableMkldnnInt8(const std::vector<std::string>& op_types = {});
   bool mkldnn_int8_enabled() const { return true; }
-  bool mkldnn_bfloat16_enabled() const { return precision_ == "bfloat16"; }
+  bool mkldnn_bfloat16_enabled() const { return precision_.compute == "bfloat16"; }
   // Paddle's list of ops to run in bfloat16: Tiller's mixed precision
   // covers matmul, linear and conv2d, so a non-empty list throws.
   void SetBfloat16Op(const std::vector<std::string>& op_types);
@@ -261,7 +262,7 @@ class Config {
   // "bfloat16". kInt8 throws: int8 comes from a quantized model (which
   // runs in int8 as it is; `tiller quantize` makes one).
   void SetPrecision(PrecisionType precision);
-  const std::string& precision() const { return precision_; }
+  const std::string& precision() const { return precision_.compute; }
   // Paddle Inference's name for SetPrecision("bfloat16").
   void EnableMkldnnBfloat16() { SetPrecision("bfloat16"); }
 
@@ -309,7 +310,8 @@ class Config {
   struct IpuSettings {
     bool enabled = false;
     int device_num = 1, micro_batch_size = 1, batches_per_step = 1, replica_num = 1;
-    bool pipelining = false;
+    // ipu_enable_pipelining (tiller/option_groups.h; the schedule is 1F1B).
+    PipelineSettings pipeline;
     std::vector<std::vector<std::string>> custom_ops_info;
     std::map<std::string, bool> custom_patterns;
   };
@@ -326,7 +328,9 @@ class Config {
   std::string trace_path_;
   std::function<void(int, int)> progress_logger_;
   int progress_total_ = 100;
-  std::string precision_ = "float32";
+  // The group the training session and the planner share
+  // (tiller/option_groups.h); inference reads its compute type.
+  PrecisionSettings precision_;
   IpuSettings ipu_;
   // Paddle's settings recorded for their getters and Summary().
   bool model_from_memory_ = false;

@@ -63,71 +63,28 @@ struct SessionOptions {
   // (the IPU option max_weight_norm; Paddle's IPU default 65504, which a
   // weight's norm rarely reaches); 0: ||w||, as Paddle's lamb op.
   double max_weight_norm = 0;
-  // Mixed precision (the IPU option enable_fp16, with Tiller's half_dtype):
-  // "float32", "bfloat16", "float16" or "half" (see Config::SetPrecision).
-  // matmul / linear / conv2d, forward and backward, multiply in half
-  // precision with float32 accumulation; weights (the master copies),
-  // gradients, their accumulators and the optimizer stay float32.
-  std::string precision = "float32";
-  // Storage of the optimizer accumulators (the IPU options accl1_type,
-  // accl2_type, accl3_type: "FLOAT" or "FLOAT16"; which state each one
-  // types: paddle::OptimizerAccumulators). FLOAT16 keeps that state in
-  // float16 (half its memory): the update reads it widened to float32 and
-  // stores its result rounded to nearest float16. State reads, writes and
-  // checkpoints still exchange float32, as the program declares it.
-  std::array<std::string, 3> accl_types = {"FLOAT", "FLOAT", "FLOAT"};
-  // Stochastic rounding (the IPU option enable_stochastic_rounding): every
-  // rounding of a float32 value to a half type in the training step (the
-  // operands half precision multiplies, float16 accumulators) rounds up or
-  // down at random in proportion to the distance, unbiased on average. The
-  // draws follow random_seed and the step number: a run repeats bit for bit.
-  bool stochastic_rounding = false;
-  // Static loss scaling (the IPU option loss_scaling): the backward pass
-  // starts from this instead of 1 and the gradients are divided by it before
-  // the update, so gradients too small for float16 survive its rounding.
-  // Power-of-two scales leave float32 results bit for bit unchanged.
-  double loss_scaling = 1.0;
-  // Dynamic loss scaling (Tiller's option dynamic_loss_scaling, with Paddle
-  // AMP's rule and defaults for static programs): loss_scaling is the
-  // initial scale; an update whose gradients hold a NaN or Inf is skipped
-  // (parameters and optimizer state untouched) and after
-  // decr_every_n_nan_or_inf such updates in a row the scale is multiplied
-  // by decr_ratio (not below 1); after incr_every_n_steps clean updates in a
-  // row it is multiplied by incr_ratio (if that stays finite).
-  bool dynamic_loss_scaling = false;
-  int incr_every_n_steps = 1000;
-  int decr_every_n_nan_or_inf = 2;
-  double incr_ratio = 2.0;
-  double decr_ratio = 0.8;
-  // Gradient statistics (Tiller's option gradient_statistics; with half
-  // precision): per update, the backward values rounded to the half type
-  // are counted - elements it flushes to zero, elements below the bin edge
-  // (bin_edge_location x the half type's largest value) and at or above it
-  // - summed over micro-batches and replicas (LastGradientStatistics).
-  bool gradient_statistics = false;
-  // Automatic loss scaling (the IPU option
-  // automatic_loss_scaling_settings.enabled, Graphcore's rule; implies
-  // gradient_statistics): every update_period updates, the scale halves
-  // when more than threshold_upper_count_proportion of the counted elements
-  // lie at or above the edge, and doubles otherwise. loss_scaling is the
-  // initial scale; an update with non-finite gradients is skipped and halves
-  // it, as with dynamic loss scaling.
-  bool automatic_loss_scaling = false;
-  double bin_edge_location = 0.0625;
-  double threshold_upper_count_proportion = 1e-7;
-  int update_period = 1;
+  // Mixed precision, the optimizer state's storage and stochastic rounding
+  // (the IPU options enable_fp16 with Tiller's half_dtype, accl1_type ..
+  // accl3_type, enable_stochastic_rounding; tiller/option_groups.h).
+  PrecisionSettings precision;
+  // Static, dynamic (Paddle AMP's rule) or automatic (Graphcore's rule)
+  // loss scaling and the gradient statistics that steer it (the IPU options
+  // loss_scaling, dynamic_loss_scaling_settings.*,
+  // automatic_loss_scaling_settings.*, gradient_statistics;
+  // tiller/option_groups.h).
+  LossScalingSettings loss_scale;
 
   // The IPU execution model's step shape. One Run() takes feeds whose
-  // leading dimension is batches_per_step x accumulation_factor micro-batches
-  // (in that order, outermost first: micro-batch k = b * accumulation_factor
+  // leading dimension is batches_per_step x accumulation.factor micro-batches
+  // (in that order, outermost first: micro-batch k = b * accumulation.factor
   // + g is rows [k * m, (k + 1) * m) of every feed) and runs batches_per_step
-  // updates, each applying the gradients of accumulation_factor micro-batches
-  // reduced as `reduction` says. Eval steps run every micro-batch forward.
+  // updates, each applying the gradients of accumulation.factor micro-batches
+  // reduced as accumulation.reduction says. Eval steps run every micro-batch
+  // forward.
   //
-  // Gradient accumulation (enable_gradient_accumulation); accumulation_factor
-  // > 1 needs it on.
-  bool gradient_accumulation = false;
-  int accumulation_factor = 1;
+  // Gradient accumulation (enable_gradient_accumulation, accumulation_factor,
+  // accumulation_and_replication_reduction_type; tiller/option_groups.h).
+  AccumulationSettings accumulation;
   int batches_per_step = 1;
   // Rows of a micro-batch in a feed whose first dim is dynamic (-1): the
   // IPU option micro_batch_size, which Paddle's IPU compiler wrote there,
@@ -152,7 +109,7 @@ struct SessionOptions {
   int compile_progress_total = 100;
   // Data-parallel replicas (enable_replicated_graphs +
   // replicated_graph_count): each micro-batch of the feeds goes to a replica
-  // in turn (micro-batch k = (b * accumulation_factor + g) * replicas + r),
+  // in turn (micro-batch k = (b * accumulation.factor + g) * replicas + r),
   // each replica a device with num_threads / replicas threads (num_threads
   // must be >= replicas); their gradients are summed before every update.
   bool replicated_graphs = false;
@@ -204,42 +161,11 @@ struct SessionOptions {
   // Pipelining (enable_pipelining) over a replica's devices (its stages, in
   // ipu_index order): the micro-batches of each update (of an eval run) flow
   // through the devices, which work on different micro-batches at once.
-  // Training needs accumulation_factor >= devices_per_replica, unless
-  // continuous_pipelining.
-  bool pipelining = false;
-  // Pipelined training without gradient accumulation, as PopART ran it
-  // (enable_pipelining without enable_gradient_accumulation): a run's
-  // batches_per_step micro-batches flow through the pipeline and each is
-  // its own update, applied on each device right after its backward there,
-  // so later micro-batches' forward passes read weights not yet updated by
-  // the ones before ("stale weights"; not the sequential SGD an
-  // accumulated pipeline computes). batches_per_step must be at least
-  // devices_per_replica. Each device's order of work is fixed before the
-  // run (compile/pipeline.h), so runs repeat bit for bit. Needs pipelining;
-  // refused with dynamic / automatic loss scaling, gradient statistics and
-  // a trained weight read on more than one device.
-  bool continuous_pipelining = false;
-  // The order each device takes ready work in: 1F1B (backward first; at most
-  // pipeline_in_flight micro-batches in flight, so their stashed
-  // activations) or fill-drain (every forward, then every backward; all the
-  // window's micro-batches in flight). Tiller's option pipeline_schedule.
-  enum class Schedule { kOneFOneB, kFillDrain } pipeline_schedule = Schedule::kOneFOneB;
-  // 1F1B's micro-batches in flight per replica (each stashes its
-  // activations until its backward): 0 picks one more than the stages (or
-  // devices), so that the first stage runs a forward ahead while its first
-  // backward comes back (a shorter fill); the stages to keep the stash at
-  // 1F1B's minimum. Never fewer than the stages. Tiller's option
-  // pipeline_in_flight.
-  int pipeline_in_flight = 0;
-  // Recomputation (auto_recomputation 1, 3 or 4): backward ops read forward
-  // activations recomputed from their pipeline stage's inputs, so the
-  // activations do not live from the forward pass to their gradient (lower
-  // peak memory, more compute). Results are unchanged.
-  bool recompute = false;
-  // With recompute: keep only the stage inputs (auto_recomputation 3
-  // pipeline, 4 all: the backward runs the stage's forward again, matmuls
-  // included); else matmul / conv outputs as well (1, standard).
-  bool recompute_all = false;
+  // Training needs accumulation.factor >= devices_per_replica, unless
+  // pipeline.continuous (tiller/option_groups.h).
+  PipelineSettings pipeline;
+  // Recomputation (auto_recomputation 1, 3 or 4; tiller/option_groups.h).
+  RecomputeSettings recompute;
   // Which fetched values a run returns (Tiller's options anchor_return_type
   // and anchor_return_period; PopART's anchor return types, which Paddle
   // fixed at All): every micro-batch's (kAll, the shapes above); the last
@@ -261,10 +187,6 @@ struct SessionOptions {
   // its copies and all-reduces, and after each Run() the file is rewritten
   // as a Chrome / Perfetto trace of everything so far (ui.perfetto.dev).
   std::string trace_path;
-  // accumulation_and_replication_reduction_type: mean (Paddle's default;
-  // the update sees the gradient of the mean loss over the micro-batches)
-  // or sum.
-  enum class Reduction { kSum = 0, kMean = 1 } reduction = Reduction::kMean;
 };
 
 struct TensorInfo {
@@ -310,7 +232,7 @@ class TrainingSession {
   std::vector<std::string> TrainedNames() const;
   // Training steps run so far (eval steps not counted).
   int64_t StepCount() const;
-  // The loss scale the next update uses (SessionOptions::loss_scaling, or
+  // The loss scale the next update uses (SessionOptions::loss_scale.scale, or
   // where dynamic loss scaling has taken it), and the updates dynamic loss
   // scaling skipped so far.
   double LossScale() const;

@@ -62,7 +62,7 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
          PassPipeline::After({"shard_optimizer_state"}, [replicas, bucket](const PassContext& ctx) {
            return ctx.training && replicas && bucket > 0;
          }).When("training, replicas > 1, all_reduce_bucket_bytes > 0"));
-  const bool overlap = o.collectives.overlap_all_reduce && o.accumulation_steps == 1;
+  const bool overlap = o.collectives.overlap_all_reduce && o.accumulation.steps() == 1;
   p->Add(
       std::make_unique<passes::FunctionPass>(
           "overlap_all_reduce", "all_reduce -> start in the backward pass + wait before the update",
@@ -74,7 +74,7 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
   p->Add(passes::OptimizationPipeline(), PassPipeline::After({}, [optimize](const PassContext&) {
                                            return optimize;
                                          }).When("optimize"));
-  const bool all = o.recompute_all;
+  const bool all = o.recompute.all;
   p->Add(std::make_unique<LambdaPass>(
              "recompute",
              all ? "backward reads of activations -> recomputed from their stage's inputs"
@@ -83,7 +83,7 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
              [all](ir::Graph& g, const PassContext&, std::string*) {
                return passes::RecomputeActivations(g, all);
              }),
-         PassPipeline::After({}, [recompute = o.recompute](const PassContext& ctx) {
+         PassPipeline::After({}, [recompute = o.recompute.enabled](const PassContext& ctx) {
            return ctx.training && recompute;
          }).When("training, recompute"));
   // Mixed precision is the last of the rewrites: after autodiff (gradient
@@ -107,7 +107,7 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
            return half;
          }).When("precision bfloat16 / float16"));
   const DType half_type = mp.half;
-  const double edge = o.bin_edge_location;
+  const double edge = o.loss_scale.bin_edge_location;
   const bool plan_only = o.plan_only;
   p->Add(std::make_unique<LambdaPass>(
              "gradient_statistics", "backward values rounded to half -> counts for loss scaling",
@@ -123,7 +123,7 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
                }
                return n;
              }),
-         PassPipeline::After({"mixed_precision"}, [half, stats = o.gradient_statistics](
+         PassPipeline::After({"mixed_precision"}, [half, stats = o.loss_scale.counts_gradients()](
                                                       const PassContext& ctx) {
            return ctx.training && half && stats;
          }).When("training, precision bfloat16 / float16, gradient_statistics"));

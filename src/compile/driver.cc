@@ -238,21 +238,14 @@ void Validate(const CompileOptions& o) {
         o.device_process.end())
       Fail(ErrorKind::kInvalidArgument, "process {} runs none of the devices", o.process);
   }
-  if (o.accumulation_steps < 1)
-    Fail(ErrorKind::kInvalidArgument, "accumulation steps must be >= 1, got {}",
-         o.accumulation_steps);
+  o.accumulation.Validate();
   if (o.batches_per_step < 1)
     Fail(ErrorKind::kInvalidArgument, "batches per step must be >= 1, got {}", o.batches_per_step);
-  if (o.gradient_statistics && o.precision == Precision::kFloat32)
+  if (o.loss_scale.counts_gradients() && o.precision == Precision::kFloat32)
     Fail(ErrorKind::kInvalidArgument,
          "gradient statistics (and automatic loss scaling) count what a half type rounds: they "
          "need half precision (enable_fp16)");
-  if (o.gradient_statistics && !(o.bin_edge_location > 0 && o.bin_edge_location <= 1))
-    Fail(ErrorKind::kInvalidArgument, "bin_edge_location must be in (0, 1], got {}",
-         o.bin_edge_location);
-  if (!(o.loss_scaling > 0) || !std::isfinite(o.loss_scaling))
-    Fail(ErrorKind::kInvalidArgument, "loss scaling must be a finite number > 0, got {}",
-         o.loss_scaling);
+  o.loss_scale.Validate();
   if (o.conv_channel_block != -1 && o.conv_channel_block != 0 && o.conv_channel_block != 8)
     Fail(ErrorKind::kInvalidArgument, "conv_channel_block must be -1, 0 or 8, got {}",
          o.conv_channel_block);
@@ -345,7 +338,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
               mo.compile = options_;
               const MeasuredCosts m = MeasureForwardOpCosts(g, fwd.loss, fwd.wrt, states, mo);
               *detail =
-                  passes::SplitStagesByCost(g, stages, m.ms, devices, options_.accumulation_steps)
+                  passes::SplitStagesByCost(g, stages, m.ms, devices, options_.accumulation.steps())
                       .detail;
               *detail += fmt::format(
                   " (measured: {:.1f} ms per micro-batch{} on one device, mean of {} "
@@ -359,7 +352,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
             }
           }
           *detail = passes::AutoSplitStages(g, stages, fwd.loss != nullptr,
-                                            options_.accumulation_steps, devices)
+                                            options_.accumulation.steps(), devices)
                         .detail;
           if (!measured_failed.empty())
             *detail += fmt::format(" (estimated: measuring failed: {})", measured_failed);
@@ -370,7 +363,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   if (fwd.loss) {
     ctx.training = true;
     std::vector<ir::Value*> grads;
-    const bool dynamic = options_.dynamic_loss_scaling;
+    const bool dynamic = options_.loss_scale.steers();
     ir::Value* seed = nullptr;
     if (dynamic) {
       TILLER_CHECK(fwd.loss->dtype() == DType::kF32, "dynamic loss scaling of a {} loss",
@@ -383,14 +376,14 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
                                   size_t before = g.ops().size();
                                   auto by_value = passes::BuildBackward(
                                       g, fwd.loss, fwd.wrt,
-                                      static_cast<float>(options_.loss_scaling), seed);
+                                      static_cast<float>(options_.loss_scale.scale), seed);
                                   for (ir::Value* v : fwd.wrt) grads.push_back(by_value.at(v));
                                   return static_cast<int>(g.ops().size() - before);
                                 });
     report.stages.push_back(passes::RunPass(autodiff, *fwd.graph, ctx));
     loss_pin = fwd.graph->Pin(fwd.loss);
-    const int micro_batches = options_.accumulation_steps * options_.replicas;
-    if (options_.accumulation_steps > 1) {
+    const int micro_batches = options_.accumulation.steps() * options_.replicas;
+    if (options_.accumulation.steps() > 1) {
       passes::LambdaPass accumulate(
           "accumulate", "gradients summed over micro-batches in accumulators (backward phase)",
           [&](ir::Graph& g, const passes::PassContext&, std::string*) {
@@ -409,10 +402,11 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
       // finds them after the passes.
       // Paddle's mean reduction, applied after the sum, and the loss
       // scale divided out again (static loss scaling), in one factor.
-      step.gradient_mean =
-          options_.reduction == CompileOptions::Reduction::kMean ? 1.0 / micro_batches : 1.0;
+      step.gradient_mean = options_.accumulation.reduction == AccumulationSettings::Reduction::kMean
+                               ? 1.0 / micro_batches
+                               : 1.0;
       // Dynamic: the factor is a state (mean / the current scale).
-      const double mean = dynamic ? 1.0 : step.gradient_mean / options_.loss_scaling;
+      const double mean = dynamic ? 1.0 : step.gradient_mean / options_.loss_scale.scale;
       if (options_.replicas > 1) {
         // Every replica's (accumulated) gradients summed over the group
         // before the update reads them, the mean's scale in the same pass.
@@ -456,7 +450,7 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
   if (step.loss_scale_seed.size()) {
     storage[kLossScaleSeed] = step.loss_scale_seed.data();
     storage[kLossScaleUnscale] = step.loss_scale_unscale.data();
-    step.SetLossScale(options_.loss_scaling);
+    step.SetLossScale(options_.loss_scale.scale);
   }
   // The caller may hand in accumulators (executables that share them: the
   // copies of a pipeline).

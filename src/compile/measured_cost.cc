@@ -91,7 +91,7 @@ Copy CopyForTiming(const ir::Graph& g, const ir::Value* loss, const std::vector<
     // As the step will run them: weight gradients added into accumulators
     // (matmul_accumulate reads and writes a vocabulary-sized one per
     // micro-batch) ...
-    if (o.compile.accumulation_steps > 1)
+    if (o.compile.accumulation.steps() > 1)
       grads = AddGradientAccumulators(out, targets, grads, &c.accumulators);
     keep(mapped(loss));
     for (ir::Value* v : grads) keep(v);
@@ -190,10 +190,10 @@ MeasuredCosts MeasureForwardOpCosts(const ir::Graph& g, const ir::Value* loss,
   const DeviceSpec d = c.devices.empty() ? DeviceSpec{} : c.devices[0];
   // Everything that changes the copy's rewrites or kernels.
   std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}\n", d.backend, d.threads,
-                                d.memory_bytes, o.runs, c.accumulation_steps > 1, c.optimize,
-                                static_cast<int>(c.precision), c.recompute, c.recompute_all,
-                                c.stochastic_rounding, c.gradient_statistics, c.conv_winograd,
-                                c.conv_channel_block, loss ? loss->id : -1);
+                                d.memory_bytes, o.runs, c.accumulation.steps() > 1, c.optimize,
+                                static_cast<int>(c.precision), c.recompute.enabled, c.recompute.all,
+                                c.stochastic_rounding, c.loss_scale.counts_gradients(),
+                                c.conv_winograd, c.conv_channel_block, loss ? loss->id : -1);
   for (const ir::Value* v : wrt) key += fmt::format("{} ", v->id);
   key += g.ToString();
   // Held while measuring: replicas compiled on several threads wait for the

@@ -97,51 +97,44 @@ struct CompileOptions {
   // states' storage comes from Compile's ShardStorage). Described in
   // tiller/option_groups.h.
   CollectiveSettings collectives;
-  // Micro-batches whose gradients one update applies: the driver adds a
-  // gradient accumulator per trained value (backward phase) and the update
-  // reads the accumulated gradient; Executable::Run(RunPart::kBeforeUpdate)
-  // runs a micro-batch without the update. Batches per step are the
-  // runtime's loop and do not change the compiled step.
-  int accumulation_steps = 1;
+  // Micro-batches whose gradients one update applies (accumulation.steps())
+  // and how they combine with the replicas' (accumulation.reduction;
+  // tiller/option_groups.h): the driver adds a gradient accumulator per
+  // trained value (backward phase) and the update reads the accumulated
+  // gradient; Executable::Run(RunPart::kBeforeUpdate) runs a micro-batch
+  // without the update. Batches per step are the runtime's loop and do not
+  // change the compiled step.
+  AccumulationSettings accumulation;
   int batches_per_step = 1;
   // A pipeline running every micro-batch's update inside it (continuous
   // pipelining, compile/pipeline.h): each device's update ops follow its
   // backward ops (OrderByDevice), so a stage updates as its backward ends.
   bool updates_in_pipeline = false;
-  // How the gradients of accumulation_steps x replicas micro-batches combine
-  // (Paddle's accumulation_and_replication_reduction_type): their mean (the
-  // default, the gradient of the mean loss over the global batch) or sum.
-  enum class Reduction { kMean, kSum } reduction = Reduction::kMean;
   // Mixed precision (passes/mixed_precision.cc): matmul, linear and conv2d
-  // multiply in the half type with float32 accumulation.
+  // multiply in the half type with float32 accumulation. The runtime
+  // resolves PrecisionSettings::compute ("half": by the CPU) into this.
   Precision precision = Precision::kFloat32;
-  // Static loss scaling (training): the backward pass starts from this
-  // instead of 1, so small gradients stay representable in half precision,
-  // and the gradients are divided by it again before the update (with the
-  // mean over micro-batches, in the same scale).
-  double loss_scaling = 1.0;
-  // Dynamic loss scaling (training): the scale is a state the caller sets
-  // before each update (CompiledStep::SetLossScale) instead of loss_scaling.
-  // The runtime decides which updates to skip (the session: the guards of
-  // the gradients the update reads, or a pipeline's accumulators).
-  bool dynamic_loss_scaling = false;
-  // Training in half precision: count, per update window, the gradient
-  // elements the half type rounds to zero, and those below and at or above
-  // the bin edge (bin_edge_location x the half type's largest value), into
-  // the accumulator kGradientHistogram (passes/gradient_statistics.cc).
-  bool gradient_statistics = false;
-  double bin_edge_location = 0.0625;
+  // Loss scaling (training; tiller/option_groups.h). The compiler reads
+  // scale (the backward pass starts from it instead of 1, and the gradients
+  // are divided by it again before the update, with the mean over
+  // micro-batches in the same scale), steers() (the scale is a state the
+  // caller sets before each update, CompiledStep::SetLossScale; the runtime
+  // decides which updates to skip: the session from the guards of the
+  // gradients the update reads, a pipeline from its accumulators) and
+  // counts_gradients() (per update window, the gradient elements the half
+  // type rounds to zero, and those below and at or above the bin edge,
+  // bin_edge_location x the half type's largest value, are counted into the
+  // accumulator kGradientHistogram: passes/gradient_statistics.cc).
+  LossScalingSettings loss_scale;
   // Training: every rounding to a half type is stochastic
   // (passes/stochastic_rounding.cc), drawn from this seed and the step.
   bool stochastic_rounding = false;
   uint64_t stochastic_rounding_seed = 0;
   // Training: backward ops read forward activations recomputed from their
   // pipeline stage's inputs (passes/recompute.cc), so activations do not
-  // live from the forward pass to their gradient.
-  bool recompute = false;
-  // With recompute: only stage inputs are kept (auto_recomputation 3 / 4,
-  // pipeline); else matmul / conv outputs too (1, standard).
-  bool recompute_all = false;
+  // live from the forward pass to their gradient; recompute.all keeps only
+  // stage inputs, else matmul / conv outputs too.
+  RecomputeSettings recompute;
 
   // A single CPU device with `threads` threads.
   static CompileOptions Cpu(int threads) {

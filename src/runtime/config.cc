@@ -86,8 +86,10 @@ void Config::SetPlacement(const std::string& policy) {
 }
 
 void Config::SetPrecision(const std::string& precision) {
-  runtime::ParsePrecision(precision, "Config::SetPrecision");  // validates now
-  precision_ = precision;
+  PrecisionSettings next = precision_;
+  next.compute = precision;
+  next.Validate("Config::SetPrecision");  // validates now
+  precision_ = next;
 }
 
 void Config::SetPrecision(PrecisionType precision) {
@@ -231,7 +233,7 @@ std::string Config::Summary() const {
   rows.emplace_back("", "");
   rows.emplace_back("cpu_math_thread", std::to_string(threads_));
   rows.emplace_back("enable_mkldnn", "true (always: oneDNN kernels)");
-  rows.emplace_back("precision", precision_);
+  rows.emplace_back("precision", precision_.compute);
   std::string devices;
   for (const auto& d : devices_) devices += (devices.empty() ? "" : ", ") + d;
   rows.emplace_back("devices", devices);
@@ -243,7 +245,7 @@ std::string Config::Summary() const {
   if (ipu_.enabled) {
     rows.emplace_back("ipu_device_num", std::to_string(ipu_.device_num));
     rows.emplace_back("ipu_micro_batch_size", std::to_string(ipu_.micro_batch_size));
-    rows.emplace_back("ipu_enable_pipelining", yes(ipu_.pipelining));
+    rows.emplace_back("ipu_enable_pipelining", yes(ipu_.pipeline.enabled));
     rows.emplace_back("ipu_batches_per_step", std::to_string(ipu_.batches_per_step));
     rows.emplace_back("ipu_replica_num", std::to_string(ipu_.replica_num));
   }

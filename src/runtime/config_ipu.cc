@@ -31,7 +31,7 @@ void Config::EnableIpu(int ipu_device_num, int ipu_micro_batch_size, bool ipu_en
   ipu_.enabled = true;
   ipu_.device_num = ipu_device_num;
   ipu_.micro_batch_size = ipu_micro_batch_size;
-  ipu_.pipelining = ipu_enable_pipelining;
+  ipu_.pipeline.enabled = ipu_enable_pipelining;
   ipu_.batches_per_step = ipu_batches_per_step;
 }
 
@@ -121,7 +121,7 @@ void Config::LoadIpuConfig(const std::string& config_path) {
   // Start from the current settings; apply only if the whole file is valid.
   Config next = *this;
   IpuSettings& ipu = next.ipu_;
-  bool fp16 = precision_ == "half", half_partial = false;
+  bool fp16 = precision_.compute == "half", half_partial = false;
   float memory_proportion = 1.0f;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
@@ -152,7 +152,7 @@ void Config::LoadIpuConfig(const std::string& config_path) {
     } else if (key == "ipu_micro_batch_size") {
       ipu.micro_batch_size = to_int();
     } else if (key == "ipu_enable_pipelining") {
-      ipu.pipelining = to_bool();
+      ipu.pipeline.enabled = to_bool();
     } else if (key == "ipu_batches_per_step") {
       ipu.batches_per_step = to_int();
     } else if (key == "ipu_enable_fp16") {
@@ -189,10 +189,11 @@ void Config::LoadIpuConfig(const std::string& config_path) {
   // The same checks as the setters, naming the file.
   try {
     const bool enabled = ipu.enabled;
-    next.EnableIpu(ipu.device_num, ipu.micro_batch_size, ipu.pipelining, ipu.batches_per_step);
+    next.EnableIpu(ipu.device_num, ipu.micro_batch_size, ipu.pipeline.enabled,
+                   ipu.batches_per_step);
     next.SetIpuConfig(fp16, ipu.replica_num, memory_proportion, half_partial);
     next.ipu_.enabled = enabled;  // as Paddle: loading does not turn the IPU mode on
-    if (!fp16 && next.precision_ == "half") next.precision_ = "float32";
+    if (!fp16 && next.precision_.compute == "half") next.precision_.compute = "float32";
   } catch (const Error& e) {
     Fail(e.kind(), "{}: {}", config_path, e.what());
   }

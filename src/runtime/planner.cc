@@ -108,10 +108,11 @@ PlanReport Plan(const PlanRequest& request) {
   PlanRequest r = request;
   std::string cluster_line;
   if (!r.cluster.empty()) cluster_line = ApplyCluster(r);
-  if (r.ranks < 1 || r.rank_link < 0 || r.rank_latency < 0 || r.all_reduce_bucket_bytes < 0)
+  if (r.ranks < 1 || r.rank_link < 0 || r.rank_latency < 0 ||
+      r.collectives.all_reduce_bucket_bytes < 0)
     Fail(ErrorKind::kInvalidArgument,
          "ranks {} must be >= 1, the link's bandwidth {} and latency {} and the bucket {} >= 0",
-         r.ranks, r.rank_link, r.rank_latency, r.all_reduce_bucket_bytes);
+         r.ranks, r.rank_link, r.rank_latency, r.collectives.all_reduce_bucket_bytes);
   if (r.ranks > 1 && !r.train)
     Fail(ErrorKind::kInvalidArgument,
          "ranks {}: processes share gradients in training (--train); inference runs each "
@@ -121,25 +122,28 @@ PlanReport Plan(const PlanRequest& request) {
     Fail(ErrorKind::kInvalidArgument,
          "devices {} is not a positive multiple of replicas {} (devices counts every replica's)",
          r.devices, r.replicas);
-  if (r.micro_batch < 1 || r.accumulate < 1 || r.batches_per_step < 1)
+  if (r.micro_batch < 1 || r.accumulation.factor < 1 || r.batches_per_step < 1)
     Fail(ErrorKind::kInvalidArgument,
          "micro-batch, accumulation and batches per step must be >= 1 (got {}, {}, {})",
-         r.micro_batch, r.accumulate, r.batches_per_step);
+         r.micro_batch, r.accumulation.factor, r.batches_per_step);
   const int per_replica = r.devices / r.replicas;
-  const bool pipelined = r.pipelining && per_replica > 1;
-  if (r.train && pipelined && r.accumulate < per_replica)
+  const bool pipelined = r.pipeline.enabled && per_replica > 1;
+  if (r.train && pipelined && r.accumulation.factor < per_replica)
     Fail(ErrorKind::kInvalidArgument,
          "accumulation {} is less than the {} pipeline stages: every update needs a micro-batch "
          "per stage",
-         r.accumulate, per_replica);
-  if (r.stages_per_device < 1 || (r.stages_per_device > 1 && !pipelined))
+         r.accumulation.factor, per_replica);
+  if (r.split.stages_per_device < 1 || (r.split.stages_per_device > 1 && !pipelined))
     Fail(ErrorKind::kInvalidArgument,
          "stages per device {}: interleaved stages need a pipeline (more than one device per "
          "replica, pipelining on) and a value >= 1",
-         r.stages_per_device);
-  if (r.recompute < 0 || r.recompute > 4 || r.recompute == 2)
-    Fail(ErrorKind::kInvalidArgument, "recompute {}: 0 none, 1 standard, 3 pipeline or 4 all",
-         r.recompute);
+         r.split.stages_per_device);
+  // Each group's own checks (tiller/option_groups.h).
+  r.accumulation.Validate();
+  r.pipeline.Validate();
+  r.split.Validate();
+  r.collectives.Validate();
+  r.precision.Validate();
   const compile::DeviceProfile profile = compile::FindDeviceProfile(r.profile, r.threads);
 
   // The session's options for this configuration (replica 0 of the group:
@@ -149,22 +153,18 @@ PlanReport Plan(const PlanRequest& request) {
   so.num_threads = r.devices;
   so.devices_per_replica = per_replica;
   so.split.auto_split = per_replica > 1;  // where nobody sharded the program
-  so.split.sharded = r.stages_per_device > 1;
-  so.split.stages_per_device = r.stages_per_device;
-  so.recompute = r.recompute != 0;
+  so.split.sharded = r.split.stages_per_device > 1;
+  so.split.stages_per_device = r.split.stages_per_device;
+  so.recompute = r.recompute;
   so.precision = r.precision;
-  so.recompute_all = r.recompute >= 3;
   std::vector<std::unique_ptr<backend::Collective>> groups;
   std::vector<backend::Collective*> group_ptrs;
   if (r.train) {
-    so.gradient_accumulation = r.accumulate > 1;
-    so.accumulation_factor = r.accumulate;
+    so.accumulation = r.accumulation;
     so.batches_per_step = r.batches_per_step;
     so.replicated_graphs = r.replicas > 1;
     so.replicas = r.replicas;
-    so.collectives.shard_optimizer_state = r.replicated_tensor_sharding;
-    so.collectives.shard_min_elements = r.sharding_min_elements;
-    so.collectives.all_reduce_bucket_bytes = r.all_reduce_bucket_bytes;
+    so.collectives = r.collectives;
     // Across processes the step is compiled as process 0's (the job's
     // replica count, global ranks), as a session with distribution does.
     const int global = r.replicas * r.ranks;
@@ -193,12 +193,12 @@ PlanReport Plan(const PlanRequest& request) {
   shape.rank_latency = r.rank_latency;
   shape.devices_per_replica = per_replica;
   shape.pipelined = pipelined;
-  shape.fill_drain = r.fill_drain;
+  shape.fill_drain = r.pipeline.schedule == PipelineSettings::Schedule::kFillDrain;
   if (r.train) {
     paddle::Program program = paddle::ReadProgramFile(r.model);
     paddle::TrainingProgramInfo info = paddle::AnalyzeTrainingProgram(program);
     std::map<std::string, ir::TensorType> state_types =
-        runtime::StoredStateTypes(program, info.state, r.accl_types);
+        runtime::StoredStateTypes(program, info.state, r.precision.accl_types);
     runtime::PaddleTrainingStep::Args args{&program, &info, &state_types, {}, {}, {}, {}};
     args.feed_names = r.feeds.empty() ? DataVariables(program) : r.feeds;
     CheckShapeNames(r, args.feed_names, program.path);
@@ -209,8 +209,8 @@ PlanReport Plan(const PlanRequest& request) {
     }
     runtime::PaddleTrainingStep source(std::move(args));
     step = compiler.Compile(source);
-    shape.accumulation = r.accumulate;
-    shape.micro_batches = r.accumulate * r.batches_per_step;
+    shape.accumulation = r.accumulation.factor;
+    shape.micro_batches = r.accumulation.factor * r.batches_per_step;
   } else {
     paddle::Model model = paddle::LoadModel(r.model, r.params);
     std::vector<ir::TensorType> feeds;

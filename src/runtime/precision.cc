@@ -23,6 +23,7 @@
 #include "ir/graph.h"
 #include "passes/pass.h"
 #include "runtime/notes.h"
+#include "tiller/option_groups.h"
 
 namespace tiller::runtime {
 
@@ -43,11 +44,8 @@ compile::Precision ParsePrecision(const std::string& name, const std::string& op
   if (name == "float32" || name == "fp32") return Precision::kFloat32;
   if (name == "bfloat16" || name == "bf16") return Precision::kBFloat16;
   if (name == "float16" || name == "fp16") return Precision::kFloat16;
-  if (name == "half") return CpuHasBF16Arithmetic() ? Precision::kBFloat16 : Precision::kFloat16;
-  Fail(ErrorKind::kInvalidArgument,
-       "{}: precision '{}' is not one of 'float32', 'bfloat16', 'float16' or 'half' (bfloat16 "
-       "where the CPU multiplies it, else float16)",
-       option, name);
+  ValidatePrecisionName(name, option);  // throws for any other name
+  return CpuHasBF16Arithmetic() ? Precision::kBFloat16 : Precision::kFloat16;  // "half"
 }
 
 namespace {

@@ -367,7 +367,7 @@ void Predictor::Impl::RunIpu() {
   // SetMicroBatching (MakeFeeds) checked every input holds the micro-batches.
   const std::vector<Shape> shapes = feeds->MicroBatchShapes();
   const int copies =
-      ipu.pipelining
+      ipu.pipeline.enabled
           ? compile::PipelineCopies(compile::PipelineSchedule::kOneForwardOneBackward, batches,
                                     ipu.device_num,
                                     compile::PipelineStages(CompileIpu(0, 0, shapes).exe->graph()))
@@ -403,7 +403,7 @@ void Predictor::Impl::RunIpu() {
   // Replica r runs micro-batches b * replicas + r, b = 0..batches-1.
   auto run_replica = [&](int r) {
     IpuReplica& rep = ipu_replicas[r];
-    if (!ipu.pipelining) {
+    if (!ipu.pipeline.enabled) {
       compile::Executable& exe = *CompileIpu(r, 0, shapes).exe;
       for (int b = 0; b < batches; ++b) {
         prepare(b * replicas + r, exe);

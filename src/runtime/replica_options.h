@@ -26,16 +26,10 @@ namespace tiller::runtime {
 compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& options, int rank,
                                               const std::vector<backend::Collective*>& groups);
 
-// Whether the session steers the loss scale (dynamic or automatic loss
-// scaling): the scale is then a state of the compiled steps, set per window.
-inline bool SteersLossScale(const training::SessionOptions& options) {
-  return options.dynamic_loss_scaling || options.automatic_loss_scaling;
-}
-
 // How a training session stores each persistable of `program`: as declared,
-// except the optimizer accumulators options.accl_types makes FLOAT16
-// (float32 ones become float16). Fails naming a type other than FLOAT /
-// FLOAT16.
+// except the optimizer accumulators PrecisionSettings::accl_types makes
+// FLOAT16 (float32 ones become float16). The names are checked by
+// PrecisionSettings::Validate before.
 std::map<std::string, ir::TensorType> StoredStateTypes(
     const paddle::Program& program, const std::vector<std::string>& state,
     const std::array<std::string, 3>& accl_types);

@@ -338,7 +338,7 @@ void TrainingSession::SaveCheckpoint(const std::string& path_prefix) const {
   runtime::CheckpointCounters counters;
   counters.step = s.steps;
   counters.replicas = s.GroupSize();
-  counters.accumulation_factor = s.options.accumulation_factor;
+  counters.accumulation_factor = s.options.accumulation.factor;
   counters.random_seed = s.options.random_seed;
   counters.loss_scaling = s.replicas[0].loss_scaling;
   // Across processes every process holds the same state (gathered above):

@@ -75,7 +75,7 @@ void ApplyAnchors(const SessionOptions& options, const compile::Executable& exe,
                   std::vector<ir::TensorType>& fetch_types) {
   using Anchor = SessionOptions::Anchor;
   if (options.anchor == Anchor::kAll) return;
-  const int batches = options.batches_per_step, accumulate = options.accumulation_factor,
+  const int batches = options.batches_per_step, accumulate = options.accumulation.factor,
             n_replicas = options.replicas;
   // Micro-batch (b, g, r) sits at ((b * G) + g) * R + r.
   auto index = [&](int b, int g, int r) { return (b * accumulate + g) * n_replicas + r; };
@@ -95,7 +95,7 @@ void ApplyAnchors(const SessionOptions& options, const compile::Executable& exe,
         dst += run;
       }
       if (options.batches_per_step > 1) shape.insert(shape.begin(), kept);
-      if (options.gradient_accumulation) shape.insert(shape.begin(), accumulate);
+      if (options.accumulation.enabled) shape.insert(shape.begin(), accumulate);
     } else {
       out.Resize(bytes * n_replicas);
       for (int r = 0; r < n_replicas; ++r) {

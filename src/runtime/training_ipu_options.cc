@@ -19,39 +19,42 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.check_nan_inf = o.GetBool("enable_floating_point_checks");
   out.no_bias_optimizer = o.GetBool("use_no_bias_optimizer");
   out.max_weight_norm = o.GetDouble("max_weight_norm");
-  out.loss_scaling = o.GetDouble("loss_scaling");
-  out.dynamic_loss_scaling = o.GetBool("dynamic_loss_scaling");
-  out.incr_every_n_steps =
+  out.loss_scale.scale = o.GetDouble("loss_scaling");
+  out.loss_scale.dynamic = o.GetBool("dynamic_loss_scaling");
+  out.loss_scale.incr_every_n_steps =
       static_cast<int>(o.GetInt("dynamic_loss_scaling_settings.incr_every_n_steps"));
-  out.decr_every_n_nan_or_inf =
+  out.loss_scale.decr_every_n_nan_or_inf =
       static_cast<int>(o.GetInt("dynamic_loss_scaling_settings.decr_every_n_nan_or_inf"));
-  out.incr_ratio = o.GetDouble("dynamic_loss_scaling_settings.incr_ratio");
-  out.decr_ratio = o.GetDouble("dynamic_loss_scaling_settings.decr_ratio");
-  out.gradient_statistics = o.GetBool("gradient_statistics");
-  out.automatic_loss_scaling = o.GetBool("automatic_loss_scaling_settings.enabled");
-  out.bin_edge_location = o.GetDouble("automatic_loss_scaling_settings.bin_edge_location");
-  out.threshold_upper_count_proportion =
+  out.loss_scale.incr_ratio = o.GetDouble("dynamic_loss_scaling_settings.incr_ratio");
+  out.loss_scale.decr_ratio = o.GetDouble("dynamic_loss_scaling_settings.decr_ratio");
+  out.loss_scale.gradient_statistics = o.GetBool("gradient_statistics");
+  out.loss_scale.automatic = o.GetBool("automatic_loss_scaling_settings.enabled");
+  out.loss_scale.bin_edge_location =
+      o.GetDouble("automatic_loss_scaling_settings.bin_edge_location");
+  out.loss_scale.threshold_upper_count_proportion =
       o.GetDouble("automatic_loss_scaling_settings.threshold_upper_count_proportion");
-  out.update_period = static_cast<int>(o.GetInt("automatic_loss_scaling_settings.update_period"));
-  for (int k = 0; k < 3; ++k) out.accl_types[k] = o.GetStr(fmt::format("accl{}_type", k + 1));
-  out.stochastic_rounding = o.GetBool("enable_stochastic_rounding");
+  out.loss_scale.update_period =
+      static_cast<int>(o.GetInt("automatic_loss_scaling_settings.update_period"));
+  for (int k = 0; k < 3; ++k)
+    out.precision.accl_types[k] = o.GetStr(fmt::format("accl{}_type", k + 1));
+  out.precision.stochastic_rounding = o.GetBool("enable_stochastic_rounding");
   if (o.GetBool("enable_fp16")) {
     const std::string half = o.GetStr("half_dtype");
-    out.precision = half == "auto" ? "half" : half;
+    out.precision.compute = half == "auto" ? "half" : half;
   }
   out.micro_batch_size = o.GetInt("micro_batch_size");
   out.synthetic_data_mode =
       static_cast<SessionOptions::SyntheticData>(o.GetInt("synthetic_data_mode"));
   out.compile_progress = o.CompilationProgressLogger();
   out.compile_progress_total = static_cast<int>(o.GetInt("compilation_progress_total"));
-  out.gradient_accumulation = o.GetBool("enable_gradient_accumulation");
-  out.accumulation_factor = static_cast<int>(o.GetInt("accumulation_factor"));
+  out.accumulation.enabled = o.GetBool("enable_gradient_accumulation");
+  out.accumulation.factor = static_cast<int>(o.GetInt("accumulation_factor"));
   out.batches_per_step = static_cast<int>(o.GetInt("batches_per_step"));
   // popart::ReductionType: only Mean (1) averages; Sum (0) and NoReduction
   // (2) sum.
-  out.reduction = o.GetInt("accumulation_and_replication_reduction_type") == 1
-                      ? SessionOptions::Reduction::kMean
-                      : SessionOptions::Reduction::kSum;
+  out.accumulation.reduction = o.GetInt("accumulation_and_replication_reduction_type") == 1
+                                   ? AccumulationSettings::Reduction::kMean
+                                   : AccumulationSettings::Reduction::kSum;
   out.replicated_graphs = o.GetBool("enable_replicated_graphs");
   out.replicas = static_cast<int>(o.GetInt("replicated_graph_count"));
   // num_ipus counts the devices of every replica (Paddle's rule).
@@ -75,13 +78,12 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
          "replica(s)",
          devices, replicas);
   out.devices_per_replica = static_cast<int>(devices / replicas);
-  out.pipelining = o.GetBool("enable_pipelining");
+  out.pipeline.enabled = o.GetBool("enable_pipelining");
   // Pipelined training without gradient accumulation: PopART's continuous
   // pipelining, each micro-batch its own update inside the pipeline.
-  out.continuous_pipelining = out.pipelining && !out.gradient_accumulation && !o.EvalOnly();
+  out.pipeline.continuous = out.pipeline.enabled && !out.accumulation.enabled && !o.EvalOnly();
   out.trace_path = o.GetStr("trace_path");
-  out.recompute = o.GetInt("auto_recomputation") != 0;
-  out.recompute_all = o.GetInt("auto_recomputation") >= 3;
+  out.recompute = RecomputeSettings::FromAutoRecomputation(o.GetInt("auto_recomputation"));
   out.collectives.shard_optimizer_state =
       o.GetBool("location_optimizer.use_replicated_tensor_sharding");
   out.distribution = o.GetBool("enable_distribution");
@@ -98,23 +100,23 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
                : anchor == "sum"     ? SessionOptions::Anchor::kSum
                                      : SessionOptions::Anchor::kAll;
   out.anchor_period = static_cast<int>(o.GetInt("anchor_return_period"));
-  out.pipeline_schedule = o.GetStr("pipeline_schedule") == "fill_drain"
-                              ? SessionOptions::Schedule::kFillDrain
-                              : SessionOptions::Schedule::kOneFOneB;
-  out.pipeline_in_flight = static_cast<int>(o.GetInt("pipeline_in_flight"));
+  out.pipeline.schedule = o.GetStr("pipeline_schedule") == "fill_drain"
+                              ? PipelineSettings::Schedule::kFillDrain
+                              : PipelineSettings::Schedule::kOneFOneB;
+  out.pipeline.in_flight = static_cast<int>(o.GetInt("pipeline_in_flight"));
   out.collectives.all_reduce_bucket_bytes = o.GetInt("all_reduce_bucket_bytes");
   out.processes_per_replica = static_cast<int>(o.GetInt("processes_per_replica"));
   out.collectives.overlap_all_reduce = o.GetBool("overlap_all_reduce");
   // The pipeline's depth (PopART's rule): each update's micro-batches, or
   // without accumulation the run's, must fill the stages.
-  if (out.pipelining && !o.EvalOnly() && out.gradient_accumulation &&
-      out.accumulation_factor < out.devices_per_replica)
+  if (out.pipeline.enabled && !o.EvalOnly() && out.accumulation.enabled &&
+      out.accumulation.factor < out.devices_per_replica)
     Fail(ErrorKind::kInvalidArgument,
          "accumulation_factor {} is less than the {} pipeline stages: every update needs at least "
          "one micro-batch per stage (set_pipelining_config(enable_gradient_accumulation=True, "
          "accumulation_factor=N) with N >= {})",
-         out.accumulation_factor, out.devices_per_replica, out.devices_per_replica);
-  if (out.continuous_pipelining && out.batches_per_step < out.devices_per_replica)
+         out.accumulation.factor, out.devices_per_replica, out.devices_per_replica);
+  if (out.pipeline.continuous && out.batches_per_step < out.devices_per_replica)
     Fail(ErrorKind::kInvalidArgument,
          "pipelined training without gradient accumulation runs each micro-batch as its own "
          "update inside the pipeline (PopART's continuous pipelining), so a run's micro-batches "

@@ -7,9 +7,9 @@
 namespace tiller::runtime {
 
 void LossScaling::EndWindow(bool overflow, const training::SessionOptions& options) {
-  if (options.automatic_loss_scaling)
+  if (options.loss_scale.automatic)
     UpdateAutomatically(overflow, options);
-  else if (options.dynamic_loss_scaling)
+  else if (options.loss_scale.dynamic)
     UpdateDynamically(overflow, options);
 }
 
@@ -32,10 +32,10 @@ void LossScaling::UpdateAutomatically(bool overflow, const training::SessionOpti
     return;
   }
   for (int i = 0; i < 3; ++i) period_counts[i] += last_counts[i];
-  if (++period_updates < options.update_period) return;
+  if (++period_updates < options.loss_scale.update_period) return;
   const double upper = period_counts[2];
   const double lower = period_counts[0] + period_counts[1];
-  const double t = options.threshold_upper_count_proportion;
+  const double t = options.loss_scale.threshold_upper_count_proportion;
   scale_by(upper > lower * (t / (1 - t)) ? 0.5 : 2.0);
   period_counts = {};
   period_updates = 0;
@@ -48,15 +48,15 @@ void LossScaling::UpdateDynamically(bool overflow, const training::SessionOption
   if (overflow) {
     ++skipped;
     good_updates = 0;
-    if (++bad_updates == options.decr_every_n_nan_or_inf) {
-      scale = std::max(1.0, scale * options.decr_ratio);
+    if (++bad_updates == options.loss_scale.decr_every_n_nan_or_inf) {
+      scale = std::max(1.0, scale * options.loss_scale.decr_ratio);
       bad_updates = 0;
     }
     return;
   }
   bad_updates = 0;
-  if (++good_updates == options.incr_every_n_steps) {
-    const double up = scale * options.incr_ratio;
+  if (++good_updates == options.loss_scale.incr_every_n_steps) {
+    const double up = scale * options.loss_scale.incr_ratio;
     // The seed is float32: stay where it is finite.
     if (std::isfinite(static_cast<float>(up))) scale = up;
     good_updates = 0;

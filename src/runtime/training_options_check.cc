@@ -90,7 +90,7 @@ void ResolveSessionOptions(SessionOptions& options, const std::string& program_p
            "processes_per_replica {} spreads a replica's devices over the processes of an MPI "
            "job: it needs enable_distribution (and mpirun -np {})",
            options.processes_per_replica, options.processes_per_replica);
-    if (SteersLossScale(options) || options.gradient_statistics)
+    if (options.loss_scale.steers() || options.loss_scale.gradient_statistics)
       Fail(ErrorKind::kUnimplemented,
            "processes_per_replica {}: dynamic / automatic loss scaling and gradient statistics "
            "decide from every stage's gradients, which sit on different processes; not "
@@ -111,14 +111,7 @@ void ResolveSessionOptions(SessionOptions& options, const std::string& program_p
          "replicas whose stages are on several processes is not supported yet (set "
          "location_optimizer.use_replicated_tensor_sharding False)",
          options.processes_per_replica);
-  if (options.accumulation_factor < 1)
-    Fail(ErrorKind::kInvalidArgument, "accumulation_factor must be >= 1, got {}",
-         options.accumulation_factor);
-  if (options.accumulation_factor > 1 && !options.gradient_accumulation)
-    Fail(ErrorKind::kInvalidArgument,
-         "accumulation_factor {} needs gradient accumulation on "
-         "(enable_gradient_accumulation=True)",
-         options.accumulation_factor);
+  options.accumulation.Validate();
   if (options.batches_per_step < 1)
     Fail(ErrorKind::kInvalidArgument, "batches_per_step must be >= 1, got {}",
          options.batches_per_step);
@@ -141,16 +134,17 @@ void ResolveSessionOptions(SessionOptions& options, const std::string& program_p
   if (options.devices_per_replica < 1)
     Fail(ErrorKind::kInvalidArgument, "devices per replica must be >= 1, got {}",
          options.devices_per_replica);
-  if (options.continuous_pipelining) {
-    if (!options.pipelining || options.gradient_accumulation || options.accumulation_factor > 1)
+  if (options.pipeline.continuous) {
+    if (!options.pipeline.enabled || options.accumulation.enabled ||
+        options.accumulation.factor > 1)
       Fail(ErrorKind::kInvalidArgument,
            "continuous pipelining needs pipelining without gradient accumulation");
     if (options.batches_per_step < options.devices_per_replica)
       Fail(ErrorKind::kInvalidArgument,
            "continuous pipelining: batches_per_step {} is less than the {} pipeline stages",
            options.batches_per_step, options.devices_per_replica);
-    if (options.pipeline_schedule != SessionOptions::Schedule::kOneFOneB ||
-        options.pipeline_in_flight > 0 || options.split.stages_per_device > 1)
+    if (options.pipeline.schedule != PipelineSettings::Schedule::kOneFOneB ||
+        options.pipeline.in_flight > 0 || options.split.stages_per_device > 1)
       Fail(ErrorKind::kInvalidArgument,
            "pipelined training without gradient accumulation runs PopART's schedule (each "
            "device one forward and one backward per cycle): pipeline_schedule, "
@@ -160,29 +154,21 @@ void ResolveSessionOptions(SessionOptions& options, const std::string& program_p
            "pipelined training without gradient accumulation with stages on several processes "
            "(processes_per_replica {}) is not supported yet; enable_gradient_accumulation",
            options.processes_per_replica);
-    if (SteersLossScale(options) || options.gradient_statistics)
+    if (options.loss_scale.steers() || options.loss_scale.gradient_statistics)
       Fail(ErrorKind::kUnimplemented,
            "pipelined training without gradient accumulation updates inside the pipeline: "
            "dynamic / automatic loss scaling and gradient statistics decide per accumulated "
            "update (PopART refused them too); enable_gradient_accumulation");
   }
-  if (options.pipelining && options.devices_per_replica < 2)
+  if (options.pipeline.enabled && options.devices_per_replica < 2)
     Fail(ErrorKind::kInvalidArgument,
          "pipelining needs the program sharded over more than one device per replica "
          "(enable_manual_shard, num_ipus = replicas x stages)");
-  if (options.pipeline_in_flight < 0)
-    Fail(ErrorKind::kInvalidArgument, "pipeline_in_flight must be >= 0, got {}",
-         options.pipeline_in_flight);
-  if (options.pipeline_in_flight > 0 &&
-      !(options.pipelining && options.pipeline_schedule == SessionOptions::Schedule::kOneFOneB))
-    Fail(ErrorKind::kInvalidArgument,
-         "pipeline_in_flight {} sets the micro-batches in flight of a 1F1B pipeline: it needs "
-         "enable_pipelining and pipeline_schedule '1f1b' (fill_drain keeps the whole window in "
-         "flight)",
-         options.pipeline_in_flight);
+  options.pipeline.Validate();
   options.split.Validate();
   options.collectives.Validate();
-  if (options.split.stages_per_device > 1 && !(options.pipelining && options.split.enabled()))
+  options.precision.Validate();
+  if (options.split.stages_per_device > 1 && !(options.pipeline.enabled && options.split.enabled()))
     Fail(ErrorKind::kInvalidArgument,
          "stages_per_device {} interleaves the stages of Tiller's split by cost over a "
          "pipeline's devices: it needs enable_pipelining and need_avg_shard; a program sharded "
@@ -197,21 +183,11 @@ void ResolveSessionOptions(SessionOptions& options, const std::string& program_p
 
 void CheckLossScalingOptions(const SessionOptions& options, const paddle::TrainingProgramInfo& info,
                              const std::string& program_path) {
-  if (options.dynamic_loss_scaling && options.automatic_loss_scaling)
-    Fail(ErrorKind::kInvalidArgument,
-         "dynamic_loss_scaling and automatic_loss_scaling_settings.enabled both steer the loss "
-         "scale: choose one");
-  if (options.automatic_loss_scaling &&
-      (options.update_period < 1 || !(options.threshold_upper_count_proportion >= 0 &&
-                                      options.threshold_upper_count_proportion < 1)))
-    Fail(ErrorKind::kInvalidArgument,
-         "automatic loss scaling needs update_period >= 1 ({}) and 0 <= "
-         "threshold_upper_count_proportion < 1 ({})",
-         options.update_period, options.threshold_upper_count_proportion);
+  options.loss_scale.Validate();
   if (!info.checks_finite_op.empty()) {
     // Paddle AMP's loss-scaling ops are in the program: they scale the loss,
     // check the gradients and skip updates themselves.
-    if (SteersLossScale(options) || options.loss_scaling != 1.0)
+    if (options.loss_scale.steers() || options.loss_scale.scale != 1.0)
       Fail(ErrorKind::kInvalidArgument,
            "{}: the program scales its loss itself ({}, from paddle.static.amp.decorate): "
            "Tiller's loss_scaling / dynamic_loss_scaling / automatic_loss_scaling_settings would "
@@ -231,26 +207,20 @@ void CheckLossScalingOptions(const SessionOptions& options, const paddle::Traini
            "(set location_optimizer.use_replicated_tensor_sharding False)",
            program_path, info.checks_finite_op);
   }
-  if (SteersLossScale(options)) {
+  if (options.loss_scale.steers()) {
     // Without pipelining the update's own check decides, which needs the
     // update on one device and whole gradients on every replica; a pipeline
     // checks its window's accumulators before any stage updates.
-    if (!options.pipelining && options.devices_per_replica > 1)
+    if (!options.pipeline.enabled && options.devices_per_replica > 1)
       Fail(ErrorKind::kUnimplemented,
            "dynamic / automatic loss scaling over several devices per replica needs pipelining "
            "(enable_pipelining) for now");
-    if (!options.pipelining && options.replicas > 1 && options.collectives.shard_optimizer_state)
+    if (!options.pipeline.enabled && options.replicas > 1 &&
+        options.collectives.shard_optimizer_state)
       Fail(ErrorKind::kUnimplemented,
            "dynamic / automatic loss scaling with replicated tensor sharding of the optimizer "
            "state needs pipelining for now (or set "
            "location_optimizer.use_replicated_tensor_sharding False)");
-    if (options.incr_every_n_steps < 1 || options.decr_every_n_nan_or_inf < 1 ||
-        !(options.incr_ratio > 1) || !(options.decr_ratio > 0 && options.decr_ratio < 1))
-      Fail(ErrorKind::kInvalidArgument,
-           "dynamic loss scaling needs incr_every_n_steps >= 1 ({}), decr_every_n_nan_or_inf >= 1 "
-           "({}), incr_ratio > 1 ({}) and 0 < decr_ratio < 1 ({})",
-           options.incr_every_n_steps, options.decr_every_n_nan_or_inf, options.incr_ratio,
-           options.decr_ratio);
   }
 }
 

@@ -28,13 +28,12 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
                       options.devices_per_replica, options.num_threads))));
   co.placement = compile::PlacementPolicy::kByShard;
   co.split = options.split;
-  co.accumulation_steps = options.accumulation_factor;
+  co.accumulation = options.accumulation;
   co.batches_per_step = options.batches_per_step;
-  co.updates_in_pipeline = options.continuous_pipelining;
+  co.updates_in_pipeline = options.pipeline.continuous;
   co.progress = options.compile_progress;
   co.progress_total = options.compile_progress_total;
   co.recompute = options.recompute;
-  co.recompute_all = options.recompute_all;
   // Across processes the compiled step sees the job's replicas and its
   // global rank (the mean's divisor, sharding's parts, the group's ranks).
   co.replicas = options.distribution ? options.global_replicas : options.replicas;
@@ -61,17 +60,11 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
     co.process = job.rank();
     co.process_link = &job;
   }
-  co.precision = runtime::ParsePrecision(options.precision, "precision");
-  co.loss_scaling = options.loss_scaling;
-  co.dynamic_loss_scaling = SteersLossScale(options);
-  co.gradient_statistics = options.gradient_statistics || options.automatic_loss_scaling;
-  co.bin_edge_location = options.bin_edge_location;
-  co.stochastic_rounding = options.stochastic_rounding;
+  co.precision = runtime::ParsePrecision(options.precision.compute, "precision");
+  co.loss_scale = options.loss_scale;
+  co.stochastic_rounding = options.precision.stochastic_rounding;
   // Its own stream: not the draws of dropout under the same random_seed.
   co.stochastic_rounding_seed = options.random_seed ^ 0x5352'5f73'6565'6421ULL;
-  co.reduction = options.reduction == SessionOptions::Reduction::kSum
-                     ? compile::CompileOptions::Reduction::kSum
-                     : compile::CompileOptions::Reduction::kMean;
   return co;
 }
 

@@ -59,8 +59,9 @@ TrainingSession::TrainingSession(const std::string& program_path,
   if (!options.trace_path.empty()) s.trace = std::make_unique<compile::TraceRecorder>();
   const std::vector<backend::Collective*> groups = s.MakeGroups();
   s.replicas.resize(options.replicas);
-  for (Impl::Replica& r : s.replicas) r.loss_scaling.scale = options.loss_scaling;
-  runtime::ReportSlowHalfPrecisionOnce(runtime::ParsePrecision(options.precision, "precision"));
+  for (Impl::Replica& r : s.replicas) r.loss_scaling.scale = options.loss_scale.scale;
+  runtime::ReportSlowHalfPrecisionOnce(
+      runtime::ParsePrecision(options.precision.compute, "precision"));
   runtime::CheckLossScalingOptions(s.options, s.info, s.program.path);
   for (int r = 0; r < options.replicas; ++r) {
     s.replicas[r].compiler =
@@ -69,7 +70,7 @@ TrainingSession::TrainingSession(const std::string& program_path,
   s.feed_names = std::move(feed_names);
   s.fetch_names = std::move(fetch_names);
   const std::map<std::string, ir::TensorType> stored =
-      runtime::StoredStateTypes(s.program, s.info.state, options.accl_types);
+      runtime::StoredStateTypes(s.program, s.info.state, options.precision.accl_types);
   for (const std::string& name : s.info.state) {
     const paddle::VarInfo* v = s.program.FindVar(name);
     for (int64_t d : v->dims) {
@@ -101,7 +102,7 @@ TrainingSession::TrainingSession(const std::string& program_path,
   s.feeds = std::make_unique<FeedSet>(std::move(decls), FeedSet::Words{"feed", "program"});
   // A run's feeds hold its micro-batches, batch outermost, replica innermost.
   std::string loop = fmt::format("batches_per_step {} x accumulation_factor {}",
-                                 options.batches_per_step, options.accumulation_factor);
+                                 options.batches_per_step, options.accumulation.factor);
   if (options.replicas > 1) loop += fmt::format(" x replicas {}", options.replicas);
   s.feeds->SetMicroBatching({s.MicroBatchesPerRun(), options.micro_batch_size, std::move(loop)});
   for (const std::string& name : s.fetch_names) {

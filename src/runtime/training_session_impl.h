@@ -170,12 +170,12 @@ struct TrainingSession::Impl {
   // The micro-batches one pipeline window runs: an update's, or a whole
   // eval run's.
   int PipelineWindow(bool eval) const {
-    if (eval) return options.batches_per_step * options.accumulation_factor;
-    return Continuous(eval) ? options.batches_per_step : options.accumulation_factor;
+    if (eval) return options.batches_per_step * options.accumulation.factor;
+    return Continuous(eval) ? options.batches_per_step : options.accumulation.factor;
   }
   // PopART's continuous pipelining: a training run's micro-batches flow
   // through the pipeline with an update each, applied as its backward ends.
-  bool Continuous(bool eval) const { return options.continuous_pipelining && !eval; }
+  bool Continuous(bool eval) const { return options.pipeline.continuous && !eval; }
   // The pipeline runner of a replica for (eval, shapes), compiling the copies
   // of the step it needs (copy 0 is Compile's).
   compile::PipelineRunner& Runner(int replica, bool eval, const std::vector<Shape>& shapes);
@@ -192,7 +192,7 @@ struct TrainingSession::Impl {
 
   // --- Running (training_step_runner.cc).
   int MicroBatchesPerRun() const {
-    return options.batches_per_step * options.accumulation_factor * options.replicas;
+    return options.batches_per_step * options.accumulation.factor * options.replicas;
   }
   // The feeds' shapes divided into the micro-batches of one Run().
   std::vector<Shape> MicroBatchShapes() const { return feeds->MicroBatchShapes(); }
@@ -202,7 +202,7 @@ struct TrainingSession::Impl {
   Shape FetchShape(const Shape& micro) const {
     Shape shape = micro;
     if (options.batches_per_step > 1) shape.insert(shape.begin(), options.batches_per_step);
-    if (options.gradient_accumulation) shape.insert(shape.begin(), options.accumulation_factor);
+    if (options.accumulation.enabled) shape.insert(shape.begin(), options.accumulation.factor);
     if (options.replicated_graphs) shape.insert(shape.begin(), options.replicas);
     return shape;
   }

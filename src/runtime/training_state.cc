@@ -34,11 +34,6 @@ void StateTensor::Load(void* value) const {
 std::map<std::string, ir::TensorType> StoredStateTypes(
     const paddle::Program& program, const std::vector<std::string>& state,
     const std::array<std::string, 3>& accl_types) {
-  for (int k = 0; k < 3; ++k) {
-    if (accl_types[k] != "FLOAT" && accl_types[k] != "FLOAT16")
-      Fail(ErrorKind::kInvalidArgument, "accl{}_type must be 'FLOAT' or 'FLOAT16', got '{}'", k + 1,
-           accl_types[k]);
-  }
   const std::map<std::string, int> accumulators = paddle::OptimizerAccumulators(program);
   std::map<std::string, ir::TensorType> out;
   for (const std::string& name : state) {

@@ -73,7 +73,7 @@ compile::CompiledStep TrainingSession::Impl::CompileStep(int replica, bool eval,
   // A program that checks its gradients itself (Paddle AMP) is not
   // guarded: its loss and gradients may overflow, and it skips the update.
   const bool program_checks = !info.checks_finite_op.empty();
-  int last_guard = options.dynamic_loss_scaling || program_checks
+  int last_guard = options.loss_scale.dynamic || program_checks
                        ? -1
                        : exe.GuardFinite(loss, fmt::format("the loss '{}'", info.loss));
   for (size_t k = 0; k < step.gradients.size() && !program_checks; ++k)
@@ -83,7 +83,7 @@ compile::CompiledStep TrainingSession::Impl::CompileStep(int replica, bool eval,
   // A replica's own gradients too, so the replica that went non-finite
   // fails first (before the all_reduce spreads it) and is the one named.
   for (size_t k = 0;
-       k < step.replica_gradients.size() && !options.dynamic_loss_scaling && !program_checks; ++k)
+       k < step.replica_gradients.size() && !options.loss_scale.dynamic && !program_checks; ++k)
     exe.GuardFinite(step.replica_gradients[k],
                     fmt::format("replica {}'s gradient of '{}'", replica, info.trained[k]));
   // Gradient accumulators the step owns are zeroed before the re-run
@@ -138,21 +138,21 @@ compile::PipelineRunner& TrainingSession::Impl::Runner(int replica, bool eval,
   auto& runner = rep.runners[{eval ? 1 : 0, shapes}];
   if (runner) return *runner;
   const compile::PipelineSchedule schedule =
-      options.pipeline_schedule == SessionOptions::Schedule::kOneFOneB
+      options.pipeline.schedule == PipelineSettings::Schedule::kOneFOneB
           ? compile::PipelineSchedule::kOneForwardOneBackward
           : compile::PipelineSchedule::kFillDrain;
   const int stages = compile::PipelineStages(Compile(replica, eval, shapes, 0).exe->graph());
   const int least = compile::PipelineMinInFlight(options.devices_per_replica, stages);
-  if (options.pipeline_in_flight > 0 && options.pipeline_in_flight < least)
+  if (options.pipeline.in_flight > 0 && options.pipeline.in_flight < least)
     Fail(ErrorKind::kInvalidArgument,
          "pipeline_in_flight {} is fewer than the pipeline's {} stages over {} devices: 1F1B "
          "keeps a micro-batch in flight per stage; set it to {} or more (0: {})",
-         options.pipeline_in_flight, stages, options.devices_per_replica, least, least + 1);
+         options.pipeline.in_flight, stages, options.devices_per_replica, least, least + 1);
   const int n_copies =
       Continuous(eval)
           ? compile::ContinuousCopies(PipelineWindow(eval), options.devices_per_replica)
           : compile::PipelineCopies(schedule, PipelineWindow(eval), options.devices_per_replica,
-                                    stages, options.pipeline_in_flight);
+                                    stages, options.pipeline.in_flight);
   if (Continuous(eval) && stages != options.devices_per_replica)
     Fail(ErrorKind::kUnimplemented,
          "pipelined training without gradient accumulation runs PopART's pipeline of one "
@@ -170,11 +170,11 @@ compile::PlanShape TrainingSession::Impl::PlanShapeOf(bool eval) const {
   shape.training = !eval;
   shape.replicas = options.replicas;
   shape.devices_per_replica = options.devices_per_replica;
-  shape.accumulation = eval ? 1 : options.accumulation_factor;
-  shape.micro_batches = options.batches_per_step * options.accumulation_factor;
-  shape.pipelined = options.pipelining;
-  shape.fill_drain = options.pipeline_schedule == SessionOptions::Schedule::kFillDrain;
-  shape.in_flight = options.pipeline_in_flight;
+  shape.accumulation = eval ? 1 : options.accumulation.factor;
+  shape.micro_batches = options.batches_per_step * options.accumulation.factor;
+  shape.pipelined = options.pipeline.enabled;
+  shape.fill_drain = options.pipeline.schedule == PipelineSettings::Schedule::kFillDrain;
+  shape.in_flight = options.pipeline.in_flight;
   return shape;
 }
 
@@ -185,7 +185,7 @@ void TrainingSession::Impl::CheckFits(const compile::CompiledStep& step, bool ev
         options.device_profile,
         options.num_threads / (options.replicas * options.devices_per_replica));
   compile::PlanShape shape = PlanShapeOf(eval);
-  if (eval && options.pipelining) shape.accumulation = shape.micro_batches;
+  if (eval && options.pipeline.enabled) shape.accumulation = shape.micro_batches;
   try {
     compile::PlanStep(step, *profile, shape).CheckFits();
   } catch (const Error&) {

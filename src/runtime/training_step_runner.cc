@@ -28,7 +28,7 @@ void TrainingSession::Impl::PrepareMicroBatch(compile::Executable& exe, int k) {
                                      options.global_replica_offset + k % options.replicas
                                : k;
   const int64_t step_index =
-      steps * options.accumulation_factor * GroupSize() + static_cast<int64_t>(global_k);
+      steps * options.accumulation.factor * GroupSize() + static_cast<int64_t>(global_k);
   if (options.synthetic_data_mode == SessionOptions::SyntheticData::kOff)
     runtime::CopyMicroBatchIn(*feeds, k, MicroBatchesPerRun(), exe);
   else
@@ -72,7 +72,7 @@ void TrainingSession::Impl::RunReplicaPipelined(int replica, bool eval,
   const int window = PipelineWindow(eval);
   const bool continuous = Continuous(eval);
   const int windows = eval || continuous ? 1 : options.batches_per_step;
-  const bool dynamic = runtime::SteersLossScale(options) && !eval;
+  const bool dynamic = options.loss_scale.steers() && !eval;
   for (int w = 0; w < windows; ++w) {
     if (dynamic) {
       // Every copy has its own seed and unscale states.
@@ -121,12 +121,12 @@ void TrainingSession::Impl::RunReplicaPipelined(int replica, bool eval,
 
 void TrainingSession::Impl::RunReplica(int replica, bool eval, compile::CompiledStep& compiled,
                                        int* updates_done) {
-  const int accumulate = options.accumulation_factor, batches = options.batches_per_step;
+  const int accumulate = options.accumulation.factor, batches = options.batches_per_step;
   const int n_replicas = options.replicas;
   const int micro_batches = MicroBatchesPerRun();
   compile::Executable& exe = *compiled.exe;
   Replica& rep = replicas[replica];
-  const bool dynamic = runtime::SteersLossScale(options) && !eval;
+  const bool dynamic = options.loss_scale.steers() && !eval;
   for (int b = 0; b < batches; ++b) {
     if (dynamic) compiled.SetLossScale(rep.loss_scaling.scale);
     bool overflow = false;
@@ -203,10 +203,10 @@ void TrainingSession::Run(bool eval) {
     compiled.push_back(&s.Compile(r, eval, shapes));
     // Every compilation happens here, before the replicas' threads start:
     // compiling touches the session's shared bookkeeping.
-    if (s.options.pipelining) s.Runner(r, eval, shapes);
+    if (s.options.pipeline.enabled) s.Runner(r, eval, shapes);
   }
   s.last_copies = {compiled[0]};
-  if (s.options.pipelining) {
+  if (s.options.pipeline.enabled) {
     for (int c = 1; c < static_cast<int>(s.Runner(0, eval, shapes).copies()); ++c)
       s.last_copies.push_back(&s.Compile(0, eval, shapes, c));
   }
@@ -226,7 +226,7 @@ void TrainingSession::Run(bool eval) {
   }
   std::vector<int> updates(n_replicas, 0);
   auto run_replica = [&](int r) {
-    if (s.options.pipelining)
+    if (s.options.pipeline.enabled)
       s.RunReplicaPipelined(r, eval, shapes, &updates[r]);
     else
       s.RunReplica(r, eval, *compiled[r], &updates[r]);

@@ -562,7 +562,7 @@ TEST(Placement, OptionsWithoutAHostDeviceOrWithUnknownBackendsAreRefused) {
         << e.what();
   }
   compile::CompileOptions scaled;
-  scaled.loss_scaling = -2;
+  scaled.loss_scale.scale = -2;
   try {
     compile::Compiler c(scaled);
     FAIL();

@@ -32,7 +32,7 @@ TEST(MeasuredCost, TimesEachForwardOpWithTheGradientsDerivedFromIt) {
   MeasureOptions o;
   o.compile.devices = {DeviceSpec{}};
   o.compile.devices[0].threads = 1;
-  o.compile.accumulation_steps = 2;  // w's gradient goes into an accumulator
+  o.compile.accumulation = {.enabled = true, .factor = 2};  // w's gradient goes into an accumulator
   o.runs = 3;
   const MeasuredCosts m = MeasureForwardOpCosts(g, loss, {w}, states, o);
   ASSERT_EQ(m.ms.size(), 3u);
@@ -84,7 +84,7 @@ TEST(MeasuredCost, TimesTheGraphTheCompileRewritesWithMixedPrecisionAndRecomputa
   MeasureOptions o;
   o.runs = 1;
   o.compile.precision = Precision::kBFloat16;
-  o.compile.recompute = true;
+  o.compile.recompute.enabled = true;
   const MeasuredCosts both = MeasureForwardOpCosts(g, loss, {w1, w2}, states, o);
   ASSERT_EQ(both.ms.size(), 5u);
   EXPECT_NE(std::find(both.rewrites.begin(), both.rewrites.end(), "recompute"),
@@ -94,7 +94,7 @@ TEST(MeasuredCost, TimesTheGraphTheCompileRewritesWithMixedPrecisionAndRecomputa
   // Without the options, neither runs, and the measurement is not the
   // cached one of the rewritten copy.
   o.compile.precision = Precision::kFloat32;
-  o.compile.recompute = false;
+  o.compile.recompute.enabled = false;
   const MeasuredCosts plain = MeasureForwardOpCosts(g, loss, {w1, w2}, states, o);
   EXPECT_FALSE(plain.cached);
   EXPECT_EQ(std::find(plain.rewrites.begin(), plain.rewrites.end(), "recompute"),

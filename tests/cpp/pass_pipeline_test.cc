@@ -117,7 +117,7 @@ TEST(CompilePipeline, BuildsForEveryOptionCombinationAndSkipsWhatIsOff) {
   for (int bits = 0; bits < 64; ++bits) {
     compile::CompileOptions o;
     o.optimize = bits & 1;
-    o.recompute = bits & 2;
+    o.recompute.enabled = bits & 2;
     o.precision = (bits & 4) ? compile::Precision::kBFloat16 : compile::Precision::kFloat32;
     o.stochastic_rounding = bits & 8;
     o.replicas = (bits & 16) ? 2 : 1;
@@ -132,10 +132,11 @@ TEST(CompilePipeline, BuildsForEveryOptionCombinationAndSkipsWhatIsOff) {
       const size_t at = d.find(pass + "\n");
       return at == std::string::npos && d.find(pass + "  (skipped)") != std::string::npos;
     };
-    EXPECT_EQ(skipped("recompute"), !o.recompute);
+    EXPECT_EQ(skipped("recompute"), !o.recompute.enabled);
     EXPECT_EQ(skipped("mixed_precision"), o.precision == compile::Precision::kFloat32);
     EXPECT_EQ(skipped("stochastic_rounding"), !o.stochastic_rounding);
-    EXPECT_EQ(skipped("shard_optimizer_state"), !(o.replicas > 1 && o.collectives.shard_optimizer_state));
+    EXPECT_EQ(skipped("shard_optimizer_state"),
+              !(o.replicas > 1 && o.collectives.shard_optimizer_state));
     EXPECT_EQ(skipped("optimize"), !o.optimize);
     EXPECT_NE(placement->Describe(ctx).find("insert_copies\n"), std::string::npos);
   }
