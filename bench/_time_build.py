@@ -49,7 +49,14 @@ def main() -> int:
 
         model_file, params_file = export.resolve_model(Path(args.model_dir))
         predictor = common.tiller_predictor(model_file, params_file, args.threads)
-        inputs = export.make_inputs(args.preset, batch=args.batch, seq_len=args.seq_len, seed=0)
+        if args.preset not in export.PRESETS:  # paddle.vision.models' builds (bench_zoo.py)
+            import numpy as np
+
+            rng = np.random.default_rng(0)
+            inputs = {"x": rng.standard_normal((args.batch, 3, 224, 224)).astype(np.float32)}
+        else:
+            inputs = export.make_inputs(args.preset, batch=args.batch, seq_len=args.seq_len,
+                                        seed=0)
         ms, _ = common.time_tiller(predictor, inputs, 2, args.iters)
     else:
         import bench_training as B

@@ -6,10 +6,12 @@ with its own `tiller` module, same models, inputs and threads, and the best
 of the rounds' medians is kept per build, so drift of the machine hits both.
 
     .venv/bin/python bench/compare_builds.py --before 3776d52
-        [--models bert-base,ernie-3.0-base,resnet50] [--batches 1,4]
+        [--models bert-base,resnet50,mobilenet_v3_large] [--batches 1,4]
         [--threads 2] [--iters 10] [--rounds 2] [--train] [--train-layers 12]
 
-Prints the CPU model and ISA flags, then per case the median ms of each
+Model names are the zoo's presets (models/zoo.py; its resnet50 is
+paddle.vision's graph) or paddle.vision.models' other ImageNet builds
+(mobilenet_v3_large at 224x224, as bench_zoo.py exports it). Prints the CPU model and ISA flags, then per case the median ms of each
 build and after/before (below 1.00 is faster). Needs an idle machine.
 """
 from __future__ import annotations
@@ -79,12 +81,17 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     from models import export
 
+    import bench_zoo
+
     print(f"CPU: {common.cpu_description()}", flush=True)
     print(f"building {args.before} ...", flush=True)
     trees = {"before": build_revision(args.before), "after": REPO}
     rows = []
     for preset in args.models.split(","):
-        model_dir = REPO / "build" / "bench" / f"{preset}-pir"
+        if preset not in export.PRESETS and preset in bench_zoo.VISION:
+            model_dir = bench_zoo.export_vision(preset, REPO / "build" / "bench")
+        else:
+            model_dir = REPO / "build" / "bench" / f"{preset}-pir"
         if not (model_dir / "model.pdiparams").exists():
             print(f"exporting {preset} ...", flush=True)
             export.export(preset, model_dir, "pir")
