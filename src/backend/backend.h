@@ -98,6 +98,8 @@ struct DeviceCaps {
   // GEMM operand types the device multiplies (matmul with a float32
   // result): float32 always where matmul runs, bfloat16 / float16 where a
   // kernel for them is registered; int8: linear_int8's exact int32 sums.
+  // How fast it multiplies each is Device::GemmGflops, measured when asked
+  // rather than here: these caps are gathered for every compile.
   std::vector<DType> gemm_types;
   bool int8_gemm = false;
   // The channel block of the activation layout its float32 convolutions run
@@ -144,6 +146,21 @@ class Device {
   // fills the generic fields from the methods above and the backend's
   // kernels; a backend overrides it to add its layouts and fusions.
   virtual DeviceCaps caps() const;
+  // How fast the device multiplies `type` operands into a float32 result
+  // (matmul{out_dtype float32}; int8: linear_int8), in GFLOP/s (int8:
+  // GOP/s) with its threads, measured on the device's own kernels. It is
+  // what the compiler and the runtime decide precision from, since having a
+  // half GEMM is not the same as its being faster than float32 (an Intel
+  // Xeon with AVX512_BF16 but no AMX multiplied bfloat16 at 0.7x float32);
+  // today the runtime reports a half type measured slower
+  // (runtime/precision.cc). A CUDA backend would report its tensor cores'
+  // rates here. 0: not measured (the
+  // default), or no GEMM of that type on the device. Measured lazily, on
+  // first use, since it takes a backend tens of milliseconds that most
+  // compiles never need (so it is no DeviceCaps field); a backend caches it
+  // (the CPU: per thread count and type, for the process) and answers from
+  // any thread.
+  virtual double GemmGflops(DType type) const { return 0; }
   virtual std::unique_ptr<Buffer> Allocate(size_t bytes) = 0;
   virtual Stream& stream() = 0;
   virtual std::unique_ptr<Event> CreateEvent() = 0;

@@ -6,8 +6,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,11 +15,9 @@
 #include <set>
 #include <string_view>
 
-#include "compile/executable.h"
+#include "backend/backend.h"
 #include "compile/half_fallback.h"
 #include "core/error.h"
-#include "ir/graph.h"
-#include "passes/pass.h"
 #include "runtime/notes.h"
 #include "tiller/option_groups.h"
 
@@ -48,43 +44,14 @@ compile::Precision ParsePrecision(const std::string& name, const std::string& op
   return CpuHasBF16Arithmetic() ? Precision::kBFloat16 : Precision::kFloat16;  // "half"
 }
 
-namespace {
-
-// GFLOP/s of y = x W in `half` (bfloat16 operands, float32 accumulation,
-// as the mixed-precision pass compiles it) or float32 (kF32), x [128, 768]
-// and W [768, 3072] (BERT-Base's feed-forward GEMM at 128 tokens), one
-// thread, best of three runs after a warm-up: about 50 ms in all.
-double MatmulRate(DType half) {
-  constexpr int64_t M = 128, K = 768, N = 3072;
-  auto g = std::make_unique<ir::Graph>();
-  ir::Value* x = g->AddInput("x", {DType::kF32, {M, K}});
-  auto weights = std::make_shared<AlignedBuffer>(K * N * sizeof(float));
-  float* w = weights->as<float>();
-  for (int64_t i = 0; i < K * N; ++i) w[i] = static_cast<float>(i % 7) * 0.01f - 0.03f;
-  ir::Value* wv = g->AddData("w", {DType::kF32, {K, N}}, ir::ValueKind::kParam, weights);
-  g->AddOutput("y", g->Add1("matmul", {x, wv}, {}, "probe"));
-  if (half != DType::kF32) passes::ConvertToMixedPrecision(*g, {half, true}, nullptr);
-  auto exe = compile::Executable::Build(std::move(g), compile::CompileOptions::Cpu(1));
-  float* in = static_cast<float*>(exe->inputs()[0].data);
-  for (int64_t i = 0; i < M * K; ++i) in[i] = static_cast<float>(i % 5) * 0.1f;
-  exe->Run();
-  double best = 1e30;
-  for (int r = 0; r < 3; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    exe->Run();
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return 2.0 * M * K * N / best / 1e9;
-}
-
-}  // namespace
-
 const HalfSpeed& MeasuredBF16Speed() {
   static const HalfSpeed speed = [] {
+    // The CPU device's own measurement (its kernels, one thread).
+    std::unique_ptr<backend::Device> cpu =
+        backend::FindBackend("cpu")->CreateDevice(0, {.threads = 1});
     HalfSpeed s;
-    s.float32_gflops = MatmulRate(DType::kF32);
-    s.half_gflops = MatmulRate(DType::kBF16);
+    s.float32_gflops = cpu->GemmGflops(DType::kF32);
+    s.half_gflops = cpu->GemmGflops(DType::kBF16);
     return s;
   }();
   return speed;

@@ -19,9 +19,10 @@ bool CpuHasBF16Arithmetic();
 // kInvalidArgument naming `option` and the choices.
 compile::Precision ParsePrecision(const std::string& name, const std::string& option);
 
-// The bfloat16 and float32 GEMM rates of this CPU, measured once per
-// process (about 50 ms, on first use): a 128x768x3072 matmul on one thread
-// as the mixed-precision pass compiles it.
+// The bfloat16 and float32 GEMM rates of this CPU, as a one-thread CPU
+// device measures them (backend::Device::GemmGflops: a 128x768x3072 matmul
+// as the mixed-precision pass compiles it, about 50 ms on first use), once
+// per process. half_gflops is 0 where the CPU backend has no bfloat16 GEMM.
 struct HalfSpeed {
   double half_gflops = 0, float32_gflops = 0;
 };

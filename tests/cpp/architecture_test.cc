@@ -494,6 +494,27 @@ TEST(BackendPasses, TheTestBackendsOwnRewriteRunsOnlyInCompilesWithItsDevices) {
   EXPECT_EQ(run(std::move(g)), run(build()));
 }
 
+// A device says how fast it multiplies each GEMM type (Device::GemmGflops),
+// which the compiler and the runtime decide precision from: the CPU device
+// measures a type exactly when its backend has a GEMM for it (bfloat16 only
+// where that kernel is registered), once per thread count; a backend that
+// measures nothing (the test backend) answers 0.
+TEST(DeviceCaps, TheCpuDeviceMeasuresEachGemmTypeItMultipliesAndTheTestDeviceNone) {
+  LoadTestBackend();
+  backend::Backend* cpu = backend::FindBackend("cpu");
+  auto dev = cpu->CreateDevice(0, {1, 0});
+  const double f32 = dev->GemmGflops(DType::kF32);
+  EXPECT_GT(f32, 0.5);
+  for (DType t : {DType::kBF16, DType::kF16, DType::kI8})
+    EXPECT_EQ(dev->GemmGflops(t) > 0, cpu->MultipliesIn(t)) << DTypeName(t);
+  EXPECT_EQ(dev->GemmGflops(DType::kI64), 0.0);
+  EXPECT_EQ(dev->GemmGflops(DType::kBool), 0.0);
+  EXPECT_EQ(cpu->CreateDevice(1, {1, 0})->GemmGflops(DType::kF32), f32)
+      << "measured once per thread count";
+  auto test_dev = backend::FindBackend("test")->CreateDevice(0, {});
+  for (DType t : {DType::kF32, DType::kBF16, DType::kI8}) EXPECT_EQ(test_dev->GemmGflops(t), 0.0);
+}
+
 TEST(Placement, VerifierRefusesACrossingWithoutCopy) {
   LoadTestBackend();
   auto g = SplitGraph();

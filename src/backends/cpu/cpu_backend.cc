@@ -7,12 +7,15 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
+#include <utility>
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/passes/cpu_passes.h"
 #include "core/aligned_buffer.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "core/memory_cap.h"
 
 namespace tiller::cpu {
@@ -247,6 +250,90 @@ backend::DeviceCaps CpuDevice::caps() const {
   c.fusions = {"fuse_pointwise_depthwise", "fuse_depthwise_pointwise"};
 #endif
   return c;
+}
+
+namespace {
+
+// `n` values value(i) of `type` at `p`.
+template <typename F>
+void FillAs(void* p, DType type, int64_t n, F value) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = value(i);
+    if (type == DType::kBF16)
+      static_cast<uint16_t*>(p)[i] = FloatToBF16(v);
+    else if (type == DType::kF16)
+      static_cast<uint16_t*>(p)[i] = FloatToHalf(v);
+    else if (type == DType::kI8)
+      static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v);
+    else
+      static_cast<float*>(p)[i] = v;
+  }
+}
+
+// CpuDevice::GemmGflops's measurement, on a device of `threads` of its own.
+double MeasureGemmGflops(const backend::Backend& backend, int threads, DType type) {
+  constexpr int64_t M = 128, K = 768, N = 3072;
+  // Small integers: exact in every operand type, no denormals anywhere.
+  const auto w_value = [](int64_t i) { return static_cast<float>(i % 7 - 3); };
+  const auto x_value = [](int64_t i) { return static_cast<float>(i % 5 - 2); };
+  ir::Graph g;
+  ir::Value* x = g.AddInput("x", {type, {M, K}});
+  auto w_data = std::make_shared<AlignedBuffer>(static_cast<size_t>(K * N) * DTypeSize(type));
+  FillAs(w_data->data(), type, K * N, w_value);
+  ir::Value* w = g.AddData("w", {type, {K, N}}, ir::ValueKind::kParam, w_data);
+  std::vector<const void*> inputs{nullptr, w_data->data()};
+  ir::Op* op;
+  if (type == DType::kI8) {
+    auto scale = std::make_shared<AlignedBuffer>(static_cast<size_t>(N) * sizeof(float));
+    FillAs(scale->data(), DType::kF32, N, [](int64_t) { return 0.01f; });
+    ir::Value* s = g.AddData("scale", {DType::kF32, {N}}, ir::ValueKind::kConstant, scale);
+    inputs.push_back(scale->data());
+    op = g.AddOp("linear_int8", {x, w, s}, {}, "gemm_rate");
+  } else {
+    op = g.AddOp("matmul", {x, w}, {{"out_dtype", std::string("float32")}}, "gemm_rate");
+  }
+  CpuDevice device(backend, 0, {.threads = threads});
+  double best = 1e30;
+  // Created and run in one item of the device's stream: with its threads.
+  device.stream().Submit([&] {
+    std::unique_ptr<backend::Kernel> kernel = backend.CreateKernel(*op, device);
+    AlignedBuffer in(x->bytes()), out(op->outputs[0]->bytes()),
+        workspace(kernel->workspace_bytes());
+    FillAs(in.data(), type, M * K, x_value);
+    inputs[0] = in.data();
+    backend::KernelArgs args;
+    args.inputs = inputs;
+    args.outputs = {out.data()};
+    args.workspace = workspace.data();
+    args.stream = &device.stream();
+    kernel->Run(args);  // the warm-up
+    for (int r = 0; r < 3; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      kernel->Run(args);
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  });
+  device.stream().Synchronize();
+  return 2.0 * M * K * N / best / 1e9;
+}
+
+}  // namespace
+
+double CpuDevice::GemmGflops(DType type) const {
+  if (type != DType::kF32 && type != DType::kBF16 && type != DType::kF16 && type != DType::kI8)
+    return 0;
+  if (!backend().MultipliesIn(type)) return 0;
+  static std::mutex mu;
+  static std::map<std::pair<int, DType>, double> measured;
+  // Held while measuring: a second caller waits for the first one's answer.
+  std::lock_guard<std::mutex> lock(mu);
+  const std::pair<int, DType> key{threads_, type};
+  auto it = measured.find(key);
+  if (it != measured.end()) return it->second;
+  const double rate = MeasureGemmGflops(backend(), threads_, type);
+  measured.emplace(key, rate);
+  return rate;
 }
 
 CpuDevice::CpuDevice(const backend::Backend& backend, int ordinal,

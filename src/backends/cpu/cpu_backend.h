@@ -108,6 +108,14 @@ class CpuDevice : public backend::Device {
   // The generic caps, its convolutions' preferred layout and the fusions
   // of its own kernels (backends/cpu/passes/).
   backend::DeviceCaps caps() const override;
+  // Times x [128, 768] times W [768, 3072] (BERT-Base's feed-forward GEMM at
+  // 128 tokens) with the kernel a compile would pick for it (W a constant,
+  // prepacked; bfloat16 operands as the mixed-precision pass leaves them),
+  // best of three runs after a warm-up: tens of milliseconds per type on
+  // one thread. It runs on a device of its own with this one's thread
+  // count, so this device's stream and the work queued there are left
+  // alone; measured once per process for each thread count and type.
+  double GemmGflops(DType type) const override;
   std::unique_ptr<backend::Buffer> Allocate(size_t bytes) override;
   backend::Stream& stream() override { return stream_; }
   std::unique_ptr<backend::Event> CreateEvent() override;
