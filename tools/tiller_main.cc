@@ -410,6 +410,14 @@ int main(int argc, char** argv) {
       "run every convolution with the direct kernels (default: 3x3 float32 ones of stride 1 use "
       "Winograd's algorithm, results within float32 rounding)";
   run->add_flag("--no-winograd", traced.no_winograd, winograd_help);
+  const char* devices_help =
+      "devices to compile for, comma-separated, in preference order: cpu, cuda, cuda:N, "
+      "cuda:N.M (default cpu)";
+  const char* placement_help =
+      "by_shard (ops by their ipu_index) or first_supported (each op on the first device with "
+      "a kernel for it: cuda:0,cpu runs what the GPU lacks on the CPU)";
+  run->add_option("--devices", traced.devices, devices_help);
+  run->add_option("--placement", traced.placement, placement_help);
 
   auto* bench = app.add_subcommand("bench", "measure latency and throughput on synthetic inputs");
   BenchArgs bench_args;
@@ -434,6 +442,8 @@ int main(int argc, char** argv) {
   bench->add_option("--trace", traced.trace, trace_help);
   bench->add_option("--precision", traced.precision, precision_help);
   bench->add_flag("--no-winograd", traced.no_winograd, winograd_help);
+  bench->add_option("--devices", traced.devices, devices_help);
+  bench->add_option("--placement", traced.placement, placement_help);
 
   auto* quant = app.add_subcommand(
       "quantize", "post-training int8 quantization from calibration inputs (Paddle's format)");

@@ -176,9 +176,16 @@ class Config {
   void EnableLowPrecisionIO(bool x = true);
   void Exp_DisableMixedPrecisionOps(const std::vector<std::string>& black_list);
   void Exp_EnableMixedPrecisionOps(const std::vector<std::string>& white_list);
-  // Devices and engines Tiller has no backend for.
+  // Paddle Inference's GPU switch: devices cuda:<device_id> then the CPU,
+  // placed first-supported (what the CUDA backend has no kernel for runs on
+  // the CPU), and precision_mode as SetPrecision takes it (kInt8 refused).
+  // memory_pool_init_size_mb is recorded for its getter: Paddle's initial
+  // pool size, not a cap (Tiller sizes device memory by the memory plan).
+  // The GPU is checked when the predictor is made: no driver, no GPU or no
+  // GPU device_id fails there naming it. DisableGpu goes back to the CPU.
   void EnableUseGpu(uint64_t memory_pool_init_size_mb, int device_id = 0,
                     PrecisionType precision_mode = PrecisionType::kFloat32);
+  // Devices and engines Tiller has no backend for.
   void EnableXpu(int l3_size = 0xfffc00, bool l3_locked = false, bool conv_autotune = false,
                  const std::string& conv_autotune_file = "",
                  const std::string& transformer_encoder_precision = "int16",
@@ -194,10 +201,10 @@ class Config {
   void EnableCustomDevice(const std::string& device_type, int device_id = 0,
                           PrecisionType precision_mode = PrecisionType::kFloat32);
   void EnableCINN();
-  // What those devices' getters answer: none is on.
-  bool use_gpu() const { return false; }
-  int gpu_device_id() const { return 0; }
-  int memory_pool_init_size_mb() const { return 0; }
+  bool use_gpu() const { return use_gpu_; }
+  int gpu_device_id() const { return gpu_device_id_; }
+  int memory_pool_init_size_mb() const { return memory_pool_init_size_mb_; }
+  // What the other devices' getters answer: none is on.
   float fraction_of_gpu_memory_for_pool() const { return 0.0f; }
   bool use_xpu() const { return false; }
   int xpu_device_id() const { return 0; }
@@ -208,8 +215,8 @@ class Config {
   // use the op types it defines; the analogue of IpuStrategy.add_custom_op.
   // Throws tiller::Error naming the path on failure.
   void LoadCustomOpLibrary(const std::string& path);
-  // Accepted for Paddle compatibility; devices are chosen with SetDevices.
-  void DisableGpu() {}
+  // Undoes EnableUseGpu (devices back to the CPU alone); nothing otherwise.
+  void DisableGpu();
   void SwitchIrOptim(bool on = true) { ir_optim_ = on; }
   // Tiller's own: 3 x 3 float32 convolutions of stride 1 with >= 32
   // channels in and out run Winograd's algorithm (on by default; with
@@ -332,6 +339,9 @@ class Config {
   // (tiller/option_groups.h); inference reads its compute type.
   PrecisionSettings precision_;
   IpuSettings ipu_;
+  bool use_gpu_ = false;
+  int gpu_device_id_ = 0;
+  int memory_pool_init_size_mb_ = 0;
   // Paddle's settings recorded for their getters and Summary().
   bool model_from_memory_ = false;
   std::string prog_buffer_, params_buffer_;

@@ -32,8 +32,11 @@ std::vector<std::string> Strings(const py::iterable& items) {
 constexpr const char* kFloat32Repr = "Config.Precision.Float32";
 
 constexpr const char* kTensorRt =
-    "TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)";
-constexpr const char* kGpu = "no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)";
+    "TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs "
+    "models on GPUs (Config.enable_use_gpu)";
+constexpr const char* kGpu =
+    "not in Tiller's CUDA backend; Config.enable_use_gpu (or set_devices(['cuda:0', 'cpu'])) "
+    "runs models on a GPU";
 constexpr const char* kXpu = "no XPU backend; Tiller runs on CPU devices (Config.set_devices)";
 
 // Paddle Config methods that set up (or read a setting of) a device, engine
@@ -61,8 +64,8 @@ constexpr Refusal kRefused[] = {
     {"tensorrt_optimization_level", kTensorRt},
     {"tensorrt_precision_mode", kTensorRt},
     {"collect_shape_range_info",
-     "shape range files tune TensorRT's dynamic shapes, which need a GPU: no GPU backend yet; "
-     "Tiller compiles once per set of input shapes"},
+     "shape range files tune TensorRT's dynamic shapes, which Tiller does not use: it "
+     "compiles once per set of input shapes"},
     {"exp_enable_use_cutlass", kGpu},
     {"exp_sparse_conv_using_buffer", kGpu},
     {"set_xpu_config", kXpu},
@@ -219,7 +222,8 @@ void BindDeviceSettings(py::class_<Config>& config) {
       .def("enable_use_gpu", &Config::EnableUseGpu, py::arg("memory_pool_init_size_mb"),
            py::arg("device_id") = 0,
            py::arg_v("precision_mode", PrecisionType::kFloat32, kFloat32Repr),
-           "Raises: no GPU backend yet")
+           "The GPU device_id first, the CPU for what the CUDA backend lacks (first supported); "
+           "precision_mode as set_precision takes it")
       .def("use_gpu", &Config::use_gpu)
       .def("gpu_device_id", &Config::gpu_device_id)
       .def("memory_pool_init_size_mb", &Config::memory_pool_init_size_mb)

@@ -347,10 +347,10 @@ PYBIND11_MODULE(_tiller, m) {
           [](Tensor& t, const py::args&, const py::kwargs&) {
             throw tiller::Error(tiller::ErrorKind::kUnimplemented,
                                 "Tensor.share_external_data_by_ptr_name ('" + t.name() +
-                                    "'): raw device pointers are not supported: no GPU "
-                                    "backend yet; use copy_from_cpu");
+                                    "'): raw device pointers are not in Tiller's CUDA "
+                                    "backend; use copy_from_cpu");
           },
-          "Raises: raw device pointers (no GPU backend yet)")
+          "Raises: raw device pointers (not in Tiller's CUDA backend)")
       .def("copy_to_cpu", &CopyTo)
       .def("shape", &Tensor::shape)
       .def("name", &Tensor::name)

@@ -75,7 +75,7 @@ class Config:
         """
     def collect_shape_range_info(self, *args, **kwargs) -> None:
         """
-        shape range files tune TensorRT's dynamic shapes, which need a GPU: no GPU backend yet; Tiller compiles once per set of input shapes
+        shape range files tune TensorRT's dynamic shapes, which Tiller does not use: it compiles once per set of input shapes
         """
     def cpu_math_library_num_threads(self) -> int:
         ...
@@ -205,7 +205,7 @@ class Config:
         """
     def enable_tensorrt_dla(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def enable_tensorrt_engine(self, workspace_size: int = 1073741824, max_batch_size: int = 1, min_subgraph_size: int = 3, precision_mode: Config.Precision = ..., use_static: bool = False, use_calib_mode: bool = True, use_cuda_graph: bool = False) -> None:
         """
@@ -213,19 +213,19 @@ class Config:
         """
     def enable_tensorrt_explicit_quantization(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def enable_tensorrt_inspector(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def enable_tensorrt_memory_optim(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def enable_tensorrt_varseqlen(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def enable_trace(self, path: str) -> None:
         """
@@ -233,11 +233,11 @@ class Config:
         """
     def enable_tuned_tensorrt_dynamic_shape(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def enable_use_gpu(self, memory_pool_init_size_mb: int, device_id: int = 0, precision_mode: Config.Precision = ...) -> None:
         """
-        Raises: no GPU backend yet
+        The GPU device_id first, the CPU for what the CUDA backend lacks (first supported); precision_mode as set_precision takes it
         """
     def enable_xpu(self, l3_size: int = 16776192, l3_locked: bool = False, conv_autotune: bool = False, conv_autotune_file: str = '', transformer_encoder_precision: str = 'int16', transformer_encoder_adaptive_seqlen: bool = False, enable_multi_stream: bool = False) -> None:
         """
@@ -249,15 +249,15 @@ class Config:
         """
     def exp_disable_tensorrt_dynamic_shape_ops(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def exp_disable_tensorrt_ops(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def exp_disable_tensorrt_subgraph(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def exp_enable_mixed_precision_ops(self, white_list: typing.Iterable) -> None:
         """
@@ -265,15 +265,15 @@ class Config:
         """
     def exp_enable_use_cutlass(self, *args, **kwargs) -> None:
         """
-        no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        not in Tiller's CUDA backend; Config.enable_use_gpu (or set_devices(['cuda:0', 'cpu'])) runs models on a GPU
         """
     def exp_sparse_conv_using_buffer(self, *args, **kwargs) -> None:
         """
-        no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        not in Tiller's CUDA backend; Config.enable_use_gpu (or set_devices(['cuda:0', 'cpu'])) runs models on a GPU
         """
     def exp_specify_tensorrt_subgraph_precision(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def fraction_of_gpu_memory_for_pool(self) -> float:
         ...
@@ -293,7 +293,7 @@ class Config:
         ...
     def mark_trt_engine_outputs(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def memory_pool_init_size_mb(self) -> int:
         ...
@@ -417,11 +417,11 @@ class Config:
         ...
     def set_tensorrt_optimization_level(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def set_trt_dynamic_shape_info(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def set_xpu_config(self, *args, **kwargs) -> None:
         """
@@ -481,11 +481,11 @@ class Config:
         """
     def tensorrt_optimization_level(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def tensorrt_precision_mode(self, *args, **kwargs) -> None:
         """
-        TensorRT needs a GPU: no GPU backend yet; Tiller runs on CPU devices (Config.set_devices)
+        TensorRT needs a GPU and NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs (Config.enable_use_gpu)
         """
     def tensorrt_varseqlen_enabled(self) -> bool:
         """
@@ -813,7 +813,7 @@ class Tensor:
         """
     def share_external_data_by_ptr_name(self, *args, **kwargs) -> None:
         """
-        Raises: raw device pointers (no GPU backend yet)
+        Raises: raw device pointers (not in Tiller's CUDA backend)
         """
     def type(self) -> DataType:
         """

@@ -29,13 +29,14 @@ class XpuConfig:
 
 
 class InternalUtils:
-    """Paddle's TensorRT helpers (paddle.inference.InternalUtils). TensorRT
-    needs a GPU, which Tiller has no backend for: each raises."""
+    """Paddle's TensorRT helpers (paddle.inference.InternalUtils). Tiller
+    does not use TensorRT (its CUDA backend runs GPU models): each raises."""
 
     @staticmethod
     def _refuse(name: str):
-        raise TillerError(f"InternalUtils.{name}: TensorRT needs a GPU: no GPU backend yet; "
-                          "Tiller runs on CPU devices (Config.set_devices)")
+        raise TillerError(f"InternalUtils.{name}: TensorRT needs a GPU and NVIDIA's engine, "
+                          "which Tiller does not use; its CUDA backend runs models on GPUs "
+                          "(Config.enable_use_gpu)")
 
     @staticmethod
     def disable_tensorrt_half_ops(*args, **kwargs):

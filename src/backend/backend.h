@@ -83,6 +83,10 @@ struct DeviceOptions {
   // on another device (a collective, a pipeline stage), which would read as
   // contention.
   bool adapt_to_contention = false;
+  // Which of the backend's hardware units: the text after the backend's
+  // name in a device name ("cuda:1" -> "1", "cuda:0.1" -> "0.1": GPU 0's
+  // second logical device); "": the backend's default.
+  std::string unit = {};
 };
 
 // What a device offers the compiler, gathered once per compile: the

@@ -99,12 +99,20 @@ using KernelFactory = std::function<std::unique_ptr<Kernel>(const ir::Op&, Devic
 // Most kernels need nothing from the device at creation.
 using OpKernelFactory = std::function<std::unique_ptr<Kernel>(const ir::Op&)>;
 
+// What a kernel takes beyond its dtypes (attributes, ranks, broadcasting):
+// nullopt when it runs the op, else why not ("matmul: perm_a is not
+// supported"). Placement asks it through Backend::Supports, so an op the
+// kernel refuses goes to another device (the CPU) instead of failing when
+// the kernel is made.
+using KernelPredicate = std::function<std::optional<std::string>(const ir::Op&)>;
+
 // Registers a kernel of `backend` for `op_type`. The signature must give
 // dtypes for every type variable and name only dtypes the factory really
 // runs: tests/cpp/kernel_dtypes_test.cc runs every declared dtype of the
 // CPU kernels that declare more than float32 against scalar references.
+// `accepts`, when given, must pass too for the kernel to be picked.
 bool RegisterKernel(const std::string& backend, const std::string& op_type, Signature signature,
-                    KernelFactory factory);
+                    KernelFactory factory, KernelPredicate accepts = {});
 
 // Why `backend` cannot run the op (no kernel for its type, or no signature
 // fits: the message of the first kernel's mismatch); nullopt when it can.

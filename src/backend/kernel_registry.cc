@@ -11,6 +11,7 @@ namespace {
 struct Entry {
   Signature signature;
   KernelFactory factory;
+  KernelPredicate accepts;  // empty: the signature decides
 };
 
 using Key = std::pair<std::string, std::string>;  // (backend, op type)
@@ -35,6 +36,7 @@ const Entry* Pick(const Backend& backend, const ir::Op& op, std::string* why) {
   std::optional<std::string> first;
   for (const Entry& e : *entries) {
     std::optional<std::string> m = e.signature.Mismatch(op);
+    if (!m && e.accepts) m = e.accepts(op);
     if (!m) return &e;
     if (!first) first = m;
   }
@@ -45,10 +47,11 @@ const Entry* Pick(const Backend& backend, const ir::Op& op, std::string* why) {
 }  // namespace
 
 bool RegisterKernel(const std::string& backend, const std::string& op_type, Signature signature,
-                    KernelFactory factory) {
+                    KernelFactory factory, KernelPredicate accepts) {
   signature.Validate(fmt::format("{} kernel for '{}'", backend, op_type));
   TILLER_CHECK(factory, "{} kernel for '{}' has no factory", backend, op_type);
-  Registry()[{backend, op_type}].push_back({std::move(signature), std::move(factory)});
+  Registry()[{backend, op_type}].push_back(
+      {std::move(signature), std::move(factory), std::move(accepts)});
   return true;
 }
 

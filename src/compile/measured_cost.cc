@@ -131,7 +131,8 @@ MeasuredCosts Measure(const ir::Graph& g, const ir::Value* loss, const std::vect
   const DeviceSpec spec = o.compile.devices.empty() ? DeviceSpec{} : o.compile.devices[0];
   backend::Backend* b = backend::FindBackend(spec.backend);
   TILLER_CHECK(b, "no backend '{}'", spec.backend);
-  std::unique_ptr<backend::Device> device = b->CreateDevice(0, {spec.threads, spec.memory_bytes});
+  std::unique_ptr<backend::Device> device =
+      b->CreateDevice(0, {spec.threads, spec.memory_bytes, false, spec.unit});
   Copy c = CopyForTiming(g, loss, wrt, o, device.get());
   // States the caller has no storage for (none in a training session's
   // forward graph) read zeros.

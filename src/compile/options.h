@@ -25,6 +25,9 @@ struct DeviceSpec {
   // Shrink the team while other processes compete for the CPUs
   // (backend::DeviceOptions::adapt_to_contention).
   bool adapt_to_contention = false;
+  // The backend's hardware unit (backend::DeviceOptions::unit): "1" of
+  // "cuda:1"; "": its default.
+  std::string unit = {};
 };
 
 // How ops are assigned to devices (compile/placement.h).

@@ -25,8 +25,9 @@ constexpr const char* kVersion = "0.1.0";
   Fail(ErrorKind::kUnimplemented, "Config::{}: {}", setting, why);
 }
 
-constexpr const char* kNoGpu =
-    "no GPU backend yet; Tiller runs on CPU devices (Config::SetDevices)";
+constexpr const char* kNoTensorRt =
+    "NVIDIA's engine, which Tiller does not use; its CUDA backend runs models on GPUs "
+    "(Config::EnableUseGpu)";
 
 std::string Joined(const std::vector<std::string>& names) {
   std::string out;
@@ -185,8 +186,30 @@ void Config::Exp_EnableMixedPrecisionOps(const std::vector<std::string>& white_l
                        Joined(white_list)));
 }
 
-void Config::EnableUseGpu(uint64_t, int, PrecisionType) {
-  Refuse("EnableUseGpu", kNoGpu);
+void Config::EnableUseGpu(uint64_t memory_pool_init_size_mb, int device_id,
+                          PrecisionType precision_mode) {
+  if (device_id < 0)
+    Fail(ErrorKind::kInvalidArgument, "Config::EnableUseGpu: device_id must be >= 0, got {}",
+         device_id);
+  if (precision_mode == PrecisionType::kInt8)
+    Refuse("EnableUseGpu",
+           "Int8 is not a compile precision in Tiller (a quantized model runs its int8 ops as "
+           "it is); the CUDA backend has no int8 GEMM yet");
+  // Checked before anything changes: a refused call changes nothing.
+  if (precision_mode != PrecisionType::kFloat32) SetPrecision(precision_mode);
+  devices_ = {fmt::format("cuda:{}", device_id), "cpu"};
+  placement_ = "first_supported";
+  use_gpu_ = true;
+  gpu_device_id_ = device_id;
+  memory_pool_init_size_mb_ =
+      static_cast<int>(std::min<uint64_t>(memory_pool_init_size_mb, INT32_MAX));
+}
+
+void Config::DisableGpu() {
+  if (!use_gpu_) return;
+  devices_ = {"cpu"};
+  placement_ = "by_shard";
+  use_gpu_ = false;
 }
 
 void Config::EnableXpu(int, bool, bool, const std::string&, const std::string&, bool, bool) {
@@ -194,7 +217,7 @@ void Config::EnableXpu(int, bool, bool, const std::string&, const std::string&, 
 }
 
 void Config::EnableTensorRtEngine(int64_t, int, int, PrecisionType, bool, bool, bool) {
-  Refuse("EnableTensorRtEngine", std::string("TensorRT needs a GPU: ") + kNoGpu);
+  Refuse("EnableTensorRtEngine", std::string("TensorRT needs a GPU and ") + kNoTensorRt);
 }
 
 void Config::EnableONNXRuntime() {
@@ -239,7 +262,7 @@ std::string Config::Summary() const {
   rows.emplace_back("devices", devices);
   rows.emplace_back("placement", placement_);
   rows.emplace_back("", "");
-  rows.emplace_back("use_gpu", "false");
+  rows.emplace_back("use_gpu", yes(use_gpu_));
   rows.emplace_back("use_xpu", "false");
   rows.emplace_back("use_ipu", yes(ipu_.enabled));
   if (ipu_.enabled) {

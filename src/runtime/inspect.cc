@@ -15,6 +15,7 @@
 #include "frontend/paddle/translate.h"
 #include "passes/pass.h"
 #include "runtime/api_types.h"
+#include "runtime/device_names.h"
 
 namespace tiller {
 namespace {
@@ -120,13 +121,14 @@ std::string DescribeCompilePipeline(const std::vector<std::string>& device_backe
   compile::CompileOptions options;
   options.devices.clear();
   for (const std::string& name : device_backends) {
-    const backend::Backend* b = backend::FindBackend(name);
+    const compile::DeviceSpec spec = runtime::DeviceSpecOf(name, 1, false);
+    const backend::Backend* b = backend::FindBackend(spec.backend);
     if (!b)
-      Fail(ErrorKind::kInvalidArgument, "no backend '{}' (registered: {})", name,
+      Fail(ErrorKind::kInvalidArgument, "no backend '{}' (registered: {})", spec.backend,
            fmt::join(backend::BackendNames(), ", "));
-    owned.push_back(b->CreateDevice(static_cast<int>(owned.size()), {}));
+    owned.push_back(b->CreateDevice(static_cast<int>(owned.size()), {.unit = spec.unit}));
     devices.push_back(owned.back().get());
-    options.devices.push_back({name});
+    options.devices.push_back(spec);
   }
   if (devices.empty()) Fail(ErrorKind::kInvalidArgument, "describing a compile of no devices");
   compile::CompiledStep step;

@@ -20,6 +20,7 @@
 #include "frontend/paddle/translate.h"
 #include "runtime/api_types.h"
 #include "runtime/configured_model.h"
+#include "runtime/device_names.h"
 #include "runtime/feeds.h"
 #include "runtime/micro_batches.h"
 #include "runtime/notes.h"
@@ -77,8 +78,9 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
   o.devices.clear();
   // CPU devices share the math-library thread setting. One device runs a
   // whole inference by itself: its team may shrink under contention.
-  for (const std::string& b : c.devices())
-    o.devices.push_back({b, c.cpu_math_library_num_threads(), 0, c.devices().size() == 1});
+  for (const std::string& name : c.devices())
+    o.devices.push_back(
+        runtime::DeviceSpecOf(name, c.cpu_math_library_num_threads(), c.devices().size() == 1));
   o.placement = c.placement() == "first_supported" ? compile::PlacementPolicy::kFirstSupported
                                                    : compile::PlacementPolicy::kByShard;
   o.optimize = c.ir_optim();

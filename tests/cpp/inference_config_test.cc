@@ -68,8 +68,8 @@ TEST(InferenceConfigTest, SettingsTillerDoesAnywayAnswerForTiller) {
 
 TEST(InferenceConfigTest, SettingsThatWouldChangeResultsAreRefusedSayingWhy) {
   Config c;
-  ExpectRefused([&] { c.EnableUseGpu(100, 0); }, "EnableUseGpu",
-                "no GPU backend yet; Tiller runs on CPU devices");
+  ExpectRefused([&] { c.EnableUseGpu(100, 0, PrecisionType::kInt8); }, "EnableUseGpu",
+                "no int8 GEMM");
   ExpectRefused([&] { c.EnableXpu(); }, "EnableXpu", "no XPU backend");
   ExpectRefused([&] { c.EnableTensorRtEngine(); }, "EnableTensorRtEngine", "TensorRT needs a GPU");
   ExpectRefused([&] { c.EnableONNXRuntime(); }, "EnableONNXRuntime", "not ONNX Runtime");

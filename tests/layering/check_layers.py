@@ -38,12 +38,13 @@ PROBE_HEADER = {
     "cpu": "backends/cpu/kernel.h",
     "paddle": "frontend/paddle/program.h",
     "runtime": "runtime/api_types.h",
+    "cuda": "backends/cuda/cuda_backend.h",  # only where the CUDA backend is built
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # IR attributes are read with ir::Op's typed getters, whose defaults live in
 # the op schemas; a fallback written at the call site is a second default.
 FALLBACK_READ = re.compile(r"attrs\.(Int|Float|Bool|Str|Ints|Floats)\(")
-TYPED_LAYERS = ("ir", "backend", "passes", "compile", "cpu")
+TYPED_LAYERS = ("ir", "backend", "passes", "compile", "cpu", "cuda")
 # Op types are compared as ir::Opcode (op->is(ir::Opcode::matmul)), never as
 # strings: a renamed op type then breaks the build instead of a comparison
 # that silently stops matching. The Paddle translators (src/frontend) compare
@@ -118,7 +119,7 @@ def op_type_comparisons(source: Path, files: list[Path] | None = None) -> list[s
     literal = f'"(?:{lit})"'
     if files is None:
         files = [f for f in sorted((source / "src").rglob("*"))
-                 if f.suffix in (".h", ".cc") and "frontend" not in f.relative_to(source / "src").parts]
+                 if f.suffix in (".h", ".cc", ".cu", ".cuh") and "frontend" not in f.relative_to(source / "src").parts]
     found = []
     for f in files:
         text = strip_comments(f.read_text())
@@ -201,7 +202,7 @@ def main() -> int:
     for layer in layers:
         allowed = {layer["name"], *layer["uses"]}
         for f in sorted((args.source / layer["path"]).rglob("*")):
-            if f.suffix not in (".h", ".cc"):
+            if f.suffix not in (".h", ".cc", ".cu", ".cuh"):
                 continue
             for inc in INCLUDE.findall(f.read_text()):
                 owner = layer_of(inc, layers)
@@ -213,7 +214,7 @@ def main() -> int:
         if layer["name"] not in TYPED_LAYERS:
             continue
         for f in sorted((args.source / layer["path"]).rglob("*")):
-            if f.suffix not in (".h", ".cc") or f.name in ("attribute.h", "attribute.cc"):
+            if f.suffix not in (".h", ".cc", ".cu", ".cuh") or f.name in ("attribute.h", "attribute.cc"):
                 continue
             for n, line in enumerate(f.read_text().splitlines(), 1):
                 if FALLBACK_READ.search(line):

@@ -48,6 +48,7 @@ CONFIG_HONOURED = {
     "enable_mkldnn_bfloat16", "enable_onednn_bfloat16", "enable_ipu", "set_ipu_config",
     "set_ipu_custom_info", "load_ipu_config", "enable_profile", "disable_glog_info",
     "glog_info_disabled", "summary", "Precision", "Float32", "Half", "Bfloat16", "Int8",
+    "enable_use_gpu", "disable_gpu",
 }
 # Accepted without effect: Tiller does it anyway, or it cannot change results.
 # The getters among them answer what Tiller does. The conditional ones (a
@@ -60,7 +61,7 @@ CONFIG_NO_EFFECT = {
     "switch_ir_debug", "enable_new_ir", "new_ir_enabled", "enable_new_executor",
     "switch_specify_input_names", "specify_input_name", "switch_use_feed_fetch_ops",
     "use_feed_fetch_ops_enabled", "use_optimized_model", "enable_save_optim_model",
-    "set_optim_cache_dir", "disable_gpu", "disable_onnxruntime", "set_bfloat16_op",
+    "set_optim_cache_dir", "disable_onnxruntime", "set_bfloat16_op",
     "enable_custom_passes", "enable_low_precision_io", "exp_disable_mixed_precision_ops",
     "exp_enable_mixed_precision_ops",
 }
@@ -79,10 +80,9 @@ CONFIG_ANSWERS = {
 # GPU / XPU / TensorRT / ONNX Runtime / OpenVINO / CINN / Paddle Lite / ...
 # only, or Paddle internals Tiller has no counterpart of: present, and each
 # call raises TillerError with these words. (args to call it with, words.)
-GPU = "no GPU backend yet"
+GPU = "not in Tiller's CUDA backend"
 TRT = "TensorRT needs a GPU"
 CONFIG_REFUSED = {
-    "enable_use_gpu": ((100, 0), GPU),
     "enable_xpu": ((), "no XPU backend"),
     "set_xpu_config": ((None,), "no XPU backend"),
     "set_xpu_device_id": ((0,), "no XPU backend"),
@@ -346,13 +346,26 @@ def test_setting_that_would_change_results_raises(name):
         getattr(ti.Config(), name)(*args)
 
 
-def test_enable_use_gpu_says_there_is_no_gpu_backend():
+def test_enable_use_gpu_selects_the_gpu_then_the_cpu():
+    """Paddle's GPU switch: cuda:<id> first, the CPU for the ops the CUDA
+    backend lacks; the GPU itself is checked when the predictor is made
+    (cuda_backend_test.py)."""
     config = ti.Config()
-    with pytest.raises(ti.TillerError,
-                       match="no GPU backend yet; Tiller runs on CPU devices") as e:
-        config.enable_use_gpu(256, 0, ti.PrecisionType.Half)
-    assert "EnableUseGpu" in str(e.value)
+    config.enable_use_gpu(256, 1, ti.PrecisionType.Half)
+    assert config.use_gpu() is True
+    assert config.gpu_device_id() == 1
+    assert config.memory_pool_init_size_mb() == 256
+    assert config.precision() == "float16"
+    assert "cuda:1, cpu" in config.summary()
+    config.disable_gpu()
     assert config.use_gpu() is False
+    assert "cuda" not in config.summary()
+    # Refused, nothing changed: int8, a negative device.
+    for args, words in (((256, 0, ti.PrecisionType.Int8), "no int8 GEMM"),
+                        ((256, -1), "device_id must be >= 0")):
+        with pytest.raises(ti.TillerError, match=words):
+            config.enable_use_gpu(*args)
+        assert config.use_gpu() is False
 
 
 def test_answers_of_absent_devices():

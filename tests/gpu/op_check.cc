@@ -1,0 +1,272 @@
+// tiller_gpu_check ops: every CUDA kernel against the CPU backend, on a
+// machine with a GPU (scripts/gpu_check.sh runs it there). Each case is a
+// one-op graph with seeded random inputs, compiled twice: on [cuda, cpu]
+// (first supported: the op on the GPU, its inputs and outputs on the host)
+// and on the CPU alone (half inputs widened to the float32 values they hold,
+// the result rounded back to the GPU result's type: the CUDA kernels compute
+// half types in float32 and round once); the outputs must agree within the
+// case's tolerance.
+// A CUDA op type with no case here fails too, so a kernel cannot be added
+// without being checked.
+//
+// Tolerances: float32 math done the same way (elementwise, casts,
+// transposes) rel 1e-5; transcendental functions and reductions, whose
+// float32 roundings differ in order, rel 1e-5 with an absolute floor of
+// 1e-6; GEMMs accumulate in float32 in another order (rel 1e-4 of the
+// output's largest value, as two BLAS libraries differ; half operands'
+// products are exact in float32); half results at one unit of their last
+// place (bfloat16 rel 1e-2, float16 2e-3), where a float32 difference in
+// the last bit can round the other way.
+//
+//   tiller_gpu_check [--device cuda:0]      exit 0: every case passed
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/kernel.h"
+#include "compile/executable.h"
+#include "core/half.h"
+#include "ir/graph.h"
+#include "ir/op_schema.h"
+#include "runtime/device_names.h"
+
+namespace {
+
+using namespace tiller;  // NOLINT: a test program
+
+struct Case {
+  std::string op;
+  std::vector<ir::TensorType> inputs;
+  ir::AttrMap attrs;
+  double rel = 1e-5, abs = 0;
+};
+
+// Seeded inputs in [-2, 2] (positive for sqrt), rounded to the input type.
+void Fill(const ir::TensorType& t, void* p, std::mt19937& rng, bool positive) {
+  std::uniform_real_distribution<float> u(positive ? 0.01f : -2.f, 2.f);
+  const int64_t n = NumElements(t.shape);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = u(rng);
+    switch (t.dtype) {
+      case DType::kF32:
+        static_cast<float*>(p)[i] = v;
+        break;
+      case DType::kBF16:
+        static_cast<uint16_t*>(p)[i] = FloatToBF16(v);
+        break;
+      case DType::kF16:
+        static_cast<uint16_t*>(p)[i] = FloatToHalf(v);
+        break;
+      case DType::kI64:
+        static_cast<int64_t*>(p)[i] = static_cast<int64_t>(std::lround(v * 10));
+        break;
+      default:
+        std::memset(p, 0, t.bytes());
+        return;
+    }
+  }
+}
+
+double ValueAt(const ir::TensorType& t, const void* p, int64_t i) {
+  switch (t.dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(p)[i];
+    case DType::kBF16:
+      return BF16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kF16:
+      return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kI64:
+      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DType::kBool:
+      return static_cast<const bool*>(p)[i] ? 1 : 0;
+    default:
+      return 0;
+  }
+}
+
+// The case's inputs, seeded: the same values for both runs.
+std::vector<std::vector<char>> MakeInputs(const Case& c) {
+  std::mt19937 rng(7);
+  std::vector<std::vector<char>> out;
+  for (const ir::TensorType& t : c.inputs) {
+    out.emplace_back(t.bytes());
+    Fill(t, out.back().data(), rng, c.op == "sqrt");
+  }
+  return out;
+}
+
+// Runs the case's op on `devices` (first supported) and returns its outputs
+// as doubles; `on_first` says whether the op was placed on the first
+// device. `widen`: half inputs go in as the float32 values they hold (the
+// CPU reference: its kernels take few half types, and the CUDA kernels
+// compute half types in float32 too), so the result is float32.
+std::vector<double> Run(const Case& c, const std::vector<std::vector<char>>& data,
+                        const std::vector<compile::DeviceSpec>& devices, bool widen,
+                        ir::TensorType* out_type, bool* on_first) {
+  auto g = std::make_unique<ir::Graph>();
+  std::vector<ir::Value*> ins;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    ir::TensorType t = c.inputs[i];
+    if (widen && IsHalf(t.dtype)) t.dtype = DType::kF32;
+    ins.push_back(g->AddInput(fmt::format("in{}", i), t));
+  }
+  ir::Op* op = g->AddOp(c.op, ins, c.attrs, "checked");
+  g->AddOutput("out", op->outputs[0]);
+  compile::CompileOptions o;
+  o.devices = devices;
+  o.placement = compile::PlacementPolicy::kFirstSupported;
+  o.optimize = false;
+  auto exe = compile::Executable::Build(std::move(g), o);
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    void* dst = exe->inputs()[i].data;
+    if (widen && IsHalf(c.inputs[i].dtype)) {
+      for (int64_t k = 0, n = NumElements(c.inputs[i].shape); k < n; ++k)
+        static_cast<float*>(dst)[k] = static_cast<float>(ValueAt(c.inputs[i], data[i].data(), k));
+    } else {
+      std::memcpy(dst, data[i].data(), data[i].size());
+    }
+  }
+  exe->Run();
+  *on_first = false;
+  for (const auto& step : exe->graph().ops())
+    if (step->name == "checked") *on_first = step->device == 0;
+  const compile::TensorSlot& out = exe->outputs()[0];
+  *out_type = out.type;
+  std::vector<double> values(static_cast<size_t>(NumElements(out.type.shape)));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = ValueAt(out.type, out.data, static_cast<int64_t>(i));
+  return values;
+}
+
+// A float32 reference value rounded as the GPU's half result was.
+double RoundedAs(DType t, double v) {
+  if (t == DType::kBF16) return BF16ToFloat(FloatToBF16(static_cast<float>(v)));
+  if (t == DType::kF16) return HalfToFloat(FloatToHalf(static_cast<float>(v)));
+  return v;
+}
+
+std::vector<Case> Cases() {
+  using T = ir::TensorType;
+  const DType f32 = DType::kF32, bf16 = DType::kBF16, f16 = DType::kF16, i64 = DType::kI64;
+  std::vector<Case> cases;
+  for (const char* op : {"add", "sub", "mul", "div", "max", "min"}) {
+    cases.push_back({op, {T{f32, {4, 3, 33}}, T{f32, {3, 1}}}, {}});
+    cases.push_back({op, {T{f32, {1000}}, T{f32, {1000}}}, {}});
+    cases.push_back({op, {T{bf16, {8, 64}}, T{bf16, {64}}}, {}, 1e-2});
+    cases.push_back({op, {T{f16, {8, 64}}, T{f16, {8, 64}}}, {}, 2e-3});
+    if (std::string(op) != "div") cases.push_back({op, {T{i64, {6, 5}}, T{i64, {5}}}, {}, 0});
+  }
+  for (const char* op : {"relu", "tanh", "exp", "sigmoid", "neg", "sqrt"}) {
+    cases.push_back({op, {T{f32, {4097}}}, {}, 1e-5, 1e-6});
+    cases.push_back({op, {T{bf16, {300}}}, {}, 1e-2, 1e-3});
+    cases.push_back({op, {T{f16, {300}}}, {}, 2e-3, 1e-4});
+  }
+  const std::pair<DType, DType> casts[] = {{f32, bf16}, {f32, f16},  {bf16, f32},
+                                           {f16, f32},  {bf16, f16}, {f16, bf16},
+                                           {i64, f32},  {f32, i64},  {f32, DType::kBool}};
+  for (auto [from, to] : casts) {
+    ir::AttrMap a;
+    a.Set("dtype", std::string(DTypeName(to)));
+    cases.push_back({"cast", {T{from, {777}}}, a, 0});
+  }
+  for (DType t : {f32, bf16, i64}) {
+    ir::AttrMap a;
+    a.Set("perm", std::vector<int64_t>{0, 2, 3, 1});
+    cases.push_back({"transpose", {T{t, {2, 3, 5, 7}}}, a, 0});
+  }
+  for (const char* op : {"softmax", "log_softmax"}) {
+    cases.push_back({op, {T{f32, {16, 129}}}, {}, 1e-5, 1e-6});
+    cases.push_back({op, {T{f32, {3, 4, 1000}}}, {}, 1e-5, 1e-6});
+  }
+  auto mm = [&](Shape x, Shape y, DType t, bool ta, bool tb, const char* out_dtype, double rel) {
+    ir::AttrMap a;
+    a.Set("transpose_a", ta);
+    a.Set("transpose_b", tb);
+    if (*out_dtype) a.Set("out_dtype", std::string(out_dtype));
+    cases.push_back({"matmul", {T{t, x}, T{t, y}}, a, rel, rel});
+  };
+  mm({64, 96}, {96, 80}, f32, false, false, "", 1e-4);
+  mm({96, 64}, {96, 80}, f32, true, false, "", 1e-4);
+  mm({64, 96}, {80, 96}, f32, false, true, "", 1e-4);
+  mm({3, 32, 48}, {3, 48, 40}, f32, false, false, "", 1e-4);
+  mm({3, 32, 48}, {48, 40}, f32, false, false, "", 1e-4);
+  mm({128, 768}, {768, 768}, bf16, false, false, "float32", 1e-4);
+  mm({64, 96}, {96, 80}, f16, false, false, "float32", 1e-4);
+  mm({2, 64, 96}, {2, 96, 80}, bf16, false, false, "", 1e-2);
+  return cases;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string device = "cuda:0";
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--device") device = argv[i + 1];
+  try {
+    const compile::DeviceSpec gpu = runtime::DeviceSpecOf(device, 1, false);
+    const compile::DeviceSpec cpu = runtime::DeviceSpecOf("cpu", 1, false);
+    {
+      // The GPU first: without one every case would fail alike.
+      auto probe = backend::FindBackend(gpu.backend)->CreateDevice(0, {.unit = gpu.unit});
+      fmt::print("device {}: {} bytes free\n", device, probe->capacity_bytes());
+    }
+    std::set<std::string> covered;
+    int failed = 0, passed = 0;
+    fmt::print("{:<12} {:<38} {:<9} {:>10} {:>10}  {}\n", "op", "inputs", "out", "max err",
+               "allowed", "result");
+    for (const Case& c : Cases()) {
+      covered.insert(c.op);
+      std::string inputs;
+      for (const auto& t : c.inputs) inputs += (inputs.empty() ? "" : ",") + t.ToString();
+      ir::TensorType out_type, ref_type;
+      bool on_gpu = false, unused = false;
+      std::vector<double> want, got;
+      std::string error;
+      try {
+        const auto data = MakeInputs(c);
+        want = Run(c, data, {cpu}, true, &ref_type, &unused);
+        got = Run(c, data, {gpu, cpu}, false, &out_type, &on_gpu);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      double worst = 0, allowed = 0;
+      bool ok = error.empty() && on_gpu && want.size() == got.size();
+      if (ok) {
+        double scale = 0;
+        for (double w : want) scale = std::max(scale, std::abs(w));
+        for (size_t i = 0; i < want.size(); ++i) {
+          const double w = RoundedAs(out_type.dtype, want[i]), v = got[i];
+          // GEMMs: relative to the output's scale (their sums cancel).
+          const double lim = c.rel * (c.op == "matmul" ? scale : std::abs(w)) + c.abs;
+          if (!(std::abs(v - w) <= lim)) ok = false;
+          worst = std::max(worst, std::abs(v - w));
+          allowed = std::max(allowed, lim);
+        }
+      }
+      fmt::print("{:<12} {:<38} {:<9} {:>10.3g} {:>10.3g}  {}\n", c.op, inputs,
+                 DTypeName(out_type.dtype), worst, allowed,
+                 ok               ? "ok"
+                 : !error.empty() ? "ERROR " + error
+                 : !on_gpu        ? "NOT ON GPU"
+                                  : "FAIL");
+      (ok ? passed : failed)++;
+    }
+    for (const std::string& type : ir::AllOpSchemaNames()) {
+      if (backend::HasKernel("cuda", type) && !covered.count(type)) {
+        fmt::print("{:<12} has a CUDA kernel and no case here: FAIL\n", type);
+        ++failed;
+      }
+    }
+    fmt::print("ops: {} passed, {} failed\n", passed, failed);
+    return failed ? 1 : 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "tiller_gpu_check: {}\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,110 @@
+"""The CUDA backend from the user's side where there is no GPU (CI): naming a
+cuda device gives a clear error from the CLI and from Python, never a crash
+or a silent CPU run; a build without the backend says so; the GPU machine's
+bundle (scripts/gpu_check.sh) builds within the device tool's 64 MiB. What
+the kernels compute is checked on a GPU (tests/gpu/op_check.cc)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tiller.inference as ti
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("TILLER_BUILD_DIR", REPO / "build"))
+TILLER = BUILD / "bin" / "tiller"
+HAS_BACKEND = (BUILD / "lib" / "libtiller_cuda.so").exists()
+HAS_GPU = shutil.which("nvidia-smi") is not None and subprocess.run(
+    ["nvidia-smi", "-L"], capture_output=True).returncode == 0
+
+needs_backend = pytest.mark.skipif(not HAS_BACKEND, reason="built without the CUDA backend (no nvcc)")
+no_gpu = pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+
+
+def run(*args, env=None):
+    return subprocess.run([str(TILLER), *map(str, args)], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+@pytest.fixture(scope="module")
+def bert(zoo):
+    return zoo.export("bert-tiny", "legacy")
+
+
+@needs_backend
+@no_gpu
+def test_cli_names_the_missing_gpu():
+    res = run("passes", "--devices", "cuda")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "cuda: no usable GPU" in res.stderr
+    assert "nvidia-smi" in res.stderr  # what to check
+
+
+@needs_backend
+@no_gpu
+def test_cli_bench_on_cuda_without_gpu_exits_2(bert):
+    res = run("bench", bert.model_file, "--devices", "cuda:0,cpu", "--placement",
+              "first_supported", "--batch", "1", "--seq-len", "8", "--iters", "1")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "cuda:0: no usable GPU" in res.stderr
+
+
+@needs_backend
+@no_gpu
+def test_predictor_on_cuda_without_gpu_raises(bert):
+    config = ti.Config(bert.model_file, bert.params_file)
+    config.set_devices(["cuda:0", "cpu"])
+    with pytest.raises(ti.TillerError, match="cuda:0: no usable GPU"):
+        ti.create_predictor(config)
+
+
+def test_a_build_without_the_backend_says_so():
+    env = dict(os.environ, TILLER_CUDA_LIBRARY="/nonexistent/libtiller_cuda.so")
+    res = run("passes", "--devices", "cpu,cuda", env=env)
+    assert res.returncode == 2
+    assert "built without the CUDA backend" in res.stderr
+    assert "/nonexistent/libtiller_cuda.so is missing" in res.stderr
+
+
+def test_bad_device_names_are_refused():
+    res = run("passes", "--devices", "cuda:first")
+    assert res.returncode == 2
+    assert "expected cuda:N" in res.stderr or "built without the CUDA backend" in res.stderr
+    res = run("passes", "--devices", "cpu,cuda:")
+    assert res.returncode == 2
+    assert "device 'cuda:'" in res.stderr
+
+
+@needs_backend
+@no_gpu
+def test_gpu_check_stops_at_once_without_a_gpu():
+    res = subprocess.run([str(BUILD / "bin" / "tiller_gpu_check")], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 2
+    assert "no usable GPU" in res.stderr
+
+
+@needs_backend
+def test_gpu_bundle_fits_the_device_tool(tmp_path):
+    """scripts/gpu_check.sh bundle: what a GPU machine is lent, under 64 MiB."""
+    env = dict(os.environ, TILLER_BUILD_DIR=str(BUILD))
+    res = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check.sh"), "bundle"],
+                         capture_output=True, text=True, timeout=1200, env=env, cwd=REPO)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    bundle = BUILD / "gpu_bundle"
+    size = sum(f.stat().st_size for f in bundle.rglob("*") if f.is_file())
+    assert size < 64 << 20, f"{size / 2**20:.1f} MiB"
+    for name in ("run.sh", "bin/tiller_gpu_check", "lib/libtiller.so", "lib/libtiller_cuda.so"):
+        assert (bundle / name).exists(), name
+    # Every library the check binary needs is in the bundle or the CUDA
+    # toolkit's, which the GPU machine has.
+    ldd = subprocess.run(["ldd", str(bundle / "bin" / "tiller_gpu_check")], capture_output=True,
+                         text=True, env=dict(os.environ, LD_LIBRARY_PATH=str(bundle / "lib"))).stdout
+    assert "not found" not in ldd, ldd
+    assert np.all([str(bundle / "lib") in line for line in ldd.splitlines()
+                   if "libtiller" in line or "libdnnl" in line])
