@@ -45,12 +45,27 @@ struct Case {
   std::vector<ir::TensorType> inputs;
   ir::AttrMap attrs;
   double rel = 1e-5, abs = 0;
+  // Integer inputs (ids) in [0, id_bound) when > 0.
+  int64_t id_bound = 0;
+  // Both runs must fail with this in their messages (bad input).
+  std::string error = {};
 };
 
-// Seeded inputs in [-2, 2] (positive for sqrt), rounded to the input type.
-void Fill(const ir::TensorType& t, void* p, std::mt19937& rng, bool positive) {
+// Seeded inputs in [-2, 2] (positive for sqrt), rounded to the input type;
+// integers in [0, id_bound) when it is > 0.
+void Fill(const ir::TensorType& t, void* p, std::mt19937& rng, bool positive, int64_t id_bound) {
   std::uniform_real_distribution<float> u(positive ? 0.01f : -2.f, 2.f);
   const int64_t n = NumElements(t.shape);
+  if (id_bound > 0 && (t.dtype == DType::kI64 || t.dtype == DType::kI32)) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t id = static_cast<int64_t>(rng() % static_cast<uint64_t>(id_bound));
+      if (t.dtype == DType::kI64)
+        static_cast<int64_t*>(p)[i] = id;
+      else
+        static_cast<int32_t*>(p)[i] = static_cast<int32_t>(id);
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float v = u(rng);
     switch (t.dtype) {
@@ -96,7 +111,7 @@ std::vector<std::vector<char>> MakeInputs(const Case& c) {
   std::vector<std::vector<char>> out;
   for (const ir::TensorType& t : c.inputs) {
     out.emplace_back(t.bytes());
-    Fill(t, out.back().data(), rng, c.op == "sqrt");
+    Fill(t, out.back().data(), rng, c.op == "sqrt", c.id_bound);
   }
   return out;
 }
@@ -184,6 +199,55 @@ std::vector<Case> Cases() {
     cases.push_back({op, {T{f32, {16, 129}}}, {}, 1e-5, 1e-6});
     cases.push_back({op, {T{f32, {3, 4, 1000}}}, {}, 1e-5, 1e-6});
   }
+  for (bool approximate : {false, true}) {
+    ir::AttrMap a;
+    a.Set("approximate", approximate);
+    cases.push_back({"gelu", {T{f32, {4097}}}, a, 1e-5, 1e-6});
+    cases.push_back({"gelu", {T{bf16, {300}}}, a, 1e-2, 1e-3});
+  }
+  {
+    ir::AttrMap a;
+    a.Set("epsilon", 1e-12);
+    cases.push_back(
+        {"layer_norm", {T{f32, {6, 768}}, T{f32, {768}}, T{f32, {768}}}, a, 1e-5, 1e-5});
+    cases.push_back({"layer_norm", {T{f32, {3, 5, 33}}}, {}, 1e-5, 1e-5});
+    ir::AttrMap two;
+    two.Set("axis", int64_t{1});
+    cases.push_back({"layer_norm", {T{f32, {4, 6, 10}}}, two, 1e-5, 1e-5});
+  }
+  {
+    ir::AttrMap pad;
+    pad.Set("padding_idx", int64_t{3});
+    Case e{"embedding", {T{f32, {50, 64}}, T{i64, {4, 16}}}, pad, 0};
+    e.id_bound = 50;
+    cases.push_back(e);
+    e.inputs = {T{bf16, {50, 64}}, T{DType::kI32, {40}}};
+    e.attrs = {};
+    cases.push_back(e);
+    // An id outside the table: both backends refuse the run naming it.
+    e.inputs = {T{f32, {10, 8}}, T{i64, {64}}};
+    e.id_bound = 15;
+    e.error = "outside [0, 10)";
+    cases.push_back(e);
+  }
+  auto lin = [&](DType t, bool bias, bool residual, const char* act, const char* out_dtype,
+                 double rel) {
+    ir::AttrMap a;
+    a.Set("activation", std::string(act));
+    if (*out_dtype) a.Set("out_dtype", std::string(out_dtype));
+    const DType out = *out_dtype ? DType::kF32 : t;
+    std::vector<T> ins = {T{t, {2, 24, 96}}, T{t, {96, 80}}};
+    if (bias || residual) ins.push_back(T{out == DType::kF32 ? f32 : t, {80}});
+    if (residual) ins.push_back(T{out, {2, 24, 80}});
+    cases.push_back({"linear", ins, a, rel, rel});
+  };
+  lin(f32, false, false, "", "", 1e-4);
+  lin(f32, true, false, "gelu", "", 1e-4);
+  lin(f32, true, true, "", "", 1e-4);
+  lin(f32, true, true, "relu", "", 1e-4);
+  lin(f32, true, false, "tanh", "", 1e-4);
+  lin(bf16, true, false, "gelu_tanh", "float32", 1e-4);
+  lin(bf16, true, true, "", "float32", 1e-4);
   auto mm = [&](Shape x, Shape y, DType t, bool ta, bool tb, const char* out_dtype, double rel) {
     ir::AttrMap a;
     a.Set("transpose_a", ta);
@@ -222,19 +286,35 @@ int main(int argc, char** argv) {
                "allowed", "result");
     for (const Case& c : Cases()) {
       covered.insert(c.op);
-      std::string inputs;
+      std::string inputs;  // NOLINT
       for (const auto& t : c.inputs) inputs += (inputs.empty() ? "" : ",") + t.ToString();
       ir::TensorType out_type, ref_type;
       bool on_gpu = false, unused = false;
       std::vector<double> want, got;
       std::string error;
+      std::string cpu_error;
+      const auto data = MakeInputs(c);
       try {
-        const auto data = MakeInputs(c);
         want = Run(c, data, {cpu}, true, &ref_type, &unused);
+      } catch (const std::exception& e) {
+        cpu_error = e.what();
+      }
+      try {
         got = Run(c, data, {gpu, cpu}, false, &out_type, &on_gpu);
       } catch (const std::exception& e) {
         error = e.what();
       }
+      if (!c.error.empty()) {
+        // Bad input: both must refuse it, saying so.
+        const bool ok = cpu_error.find(c.error) != std::string::npos &&
+                        error.find(c.error) != std::string::npos;
+        fmt::print("{:<12} {:<38} {:<9} {:>10} {:>10}  {}\n", c.op, inputs, "(error)", "", "",
+                   ok ? "ok: both refused (" + c.error + ")"
+                      : "FAIL: cpu said '" + cpu_error + "', gpu said '" + error + "'");
+        (ok ? passed : failed)++;
+        continue;
+      }
+      if (!cpu_error.empty()) error = "cpu reference: " + cpu_error;
       double worst = 0, allowed = 0;
       bool ok = error.empty() && on_gpu && want.size() == got.size();
       if (ok) {
@@ -243,7 +323,8 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < want.size(); ++i) {
           const double w = RoundedAs(out_type.dtype, want[i]), v = got[i];
           // GEMMs: relative to the output's scale (their sums cancel).
-          const double lim = c.rel * (c.op == "matmul" ? scale : std::abs(w)) + c.abs;
+          const bool gemm = c.op == "matmul" || c.op == "linear";
+          const double lim = c.rel * (gemm ? scale : std::abs(w)) + c.abs;
           if (!(std::abs(v - w) <= lim)) ok = false;
           worst = std::max(worst, std::abs(v - w));
           allowed = std::max(allowed, lim);

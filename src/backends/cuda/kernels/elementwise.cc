@@ -107,6 +107,8 @@ UnaryOp UnaryOf(const ir::Op& op) {
       return UnaryOp::kNeg;
     case ir::Opcode::sqrt:
       return UnaryOp::kSqrt;
+    case ir::Opcode::gelu:
+      return op.GetBool("approximate") ? UnaryOp::kGeluTanh : UnaryOp::kGelu;
     default:
       Fail(ErrorKind::kInternal, "cuda: {} is no unary op of the CUDA kernels", op.type);
   }
@@ -183,7 +185,7 @@ const bool kRegistered = [] {
                             MakeBinary, RankAtMostMax);
   backend::RegisterKernel(kBackendName, "div", Signature("T, T -> T").Where("T", floats),
                           MakeBinary, RankAtMostMax);
-  for (const char* op : {"relu", "tanh", "exp", "sigmoid", "neg", "sqrt"})
+  for (const char* op : {"relu", "tanh", "exp", "sigmoid", "neg", "sqrt", "gelu"})
     backend::RegisterKernel(kBackendName, op, Signature("T -> T").Where("T", floats), MakeUnary);
   backend::RegisterKernel(kBackendName, "cast",
                           Signature("S -> T").Where("S", floats).Where("T", floats), MakeCast);

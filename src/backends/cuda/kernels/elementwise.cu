@@ -100,8 +100,122 @@ __device__ float ApplyUnary(UnaryOp op, float x) {
       return -x;
     case UnaryOp::kSqrt:
       return sqrtf(x);
+    case UnaryOp::kGelu:
+      return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case UnaryOp::kGeluTanh:
+      return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
   }
   return x;
+}
+
+__device__ float ApplyActivation(Activation act, float x) {
+  switch (act) {
+    case Activation::kNone:
+      return x;
+    case Activation::kRelu:
+      return x > 0.f ? x : 0.f;
+    case Activation::kTanh:
+      return tanhf(x);
+    case Activation::kGelu:
+      return ApplyUnary(UnaryOp::kGelu, x);
+    case Activation::kGeluTanh:
+      return ApplyUnary(UnaryOp::kGeluTanh, x);
+    case Activation::kHardSwish:
+      return x * fminf(fmaxf(x + 3.f, 0.f), 6.f) / 6.f;
+    case Activation::kHardSigmoid:
+      return fmaxf(0.f, fminf(1.f, x * 0.1666667f + 0.5f));
+    case Activation::kRelu6:
+      return fminf(fmaxf(x, 0.f), 6.f);
+  }
+  return x;
+}
+
+template <typename T, typename B>
+__global__ void BiasActivation(T* out, const B* bias, int64_t n, int64_t cols, Activation act) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    float v = Io<T>::Load(out, i);
+    if (bias) v += Io<B>::Load(bias, i % cols);
+    Io<T>::Store(out, i, ApplyActivation(act, v));
+  }
+}
+
+template <typename T>
+void BiasActivationAs(T* out, Elem bias_type, const void* bias, int64_t n, int64_t cols,
+                      Activation act, cudaStream_t s) {
+  if (bias_type == Elem::kF32 || !bias)
+    BiasActivation<<<Blocks(n), kThreads, 0, s>>>(out, static_cast<const float*>(bias), n, cols,
+                                                  act);
+  else
+    BiasActivation<<<Blocks(n), kThreads, 0, s>>>(out, static_cast<const T*>(bias), n, cols, act);
+}
+
+// One block per row: the mean, then the variance about it (two passes, as
+// the CPU kernel), then the normalized row.
+__global__ void LayerNorm(const float* x, const float* scale, const float* bias, float* y,
+                          int64_t cols, float eps) {
+  __shared__ float partial[kThreads];
+  const float* row = x + blockIdx.x * cols;
+  float* out = y + blockIdx.x * cols;
+  float sum = 0.f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += row[c];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float mean = partial[0] / static_cast<float>(cols);
+  __syncthreads();
+  float sq = 0.f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float d = row[c] - mean;
+    sq += d * d;
+  }
+  partial[threadIdx.x] = sq;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float rstd = rsqrtf(partial[0] / static_cast<float>(cols) + eps);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float v = (row[c] - mean) * rstd;
+    if (scale) v *= scale[c];
+    if (bias) v += bias[c];
+    out[c] = v;
+  }
+}
+
+// One block per looked-up row, its words copied by the block's threads.
+template <typename I, typename W>
+__global__ void Embedding(const W* table, int64_t row_words, const I* ids, W* out, int64_t vocab,
+                          int64_t padding_idx, int64_t* fault) {
+  const int64_t r = blockIdx.x;
+  const int64_t id = static_cast<int64_t>(ids[r]);
+  W* dst = out + r * row_words;
+  const bool bad = id < 0 || id >= vocab;
+  if (bad && threadIdx.x == 0 &&
+      atomicCAS(reinterpret_cast<unsigned long long*>(fault), 0ull, 1ull) == 0ull)
+    fault[1] = id;
+  if (bad || id == padding_idx) {
+    for (int64_t c = threadIdx.x; c < row_words; c += blockDim.x) dst[c] = W{};
+    return;
+  }
+  const W* src = table + id * row_words;
+  for (int64_t c = threadIdx.x; c < row_words; c += blockDim.x) dst[c] = src[c];
+}
+
+template <typename I>
+void EmbeddingAs(const void* table, int64_t row_bytes, const I* ids, void* out, int64_t count,
+                 int64_t vocab, int64_t padding_idx, int64_t* fault, cudaStream_t s) {
+  const auto blocks = static_cast<unsigned>(count);
+  if (row_bytes % 4 == 0)
+    Embedding<<<blocks, 128, 0, s>>>(static_cast<const uint32_t*>(table), row_bytes / 4, ids,
+                                     static_cast<uint32_t*>(out), vocab, padding_idx, fault);
+  else
+    Embedding<<<blocks, 128, 0, s>>>(static_cast<const uint8_t*>(table), row_bytes, ids,
+                                     static_cast<uint8_t*>(out), vocab, padding_idx, fault);
 }
 
 template <typename T>
@@ -299,6 +413,43 @@ void LaunchGather(size_t elem_bytes, const void* x, void* y, int64_t n, const In
 
 void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, cudaStream_t s) {
   if (rows > 0) Softmax<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, y, cols, log);
+}
+
+void LaunchBiasActivation(Elem out_type, void* out, Elem bias_type, const void* bias, int64_t rows,
+                          int64_t cols, Activation act, cudaStream_t s) {
+  const int64_t n = rows * cols;
+  if (n == 0 || (!bias && act == Activation::kNone)) return;
+  switch (out_type) {
+    case Elem::kF32:
+      BiasActivationAs(static_cast<float*>(out), bias_type, bias, n, cols, act, s);
+      break;
+    case Elem::kF16:
+      BiasActivationAs(static_cast<__half*>(out), bias_type, bias, n, cols, act, s);
+      break;
+    case Elem::kBF16:
+      BiasActivationAs(static_cast<__nv_bfloat16*>(out), bias_type, bias, n, cols, act, s);
+      break;
+    default:
+      break;
+  }
+}
+
+void LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows,
+                     int64_t cols, float eps, cudaStream_t s) {
+  if (rows > 0)
+    LayerNorm<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, scale, bias, y, cols, eps);
+}
+
+void LaunchEmbedding(const void* table, int64_t row_bytes, bool ids64, const void* ids, void* out,
+                     int64_t count, int64_t vocab, int64_t padding_idx, int64_t* fault,
+                     cudaStream_t s) {
+  if (count == 0) return;
+  if (ids64)
+    EmbeddingAs(table, row_bytes, static_cast<const int64_t*>(ids), out, count, vocab, padding_idx,
+                fault, s);
+  else
+    EmbeddingAs(table, row_bytes, static_cast<const int32_t*>(ids), out, count, vocab, padding_idx,
+                fault, s);
 }
 
 }  // namespace tiller::cuda

@@ -26,7 +26,10 @@ struct Indexing {
 };
 
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin };
-enum class UnaryOp { kRelu, kTanh, kExp, kSigmoid, kNeg, kSqrt };
+enum class UnaryOp { kRelu, kTanh, kExp, kSigmoid, kNeg, kSqrt, kGelu, kGeluTanh };
+// A GEMM's epilogue activation (linear's `activation`; hard_swish,
+// hard_sigmoid and relu6 with Paddle's defaults, as the fusion pass admits).
+enum class Activation { kNone, kRelu, kTanh, kGelu, kGeluTanh, kHardSwish, kHardSigmoid, kRelu6 };
 
 // out[i] = a[..] op b[..] with numpy broadcasting, `n` outputs; float32,
 // float16, bfloat16 (computed in float32, rounded once) or int64 (no kDiv).
@@ -45,5 +48,21 @@ void LaunchGather(size_t elem_bytes, const void* x, void* y, int64_t n, const In
 // when `log`), max-subtracted as the CPU kernel does.
 void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log,
                    cudaStream_t stream);
+
+// out[r, c] = act(out[r, c] + bias[c]) over a [rows, cols] result of type
+// `out_type` (float32 or a half type, computed in float32); `bias` may be
+// null, its type float32 or out_type.
+void LaunchBiasActivation(Elem out_type, void* out, Elem bias_type, const void* bias, int64_t rows,
+                          int64_t cols, Activation act, cudaStream_t stream);
+// Layer normalization of each row of a [rows, cols] float32 tensor:
+// (x - mean) / sqrt(var + eps) * scale + bias (scale, bias optional).
+void LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows,
+                     int64_t cols, float eps, cudaStream_t stream);
+// out[i] = table[ids[i]] (rows of `row_bytes`), zeros for padding_idx (-1:
+// none) and for an id outside [0, vocab), whose value goes to fault[1]
+// (fault[0] set to 1; the first one kept). ids int64 or int32.
+void LaunchEmbedding(const void* table, int64_t row_bytes, bool ids64, const void* ids, void* out,
+                     int64_t count, int64_t vocab, int64_t padding_idx, int64_t* fault,
+                     cudaStream_t stream);
 
 }  // namespace tiller::cuda

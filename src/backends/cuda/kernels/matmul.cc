@@ -75,24 +75,16 @@ std::optional<std::string> Accepts(const ir::Op& op) {
   return std::nullopt;
 }
 
-std::unique_ptr<backend::Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
-  CudaDevice& dev = DeviceOf(device);
-  const std::string what = fmt::format("{}: cuBLASLt matmul (op '{}')", dev.label(), op.name);
-  const Shape &x = op.inputs[0]->shape(), &y = op.inputs[1]->shape();
-  const bool ta = op.GetBool("transpose_a"), tb = op.GetBool("transpose_b");
-  const int64_t M = ta ? x[x.size() - 1] : x[x.size() - 2];
-  const int64_t K = ta ? x[x.size() - 2] : x[x.size() - 1];
-  const int64_t N = tb ? y[y.size() - 2] : y[y.size() - 1];
-  int64_t batch = 1;
-  for (size_t d = 0; d + 2 < x.size(); ++d) batch *= x[d];
-  const bool y_batched = y.size() > 2;
-  const cudaDataType_t in_type = CudaType(op.inputs[0]->dtype());
-  const cudaDataType_t out_type = CudaType(op.outputs[0]->dtype());
-
+// The descriptors and algorithm of a row-major [M, K] x [K, N] GEMM
+// (operands transposed as ta / tb say), `batch` of them with the second
+// operand shared when !y_batched.
+std::shared_ptr<Plan> MakePlan(CudaDevice& dev, cudaDataType_t in_type, cudaDataType_t out_type,
+                               int64_t M, int64_t K, int64_t N, bool ta, bool tb, int64_t batch,
+                               bool y_batched, float alpha, const std::string& what) {
   Check(cudaSetDevice(dev.gpu()), what);
   cublasLtHandle_t handle = dev.blas();
   auto plan = std::make_shared<Plan>();
-  plan->alpha = static_cast<float>(op.GetFloat("alpha"));
+  plan->alpha = alpha;
   CheckBlas(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
   // Column-major: A is Y (transposed when transpose_b), B is X.
   const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -122,18 +114,83 @@ std::unique_ptr<backend::Kernel> MakeMatmul(const ir::Op& op, backend::Device& d
   cublasLtMatmulPreferenceDestroy(pref);
   CheckBlas(status, what + ": choosing the algorithm");
   if (found == 0)
-    Fail(ErrorKind::kUnimplemented, "{}: cuBLASLt has no algorithm for [{}] x [{}] in {}", what,
-         ShapeToString(x), ShapeToString(y), DTypeName(op.inputs[0]->dtype()));
+    Fail(ErrorKind::kUnimplemented, "{}: cuBLASLt has no algorithm for [{}, {}] x [{}, {}]", what,
+         M, K, K, N);
   plan->algo = result.algo;
+  return plan;
+}
 
-  void* workspace = dev.blas_workspace();
-  return Launching(op, [plan, handle, workspace, what](const backend::KernelArgs& a,
-                                                       cudaStream_t s) {
-    const float beta = 0.f;
-    CheckBlas(cublasLtMatmul(handle, plan->desc, &plan->alpha, a.inputs[1], plan->a, a.inputs[0],
-                             plan->b, &beta, a.outputs[0], plan->c, a.outputs[0], plan->c,
-                             &plan->algo, workspace, CudaDevice::kBlasWorkspaceBytes, s),
-              what);
+// D = alpha op(X) op(Y) + beta C on `s`; C and D may be one buffer.
+void RunPlan(const Plan& plan, CudaDevice& dev, const void* x, const void* y, const void* c,
+             float beta, void* d, cudaStream_t s, const std::string& what) {
+  CheckBlas(
+      cublasLtMatmul(dev.blas(), plan.desc, &plan.alpha, y, plan.a, x, plan.b, &beta, c, plan.c, d,
+                     plan.c, &plan.algo, dev.blas_workspace(), CudaDevice::kBlasWorkspaceBytes, s),
+      what);
+}
+
+std::unique_ptr<backend::Kernel> MakeMatmul(const ir::Op& op, backend::Device& device) {
+  CudaDevice& dev = DeviceOf(device);
+  const std::string what = fmt::format("{}: cuBLASLt matmul (op '{}')", dev.label(), op.name);
+  const Shape &x = op.inputs[0]->shape(), &y = op.inputs[1]->shape();
+  const bool ta = op.GetBool("transpose_a"), tb = op.GetBool("transpose_b");
+  const int64_t M = ta ? x[x.size() - 1] : x[x.size() - 2];
+  const int64_t K = ta ? x[x.size() - 2] : x[x.size() - 1];
+  const int64_t N = tb ? y[y.size() - 2] : y[y.size() - 1];
+  int64_t batch = 1;
+  for (size_t d = 0; d + 2 < x.size(); ++d) batch *= x[d];
+  std::shared_ptr<Plan> plan =
+      MakePlan(dev, CudaType(op.inputs[0]->dtype()), CudaType(op.outputs[0]->dtype()), M, K, N, ta,
+               tb, batch, y.size() > 2, static_cast<float>(op.GetFloat("alpha")), what);
+  CudaDevice* d = &dev;
+  return Launching(op, [plan, d, what](const backend::KernelArgs& a, cudaStream_t s) {
+    RunPlan(*plan, *d, a.inputs[0], a.inputs[1], a.outputs[0], 0.f, a.outputs[0], s, what);
+  });
+}
+
+std::optional<Activation> ActivationOf(const std::string& name) {
+  if (name.empty()) return Activation::kNone;
+  if (name == "relu") return Activation::kRelu;
+  if (name == "tanh") return Activation::kTanh;
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "gelu_tanh") return Activation::kGeluTanh;
+  if (name == "hard_swish") return Activation::kHardSwish;
+  if (name == "hard_sigmoid") return Activation::kHardSigmoid;
+  if (name == "relu6") return Activation::kRelu6;
+  return std::nullopt;
+}
+
+std::optional<std::string> LinearAccepts(const ir::Op& op) {
+  if (!ActivationOf(op.GetStr("activation")))
+    return fmt::format("linear with activation '{}'", op.GetStr("activation"));
+  return std::nullopt;
+}
+
+// linear: act(x W + b + r) for x [..., K], W [K, N]: the GEMM adds the
+// residual r (its C operand, beta 1: in place when the memory plan gave
+// the result r's storage), then one pass adds the bias and applies the
+// activation.
+std::unique_ptr<backend::Kernel> MakeLinear(const ir::Op& op, backend::Device& device) {
+  CudaDevice& dev = DeviceOf(device);
+  const std::string what = fmt::format("{}: cuBLASLt linear (op '{}')", dev.label(), op.name);
+  const Shape& w = op.inputs[1]->shape();
+  const int64_t K = w[0], N = w[1];
+  const int64_t M = K ? NumElements(op.inputs[0]->shape()) / K : 0;
+  const DType out = op.outputs[0]->dtype();
+  std::shared_ptr<Plan> plan = MakePlan(dev, CudaType(op.inputs[0]->dtype()), CudaType(out), M, K,
+                                        N, false, false, 1, false, 1.f, what);
+  const Activation act = *ActivationOf(op.GetStr("activation"));
+  const Elem out_elem = *ElemOf(out);
+  const bool has_bias = op.inputs.size() > 2 && op.inputs[2];
+  const bool has_residual = op.inputs.size() > 3 && op.inputs[3];
+  const Elem bias_elem = has_bias ? *ElemOf(op.inputs[2]->dtype()) : Elem::kF32;
+  CudaDevice* d = &dev;
+  return Launching(op, [=](const backend::KernelArgs& a, cudaStream_t s) {
+    const void* c = has_residual ? a.inputs[3] : a.outputs[0];
+    RunPlan(*plan, *d, a.inputs[0], a.inputs[1], c, has_residual ? 1.f : 0.f, a.outputs[0], s,
+            what);
+    LaunchBiasActivation(out_elem, a.outputs[0], bias_elem, has_bias ? a.inputs[2] : nullptr, M, N,
+                         act, s);
   });
 }
 
@@ -144,6 +201,16 @@ const bool kRegistered = [] {
   backend::RegisterKernel(kBackendName, "matmul",
                           Signature("H, H -> float32").Where("H", {DType::kF16, DType::kBF16}),
                           MakeMatmul, Accepts);
+  backend::RegisterKernel(kBackendName, "linear",
+                          Signature("T, T, T?, T? -> T").Where("T", {DType::kF32}), MakeLinear,
+                          LinearAccepts);
+  backend::RegisterKernel(
+      kBackendName, "linear",
+      Signature("H, H, float32?, float32? -> float32").Where("H", {DType::kF16, DType::kBF16}),
+      MakeLinear, LinearAccepts);
+  backend::RegisterKernel(kBackendName, "linear",
+                          Signature("H, H, float32? -> H").Where("H", {DType::kF16, DType::kBF16}),
+                          MakeLinear, LinearAccepts);
   return true;
 }();
 
