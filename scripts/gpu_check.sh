@@ -10,11 +10,15 @@
 # There:                  bash build/gpu_bundle/run.sh   (with $OUT set)
 #   prints the GPU, the driver, whether every library resolves, then runs
 #   each check under a time limit and keeps its output in $OUT/gpu_check.txt:
-#     1. tiller_gpu_check: every CUDA kernel and dtype against the CPU
-#        backend (tests/gpu/op_check.cc states the tolerances).
-#   Still to come (issue 43): BERT-Base / ResNet-50 inference against the
-#   CPU, BERT-small training, CPU + GPU pipelines and replicas, and the
-#   benchmark against PyTorch.
+#     1. tiller_gpu_check ops: every CUDA kernel and dtype against the CPU
+#        backend (tests/gpu/op_check.cc states the tolerances);
+#     2. BERT-Base (8 x 128) and ResNet-50 (batch 8) inference on cuda:0
+#        (first supported, the CPU for the rest) against the CPU alone,
+#        within rel 1e-4 of each output's largest value (fp32), with the
+#        programs exported here by Paddle and the weights made there from a
+#        seed (tiller_gpu_check weights; tests/gpu/model_check.cc).
+#   Still to come (issue 43): BERT-small training, CPU + GPU pipelines and
+#   replicas, and the benchmark against PyTorch.
 #
 # With the device tool: run(command="bash build/gpu_bundle/run.sh",
 #   carry=["build/gpu_bundle"], timeout_s=540).
@@ -42,6 +46,19 @@ cp "$build/bin/tiller_gpu_check" "$bundle/bin/"
 [ -f "$build/bin/tiller" ] && cp "$build/bin/tiller" "$bundle/bin/"
 cp "$build"/lib/libtiller.so "$build"/lib/libtiller_cuda.so "$bundle/lib/"
 
+# The programs (a few hundred KiB; their weights are made on the GPU machine).
+models=$build/gpu_models
+for preset in bert-base resnet50; do
+  if [ ! -f "$models/$preset/model.pdmodel" ]; then
+    echo "gpu_check: exporting $preset with Paddle ..."
+    GLOG_minloglevel=2 .venv/bin/python -m models.export --preset "$preset" --format legacy \
+      --out "$models/$preset" > "$models.$preset.log" 2>&1 ||
+      { cat "$models.$preset.log" >&2; exit 1; }
+  fi
+  mkdir -p "$bundle/models/$preset"
+  cp "$models/$preset/model.pdmodel" "$bundle/models/$preset/"
+done
+
 # The libraries they load that a bare machine may lack: everything ldd
 # resolves outside the C runtime and the CUDA toolkit.
 system='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libgcc_s\.|libstdc\+\+\.|libcuda\.|libcudart\.|libcublas|libcublasLt\.)'
@@ -67,8 +84,20 @@ log="$out/gpu_check.txt"
   nvcc --version 2>/dev/null | tail -1
   echo "== libraries (not found = missing on this machine)"
   ldd "$here/lib/libtiller_cuda.so" | grep -E 'not found|cuda|cublas'
+  check=$here/bin/tiller_gpu_check
   echo "== 1. CUDA kernels against the CPU backend"
-  timeout 240 "$here/bin/tiller_gpu_check" --device cuda:0; echo "exit $?"
+  timeout 180 "$check" ops --device cuda:0; echo "exit $?"
+  echo "== 2. inference, cuda:0 (+ cpu for the rest) against the CPU, fp32"
+  work=$(mktemp -d)
+  cp -r "$here/models/." "$work/"
+  "$check" weights --model "$work/bert-base/model.pdmodel" --seed 1
+  timeout 120 "$check" model --model "$work/bert-base/model.pdmodel" \
+    --shape input_ids=8x128 --shape token_type_ids=8x128 \
+    --ids input_ids=30522 --ids token_type_ids=2 --devices cuda:0,cpu; echo "exit $?"
+  "$check" weights --model "$work/resnet50/model.pdmodel" --seed 1
+  timeout 120 "$check" model --model "$work/resnet50/model.pdmodel" \
+    --shape x=8x3x224x224 --devices cuda:0,cpu; echo "exit $?"
+  rm -rf "$work"
 } 2>&1 | tee "$log"
 EOF
 chmod +x "$bundle/run.sh"

@@ -18,7 +18,7 @@
 // place (bfloat16 rel 1e-2, float16 2e-3), where a float32 difference in
 // the last bit can round the other way.
 //
-//   tiller_gpu_check [--device cuda:0]      exit 0: every case passed
+//   tiller_gpu_check ops [--device cuda:0]      exit 0: every case passed
 #include <fmt/format.h>
 
 #include <cmath>
@@ -268,9 +268,11 @@ std::vector<Case> Cases() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace tiller::gpu_check {
+
+int OpsMain(int argc, char** argv) {
   std::string device = "cuda:0";
-  for (int i = 1; i + 1 < argc; ++i)
+  for (int i = 0; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--device") device = argv[i + 1];
   try {
     const compile::DeviceSpec gpu = runtime::DeviceSpecOf(device, 1, false);
@@ -351,3 +353,5 @@ int main(int argc, char** argv) {
     return 2;
   }
 }
+
+}  // namespace tiller::gpu_check

@@ -89,6 +89,28 @@ def test_gpu_check_stops_at_once_without_a_gpu():
     assert "no usable GPU" in res.stderr
 
 
+def test_seeded_weights_run_a_program_exported_without_them(bert, tmp_path):
+    """tiller_gpu_check weights + model, as the GPU machine runs them (its
+    programs travel without weights): here on the test backend's devices,
+    which must match the CPU bit for bit."""
+    check = BUILD / "bin" / "tiller_gpu_check"
+    if not check.exists():
+        pytest.skip("built without the CUDA backend")
+    program = tmp_path / "model.pdmodel"
+    program.write_bytes(Path(bert.model_file).read_bytes())
+    res = subprocess.run([str(check), "weights", "--model", str(program), "--seed", "3"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "model.pdiparams").stat().st_size > 0
+    env = dict(os.environ, TILLER_BACKENDS=str(BUILD / "lib" / "libtiller_test_backend.so"))
+    res = subprocess.run([str(check), "model", "--model", str(program), "--shape", "input_ids=2x16",
+                          "--shape", "token_type_ids=2x16", "--ids", "input_ids=100", "--ids",
+                          "token_type_ids=2", "--devices", "test,cpu", "--threads", "1", "--runs",
+                          "1", "--rel", "0"], capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count("): ok") == 2 and "FAIL" not in res.stdout  # both outputs
+
+
 @needs_backend
 def test_gpu_bundle_fits_the_device_tool(tmp_path):
     """scripts/gpu_check.sh bundle: what a GPU machine is lent, under 64 MiB."""
@@ -99,7 +121,8 @@ def test_gpu_bundle_fits_the_device_tool(tmp_path):
     bundle = BUILD / "gpu_bundle"
     size = sum(f.stat().st_size for f in bundle.rglob("*") if f.is_file())
     assert size < 64 << 20, f"{size / 2**20:.1f} MiB"
-    for name in ("run.sh", "bin/tiller_gpu_check", "lib/libtiller.so", "lib/libtiller_cuda.so"):
+    for name in ("run.sh", "bin/tiller_gpu_check", "lib/libtiller.so", "lib/libtiller_cuda.so",
+                 "models/bert-base/model.pdmodel", "models/resnet50/model.pdmodel"):
         assert (bundle / name).exists(), name
     # Every library the check binary needs is in the bundle or the CUDA
     # toolkit's, which the GPU machine has.
