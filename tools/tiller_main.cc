@@ -247,6 +247,19 @@ int Bench(const std::string& model, const std::string& params, const BenchArgs& 
   return 0;
 }
 
+int BackendOps(const std::string& backend) {
+  // The IR ops a backend has kernels for, each signature with its dtypes.
+  const auto kernels = tiller::BackendKernels(backend);
+  fmt::print("{:<24} {}\n", "ir op", fmt::format("{} kernel signatures (dtypes)", backend));
+  for (const auto& k : kernels) {
+    for (size_t i = 0; i < k.signatures.size(); ++i)
+      fmt::print("{:<24} {}\n", i ? "" : k.ir_op, k.signatures[i]);
+  }
+  fmt::print("{} IR ops with {} kernels; the others run on another device (first_supported)\n",
+             kernels.size(), backend);
+  return 0;
+}
+
 int Ops() {
   // One row per Paddle op type with a translator (frontend/paddle/op_table.h).
   auto rows = tiller::SupportedOps();
@@ -462,6 +475,12 @@ int main(int argc, char** argv) {
   quant->add_option("--threads", quant_threads, "calibration threads")->check(positive_int);
 
   auto* ops = app.add_subcommand("ops", "the Paddle ops Tiller translates");
+  std::string ops_backend;
+  ops->add_option("--backend", ops_backend,
+                  "instead: the IR ops this backend has kernels for, with their dtypes (cuda, "
+                  "cpu, or one loaded with --backend-library)");
+  std::vector<std::string> ops_libraries;
+  ops->add_option("--backend-library", ops_libraries, "load a backend library first");
 
   auto* passes_cmd = app.add_subcommand(
       "passes", "the passes a compile runs after autodiff, in order, and when each runs");
@@ -597,6 +616,8 @@ int main(int argc, char** argv) {
       fmt::print("{}", tiller::DescribeCompilePipeline(SplitDevices(pass_dev.devices)));
       return 0;
     }
+    for (const std::string& lib : ops_libraries) tiller::LoadBackendLibrary(lib);
+    if (!ops_backend.empty()) return BackendOps(ops_backend);
     return Ops();
   } catch (const tiller::Error& e) {
     fmt::print(stderr, "tiller: error ({}): {}\n", tiller::ErrorKindName(e.kind()), e.what());

@@ -72,6 +72,17 @@ struct OpSupport {
 };
 // Sorted by Paddle op type; includes loaded custom ops.
 std::vector<OpSupport> SupportedOps();
+
+// One IR op a backend has kernels for (`tiller ops --backend cuda`).
+struct BackendKernel {
+  std::string ir_op;
+  // Each registered kernel's signature with its dtypes spelled out:
+  // "T, T -> T (T: float32, float16, bfloat16, int64)".
+  std::vector<std::string> signatures;
+};
+// Sorted by IR op. Loads the CUDA backend's library for "cuda"; throws
+// tiller::Error for a backend that is not registered (listing those that are).
+std::vector<BackendKernel> BackendKernels(const std::string& backend);
 std::vector<std::string> SupportedPaddleOps();
 
 // The passes a compile runs on a step's graph after autodiff, in order, as

@@ -152,4 +152,14 @@ std::optional<std::string> Signature::Mismatch(const ir::Op& op) const {
   return check(outputs_, op.outputs, "output");
 }
 
+std::string Signature::Describe() const {
+  std::string vars;
+  for (const auto& [var, types] : vars_) {
+    std::string names;
+    for (DType t : types) names += (names.empty() ? "" : ", ") + std::string(DTypeName(t));
+    vars += (vars.empty() ? "" : "; ") + var + ": " + names;
+  }
+  return vars.empty() ? spec_ : spec_ + " (" + vars + ")";
+}
+
 }  // namespace tiller::backend

@@ -50,6 +50,8 @@ class Signature {
   // The primary variable's dtypes (empty when it has none).
   const std::vector<DType>& primary_types() const;
   const std::string& spec() const { return spec_; }
+  // The spec with its variables' dtypes: "T, T -> T (T: float32, int64)".
+  std::string Describe() const;
   // Checks that every variable has dtypes; an internal error otherwise.
   void Validate(const std::string& what) const;
 

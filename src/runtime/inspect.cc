@@ -13,6 +13,7 @@
 #include "frontend/paddle/op_table.h"
 #include "frontend/paddle/program.h"
 #include "frontend/paddle/translate.h"
+#include "ir/op_schema.h"
 #include "passes/pass.h"
 #include "runtime/api_types.h"
 #include "runtime/device_names.h"
@@ -108,6 +109,24 @@ std::vector<OpSupport> SupportedOps() {
     s.notes = r.notes;
     out.push_back(std::move(s));
   }
+  return out;
+}
+
+std::vector<BackendKernel> BackendKernels(const std::string& name) {
+  runtime::EnsureBackend(name);
+  if (!backend::FindBackend(name))
+    Fail(ErrorKind::kInvalidArgument, "no backend '{}' (registered: {})", name,
+         fmt::join(backend::BackendNames(), ", "));
+  std::vector<BackendKernel> out;
+  for (const std::string& type : ir::AllOpSchemaNames()) {
+    const std::vector<const backend::Signature*> sigs = backend::KernelSignatures(name, type);
+    if (sigs.empty()) continue;
+    BackendKernel k{type, {}};
+    for (const backend::Signature* sig : sigs) k.signatures.push_back(sig->Describe());
+    out.push_back(std::move(k));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const BackendKernel& a, const BackendKernel& b) { return a.ir_op < b.ir_op; });
   return out;
 }
 

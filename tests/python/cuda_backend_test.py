@@ -131,3 +131,23 @@ def test_gpu_bundle_fits_the_device_tool(tmp_path):
     assert "not found" not in ldd, ldd
     assert np.all([str(bundle / "lib") in line for line in ldd.splitlines()
                    if "libtiller" in line or "libdnnl" in line])
+
+
+@needs_backend
+def test_ops_lists_the_cuda_kernels_per_dtype():
+    """`tiller ops --backend cuda`: which IR ops run on the GPU, in which
+    dtypes (loads the backend; no GPU needed)."""
+    res = run("ops", "--backend", "cuda")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    by_op = {line.split()[0]: line for line in lines[1:-1] if not line.startswith(" ")}
+    assert "T, T -> T (T: float32, float16, bfloat16)" in by_op["matmul"]
+    assert "float32" in by_op["layer_norm"] and "float16" not in by_op["layer_norm"]
+    assert "conv2d" not in by_op  # runs on the CPU for now
+    assert lines[-1].startswith(f"{len(by_op)} IR ops with cuda kernels")
+
+
+def test_ops_for_an_unknown_backend_names_the_registered_ones():
+    res = run("ops", "--backend", "nope")
+    assert res.returncode == 2
+    assert "no backend 'nope' (registered: cpu" in res.stderr
