@@ -75,6 +75,17 @@ TEST(CudaBackend, PlacementSeesWhatEachKernelTakes) {
   first_axis.Set("axis", int64_t{0});
   EXPECT_TRUE(cuda->Supports(*g.AddOp("softmax", {x}, first_axis, "axis0")).has_value());
   EXPECT_EQ(cuda->Supports(*g.AddOp("softmax", {x}, {}, "last")), std::nullopt);
+  // Attention keeps a query row's scores in shared memory: too many keys
+  // and the op goes to the CPU.
+  ir::AttrMap heads;
+  heads.Set("heads", int64_t{2});
+  ir::Value* q = g.AddInput("q", {DType::kF32, {1, 4, 64}});
+  ir::Value* few = g.AddInput("few", {DType::kF32, {1, 128, 64}});
+  ir::Value* many = g.AddInput("many", {DType::kF32, {1, 20000, 64}});
+  EXPECT_EQ(cuda->Supports(*g.AddOp("attention", {q, few, few}, heads, "short")), std::nullopt);
+  const auto too_long = cuda->Supports(*g.AddOp("attention", {q, many, many}, heads, "long"));
+  ASSERT_TRUE(too_long.has_value());
+  EXPECT_NE(too_long->find("shared memory"), std::string::npos) << *too_long;
   // No int8 GEMM and no kernel for most ops yet: they fall back.
   ir::Value* i = g.AddInput("i", {DType::kI64, {4}});
   EXPECT_TRUE(cuda->Supports(*g.AddOp("abs", {i}, {}, "abs")).has_value());

@@ -230,6 +230,43 @@ std::vector<Case> Cases() {
     e.error = "outside [0, 10)";
     cases.push_back(e);
   }
+  for (bool after : {true, false}) {
+    ir::AttrMap a;
+    a.Set("scale", 0.125);
+    a.Set("bias", -1.5);
+    a.Set("bias_after_scale", after);
+    cases.push_back({"scale", {T{f32, {999}}}, a});
+    cases.push_back({"scale", {T{bf16, {999}}}, a, 1e-2, 1e-3});
+  }
+  cases.push_back({"equal", {T{i64, {4, 16}}, T{i64, {1}}}, {}, 0});
+  cases.push_back({"equal", {T{f32, {4, 16}}, T{f32, {4, 16}}}, {}, 0});
+  {
+    // BERT's fused attention: heads side by side, with and without a mask,
+    // and reading q, k and v at column offsets of one packed tensor each.
+    ir::AttrMap a;
+    a.Set("heads", int64_t{4});
+    a.Set("alpha", 0.25);
+    cases.push_back({"attention",
+                     {T{f32, {2, 16, 64}}, T{f32, {2, 24, 64}}, T{f32, {2, 24, 64}}},
+                     a,
+                     1e-5,
+                     1e-6});
+    cases.push_back(
+        {"attention",
+         {T{f32, {2, 16, 64}}, T{f32, {2, 16, 64}}, T{f32, {2, 16, 64}}, T{f32, {2, 1, 1, 16}}},
+         a,
+         1e-5,
+         1e-6});
+    ir::AttrMap packed = a;
+    packed.Set("head_dim", int64_t{16});
+    packed.Set("offsets", std::vector<int64_t>{0, 64, 128});
+    cases.push_back(
+        {"attention",
+         {T{f32, {2, 16, 192}}, T{f32, {2, 16, 192}}, T{f32, {2, 16, 192}}, T{f32, {2, 4, 16, 16}}},
+         packed,
+         1e-5,
+         1e-6});
+  }
   auto lin = [&](DType t, bool bias, bool residual, const char* act, const char* out_dtype,
                  double rel) {
     ir::AttrMap a;

@@ -134,6 +134,27 @@ std::unique_ptr<backend::Kernel> MakeUnary(const ir::Op& op, backend::Device&) {
   });
 }
 
+std::unique_ptr<backend::Kernel> MakeScale(const ir::Op& op, backend::Device&) {
+  const Elem type = *ElemOf(op.inputs[0]->dtype());
+  const int64_t n = NumElements(op.outputs[0]->shape());
+  const auto scale = static_cast<float>(op.GetFloat("scale"));
+  const auto bias = static_cast<float>(op.GetFloat("bias"));
+  const bool after = op.GetBool("bias_after_scale");
+  return Launching(op, [=](const backend::KernelArgs& a, cudaStream_t s) {
+    LaunchScale(type, a.inputs[0], a.outputs[0], n, scale, bias, after, s);
+  });
+}
+
+std::unique_ptr<backend::Kernel> MakeEqual(const ir::Op& op, backend::Device&) {
+  const Elem type = *ElemOf(op.inputs[0]->dtype());
+  const Indexing ix =
+      BroadcastIndexing(op.outputs[0]->shape(), op.inputs[0]->shape(), op.inputs[1]->shape());
+  const int64_t n = NumElements(op.outputs[0]->shape());
+  return Launching(op, [=](const backend::KernelArgs& a, cudaStream_t s) {
+    LaunchEqual(type, a.inputs[0], a.inputs[1], static_cast<bool*>(a.outputs[0]), n, ix, s);
+  });
+}
+
 std::unique_ptr<backend::Kernel> MakeCast(const ir::Op& op, backend::Device&) {
   const Elem from = *ElemOf(op.inputs[0]->dtype()), to = *ElemOf(op.outputs[0]->dtype());
   const int64_t n = NumElements(op.outputs[0]->shape());
@@ -187,6 +208,10 @@ const bool kRegistered = [] {
                           MakeBinary, RankAtMostMax);
   for (const char* op : {"relu", "tanh", "exp", "sigmoid", "neg", "sqrt", "gelu"})
     backend::RegisterKernel(kBackendName, op, Signature("T -> T").Where("T", floats), MakeUnary);
+  backend::RegisterKernel(kBackendName, "scale", Signature("T -> T").Where("T", floats), MakeScale);
+  backend::RegisterKernel(kBackendName, "equal",
+                          Signature("T, T -> bool").Where("T", {DType::kF32, DType::kI64}),
+                          MakeEqual, RankAtMostMax);
   backend::RegisterKernel(kBackendName, "cast",
                           Signature("S -> T").Where("S", floats).Where("T", floats), MakeCast);
   backend::RegisterKernel(kBackendName, "cast", Signature("int64 -> float32"), MakeCast);

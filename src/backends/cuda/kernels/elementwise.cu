@@ -225,6 +225,25 @@ __global__ void Unary(UnaryOp op, const T* x, T* y, int64_t n) {
     Io<T>::Store(y, i, ApplyUnary(op, Io<T>::Load(x, i)));
 }
 
+template <typename T>
+__global__ void Scale(const T* x, T* y, int64_t n, float scale, float bias, bool after) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = Io<T>::Load(x, i);
+    Io<T>::Store(y, i, after ? v * scale + bias : (v + bias) * scale);
+  }
+}
+
+template <typename T>
+__global__ void Equal(const T* a, const T* b, bool* out, int64_t n, Indexing ix) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t oa, ob;
+    Offsets(ix, i, &oa, &ob);
+    out[i] = a[oa] == b[ob];
+  }
+}
+
 template <typename From, typename To>
 __global__ void Cast(const From* x, To* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -450,6 +469,36 @@ void LaunchEmbedding(const void* table, int64_t row_bytes, bool ids64, const voi
   else
     EmbeddingAs(table, row_bytes, static_cast<const int32_t*>(ids), out, count, vocab, padding_idx,
                 fault, s);
+}
+
+void LaunchScale(Elem type, const void* x, void* y, int64_t n, float scale, float bias, bool after,
+                 cudaStream_t s) {
+  switch (type) {
+    case Elem::kF32:
+      Scale<<<Blocks(n), kThreads, 0, s>>>(static_cast<const float*>(x), static_cast<float*>(y), n,
+                                           scale, bias, after);
+      break;
+    case Elem::kF16:
+      Scale<<<Blocks(n), kThreads, 0, s>>>(static_cast<const __half*>(x), static_cast<__half*>(y),
+                                           n, scale, bias, after);
+      break;
+    case Elem::kBF16:
+      Scale<<<Blocks(n), kThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(x),
+                                           static_cast<__nv_bfloat16*>(y), n, scale, bias, after);
+      break;
+    default:
+      break;
+  }
+}
+
+void LaunchEqual(Elem type, const void* a, const void* b, bool* out, int64_t n, const Indexing& ix,
+                 cudaStream_t s) {
+  if (type == Elem::kF32)
+    Equal<<<Blocks(n), kThreads, 0, s>>>(static_cast<const float*>(a), static_cast<const float*>(b),
+                                         out, n, ix);
+  else if (type == Elem::kI64)
+    Equal<<<Blocks(n), kThreads, 0, s>>>(static_cast<const int64_t*>(a),
+                                         static_cast<const int64_t*>(b), out, n, ix);
 }
 
 }  // namespace tiller::cuda

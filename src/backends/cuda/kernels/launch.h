@@ -37,6 +37,13 @@ void LaunchBinary(BinaryOp op, Elem type, const void* a, const void* b, void* ou
                   const Indexing& index, cudaStream_t stream);
 // y = f(x) elementwise, float32 / float16 / bfloat16 (computed in float32).
 void LaunchUnary(UnaryOp op, Elem type, const void* x, void* y, int64_t n, cudaStream_t stream);
+// y = x * scale + bias, or (x + bias) * scale when !bias_after_scale
+// (Paddle's scale op), float32 / float16 / bfloat16 computed in float32.
+void LaunchScale(Elem type, const void* x, void* y, int64_t n, float scale, float bias,
+                 bool bias_after_scale, cudaStream_t stream);
+// out[i] = a[..] == b[..] (bool) with numpy broadcasting; float32 or int64.
+void LaunchEqual(Elem type, const void* a, const void* b, bool* out, int64_t n,
+                 const Indexing& index, cudaStream_t stream);
 // Conversion with the CPU's rounding: to a half type, to nearest even; to
 // int64 / int32, toward zero; to bool, x != 0.
 void LaunchCast(Elem from, Elem to, const void* x, void* y, int64_t n, cudaStream_t stream);
@@ -64,5 +71,21 @@ void LaunchLayerNorm(const float* x, const float* scale, const float* bias, floa
 void LaunchEmbedding(const void* table, int64_t row_bytes, bool ids64, const void* ids, void* out,
                      int64_t count, int64_t vocab, int64_t padding_idx, int64_t* fault,
                      cudaStream_t stream);
+
+// The fused attention op's layout (ir attention: q, k, v [batch, seq,
+// columns], each head's d (dv) columns at offset + head * d; the mask's
+// element strides per [batch, head, query, key], 0 where it broadcasts).
+struct AttentionGeometry {
+  int64_t batch = 0, sq = 0, sk = 0, heads = 0, d = 0, dv = 0;
+  int64_t q_ld = 0, k_ld = 0, v_ld = 0, q_off = 0, k_off = 0, v_off = 0;
+  int64_t mb = 0, mh = 0, mq = 0, mk = 0;
+  float alpha = 1.f;
+};
+// Shared memory a block needs: its query row and its scores.
+size_t AttentionSharedBytes(const AttentionGeometry& g);
+// out [batch, sq, heads * dv] = softmax(alpha q k^T + mask) v per head;
+// mask may be null.
+void LaunchAttention(const AttentionGeometry& g, const float* q, const float* k, const float* v,
+                     const float* mask, float* out, cudaStream_t stream);
 
 }  // namespace tiller::cuda

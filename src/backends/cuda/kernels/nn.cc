@@ -1,4 +1,5 @@
-// CUDA layer_norm and embedding (their code: elementwise.cu).
+// CUDA layer_norm and embedding (their code: elementwise.cu) and the fused
+// attention (attention.cu).
 #include <fmt/format.h>
 
 #include "backends/cuda/cuda_device.h"
@@ -62,7 +63,69 @@ class EmbeddingKernel : public backend::Kernel {
   bool ids64_ = true;
 };
 
+AttentionGeometry GeometryOf(const ir::Op& op) {
+  AttentionGeometry g;
+  const Shape &q = op.inputs[0]->shape(), &k = op.inputs[1]->shape(), &v = op.inputs[2]->shape();
+  g.batch = q[0];
+  g.sq = q[1];
+  g.sk = k[1];
+  g.heads = op.GetInt("heads");
+  g.q_ld = q[2];
+  g.k_ld = k[2];
+  g.v_ld = v[2];
+  const std::vector<int64_t>& offsets = op.GetInts("offsets");
+  if (offsets.empty()) {
+    g.d = q[2] / g.heads;
+    g.dv = v[2] / g.heads;
+  } else {
+    g.d = g.dv = op.GetInt("head_dim");
+    g.q_off = offsets[0];
+    g.k_off = offsets[1];
+    g.v_off = offsets[2];
+  }
+  g.alpha = static_cast<float>(op.GetFloat("alpha"));
+  if (op.inputs.size() > 3 && op.inputs[3]) {
+    Shape m = op.inputs[3]->shape();
+    m.insert(m.begin(), 4 - m.size(), 1);
+    int64_t stride = 1;
+    int64_t strides[4];
+    for (int d = 3; d >= 0; --d) {
+      strides[d] = m[d] == 1 ? 0 : stride;
+      stride *= m[d];
+    }
+    g.mb = strides[0];
+    g.mh = strides[1];
+    g.mq = strides[2];
+    g.mk = strides[3];
+  }
+  return g;
+}
+
+// A block keeps its query row and scores in shared memory: 48 KiB, the
+// default a kernel may take without opting in.
+std::optional<std::string> AttentionFits(const ir::Op& op) {
+  const size_t bytes = AttentionSharedBytes(GeometryOf(op));
+  if (bytes > 48 * 1024)
+    return fmt::format("attention over {} keys: {} bytes of shared memory per block (48 KiB)",
+                       op.inputs[1]->shape()[1], bytes);
+  return std::nullopt;
+}
+
+std::unique_ptr<backend::Kernel> MakeAttention(const ir::Op& op, backend::Device&) {
+  const AttentionGeometry g = GeometryOf(op);
+  const bool has_mask = op.inputs.size() > 3 && op.inputs[3];
+  return Launching(op, [=](const backend::KernelArgs& a, cudaStream_t s) {
+    LaunchAttention(g, static_cast<const float*>(a.inputs[0]),
+                    static_cast<const float*>(a.inputs[1]), static_cast<const float*>(a.inputs[2]),
+                    has_mask ? static_cast<const float*>(a.inputs[3]) : nullptr,
+                    static_cast<float*>(a.outputs[0]), s);
+  });
+}
+
 const bool kRegistered = [] {
+  backend::RegisterKernel(kBackendName, "attention",
+                          Signature("T, T, T, T? -> T").Where("T", {DType::kF32}), MakeAttention,
+                          AttentionFits);
   backend::RegisterKernel(kBackendName, "layer_norm",
                           Signature("T, T?, T? -> T").Where("T", {DType::kF32}), MakeLayerNorm);
   backend::RegisterKernel(
