@@ -12,9 +12,7 @@
 #include "tiller/backends.h"
 
 namespace tiller::runtime {
-namespace {
 
-// Where libtiller.so lies: the backend libraries are built next to it.
 std::string LibraryDir() {
   Dl_info info{};
   if (!dladdr(reinterpret_cast<void*>(&EnsureBackend), &info) || !info.dli_fname) return "";
@@ -22,8 +20,6 @@ std::string LibraryDir() {
   const size_t slash = self.rfind('/');
   return slash == std::string::npos ? "" : self.substr(0, slash + 1);
 }
-
-}  // namespace
 
 DeviceName ParseDeviceName(const std::string& name) {
   const size_t colon = name.find(':');

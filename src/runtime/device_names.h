@@ -26,6 +26,11 @@ DeviceName ParseDeviceName(const std::string& name);
 // is refused there, listing the registered ones).
 void EnsureBackend(const std::string& backend);
 
+// The directory libtiller.so was loaded from, with a trailing '/' (""
+// when unknown): the backend libraries (libtiller_cuda.so,
+// libtiller_mpi.so) are built and installed next to it.
+std::string LibraryDir();
+
 // The compile's spec of device `name`, its backend loaded.
 compile::DeviceSpec DeviceSpecOf(const std::string& name, int threads, bool adapt_to_contention);
 

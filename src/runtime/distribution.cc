@@ -7,20 +7,9 @@
 #include <string>
 
 #include "core/error.h"
+#include "runtime/device_names.h"
 
 namespace tiller::runtime {
-namespace {
-
-// Where libtiller.so lies: libtiller_mpi.so is built next to it.
-std::string LibraryDir() {
-  Dl_info info{};
-  if (!dladdr(reinterpret_cast<void*>(&MpiProcessGroup), &info) || !info.dli_fname) return "";
-  const std::string self = info.dli_fname;
-  const size_t slash = self.rfind('/');
-  return slash == std::string::npos ? "" : self.substr(0, slash + 1);
-}
-
-}  // namespace
 
 backend::ProcessGroup& MpiProcessGroup() {
   static std::mutex mu;

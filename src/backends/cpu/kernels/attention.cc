@@ -16,6 +16,7 @@
 // Results: the unfused ops' up to float rounding (the softmax's 1/sum is
 // applied to the context rows, after the second product).
 #include "backends/cpu/kernels/kernel_utils.h"
+#include "ir/ops/attention_layout.h"
 
 namespace tiller::cpu {
 namespace {
@@ -175,44 +176,14 @@ void Product(const float* a, int64_t lda, const float* panels, int64_t rows, int
   }
 }
 
-struct Geometry {
-  int64_t batch = 0, sq = 0, sk = 0, heads = 0, d = 0, dv = 0;
-  int64_t q_ld = 0, k_ld = 0, v_ld = 0, q_off = 0, k_off = 0, v_off = 0;
-  float alpha = 1.0f;
-  bool has_mask = false;
-  int64_t mb = 0, mh = 0, mq = 0, mk = 0;  // the mask's strides over [B, heads, Sq, Sk]
-  int64_t block = 0;                       // query rows per task
+// The op's layout (ir/ops/attention_layout.h) and the query rows per task.
+struct Geometry : ir::AttentionLayout {
+  int64_t block = 0;
 };
 
 Geometry Describe(const ir::Op& op) {
   Geometry g;
-  const Shape &q = op.inputs[0]->shape(), &k = op.inputs[1]->shape(), &v = op.inputs[2]->shape();
-  g.batch = q[0];
-  g.sq = q[1];
-  g.sk = k[1];
-  g.heads = op.GetInt("heads");
-  g.q_ld = q[2];
-  g.k_ld = k[2];
-  g.v_ld = v[2];
-  const std::vector<int64_t>& offsets = op.GetInts("offsets");
-  if (offsets.empty()) {
-    g.d = q[2] / g.heads;
-    g.dv = v[2] / g.heads;
-  } else {
-    g.d = g.dv = op.GetInt("head_dim");
-    g.q_off = offsets[0];
-    g.k_off = offsets[1];
-    g.v_off = offsets[2];
-  }
-  g.alpha = static_cast<float>(op.GetFloat("alpha"));
-  if (const ir::Value* mask = op.input(3)) {
-    g.has_mask = true;
-    Shape m = mask->shape();
-    m.insert(m.begin(), 4 - m.size(), 1);
-    const std::vector<int64_t> strides = Strides(m);
-    int64_t* out[4] = {&g.mb, &g.mh, &g.mq, &g.mk};
-    for (size_t i = 0; i < 4; ++i) *out[i] = m[i] == 1 ? 0 : strides[i];
-  }
+  static_cast<ir::AttentionLayout&>(g) = ir::AttentionLayoutOf(op);
   // Whole register tiles, as many as kScoreFloats scores hold.
   g.block = std::clamp<int64_t>(kScoreFloats / std::max<int64_t>(g.sk, 1) / kRows * kRows, kRows,
                                 kMaxBlockRows);

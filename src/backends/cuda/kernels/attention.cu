@@ -6,6 +6,7 @@
 //   out[b, i, h] = (sum_j p[j] v[b, j, h]) / sum_j p[j]
 // (the CPU kernel's order: the softmax's division after the second
 // product). Correct first; a tiled kernel for long sequences comes later.
+#include "backends/cuda/kernels/block_reduce.cuh"
 #include "backends/cuda/kernels/launch.h"
 
 namespace tiller::cuda {
@@ -33,28 +34,14 @@ __global__ void Attend(AttentionGeometry g, const float* q, const float* k, cons
     scores[j] = s;
     m = fmaxf(m, s);
   }
-  partial[threadIdx.x] = m;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s)
-      partial[threadIdx.x] = fmaxf(partial[threadIdx.x], partial[threadIdx.x + s]);
-    __syncthreads();
-  }
-  m = partial[0];
-  __syncthreads();
+  m = BlockMax(m, partial);
   float sum = 0.f;
   for (int64_t j = threadIdx.x; j < g.sk; j += blockDim.x) {
     const float p = expf(scores[j] - m);
     scores[j] = p;
     sum += p;
   }
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float inv = 1.f / partial[0];
+  const float inv = 1.f / BlockSum(sum, partial);
   float* orow = out + (b * g.sq + i) * g.heads * g.dv + h * g.dv;
   for (int64_t c = threadIdx.x; c < g.dv; c += blockDim.x) {
     const float* vcol = v + b * g.sk * g.v_ld + g.v_off + h * g.dv + c;

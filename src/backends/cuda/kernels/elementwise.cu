@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "backends/cuda/kernels/block_reduce.cuh"
 #include "backends/cuda/kernels/launch.h"
 
 namespace tiller::cuda {
@@ -159,26 +160,13 @@ __global__ void LayerNorm(const float* x, const float* scale, const float* bias,
   float* out = y + blockIdx.x * cols;
   float sum = 0.f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += row[c];
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float mean = partial[0] / static_cast<float>(cols);
-  __syncthreads();
+  const float mean = BlockSum(sum, partial) / static_cast<float>(cols);
   float sq = 0.f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const float d = row[c] - mean;
     sq += d * d;
   }
-  partial[threadIdx.x] = sq;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float rstd = rsqrtf(partial[0] / static_cast<float>(cols) + eps);
+  const float rstd = rsqrtf(BlockSum(sq, partial) / static_cast<float>(cols) + eps);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     float v = (row[c] - mean) * rstd;
     if (scale) v *= scale[c];
@@ -283,24 +271,10 @@ __global__ void Softmax(const float* x, float* y, int64_t cols, bool log) {
   float* out = y + blockIdx.x * cols;
   float m = -INFINITY;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, row[c]);
-  partial[threadIdx.x] = m;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s)
-      partial[threadIdx.x] = fmaxf(partial[threadIdx.x], partial[threadIdx.x + s]);
-    __syncthreads();
-  }
-  m = partial[0];
-  __syncthreads();
+  m = BlockMax(m, partial);
   float sum = 0.f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += expf(row[c] - m);
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-    __syncthreads();
-  }
-  sum = partial[0];
+  sum = BlockSum(sum, partial);
   if (log) {
     const float log_sum = logf(sum);
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[c] = row[c] - m - log_sum;

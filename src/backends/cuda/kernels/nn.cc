@@ -5,6 +5,7 @@
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "core/error.h"
+#include "ir/ops/attention_layout.h"
 
 namespace tiller::cuda {
 namespace {
@@ -63,41 +64,27 @@ class EmbeddingKernel : public backend::Kernel {
   bool ids64_ = true;
 };
 
+// The op's layout (ir/ops/attention_layout.h) as the kernel takes it.
 AttentionGeometry GeometryOf(const ir::Op& op) {
+  const ir::AttentionLayout l = ir::AttentionLayoutOf(op);
   AttentionGeometry g;
-  const Shape &q = op.inputs[0]->shape(), &k = op.inputs[1]->shape(), &v = op.inputs[2]->shape();
-  g.batch = q[0];
-  g.sq = q[1];
-  g.sk = k[1];
-  g.heads = op.GetInt("heads");
-  g.q_ld = q[2];
-  g.k_ld = k[2];
-  g.v_ld = v[2];
-  const std::vector<int64_t>& offsets = op.GetInts("offsets");
-  if (offsets.empty()) {
-    g.d = q[2] / g.heads;
-    g.dv = v[2] / g.heads;
-  } else {
-    g.d = g.dv = op.GetInt("head_dim");
-    g.q_off = offsets[0];
-    g.k_off = offsets[1];
-    g.v_off = offsets[2];
-  }
-  g.alpha = static_cast<float>(op.GetFloat("alpha"));
-  if (op.inputs.size() > 3 && op.inputs[3]) {
-    Shape m = op.inputs[3]->shape();
-    m.insert(m.begin(), 4 - m.size(), 1);
-    int64_t stride = 1;
-    int64_t strides[4];
-    for (int d = 3; d >= 0; --d) {
-      strides[d] = m[d] == 1 ? 0 : stride;
-      stride *= m[d];
-    }
-    g.mb = strides[0];
-    g.mh = strides[1];
-    g.mq = strides[2];
-    g.mk = strides[3];
-  }
+  g.batch = l.batch;
+  g.sq = l.sq;
+  g.sk = l.sk;
+  g.heads = l.heads;
+  g.d = l.d;
+  g.dv = l.dv;
+  g.q_ld = l.q_ld;
+  g.k_ld = l.k_ld;
+  g.v_ld = l.v_ld;
+  g.q_off = l.q_off;
+  g.k_off = l.k_off;
+  g.v_off = l.v_off;
+  g.mb = l.mb;
+  g.mh = l.mh;
+  g.mq = l.mq;
+  g.mk = l.mk;
+  g.alpha = l.alpha;
   return g;
 }
 
