@@ -195,6 +195,20 @@ std::vector<Case> Cases() {
     a.Set("perm", std::vector<int64_t>{0, 2, 3, 1});
     cases.push_back({"transpose", {T{t, {2, 3, 5, 7}}}, a, 0});
   }
+  {
+    // BERT's [CLS] row and a stepped, reversed slice.
+    ir::AttrMap first;
+    first.Set("axes", std::vector<int64_t>{1});
+    first.Set("starts", std::vector<int64_t>{0});
+    first.Set("ends", std::vector<int64_t>{1});
+    cases.push_back({"slice", {T{f32, {4, 16, 32}}}, first, 0});
+    ir::AttrMap stepped;
+    stepped.Set("axes", std::vector<int64_t>{0, 2});
+    stepped.Set("starts", std::vector<int64_t>{1, -1});
+    stepped.Set("ends", std::vector<int64_t>{4, -40});
+    stepped.Set("steps", std::vector<int64_t>{2, -3});
+    cases.push_back({"slice", {T{i64, {5, 3, 32}}}, stepped, 0});
+  }
   for (const char* op : {"softmax", "log_softmax"}) {
     cases.push_back({op, {T{f32, {16, 129}}}, {}, 1e-5, 1e-6});
     cases.push_back({op, {T{f32, {3, 4, 1000}}}, {}, 1e-5, 1e-6});

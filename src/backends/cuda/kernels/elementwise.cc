@@ -5,6 +5,7 @@
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "core/error.h"
+#include "ir/ops/op_helpers.h"
 
 namespace tiller::cuda {
 
@@ -178,6 +179,37 @@ std::unique_ptr<backend::Kernel> MakeTranspose(const ir::Op& op, backend::Device
   });
 }
 
+// slice: a gather from the first selected element, each output dim
+// stepping by its step times the input's stride (negative steps too).
+std::unique_ptr<backend::Kernel> MakeSlice(const ir::Op& op, backend::Device&) {
+  const Shape& in = op.inputs[0]->shape();
+  ir::SliceSpec spec;
+  if (!ir::ResolveSlice(in, op, &spec))
+    Fail(ErrorKind::kUnimplemented, "cuda kernel slice (op '{}'): bad slice attributes", op.name);
+  const int rank = static_cast<int>(in.size());
+  std::vector<int64_t> in_strides(in.size(), 1);
+  for (int d = rank - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * in[d + 1];
+  Indexing ix = BroadcastIndexing(spec.out, {});
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) {
+    ix.in[0][d] = in_strides[d] * spec.step[d];
+    base += spec.start[d] * in_strides[d];
+  }
+  const size_t elem = DTypeSize(op.inputs[0]->dtype());
+  const int64_t n = NumElements(spec.out);
+  const int64_t base_bytes = base * static_cast<int64_t>(elem);
+  return Launching(op, [=](const backend::KernelArgs& a, cudaStream_t s) {
+    LaunchGather(elem, static_cast<const char*>(a.inputs[0]) + base_bytes, a.outputs[0], n, ix, s);
+  });
+}
+
+std::optional<std::string> SliceAccepts(const ir::Op& op) {
+  ir::SliceSpec spec;
+  if (!ir::ResolveSlice(op.inputs[0]->shape(), op, &spec))
+    return std::string("slice with bad attributes");
+  return RankAtMostMax(op);
+}
+
 std::unique_ptr<backend::Kernel> MakeSoftmax(const ir::Op& op, backend::Device&) {
   const Shape& shape = op.inputs[0]->shape();
   const int64_t cols = shape.empty() ? 1 : shape.back();
@@ -218,6 +250,12 @@ const bool kRegistered = [] {
   backend::RegisterKernel(kBackendName, "cast",
                           Signature("float32 -> T").Where("T", {DType::kI64, DType::kBool}),
                           MakeCast);
+  backend::RegisterKernel(
+      kBackendName, "slice",
+      Signature("T -> T").Where(
+          "T", {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI8, DType::kU8,
+                DType::kI16, DType::kI32, DType::kI64, DType::kBool}),
+      MakeSlice, SliceAccepts);
   backend::RegisterKernel(
       kBackendName, "transpose",
       Signature("T -> T").Where(
