@@ -1,6 +1,8 @@
 // ir/ops/attention_layout.h.
 #include "ir/ops/attention_layout.h"
 
+#include "ir/graph.h"
+
 namespace tiller::ir {
 
 AttentionLayout AttentionLayoutOf(const Op& op) {

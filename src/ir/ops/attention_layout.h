@@ -1,12 +1,14 @@
 // The fused attention op's operand layout, as its schema defines it
-// (ir/ops/matmul.cc): read once here for every backend's kernel.
+// (ir/ops/matmul.cc): read once here for every backend's kernel. Plain
+// data, with ir::Op only declared, so that CUDA kernels (nvcc, C++17) take
+// the struct as it is.
 #pragma once
 
 #include <cstdint>
 
-#include "ir/graph.h"
-
 namespace tiller::ir {
+
+struct Op;
 
 // q, k, v are [batch, seq, columns]; head h's d (dv) columns start at
 // offset + h * d; the optional mask broadcasts to [batch, heads, Sq, Sk]

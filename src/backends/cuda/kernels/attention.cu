@@ -14,7 +14,7 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__global__ void Attend(AttentionGeometry g, const float* q, const float* k, const float* v,
+__global__ void Attend(ir::AttentionLayout g, const float* q, const float* k, const float* v,
                        const float* mask, float* out) {
   extern __shared__ float shared[];
   float* qs = shared;            // [d]
@@ -53,11 +53,11 @@ __global__ void Attend(AttentionGeometry g, const float* q, const float* k, cons
 
 }  // namespace
 
-size_t AttentionSharedBytes(const AttentionGeometry& g) {
+size_t AttentionSharedBytes(const ir::AttentionLayout& g) {
   return static_cast<size_t>(g.d + g.sk) * sizeof(float);
 }
 
-void LaunchAttention(const AttentionGeometry& g, const float* q, const float* k, const float* v,
+void LaunchAttention(const ir::AttentionLayout& g, const float* q, const float* k, const float* v,
                      const float* mask, float* out, cudaStream_t s) {
   if (g.batch == 0 || g.sq == 0 || g.heads == 0) return;
   const dim3 grid(static_cast<unsigned>(g.sq), static_cast<unsigned>(g.heads),

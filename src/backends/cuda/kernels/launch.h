@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ir/ops/attention_layout.h"
+
 namespace tiller::cuda {
 
 // Element types the kernels take.
@@ -72,20 +74,11 @@ void LaunchEmbedding(const void* table, int64_t row_bytes, bool ids64, const voi
                      int64_t count, int64_t vocab, int64_t padding_idx, int64_t* fault,
                      cudaStream_t stream);
 
-// The fused attention op's layout (ir attention: q, k, v [batch, seq,
-// columns], each head's d (dv) columns at offset + head * d; the mask's
-// element strides per [batch, head, query, key], 0 where it broadcasts).
-struct AttentionGeometry {
-  int64_t batch = 0, sq = 0, sk = 0, heads = 0, d = 0, dv = 0;
-  int64_t q_ld = 0, k_ld = 0, v_ld = 0, q_off = 0, k_off = 0, v_off = 0;
-  int64_t mb = 0, mh = 0, mq = 0, mk = 0;
-  float alpha = 1.f;
-};
 // Shared memory a block needs: its query row and its scores.
-size_t AttentionSharedBytes(const AttentionGeometry& g);
+size_t AttentionSharedBytes(const ir::AttentionLayout& g);
 // out [batch, sq, heads * dv] = softmax(alpha q k^T + mask) v per head;
 // mask may be null.
-void LaunchAttention(const AttentionGeometry& g, const float* q, const float* k, const float* v,
+void LaunchAttention(const ir::AttentionLayout& g, const float* q, const float* k, const float* v,
                      const float* mask, float* out, cudaStream_t stream);
 
 }  // namespace tiller::cuda

@@ -64,34 +64,10 @@ class EmbeddingKernel : public backend::Kernel {
   bool ids64_ = true;
 };
 
-// The op's layout (ir/ops/attention_layout.h) as the kernel takes it.
-AttentionGeometry GeometryOf(const ir::Op& op) {
-  const ir::AttentionLayout l = ir::AttentionLayoutOf(op);
-  AttentionGeometry g;
-  g.batch = l.batch;
-  g.sq = l.sq;
-  g.sk = l.sk;
-  g.heads = l.heads;
-  g.d = l.d;
-  g.dv = l.dv;
-  g.q_ld = l.q_ld;
-  g.k_ld = l.k_ld;
-  g.v_ld = l.v_ld;
-  g.q_off = l.q_off;
-  g.k_off = l.k_off;
-  g.v_off = l.v_off;
-  g.mb = l.mb;
-  g.mh = l.mh;
-  g.mq = l.mq;
-  g.mk = l.mk;
-  g.alpha = l.alpha;
-  return g;
-}
-
 // A block keeps its query row and scores in shared memory: 48 KiB, the
 // default a kernel may take without opting in.
 std::optional<std::string> AttentionFits(const ir::Op& op) {
-  const size_t bytes = AttentionSharedBytes(GeometryOf(op));
+  const size_t bytes = AttentionSharedBytes(ir::AttentionLayoutOf(op));
   if (bytes > 48 * 1024)
     return fmt::format("attention over {} keys: {} bytes of shared memory per block (48 KiB)",
                        op.inputs[1]->shape()[1], bytes);
@@ -99,12 +75,11 @@ std::optional<std::string> AttentionFits(const ir::Op& op) {
 }
 
 std::unique_ptr<backend::Kernel> MakeAttention(const ir::Op& op, backend::Device&) {
-  const AttentionGeometry g = GeometryOf(op);
-  const bool has_mask = op.inputs.size() > 3 && op.inputs[3];
+  const ir::AttentionLayout g = ir::AttentionLayoutOf(op);
   return Launching(op, [=](const backend::KernelArgs& a, cudaStream_t s) {
     LaunchAttention(g, static_cast<const float*>(a.inputs[0]),
                     static_cast<const float*>(a.inputs[1]), static_cast<const float*>(a.inputs[2]),
-                    has_mask ? static_cast<const float*>(a.inputs[3]) : nullptr,
+                    g.has_mask ? static_cast<const float*>(a.inputs[3]) : nullptr,
                     static_cast<float*>(a.outputs[0]), s);
   });
 }
