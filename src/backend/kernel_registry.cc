@@ -101,10 +101,14 @@ std::vector<const Signature*> KernelSignatures(const std::string& backend,
 
 void FailIndexFault(const ir::Op& op, const IndexFault& fault) {
   const ir::Value* in = op.input(static_cast<size_t>(fault.operand()));
+  // What the index selects from (an embedding's table, a gather's data),
+  // where that is another input: input 0.
+  const ir::Value* indexed = fault.operand() != 0 ? op.input(0) : nullptr;
   Fail(ErrorKind::kInvalidArgument,
-       "{} ({}): input '{}' holds {}, outside [0, {}) (an id, index or label beyond what the op "
-       "indexes; Paddle rejects it too)",
-       op.type, op.name, in ? in->name : "?", fault.value(), fault.bound());
+       "{} ({}): input '{}' holds {}, outside [0, {}){} (an id, index or label beyond what the "
+       "op indexes; Paddle rejects it too)",
+       op.type, op.name, in ? in->name : "?", fault.value(), fault.bound(),
+       indexed ? fmt::format(", the rows of '{}'", indexed->name) : "");
 }
 
 }  // namespace tiller::backend

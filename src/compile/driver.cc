@@ -18,6 +18,7 @@
 #include "compile/processes.h"
 #include "core/error.h"
 #include "core/memory_cap.h"
+#include "ir/row_gradient.h"
 #include "passes/autodiff.h"
 
 namespace tiller::compile {
@@ -80,6 +81,26 @@ ir::Value* AddInto(ir::Graph& g, ir::Value* acc, ir::Value* contribution, const 
                   "accumulate " + name);
   }
   return g.Add1("accumulate", {acc, contribution}, {}, "accumulate " + name);
+}
+
+// A row gradient summed over the replicas: every replica's ids and rows
+// gathered (the sum of their dense values, as all_reduce would give it,
+// without a table-sized message), the rows scaled by `scale`.
+ir::Value* GatherRowGradient(ir::Graph& g, ir::Value* grad, double scale, const CompileOptions& o) {
+  ir::RowGradient r = *ir::AsRowGradient(grad);
+  const int64_t n = NumElements(r.ids->shape()), width = r.rows->shape().back();
+  // Collectives take one-dimensional parts: rows go flat.
+  auto gather = [&](ir::Value* v) {
+    const int64_t count = NumElements(v->shape());
+    return g.Add1("all_gather", {g.Add1("reshape", {v}, {{"shape", Shape{count}}})},
+                  {{"parts", int64_t{o.replicas}},
+                   {"rank", int64_t{o.replica_rank}},
+                   {"size", count * o.replicas}});
+  };
+  r.ids = gather(r.ids);
+  ir::Value* rows = g.Add1("reshape", {gather(r.rows)}, {{"shape", Shape{n * o.replicas, width}}});
+  r.rows = scale == 1.0 ? rows : g.Add1("scale", {rows}, {{"scale", scale}, {"bias", 0.0}});
+  return ir::RowGradientValue(g, r);
 }
 
 }  // namespace
@@ -378,6 +399,13 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
                                       g, fwd.loss, fwd.wrt,
                                       static_cast<float>(options_.loss_scale.scale), seed);
                                   for (ir::Value* v : fwd.wrt) grads.push_back(by_value.at(v));
+                                  // A table looked up sparsely several times: one
+                                  // row gradient of all its lookups. (Accumulated
+                                  // gradients are dense: the accumulators below add
+                                  // each micro-batch's rows into a table.)
+                                  if (options_.accumulation.steps() == 1) {
+                                    for (ir::Value*& v : grads) v = ir::MergeRowGradients(g, v);
+                                  }
                                   return static_cast<int>(g.ops().size() - before);
                                 });
     report.stages.push_back(passes::RunPass(autodiff, *fwd.graph, ctx));
@@ -411,17 +439,26 @@ CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
         // Every replica's (accumulated) gradients summed over the group
         // before the update reads them, the mean's scale in the same pass.
         for (ir::Value*& g : grads) {
-          local_grad_pins.push_back(fwd.graph->Pin(g));
-          g = fwd.graph->Add1("all_reduce", {g}, {{"reduction", "sum"}, {"scale", mean}});
+          local_grad_pins.push_back(fwd.graph->Pin(ir::GradientToCheck(g)));
+          g = ir::AsRowGradient(g)
+                  ? GatherRowGradient(*fwd.graph, g, mean, options_)
+                  : fwd.graph->Add1("all_reduce", {g}, {{"reduction", "sum"}, {"scale", mean}});
         }
       } else if (mean != 1.0) {
-        for (ir::Value*& g : grads)
-          g = fwd.graph->Add1("scale", {g}, {{"scale", mean}, {"bias", 0.0}});
+        for (ir::Value*& g : grads) {
+          g = ir::MapGradient(*fwd.graph, g, [&](ir::Value* x) {
+            return fwd.graph->Add1("scale", {x}, {{"scale", mean}, {"bias", 0.0}});
+          });
+        }
       }
       if (dynamic) {
         ir::Value* unscale = fwd.graph->AddState(kLossScaleUnscale, {DType::kF32, {1}});
         step.loss_scale_unscale = AlignedBuffer(sizeof(float));
-        for (ir::Value*& g : grads) g = fwd.graph->Add1("mul", {g, unscale});
+        for (ir::Value*& g : grads) {
+          g = ir::MapGradient(*fwd.graph, g, [&](ir::Value* x) {
+            return fwd.graph->Add1("mul", {x, unscale});
+          });
+        }
       }
       for (ir::Value* v : source.BuildUpdate(grads)) grad_pins.push_back(fwd.graph->Pin(v));
     }

@@ -116,7 +116,7 @@ std::vector<DevicePlan> StateByDevice(const CompiledStep& step) {
   // Owner: the optimizer op updating the state, else its first reader.
   std::map<const ir::Value*, std::pair<int, Kind>> owner;
   for (const auto& op : g.ops()) {
-    if (!ir::IsOptimizerOp(op->type)) continue;
+    if (!ir::IsOptimizerOp(op->type) && !ir::IsRowOptimizerOp(op->type)) continue;
     for (size_t i = 0; i < op->inputs.size(); ++i) {
       const ir::Value* in = Root(op->inputs[i]);
       if (!in || in->kind != ir::ValueKind::kState) continue;

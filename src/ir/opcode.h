@@ -16,7 +16,7 @@
 // X(name): one entry per IR op type, the enumerator named as the type.
 // clang-format off
 #define TILLER_OPCODES(X) \
-  X(abs) X(accumulate) X(acos) X(adadelta) X(adagrad) X(adam) X(adamax) X(add) X(all_gather) \
+  X(abs) X(accumulate) X(acos) X(adadelta) X(adagrad) X(adagrad_rows) X(adam) X(adam_rows) X(adamax) X(add) X(all_gather) \
   X(all_reduce) X(all_reduce_start) X(all_reduce_wait) X(any_non_finite) X(argmax) X(argmin) \
   X(argsort) X(asin) X(atan) X(attention) X(batch_norm) X(batch_norm_grad) X(batch_norm_train) \
   X(bce) X(brelu) X(cast) X(ceil) X(celu) X(clip) X(concat) X(conv2d) X(conv2d_1x1_depthwise) \
@@ -35,7 +35,7 @@
   X(pow) X(pow_scalar) X(prelu) X(print) X(quantize_linear) X(random_normal) X(random_uniform) \
   X(rank_loss) X(reciprocal) X(recv) X(reduce_max) X(reduce_mean) X(reduce_min) X(reduce_prod) \
   X(reduce_scatter) X(reduce_sum) X(relu) X(relu6) X(reshape) X(restore) X(rmsprop) X(round) \
-  X(rsqrt) X(scale) X(scale_tensor) X(selu) X(send) X(sgd) X(sigmoid) X(sigmoid_cross_entropy) \
+  X(rsqrt) X(scale) X(scale_tensor) X(selu) X(send) X(sgd) X(sgd_rows) X(sigmoid) X(sigmoid_cross_entropy) \
   X(sigmoid_cross_entropy_grad) X(sign) X(silu) X(sin) X(sinh) X(slice) X(slice_grad) \
   X(softmax) X(softmax_grad) X(softplus) X(softshrink) X(softsign) X(split) X(sqrt) X(square) \
   X(stash) X(stochastic_cast) X(sub) X(swish) X(tan) X(tanh) X(tanh_shrink) X(thresholded_relu) \

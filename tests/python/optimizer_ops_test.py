@@ -150,7 +150,11 @@ def cases() -> list[Case]:
           Case("adam", "skip_update_false", _adam_state(28, SMALL), _adam_attrs(),
                fixed={"SkipUpdate": np.array([False])}),
           Case("adam", "skip_update_true", _adam_state(29, SMALL), _adam_attrs(),
-               fixed={"SkipUpdate": np.array([True])}, moves=False)]
+               fixed={"SkipUpdate": np.array([True])}, moves=False),
+          # lazy_mode only changes the update of a SelectedRows gradient
+          # (sparse_embedding_test.py); Paddle's dense kernel ignores it.
+          Case("adam", "lazy_mode_dense_grad", _adam_state(35, SMALL),
+               _adam_attrs(lazy_mode=True))]
     aw = lambda **kw: _adam_attrs(lr_ratio=1.0, coeff=0.01, with_decay=True, **kw)  # noqa: E731
     c += [Case("adamw", "decay", _adam_state(30, SMALL), aw()),
           Case("adamw", "coeff_lr_ratio", _adam_state(31, SMALL),
@@ -312,7 +316,6 @@ def _adam_program(tmp_path, extra_inputs=(), **attrs):
 
 
 UNSUPPORTED = [
-    ("lazy_mode", {"lazy_mode": True}, (), "lazy_mode"),
     ("master_param", {"multi_precision": True}, (("MasterParam", "master", np.zeros(SMALL, "float32")),),
      "MasterParam"),
     # Beta1Tensor fed at run time cannot become the compile-time beta1.

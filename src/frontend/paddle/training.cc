@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "frontend/paddle/translate.h"
+#include "ir/row_gradient.h"
 
 namespace tiller::paddle {
 namespace {
@@ -337,11 +338,16 @@ void TrainingTranslation::Update(const std::vector<ir::Value*>& gradients) {
   for (size_t k = 0; k < gradients.size(); ++k) {
     ir::Value* g = gradients[k];
     // Paddle seeds d(loss) with its fill value (a loss scale under AMP).
-    if (t.info.loss_grad_seed != 1.0)
-      g = t.graph->Add1("scale", {g}, {{"scale", t.info.loss_grad_seed}, {"bias", 0.0}},
-                        t.info.trained[k] + "@GRAD (loss seed)");
+    if (t.info.loss_grad_seed != 1.0) {
+      g = ir::MapGradient(*t.graph, g, [&](ir::Value* x) {
+        return t.graph->Add1("scale", {x}, {{"scale", t.info.loss_grad_seed}, {"bias", 0.0}},
+                             t.info.trained[k] + "@GRAD (loss seed)");
+      });
+    }
     grad_by_name[t.info.trained[k]] = g;
-    t.gradients.emplace_back(t.info.trained[k], g);
+    // A table's row gradient is checked as its rows: the dense table is
+    // computed only where a dense update reads it.
+    t.gradients.emplace_back(t.info.trained[k], ir::GradientToCheck(g));
   }
   for (const auto& [grad_var, fwd] : t.info.grad_of) t.ctx->Bind(grad_var, grad_by_name.at(fwd));
   where.phase = ir::Phase::kUpdate;

@@ -48,7 +48,13 @@
 //     strides = [1, 1], pads = [0, 0, 0, 0] as conv2d, ceil_mode = false,
 //     exclusive = true (avg ignores padding), adaptive = false (ksize is the
 //     output size), data_format = "NCHW" | "NHWC" | "NCHW8c" (as conv2d)}
-//   embedding(table [V, D], ids int){padding_idx = -1 (none)}: ids.shape + [D]
+//   embedding(table [V, D], ids int){padding_idx = -1 (none), sparse: bool =
+//     false}: ids.shape + [D]. sparse (Paddle's is_sparse) asks for the
+//     table's gradient as rows (ir/row_gradient.h), not a dense table;
+//     embedding_grad carries it on. padding_grad: the padding row gets its
+//     lookups' gradient like any other (Paddle's SelectedRows gradient of
+//     a legacy is_sparse lookup), else it gets none; the output row is zero
+//     either way.
 //   embedding_grad(ids int, dy){rows (required), padding_idx = -1}: [rows, D],
 //     row r = sum of dy rows whose id is r; the padding row gets no gradient.
 //   embedding_grad_add(acc [rows, D], ids int, dy){padding_idx = -1}: acc
@@ -315,11 +321,14 @@ const bool kSchemas = [] {
                        .Layout(LayoutRule::kDataFormat));
   RegisterOpSchema(OpSchema{"embedding", 2, 2, InferEmbedding}
                        .Attr("padding_idx", kNoPadding)
+                       .Attr("sparse", false)
+                       .Attr("padding_grad", false)
                        .Precision(kFollows)
                        .Layout(kFixed));
   RegisterOpSchema(OpSchema{"embedding_grad", 2, 2, InferEmbeddingGrad}
                        .RequiredAttr("rows", AttrKind::kInt)
                        .Attr("padding_idx", kNoPadding)
+                       .Attr("sparse", false)
                        .Precision(kF32)
                        .Layout(kFixed));
   RegisterOpSchema(OpSchema{"embedding_grad_add", 3, 3, InferEmbeddingGradAdd}
@@ -456,7 +465,10 @@ const bool kRules = [] {
     Value* table = c.input(0);
     c.SetInputGrad(
         0, c.Add("embedding_grad", {c.input(1), c.out_grad()},
-                 {{"rows", table->shape()[0]}, {"padding_idx", c.op().GetInt("padding_idx")}}));
+                 {{"rows", table->shape()[0]},
+                  {"padding_idx",
+                   c.op().GetBool("padding_grad") ? kNoPadding : c.op().GetInt("padding_idx")},
+                  {"sparse", c.op().GetBool("sparse")}}));
   });
   RegisterGrad("conv2d", Conv2dGrad);
   RegisterGrad("pool2d", [](GradContext& c) {

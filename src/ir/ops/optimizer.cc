@@ -38,11 +38,32 @@
 //   rmsprop(param, grad, lr, mean_square, moment, mean_grad?)
 //     -> (param, mean_square, moment, mean_grad?) {epsilon = 1e-10,
 //     decay = 0.9, momentum = 0}; mean_grad present = centered
+//
+// Row-sparse updates (Paddle's updates of a SelectedRows gradient: an
+// embedding table looked up with is_sparse / sparse = true). The gradient
+// is the looked-up rows' gradients, rows [N, D] with their table rows in
+// ids [N] (int32|int64; repeats allowed, summed first; an id equal to
+// padding_idx counts as a zero row), as the last operand, so outputs map to
+// inputs as for the dense ops. param and the per-element state are the
+// table [V, D]; only the rows in ids are read or written.
+//   sgd_rows(param, rows, lr, ids) -> param {padding_idx = -1}
+//   adagrad_rows(param, rows, lr, moment, ids) -> (param, moment)
+//     {epsilon = 1e-6, padding_idx = -1}
+//   adam_rows(param, rows, lr, moment1, moment2, beta1_pow, beta2_pow, ids)
+//     -> (param, moment1, moment2, beta1_pow, beta2_pow): Paddle's Adam of a
+//     SelectedRows gradient; lazy: bool = true (lazy_mode) leaves rows not
+//     in ids as they are, false moves them as a zero gradient would, but
+//     with epsilon not scaled by sqrt(1 - beta2_pow) (Paddle's sparse
+//     kernel); attributes as adam's (no AMSGrad) plus padding_idx = -1.
+// sgd_rows and adagrad_rows equal their dense ops on the gradient scattered
+// into a table of zeros (untouched rows do not move there either); adam_rows
+// does not.
 // Precision: float32 (updates add small steps to large values; the state
 // must not lose them). Layout: agnostic (elementwise over param-shaped
 // tensors plus one-element scalars; lamb's norms do not depend on the order).
 #include "ir/ops/optimizer.h"
 
+#include <algorithm>
 #include <array>
 
 #include "ir/op_schema.h"
@@ -66,6 +87,10 @@ constexpr std::array<Operands, 8> kOperands = {{{"sgd", 0, 0, 0, 1},
                                                 {"adagrad", 1, 0, 0, 2},
                                                 {"adadelta", 2, 0, 0, 3},
                                                 {"rmsprop", 2, 0, 1, 4}}};
+
+// The row-sparse forms: the dense op they follow, by name.
+constexpr std::array<std::pair<const char*, const char*>, 3> kRowOps = {
+    {{"sgd_rows", "sgd"}, {"adagrad_rows", "adagrad"}, {"adam_rows", "adam"}}};
 
 const char* kSlotNames[] = {"param", "grad", "lr"};
 
@@ -94,6 +119,32 @@ void InferOptimizer(InferContext& c, const Operands& l) {
   int outputs = l.outputs - (l.optional && !c.has_input(scalar_end) ? 1 : 0);
   c.AddOutput(param);
   for (int k = 1; k < outputs; ++k) c.AddOutput(c.input(OptimizerUpdatedInput(k)));
+}
+
+// A row-sparse update: (param [V, D], rows [N, D], lr, state..., ids [N]).
+void InferRowOptimizer(InferContext& c, const Operands& l) {
+  const TensorType& param = c.input(0);
+  if (param.dtype != DType::kF32) c.Fail("param must be float32, got {}", param.ToString());
+  if (param.shape.size() != 2)
+    c.Fail("param must be a table [rows, width], got {}", param.ToString());
+  const size_t ids_at = c.num_inputs() - 1;
+  const TensorType& ids = c.input(ids_at);
+  if ((ids.dtype != DType::kI32 && ids.dtype != DType::kI64) || ids.shape.size() != 1)
+    c.Fail("ids must be int32 or int64 [N], got {}", ids.ToString());
+  const TensorType& rows = c.input(1);
+  if (rows.dtype != param.dtype || rows.shape != Shape{ids.shape[0], param.shape[1]})
+    c.Fail("rows are {}, expected {} [{}, {}] (one row per id)", rows.ToString(),
+           DTypeName(param.dtype), ids.shape[0], param.shape[1]);
+  const size_t scalar_begin = 3 + l.state, scalar_end = scalar_begin + l.scalars;
+  for (size_t i = 2; i < ids_at; ++i) {
+    const TensorType& t = c.input(i);
+    bool one = i == 2 || (i >= scalar_begin && i < scalar_end);
+    if (t.dtype != param.dtype || (one ? NumElements(t.shape) != 1 : t.shape != param.shape))
+      c.Fail("{} is {}, expected {}", OperandName(i), t.ToString(),
+             one ? fmt::format("one {}", DTypeName(param.dtype)) : param.ToString());
+  }
+  c.AddOutput(param);
+  for (int k = 1; k < l.outputs - l.optional; ++k) c.AddOutput(c.input(OptimizerUpdatedInput(k)));
 }
 
 // Each op's attributes.
@@ -153,6 +204,21 @@ const bool kRegistered = [] {
     // straight into its state's storage.
     RegisterOpSchema(std::move(s).InPlaceSafe());
   }
+  for (const auto& [row_name, dense_name] : kRowOps) {
+    const Operands& l = *std::find_if(kOperands.begin(), kOperands.end(),
+                                      [&](const Operands& o) { return o.name == dense_name; });
+    const int n_in = 3 + l.state + l.scalars + 1;
+    OpSchema s(row_name, n_in, n_in, [l](InferContext& c) { InferRowOptimizer(c, l); });
+    // The dense op's attributes (AMSGrad aside: adam_rows has no moment2_max).
+    OpSchema dense(dense_name, 0, 0, nullptr);
+    DeclareAttrs(dense);
+    s.attrs = dense.attrs;
+    s.attrs_declared = true;
+    s.Attr("padding_idx", int64_t{-1});
+    if (std::string_view(row_name) == "adam_rows") s.Attr("lazy", true);
+    s.Precision(PrecisionRule::kAlwaysF32).Layout(LayoutRule::kFixed);
+    RegisterOpSchema(std::move(s).InPlaceSafe());
+  }
   return true;
 }();
 
@@ -161,6 +227,13 @@ const bool kRegistered = [] {
 bool IsOptimizerOp(const std::string& type) {
   for (const Operands& l : kOperands) {
     if (type == l.name) return true;
+  }
+  return false;
+}
+
+bool IsRowOptimizerOp(const std::string& type) {
+  for (const auto& [row_name, dense_name] : kRowOps) {
+    if (type == row_name) return true;
   }
   return false;
 }

@@ -9,6 +9,9 @@ namespace tiller::ir {
 
 // True for the IR optimizer update ops.
 bool IsOptimizerOp(const std::string& type);
+// True for their row-sparse forms (sgd_rows, adagrad_rows, adam_rows): the
+// same operands, the gradient as rows [N, D] and their ids [N] last.
+bool IsRowOptimizerOp(const std::string& type);
 
 // The input whose new value an optimizer op's output `output` is: the op
 // reads (param, grad, lr, state...) and writes (param, state...), so output

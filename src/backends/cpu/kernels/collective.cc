@@ -239,8 +239,10 @@ TILLER_CPU_KERNEL("all_reduce_wait", MakeAllReduceWait,
                   Signature("T -> T...").Where("T", {DType::kF32, DType::kF64}));
 TILLER_CPU_KERNEL("reduce_scatter", MakeReduceScatter,
                   Signature("T -> T").Where("T", {DType::kF32, DType::kF64}));
+// A gather moves bytes: ids (int32|int64) too, a row gradient's.
 TILLER_CPU_KERNEL("all_gather", MakeAllGather,
-                  Signature("T -> T").Where("T", {DType::kF32, DType::kF64}));
+                  Signature("T -> T").Where("T",
+                                            {DType::kF32, DType::kF64, DType::kI32, DType::kI64}));
 
 }  // namespace
 }  // namespace tiller::cpu

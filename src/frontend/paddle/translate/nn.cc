@@ -186,9 +186,17 @@ void Embedding(TranslateContext& ctx, const OpDesc& op, bool squeeze_last) {
     s.pop_back();
     ids = ctx.Reshape(op, ids, s);
   }
-  ctx.SetOut(op, "Out",
-             ctx.Add1(op, "embedding", {ctx.In(op, "W"), ids},
-                      {{"padding_idx", op.attrs.Int("padding_idx", -1)}}));
+  ctx.SetOut(
+      op, "Out",
+      ctx.Add1(op, "embedding", {ctx.In(op, "W"), ids},
+               {{"padding_idx", op.attrs.Int("padding_idx", -1)},
+                // The table's gradient as rows. Legacy is_sparse makes it a
+                // SelectedRows variable, whose rows Paddle copies from every
+                // lookup, the padding id's too; PIR's sparse keeps Paddle's
+                // dense gradient (zero at the padding row), which Tiller
+                // still computes as rows.
+                {"sparse", op.attrs.Bool("is_sparse", false) || op.attrs.Bool("sparse", false)},
+                {"padding_grad", op.attrs.Bool("is_sparse", false)}}));
 }
 
 const bool kRegistered = [] {

@@ -15,12 +15,25 @@
 // becomes where(skip, old, new), which also keeps the update from running in
 // place (the old value is read after it).
 //
+// Row-sparse gradients (an embedding looked up with is_sparse / sparse =
+// true, ir/row_gradient.h): sgd and adagrad update only the looked-up rows
+// (sgd_rows, adagrad_rows), which equals their dense update. Where the
+// legacy program's Grad is a SELECTED_ROWS variable, Adam follows Paddle's
+// sparse Adam (adam_rows): lazy_mode updates only those rows, and either
+// way the kernel advances the beta powers before it reads them. Momentum
+// updates every row (Paddle's sparse momentum treats a missing row as a
+// zero gradient), so it takes the dense gradient. lazy_mode on a dense Grad
+// (every PIR program: Paddle 3's PIR backward gives a dense table gradient
+// even for sparse lookups) changes nothing, as in Paddle's dense kernels.
+//
 // What Tiller does not do fails here, naming the attribute: master weights
-// (MasterParam, for fp16/bf16 parameters), lazy_mode (row-sparse updates),
-// and gradients that are not dense tensors.
+// (MasterParam, for fp16/bf16 parameters), SelectedRows gradients for the
+// other optimizers and for adamw (Paddle's own kernel fails on one), and
+// sparse Adam on a gradient that is no longer rows (accumulated).
 #include "frontend/paddle/pir_compat.h"
 #include "frontend/paddle/translate.h"
 #include "frontend/paddle/translate/helpers.h"
+#include "ir/row_gradient.h"
 
 namespace tiller::paddle {
 namespace {
@@ -28,25 +41,54 @@ namespace {
 using pir::Scalar;
 using pir::T;
 
+// Legacy VarType.SELECTED_ROWS (framework.proto).
+constexpr int64_t kSelectedRows = 8;
+
+// Whether the op's Grad is a legacy SELECTED_ROWS variable.
+bool SelectedRowsGrad(TranslateContext& ctx, const OpDesc& op) {
+  const VarInfo* grad =
+      ctx.program().FindVar(op.Inputs("Grad").empty() ? "" : op.Inputs("Grad")[0]);
+  return grad && grad->var_type == kSelectedRows;
+}
+
 // Inputs and attributes Tiller cannot honour, checked for every optimizer op.
-void CheckCommon(TranslateContext& ctx, const OpDesc& op) {
+// `rows_ok`: the op takes a SELECTED_ROWS Grad.
+void CheckCommon(TranslateContext& ctx, const OpDesc& op, bool rows_ok) {
   if (op.HasInput("MasterParam"))
     ctx.Unsupported(op, "MasterParam '{}' (multi_precision master weights) is not supported",
                     op.Inputs("MasterParam")[0]);
-  if (op.attrs.Bool("lazy_mode", false))
-    ctx.Unsupported(op, "lazy_mode = true (row-sparse updates) is not supported");
   const VarInfo* grad =
       ctx.program().FindVar(op.Inputs("Grad").empty() ? "" : op.Inputs("Grad")[0]);
-  if (grad && !grad->is_dense_tensor)
+  if (!grad || grad->is_dense_tensor) return;
+  if (grad->var_type != kSelectedRows)
+    ctx.Unsupported(op, "Grad '{}' is not a dense tensor (var type {})", grad->name,
+                    grad->var_type);
+  if (!rows_ok)
     ctx.Unsupported(op,
-                    "Grad '{}' is not a dense tensor (SelectedRows gradients are not supported)",
-                    grad->name);
+                    "Grad '{}' is a SelectedRows gradient (a sparse embedding's); {} takes "
+                    "them only as dense gradients, which Tiller does not do for it: use "
+                    "sgd, momentum, adagrad, adam or adamw, or is_sparse = false",
+                    grad->name, op.type);
 }
 
 // (param, grad, lr): the operands every optimizer op starts with.
-std::vector<ir::Value*> Common(TranslateContext& ctx, const OpDesc& op) {
-  CheckCommon(ctx, op);
+std::vector<ir::Value*> Common(TranslateContext& ctx, const OpDesc& op, bool rows_ok = false) {
+  CheckCommon(ctx, op, rows_ok);
   return {ctx.In(op, "Param"), ctx.In(op, "Grad"), ctx.In(op, "LearningRate")};
+}
+
+// The gradient as the row-sparse ops take it: rows [N, D] and ids [N].
+struct Rows {
+  ir::Value* rows;
+  ir::Value* ids;
+  int64_t padding_idx;
+};
+std::optional<Rows> RowsOf(TranslateContext& ctx, const OpDesc& op, ir::Value* grad) {
+  auto r = ir::AsRowGradient(grad);
+  if (!r) return std::nullopt;
+  const int64_t n = NumElements(r->ids->shape());
+  return Rows{ctx.Reshape(op, r->rows, {n, grad->shape()[1]}), ctx.Reshape(op, r->ids, {n}),
+              r->padding_idx};
 }
 
 // A state input of the update, widened to float32 when the session stores
@@ -91,12 +133,19 @@ double FloatOrTensor(TranslateContext& ctx, const OpDesc& op, const char* attr, 
 }
 
 void Sgd(TranslateContext& ctx, const OpDesc& op) {
-  ir::Op* o = ctx.AddOp(op, "sgd", Common(ctx, op));
+  std::vector<ir::Value*> in = Common(ctx, op, true);
+  ir::Op* o = nullptr;
+  if (auto r = RowsOf(ctx, op, in[1])) {
+    o = ctx.AddOp(op, "sgd_rows", {in[0], r->rows, in[2], r->ids},
+                  {{"padding_idx", r->padding_idx}});
+  } else {
+    o = ctx.AddOp(op, "sgd", in);
+  }
   BindOuts(ctx, op, o, {"ParamOut"});
 }
 
 void Momentum(TranslateContext& ctx, const OpDesc& op) {
-  std::vector<ir::Value*> in = Common(ctx, op);
+  std::vector<ir::Value*> in = Common(ctx, op, true);
   in.push_back(ctx.In(op, "Velocity"));
   std::string method = op.attrs.Str("regularization_method", "");
   double l2 = 0;
@@ -116,22 +165,64 @@ void Momentum(TranslateContext& ctx, const OpDesc& op) {
 
 // adam and adamw share one IR op; adamw adds decoupled weight decay.
 void Adam(TranslateContext& ctx, const OpDesc& op) {
-  std::vector<ir::Value*> in = Common(ctx, op);
+  std::vector<ir::Value*> in = Common(ctx, op, true);
+  // Paddle's Adam of a SelectedRows gradient (lazy or not) treats the rows
+  // it holds apart from the others: adam_rows, which needs them.
+  std::optional<Rows> sparse;
+  const bool lazy_mode = op.attrs.Bool("lazy_mode", false);
+  if (SelectedRowsGrad(ctx, op)) {
+    if (op.type == "adamw")
+      ctx.Unsupported(op,
+                      "Grad '{}' is a SelectedRows gradient: Paddle's own adamw kernel fails on "
+                      "one (2.6 and 3.3), so there is no result to match; use adam, or "
+                      "is_sparse = false",
+                      op.Inputs("Grad")[0]);
+    sparse = RowsOf(ctx, op, in[1]);
+    if (!sparse)
+      ctx.Unsupported(op,
+                      "Grad '{}' is a SelectedRows gradient but no longer the looked-up rows "
+                      "(gradient accumulation sums micro-batches into a dense table, which "
+                      "loses the rows Paddle's sparse Adam treats apart); use is_sparse = false "
+                      "or no accumulation",
+                      op.Inputs("Grad")[0]);
+    if (op.attrs.Bool("amsgrad", false))
+      ctx.Unsupported(op, "amsgrad = true with a SelectedRows gradient is not supported");
+  }
   for (const char* s : {"Moment1", "Moment2", "Beta1Pow", "Beta2Pow"})
     in.push_back(StateIn(ctx, op, s));
   bool amsgrad = op.attrs.Bool("amsgrad", false);
   if (amsgrad) in.push_back(StateIn(ctx, op, "Moment2Max"));
   bool global_pow = op.attrs.Bool("use_global_beta_pow", false);
-  ir::AttrMap attrs = {{"beta1", FloatOrTensor(ctx, op, "beta1", "Beta1Tensor", 0.9)},
-                       {"beta2", FloatOrTensor(ctx, op, "beta2", "Beta2Tensor", 0.999)},
+  const double beta1 = FloatOrTensor(ctx, op, "beta1", "Beta1Tensor", 0.9);
+  const double beta2 = FloatOrTensor(ctx, op, "beta2", "Beta2Tensor", 0.999);
+  ir::AttrMap attrs = {{"beta1", beta1},
+                       {"beta2", beta2},
                        {"epsilon", FloatOrTensor(ctx, op, "epsilon", "EpsilonTensor", 1e-8)},
                        {"update_beta_pow", !global_pow}};
+  if (SelectedRowsGrad(ctx, op) && !global_pow) {
+    // Paddle's Adam of a SelectedRows gradient (both modes) advances the
+    // beta powers before the update reads them (Beta1PowOut is Beta1Pow, and
+    // the kernel writes it first), so its bias correction runs a step ahead
+    // of dense Adam's. The update reads the advanced powers, which are also
+    // the new state.
+    for (auto [slot, beta] : {std::pair{5, beta1}, std::pair{6, beta2}})
+      in[slot] =
+          ctx.Add1(op, "scale", {in[slot]},
+                   {{"scale", static_cast<double>(static_cast<float>(beta))}, {"bias", 0.0}});
+    attrs.Set("update_beta_pow", false);
+  }
   if (op.type == "adamw" && op.attrs.Bool("with_decay", false)) {
     attrs.Set("weight_decay", op.attrs.Float("coeff", 0.01));
     attrs.Set("lr_ratio", op.attrs.Float("lr_ratio", 1.0));
   }
   if (ctx.no_bias_optimizer()) attrs.Set("bias_correction", false);
-  ir::Op* o = ctx.AddOp(op, "adam", in, std::move(attrs));
+  if (sparse) {
+    attrs.Set("padding_idx", sparse->padding_idx);
+    attrs.Set("lazy", lazy_mode);
+    in[1] = sparse->rows;
+    in.push_back(sparse->ids);
+  }
+  ir::Op* o = ctx.AddOp(op, sparse ? "adam_rows" : "adam", in, std::move(attrs));
   BindOuts(ctx, op, o, {"ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"});
   if (amsgrad) SetNew(ctx, op, "Moment2MaxOut", o->outputs[5]);
 }
@@ -164,9 +255,16 @@ void Lamb(TranslateContext& ctx, const OpDesc& op) {
 }
 
 void Adagrad(TranslateContext& ctx, const OpDesc& op) {
-  std::vector<ir::Value*> in = Common(ctx, op);
+  std::vector<ir::Value*> in = Common(ctx, op, true);
   in.push_back(StateIn(ctx, op, "Moment"));
-  ir::Op* o = ctx.AddOp(op, "adagrad", in, {{"epsilon", op.attrs.Float("epsilon", 1e-6)}});
+  ir::AttrMap attrs = {{"epsilon", op.attrs.Float("epsilon", 1e-6)}};
+  const auto r = RowsOf(ctx, op, in[1]);
+  if (r) {
+    in[1] = r->rows;
+    in.push_back(r->ids);
+    attrs.Set("padding_idx", r->padding_idx);
+  }
+  ir::Op* o = ctx.AddOp(op, r ? "adagrad_rows" : "adagrad", in, std::move(attrs));
   BindOuts(ctx, op, o, {"ParamOut", "MomentOut"});
 }
 
@@ -246,7 +344,7 @@ const bool kRegistered = [] {
                        {},
                        {}};
   };
-  RegisterTranslator("sgd", Sgd, {"sgd", "where", "reshape", "cast"});
+  RegisterTranslator("sgd", Sgd, {"sgd", "sgd_rows", "where", "reshape", "cast"});
   RegisterPirOpCompat("sgd_", {"sgd",
                                {T("Param"), T("LearningRate"), T("Grad"), T("MasterParam")},
                                {"ParamOut", "MasterParamOut"},
@@ -259,9 +357,9 @@ const bool kRegistered = [] {
                        {"ParamOut", "VelocityOut", "MasterParamOut"},
                        {},
                        {}});
-  RegisterTranslator("adam", Adam, {"adam", "where", "reshape", "cast"});
+  RegisterTranslator("adam", Adam, {"adam", "adam_rows", "scale", "where", "reshape", "cast"});
   RegisterPirOpCompat("adam_", adam_like("adam"));
-  RegisterTranslator("adamw", Adam, {"adam", "where", "reshape", "cast"});
+  RegisterTranslator("adamw", Adam, {"adam", "adam_rows", "scale", "where", "reshape", "cast"});
   RegisterPirOpCompat("adamw_", adam_like("adamw"));
   RegisterTranslator("adamax", Adamax, {"adamax", "where", "reshape", "cast"});
   RegisterPirOpCompat("adamax_", {"adamax",
@@ -279,7 +377,7 @@ const bool kRegistered = [] {
        {"ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut", "MasterParamOut"},
        {},
        {}});
-  RegisterTranslator("adagrad", Adagrad, {"adagrad", "where", "reshape", "cast"});
+  RegisterTranslator("adagrad", Adagrad, {"adagrad", "adagrad_rows", "where", "reshape", "cast"});
   RegisterPirOpCompat("adagrad_",
                       {"adagrad",
                        {T("Param"), T("Grad"), T("Moment"), T("LearningRate"), T("MasterParam")},

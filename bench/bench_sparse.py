@@ -1,0 +1,275 @@
+"""Sparse-embedding training benchmark (issue 44): a DLRM-style model
+(models/dlrm.py: 26 sparse slots in Criteo's proportions, >= 1 GB of
+float32 tables, a 13-feature bottom MLP and a top MLP, sigmoid
+cross-entropy) trained with Adagrad, batch 2048, one id per slot:
+
+  paddle        Paddle's CPU executor on the legacy program (is_sparse: its
+                table gradients are SelectedRows, updated by its sparse
+                Adagrad kernel)
+  tiller        Tiller on the same program (row gradients, adagrad_rows)
+  tiller-dense  Tiller on the same model with dense tables (sparse=False:
+                a table-sized gradient and a dense Adagrad every step), the
+                path sparse gradients replace
+  torch         PyTorch eager, nn.EmbeddingBag(sparse=True) per slot and
+                torch.optim.Adagrad (which takes sparse gradients), in
+                .venv-torch (skipped with a note when it is missing;
+                scripts/setup_torch.sh makes it)
+
+Each engine runs in a process of its own (its peak RSS is its own) with the
+same thread count, on the same seeded batches. Prints examples/s (the
+median step after warm-up), Tiller's ratios to each peer, peak RSS, and the
+share of the machine's memory bandwidth measured in the run (a 256 MiB
+numpy copy) that the step's minimum traffic needs: the looked-up rows read
+once, and each touched row's parameter and Adagrad moment read and written
+(the MLPs' bytes are noise beside them).
+
+    .venv/bin/python bench/bench_sparse.py [--table-gb 1.0] [--dim 16]
+        [--batch 2048] [--warmup 2] [--iters 10] [--threads 2]
+        [--engines paddle,tiller,tiller-dense,torch]
+
+Tables of >= 1 GB take a few seconds to initialize per engine; the dense
+path moves 2x the tables' bytes per step, so it runs fewer steps.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--table-gb", type=float, default=1.0, help="float32 table bytes in all")
+    ap.add_argument("--dim", type=int, default=16, help="embedding width")
+    ap.add_argument("--batch", type=int, default=2048)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--engines", default="paddle,tiller,tiller-dense,torch")
+    ap.add_argument("--engine", help=argparse.SUPPRESS)  # a child's engine
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def config(args):
+    sys.path.insert(0, str(REPO))
+    from models import dlrm
+
+    return dlrm.DlrmConfig(tables=dlrm.criteo_like(args.table_gb * 2**30, args.dim),
+                           dim=args.dim, bottom=(64, args.dim), top=(64,), batch=args.batch,
+                           sparse=args.engine != "tiller-dense")
+
+
+def batches(cfg, n):
+    import numpy as np
+
+    from models import dlrm
+
+    rng = np.random.default_rng(5)
+    return [dlrm.make_batch(cfg, rng) for _ in range(n)]
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+
+
+def time_steps(step, feeds, warmup):
+    times = []
+    for i, f in enumerate(feeds):
+        t0 = time.perf_counter()
+        step(f)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+def run_paddle_or_tiller(args, cfg) -> dict:
+    import numpy as np
+    import paddle
+
+    sys.path.insert(0, str(REPO / "python"))
+    from models import dlrm
+
+    paddle.enable_static()
+    main, startup, loss, _, _ = dlrm.build(cfg, paddle.optimizer.Adagrad(args.lr))
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    scope = paddle.static.Scope()
+    t0 = time.perf_counter()
+    with paddle.static.scope_guard(scope):
+        exe.run(startup)
+    init_s = time.perf_counter() - t0
+    n = args.warmup + (args.iters if cfg.sparse else max(3, args.iters // 3))
+    feeds = batches(cfg, n)
+    losses = []
+    if args.engine == "paddle":
+        def step(f):
+            with paddle.static.scope_guard(scope):
+                losses.append(float(np.asarray(exe.run(main, feed=f, fetch_list=[loss])[0])))
+        times = time_steps(step, feeds, args.warmup)
+    else:
+        import tiller
+
+        strategy = tiller.IpuStrategy()
+        strategy.set_graph_config(is_training=True, micro_batch_size=cfg.batch)
+        strategy.set_options({"num_threads": args.threads})
+        t0 = time.perf_counter()
+        prog = tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=strategy).compile(
+            dlrm.feed_names(cfg), [loss])
+        init_s += time.perf_counter() - t0
+
+        def step(f):
+            losses.append(float(np.asarray(prog.run(feed=f)[0])))
+        times = time_steps(step, feeds, args.warmup)
+    return {"times": times, "losses": losses, "init_s": init_s}
+
+
+def run_torch(args, cfg) -> dict:
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+
+    class Dlrm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tables = torch.nn.ModuleList(
+                torch.nn.EmbeddingBag(rows, cfg.dim, mode="sum", sparse=True)
+                for rows in cfg.tables)
+
+            def mlp(widths, n_in, last_relu):
+                layers = []
+                for i, w in enumerate(widths):
+                    layers.append(torch.nn.Linear(n_in, w))
+                    if last_relu or i + 1 < len(widths):
+                        layers.append(torch.nn.ReLU())
+                    n_in = w
+                return torch.nn.Sequential(*layers)
+            self.bottom = mlp(cfg.bottom, cfg.dense, True)
+            self.top = mlp(list(cfg.top) + [1], cfg.dim * (cfg.slots + 1), False)
+
+        def forward(self, dense, ids, offsets):
+            feats = [self.bottom(dense)] + [t(i, offsets) for t, i in zip(self.tables, ids)]
+            return self.top(torch.cat(feats, dim=1))
+
+    t0 = time.perf_counter()
+    model = Dlrm()
+    opt = torch.optim.Adagrad(model.parameters(), lr=args.lr)
+    init_s = time.perf_counter() - t0
+    n = args.warmup + args.iters
+    offsets = torch.arange(cfg.batch)
+    feeds = []
+    for f in batches(cfg, n):
+        feeds.append((torch.from_numpy(f["dense"]),
+                      [torch.from_numpy(f[f"slot_{i}"].reshape(-1)) for i in range(cfg.slots)],
+                      torch.from_numpy(f["label"])))
+    losses = []
+    bce = torch.nn.BCEWithLogitsLoss()
+
+    def step(f):
+        dense, ids, label = f
+        opt.zero_grad()
+        loss = bce(model(dense, ids, offsets), label)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    times = time_steps(step, feeds, args.warmup)
+    del np
+    return {"times": times, "losses": losses, "init_s": init_s}
+
+
+def child(args):
+    os.environ.setdefault("GLOG_minloglevel", "2")
+    cfg = config(args)
+    r = run_torch(args, cfg) if args.engine == "torch" else run_paddle_or_tiller(args, cfg)
+    r["peak_rss_gb"] = peak_rss_gb()
+    Path(args.out).write_text(json.dumps(r))
+
+
+def memory_bandwidth_gbs() -> float:
+    """GB/s of a 256 MiB numpy copy (read + write), best of 5."""
+    import numpy as np
+
+    a = np.ones(2**26, np.float32)
+    b = np.empty_like(a)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        np.copyto(b, a)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * a.nbytes / best / 1e9
+
+
+def main():
+    args = parse_args()
+    if args.engine:
+        return child(args)
+    sys.path.insert(0, str(REPO / "bench"))
+    from common import cpu_description
+
+    cfg = config(args)
+    print(f"CPU: {cpu_description()}; {args.threads} threads")
+    print(f"DLRM-style: {cfg.slots} sparse slots, {sum(cfg.tables):,} rows x {cfg.dim} "
+          f"({cfg.table_bytes() / 2**30:.2f} GiB of tables, Adagrad state as much again), "
+          f"batch {cfg.batch}, Adagrad lr {args.lr}")
+    bw = memory_bandwidth_gbs()
+    # Minimum bytes a step moves: each lookup's row read, each touched row's
+    # parameter and moment read and written (an upper bound on touched rows:
+    # every lookup).
+    row = cfg.dim * 4
+    step_bytes = cfg.batch * cfg.slots * row * (1 + 4)
+    print(f"memory bandwidth (numpy copy, this run): {bw:.1f} GB/s; a step's minimum "
+          f"traffic {step_bytes / 1e6:.1f} MB")
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
+               FLAGS_paddle_num_threads=str(args.threads), FLAGS_enable_pir_api="0",
+               GLOG_minloglevel="2")
+    results = {}
+    for engine in args.engines.split(","):
+        python = sys.executable
+        if engine == "torch":
+            torch_py = REPO / ".venv-torch" / "bin" / "python"
+            if not torch_py.exists():
+                print("torch: skipped (.venv-torch is missing; scripts/setup_torch.sh makes it)")
+                continue
+            python = str(torch_py)
+        out = Path(f"/tmp/bench_sparse_{os.getpid()}_{engine}.json")
+        cmd = [python, __file__, "--engine", engine, "--out", str(out),
+               "--table-gb", str(args.table_gb), "--dim", str(args.dim),
+               "--batch", str(args.batch), "--warmup", str(args.warmup),
+               "--iters", str(args.iters), "--threads", str(args.threads), "--lr", str(args.lr)]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if r.returncode != 0 or not out.exists():
+            print(f"{engine}: failed ({r.returncode})\n{r.stderr[-3000:]}")
+            continue
+        res = json.loads(out.read_text())
+        out.unlink()
+        med = statistics.median(res["times"])
+        res["median_s"] = med
+        res["examples_s"] = cfg.batch / med
+        results[engine] = res
+        print(f"{engine:13s} {med * 1e3:9.1f} ms/step {res['examples_s']:10.0f} examples/s  "
+              f"peak RSS {res['peak_rss_gb']:.2f} GiB  init {res['init_s']:.1f} s  "
+              f"{step_bytes / med / 1e9 / bw * 100:5.1f}% of bandwidth  "
+              f"losses {res['losses'][0]:.4f} -> {res['losses'][-1]:.4f}")
+    if "tiller" in results:
+        t = results["tiller"]["examples_s"]
+        for peer in ("paddle", "torch", "tiller-dense"):
+            if peer in results:
+                print(f"tiller / {peer}: {t / results[peer]['examples_s']:.2f}x throughput")
+    if "tiller" in results and "paddle" in results:
+        a, b = results["tiller"]["losses"], results["paddle"]["losses"]
+        rel = max(abs(x - y) / abs(y) for x, y in zip(a, b))
+        print(f"tiller vs paddle losses, max rel diff over {len(a)} steps: {rel:.2e}")
+
+
+if __name__ == "__main__":
+    main()
