@@ -60,10 +60,20 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-def config(args):
-    sys.path.insert(0, str(REPO))
-    from models import dlrm
+def load_dlrm():
+    """models/dlrm.py by path: the models package imports paddle, which the
+    PyTorch process does not have (dlrm.py imports it only to build)."""
+    import importlib.util
 
+    spec = importlib.util.spec_from_file_location("dlrm", REPO / "models" / "dlrm.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["dlrm"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def config(args):
+    dlrm = load_dlrm()
     return dlrm.DlrmConfig(tables=dlrm.criteo_like(args.table_gb * 2**30, args.dim),
                            dim=args.dim, bottom=(64, args.dim), top=(64,), batch=args.batch,
                            sparse=args.engine != "tiller-dense")
@@ -72,8 +82,7 @@ def config(args):
 def batches(cfg, n):
     import numpy as np
 
-    from models import dlrm
-
+    dlrm = load_dlrm()
     rng = np.random.default_rng(5)
     return [dlrm.make_batch(cfg, rng) for _ in range(n)]
 
@@ -97,7 +106,7 @@ def run_paddle_or_tiller(args, cfg) -> dict:
     import paddle
 
     sys.path.insert(0, str(REPO / "python"))
-    from models import dlrm
+    dlrm = load_dlrm()
 
     paddle.enable_static()
     main, startup, loss, _, _ = dlrm.build(cfg, paddle.optimizer.Adagrad(args.lr))
