@@ -59,6 +59,25 @@ bool IsCollective(const ir::Op& op) {
   }
 }
 
+// The bytes an op moves: its operands', except where it reads and writes
+// a table by rows (an embedding lookup, a row-sparse update): those rows.
+double TouchedBytes(const ir::Op& op, size_t all) {
+  if (op.is(ir::Opcode::embedding)) {
+    // The looked-up rows (as many as the output holds), the ids, the output.
+    return 2.0 * op.outputs[0]->bytes() + op.inputs[1]->bytes();
+  }
+  if (ir::IsRowOptimizerOp(op.type) && !(op.is(ir::Opcode::adam_rows) && !op.GetBool("lazy"))) {
+    // Each table-shaped operand (param, state) read and written at the rows.
+    const ir::Value* rows = op.inputs[1];
+    double bytes = static_cast<double>(rows->bytes() + op.inputs.back()->bytes());
+    for (const ir::Value* v : op.inputs) {
+      if (v && v->shape() == op.inputs[0]->shape()) bytes += 2.0 * rows->bytes();
+    }
+    return bytes;
+  }
+  return static_cast<double>(all);
+}
+
 // Seconds of one op on `p`: compute + memory traffic, or link time for
 // movement between devices (a ring's share for collectives).
 double OpSeconds(const ir::Op& op, const DeviceProfile& p, const PlanShape& shape) {
@@ -78,7 +97,7 @@ double OpSeconds(const ir::Op& op, const DeviceProfile& p, const PlanShape& shap
     const double one = share * bytes / link + steps * latency;
     return op.is(ir::Opcode::all_reduce) || op.is(ir::Opcode::all_reduce_start) ? 2 * one : one;
   }
-  return passes::OpFlops(op) / p.flops + static_cast<double>(in_bytes + out_bytes) / p.bandwidth;
+  return passes::OpFlops(op) / p.flops + TouchedBytes(op, in_bytes + out_bytes) / p.bandwidth;
 }
 
 std::string Percent(double x) {
@@ -136,6 +155,13 @@ std::vector<DevicePlan> StateByDevice(const CompiledStep& step) {
     const int d = it == owner.end() ? exe.host_device() : it->second.first;
     const Kind k = it == owner.end() ? Kind::kOther : it->second.second;
     Slot(out.at(d), k) += s->bytes();
+    out.at(d).largest.emplace_back(s->name, s->bytes());
+  }
+  for (DevicePlan& d : out) {
+    auto by_size = [](const auto& a, const auto& b) { return a.second > b.second; };
+    const size_t keep = std::min<size_t>(3, d.largest.size());
+    std::partial_sort(d.largest.begin(), d.largest.begin() + keep, d.largest.end(), by_size);
+    d.largest.resize(keep);
   }
   // Weights as constants (inference): on every device reading them (their
   // data may be gone: kernels that packed them hold the bytes).
@@ -302,10 +328,15 @@ std::string StepPlan::Format() const {
   for (size_t d = 0; d < devices.size(); ++d) {
     const DevicePlan& p = devices[d];
     if (p.peak() <= profile.memory_bytes) continue;
+    std::string largest;
+    for (const auto& [name, bytes] : p.largest)
+      largest += fmt::format("{}'{}' {}", largest.empty() ? "" : ", ", name, FormatBytes(bytes));
     out += fmt::format(
-        "device {} does not fit: it needs {}, a {} device holds {} (more devices per replica, "
-        "replicated tensor sharding, recomputation or a smaller micro-batch lower it)\n",
-        d, FormatBytes(p.peak()), profile.name, FormatBytes(profile.memory_bytes));
+        "device {} does not fit: it needs {}, a {} device holds {}; its largest state: {} "
+        "(more devices per replica, replicated tensor sharding, recomputation or a smaller "
+        "micro-batch lower it)\n",
+        d, FormatBytes(p.peak()), profile.name, FormatBytes(profile.memory_bytes),
+        largest.empty() ? "none" : largest);
   }
   return out;
 }

@@ -71,6 +71,9 @@ struct DevicePlan {
   int collective_messages = 0;
   size_t collective_bytes = 0;
   double collective_s = 0;
+  // The largest states on the device (name, bytes), largest first, at most
+  // three: what a plan that does not fit names.
+  std::vector<std::pair<std::string, size_t>> largest;
   size_t state() const { return weights + optimizer + gradients + other; }
   size_t peak() const { return state() + static_cast<size_t>(in_flight) * arena; }
 };

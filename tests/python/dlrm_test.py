@@ -129,3 +129,37 @@ def test_dlrm_trains_and_serves_as_paddle(trained, name, fmt):
     bad = {n: d for n, d in r["state"].items() if d > 1e-5}
     assert not bad, f"state differs from Paddle's after {len(r['paddle'])} steps: {bad}"
     assert r["infer"] <= 1e-5, f"inference output rel diff {r['infer']}"
+
+
+BIG = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import paddle
+import models._legacy_compat as lc
+lc.install()
+from models import dlrm
+paddle.enable_static()
+# A 2^30 x 64 table: 275 GB, and its Adagrad moment as much again (never
+# allocated: the program is written without running its startup).
+cfg = dlrm.DlrmConfig(tables=[2**30, 1000, 50, 12], dim=64, bottom=(32, 64))
+main, startup, loss, logit, tables = dlrm.build(cfg, paddle.optimizer.Adagrad(0.1))
+open(sys.argv[2], "wb").write(main.desc.serialize_to_string())
+"""
+
+
+def test_plan_refuses_a_table_larger_than_memory_and_names_it(tmp_path):
+    program = tmp_path / "main.pdmodel"
+    env = dict(os.environ, FLAGS_enable_pir_api="0", GLOG_minloglevel="2")
+    subprocess.run([sys.executable, "-c", BIG, str(ROOT), str(program)], env=env, check=True,
+                   timeout=300, capture_output=True)
+    tiller = Path(os.environ.get("TILLER_BUILD_DIR", ROOT / "build")) / "bin" / "tiller"
+    res = subprocess.run([str(tiller), "plan", str(program), "--train", "--micro-batch", "16",
+                          "--profile", "cpu:64GB"], capture_output=True, text=True, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out
+    assert "does not fit" in out and "'embedding_0.w_0' 274.88 GB" in out, out
+    assert "'embedding_0.w_0_moment_0' 274.88 GB" in out, out
+    # The lookups and row updates are priced by the rows they touch, not the
+    # table (reading 550 GB would take tens of seconds).
+    step = [l for l in out.splitlines() if l.startswith("predicted step time:")]
+    assert step and (" us per update" in step[0] or " ms per update" in step[0]), out

@@ -48,6 +48,10 @@ OPTIMIZERS = {
     "adagrad_replicas2": {"opt": "O.Adagrad(0.1)", "replicas": 2},
     "adam_lazy_replicas2": {"opt": "O.Adam(0.05, lazy_mode=True)", "replicas": 2},
     "adam_replicas2_accumulate2": {"opt": "O.Adam(0.05)", "replicas": 2, "accumulate": 2},
+    # Whole tables by device (ipu_shard_guard): each updated where it lives.
+    "adagrad_tables_on_2_devices": {"opt": "O.Adagrad(0.1)", "shards": 3},
+    "adam_lazy_tables_apart": {"opt": "O.Adam(0.05, lazy_mode=True)", "shards": 2},
+    "sgd_tables_apart_replicas2": {"opt": "O.SGD(0.5)", "shards": 2, "replicas": 2},
 }
 
 SCRIPT = r"""
@@ -81,7 +85,13 @@ def batch(step):
 
 batches = [batch(s) for s in range(5)]
 
-def build(expr, rows=B):
+import contextlib
+
+def build(expr, rows=B, shards=1):
+    # shards 2: the tables and their lookups on device 0 (one table each on
+    # devices 0 and 1 with shards 3), the MLP on the last device.
+    def on(i):
+        return tiller.ipu_shard_guard(index=i, stage=i) if shards > 1 else contextlib.nullcontext()
     paddle.seed(3)
     main, startup = paddle.static.Program(), paddle.static.Program()
     with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
@@ -89,12 +99,17 @@ def build(expr, rows=B):
         b = paddle.static.data("b", [rows, S], "int64")
         c = paddle.static.data("c", [rows, S], "int64")
         y = paddle.static.data("y", [rows, 1], "float32")
-        ea = paddle.nn.Embedding(VA, D, padding_idx=0, sparse=True)
-        eb = paddle.nn.Embedding(VB, D, sparse=True)
         flat = lambda e: paddle.reshape(e, [rows, S * D])
-        h = paddle.concat([flat(ea(a)), flat(eb(b)), flat(eb(c))], axis=1)
-        h = paddle.nn.functional.relu(paddle.nn.Linear(3 * S * D, 16)(h))
-        o = paddle.nn.Linear(16, 1)(h)
+        with on(0):
+            ea = paddle.nn.Embedding(VA, D, padding_idx=0, sparse=True)
+            fa = flat(ea(a))
+        with on(1 if shards > 2 else 0):
+            eb = paddle.nn.Embedding(VB, D, sparse=True)
+            fb, fc = flat(eb(b)), flat(eb(c))
+        with on(shards - 1):
+            h = paddle.concat([fa, fb, fc], axis=1)
+            h = paddle.nn.functional.relu(paddle.nn.Linear(3 * S * D, 16)(h))
+            o = paddle.nn.Linear(16, 1)(h)
         d = o - y
         loss = paddle.mean(d * d)
         eval(expr).minimize(loss)
@@ -127,16 +142,17 @@ def reference(expr):
 def tiller_run(case):
     # Tiller's: the same batches as acc x rep micro-batches (the mean of
     # their losses and gradients is the batch's).
-    acc, rep = case.get("accumulate", 1), case.get("replicas", 1)
+    acc, rep, shards = case.get("accumulate", 1), case.get("replicas", 1), case.get("shards", 1)
     micro = B // (acc * rep)
-    main, startup, loss, tables = build(case["opt"], micro)
+    main, startup, loss, tables = build(case["opt"], micro, shards)
     scope = paddle.static.Scope()
     with paddle.static.scope_guard(scope):
         exe.run(startup)
     strategy = tiller.IpuStrategy()
-    strategy.set_graph_config(num_ipus=rep, is_training=True, micro_batch_size=micro)
+    strategy.set_graph_config(num_ipus=rep * shards, is_training=True, micro_batch_size=micro,
+                              enable_manual_shard=shards > 1)
     strategy.set_pipelining_config(enable_gradient_accumulation=acc > 1, accumulation_factor=acc)
-    strategy.set_options({"num_threads": rep,
+    strategy.set_options({"num_threads": rep * shards,
                           "accumulation_and_replication_reduction_type": 1})  # mean
     if rep > 1:
         strategy.set_options({"enable_replicated_graphs": True, "replicated_graph_count": rep})
