@@ -27,7 +27,7 @@
   X(exp) X(expand) X(floor) X(floor_div) X(gather) X(gather_grad) X(gelu) X(gelu_grad) \
   X(gradient_histogram) X(greater) X(greater_equal) X(group_norm) X(hard_shrink) \
   X(hard_sigmoid) X(hard_swish) X(huber) X(identity) X(interp) X(interp_grad) X(kldiv) X(lamb) \
-  X(layer_norm) X(layer_norm_grad) X(leaky_relu) X(less) X(less_equal) X(linear) X(linear_int8) \
+  X(layer_norm) X(layer_norm_grad) X(leaky_relu) X(less) X(less_equal) X(linear) X(linear_block_sparse) X(linear_int8) \
   X(log) X(log10) X(log1p) X(log2) X(log_softmax) X(logical_and) X(logical_not) X(logical_or) \
   X(logical_xor) X(logsigmoid) X(logsumexp) X(matmul) X(matmul_accumulate) X(max) \
   X(max_pool2d_with_index) X(max_pool2d_with_index_grad) X(min) X(mish) X(mod) X(momentum) \

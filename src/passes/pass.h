@@ -123,6 +123,9 @@ int ChannelsLast(ir::Graph& g);
 int FuseConvAdd(ir::Graph& g);
 // conv2d|linear -> relu|tanh|gelu|hard_swish|hard_sigmoid|relu6 -> conv2d|linear{activation}
 int FuseActivation(ir::Graph& g);
+// linear(x, W const mostly zero blocks) -> linear_block_sparse (inference):
+// block_sparse_linear.cc.
+int BlockSparseLinear(ir::Graph& g);
 // add(x, embedding_grad(ids, dy)) -> embedding_grad_add(x, ids, dy): a
 // table's gradient sum without a table-sized temporary (training)
 int FuseEmbeddingGradAdd(ir::Graph& g);

@@ -133,6 +133,13 @@ std::unique_ptr<PassPipeline> OptimizationPipeline() {
              "linear_int8|conv2d_int8 -> quantize_linear{int8} -> the op writing int8{out_scale}",
              FuseRequantize),
          PassPipeline::After({"fuse_conv_add", "fuse_activation", "fuse_linear_residual"}));
+  // Last: it takes the linears as the fusions left them (bias, residual,
+  // activation).
+  p->Add(std::make_unique<InferencePass>(
+             "block_sparse_linear",
+             "linear(x, W const, >= 70% zero blocks of 16x16 or 1x8) -> linear_block_sparse",
+             BlockSparseLinear),
+         PassPipeline::After({"fuse_activation", "fuse_linear_residual", "fuse_requantize"}));
   return p;
 }
 

@@ -210,6 +210,18 @@ TILLER_REGISTER_OP_SCHEMA(OpSchema{"linear", 2, 4, InferLinear}
                               .Precision(PrecisionRule::kHalfSafe)
                               .Layout(LayoutRule::kFixed)
                               .InPlaceInput(3));
+// linear_block_sparse(x, W, b?, r?){block_rows, block_cols, activation}:
+// linear's math on a constant W whose nonzeros lie in few blocks of
+// block_rows x block_cols (the block_sparse_linear pass finds them in a
+// pruned model); the kernel multiplies only those blocks. Inference only.
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"linear_block_sparse", 2, 4, InferLinear}
+                              .RequiredAttr("block_rows", AttrKind::kInt)
+                              .RequiredAttr("block_cols", AttrKind::kInt)
+                              .Attr("activation", "")
+                              .Attr("out_dtype", "")
+                              .Precision(PrecisionRule::kAlwaysF32)
+                              .Layout(LayoutRule::kFixed)
+                              .InPlaceInput(3));
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"attention", 3, 4, InferAttention}
                               .Attr("heads", int64_t{1})
                               .Attr("head_dim", int64_t{0})

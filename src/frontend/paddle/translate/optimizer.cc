@@ -22,7 +22,11 @@
 // sparse Adam (adam_rows): lazy_mode updates only those rows, and either
 // way the kernel advances the beta powers before it reads them. Momentum
 // updates every row (Paddle's sparse momentum treats a missing row as a
-// zero gradient), so it takes the dense gradient. lazy_mode on a dense Grad
+// zero gradient), so it takes the dense gradient; so do rmsprop and lamb,
+// whose sparse kernels equal their dense ones on the zero-filled gradient.
+// (Paddle's sparse momentum and rmsprop look rows up by binary search in a
+// row list MergeAdd leaves unsorted when no id repeats, and then drop the
+// gradients of the rows they miss: Tiller does not reproduce that bug.) lazy_mode on a dense Grad
 // (every PIR program: Paddle 3's PIR backward gives a dense table gradient
 // even for sparse lookups) changes nothing, as in Paddle's dense kernels.
 //
@@ -67,7 +71,7 @@ void CheckCommon(TranslateContext& ctx, const OpDesc& op, bool rows_ok) {
     ctx.Unsupported(op,
                     "Grad '{}' is a SelectedRows gradient (a sparse embedding's); {} takes "
                     "them only as dense gradients, which Tiller does not do for it: use "
-                    "sgd, momentum, adagrad, adam or adamw, or is_sparse = false",
+                    "sgd, momentum, adagrad, adam, rmsprop or lamb, or is_sparse = false",
                     grad->name, op.type);
 }
 
@@ -154,8 +158,13 @@ void Momentum(TranslateContext& ctx, const OpDesc& op) {
   } else if (!method.empty()) {
     ctx.Unsupported(op, "regularization_method = '{}' (only 'l2_decay' or '')", method);
   }
-  // rescale_grad is not read: Paddle's CPU kernel (CPUDenseMomentumFunctor)
-  // ignores it, and Tiller matches the CPU results.
+  // rescale_grad: Paddle's dense CPU kernel (CPUDenseMomentumFunctor)
+  // ignores it, its SelectedRows kernel multiplies the gradient by it, and
+  // Tiller matches the CPU results of each.
+  const double rescale = op.attrs.Float("rescale_grad", 1.0);
+  if (SelectedRowsGrad(ctx, op) && rescale != 1.0)
+    in[1] = ctx.Add1(op, "scale", {in[1]},
+                     {{"scale", static_cast<double>(static_cast<float>(rescale))}, {"bias", 0.0}});
   ir::Op* o = ctx.AddOp(op, "momentum", in,
                         {{"mu", op.attrs.Float("mu", 0.9)},
                          {"use_nesterov", op.attrs.Bool("use_nesterov", false)},
@@ -238,7 +247,7 @@ void Adamax(TranslateContext& ctx, const OpDesc& op) {
 }
 
 void Lamb(TranslateContext& ctx, const OpDesc& op) {
-  std::vector<ir::Value*> in = Common(ctx, op);
+  std::vector<ir::Value*> in = Common(ctx, op, true);
   for (const char* s : {"Moment1", "Moment2", "Beta1Pow", "Beta2Pow"})
     in.push_back(StateIn(ctx, op, s));
   // Parameters excluded from weight decay (exclude_from_weight_decay_fn)
@@ -278,7 +287,7 @@ void Adadelta(TranslateContext& ctx, const OpDesc& op) {
 }
 
 void Rmsprop(TranslateContext& ctx, const OpDesc& op) {
-  std::vector<ir::Value*> in = Common(ctx, op);
+  std::vector<ir::Value*> in = Common(ctx, op, true);
   for (const char* s : {"MeanSquare", "Moment"}) in.push_back(StateIn(ctx, op, s));
   bool centered = op.attrs.Bool("centered", false);
   ir::Value* mean_grad = ctx.InOpt(op, "MeanGrad");
@@ -350,7 +359,7 @@ const bool kRegistered = [] {
                                {"ParamOut", "MasterParamOut"},
                                {},
                                {}});
-  RegisterTranslator("momentum", Momentum, {"momentum", "where", "reshape", "cast"});
+  RegisterTranslator("momentum", Momentum, {"momentum", "scale", "where", "reshape", "cast"});
   RegisterPirOpCompat("momentum_",
                       {"momentum",
                        {T("Param"), T("Grad"), T("Velocity"), T("LearningRate"), T("MasterParam")},
