@@ -58,6 +58,11 @@ OPTIMIZERS = {
     # L2Decay sums the decay into the gradient (a dense `sum` in legacy
     # programs): the update is dense Adam's, lazy_mode or not.
     "adam_lazy_l2": {"opt": "O.Adam(0.05, lazy_mode=True, weight_decay=0.01)"},
+    # Clipping: legacy programs merge the SelectedRows gradient, take its
+    # norm and scale it in place (global norm), or clip it by its own norm.
+    "adam_lazy_clip_global": {"opt": "O.Adam(0.05, lazy_mode=True, "
+                                     "grad_clip=paddle.nn.ClipGradByGlobalNorm(0.5))"},
+    "sgd_clip_norm": {"opt": "O.SGD(0.5, grad_clip=paddle.nn.ClipGradByNorm(0.1))"},
     "sgd_accumulate2": {"opt": "O.SGD(0.5)", "accumulate": 2},
     "adagrad_accumulate2": {"opt": "O.Adagrad(0.1)", "accumulate": 2},
     "adagrad_replicas2": {"opt": "O.Adagrad(0.1)", "replicas": 2},

@@ -7,6 +7,7 @@
 #include "frontend/paddle/pir_compat.h"
 #include "frontend/paddle/translate.h"
 #include "frontend/paddle/translate/helpers.h"
+#include "ir/row_gradient.h"
 
 namespace tiller::paddle {
 namespace {
@@ -38,14 +39,25 @@ void Binary(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type)
   CheckNeutralScales(ctx, op);
   ir::Value* x = ctx.In(op, "X");
   ir::Value* y = ctx.In(op, "Y");
+  if (ir_type == "mul" && ir::AsRowGradient(x) && NumElements(y->shape()) == 1) {
+    // A sparse table's gradient times a scalar (gradient clipping's factor
+    // in a legacy program): the rows scaled, so the update still gets rows.
+    ir::Value* factor = ctx.Reshape(op, y, {});
+    ctx.SetOut(op, "Out", ir::MapGradient(ctx.graph(), x, [&](ir::Value* rows) {
+                 return ctx.Add1(op, "mul", {rows, factor});
+               }));
+    return;
+  }
   AlignForAxis(ctx, op, &x, &y);
   ctx.SetOut(op, "Out", ctx.Add1(op, ir_type, {x, y}));
 }
 
 void RegisterBinary(const char* paddle, const char* ir_type) {
   std::string t = ir_type;
-  RegisterTranslator(paddle, [t](TranslateContext& c, const OpDesc& op) { Binary(c, op, t); },
-                     {t, "reshape"});
+  std::vector<std::string> emits = {t, "reshape"};
+  if (t == "mul") emits.push_back("embedding_grad");  // a row gradient's (Binary)
+  RegisterTranslator(
+      paddle, [t](TranslateContext& c, const OpDesc& op) { Binary(c, op, t); }, emits);
 }
 
 // Swaps the last two dims.

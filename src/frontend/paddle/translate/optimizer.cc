@@ -334,7 +334,30 @@ void ClipByNorm(TranslateContext& ctx, const OpDesc& op) {
       ctx.Add1(op, "where",
                {ctx.Add1(op, "less_equal", {norm, limit}), ctx.ConstScalar(1, DType::kF32),
                 ctx.Add1(op, "div", {limit, norm})});
-  ctx.SetOut(op, "Out", ctx.Add1(op, "mul", {x, scale}));
+  // A sparse table's gradient (clip_by_norm of a SelectedRows gradient, whose
+  // norm is the merged rows', the dense value's): its rows scaled.
+  ctx.SetOut(op, "Out", ir::MapGradient(ctx.graph(), x, [&](ir::Value* v) {
+               return ctx.Add1(op, "mul", {v, scale});
+             }));
+}
+
+// merge_selected_rows (legacy gradient clipping of a SelectedRows
+// gradient): the repeated rows summed. A row gradient's value is that sum
+// already (ir/row_gradient.h), and the row updates merge repeats themselves.
+void MergeSelectedRows(TranslateContext& ctx, const OpDesc& op) {
+  ctx.SetOut(op, "Out", ctx.In(op, "X"));
+}
+
+// get_tensor_from_selected_rows: the merged rows as a dense [rows, D]
+// tensor, whose row count depends on the ids. Paddle's clipping only sums
+// its squares (squared_l2_norm); Tiller gives the table gradient, whose
+// other rows are zero, so the sum is the same. Any other reader would see
+// a different shape: the translator refuses a non-row-gradient input.
+void TensorFromSelectedRows(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  if (!ir::AsRowGradient(x))
+    ctx.Unsupported(op, "X '{}' is not a sparse table's gradient", op.Inputs("X")[0]);
+  ctx.SetOut(op, "Out", x);
 }
 
 const bool kRegistered = [] {
@@ -411,10 +434,14 @@ const bool kRegistered = [] {
                        {"ParamOut", "MomentOut", "MeanSquareOut", "MeanGradOut", "MasterParamOut"},
                        {},
                        {}});
+  RegisterTranslator("merge_selected_rows", MergeSelectedRows, std::vector<std::string>{});
+  RegisterTranslator("get_tensor_from_selected_rows", TensorFromSelectedRows,
+                     std::vector<std::string>{});
   RegisterTranslator("squared_l2_norm", SquaredL2Norm, {"square", "reduce_sum", "reshape"});
   RegisterPirOpCompat("squared_l2_norm", pir::Unary("squared_l2_norm"));
-  RegisterTranslator("clip_by_norm", ClipByNorm,
-                     {"square", "reduce_sum", "sqrt", "less_equal", "where", "div", "mul"});
+  RegisterTranslator(
+      "clip_by_norm", ClipByNorm,
+      {"square", "reduce_sum", "sqrt", "less_equal", "where", "div", "mul", "embedding_grad"});
   RegisterPirOpCompat("clip_by_norm", pir::Unary("clip_by_norm"));
   return true;
 }();
