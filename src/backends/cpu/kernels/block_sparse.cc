@@ -3,22 +3,19 @@
 // j, the row blocks holding a nonzero and their values), packed when the
 // kernel is made. Run multiplies only those blocks.
 //
-// Each task is a tile of kRows rows of x and one column block of bn
-// outputs: bn-wide accumulators (GCC vector types: one or two AVX2
-// registers, or one AVX-512 register, per row), each block's k rows
-// broadcast-multiplied in. Tiles are independent, so they split over
-// threads; the block's values stay in L1 across the tile's rows.
+// x is first copied into the workspace transposed in tiles of 6 (16x16
+// blocks) or 12 (1x8) rows. A tile times a column block of bn outputs keeps
+// its accumulators in registers (GCC vector types of 8 floats), each nonzero
+// block's k rows broadcast-multiplied in. Tasks pair a group of tiles with a
+// group of column blocks small enough to stay in L2; they split over threads.
 // Precision: float32, each output a sum over the nonzero blocks in row
 // order (the dense GEMM sums in another order: results agree to rounding).
-#include <array>
 #include <cstring>
 
 #include "backends/cpu/kernels/kernel_utils.h"
 
 namespace tiller::cpu {
 namespace {
-
-constexpr int kRows = 6;  // rows of x per tile (accumulators: 6 x bn floats)
 
 // The packed W: for column block j, blocks [col_ptr[j], col_ptr[j + 1]),
 // block b at row block row_block[b] with values values[b * bk * bn ...]
@@ -49,15 +46,17 @@ Packed Pack(const float* w, int64_t k, int64_t n, int64_t bk, int64_t bn) {
   return p;
 }
 
-// One tile: kR rows of y from m0, column block j. Every loop bound is a
+// One tile: kR rows of y from m0 (`rows` of them real; the packed rows
+// past them are zeros), column block j. xt is the tile of x transposed,
+// [K][kR], so each k's kR values are adjacent. Every loop bound is a
 // compile-time constant, so the accumulators (kR x kCols / 8 vectors of 8
-// floats: 12 AVX2 registers for 6 x 16) stay in registers.
+// floats: 12 AVX2 registers for 6 x 16 and for 12 x 8) stay in registers.
 typedef float V8 __attribute__((vector_size(32)));
 typedef float V8u __attribute__((vector_size(32), aligned(4)));
 
 template <int kCols, int kBk, int kR>
-void Tile(const Packed& p, const float* x, const float* bias, const float* res, float* y,
-          int64_t m0, int64_t j) {
+void Tile(const Packed& p, const float* xt, const float* bias, const float* res, float* y,
+          int64_t m0, int rows, int64_t j) {
   constexpr int kV = kCols / 8;
   V8 acc[kR][kV];
 #pragma GCC unroll 16
@@ -66,12 +65,10 @@ void Tile(const Packed& p, const float* x, const float* bias, const float* res, 
 #pragma GCC unroll 16
     for (int r = 0; r < kR; ++r) acc[r][v] = start;
   }
-  const int64_t k = p.k;
-  const float* xr = x + m0 * k;
   const int64_t end = p.col_ptr[j + 1];
   for (int64_t b = p.col_ptr[j]; b < end; ++b) {
     const float* w = p.values.data() + b * kBk * kCols;
-    const float* xb = xr + p.row_block[b] * kBk;
+    const float* xb = xt + p.row_block[b] * kBk * kR;
 #pragma GCC unroll 4
     for (int kk = 0; kk < kBk; ++kk) {
       V8 wv[kV];
@@ -79,7 +76,7 @@ void Tile(const Packed& p, const float* x, const float* bias, const float* res, 
       for (int v = 0; v < kV; ++v) wv[v] = *reinterpret_cast<const V8u*>(w + kk * kCols + v * 8);
 #pragma GCC unroll 16
       for (int r = 0; r < kR; ++r) {
-        const float xv = xb[r * k + kk];
+        const float xv = xb[kk * kR + r];
 #pragma GCC unroll 16
         for (int v = 0; v < kV; ++v) acc[r][v] += xv * wv[v];
       }
@@ -88,6 +85,7 @@ void Tile(const Packed& p, const float* x, const float* bias, const float* res, 
   const int64_t n = p.n;
 #pragma GCC unroll 16
   for (int r = 0; r < kR; ++r) {
+    if (r >= rows) break;
     float* out = y + (m0 + r) * n + j * kCols;
 #pragma GCC unroll 16
     for (int v = 0; v < kV; ++v) {
@@ -99,23 +97,17 @@ void Tile(const Packed& p, const float* x, const float* bias, const float* res, 
 }
 
 using TileFn = void (*)(const Packed&, const float*, const float*, const float*, float*, int64_t,
-                        int64_t);
+                        int, int64_t);
 
-// The tile functions of a block shape, by rows (1..kRows).
-template <int kCols, int kBk>
-std::array<TileFn, kRows + 1> TilesOf() {
-  return {nullptr,
-          Tile<kCols, kBk, 1>,
-          Tile<kCols, kBk, 2>,
-          Tile<kCols, kBk, 3>,
-          Tile<kCols, kBk, 4>,
-          Tile<kCols, kBk, 5>,
-          Tile<kCols, kBk, 6>};
-}
-
-std::array<TileFn, kRows + 1> TilesFor(int64_t bk, int64_t bn) {
-  if (bk == 16 && bn == 16) return TilesOf<16, 16>();
-  if (bk == 1 && bn == 8) return TilesOf<8, 1>();
+// A block shape's tile function and its rows: 16x16 blocks take two
+// vectors per row (6 rows), 1x8 blocks one (12 rows).
+struct Tiling {
+  TileFn tile = nullptr;
+  int rows = 0;
+};
+Tiling TilingFor(int64_t bk, int64_t bn) {
+  if (bk == 16 && bn == 16) return {Tile<16, 16, 6>, 6};
+  if (bk == 1 && bn == 8) return {Tile<8, 1, 12>, 12};
   return {};
 }
 
@@ -125,8 +117,8 @@ std::unique_ptr<Kernel> MakeLinearBlockSparse(const ir::Op& op) {
   const ir::Value* w = op.input(1);
   if (!w->data) Unsupported(op, "W '{}' is not a constant", w->name);
   const int64_t bk = op.GetInt("block_rows"), bn = op.GetInt("block_cols");
-  const std::array<TileFn, kRows + 1> tiles = TilesFor(bk, bn);
-  if (!tiles[1]) Unsupported(op, "block shape {}x{} (the kernel has 16x16 and 1x8)", bk, bn);
+  const Tiling tiling = TilingFor(bk, bn);
+  if (!tiling.tile) Unsupported(op, "block shape {}x{} (the kernel has 16x16 and 1x8)", bk, bn);
   const int64_t k = w->shape()[0], n = w->shape()[1];
   if (k % bk || n % bn) Unsupported(op, "W {}x{} is not tiled by {}x{} blocks", k, n, bk, bn);
   auto packed = std::make_shared<Packed>(Pack(w->data->as<float>(), k, n, bk, bn));
@@ -146,29 +138,72 @@ std::unique_ptr<Kernel> MakeLinearBlockSparse(const ir::Op& op) {
   else if (!act.empty())
     Unsupported(op, "activation '{}'", act);
   const bool has_bias = op.input(2) != nullptr, has_res = op.input(3) != nullptr;
-  auto kernel = std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
-    const auto* x = static_cast<const float*>(a.inputs[0]);
-    const auto* bias = has_bias ? static_cast<const float*>(a.inputs[2]) : nullptr;
-    const auto* res = has_res ? static_cast<const float*>(a.inputs[3]) : nullptr;
-    auto* y = static_cast<float*>(a.outputs[0]);
-    const int64_t tiles_m = (m + kRows - 1) / kRows, cols = n / bn;
-    // A task: one row tile across every column block (x's rows stay in
-    // cache), then the activation over those rows.
-    const int64_t work =
-        static_cast<int64_t>(packed->values.size()) * kRows / std::max<int64_t>(1, tiles_m);
-    ParallelRange(
-        tiles_m, std::max<int64_t>(work, 1),
-        [&](int64_t b, int64_t e) {
-          for (int64_t t = b; t < e; ++t) {
-            const int64_t m0 = t * kRows;
-            const int rows = static_cast<int>(std::min<int64_t>(kRows, m - m0));
-            const TileFn tile = tiles[rows];
-            for (int64_t j = 0; j < cols; ++j) tile(*packed, x, bias, res, y, m0, j);
-            if (act_fn) act_fn(y + m0 * n, y + m0 * n, rows * n);
-          }
-        },
-        1);
-  });
+  const int mr = tiling.rows;
+  const TileFn tile = tiling.tile;
+  const int64_t tiles_m = (m + mr - 1) / mr, cols = n / bn;
+  // x transposed tile by tile ([tile][K][mr], zero rows past m): each k's
+  // mr values adjacent for the broadcasts.
+  const size_t xt_floats = static_cast<size_t>(tiles_m * k * mr);
+  // Tasks: a group of row tiles x a group of column blocks, sized so the
+  // group's x tiles (<= 256 KB) and W blocks (<= 128 KB) stay in L2 while
+  // the tiles sweep the blocks: W is read from memory once per row group,
+  // not once per row tile.
+  const int64_t tile_bytes = k * mr * 4;
+  const int64_t row_group = std::max<int64_t>(1, (256 << 10) / tile_bytes);
+  const int64_t block_bytes_per_col = std::max<int64_t>(
+      1, static_cast<int64_t>(packed->values.size()) * 4 / std::max<int64_t>(1, n / bn));
+  const int64_t col_group = std::max<int64_t>(1, (128 << 10) / block_bytes_per_col);
+  const int64_t row_groups = (tiles_m + row_group - 1) / row_group;
+  const int64_t col_groups = (cols + col_group - 1) / col_group;
+  const int64_t task_work = std::max<int64_t>(
+      1, static_cast<int64_t>(packed->values.size()) * mr / std::max<int64_t>(1, col_groups));
+  auto kernel = std::make_unique<LambdaKernel>(
+      [=](const KernelArgs& a) {
+        const auto* x = static_cast<const float*>(a.inputs[0]);
+        const auto* bias = has_bias ? static_cast<const float*>(a.inputs[2]) : nullptr;
+        const auto* res = has_res ? static_cast<const float*>(a.inputs[3]) : nullptr;
+        auto* y = static_cast<float*>(a.outputs[0]);
+        auto* xt = static_cast<float*>(a.workspace);
+        ParallelRange(
+            tiles_m, k * mr,
+            [&](int64_t b, int64_t e) {
+              for (int64_t t = b; t < e; ++t) {
+                float* dst = xt + t * k * mr;
+                const int64_t m0 = t * mr;
+                const int rows = static_cast<int>(std::min<int64_t>(mr, m - m0));
+                for (int r = 0; r < mr; ++r) {
+                  const float* src = x + (m0 + r) * k;
+                  if (r < rows) {
+                    for (int64_t kk = 0; kk < k; ++kk) dst[kk * mr + r] = src[kk];
+                  } else {
+                    for (int64_t kk = 0; kk < k; ++kk) dst[kk * mr + r] = 0.0f;
+                  }
+                }
+              }
+            },
+            1);
+        ParallelRange(
+            row_groups * col_groups, task_work,
+            [&](int64_t b, int64_t e) {
+              for (int64_t task = b; task < e; ++task) {
+                const int64_t rg = task / col_groups, cg = task % col_groups;
+                const int64_t t_end = std::min(tiles_m, (rg + 1) * row_group);
+                const int64_t j_end = std::min(cols, (cg + 1) * col_group);
+                for (int64_t t = rg * row_group; t < t_end; ++t) {
+                  const int64_t m0 = t * mr;
+                  const int rows = static_cast<int>(std::min<int64_t>(mr, m - m0));
+                  for (int64_t j = cg * col_group; j < j_end; ++j)
+                    tile(*packed, xt + t * k * mr, bias, res, y, m0, rows, j);
+                }
+              }
+            },
+            1);
+        if (act_fn) {
+          ParallelRange(m, n,
+                        [&](int64_t b, int64_t e) { act_fn(y + b * n, y + b * n, (e - b) * n); });
+        }
+      },
+      xt_floats * sizeof(float));
   kernel->MarkInputCopied(1);  // packed: the dense W is not read again
   return kernel;
 }
