@@ -1,0 +1,192 @@
+// The CPU kernels of issue 44's sparse ops against scalar references:
+// the row-sparse optimizers (backends/cpu/kernels/row_optimizer.cc) with
+// repeated ids, a padding id and outputs apart from their inputs, and
+// linear_block_sparse (backends/cpu/kernels/block_sparse.cc) with row
+// counts that leave partial tiles, bias, residual and activation.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/kernel.h"
+#include "cpu_kernel_test_util.h"
+#include "ir/graph.h"
+
+namespace tiller::cpu {
+namespace {
+
+using ir::Graph;
+using ir::Value;
+using kernel_test::ExpectClose;
+using kernel_test::Ptr;
+using kernel_test::RandF;
+using kernel_test::RunOp;
+
+constexpr int64_t kV = 7, kD = 5, kN = 6;
+const std::vector<int64_t> kIds = {4, 1, 4, 0, 6, 4};  // 4 three times; 0 is the padding id
+
+// The rows summed by id, in order (Paddle's MergeAdd); the padding id's sum is zero.
+std::vector<std::vector<double>> Merged(const std::vector<float>& rows, int64_t padding) {
+  std::vector<std::vector<double>> g(kV);
+  for (int64_t i = 0; i < kN; ++i) {
+    std::vector<double>& r = g[kIds[i]];
+    if (r.empty()) r.assign(kD, 0.0);
+    if (kIds[i] == padding) continue;
+    for (int64_t j = 0; j < kD; ++j) r[j] += rows[i * kD + j];
+  }
+  return g;
+}
+
+Value* Table(Graph& g, const char* name) {
+  return g.AddInput(name, {DType::kF32, {kV, kD}});
+}
+
+TEST(CpuKernelRowOptimizers, SgdAndAdagradMoveOnlyTheMergedRows) {
+  std::vector<float> p = RandF(kV * kD), rows = RandF(kN * kD), lr = {0.1f};
+  std::vector<float> m = RandF(kV * kD, 0.1f, 1.0f);
+  Graph g;
+  Value* ids = g.AddInput("ids", {DType::kI64, {kN}});
+  Value* r = g.AddInput("rows", {DType::kF32, {kN, kD}});
+  Value* l = g.AddInput("lr", {DType::kF32, {1}});
+  ir::Op* sgd = g.AddOp("sgd_rows", {Table(g, "p"), r, l, ids}, {{"padding_idx", int64_t{0}}});
+  ir::Op* ada = g.AddOp("adagrad_rows", {Table(g, "p2"), r, l, Table(g, "m"), ids},
+                        {{"epsilon", 1e-6}, {"padding_idx", int64_t{0}}});
+  auto merged = Merged(rows, 0);
+  std::vector<double> want_p(p.begin(), p.end()), want_p2(want_p), want_m(m.begin(), m.end());
+  for (int64_t v = 0; v < kV; ++v) {
+    if (merged[v].empty()) continue;
+    for (int64_t j = 0; j < kD; ++j) {
+      const double gj = merged[v][j];
+      want_p[v * kD + j] -= 0.1 * gj;
+      want_m[v * kD + j] += gj * gj;
+      want_p2[v * kD + j] -= 0.1 * gj / (std::sqrt(want_m[v * kD + j]) + 1e-6);
+    }
+  }
+  auto s = RunOp(*sgd, {p.data(), rows.data(), lr.data(), kIds.data()});
+  ExpectClose(Ptr<float>(s[0]), want_p, 1e-5, 1e-6, "sgd_rows param");
+  auto a = RunOp(*ada, {p.data(), rows.data(), lr.data(), m.data(), kIds.data()});
+  ExpectClose(Ptr<float>(a[0]), want_p2, 1e-5, 1e-6, "adagrad_rows param");
+  ExpectClose(Ptr<float>(a[1]), want_m, 1e-5, 1e-6, "adagrad_rows moment");
+}
+
+TEST(CpuKernelRowOptimizers, AdamLazyLeavesOtherRowsNonLazyMovesThemWithPlainEpsilon) {
+  std::vector<float> p = RandF(kV * kD), rows = RandF(kN * kD), lr = {0.05f};
+  std::vector<float> m1 = RandF(kV * kD, -0.1f, 0.1f), m2 = RandF(kV * kD, 1e-4f, 1e-2f);
+  std::vector<float> b1p = {0.81f}, b2p = {0.998f};
+  for (bool lazy : {true, false}) {
+    Graph g;
+    Value* ids = g.AddInput("ids", {DType::kI64, {kN}});
+    auto scalar = [&](const char* n) { return g.AddInput(n, {DType::kF32, {1}}); };
+    ir::Op* op = g.AddOp("adam_rows",
+                         {Table(g, "p"), g.AddInput("rows", {DType::kF32, {kN, kD}}), scalar("lr"),
+                          Table(g, "m1"), Table(g, "m2"), scalar("b1p"), scalar("b2p"), ids},
+                         {{"epsilon", 1e-3}, {"lazy", lazy}});  // a large epsilon shows which one
+    auto out = RunOp(*op, {p.data(), rows.data(), lr.data(), m1.data(), m2.data(), b1p.data(),
+                           b2p.data(), kIds.data()});
+    auto merged = Merged(rows, -1);
+    // The betas as the kernel has them: float32 attributes, 1 - beta in float.
+    const double b1 = 0.9f, b2 = 0.999f, omb1 = 1.0f - 0.9f, omb2 = 1.0f - 0.999f;
+    const double lr_t = 0.05 * std::sqrt(1 - 0.998) / (1 - 0.81);
+    std::vector<double> wp(p.begin(), p.end()), wm1(m1.begin(), m1.end()),
+        wm2(m2.begin(), m2.end());
+    for (int64_t v = 0; v < kV; ++v) {
+      const bool touched = !merged[v].empty();
+      if (!touched && lazy) continue;
+      const double eps = touched ? 1e-3 * std::sqrt(1 - 0.998) : 1e-3;
+      for (int64_t j = 0; j < kD; ++j) {
+        const size_t i = v * kD + j;
+        const double gj = touched ? merged[v][j] : 0.0;
+        wm1[i] = b1 * wm1[i] + omb1 * gj;
+        wm2[i] = b2 * wm2[i] + omb2 * gj * gj;
+        wp[i] -= lr_t * (wm1[i] / (std::sqrt(wm2[i]) + eps));
+      }
+    }
+    const std::string what = lazy ? "lazy" : "non-lazy";
+    ExpectClose(Ptr<float>(out[0]), wp, 1e-5, 1e-6, what + " param");
+    ExpectClose(Ptr<float>(out[1]), wm1, 1e-5, 1e-7, what + " moment1");
+    ExpectClose(Ptr<float>(out[2]), wm2, 1e-5, 1e-9, what + " moment2");
+    EXPECT_FLOAT_EQ(Ptr<float>(out[3])[0], 0.81f * 0.9f);
+    EXPECT_FLOAT_EQ(Ptr<float>(out[4])[0], 0.998f * 0.999f);
+  }
+}
+
+TEST(CpuKernelRowOptimizers, AnIdOutOfRangeIsReportedAndTouchesNothing) {
+  std::vector<float> p = RandF(kV * kD), rows = RandF(kN * kD), lr = {0.1f};
+  const std::vector<int32_t> ids = {1, 7, 2, -1, 1, 3};
+  Graph g;
+  ir::Op* op = g.AddOp(
+      "sgd_rows", {Table(g, "p"), g.AddInput("rows", {DType::kF32, {kN, kD}}),
+                   g.AddInput("lr", {DType::kF32, {1}}), g.AddInput("ids", {DType::kI32, {kN}})});
+  auto k = CreateKernel(*op);
+  std::vector<float> out(p);
+  backend::IndexFault fault;
+  backend::KernelArgs args;
+  args.inputs = {out.data(), rows.data(), lr.data(), ids.data()};
+  args.outputs = {out.data()};  // in place
+  AlignedBuffer ws(k->workspace_bytes());
+  args.workspace = ws.data();
+  args.index_fault = &fault;
+  k->Run(args);
+  ASSERT_TRUE(fault.hit());
+  EXPECT_EQ(fault.bound(), kV);
+  EXPECT_EQ(fault.operand(), 3);
+  for (int64_t j = 0; j < kD; ++j) {  // row 2 got its update, rows 0 and 6 none
+    EXPECT_FLOAT_EQ(out[2 * kD + j], p[2 * kD + j] - 0.1f * rows[2 * kD + j]);
+    EXPECT_EQ(out[0 * kD + j], p[0 * kD + j]);
+    EXPECT_EQ(out[6 * kD + j], p[6 * kD + j]);
+  }
+}
+
+// W [k, n] with about `zero_share` of its bk x bn blocks zero.
+std::vector<float> BlockSparse(int64_t k, int64_t n, int64_t bk, int64_t bn, double zero_share) {
+  std::vector<float> w = RandF(k * n, -1, 1);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int64_t kb = 0; kb < k / bk; ++kb)
+    for (int64_t nb = 0; nb < n / bn; ++nb)
+      if (u(rng) < zero_share)
+        for (int64_t r = 0; r < bk; ++r)
+          for (int64_t c = 0; c < bn; ++c) w[(kb * bk + r) * n + nb * bn + c] = 0.0f;
+  return w;
+}
+
+TEST(CpuKernelLinearBlockSparse, EqualsTheDenseMathWithBiasResidualAndActivation) {
+  struct Case {
+    int64_t bk, bn, m, k, n;
+    const char* act;
+  };
+  for (const Case& c : {Case{16, 16, 13, 32, 48, "relu"}, Case{16, 16, 6, 48, 16, ""},
+                        Case{1, 8, 25, 7, 24, "gelu"}, Case{1, 8, 12, 16, 8, "tanh"}}) {
+    std::vector<float> w = BlockSparse(c.k, c.n, c.bk, c.bn, 0.7);
+    std::vector<float> x = RandF(c.m * c.k), b = RandF(c.n), res = RandF(c.m * c.n);
+    Graph g;
+    auto wbuf = std::make_shared<AlignedBuffer>(w.size() * sizeof(float));
+    std::memcpy(wbuf->data(), w.data(), wbuf->size());
+    Value* wv = g.AddData("w", {DType::kF32, {c.k, c.n}}, ir::ValueKind::kConstant, wbuf);
+    ir::Op* op =
+        g.AddOp("linear_block_sparse",
+                {g.AddInput("x", {DType::kF32, {c.m, c.k}}), wv,
+                 g.AddInput("b", {DType::kF32, {c.n}}), g.AddInput("r", {DType::kF32, {c.m, c.n}})},
+                {{"block_rows", c.bk}, {"block_cols", c.bn}, {"activation", c.act}});
+    auto out = RunOp(*op, {x.data(), nullptr, b.data(), res.data()});
+    std::vector<double> want(c.m * c.n);
+    const std::string act = c.act;
+    for (int64_t i = 0; i < c.m; ++i) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        double s = b[j] + res[i * c.n + j];
+        for (int64_t q = 0; q < c.k; ++q) s += double(x[i * c.k + q]) * w[q * c.n + j];
+        if (act == "relu") s = std::max(s, 0.0);
+        if (act == "gelu") s = 0.5 * s * (1 + std::erf(s / std::sqrt(2.0)));
+        if (act == "tanh") s = std::tanh(s);
+        want[i * c.n + j] = s;
+      }
+    }
+    ExpectClose(Ptr<float>(out[0]), want, 1e-5, 1e-5,
+                fmt::format("{}x{} blocks, {} rows, {}", c.bk, c.bn, c.m, act));
+  }
+}
+
+}  // namespace
+}  // namespace tiller::cpu
