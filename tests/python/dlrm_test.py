@@ -14,7 +14,6 @@ Inference outputs: rel 1e-5 (float32 MLPs of depth 4, same weights).
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sparse_embedding_test import PRELUDE, run_in_form
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,18 +36,10 @@ CASES = {
     "sgd_dense_tables": {"opt": "O.SGD(0.1)", "sparse": False},
 }
 
-SCRIPT = r"""
-import json, sys, tempfile, numpy as np, paddle
-sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2])
-from paddle.framework import in_pir_mode
-if not in_pir_mode():
-    import models._legacy_compat as lc
-    lc.install()
-import tiller
+SCRIPT = PRELUDE + r"""
+import tempfile
 import tiller.inference as ti
 from models import dlrm
-paddle.enable_static()
-O = paddle.optimizer
 exe = paddle.static.Executor(paddle.CPUPlace())
 rng = np.random.default_rng(11)
 results = {}
@@ -104,20 +96,9 @@ print("RESULTS" + json.dumps(results))
 """
 
 
-def _run(fmt: str) -> dict:
-    env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0",
-               GLOG_minloglevel="2")
-    res = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT / "python"), str(ROOT),
-                          json.dumps(CASES)], env=env, capture_output=True, text=True,
-                         timeout=900)
-    line = [l for l in res.stdout.splitlines() if l.startswith("RESULTS")]
-    assert res.returncode == 0 and line, res.stderr[-3000:]
-    return json.loads(line[0][len("RESULTS"):])
-
-
 @pytest.fixture(scope="module")
 def trained():
-    return {fmt: _run(fmt) for fmt in ("pir", "legacy")}
+    return {fmt: run_in_form(fmt, SCRIPT, CASES) for fmt in ("pir", "legacy")}
 
 
 @pytest.mark.parametrize("fmt", ["pir", "legacy"])

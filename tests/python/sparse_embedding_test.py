@@ -74,7 +74,10 @@ OPTIMIZERS = {
     "sgd_tables_apart_replicas2": {"opt": "O.SGD(0.5)", "shards": 2, "replicas": 2},
 }
 
-SCRIPT = r"""
+# What a child script starts with: Tiller and the repository importable,
+# Paddle static in the form FLAGS_enable_pir_api chose (legacy programs
+# need models/_legacy_compat.py in Paddle 3), the cases in sys.argv[3].
+PRELUDE = r"""
 import json, sys, numpy as np, paddle
 sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2])
 from paddle.framework import in_pir_mode
@@ -84,6 +87,9 @@ if not in_pir_mode():
 import tiller
 paddle.enable_static()
 O = paddle.optimizer
+"""
+
+SCRIPT = PRELUDE + r"""
 B, S, D = 4, 3, 8
 VA, VB = 40, 25
 rng = np.random.default_rng(7)
@@ -215,11 +221,13 @@ print("RESULTS" + json.dumps(results))
 STEP_RTOL, STATE_ATOL = 1e-5, 1e-5
 
 
-def _run(fmt: str, names: dict) -> dict:
+def run_in_form(fmt: str, script: str, cases: dict) -> dict:
+    """Runs `script` (PRELUDE + a body printing RESULTS<json>) on `cases` in a
+    child process building `fmt` ("pir" | "legacy") programs."""
     env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0",
                GLOG_minloglevel="2")
-    res = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT / "python"), str(ROOT),
-                          json.dumps(names)], env=env, capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-c", script, str(ROOT / "python"), str(ROOT),
+                          json.dumps(cases)], env=env, capture_output=True, text=True,
                          timeout=900)
     line = [l for l in res.stdout.splitlines() if l.startswith("RESULTS")]
     assert res.returncode == 0 and line, res.stderr[-3000:]
@@ -237,7 +245,8 @@ LEGACY = {n: e for n, e in OPTIMIZERS.items()
 
 @pytest.fixture(scope="module")
 def trained():
-    return {"pir": _run("pir", OPTIMIZERS), "legacy": _run("legacy", LEGACY)}
+    return {"pir": run_in_form("pir", SCRIPT, OPTIMIZERS),
+            "legacy": run_in_form("legacy", SCRIPT, LEGACY)}
 
 
 def _params():
@@ -278,7 +287,7 @@ REFUSALS = {
 
 @pytest.fixture(scope="module")
 def refused():
-    return _run("legacy", REFUSALS)
+    return run_in_form("legacy", SCRIPT, REFUSALS)
 
 
 @pytest.mark.parametrize("name,needles", [
