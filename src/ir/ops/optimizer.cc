@@ -65,6 +65,7 @@
 
 #include <algorithm>
 #include <array>
+#include <string_view>
 
 #include "ir/op_schema.h"
 
@@ -204,13 +205,17 @@ const bool kRegistered = [] {
     // straight into its state's storage.
     RegisterOpSchema(std::move(s).InPlaceSafe());
   }
-  for (const auto& [row_name, dense_name] : kRowOps) {
+  // (Plain names, not a structured binding: the lambda captures them, which
+  // clang before 16, building the fuzz targets, cannot do for bindings.)
+  for (const auto& row_op : kRowOps) {
+    const char* row_name = row_op.first;
+    const std::string_view dense_name = row_op.second;
     const Operands& l = *std::find_if(kOperands.begin(), kOperands.end(),
-                                      [&](const Operands& o) { return o.name == dense_name; });
+                                      [&](const Operands& o) { return dense_name == o.name; });
     const int n_in = 3 + l.state + l.scalars + 1;
     OpSchema s(row_name, n_in, n_in, [l](InferContext& c) { InferRowOptimizer(c, l); });
     // The dense op's attributes (AMSGrad aside: adam_rows has no moment2_max).
-    OpSchema dense(dense_name, 0, 0, nullptr);
+    OpSchema dense(std::string(dense_name), 0, 0, nullptr);
     DeclareAttrs(dense);
     s.attrs = dense.attrs;
     s.attrs_declared = true;
