@@ -34,9 +34,7 @@ std::unique_ptr<Kernel> MakeEmbedding(const ir::Op& op) {
   int64_t vocab = ts[0];
   int64_t row_bytes = ts[1] * static_cast<int64_t>(DTypeSize(InDType(op)));
   int64_t count = NumElements(op.inputs[1]->shape());
-  int64_t padding_idx = op.GetInt("padding_idx");
-  // Paddle stores a negative padding_idx other than -1 relative to the end.
-  if (padding_idx < -1) padding_idx += vocab;
+  const int64_t padding_idx = PaddingRow(op, vocab);
   bool i64 = InDType(op, 1) == DType::kI64;
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const auto* table = static_cast<const std::byte*>(args.inputs[0]);

@@ -21,25 +21,25 @@
 namespace tiller::cpu {
 namespace {
 
-// The workspace: order [N] and starts [N + 1] (int64), merged [N, D].
+// The workspace: order [N] and starts [N + 1] (int64), then each group's
+// merged row [N, D] (float).
 size_t GroupBytes(int64_t n, int64_t d) {
   return static_cast<size_t>(2 * n + 1) * sizeof(int64_t) + static_cast<size_t>(n * d) * 4;
 }
 
-// Rows grouped by id. group g has id `id(g)` and its summed row merged + g * d.
+// Rows grouped by id: group g holds the positions order[starts[g]] ..
+// order[starts[g + 1] - 1], in the order they came.
 struct Groups {
   const int64_t* order;
   const int64_t* starts;
-  const float* merged;
   int64_t count = 0;
 };
 
+// The ids in range, grouped (an id out of range is reported and left out).
 template <typename Id>
-Groups GroupRows(const KernelArgs& a, const Id* ids, const float* rows, int64_t n, int64_t d,
-                 int64_t vocab, int64_t padding_idx, int ids_operand) {
+Groups GroupRows(const KernelArgs& a, const Id* ids, int64_t n, int64_t vocab, int ids_operand) {
   auto* order = static_cast<int64_t*>(a.workspace);
   int64_t* starts = order + n;
-  auto* merged = reinterpret_cast<float*>(starts + n + 1);
   int64_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = static_cast<int64_t>(ids[i]);
@@ -56,25 +56,7 @@ Groups GroupRows(const KernelArgs& a, const Id* ids, const float* rows, int64_t 
     if (k == 0 || ids[order[k]] != ids[order[k - 1]]) starts[groups++] = k;
   }
   starts[groups] = m;
-  ParallelRange(
-      groups, d * 2,
-      [&](int64_t b, int64_t e) {
-        for (int64_t g = b; g < e; ++g) {
-          float* dst = merged + g * d;
-          const int64_t first = order[starts[g]];
-          if (static_cast<int64_t>(ids[first]) == padding_idx) {
-            std::memset(dst, 0, static_cast<size_t>(d) * sizeof(float));
-            continue;
-          }
-          std::memcpy(dst, rows + first * d, static_cast<size_t>(d) * sizeof(float));
-          for (int64_t k = starts[g] + 1; k < starts[g + 1]; ++k) {
-            const float* src = rows + order[k] * d;
-            for (int64_t j = 0; j < d; ++j) dst[j] += src[j];
-          }
-        }
-      },
-      1);
-  return {order, starts, merged, groups};
+  return {order, starts, groups};
 }
 
 // The output holds the input's values (a copy unless they share storage).
@@ -98,27 +80,43 @@ RowShape ReadRowShape(const ir::Op& op) {
   s.d = op.inputs[0]->shape()[1];
   s.ids_operand = static_cast<int>(op.inputs.size()) - 1;
   s.n = op.inputs.back()->shape()[0];
-  s.padding_idx = op.GetInt("padding_idx");
-  if (s.padding_idx < -1) s.padding_idx += s.vocab;  // Paddle: negative from the end
+  s.padding_idx = PaddingRow(op, s.vocab);
   s.i64 = op.inputs.back()->dtype() == DType::kI64;
   s.table_bytes = static_cast<size_t>(s.vocab * s.d) * sizeof(float);
   return s;
 }
 
 // Runs update(row of the table, merged gradient row) for each distinct id,
-// in parallel; `update` captures the tables.
+// in parallel: each group's rows summed into its row of the workspace
+// (zeros for the padding id), then handed over; `update` captures the
+// tables.
 template <typename F>
 void ForEachRow(const KernelArgs& a, const RowShape& s, F&& update) {
   auto run = [&](auto id_tag) {
     using Id = decltype(id_tag);
     const auto* ids = static_cast<const Id*>(a.inputs[s.ids_operand]);
-    Groups g = GroupRows(a, ids, static_cast<const float*>(a.inputs[1]), s.n, s.d, s.vocab,
-                         s.padding_idx, s.ids_operand);
+    const auto* rows = static_cast<const float*>(a.inputs[1]);
+    const Groups g = GroupRows(a, ids, s.n, s.vocab, s.ids_operand);
+    auto* merged = reinterpret_cast<float*>(static_cast<int64_t*>(a.workspace) + 2 * s.n + 1);
+    const size_t row_bytes = static_cast<size_t>(s.d) * sizeof(float);
     ParallelRange(
-        g.count, s.d * 8,
+        g.count, s.d * 10,
         [&](int64_t b, int64_t e) {
-          for (int64_t k = b; k < e; ++k)
-            update(static_cast<int64_t>(ids[g.order[g.starts[k]]]), g.merged + k * s.d);
+          for (int64_t k = b; k < e; ++k) {
+            float* sum = merged + k * s.d;
+            const int64_t first = g.order[g.starts[k]];
+            const int64_t id = static_cast<int64_t>(ids[first]);
+            if (id == s.padding_idx) {
+              std::memset(sum, 0, row_bytes);
+            } else {
+              std::memcpy(sum, rows + first * s.d, row_bytes);
+              for (int64_t q = g.starts[k] + 1; q < g.starts[k + 1]; ++q) {
+                const float* src = rows + g.order[q] * s.d;
+                for (int64_t j = 0; j < s.d; ++j) sum[j] += src[j];
+              }
+            }
+            update(id, sum);
+          }
         },
         1);
   };
@@ -175,6 +173,33 @@ std::unique_ptr<Kernel> MakeAdagradRows(const ir::Op& op) {
 //   m = b1 m;  v = b2 v;  p -= lr_t * (m / (sqrt(v) + eps)).
 // A decoupled decay p -= lr * lr_ratio * coeff * p comes first on the rows
 // updated. b1p *= b1, b2p *= b2 unless update_beta_pow is false.
+// Adam's update of one table row of d values: with its merged gradient g
+// and eps_t, or (kTouched false: a row the gradient does not hold, non-lazy)
+// as a zero gradient with the unscaled epsilon.
+struct AdamRowCoefficients {
+  float b1, b2, lr_t, decay;
+  bool decays;
+};
+template <bool kTouched>
+void AdamRow(const AdamRowCoefficients& c, float* p, float* m, float* v, const float* g, float eps,
+             int64_t d) {
+  for (int64_t j = 0; j < d; ++j) {
+    float pj = p[j];
+    if (c.decays) pj = pj - c.decay * pj;
+    float mj, vj;
+    if constexpr (kTouched) {
+      mj = c.b1 * m[j] + (1.f - c.b1) * g[j];
+      vj = c.b2 * v[j] + (1.f - c.b2) * g[j] * g[j];
+    } else {
+      mj = c.b1 * m[j];
+      vj = c.b2 * v[j];
+    }
+    m[j] = mj;
+    v[j] = vj;
+    p[j] = pj - c.lr_t * (mj / (std::sqrt(vj) + eps));
+  }
+}
+
 std::unique_ptr<Kernel> MakeAdamRows(const ir::Op& op) {
   const RowShape s = ReadRowShape(op);
   const float b1 = static_cast<float>(op.GetFloat("beta1"));
@@ -193,9 +218,9 @@ std::unique_ptr<Kernel> MakeAdamRows(const ir::Op& op) {
         const auto f = [&](size_t i) { return static_cast<const float*>(a.inputs[i]); };
         const float lr = f(2)[0], b1p = f(5)[0], b2p = f(6)[0];
         const float c1 = bias_correction ? b1p : 0.f, c2 = bias_correction ? b2p : 0.f;
-        const float lr_t = lr * (std::sqrt(1.f - c2) / (1.f - c1));
+        const AdamRowCoefficients co{b1, b2, lr * (std::sqrt(1.f - c2) / (1.f - c1)),
+                                     lr * lr_ratio * wd, wd != 0.f};
         const float eps_t = eps * std::sqrt(1.f - c2);
-        const float decay = lr * lr_ratio * wd;
         float* p = Updated(a, 0, 0, s.table_bytes);
         float* m = Updated(a, 3, 1, s.table_bytes);
         float* v = Updated(a, 4, 2, s.table_bytes);
@@ -203,34 +228,15 @@ std::unique_ptr<Kernel> MakeAdamRows(const ir::Op& op) {
         if (!lazy) std::memset(touched, 0, static_cast<size_t>(s.vocab));
         ForEachRow(a, s, [&](int64_t id, const float* g) {
           if (!lazy) touched[id] = 1;
-          float *pr = p + id * s.d, *mr = m + id * s.d, *vr = v + id * s.d;
-          for (int64_t j = 0; j < s.d; ++j) {
-            const float gj = g[j];
-            float pj = pr[j];
-            if (wd != 0.f) pj = pj - decay * pj;
-            const float mj = b1 * mr[j] + (1.f - b1) * gj;
-            const float vj = b2 * vr[j] + (1.f - b2) * gj * gj;
-            mr[j] = mj;
-            vr[j] = vj;
-            pr[j] = pj - lr_t * (mj / (std::sqrt(vj) + eps_t));
-          }
+          AdamRow<true>(co, p + id * s.d, m + id * s.d, v + id * s.d, g, eps_t, s.d);
         });
         if (!lazy) {
           ParallelRange(
               s.vocab, s.d * 8,
               [&](int64_t b, int64_t e) {
                 for (int64_t r = b; r < e; ++r) {
-                  if (touched[r]) continue;
-                  float *pr = p + r * s.d, *mr = m + r * s.d, *vr = v + r * s.d;
-                  for (int64_t j = 0; j < s.d; ++j) {
-                    float pj = pr[j];
-                    if (wd != 0.f) pj = pj - decay * pj;
-                    const float mj = b1 * mr[j];
-                    const float vj = b2 * vr[j];
-                    mr[j] = mj;
-                    vr[j] = vj;
-                    pr[j] = pj - lr_t * (mj / (std::sqrt(vj) + eps));
-                  }
+                  if (!touched[r])
+                    AdamRow<false>(co, p + r * s.d, m + r * s.d, v + r * s.d, nullptr, eps, s.d);
                 }
               },
               1);

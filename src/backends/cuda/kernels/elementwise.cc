@@ -250,18 +250,10 @@ const bool kRegistered = [] {
   backend::RegisterKernel(kBackendName, "cast",
                           Signature("float32 -> T").Where("T", {DType::kI64, DType::kBool}),
                           MakeCast);
-  backend::RegisterKernel(
-      kBackendName, "slice",
-      Signature("T -> T").Where(
-          "T", {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI8, DType::kU8,
-                DType::kI16, DType::kI32, DType::kI64, DType::kBool}),
-      MakeSlice, SliceAccepts);
-  backend::RegisterKernel(
-      kBackendName, "transpose",
-      Signature("T -> T").Where(
-          "T", {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI8, DType::kU8,
-                DType::kI16, DType::kI32, DType::kI64, DType::kBool}),
-      MakeTranspose, RankAtMostMax);
+  backend::RegisterKernel(kBackendName, "slice", Signature("T -> T").Where("T", AllDTypes()),
+                          MakeSlice, SliceAccepts);
+  backend::RegisterKernel(kBackendName, "transpose", Signature("T -> T").Where("T", AllDTypes()),
+                          MakeTranspose, RankAtMostMax);
   for (const char* op : {"softmax", "log_softmax"})
     backend::RegisterKernel(kBackendName, op, Signature("float32 -> float32"), MakeSoftmax,
                             LastAxis);

@@ -26,9 +26,10 @@
 // whose sparse kernels equal their dense ones on the zero-filled gradient.
 // (Paddle's sparse momentum and rmsprop look rows up by binary search in a
 // row list MergeAdd leaves unsorted when no id repeats, and then drop the
-// gradients of the rows they miss: Tiller does not reproduce that bug.) lazy_mode on a dense Grad
-// (every PIR program: Paddle 3's PIR backward gives a dense table gradient
-// even for sparse lookups) changes nothing, as in Paddle's dense kernels.
+// gradients of the rows they miss: Tiller does not reproduce that bug.)
+// lazy_mode on a dense Grad (every PIR program: Paddle 3's PIR backward
+// gives a dense table gradient even for sparse lookups) changes nothing, as
+// in Paddle's dense kernels.
 //
 // What Tiller does not do fails here, naming the attribute: master weights
 // (MasterParam, for fp16/bf16 parameters), SelectedRows gradients for the
@@ -48,10 +49,14 @@ using pir::T;
 // Legacy VarType.SELECTED_ROWS (framework.proto).
 constexpr int64_t kSelectedRows = 8;
 
+// The program's variable bound to the op's Grad slot (nullptr: none).
+const VarInfo* GradVar(TranslateContext& ctx, const OpDesc& op) {
+  return ctx.program().FindVar(op.Inputs("Grad").empty() ? "" : op.Inputs("Grad")[0]);
+}
+
 // Whether the op's Grad is a legacy SELECTED_ROWS variable.
 bool SelectedRowsGrad(TranslateContext& ctx, const OpDesc& op) {
-  const VarInfo* grad =
-      ctx.program().FindVar(op.Inputs("Grad").empty() ? "" : op.Inputs("Grad")[0]);
+  const VarInfo* grad = GradVar(ctx, op);
   return grad && grad->var_type == kSelectedRows;
 }
 
@@ -61,8 +66,7 @@ void CheckCommon(TranslateContext& ctx, const OpDesc& op, bool rows_ok) {
   if (op.HasInput("MasterParam"))
     ctx.Unsupported(op, "MasterParam '{}' (multi_precision master weights) is not supported",
                     op.Inputs("MasterParam")[0]);
-  const VarInfo* grad =
-      ctx.program().FindVar(op.Inputs("Grad").empty() ? "" : op.Inputs("Grad")[0]);
+  const VarInfo* grad = GradVar(ctx, op);
   if (!grad || grad->is_dense_tensor) return;
   if (grad->var_type != kSelectedRows)
     ctx.Unsupported(op, "Grad '{}' is not a dense tensor (var type {})", grad->name,
@@ -93,6 +97,14 @@ std::optional<Rows> RowsOf(TranslateContext& ctx, const OpDesc& op, ir::Value* g
   const int64_t n = NumElements(r->ids->shape());
   return Rows{ctx.Reshape(op, r->rows, {n, grad->shape()[1]}), ctx.Reshape(op, r->ids, {n}),
               r->padding_idx};
+}
+
+// The dense op's operands (param, grad, lr, state...) and attributes made
+// the row op's: the rows for the gradient, the ids last, padding_idx.
+void UseRows(const Rows& r, std::vector<ir::Value*>* in, ir::AttrMap* attrs) {
+  (*in)[1] = r.rows;
+  in->push_back(r.ids);
+  attrs->Set("padding_idx", r.padding_idx);
 }
 
 // A state input of the update, widened to float32 when the session stores
@@ -138,13 +150,10 @@ double FloatOrTensor(TranslateContext& ctx, const OpDesc& op, const char* attr, 
 
 void Sgd(TranslateContext& ctx, const OpDesc& op) {
   std::vector<ir::Value*> in = Common(ctx, op, true);
-  ir::Op* o = nullptr;
-  if (auto r = RowsOf(ctx, op, in[1])) {
-    o = ctx.AddOp(op, "sgd_rows", {in[0], r->rows, in[2], r->ids},
-                  {{"padding_idx", r->padding_idx}});
-  } else {
-    o = ctx.AddOp(op, "sgd", in);
-  }
+  ir::AttrMap attrs;
+  const auto r = RowsOf(ctx, op, in[1]);
+  if (r) UseRows(*r, &in, &attrs);
+  ir::Op* o = ctx.AddOp(op, r ? "sgd_rows" : "sgd", in, std::move(attrs));
   BindOuts(ctx, op, o, {"ParamOut"});
 }
 
@@ -178,8 +187,8 @@ void Adam(TranslateContext& ctx, const OpDesc& op) {
   // Paddle's Adam of a SelectedRows gradient (lazy or not) treats the rows
   // it holds apart from the others: adam_rows, which needs them.
   std::optional<Rows> sparse;
-  const bool lazy_mode = op.attrs.Bool("lazy_mode", false);
-  if (SelectedRowsGrad(ctx, op)) {
+  const bool selected_rows = SelectedRowsGrad(ctx, op);
+  if (selected_rows) {
     if (op.type == "adamw")
       ctx.Unsupported(op,
                       "Grad '{}' is a SelectedRows gradient: Paddle's own adamw kernel fails on "
@@ -208,7 +217,7 @@ void Adam(TranslateContext& ctx, const OpDesc& op) {
                        {"beta2", beta2},
                        {"epsilon", FloatOrTensor(ctx, op, "epsilon", "EpsilonTensor", 1e-8)},
                        {"update_beta_pow", !global_pow}};
-  if (SelectedRowsGrad(ctx, op) && !global_pow) {
+  if (selected_rows && !global_pow) {
     // Paddle's Adam of a SelectedRows gradient (both modes) advances the
     // beta powers before the update reads them (Beta1PowOut is Beta1Pow, and
     // the kernel writes it first), so its bias correction runs a step ahead
@@ -226,10 +235,8 @@ void Adam(TranslateContext& ctx, const OpDesc& op) {
   }
   if (ctx.no_bias_optimizer()) attrs.Set("bias_correction", false);
   if (sparse) {
-    attrs.Set("padding_idx", sparse->padding_idx);
-    attrs.Set("lazy", lazy_mode);
-    in[1] = sparse->rows;
-    in.push_back(sparse->ids);
+    UseRows(*sparse, &in, &attrs);
+    attrs.Set("lazy", op.attrs.Bool("lazy_mode", false));
   }
   ir::Op* o = ctx.AddOp(op, sparse ? "adam_rows" : "adam", in, std::move(attrs));
   BindOuts(ctx, op, o, {"ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"});
@@ -268,11 +275,7 @@ void Adagrad(TranslateContext& ctx, const OpDesc& op) {
   in.push_back(StateIn(ctx, op, "Moment"));
   ir::AttrMap attrs = {{"epsilon", op.attrs.Float("epsilon", 1e-6)}};
   const auto r = RowsOf(ctx, op, in[1]);
-  if (r) {
-    in[1] = r->rows;
-    in.push_back(r->ids);
-    attrs.Set("padding_idx", r->padding_idx);
-  }
+  if (r) UseRows(*r, &in, &attrs);
   ir::Op* o = ctx.AddOp(op, r ? "adagrad_rows" : "adagrad", in, std::move(attrs));
   BindOuts(ctx, op, o, {"ParamOut", "MomentOut"});
 }
