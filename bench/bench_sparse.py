@@ -14,6 +14,13 @@ cross-entropy) trained with Adagrad, batch 2048, one id per slot:
                 torch.optim.Adagrad (which takes sparse gradients), in
                 .venv-torch (skipped with a note when it is missing;
                 scripts/setup_torch.sh makes it)
+  tiller-RxT    Tiller with R data-parallel replicas of T threads each
+                (the program is one replica's: batch / R examples), the
+                tables replicated (each replica updates all of every table
+                from the gathered row gradients)
+  tiller-RxT-rows  the same with the tables split by rows over the replicas
+                (shard_embedding_rows: each replica holds, looks up and
+                updates 1 / R of every table's rows)
 
 Each engine runs in a process of its own (its peak RSS is its own) with the
 same thread count, on the same seeded batches. Prints examples/s (the
@@ -27,12 +34,16 @@ once, and each touched row's parameter and Adagrad moment read and written
         [--batch 2048] [--warmup 2] [--iters 10] [--threads 2]
         [--engines paddle,tiller,tiller-dense,torch]
 
+Scaling over devices (the issue's "two devices >= 1.6x one device"):
+    --engines tiller-1x1,tiller-2x1,tiller-2x1-rows
+
 Tables of >= 1 GB take a few seconds to initialize per engine; the dense
 path moves 2x the tables' bytes per step, so it runs fewer steps.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -108,8 +119,16 @@ def run_paddle_or_tiller(args, cfg) -> dict:
     sys.path.insert(0, str(REPO / "python"))
     dlrm = load_dlrm()
 
+    # tiller-RxT[-rows]: R replicas of T threads each, tables replicated or
+    # split by rows over the replicas (the program is one replica's, its
+    # batch 1 / R of the step's); else one device of --threads.
+    replicas, threads, rows = 1, args.threads, args.engine.endswith("-rows")
+    if args.engine.startswith("tiller-") and "x" in args.engine.split("-")[1]:
+        r, t = args.engine.split("-")[1].split("x")
+        replicas, threads = int(r), int(t)
     paddle.enable_static()
-    main, startup, loss, _, _ = dlrm.build(cfg, paddle.optimizer.Adagrad(args.lr))
+    main, startup, loss, _, _ = dlrm.build(dataclasses.replace(cfg, batch=cfg.batch // replicas),
+                                           paddle.optimizer.Adagrad(args.lr))
     exe = paddle.static.Executor(paddle.CPUPlace())
     scope = paddle.static.Scope()
     t0 = time.perf_counter()
@@ -128,15 +147,22 @@ def run_paddle_or_tiller(args, cfg) -> dict:
         import tiller
 
         strategy = tiller.IpuStrategy()
-        strategy.set_graph_config(is_training=True, micro_batch_size=cfg.batch)
-        strategy.set_options({"num_threads": args.threads})
+        strategy.set_graph_config(is_training=True, micro_batch_size=cfg.batch // replicas,
+                                  num_ipus=replicas)
+        options = {"num_threads": threads * replicas}
+        if replicas > 1:
+            options.update({"enable_replicated_graphs": True,
+                            "replicated_graph_count": replicas})
+        if rows:
+            options["shard_embedding_rows"] = True
+        strategy.set_options(options)
         t0 = time.perf_counter()
         prog = tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=strategy).compile(
             dlrm.feed_names(cfg), [loss])
         init_s += time.perf_counter() - t0
 
         def step(f):
-            losses.append(float(np.asarray(prog.run(feed=f)[0])))
+            losses.append(float(np.mean(np.asarray(prog.run(feed=f)[0]))))
         times = time_steps(step, feeds, args.warmup)
     return {"times": times, "losses": losses, "init_s": init_s}
 
@@ -274,6 +300,11 @@ def main():
         for peer in ("paddle", "torch", "tiller-dense"):
             if peer in results:
                 print(f"tiller / {peer}: {t / results[peer]['examples_s']:.2f}x throughput")
+    one = results.get("tiller-1x1")
+    for engine, res in results.items():
+        if one and engine.startswith("tiller-") and engine != "tiller-1x1" and "x" in engine:
+            print(f"{engine} / tiller-1x1: {res['examples_s'] / one['examples_s']:.2f}x "
+                  f"throughput (the same global batch per step)")
     if "tiller" in results and "paddle" in results:
         a, b = results["tiller"]["losses"], results["paddle"]["losses"]
         rel = max(abs(x - y) / abs(y) for x, y in zip(a, b))

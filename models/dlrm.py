@@ -61,9 +61,13 @@ def feed_names(cfg: DlrmConfig) -> list[str]:
 def make_batch(cfg: DlrmConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """One batch: dense features, one power-law id per slot, 0/1 labels."""
     feed = {"dense": rng.standard_normal((cfg.batch, cfg.dense)).astype("float32")}
-    for name, rows in zip(slot_names(cfg), cfg.tables):
-        # Zipf-like: rank r drawn with probability ~ 1/r^1.1, capped at the table.
-        ids = np.minimum(rng.zipf(1.1, cfg.batch) - 1, rows - 1)
+    for slot, (name, rows) in enumerate(zip(slot_names(cfg), cfg.tables)):
+        # Zipf-like: rank r drawn with probability ~ 1/r^1.1, capped at the
+        # table; the ranks hashed to rows (a multiplicative hash per slot),
+        # as Criteo's hashed categorical values are: the hot rows lie all
+        # over the table, not at its start.
+        ranks = np.minimum(rng.zipf(1.1, cfg.batch) - 1, rows - 1).astype("int64")
+        ids = (ranks * 2654435761 + 97 * slot) % rows
         feed[name] = ids.astype("int64").reshape(cfg.batch, 1)
     feed["label"] = (rng.random((cfg.batch, 1)) < 0.3).astype("float32")
     return feed

@@ -51,6 +51,15 @@ struct CollectiveSettings {
   // GetState and checkpoints see whole tensors.
   bool shard_optimizer_state = false;
   int64_t shard_min_elements = 8192;
+  // Sparse embedding tables split by rows over the replicas (Tiller's
+  // option shard_embedding_rows; with replicas > 1): each replica keeps
+  // 1 / replicas of the rows of every table that only sparse lookups
+  // (is_sparse / sparse=True) read, and of its row optimizer's state; a
+  // lookup gathers every replica's ids and reduce-scatters the rows found,
+  // the row update keeps the gathered rows of its part
+  // (passes/shard_embedding_rows.cc). Results are unchanged; a session's
+  // GetState and checkpoints see whole tables.
+  bool shard_embedding_rows = false;
 
   // Throws tiller::Error (kInvalidArgument) naming the option out of range.
   void Validate() const;

@@ -53,13 +53,26 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
                                                     const PassContext& ctx) {
            return ctx.training && replicas && shard;
          }).When("training, replicas > 1, shard_optimizer_state"));
+  // Training and evaluation steps alike: both read the tables' parts.
+  p->Add(std::make_unique<LambdaPass>(
+             "shard_embedding_rows",
+             "sparse embedding tables -> this replica's rows (all_gather ids, reduce_scatter "
+             "rows)",
+             [o, step](ir::Graph& g, const PassContext&, std::string* detail) {
+               return passes::ShardEmbeddingRows(g, {o.replicas, o.replica_rank, 0},
+                                                 &step->sharded_states, detail);
+             }),
+         PassPipeline::After({"shard_optimizer_state"},
+                             [replicas, rows = o.collectives.shard_embedding_rows](
+                                 const PassContext&) { return replicas && rows; })
+             .When("replicas > 1, shard_embedding_rows"));
   const size_t bucket = static_cast<size_t>(o.collectives.all_reduce_bucket_bytes);
   p->Add(std::make_unique<LambdaPass>("bucket_all_reduce",
                                       "gradients' all_reduce ops -> a few messages",
                                       [bucket](ir::Graph& g, const PassContext&, std::string*) {
                                         return passes::BucketAllReduce(g, bucket);
                                       }),
-         PassPipeline::After({"shard_optimizer_state"}, [replicas, bucket](const PassContext& ctx) {
+         PassPipeline::After({"shard_embedding_rows"}, [replicas, bucket](const PassContext& ctx) {
            return ctx.training && replicas && bucket > 0;
          }).When("training, replicas > 1, all_reduce_bucket_bytes > 0"));
   const bool overlap = o.collectives.overlap_all_reduce && o.accumulation.steps() == 1;

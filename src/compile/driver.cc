@@ -98,8 +98,11 @@ ir::Value* GatherRowGradient(ir::Graph& g, ir::Value* grad, double scale, const 
                    {"size", count * o.replicas}});
   };
   r.ids = gather(r.ids);
-  ir::Value* rows = g.Add1("reshape", {gather(r.rows)}, {{"shape", Shape{n * o.replicas, width}}});
-  r.rows = scale == 1.0 ? rows : g.Add1("scale", {rows}, {{"scale", scale}, {"bias", 0.0}});
+  // Scaled before the gather: each replica scales its own rows (the same
+  // products, 1 / replicas of the work).
+  ir::Value* mine =
+      scale == 1.0 ? r.rows : g.Add1("scale", {r.rows}, {{"scale", scale}, {"bias", 0.0}});
+  r.rows = g.Add1("reshape", {gather(mine)}, {{"shape", Shape{n * o.replicas, width}}});
   return ir::RowGradientValue(g, r);
 }
 

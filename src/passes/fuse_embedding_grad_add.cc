@@ -23,9 +23,10 @@ int FuseEmbeddingGradAdd(ir::Graph& g) {
       ir::Value* acc = add->inputs[1 - side];
       ir::Op* eg = grad->producer;
       // (The fused op runs where the add did: the scatter must run there too.)
-      if (!eg || !eg->is(ir::Opcode::embedding_grad) || SoleUser(g, grad) != add || acc == grad ||
-          acc->type != grad->type || add->outputs[0]->type != grad->type ||
-          eg->placement != add->placement)
+      // (A part of a table's gradient, row_begin > 0, keeps its own op.)
+      if (!eg || !eg->is(ir::Opcode::embedding_grad) || eg->GetInt("row_begin") != 0 ||
+          SoleUser(g, grad) != add || acc == grad || acc->type != grad->type ||
+          add->outputs[0]->type != grad->type || eg->placement != add->placement)
         continue;
       ReplaceResult(g, add, "embedding_grad_add", {acc, eg->inputs[0], eg->inputs[1]},
                     {{"padding_idx", eg->GetInt("padding_idx")}}, add->name);

@@ -198,9 +198,27 @@ struct ShardedState {
   std::string name;
   ir::TensorType whole;  // the state's type unsharded
   PartRange part;        // this replica's elements of its flattened value
+  // Elements per unit of the split: the parts are PartOf(units, replicas,
+  // rank) in units of this many elements (1; a table's width where it is
+  // split by rows).
+  int64_t unit = 1;
 };
 int ShardOptimizerState(ir::Graph& g, const ShardOptions& options, std::vector<ShardedState>* out,
                         std::string* detail);
+
+// Embedding tables split by rows over the replicas (passes/
+// shard_embedding_rows.cc; CollectiveSettings::shard_embedding_rows): on
+// replica `rank` of `replicas`, a table [V, D] that only sparse lookups
+// read (embedding{sparse}) keeps rows PartOf(V, replicas, rank), and so
+// does its row update's per-element state. A lookup gathers every
+// replica's ids, looks up the rows of its part (zeros for the others') and
+// reduce-scatters the rows back to the replica that asked; the row update
+// reads the gathered row gradient (the driver's) and updates its part. The
+// same rows as replicated tables, summed with zeros. In training, a table
+// with sparse lookups whose update does not take rows fails (kUnimplemented)
+// naming it. `out` gets every state split.
+int ShardEmbeddingRows(ir::Graph& g, const ShardOptions& options, std::vector<ShardedState>* out,
+                       std::string* detail);
 
 // Mixed precision (passes/mixed_precision.cc): matmul, matmul_accumulate,
 // linear and conv2d on float32 operands multiply in `half` with float32

@@ -95,6 +95,9 @@ std::vector<OptionSpec> MakeIpuOptionSpecs() {
       {"overlap_all_reduce", Support::kHonoured, true,
        "replicas without accumulation: each bucket's reduction starts in the backward pass "
        "and runs beside it"},
+      {"shard_embedding_rows", Support::kHonoured, false,
+       "replicas: each keeps 1 / replicas of the rows of every sparse embedding table (and "
+       "of its optimizer state); lookups and row updates exchange ids and rows"},
       {"batches_per_step", Support::kHonoured, int64_t{1}, "updates (batches) run by one step"},
       // PopART's; Tiller's compilation reports progress to the logger
       // (set_options({'compilation_progress_logger': fn})) in its units.
@@ -334,7 +337,7 @@ std::vector<OptionSpec> MakeIpuOptionSpecs() {
                    "with enable_fp16 on an IPU: casts to float32 become float16 ones; no effect "
                    "(Tiller's half precision keeps the program's casts)"});
   // Tiller's own options (docs/MIGRATION.md lists them apart).
-  static constexpr std::array<std::string_view, 20> kTillerOwn = {
+  static constexpr std::array<std::string_view, 21> kTillerOwn = {
       "all_reduce_bucket_bytes",
       "anchor_return_period",
       "anchor_return_type",
@@ -353,6 +356,7 @@ std::vector<OptionSpec> MakeIpuOptionSpecs() {
       "pipeline_in_flight",
       "pipeline_schedule",
       "processes_per_replica",
+      "shard_embedding_rows",
       "stages_per_device",
       "trace_path"};
   for (OptionSpec& spec : specs)

@@ -107,6 +107,7 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.collectives.all_reduce_bucket_bytes = o.GetInt("all_reduce_bucket_bytes");
   out.processes_per_replica = static_cast<int>(o.GetInt("processes_per_replica"));
   out.collectives.overlap_all_reduce = o.GetBool("overlap_all_reduce");
+  out.collectives.shard_embedding_rows = o.GetBool("shard_embedding_rows");
   // The pipeline's depth (PopART's rule): each update's micro-batches, or
   // without accumulation the run's, must fill the stages.
   if (out.pipeline.enabled && !o.EvalOnly() && out.accumulation.enabled &&

@@ -111,6 +111,14 @@ void ResolveSessionOptions(SessionOptions& options, const std::string& program_p
          "replicas whose stages are on several processes is not supported yet (set "
          "location_optimizer.use_replicated_tensor_sharding False)",
          options.processes_per_replica);
+  // Each replica's lookups exchange rows with the counterpart of the same
+  // device in every replica: one device per replica until a table's lookups
+  // and its update are known to share a device.
+  if (options.collectives.shard_embedding_rows && options.devices_per_replica > 1)
+    Fail(ErrorKind::kUnimplemented,
+         "shard_embedding_rows with {} devices per replica is not supported yet (one device "
+         "per replica: set num_ipus to the replica count)",
+         options.devices_per_replica);
   options.accumulation.Validate();
   if (options.batches_per_step < 1)
     Fail(ErrorKind::kInvalidArgument, "batches_per_step must be >= 1, got {}",

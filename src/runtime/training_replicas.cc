@@ -134,17 +134,6 @@ void TrainingSession::Impl::OnRankZero(const std::string& what,
          what);
 }
 
-template <typename Fn>
-void TrainingSession::Impl::ForEachPart(Fn fn) {
-  for (size_t r = 0; r < replicas.size(); ++r) {
-    for (auto& [name, buffer] : replicas[r].parts) {
-      runtime::StateTensor& st = states.at(name);
-      const size_t offset = sharded.at(name)[r].begin * DTypeSize(st.type.dtype);
-      fn(buffer.data(), st.data.data() + offset, buffer.size());
-    }
-  }
-}
-
 void TrainingSession::Impl::SyncReplicas() {
   if (process_group && !state_broadcast) BroadcastStates();
   if (!replicas_stale) return;
@@ -154,8 +143,7 @@ void TrainingSession::Impl::SyncReplicas() {
       if (buffer.size()) std::memcpy(buffer.data(), st.data.data(), buffer.size());
     }
   }
-  ForEachPart(
-      [](std::byte* part, std::byte* whole, size_t bytes) { std::memcpy(part, whole, bytes); });
+  // (The parts of sharded states are the whole states' own bytes.)
   replicas_stale = false;
 }
 
@@ -172,15 +160,16 @@ void TrainingSession::Impl::GatherParts() {
     stage_states_newer = false;
   }
   if (!parts_newer) return;
-  ForEachPart(
-      [](std::byte* part, std::byte* whole, size_t bytes) { std::memcpy(whole, part, bytes); });
+  // This process's parts are in place (PartStorage); the other processes'
+  // are gathered.
   if (process_group && GroupSize() > options.replicas) {
     // The other processes' replicas hold the rest of each sharded state
     // (every process gathers, in the sorted order of the names).
     for (const auto& [name, parts] : sharded) {
       runtime::StateTensor& st = states.at(name);
-      process_group->GatherParts(st.data.data(), NumElements(st.type.shape),
-                                 DTypeSize(st.type.dtype), options.replicas);
+      const int64_t unit = shard_unit.at(name);
+      process_group->GatherParts(st.data.data(), NumElements(st.type.shape) / unit,
+                                 DTypeSize(st.type.dtype) * unit, options.replicas);
     }
   }
   parts_newer = false;
@@ -188,24 +177,26 @@ void TrainingSession::Impl::GatherParts() {
 
 void* TrainingSession::Impl::PartStorage(int replica, const passes::ShardedState& s) {
   Replica& rep = replicas[replica];
-  AlignedBuffer& buffer = rep.parts[s.name];
-  const runtime::StateTensor& st = states.at(s.name);
+  runtime::StateTensor& st = states.at(s.name);
   const size_t item = DTypeSize(st.type.dtype);
   std::vector<PartRange>& parts = sharded[s.name];
   parts.resize(replicas.size());
-  if (!buffer.size()) {
+  if (!rep.parts.count(s.name)) {
     TILLER_CHECK(s.whole == st.type && !parts_newer, "sharding state '{}' ({})", s.name,
                  st.type.ToString());
-    buffer.Resize(s.part.size() * item);
-    std::memcpy(buffer.data(), st.data.data() + s.part.begin * item, buffer.size());
+    rep.parts[s.name] = s.part.size() * item;
     parts[replica] = s.part;
+    shard_unit[s.name] = s.unit;
     // The replica's whole copy is no longer used.
     rep.own_state.erase(s.name);
     rep.storage.erase(s.name);
   }
   TILLER_CHECK(parts[replica].begin == s.part.begin && parts[replica].end == s.part.end,
                "state '{}': replica {} sharded it two ways", s.name, replica);
-  return buffer.data();
+  // The parts are disjoint ranges of the whole value: each replica updates
+  // its own in the whole state's storage, which is thus current for this
+  // process's parts without a copy (and costs no memory beside it).
+  return st.data.data() + s.part.begin * item;
 }
 
 }  // namespace tiller::training

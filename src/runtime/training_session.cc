@@ -294,7 +294,7 @@ TrainingSession::Summary TrainingSession::GetSummary() const {
       const paddle::StateVariable* v = impl_->Role(name);
       if (!v || v->role != paddle::StateRole::kOptimizerState) continue;
       auto part = impl_->replicas[r].parts.find(name);
-      bytes += part != impl_->replicas[r].parts.end() ? part->second.size() : st.type.bytes();
+      bytes += part != impl_->replicas[r].parts.end() ? part->second : st.type.bytes();
     }
     s.replica_optimizer_state_bytes.push_back(bytes);
   }

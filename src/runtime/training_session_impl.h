@@ -69,15 +69,19 @@ struct TrainingSession::Impl {
     std::map<std::string, AlignedBuffer> own_state;  // replicas after the first
     // Pipelining: per (eval, feed shapes), the runner over the step's copies.
     std::map<runtime::StepCache::Key, std::unique_ptr<compile::PipelineRunner>> runners;
-    // Shard_optimizer_state: the replica's part of each sharded state (its
-    // steps' storage for it; the whole value is in `states` only after
-    // GatherParts).
-    std::map<std::string, AlignedBuffer> parts;
+    // Sharded states (shard_optimizer_state, shard_embedding_rows): the
+    // bytes of the replica's part of each, which its steps keep in place in
+    // the whole state in `states` (PartStorage). With several processes the
+    // other processes' parts are in `states` only after GatherParts.
+    std::map<std::string, size_t> parts;
     // Dynamic / automatic loss scaling and gradient statistics.
     runtime::LossScaling loss_scaling;
   };
-  // Sharded states: each replica's elements of the flattened value.
+  // Sharded states: each replica's elements of the flattened value, and
+  // the elements per unit of the split (a table's width where it is split
+  // by rows; passes::ShardedState::unit).
   std::map<std::string, std::vector<PartRange>> sharded;
+  std::map<std::string, int64_t> shard_unit;
   // Training ran since the parts were last gathered into `states`.
   bool parts_newer = false;
   // Stages on several processes (processes_per_replica): the rank whose
@@ -147,19 +151,16 @@ struct TrainingSession::Impl {
   // rank 0 failed). Without distribution: runs it.
   void OnRankZero(const std::string& what, const std::function<void()>& work) const;
   // Copies replica 0's state into the others' when it changed outside a step
-  // (and every replica's part of the sharded states).
+  // (the parts of sharded states are the whole state's bytes already).
   void SyncReplicas();
-  // fn(part, where the part sits in the whole state, its bytes) for every
-  // replica's part of every sharded state.
-  template <typename Fn>
-  void ForEachPart(Fn fn);
-  // Makes `states` whole again after training updated the replicas' parts:
-  // before any read of the state, and before any write (which marks the
-  // replicas stale, so SyncReplicas hands every state out again).
+  // Makes `states` whole again after training updated the replicas' parts
+  // (with several processes: the other processes' parts): before any read
+  // of the state, and before any write (which marks the replicas stale, so
+  // SyncReplicas hands every state out again).
   void GatherParts();
-  // Storage of replica `replica`'s part of a state its step shards: made
-  // the first time, from the whole state (current: parts are made at the
-  // first compile, before training, and kept).
+  // Storage of replica `replica`'s part of a state its step shards: its
+  // range of the whole state's own bytes (parts are disjoint), recorded the
+  // first time.
   void* PartStorage(int replica, const passes::ShardedState& s);
 
   // --- Compiling (training_step_compile.cc).

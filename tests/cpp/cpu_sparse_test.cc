@@ -112,6 +112,54 @@ TEST(CpuKernelRowOptimizers, AdamLazyLeavesOtherRowsNonLazyMovesThemWithPlainEps
   }
 }
 
+// A table split by rows (passes/shard_embedding_rows.cc): rows [0, 3) and
+// [3, 7) as two parts. Each part's lookup gives its rows and zeros for the
+// other part's ids, so the two add up to the whole table's lookup; each
+// part's adagrad_rows updates its own rows as the whole table's would.
+TEST(CpuKernelRowOptimizers, TablePartsAddUpToTheWholeTable) {
+  std::vector<float> p = RandF(kV * kD), rows = RandF(kN * kD), lr = {0.1f};
+  std::vector<float> m = RandF(kV * kD, 0.1f, 1.0f);
+  Graph g;
+  Value* ids = g.AddInput("ids", {DType::kI64, {kN}});
+  Value* r = g.AddInput("rows", {DType::kF32, {kN, kD}});
+  Value* l = g.AddInput("lr", {DType::kF32, {1}});
+  const ir::AttrMap pad = {{"padding_idx", int64_t{0}}};
+  ir::Op* whole_lookup = g.AddOp("embedding", {Table(g, "w"), ids}, pad);
+  ir::Op* whole_update = g.AddOp("adagrad_rows", {Table(g, "p"), r, l, Table(g, "m"), ids},
+                                 {{"epsilon", 1e-6}, {"padding_idx", int64_t{0}}});
+  const auto lookup = RunOp(*whole_lookup, {p.data(), kIds.data()});
+  const auto update =
+      RunOp(*whole_update, {p.data(), rows.data(), lr.data(), m.data(), kIds.data()});
+  std::vector<double> sum(kN * kD, 0.0);
+  for (const auto& [begin, end] : {std::pair<int64_t, int64_t>{0, 3}, {3, kV}}) {
+    const ir::TensorType part{DType::kF32, {end - begin, kD}};
+    ir::AttrMap attrs = {{"padding_idx", int64_t{0}}, {"table_rows", kV}, {"row_begin", begin}};
+    ir::Op* part_lookup = g.AddOp("embedding", {g.AddInput("wp", part), ids}, attrs);
+    attrs.Set("epsilon", 1e-6);
+    ir::Op* part_update =
+        g.AddOp("adagrad_rows", {g.AddInput("pp", part), r, l, g.AddInput("mp", part), ids}, attrs);
+    const float* p_part = p.data() + begin * kD;
+    const float* m_part = m.data() + begin * kD;
+    const auto found = RunOp(*part_lookup, {p_part, kIds.data()});
+    for (int64_t i = 0; i < kN; ++i) {
+      const bool mine = kIds[i] >= begin && kIds[i] < end;
+      for (int64_t j = 0; j < kD; ++j) {
+        const float v = Ptr<float>(found[0])[i * kD + j];
+        if (!mine) {
+          EXPECT_EQ(v, 0.f) << "id " << kIds[i] << " of another part";
+        }
+        sum[i * kD + j] += v;
+      }
+    }
+    const auto moved = RunOp(*part_update, {p_part, rows.data(), lr.data(), m_part, kIds.data()});
+    for (int64_t k = 0; k < (end - begin) * kD; ++k) {
+      EXPECT_EQ(Ptr<float>(moved[0])[k], Ptr<float>(update[0])[begin * kD + k]) << "param " << k;
+      EXPECT_EQ(Ptr<float>(moved[1])[k], Ptr<float>(update[1])[begin * kD + k]) << "moment " << k;
+    }
+  }
+  ExpectClose(Ptr<float>(lookup[0]), sum, 0.0, 0.0, "the parts' lookups added");
+}
+
 TEST(CpuKernelRowOptimizers, AnIdOutOfRangeIsReportedAndTouchesNothing) {
   std::vector<float> p = RandF(kV * kD), rows = RandF(kN * kD), lr = {0.1f};
   const std::vector<int32_t> ids = {1, 7, 2, -1, 1, 3};

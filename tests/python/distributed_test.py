@@ -109,6 +109,39 @@ def test_mpi_collectives_give_the_in_process_bytes(processes, local):
         f"rank {r}" for r in range(processes)], p.stdout
 
 
+SPARSE_SCRIPT = SCRIPT.parent / "train_sparse_distributed.py"
+
+
+@pytest.mark.parametrize("form, opt", [("pir", "adagrad"), ("legacy", "adam")])
+def test_tables_split_by_rows_over_processes_train_the_one_process_model(tmp_path, form, opt):
+    """Sparse embedding tables split by rows over 2 replicas in 2 processes
+    (shard_embedding_rows: each rank holds half of each table's rows and
+    optimizer state; lookups and row updates exchange ids and rows over
+    MPI) train the bytes of one process's 2 replicas, which equal
+    replicated tables' bytes (a looked-up row is summed with zeros only).
+    The final tables are whole: the parts gathered from both processes."""
+    def train(name, processes, *extra):
+        out = tmp_path / f"{name}.npz"
+        cmd = [sys.executable, str(SPARSE_SCRIPT), str(out), "2", f"opt={opt}", *extra]
+        if processes:
+            cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(processes), *cmd]
+        env = {**os.environ, "OMP_NUM_THREADS": "1",
+               "FLAGS_enable_pir_api": "1" if form == "pir" else "0"}
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        assert p.returncode == 0, f"{name}: rc {p.returncode}\n{p.stderr[-3000:]}"
+        return np.load(out)
+
+    replicated = train("replicated", None, "rows=0")
+    split = train("split", None)
+    job = train("job", 2)
+    for k in replicated.files:
+        if k.startswith("state/"):
+            assert np.array_equal(split[k], replicated[k]), f"one process: '{k}' differs"
+            assert np.array_equal(job[k], split[k]), f"-np 2: '{k}' differs"
+    np.testing.assert_array_equal(split["losses"], replicated["losses"])
+    np.testing.assert_array_equal(job["losses"], split["losses"][:, :1])
+
+
 def test_processes_that_do_not_talk_train_other_models(tmp_path):
     """The wrong setup (no enable_distribution: every process trains alone on
     its share) ends with other parameters: the comparison above can fail."""

@@ -54,9 +54,17 @@
 //     embedding_grad carries it on. padding_grad: the padding row gets its
 //     lookups' gradient like any other (Paddle's SelectedRows gradient of
 //     a legacy is_sparse lookup), else it gets none; the output row is zero
-//     either way.
+//     either way. A part of a table split by rows (passes/
+//     shard_embedding_rows.cc) says which: table_rows = V of the whole
+//     table (-1: the table is whole) and row_begin = the whole table's row
+//     that its row 0 holds; ids and padding_idx count in the whole table,
+//     and an id of another part gets a zero row (the parts' outputs add up
+//     to the whole table's lookup). No gradient rule for parts: they are
+//     made after autodiff.
 //   embedding_grad(ids int, dy){rows (required), padding_idx = -1}: [rows, D],
 //     row r = sum of dy rows whose id is r; the padding row gets no gradient.
+//     row_begin = b (0): the gradient of rows [b, b + rows) of a larger
+//     table, row r from the ids b + r (a table split by rows).
 //   embedding_grad_add(acc [rows, D], ids int, dy){padding_idx = -1}: acc
 //     with embedding_grad(ids, dy) added, dy row by dy row: a gradient
 //     accumulator's sum without a table-sized gradient (the compile driver
@@ -238,6 +246,10 @@ void InferEmbedding(InferContext& c) {
   const TensorType& table = c.input(0);
   const TensorType& ids = c.input(1);
   if (table.shape.size() != 2) c.Fail("table must be 2-D, got {}", ShapeToString(table.shape));
+  const int64_t whole = c.op().GetInt("table_rows"), begin = c.op().GetInt("row_begin");
+  if (whole >= 0 ? begin < 0 || begin + table.shape[0] > whole : begin != 0)
+    c.Fail("rows [{}, {}) are not a part of a table of {} rows", begin, begin + table.shape[0],
+           whole);
   if (ids.dtype != DType::kI64 && ids.dtype != DType::kI32)
     c.Fail("ids must be int32 or int64, got {}", DTypeName(ids.dtype));
   Shape out = ids.shape;
@@ -323,12 +335,15 @@ const bool kSchemas = [] {
                        .Attr("padding_idx", kNoPadding)
                        .Attr("sparse", false)
                        .Attr("padding_grad", false)
+                       .Attr("table_rows", int64_t{-1})
+                       .Attr("row_begin", int64_t{0})
                        .Precision(kFollows)
                        .Layout(kFixed));
   RegisterOpSchema(OpSchema{"embedding_grad", 2, 2, InferEmbeddingGrad}
                        .RequiredAttr("rows", AttrKind::kInt)
                        .Attr("padding_idx", kNoPadding)
                        .Attr("sparse", false)
+                       .Attr("row_begin", int64_t{0})
                        .Precision(kF32)
                        .Layout(kFixed));
   RegisterOpSchema(OpSchema{"embedding_grad_add", 3, 3, InferEmbeddingGradAdd}
@@ -463,6 +478,9 @@ const bool kRules = [] {
   RegisterGrad("layer_norm", LayerNormGrad);
   RegisterGrad("embedding", [](GradContext& c) {
     Value* table = c.input(0);
+    if (c.op().GetInt("table_rows") >= 0)
+      Fail(ErrorKind::kInternal, "embedding {} looks up a part of a table and reached autodiff",
+           c.op().name);
     c.SetInputGrad(
         0, c.Add("embedding_grad", {c.input(1), c.out_grad()},
                  {{"rows", table->shape()[0]},

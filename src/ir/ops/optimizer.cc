@@ -55,6 +55,12 @@
 //     in ids as they are, false moves them as a zero gradient would, but
 //     with epsilon not scaled by sqrt(1 - beta2_pow) (Paddle's sparse
 //     kernel); attributes as adam's (no AMSGrad) plus padding_idx = -1.
+// A part of a table split by rows (passes/shard_embedding_rows.cc): param
+// and the per-element state hold rows [row_begin, row_begin + their rows)
+// of a table of table_rows rows (-1: the operands are the whole table);
+// ids and padding_idx count in the whole table, and ids of other parts are
+// left out (each part updates its own rows; non-lazy adam_rows moves every
+// row of its part that the gradient does not hold).
 // sgd_rows and adagrad_rows equal their dense ops on the gradient scattered
 // into a table of zeros (untouched rows do not move there either); adam_rows
 // does not.
@@ -144,6 +150,10 @@ void InferRowOptimizer(InferContext& c, const Operands& l) {
       c.Fail("{} is {}, expected {}", OperandName(i), t.ToString(),
              one ? fmt::format("one {}", DTypeName(param.dtype)) : param.ToString());
   }
+  const int64_t whole = c.op().GetInt("table_rows"), begin = c.op().GetInt("row_begin");
+  if (whole >= 0 ? begin < 0 || begin + param.shape[0] > whole : begin != 0)
+    c.Fail("rows [{}, {}) are not a part of a table of {} rows", begin, begin + param.shape[0],
+           whole);
   c.AddOutput(param);
   for (int k = 1; k < l.outputs - l.optional; ++k) c.AddOutput(c.input(OptimizerUpdatedInput(k)));
 }
@@ -219,7 +229,9 @@ const bool kRegistered = [] {
     DeclareAttrs(dense);
     s.attrs = dense.attrs;
     s.attrs_declared = true;
-    s.Attr("padding_idx", int64_t{-1});
+    s.Attr("padding_idx", int64_t{-1})
+        .Attr("table_rows", int64_t{-1})
+        .Attr("row_begin", int64_t{0});
     if (std::string_view(row_name) == "adam_rows") s.Attr("lazy", true);
     s.Precision(PrecisionRule::kAlwaysF32).Layout(LayoutRule::kFixed);
     RegisterOpSchema(std::move(s).InPlaceSafe());

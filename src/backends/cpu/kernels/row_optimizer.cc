@@ -8,12 +8,16 @@
 // lookup gradient writes zeros there). An id outside [0, rows) is reported
 // (backend::IndexFault: the step fails naming the op) and never touches the
 // table. Distinct ids update distinct rows, so groups run in parallel.
+// A part of a table split by rows (table_rows, row_begin: ir/ops/
+// optimizer.cc) skips the ids of other parts before grouping.
 //
 // In-place safety: outputs may alias the inputs they update (the usual
 // case: the table is updated where it lives). When they do not, the kernel
 // copies the table and state first and updates the copy.
 #pragma GCC optimize("fp-contract=off")
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstring>
 
 #include "backends/cpu/kernels/kernel_utils.h"
@@ -21,41 +25,92 @@
 namespace tiller::cpu {
 namespace {
 
-// The workspace: order [N] and starts [N + 1] (int64), then each group's
-// merged row [N, D] (float).
+// The hash table's slots for n ids: a power of two, at least 2n (probes
+// stay short).
+int64_t SlotCount(int64_t n) {
+  int64_t s = 16;
+  while (s < 2 * n) s *= 2;
+  return s;
+}
+
+// A slot of the hash table: an id and its group + 1 (0: empty), side by
+// side so that a probe is one load.
+struct Slot {
+  int64_t id;
+  int64_t group;
+};
+
+// The workspace: order [N], starts [N + 1], kept [N], group_of [N] and
+// cursor [N] (int64), the slots, then each group's merged row [N, D]
+// (float).
+constexpr int64_t kIndexArrays = 5;  // of N int64 each, besides starts' one more
+size_t IndexBytes(int64_t n) {
+  return static_cast<size_t>(kIndexArrays * n + 1) * sizeof(int64_t) +
+         static_cast<size_t>(SlotCount(n)) * sizeof(Slot);
+}
 size_t GroupBytes(int64_t n, int64_t d) {
-  return static_cast<size_t>(2 * n + 1) * sizeof(int64_t) + static_cast<size_t>(n * d) * 4;
+  return IndexBytes(n) + static_cast<size_t>(n * d) * 4;
+}
+float* MergedRows(const KernelArgs& a, int64_t n) {
+  return reinterpret_cast<float*>(static_cast<std::byte*>(a.workspace) + IndexBytes(n));
 }
 
 // Rows grouped by id: group g holds the positions order[starts[g]] ..
-// order[starts[g + 1] - 1], in the order they came.
+// order[starts[g + 1] - 1], in the order they came; groups in the order
+// their ids first came.
 struct Groups {
   const int64_t* order;
   const int64_t* starts;
   int64_t count = 0;
 };
 
-// The ids in range, grouped (an id out of range is reported and left out).
+// The ids of rows [begin, begin + rows) of a table of `vocab` rows,
+// grouped (an id outside [0, vocab) is reported and left out, one of
+// another part left out). A hash table (open addressing, sized by the ids
+// kept) finds each id's group in O(1) expected time: sorting the positions
+// by id cost most of a small table's update.
 template <typename Id>
-Groups GroupRows(const KernelArgs& a, const Id* ids, int64_t n, int64_t vocab, int ids_operand) {
+Groups GroupRows(const KernelArgs& a, const Id* ids, int64_t n, int64_t vocab, int64_t begin,
+                 int64_t rows, int ids_operand) {
   auto* order = static_cast<int64_t*>(a.workspace);
-  int64_t* starts = order + n;
+  int64_t* starts = order + n;  // counts first, then the groups' offsets
+  int64_t* kept = starts + n + 1;
+  int64_t* group_of = kept + n;    // of each kept position
+  int64_t* cursor = group_of + n;  // each group's next place in order
+  auto* slots = reinterpret_cast<Slot*>(cursor + n);
   int64_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = static_cast<int64_t>(ids[i]);
-    if (id < 0 || id >= vocab) {
+    if (static_cast<uint64_t>(id - begin) < static_cast<uint64_t>(rows))
+      kept[m++] = i;
+    else if (id < 0 || id >= vocab)
       RecordIndexFault(a, id, vocab, ids_operand);
-      continue;
-    }
-    order[m++] = i;
   }
-  std::sort(order, order + m,
-            [&](int64_t x, int64_t y) { return ids[x] < ids[y] || (ids[x] == ids[y] && x < y); });
+  const int64_t slot_count = SlotCount(m);
+  const auto mask = static_cast<uint64_t>(slot_count - 1);
+  const int shift = 64 - std::countr_zero(static_cast<uint64_t>(slot_count));
+  std::memset(static_cast<void*>(slots), 0, static_cast<size_t>(slot_count) * sizeof(Slot));
   int64_t groups = 0;
   for (int64_t k = 0; k < m; ++k) {
-    if (k == 0 || ids[order[k]] != ids[order[k - 1]]) starts[groups++] = k;
+    const int64_t id = static_cast<int64_t>(ids[kept[k]]);
+    // Fibonacci hashing: the top bits of id x 2^64 / phi.
+    uint64_t h = (static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> shift;
+    while (slots[h].group != 0 && slots[h].id != id) h = (h + 1) & mask;
+    if (slots[h].group == 0) {
+      slots[h] = {id, groups + 1};
+      starts[groups++] = 0;
+    }
+    group_of[k] = slots[h].group - 1;
+    ++starts[group_of[k]];
+  }
+  int64_t offset = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t count = starts[g];
+    starts[g] = cursor[g] = offset;
+    offset += count;
   }
   starts[groups] = m;
+  for (int64_t k = 0; k < m; ++k) order[cursor[group_of[k]]++] = kept[k];
   return {order, starts, groups};
 }
 
@@ -66,9 +121,10 @@ float* Updated(const KernelArgs& a, size_t in, size_t out, size_t bytes) {
   return o;
 }
 
-// Shapes and attributes every row kernel reads.
+// Shapes and attributes every row kernel reads: the operand holds rows
+// [begin, begin + rows) of a table of `vocab` rows.
 struct RowShape {
-  int64_t vocab, d, n;
+  int64_t vocab, begin, rows, d, n;
   int64_t padding_idx;
   int ids_operand;
   bool i64;
@@ -76,33 +132,49 @@ struct RowShape {
 };
 RowShape ReadRowShape(const ir::Op& op) {
   RowShape s;
-  s.vocab = op.inputs[0]->shape()[0];
+  s.rows = op.inputs[0]->shape()[0];
+  const int64_t whole = op.GetInt("table_rows");
+  s.vocab = whole >= 0 ? whole : s.rows;
+  s.begin = op.GetInt("row_begin");
   s.d = op.inputs[0]->shape()[1];
   s.ids_operand = static_cast<int>(op.inputs.size()) - 1;
   s.n = op.inputs.back()->shape()[0];
   s.padding_idx = PaddingRow(op, s.vocab);
   s.i64 = op.inputs.back()->dtype() == DType::kI64;
-  s.table_bytes = static_cast<size_t>(s.vocab * s.d) * sizeof(float);
+  s.table_bytes = static_cast<size_t>(s.rows * s.d) * sizeof(float);
   return s;
 }
 
-// Runs update(row of the table, merged gradient row) for each distinct id,
-// in parallel: each group's rows summed into its row of the workspace
-// (zeros for the padding id), then handed over; `update` captures the
-// tables.
+constexpr int64_t kAhead = 8;  // groups between a row's prefetch and its update
+
+// Runs update(row of the operand, merged gradient row) for each distinct
+// id of its part, in parallel: each group's rows summed into its row of the
+// workspace (zeros for the padding id), then handed over; `update` captures
+// the tables, of which `tables` (null: none) are prefetched ahead.
 template <typename F>
-void ForEachRow(const KernelArgs& a, const RowShape& s, F&& update) {
+void ForEachRow(const KernelArgs& a, const RowShape& s, const std::array<float*, 3>& tables,
+                F&& update) {
   auto run = [&](auto id_tag) {
     using Id = decltype(id_tag);
     const auto* ids = static_cast<const Id*>(a.inputs[s.ids_operand]);
     const auto* rows = static_cast<const float*>(a.inputs[1]);
-    const Groups g = GroupRows(a, ids, s.n, s.vocab, s.ids_operand);
-    auto* merged = reinterpret_cast<float*>(static_cast<int64_t*>(a.workspace) + 2 * s.n + 1);
+    const Groups g = GroupRows(a, ids, s.n, s.vocab, s.begin, s.rows, s.ids_operand);
+    float* merged = MergedRows(a, s.n);
     const size_t row_bytes = static_cast<size_t>(s.d) * sizeof(float);
     ParallelRange(
         g.count, s.d * 10,
         [&](int64_t b, int64_t e) {
           for (int64_t k = b; k < e; ++k) {
+            // The rows kAhead groups on are fetched meanwhile: a large
+            // table's rows are cache misses, one after another otherwise.
+            if (k + kAhead < e) {
+              const int64_t ahead = static_cast<int64_t>(ids[g.order[g.starts[k + kAhead]]]);
+              for (float* t : tables) {
+                if (!t) continue;
+                const float* row = t + (ahead - s.begin) * s.d;
+                for (int64_t j = 0; j < s.d; j += 16) __builtin_prefetch(row + j, 1);
+              }
+            }
             float* sum = merged + k * s.d;
             const int64_t first = g.order[g.starts[k]];
             const int64_t id = static_cast<int64_t>(ids[first]);
@@ -115,7 +187,7 @@ void ForEachRow(const KernelArgs& a, const RowShape& s, F&& update) {
                 for (int64_t j = 0; j < s.d; ++j) sum[j] += src[j];
               }
             }
-            update(id, sum);
+            update(id - s.begin, sum);
           }
         },
         1);
@@ -134,8 +206,8 @@ std::unique_ptr<Kernel> MakeSgdRows(const ir::Op& op) {
       [=](const KernelArgs& a) {
         const float lr = static_cast<const float*>(a.inputs[2])[0];
         float* p = Updated(a, 0, 0, s.table_bytes);
-        ForEachRow(a, s, [&](int64_t id, const float* g) {
-          float* row = p + id * s.d;
+        ForEachRow(a, s, {p, nullptr, nullptr}, [&](int64_t row_index, const float* g) {
+          float* row = p + row_index * s.d;
           for (int64_t j = 0; j < s.d; ++j) row[j] = row[j] - lr * g[j];
         });
       },
@@ -152,8 +224,8 @@ std::unique_ptr<Kernel> MakeAdagradRows(const ir::Op& op) {
         const float lr = static_cast<const float*>(a.inputs[2])[0];
         float* p = Updated(a, 0, 0, s.table_bytes);
         float* m = Updated(a, 3, 1, s.table_bytes);
-        ForEachRow(a, s, [&](int64_t id, const float* g) {
-          float *pr = p + id * s.d, *mr = m + id * s.d;
+        ForEachRow(a, s, {p, m, nullptr}, [&](int64_t row_index, const float* g) {
+          float *pr = p + row_index * s.d, *mr = m + row_index * s.d;
           for (int64_t j = 0; j < s.d; ++j) {
             const float mi = mr[j] + g[j] * g[j];
             mr[j] = mi;
@@ -212,7 +284,7 @@ std::unique_ptr<Kernel> MakeAdamRows(const ir::Op& op) {
   const bool lazy = op.GetBool("lazy");
   // Not lazy: a byte per table row marks the rows the gradient holds.
   const size_t groups_bytes = GroupBytes(s.n, s.d);
-  const size_t workspace = groups_bytes + (lazy ? 0 : static_cast<size_t>(s.vocab));
+  const size_t workspace = groups_bytes + (lazy ? 0 : static_cast<size_t>(s.rows));
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& a) {
         const auto f = [&](size_t i) { return static_cast<const float*>(a.inputs[i]); };
@@ -225,14 +297,14 @@ std::unique_ptr<Kernel> MakeAdamRows(const ir::Op& op) {
         float* m = Updated(a, 3, 1, s.table_bytes);
         float* v = Updated(a, 4, 2, s.table_bytes);
         auto* touched = static_cast<uint8_t*>(a.workspace) + groups_bytes;
-        if (!lazy) std::memset(touched, 0, static_cast<size_t>(s.vocab));
-        ForEachRow(a, s, [&](int64_t id, const float* g) {
-          if (!lazy) touched[id] = 1;
-          AdamRow<true>(co, p + id * s.d, m + id * s.d, v + id * s.d, g, eps_t, s.d);
+        if (!lazy) std::memset(touched, 0, static_cast<size_t>(s.rows));
+        ForEachRow(a, s, {p, m, v}, [&](int64_t r, const float* g) {
+          if (!lazy) touched[r] = 1;
+          AdamRow<true>(co, p + r * s.d, m + r * s.d, v + r * s.d, g, eps_t, s.d);
         });
         if (!lazy) {
           ParallelRange(
-              s.vocab, s.d * 8,
+              s.rows, s.d * 8,
               [&](int64_t b, int64_t e) {
                 for (int64_t r = b; r < e; ++r) {
                   if (!touched[r])

@@ -178,7 +178,8 @@ __global__ void LayerNorm(const float* x, const float* scale, const float* bias,
 // One block per looked-up row, its words copied by the block's threads.
 template <typename I, typename W>
 __global__ void Embedding(const W* table, int64_t row_words, const I* ids, W* out, int64_t vocab,
-                          int64_t padding_idx, int64_t* fault) {
+                          int64_t row_begin, int64_t part_rows, int64_t padding_idx,
+                          int64_t* fault) {
   const int64_t r = blockIdx.x;
   const int64_t id = static_cast<int64_t>(ids[r]);
   W* dst = out + r * row_words;
@@ -186,24 +187,30 @@ __global__ void Embedding(const W* table, int64_t row_words, const I* ids, W* ou
   if (bad && threadIdx.x == 0 &&
       atomicCAS(reinterpret_cast<unsigned long long*>(fault), 0ull, 1ull) == 0ull)
     fault[1] = id;
-  if (bad || id == padding_idx) {
+  // A part of a table (rows [row_begin, row_begin + part_rows)): other
+  // parts' ids get a zero row.
+  const bool elsewhere = id < row_begin || id >= row_begin + part_rows;
+  if (bad || elsewhere || id == padding_idx) {
     for (int64_t c = threadIdx.x; c < row_words; c += blockDim.x) dst[c] = W{};
     return;
   }
-  const W* src = table + id * row_words;
+  const W* src = table + (id - row_begin) * row_words;
   for (int64_t c = threadIdx.x; c < row_words; c += blockDim.x) dst[c] = src[c];
 }
 
 template <typename I>
 void EmbeddingAs(const void* table, int64_t row_bytes, const I* ids, void* out, int64_t count,
-                 int64_t vocab, int64_t padding_idx, int64_t* fault, cudaStream_t s) {
+                 int64_t vocab, int64_t row_begin, int64_t part_rows, int64_t padding_idx,
+                 int64_t* fault, cudaStream_t s) {
   const auto blocks = static_cast<unsigned>(count);
   if (row_bytes % 4 == 0)
     Embedding<<<blocks, 128, 0, s>>>(static_cast<const uint32_t*>(table), row_bytes / 4, ids,
-                                     static_cast<uint32_t*>(out), vocab, padding_idx, fault);
+                                     static_cast<uint32_t*>(out), vocab, row_begin, part_rows,
+                                     padding_idx, fault);
   else
     Embedding<<<blocks, 128, 0, s>>>(static_cast<const uint8_t*>(table), row_bytes, ids,
-                                     static_cast<uint8_t*>(out), vocab, padding_idx, fault);
+                                     static_cast<uint8_t*>(out), vocab, row_begin, part_rows,
+                                     padding_idx, fault);
 }
 
 template <typename T>
@@ -434,15 +441,15 @@ void LaunchLayerNorm(const float* x, const float* scale, const float* bias, floa
 }
 
 void LaunchEmbedding(const void* table, int64_t row_bytes, bool ids64, const void* ids, void* out,
-                     int64_t count, int64_t vocab, int64_t padding_idx, int64_t* fault,
-                     cudaStream_t s) {
+                     int64_t count, int64_t vocab, int64_t row_begin, int64_t part_rows,
+                     int64_t padding_idx, int64_t* fault, cudaStream_t s) {
   if (count == 0) return;
   if (ids64)
-    EmbeddingAs(table, row_bytes, static_cast<const int64_t*>(ids), out, count, vocab, padding_idx,
-                fault, s);
+    EmbeddingAs(table, row_bytes, static_cast<const int64_t*>(ids), out, count, vocab, row_begin,
+                part_rows, padding_idx, fault, s);
   else
-    EmbeddingAs(table, row_bytes, static_cast<const int32_t*>(ids), out, count, vocab, padding_idx,
-                fault, s);
+    EmbeddingAs(table, row_bytes, static_cast<const int32_t*>(ids), out, count, vocab, row_begin,
+                part_rows, padding_idx, fault, s);
 }
 
 void LaunchScale(Elem type, const void* x, void* y, int64_t n, float scale, float bias, bool after,

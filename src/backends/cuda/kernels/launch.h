@@ -69,10 +69,12 @@ void LaunchLayerNorm(const float* x, const float* scale, const float* bias, floa
                      int64_t cols, float eps, cudaStream_t stream);
 // out[i] = table[ids[i]] (rows of `row_bytes`), zeros for padding_idx (-1:
 // none) and for an id outside [0, vocab), whose value goes to fault[1]
-// (fault[0] set to 1; the first one kept). ids int64 or int32.
+// (fault[0] set to 1; the first one kept). ids int64 or int32. `table`
+// holds rows [row_begin, row_begin + part_rows) of the vocab rows (the
+// whole table: 0, vocab); other ids get zero rows.
 void LaunchEmbedding(const void* table, int64_t row_bytes, bool ids64, const void* ids, void* out,
-                     int64_t count, int64_t vocab, int64_t padding_idx, int64_t* fault,
-                     cudaStream_t stream);
+                     int64_t count, int64_t vocab, int64_t row_begin, int64_t part_rows,
+                     int64_t padding_idx, int64_t* fault, cudaStream_t stream);
 
 // Shared memory a block needs: its query row and its scores.
 size_t AttentionSharedBytes(const ir::AttentionLayout& g);

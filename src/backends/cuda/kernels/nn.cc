@@ -37,7 +37,10 @@ class EmbeddingKernel : public backend::Kernel {
   EmbeddingKernel(const ir::Op& op)
       : what_(fmt::format("cuda kernel embedding (op '{}')", op.name)) {
     const Shape& table = op.inputs[0]->shape();
-    vocab_ = table[0];
+    part_rows_ = table[0];
+    const int64_t whole = op.GetInt("table_rows");
+    vocab_ = whole >= 0 ? whole : part_rows_;
+    row_begin_ = op.GetInt("row_begin");
     row_bytes_ = table[1] * static_cast<int64_t>(DTypeSize(op.inputs[0]->dtype()));
     count_ = NumElements(op.inputs[1]->shape());
     padding_idx_ = op.GetInt("padding_idx");
@@ -50,7 +53,7 @@ class EmbeddingKernel : public backend::Kernel {
     auto* fault = static_cast<int64_t*>(a.workspace);
     Check(cudaMemsetAsync(fault, 0, 2 * sizeof(int64_t), s), what_);
     LaunchEmbedding(a.inputs[0], row_bytes_, ids64_, a.inputs[1], a.outputs[0], count_, vocab_,
-                    padding_idx_, fault, s);
+                    row_begin_, part_rows_, padding_idx_, fault, s);
     Check(cudaGetLastError(), what_);
     int64_t host[2] = {0, 0};
     Check(cudaMemcpyAsync(host, fault, sizeof(host), cudaMemcpyDeviceToHost, s), what_);
@@ -60,7 +63,7 @@ class EmbeddingKernel : public backend::Kernel {
 
  private:
   std::string what_;
-  int64_t vocab_ = 0, row_bytes_ = 0, count_ = 0, padding_idx_ = -1;
+  int64_t vocab_ = 0, row_begin_ = 0, part_rows_ = 0, row_bytes_ = 0, count_ = 0, padding_idx_ = -1;
   bool ids64_ = true;
 };
 

@@ -1,0 +1,252 @@
+// Embedding tables split by rows over data-parallel replicas (the hybrid
+// parallelism of recommendation models: the dense layers replicated, the
+// tables sharded), on replica `rank` of R, for a table T [V, D] that only
+// sparse lookups read and a row update writes:
+//
+//   y = embedding(T, ids)              i = all_gather(flat(ids))       [R N]
+//                                      y = reshape(reduce_scatter(flat(
+//                               ==>        embedding(T_part, i){table_rows V,
+//                                                    row_begin b})))   [N, D]
+//   T' = adagrad_rows(T, rows, lr,     T_part' = adagrad_rows(T_part, rows,
+//            m, ids_all)                  lr, m_part, ids_all){table_rows V,
+//                                                             row_begin b}
+//
+// An elementwise optimizer that reads the row gradient as a dense table
+// (PIR's Adam, momentum, rmsprop: every row moves) updates its part from
+// the part's rows of that gradient: embedding_grad(ids_all, rows_all)
+// {rows: the part's, row_begin b}.
+//
+// with T_part and m_part rows [b, e) = PartOf(V, R, rank) of T and m. Each
+// replica looks up every replica's ids in its own rows (zero rows for the
+// other parts' ids) and the reduce-scatter adds the R lookups, of which one
+// holds the row, and hands each replica its own ids' rows: x + 0 = x, the
+// replicated table's bytes. The row update already reads every replica's
+// ids and rows (the driver's all_gather of the row gradient); each replica
+// keeps those of its part. Every replica thus holds 1 / R of the table and
+// of its optimizer state, looks up and updates 1 / R of the rows, and the
+// exchange moves ids and looked-up rows instead of tables.
+//
+// The decision reads the forward part only (sparse lookups, no other
+// forward reader, V >= R), so an evaluation step splits the same tables as
+// the training step and both read the same parts. In training, such a
+// table whose update does not take rows (an optimizer without a row form,
+// gradient accumulation's dense accumulator, a regularizer reading the
+// table, lamb's whole-table norms) fails, naming the table and the reader.
+#include <fmt/format.h>
+
+#include <map>
+
+#include "core/error.h"
+#include "ir/ops/optimizer.h"
+#include "ir/row_gradient.h"
+#include "passes/pass.h"
+#include "passes/pattern_utils.h"
+
+namespace tiller::passes {
+namespace {
+
+struct Table {
+  ir::Value* state = nullptr;
+  std::vector<ir::Op*> lookups;
+  // In training, its update: a row optimizer, or an elementwise one reading
+  // the row gradient as a dense table.
+  ir::Op* update = nullptr;
+  // The update's per-element state: (input, output) index pairs.
+  std::vector<std::pair<size_t, size_t>> states;
+};
+
+bool IsSparseLookup(const ir::Op* op, const ir::Value* table) {
+  return op->is(ir::Opcode::embedding) && op->input(0) == table && op->input(1) != table &&
+         op->GetBool("sparse") && op->GetInt("table_rows") < 0;
+}
+
+// Why the update of `t` cannot be split with it ("" when it can), filling
+// t.states.
+std::string UpdateRefusal(const ir::Graph& g, Table& t,
+                          const std::map<const ir::Value*, const ir::Value*>& update_of) {
+  const ir::Op& op = *t.update;
+  if (!ir::IsRowOptimizerOp(op.type)) {
+    if (op.is(ir::Opcode::lamb)) return "lamb's trust ratio needs the whole table's norms";
+    const ir::Value* grad = op.input(1);
+    if (!ir::AsRowGradient(grad) || grad->users.size() != 1 || IsGraphOutput(g, grad))
+      return fmt::format("its update ({}) reads a gradient that is not the lookups' rows", op.type);
+  }
+  auto it = update_of.find(t.state);
+  if (it == update_of.end() || it->second != op.output(0) || !op.output(0)->users.empty() ||
+      IsGraphOutput(g, op.output(0)))
+    return fmt::format("its new value from {} is read elsewhere", op.type);
+  for (size_t k = 1; k < op.outputs.size(); ++k) {
+    const size_t i = ir::OptimizerUpdatedInput(k);
+    const ir::Value* s = op.input(i);
+    if (s->shape() != t.state->shape()) continue;  // one-element (beta powers)
+    auto u = update_of.find(s);
+    if (s->kind != ir::ValueKind::kState || u == update_of.end() || u->second != op.output(k) ||
+        s->users.size() != 1 || !op.output(k)->users.empty() || IsGraphOutput(g, op.output(k)))
+      return fmt::format("its optimizer state '{}' is read elsewhere", s->name);
+    t.states.emplace_back(i, k);
+  }
+  return "";
+}
+
+// The tables to split; `kept` counts the others with sparse lookups by
+// reason.
+std::vector<Table> FindTables(const ir::Graph& g, const ShardOptions& o,
+                              std::map<std::string, int>* kept) {
+  std::map<const ir::Value*, const ir::Value*> update_of;
+  for (const auto& [state, v] : g.state_updates()) update_of[state] = v;
+  std::vector<Table> tables;
+  for (ir::Value* s : g.states()) {
+    Table t;
+    t.state = s;
+    std::vector<const ir::Op*> forward_others, later_others;
+    for (ir::Op* user : s->users) {
+      if (IsSparseLookup(user, s)) {
+        t.lookups.push_back(user);
+      } else if ((ir::IsRowOptimizerOp(user->type) || ir::IsOptimizerOp(user->type)) &&
+                 user->input(0) == s && !t.update) {
+        t.update = user;
+      } else if (user->placement.phase == ir::Phase::kForward) {
+        forward_others.push_back(user);
+      } else {
+        later_others.push_back(user);
+      }
+    }
+    if (t.lookups.empty()) continue;
+    if (s->shape().size() != 2 || s->dtype() != DType::kF32) {
+      ++(*kept)["not a float32 table"];
+      continue;
+    }
+    if (!forward_others.empty()) {
+      ++(*kept)[fmt::format("read by {} too", forward_others[0]->type)];
+      continue;
+    }
+    if (s->shape()[0] < o.replicas) {
+      ++(*kept)["fewer rows than replicas"];
+      continue;
+    }
+    // From here on an evaluation step splits the table: training must too.
+    std::string why;
+    if (!later_others.empty())
+      why = fmt::format("op {} ({}) reads the whole table", later_others[0]->name,
+                        later_others[0]->type);
+    else if (t.update)
+      why = UpdateRefusal(g, t, update_of);
+    if (!why.empty())
+      Fail(ErrorKind::kUnimplemented,
+           "embedding table '{}' {}: splitting tables by rows over the replicas "
+           "(shard_embedding_rows) needs a table that only sparse lookups read and a row "
+           "update writes (sgd, adagrad or adam on is_sparse / sparse=True lookups, without "
+           "gradient accumulation or a regularizer on the table); turn shard_embedding_rows "
+           "off",
+           s->name, why);
+    tables.push_back(std::move(t));
+  }
+  return tables;
+}
+
+// `ids` itself, or where it is the driver's all_gather(reshape(x)) of the
+// ids x of one lookup (its row gradient's), the forward's gather of x: the
+// same values, gathered once.
+ir::Value* ForwardGather(ir::Value* ids, const std::map<const ir::Value*, ir::Value*>& gathered) {
+  const ir::Op* all = ids->producer;
+  if (!all || !all->is(ir::Opcode::all_gather) || !all->input(0)->producer ||
+      !all->input(0)->producer->is(ir::Opcode::reshape))
+    return ids;
+  auto it = gathered.find(all->input(0)->producer->input(0));
+  return it != gathered.end() && it->second->dtype() == ids->dtype() &&
+                 it->second->shape() == ids->shape()
+             ? it->second
+             : ids;
+}
+
+}  // namespace
+
+int ShardEmbeddingRows(ir::Graph& g, const ShardOptions& o, std::vector<ShardedState>* out,
+                       std::string* detail) {
+  std::map<std::string, int> kept;
+  std::vector<Table> tables = FindTables(g, o, &kept);
+  const int64_t parts = o.replicas;
+  auto flat = [&](ir::Value* v) {
+    return g.Add1("reshape", {v}, {{"shape", Shape{NumElements(v->shape())}}});
+  };
+  // Every replica's ids of a lookup, once per ids value: the row update's
+  // gathered ids are the same values when they are one lookup's.
+  std::map<const ir::Value*, ir::Value*> gathered;
+  auto gather = [&](ir::Value* ids) {
+    ir::Value*& all = gathered[ids];
+    if (!all)
+      all = g.Add1("all_gather", {flat(ids)},
+                   {{"parts", parts},
+                    {"rank", int64_t{o.rank}},
+                    {"size", NumElements(ids->shape()) * parts}});
+    return all;
+  };
+  std::vector<ir::Value*> replaced;
+  size_t whole_bytes = 0, part_bytes = 0;
+  for (Table& t : tables) {
+    ir::Value* table = t.state;
+    const int64_t vocab = table->shape()[0], width = table->shape()[1];
+    const PartRange rows = PartOf(vocab, o.replicas, o.rank);
+    const ir::TensorType part_type{table->dtype(), {rows.size(), width}};
+    auto split = [&](ir::Value* s) {
+      out->push_back({s->name, s->type, {rows.begin * width, rows.end * width}, width});
+      replaced.push_back(s);
+      whole_bytes += s->bytes();
+      part_bytes += part_type.bytes();
+      return g.AddState(s->name, part_type);
+    };
+    ir::Value* part = split(table);
+    for (ir::Op* lookup : t.lookups) {
+      g.SetInsertionPoint(lookup);
+      ir::Value* ids = lookup->input(1);
+      const int64_t n = NumElements(ids->shape());
+      ir::AttrMap attrs = lookup->attrs;
+      attrs.Set("table_rows", vocab);
+      attrs.Set("row_begin", rows.begin);
+      ir::Value* found = g.Add1("embedding", {part, gather(ids)}, attrs);
+      ir::Value* mine = g.Add1(
+          "reduce_scatter", {g.Add1("reshape", {found}, {{"shape", Shape{parts * n * width}}})},
+          {{"reduction", "sum"}, {"scale", 1.0}, {"parts", parts}, {"rank", int64_t{o.rank}}});
+      g.ReplaceAllUses(lookup->output(0),
+                       g.Add1("reshape", {mine}, {{"shape", lookup->output(0)->shape()}}));
+    }
+    if (!t.update) continue;
+    ir::Op* op = t.update;
+    g.SetInsertionPoint(op);
+    std::vector<ir::Value*> inputs = op->inputs;
+    inputs[0] = part;
+    ir::AttrMap attrs = op->attrs;
+    if (ir::IsRowOptimizerOp(op->type)) {
+      inputs.back() = ForwardGather(inputs.back(), gathered);
+      attrs.Set("table_rows", vocab);
+      attrs.Set("row_begin", rows.begin);
+    } else {
+      // The part's rows of the dense gradient.
+      const ir::RowGradient r = *ir::AsRowGradient(op->input(1));
+      inputs[1] = g.Add1(
+          "embedding_grad", {ForwardGather(r.ids, gathered), r.rows},
+          {{"rows", rows.size()}, {"padding_idx", r.padding_idx}, {"row_begin", rows.begin}});
+    }
+    for (const auto& [i, k] : t.states) inputs[i] = split(op->input(i));
+    ir::Op* updated = g.AddOp(op->type, inputs, attrs, op->name + " (rows split)");
+    g.SetStateUpdate(part, updated->output(0));
+    for (size_t k = 1; k < op->outputs.size(); ++k) {
+      const size_t i = ir::OptimizerUpdatedInput(k);
+      if (inputs[i] != op->input(i))
+        g.SetStateUpdate(inputs[i], updated->output(k));
+      else
+        g.ReplaceAllUses(op->output(k), updated->output(k));
+    }
+  }
+  g.SetInsertionPoint(nullptr);
+  for (ir::Value* s : replaced) g.RemoveState(s);
+  g.RemoveDeadCode();
+  *detail = fmt::format(
+      "{} embedding tables split by rows over {} replicas (this is part {}): {} state tensors, "
+      "{:.3f} MB -> {:.3f} MB",
+      tables.size(), o.replicas, o.rank, replaced.size(), whole_bytes / 1e6, part_bytes / 1e6);
+  for (const auto& [why, count] : kept) *detail += fmt::format("; kept whole: {} x{}", why, count);
+  return static_cast<int>(tables.size());
+}
+
+}  // namespace tiller::passes
