@@ -14,6 +14,9 @@ cross-entropy) trained with Adagrad, batch 2048, one id per slot:
                 torch.optim.Adagrad (which takes sparse gradients), in
                 .venv-torch (skipped with a note when it is missing;
                 scripts/setup_torch.sh makes it)
+  tiller-cap1g  Tiller on a device of 1 GB (device_profile cpu:1GB): the
+                tables that do not fit stay in host memory and the rows a
+                step touches move (compile/plan.h)
   tiller-RxT    Tiller with R data-parallel replicas of T threads each
                 (the program is one replica's: batch / R examples), the
                 tables replicated (each replica updates all of every table
@@ -155,6 +158,10 @@ def run_paddle_or_tiller(args, cfg) -> dict:
                             "replicated_graph_count": replicas})
         if rows:
             options["shard_embedding_rows"] = True
+        # tiller-cap1g: the device's capacity 1 GB (device_profile): tables
+        # that do not fit stay in host memory, their touched rows streamed.
+        if args.engine == "tiller-cap1g":
+            options["device_profile"] = "cpu:1GB"
         strategy.set_options(options)
         t0 = time.perf_counter()
         prog = tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=strategy).compile(
@@ -300,6 +307,9 @@ def main():
         for peer in ("paddle", "torch", "tiller-dense"):
             if peer in results:
                 print(f"tiller / {peer}: {t / results[peer]['examples_s']:.2f}x throughput")
+    if "tiller" in results and "tiller-cap1g" in results:
+        print(f"tiller-cap1g / tiller: {results['tiller-cap1g']['examples_s'] / results['tiller']['examples_s']:.2f}x "
+              "throughput (tables in host memory / in device memory)")
     one = results.get("tiller-1x1")
     for engine, res in results.items():
         if one and engine.startswith("tiller-") and engine != "tiller-1x1" and "x" in engine:

@@ -20,14 +20,18 @@ constexpr double kMB = 1e6, kGB = 1e9, kT = 1e12;
 // and 47.5 TB/s of in-processor memory per IPU, 320 GB/s of IPU-Links);
 // Bow IPU (87.5 TFLOP/s float32, 65 TB/s); H200 SXM (67 TFLOP/s float32
 // without tensor cores, 141 GB at 4.8 TB/s, NVLink 900 GB/s).
+// Host memory: an IPU-M2000 has up to 448 GB of streaming memory for its 4
+// IPUs (112 GB each) over its 100 Gb/s links (2 x 12.5 GB/s per IPU); an
+// H200's host is this machine, over PCIe 5 x16 (64 GB/s each way).
 std::vector<DeviceProfile> Accelerators() {
+  const auto host = static_cast<size_t>(PhysicalMemoryBytes());
   return {
       {"ipu-mk2", "Graphcore GC200 IPU (spec-sheet float32 peak)", static_cast<size_t>(900 * kMB),
-       62.5 * kT, 47.5 * kT, 320 * kGB, false},
+       62.5 * kT, 47.5 * kT, 320 * kGB, false, 25 * kGB, static_cast<size_t>(112 * kGB)},
       {"ipu-bow", "Graphcore Bow IPU (spec-sheet float32 peak)", static_cast<size_t>(900 * kMB),
-       87.5 * kT, 65 * kT, 320 * kGB, false},
+       87.5 * kT, 65 * kT, 320 * kGB, false, 25 * kGB, static_cast<size_t>(112 * kGB)},
       {"h200", "NVIDIA H200 SXM (spec-sheet float32 peak, no tensor cores)",
-       static_cast<size_t>(141 * kGB), 67 * kT, 4.8 * kT, 900 * kGB, false},
+       static_cast<size_t>(141 * kGB), 67 * kT, 4.8 * kT, 900 * kGB, false, 64 * kGB, host},
   };
 }
 
@@ -80,8 +84,11 @@ DeviceProfile MeasureCpu(int threads) {
     Fill(*exe);
     p.bandwidth = 3.0 * n * sizeof(float) / BestRun(*exe, 3);
   }
-  // Devices on one CPU copy through its memory.
+  // Devices on one CPU copy through its memory, which is also the host
+  // memory its streamed tables stay in.
   p.link = p.bandwidth;
+  p.host_link = p.bandwidth;
+  p.host_memory_bytes = p.memory_bytes;
   p.description = fmt::format("this machine's CPU, {} thread{} per device, rates measured now",
                               threads, threads == 1 ? "" : "s");
   return p;

@@ -6,6 +6,9 @@
 //   ipu-mk2  Graphcore GC200: 900 MB of in-processor memory
 //   ipu-bow  Graphcore Bow IPU: 900 MB, faster clock
 //   h200     NVIDIA H200 SXM: 141 GB of HBM3e
+// Each has a host memory for tables streamed from it: this machine's
+// memory over the CPU's bandwidth (cpu), PCIe 5 x16 (h200), the IPU-M2000's
+// streaming memory (ipu-*).
 // The accelerators' rates are their spec sheets' peaks for float32 (Tiller
 // computes in float32 until mixed precision lands), so their predicted
 // times are lower bounds.
@@ -25,6 +28,12 @@ struct DeviceProfile {
   double bandwidth = 0;     // bytes/s of memory-bound ops
   double link = 0;          // bytes/s between two devices (copies, collectives)
   bool measured = false;    // rates measured on this machine (cpu)
+  // Memory outside the device that embedding tables too large for it are
+  // kept in (the IPU's streaming memory, a GPU's host), and bytes/s between
+  // it and the device: the planner streams the rows a step touches
+  // (compile/plan.h).
+  double host_link = 0;
+  size_t host_memory_bytes = 0;
 };
 
 // The known profile names, in the order above.

@@ -123,6 +123,99 @@ const ir::Value* Root(const ir::Value* v) {
   return v;
 }
 
+// An embedding table the planner can keep in host memory: only lookups
+// read it and row updates that touch only the looked-up rows (not
+// non-lazy adam_rows, which moves every row) write it, all on one device.
+struct StreamableTable {
+  const ir::Value* table = nullptr;
+  int device = -1;
+  size_t weights = 0, optimizer = 0;  // the table; its update's per-element state
+  double lookup_bytes = 0;            // rows moved in per micro-batch
+  double update_bytes = 0;            // rows moved in and out per update
+  size_t bytes() const { return weights + optimizer; }
+};
+
+std::vector<StreamableTable> StreamableTables(const ir::Graph& g) {
+  std::map<const ir::Value*, StreamableTable> found;
+  std::set<const ir::Value*> refused;
+  auto refuse = [&](const ir::Value* v) {
+    refused.insert(v);
+    found.erase(v);
+  };
+  for (const auto& op : g.ops()) {
+    const bool lookup = op->is(ir::Opcode::embedding);
+    const bool row_update = ir::IsRowOptimizerOp(op->type);
+    const ir::Value* table = (lookup || row_update) ? Root(op->inputs[0]) : nullptr;
+    // Any other reader of a table keeps it on the device.
+    for (size_t i = 0; i < op->inputs.size(); ++i) {
+      const ir::Value* in = Root(op->inputs[i]);
+      if (!in || in->shape().size() != 2 || in == table) continue;
+      const bool update_state = row_update && i >= 3 && in->shape() == table->shape();
+      if (!update_state) refuse(in);
+    }
+    if (!table || refused.count(table) || table->shape().size() != 2 ||
+        !(table->kind == ir::ValueKind::kState || table->is_weight()))
+      continue;
+    StreamableTable& t = found[table];
+    if (t.table && t.device != op->device) {
+      refuse(table);
+      continue;
+    }
+    t.table = table;
+    t.device = op->device;
+    if (lookup) {
+      t.lookup_bytes += static_cast<double>(op->outputs[0]->bytes());
+      continue;
+    }
+    if (op->is(ir::Opcode::adam_rows) && !op->GetBool("lazy")) {
+      refuse(table);
+      continue;
+    }
+    // The gradient's rows and ids come in; each table-shaped operand's
+    // touched rows go in and out.
+    const double rows = static_cast<double>(op->inputs[1]->bytes());
+    t.update_bytes += rows + static_cast<double>(op->inputs.back()->bytes());
+    t.weights = table->bytes();
+    for (size_t i = 0; i < op->inputs.size(); ++i) {
+      const ir::Value* in = Root(op->inputs[i]);
+      if (in && in->shape() == table->shape()) {
+        t.update_bytes += 2 * rows;
+        if (i >= 3) t.optimizer += in->bytes();
+      }
+    }
+  }
+  std::vector<StreamableTable> out;
+  for (auto& [v, t] : found) {
+    if (refused.count(v)) continue;
+    if (!t.weights) t.weights = v->bytes();  // read only (inference, or frozen)
+    out.push_back(t);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const StreamableTable& a, const StreamableTable& b) { return a.bytes() > b.bytes(); });
+  return out;
+}
+
+// Keeps tables of devices that do not fit in host memory (StepPlan's
+// comment), largest first, until each fits; prices the rows they move.
+void StreamTables(StepPlan& plan, const ir::Graph& g) {
+  const DeviceProfile& p = plan.profile;
+  if (!p.memory_bytes || p.host_link <= 0) return;
+  for (const StreamableTable& t : StreamableTables(g)) {
+    DevicePlan& d = plan.devices.at(t.device);
+    if (d.peak() <= p.memory_bytes) continue;
+    d.weights -= std::min(d.weights, t.weights);
+    d.optimizer -= std::min(d.optimizer, t.optimizer);
+    d.streamed += t.bytes();
+    d.streamed_tables.emplace_back(t.table->name, t.bytes());
+    d.streamed_bytes += t.lookup_bytes + t.update_bytes / std::max(plan.shape.accumulation, 1);
+    d.forward_s += t.lookup_bytes / p.host_link;
+    d.update_s += t.update_bytes / p.host_link;
+    d.streamed_s += t.lookup_bytes / p.host_link + t.update_bytes / p.host_link;
+    // What a device that still does not fit names: what it kept.
+    std::erase_if(d.largest, [&](const auto& l) { return l.first == t.table->name; });
+  }
+}
+
 }  // namespace
 
 std::vector<DevicePlan> StateByDevice(const CompiledStep& step) {
@@ -234,6 +327,7 @@ StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const 
         break;
     }
   }
+  StreamTables(plan, g);
   double sum_fb = 0, max_fb = 0, sum_u = 0;
   for (const DevicePlan& dp : plan.devices) {
     sum_fb += dp.forward_s + dp.backward_s;
@@ -248,9 +342,16 @@ StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const 
   return plan;
 }
 
+size_t StepPlan::HostBytes() const {
+  size_t bytes = 0;
+  for (const DevicePlan& d : devices) bytes += d.streamed;
+  return bytes * static_cast<size_t>(std::max(shape.replicas / std::max(shape.ranks, 1), 1));
+}
+
 bool StepPlan::Fits() const {
   return std::all_of(devices.begin(), devices.end(),
-                     [&](const DevicePlan& d) { return d.peak() <= profile.memory_bytes; });
+                     [&](const DevicePlan& d) { return d.peak() <= profile.memory_bytes; }) &&
+         HostBytes() <= profile.host_memory_bytes;
 }
 
 std::string StepPlan::Format() const {
@@ -322,6 +423,25 @@ std::string StepPlan::Format() const {
         s.replicas, s.replicas * (window_s - collective_s) / window_s,
         Percent((window_s - collective_s) / window_s));
   }
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const DevicePlan& p = devices[d];
+    if (p.streamed_tables.empty()) continue;
+    std::string names;
+    for (size_t i = 0; i < p.streamed_tables.size(); ++i) {
+      if (i == 3) {
+        names += fmt::format(" and {} more", p.streamed_tables.size() - 3);
+        break;
+      }
+      names += fmt::format("{}'{}' {}", i ? ", " : "", p.streamed_tables[i].first,
+                           FormatBytes(p.streamed_tables[i].second));
+    }
+    out += fmt::format(
+        "  device {} keeps {} table{} in host memory ({} with optimizer state: {}); it moves "
+        "{} of rows per micro-batch over the {}/s host link, {}\n",
+        d, p.streamed_tables.size(), p.streamed_tables.size() == 1 ? "" : "s",
+        FormatBytes(p.streamed), names, FormatBytes(p.streamed_bytes),
+        FormatBytes(profile.host_link), Seconds(p.streamed_s));
+  }
   out += fmt::format("predicted step time: {} per {}, {} per run; pipeline bubble {}\n",
                      Seconds(window_s), s.training ? "update" : "window", Seconds(run_s),
                      devices.size() > 1 ? Percent(bubble) : std::string("- (one device)"));
@@ -337,6 +457,22 @@ std::string StepPlan::Format() const {
         "micro-batch lower it)\n",
         d, FormatBytes(p.peak()), profile.name, FormatBytes(profile.memory_bytes),
         largest.empty() ? "none" : largest);
+  }
+  if (HostBytes() > profile.host_memory_bytes) {
+    std::vector<std::pair<std::string, size_t>> tables;
+    for (const DevicePlan& p : devices)
+      tables.insert(tables.end(), p.streamed_tables.begin(), p.streamed_tables.end());
+    std::sort(tables.begin(), tables.end(),
+              [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::string largest;
+    for (size_t i = 0; i < tables.size() && i < 3; ++i)
+      largest += fmt::format("{}'{}' {}", i ? ", " : "", tables[i].first,
+                             FormatBytes(tables[i].second));
+    out += fmt::format(
+        "host memory does not fit: the tables kept there need {}, the {} host holds {}; the "
+        "largest (with optimizer state): {} (smaller tables, or more processes with "
+        "shard_embedding_rows, lower it)\n",
+        FormatBytes(HostBytes()), profile.name, FormatBytes(profile.host_memory_bytes), largest);
   }
   return out;
 }

@@ -13,6 +13,14 @@
 // of the first op that reads it; inference weights (constants) to every
 // device that reads them.
 //
+// Tables streamed from host memory (the IPU's streaming memory): where a
+// device does not fit, its embedding tables that only lookups read and row
+// updates (sgd_rows, ...) write, largest first, with their optimizer state,
+// are kept in the profile's host memory until it fits; each step moves the
+// rows its lookups read in and the rows its updates touch in and out, over
+// profile.host_link (priced into the forward and update). A plan fits when
+// every device does and the streamed tables fit the host memory.
+//
 // Time: each op costs flops / profile.flops + bytes touched /
 // profile.bandwidth; copies move bytes over profile.link; a collective of B
 // bytes over R replicas costs a ring's steps: (R-1)/R x B / link + (R-1) x
@@ -74,6 +82,14 @@ struct DevicePlan {
   // The largest states on the device (name, bytes), largest first, at most
   // three: what a plan that does not fit names.
   std::vector<std::pair<std::string, size_t>> largest;
+  // Tables kept in host memory (not in the columns above): each table's
+  // name and bytes with its optimizer state, largest first; the bytes in
+  // all, and the rows moved between host and device per micro-batch
+  // (lookups and, per update, row updates) and their seconds (in
+  // forward_s and update_s).
+  std::vector<std::pair<std::string, size_t>> streamed_tables;
+  size_t streamed = 0;
+  double streamed_bytes = 0, streamed_s = 0;
   size_t state() const { return weights + optimizer + gradients + other; }
   size_t peak() const { return state() + static_cast<size_t>(in_flight) * arena; }
 };
@@ -87,7 +103,11 @@ struct StepPlan {
   double bubble = 0;                // share of device time idle (forward / backward part)
   // The table the planner prints, and a line per device that does not fit.
   std::string Format() const;
-  // Whether every device's peak is within the profile's memory.
+  // The streamed tables of every replica of this process (each holds its
+  // own), in the profile's host memory.
+  size_t HostBytes() const;
+  // Whether every device's peak is within the profile's memory, and the
+  // streamed tables within its host memory.
   bool Fits() const;
   // Throws kInvalidArgument with Format() when a device does not fit.
   void CheckFits() const;
