@@ -136,7 +136,10 @@ VarInfo PirReader::VarFromType(const std::string& name, const json* type) const 
   VarInfo v;
   v.name = name;
   v.is_dense_tensor = false;
-  if (!type || !type->is_object() || type->value("#", "") != "0.t_dtensor") return v;
+  const std::string kind = type && type->is_object() ? type->value("#", "") : "";
+  // A sparse COO tensor (paddle.sparse): legacy VarType 30, SPARSE_COO.
+  if (kind == "1.t_sparse_coo_tensor") v.var_type = 30;
+  if (kind != "0.t_dtensor" && kind != "1.t_sparse_coo_tensor") return v;
   const json& d = Field(*type, "D");
   if (!d.is_array() || d.size() < 2) Corrupt(fmt::format("bad tensor type of '{}'", name));
   static const std::map<std::string, DType> kTypes = {
@@ -148,7 +151,7 @@ VarInfo PirReader::VarFromType(const std::string& name, const json* type) const 
   v.dims = ToInt64s(d[1]);
   if (it == kTypes.end()) return v;  // complex and other element types
   v.dtype = it->second;
-  v.is_dense_tensor = true;
+  v.is_dense_tensor = v.var_type != 30;
   return v;
 }
 

@@ -112,8 +112,9 @@ void PirReader::Scan(const json& op) {
       Corrupt("parameter op without parameter_name");
     }
     values_[results[0].first].name = a[3].get<std::string>();
-  } else if (op_name_ == "1.data") {
-    if (results.size() != 1) Corrupt("data op must have one result");
+  } else if (op_name_ == "1.data" || op_name_ == "1.feed") {
+    // (feed: a program translated from the legacy form, its inputs by col.)
+    if (results.size() != 1) Corrupt(fmt::format("{} op must have one result", op_name_));
     values_[results[0].first].name = attrs.Str("name", values_[results[0].first].name);
   } else if (op_name_.size() > 3 && op_name_.rfind("1.", 0) == 0 && op_name_.back() == '_') {
     // In-place op (adam_, batch_norm_, scale_): result <X>Out overwrites
@@ -239,6 +240,10 @@ Program PirReader::Read(const json& root) {
     Emit(ops[i], static_cast<int>(i), prog);
   }
   op_index_ = -1;
+  // Inputs of feed ops by col, after any data ops'.
+  std::stable_sort(feed_cols_.begin(), feed_cols_.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [col, name] : feed_cols_) prog.feed_names.push_back(name);
 
   // Outputs by col; a fetch whose value kept its own name reads it through
   // an assign to the fetch name, so fetch_names are always variables.
@@ -313,6 +318,11 @@ void PirReader::Emit(const json& op, int index, Program& prog) {
     var.is_parameter = true;
     if (var.persistable) prog.param_names.push_back(var.name);
     AddVar(prog, var);
+    return;
+  }
+  if (op_name_ == "1.feed") {
+    add_result_vars();
+    feed_cols_.emplace_back(Attrs(op).Int("col", 0), values_.at(results[0].first).name);
     return;
   }
   if (op_name_ == "1.data") {

@@ -101,6 +101,7 @@ class PirReader {
   std::string op_name_;
   std::map<int64_t, Value> values_;
   std::vector<Fetch> fetches_;
+  std::vector<std::pair<int64_t, std::string>> feed_cols_;  // feed ops' (col, name)
   int64_t next_synthetic_ = int64_t{1} << 40;
   std::set<int> folded_constant_ops_;  // emitted op positions that may become dead
 };

@@ -68,8 +68,37 @@ ir::Value* TranslateContext::InOpt(const OpDesc& op, const std::string& slot, si
   const auto& args = op.Inputs(slot);
   if (idx >= args.size()) return nullptr;
   ir::Value* v = Lookup(args[idx]);
+  if (!v && coos_.count(args[idx]))
+    Unsupported(op,
+                "input {} = '{}' is a sparse COO tensor, which this op does not take "
+                "(to_dense() it first)",
+                slot, args[idx]);
   if (!v) Invalid(op, "input {} = '{}' is not produced by any earlier op", slot, args[idx]);
   return v;
+}
+
+bool TranslateContext::IsCoo(const OpDesc& op, const std::string& slot, size_t idx) const {
+  const auto& args = op.Inputs(slot);
+  return idx < args.size() && coos_.count(args[idx]);
+}
+
+const TranslateContext::Coo& TranslateContext::CooIn(const OpDesc& op, const std::string& slot,
+                                                     size_t idx) {
+  const auto& args = op.Inputs(slot);
+  if (idx >= args.size()) Invalid(op, "missing input slot {}[{}]", slot, idx);
+  auto it = coos_.find(args[idx]);
+  if (it == coos_.end()) {
+    if (Lookup(args[idx]))
+      Unsupported(op, "input {} = '{}' is a dense tensor; this op takes a sparse COO tensor", slot,
+                  args[idx]);
+    Invalid(op, "input {} = '{}' is not produced by any earlier op", slot, args[idx]);
+  }
+  return it->second;
+}
+
+void TranslateContext::SetCooOut(const OpDesc& op, const std::string& slot, Coo coo, size_t idx) {
+  const auto& args = op.Outputs(slot);
+  if (idx < args.size()) coos_[args[idx]] = std::move(coo);
 }
 
 ir::Value* TranslateContext::In(const OpDesc& op, const std::string& slot, size_t idx) {

@@ -58,6 +58,19 @@ class TranslateContext {
   void Bind(const std::string& var, ir::Value* v) { vars_[var] = v; }
   ir::Value* Lookup(const std::string& var) const;
 
+  // A paddle.sparse COO tensor (translate/sparse.cc): not an IR value of its
+  // own but its stored entries, indices int64 [rank, nnz] and values [nnz],
+  // side by side, with the dense shape. A dense input slot bound to one
+  // fails naming the op (to_dense() it first).
+  struct Coo {
+    ir::Value* indices = nullptr;
+    ir::Value* values = nullptr;
+    Shape shape;
+  };
+  const Coo& CooIn(const OpDesc& op, const std::string& slot, size_t idx = 0);
+  bool IsCoo(const OpDesc& op, const std::string& slot, size_t idx = 0) const;
+  void SetCooOut(const OpDesc& op, const std::string& slot, Coo coo, size_t idx = 0);
+
   // Adds an IR op named after the Paddle op it comes from.
   ir::Value* Add1(const OpDesc& op, const std::string& type, std::vector<ir::Value*> inputs,
                   ir::AttrMap attrs = {});
@@ -96,6 +109,7 @@ class TranslateContext {
   const Program& program_;
   ir::Graph& graph_;
   std::map<std::string, ir::Value*> vars_;
+  std::map<std::string, Coo> coos_;
   uint64_t random_seed_ = 0;
   bool training_ = false;
   bool no_bias_optimizer_ = false;
