@@ -33,13 +33,13 @@
   X(logical_xor) X(logsigmoid) X(logsumexp) X(matmul) X(matmul_accumulate) X(max) \
   X(max_pool2d_with_index) X(max_pool2d_with_index_grad) X(min) X(mish) X(mod) X(momentum) \
   X(mul) X(neg) X(not_equal) X(one_hot) X(pad_nd) X(pad_nd_grad) X(pool2d) X(pool2d_grad) \
-  X(pow) X(pow_scalar) X(prelu) X(print) X(quantize_linear) X(random_normal) X(random_uniform) \
+  X(pow) X(pow_scalar) X(prelu) X(print) X(put_along_axis) X(quantize_linear) X(random_normal) X(random_uniform) \
   X(rank_loss) X(reciprocal) X(recv) X(reduce_max) X(reduce_mean) X(reduce_min) X(reduce_prod) \
   X(reduce_scatter) X(reduce_sum) X(relu) X(relu6) X(reshape) X(restore) X(rmsprop) X(round) \
   X(rsqrt) X(scale) X(scale_tensor) X(selu) X(send) X(sgd) X(sgd_rows) X(sigmoid) X(sigmoid_cross_entropy) \
   X(sigmoid_cross_entropy_grad) X(sign) X(silu) X(sin) X(sinh) X(slice) X(slice_grad) \
   X(softmax) X(softmax_grad) X(softplus) X(softshrink) X(softsign) X(split) X(sqrt) X(square) \
-  X(stash) X(stochastic_cast) X(sub) X(swish) X(tan) X(tanh) X(tanh_shrink) X(thresholded_relu) \
+  X(stash) X(stochastic_cast) X(sub) X(swish) X(take_along_axis) X(tan) X(tanh) X(tanh_shrink) X(thresholded_relu) \
   X(top_k) X(transpose) X(update_loss_scaling) X(where) X(yolo_box)
 // clang-format on
 
