@@ -6,6 +6,7 @@
 
 #include "ir/graph.h"
 #include "ir/op_schema.h"
+#include "ir/ops/optimizer.h"
 
 namespace tiller::passes {
 
@@ -41,6 +42,21 @@ inline bool IsGraphOutput(const ir::Graph& g, const ir::Value* v) {
 
 // The single op using `v`, or nullptr when v has several users or is a graph
 // output (then an intermediate the pattern would remove is still needed).
+// After an optimizer op `op` was rewritten as `shard` with `inputs` (some
+// of its states replaced by parts): each replaced state is updated by
+// shard's output for it, and the others' outputs (beta powers) replace
+// op's. Output 0 (the weight) is the caller's.
+inline void RebindOptimizerStates(ir::Graph& g, const ir::Op& op, const ir::Op& shard,
+                                  const std::vector<ir::Value*>& inputs) {
+  for (size_t k = 1; k < op.outputs.size(); ++k) {
+    const size_t i = ir::OptimizerUpdatedInput(k);
+    if (inputs[i] != op.input(i))
+      g.SetStateUpdate(inputs[i], shard.output(k));
+    else
+      g.ReplaceAllUses(op.output(k), shard.output(k));
+  }
+}
+
 inline ir::Op* SoleUser(const ir::Graph& g, const ir::Value* v) {
   return v->users.size() == 1 && !IsGraphOutput(g, v) ? v->users[0] : nullptr;
 }

@@ -230,13 +230,7 @@ int ShardEmbeddingRows(ir::Graph& g, const ShardOptions& o, std::vector<ShardedS
     for (const auto& [i, k] : t.states) inputs[i] = split(op->input(i));
     ir::Op* updated = g.AddOp(op->type, inputs, attrs, op->name + " (rows split)");
     g.SetStateUpdate(part, updated->output(0));
-    for (size_t k = 1; k < op->outputs.size(); ++k) {
-      const size_t i = ir::OptimizerUpdatedInput(k);
-      if (inputs[i] != op->input(i))
-        g.SetStateUpdate(inputs[i], updated->output(k));
-      else
-        g.ReplaceAllUses(op->output(k), updated->output(k));
-    }
+    RebindOptimizerStates(g, *op, *updated, inputs);
   }
   g.SetInsertionPoint(nullptr);
   for (ir::Value* s : replaced) g.RemoveState(s);

@@ -25,16 +25,10 @@
 
 #include "ir/ops/optimizer.h"
 #include "passes/pass.h"
+#include "passes/pattern_utils.h"
 
 namespace tiller::passes {
 namespace {
-
-bool IsGraphOutput(const ir::Graph& g, const ir::Value* v) {
-  for (const auto& [name, out] : g.outputs()) {
-    if (out == v) return true;
-  }
-  return false;
-}
 
 // Why an optimizer op keeps its state whole; "" when it can be sharded.
 // `sharded` gets the per-element state inputs (with their output index).
@@ -125,13 +119,7 @@ int ShardOptimizerState(ir::Graph& g, const ShardOptions& o, std::vector<Sharded
         g.Add1("all_gather", {sharded->output(0)},
                {{"parts", int64_t{o.replicas}}, {"rank", int64_t{o.rank}}, {"size", n}});
     g.ReplaceAllUses(op->output(0), g.Add1("reshape", {gathered}, {{"shape", w->shape()}}));
-    for (size_t k = 1; k < op->outputs.size(); ++k) {
-      const size_t i = ir::OptimizerUpdatedInput(k);
-      if (inputs[i] != op->input(i))
-        g.SetStateUpdate(inputs[i], sharded->output(k));
-      else
-        g.ReplaceAllUses(op->output(k), sharded->output(k));
-    }
+    RebindOptimizerStates(g, *op, *sharded, inputs);
     ++rewritten;
   }
   g.SetInsertionPoint(nullptr);
