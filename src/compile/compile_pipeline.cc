@@ -62,10 +62,11 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
                return passes::ShardEmbeddingRows(g, {o.replicas, o.replica_rank, 0},
                                                  &step->sharded_states, detail);
              }),
-         PassPipeline::After({"shard_optimizer_state"},
-                             [replicas, rows = o.collectives.shard_embedding_rows](
-                                 const PassContext&) { return replicas && rows; })
-             .When("replicas > 1, shard_embedding_rows"));
+         PassPipeline::After({"shard_optimizer_state"}, [replicas,
+                                                         rows = o.collectives.shard_embedding_rows](
+                                                            const PassContext&) {
+           return replicas && rows;
+         }).When("replicas > 1, shard_embedding_rows"));
   const size_t bucket = static_cast<size_t>(o.collectives.all_reduce_bucket_bytes);
   p->Add(std::make_unique<LambdaPass>("bucket_all_reduce",
                                       "gradients' all_reduce ops -> a few messages",

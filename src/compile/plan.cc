@@ -190,8 +190,9 @@ std::vector<StreamableTable> StreamableTables(const ir::Graph& g) {
     if (!t.weights) t.weights = v->bytes();  // read only (inference, or frozen)
     out.push_back(t);
   }
-  std::sort(out.begin(), out.end(),
-            [](const StreamableTable& a, const StreamableTable& b) { return a.bytes() > b.bytes(); });
+  std::sort(out.begin(), out.end(), [](const StreamableTable& a, const StreamableTable& b) {
+    return a.bytes() > b.bytes();
+  });
   return out;
 }
 
@@ -466,8 +467,8 @@ std::string StepPlan::Format() const {
               [](const auto& a, const auto& b) { return a.second > b.second; });
     std::string largest;
     for (size_t i = 0; i < tables.size() && i < 3; ++i)
-      largest += fmt::format("{}'{}' {}", i ? ", " : "", tables[i].first,
-                             FormatBytes(tables[i].second));
+      largest +=
+          fmt::format("{}'{}' {}", i ? ", " : "", tables[i].first, FormatBytes(tables[i].second));
     out += fmt::format(
         "host memory does not fit: the tables kept there need {}, the {} host holds {}; the "
         "largest (with optimizer state): {} (smaller tables, or more processes with "
