@@ -27,8 +27,8 @@
 // exchange moves ids and looked-up rows instead of tables.
 //
 // The decision reads the forward part only (sparse lookups, no other
-// forward reader, V >= R), so an evaluation step splits the same tables as
-// the training step and both read the same parts. In training, such a
+// forward reader, not fetched, V >= R), so an evaluation step splits the
+// same tables as the training step and both read the same parts. In training, such a
 // table whose update does not take rows (an optimizer without a row form,
 // gradient accumulation's dense accumulator, a regularizer reading the
 // table, lamb's whole-table norms) fails, naming the table and the reader.
@@ -118,6 +118,12 @@ std::vector<Table> FindTables(const ir::Graph& g, const ShardOptions& o,
     }
     if (!forward_others.empty()) {
       ++(*kept)[fmt::format("read by {} too", forward_others[0]->type)];
+      continue;
+    }
+    // A fetched table (its value, or in training its new value) stays
+    // whole, in evaluation and training steps alike.
+    if (IsGraphOutput(g, s) || (t.update && IsGraphOutput(g, t.update->output(0)))) {
+      ++(*kept)["fetched"];
       continue;
     }
     if (s->shape()[0] < o.replicas) {

@@ -353,3 +353,41 @@ def test_refusals(refused, name, needles):
     assert "TillerError" in err, err
     missing = [n for n in needles if n not in err]
     assert not missing, f"{missing} not in: {err}"
+
+
+FETCHED = PRELUDE + r"""
+# A table the program fetches stays whole (its fetched value is the whole
+# table's), in the training step as in evaluation; the others split.
+main, startup = paddle.static.Program(), paddle.static.Program()
+with paddle.static.program_guard(main, startup):
+    ids = paddle.static.data("ids", [4, 2], "int64")
+    a, b = paddle.nn.Embedding(10, 4, sparse=True), paddle.nn.Embedding(12, 4, sparse=True)
+    loss = paddle.mean(a(ids) ** 2) + paddle.mean(b(ids) ** 2)
+    O.SGD(0.1).minimize(loss)
+scope = paddle.static.Scope()
+exe = paddle.static.Executor(paddle.CPUPlace())
+with paddle.static.scope_guard(scope):
+    exe.run(startup)
+s = tiller.IpuStrategy()
+s.set_graph_config(num_ipus=2, is_training=True, micro_batch_size=4)
+s.set_options({"enable_replicated_graphs": True, "replicated_graph_count": 2,
+               "shard_embedding_rows": True, "num_threads": 2})
+p = tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(["ids"], [loss, a.weight])
+out = p.run(feed={"ids": np.arange(16).reshape(8, 2) % 10})
+report = [l for l in p._session.summary().compile_report.splitlines() if "split by rows" in l]
+print("RESULTS" + json.dumps({"shape": list(np.asarray(out[1]).shape), "report": report}))
+"""
+
+
+@pytest.mark.parametrize("fmt", ["pir", "legacy"])
+def test_a_fetched_table_stays_whole(fmt):
+    env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0",
+               GLOG_minloglevel="2")
+    res = subprocess.run([sys.executable, "-c", FETCHED, str(ROOT / "python"), str(ROOT), "{}"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    line = [l for l in res.stdout.splitlines() if l.startswith("RESULTS")]
+    assert res.returncode == 0 and line, res.stderr[-3000:]
+    r = json.loads(line[0][len("RESULTS"):])
+    assert r["shape"][-2:] == [10, 4], r
+    assert r["report"] and "1 embedding tables split" in r["report"][0], r
+    assert "kept whole: fetched x1" in r["report"][0], r
