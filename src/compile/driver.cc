@@ -20,6 +20,7 @@
 #include "core/memory_cap.h"
 #include "ir/row_gradient.h"
 #include "passes/autodiff.h"
+#include "passes/pattern_utils.h"
 
 namespace tiller::compile {
 namespace {}  // namespace
@@ -91,11 +92,7 @@ ir::Value* GatherRowGradient(ir::Graph& g, ir::Value* grad, double scale, const 
   const int64_t n = NumElements(r.ids->shape()), width = r.rows->shape().back();
   // Collectives take one-dimensional parts: rows go flat.
   auto gather = [&](ir::Value* v) {
-    const int64_t count = NumElements(v->shape());
-    return g.Add1("all_gather", {g.Add1("reshape", {v}, {{"shape", Shape{count}}})},
-                  {{"parts", int64_t{o.replicas}},
-                   {"rank", int64_t{o.replica_rank}},
-                   {"size", count * o.replicas}});
+    return passes::AllGatherFlat(g, v, o.replicas, o.replica_rank);
   };
   r.ids = gather(r.ids);
   // Scaled before the gather: each replica scales its own rows (the same

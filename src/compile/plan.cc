@@ -184,9 +184,8 @@ std::vector<StreamableTable> StreamableTables(const ir::Graph& g) {
       }
     }
   }
-  std::vector<StreamableTable> out;
+  std::vector<StreamableTable> out;  // (refuse took the refused out of `found`)
   for (auto& [v, t] : found) {
-    if (refused.count(v)) continue;
     if (!t.weights) t.weights = v->bytes();  // read only (inference, or frozen)
     out.push_back(t);
   }
@@ -215,6 +214,16 @@ void StreamTables(StepPlan& plan, const ir::Graph& g) {
     // What a device that still does not fit names: what it kept.
     std::erase_if(d.largest, [&](const auto& l) { return l.first == t.table->name; });
   }
+}
+
+// "'a' 1.00 GB, 'b' 20.0 MB": the first `limit` of (name, bytes), and
+// " and N more" for the rest.
+std::string NamedBytes(const std::vector<std::pair<std::string, size_t>>& items, size_t limit) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < limit; ++i)
+    out += fmt::format("{}'{}' {}", i ? ", " : "", items[i].first, FormatBytes(items[i].second));
+  if (items.size() > limit) out += fmt::format(" and {} more", items.size() - limit);
+  return out;
 }
 
 }  // namespace
@@ -427,15 +436,7 @@ std::string StepPlan::Format() const {
   for (size_t d = 0; d < devices.size(); ++d) {
     const DevicePlan& p = devices[d];
     if (p.streamed_tables.empty()) continue;
-    std::string names;
-    for (size_t i = 0; i < p.streamed_tables.size(); ++i) {
-      if (i == 3) {
-        names += fmt::format(" and {} more", p.streamed_tables.size() - 3);
-        break;
-      }
-      names += fmt::format("{}'{}' {}", i ? ", " : "", p.streamed_tables[i].first,
-                           FormatBytes(p.streamed_tables[i].second));
-    }
+    const std::string names = NamedBytes(p.streamed_tables, 3);
     out += fmt::format(
         "  device {} keeps {} table{} in host memory ({} with optimizer state: {}); it moves "
         "{} of rows per micro-batch over the {}/s host link, {}\n",
@@ -449,9 +450,7 @@ std::string StepPlan::Format() const {
   for (size_t d = 0; d < devices.size(); ++d) {
     const DevicePlan& p = devices[d];
     if (p.peak() <= profile.memory_bytes) continue;
-    std::string largest;
-    for (const auto& [name, bytes] : p.largest)
-      largest += fmt::format("{}'{}' {}", largest.empty() ? "" : ", ", name, FormatBytes(bytes));
+    const std::string largest = NamedBytes(p.largest, p.largest.size());
     out += fmt::format(
         "device {} does not fit: it needs {}, a {} device holds {}; its largest state: {} "
         "(more devices per replica, replicated tensor sharding, recomputation or a smaller "
@@ -465,10 +464,8 @@ std::string StepPlan::Format() const {
       tables.insert(tables.end(), p.streamed_tables.begin(), p.streamed_tables.end());
     std::sort(tables.begin(), tables.end(),
               [](const auto& a, const auto& b) { return a.second > b.second; });
-    std::string largest;
-    for (size_t i = 0; i < tables.size() && i < 3; ++i)
-      largest +=
-          fmt::format("{}'{}' {}", i ? ", " : "", tables[i].first, FormatBytes(tables[i].second));
+    tables.resize(std::min<size_t>(tables.size(), 3));
+    const std::string largest = NamedBytes(tables, 3);
     out += fmt::format(
         "host memory does not fit: the tables kept there need {}, the {} host holds {}; the "
         "largest (with optimizer state): {} (smaller tables, or more processes with "

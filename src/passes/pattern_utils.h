@@ -57,6 +57,22 @@ inline void RebindOptimizerStates(ir::Graph& g, const ir::Op& op, const ir::Op& 
   }
 }
 
+// Every replica's `v` (of `parts`, this being `rank`), flattened and
+// concatenated in rank order: all_gather(reshape(v, [n])) -> [parts x n].
+inline ir::Value* AllGatherFlat(ir::Graph& g, ir::Value* v, int64_t parts, int64_t rank) {
+  const int64_t n = NumElements(v->shape());
+  return g.Add1("all_gather", {g.Add1("reshape", {v}, {{"shape", Shape{n}}})},
+                {{"parts", parts}, {"rank", rank}, {"size", n * parts}});
+}
+// The `v` an AllGatherFlat gathered, when `gathered` is one; else nullptr.
+inline const ir::Value* AllGatheredFrom(const ir::Value* gathered) {
+  const ir::Op* all = gathered->producer;
+  if (!all || !all->is(ir::Opcode::all_gather) || !all->input(0)->producer ||
+      !all->input(0)->producer->is(ir::Opcode::reshape))
+    return nullptr;
+  return all->input(0)->producer->input(0);
+}
+
 inline ir::Op* SoleUser(const ir::Graph& g, const ir::Value* v) {
   return v->users.size() == 1 && !IsGraphOutput(g, v) ? v->users[0] : nullptr;
 }

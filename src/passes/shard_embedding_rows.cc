@@ -154,11 +154,9 @@ std::vector<Table> FindTables(const ir::Graph& g, const ShardOptions& o,
 // ids x of one lookup (its row gradient's), the forward's gather of x: the
 // same values, gathered once.
 ir::Value* ForwardGather(ir::Value* ids, const std::map<const ir::Value*, ir::Value*>& gathered) {
-  const ir::Op* all = ids->producer;
-  if (!all || !all->is(ir::Opcode::all_gather) || !all->input(0)->producer ||
-      !all->input(0)->producer->is(ir::Opcode::reshape))
-    return ids;
-  auto it = gathered.find(all->input(0)->producer->input(0));
+  const ir::Value* lookup_ids = AllGatheredFrom(ids);
+  if (!lookup_ids) return ids;
+  auto it = gathered.find(lookup_ids);
   return it != gathered.end() && it->second->dtype() == ids->dtype() &&
                  it->second->shape() == ids->shape()
              ? it->second
@@ -172,19 +170,12 @@ int ShardEmbeddingRows(ir::Graph& g, const ShardOptions& o, std::vector<ShardedS
   std::map<std::string, int> kept;
   std::vector<Table> tables = FindTables(g, o, &kept);
   const int64_t parts = o.replicas;
-  auto flat = [&](ir::Value* v) {
-    return g.Add1("reshape", {v}, {{"shape", Shape{NumElements(v->shape())}}});
-  };
   // Every replica's ids of a lookup, once per ids value: the row update's
   // gathered ids are the same values when they are one lookup's.
   std::map<const ir::Value*, ir::Value*> gathered;
   auto gather = [&](ir::Value* ids) {
     ir::Value*& all = gathered[ids];
-    if (!all)
-      all = g.Add1("all_gather", {flat(ids)},
-                   {{"parts", parts},
-                    {"rank", int64_t{o.rank}},
-                    {"size", NumElements(ids->shape()) * parts}});
+    if (!all) all = AllGatherFlat(g, ids, parts, o.rank);
     return all;
   };
   std::vector<ir::Value*> replaced;

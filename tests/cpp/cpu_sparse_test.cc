@@ -43,13 +43,22 @@ Value* Table(Graph& g, const char* name) {
   return g.AddInput(name, {DType::kF32, {kV, kD}});
 }
 
-TEST(CpuKernelRowOptimizers, SgdAndAdagradMoveOnlyTheMergedRows) {
-  std::vector<float> p = RandF(kV * kD), rows = RandF(kN * kD), lr = {0.1f};
+// What the sgd / adagrad tests share: a random table p, Adagrad moment m
+// and rows of kIds, a learning rate, and a graph whose inputs ids, rows
+// and lr the ops under test read.
+struct RowUpdateCase {
+  explicit RowUpdateCase(float learning_rate) : lr{learning_rate} {}
+  std::vector<float> p = RandF(kV * kD), rows = RandF(kN * kD), lr;
   std::vector<float> m = RandF(kV * kD, 0.1f, 1.0f);
   Graph g;
   Value* ids = g.AddInput("ids", {DType::kI64, {kN}});
   Value* r = g.AddInput("rows", {DType::kF32, {kN, kD}});
   Value* l = g.AddInput("lr", {DType::kF32, {1}});
+};
+
+TEST(CpuKernelRowOptimizers, SgdAndAdagradMoveOnlyTheMergedRows) {
+  RowUpdateCase c(0.1f);
+  auto& [p, rows, lr, m, g, ids, r, l] = c;
   ir::Op* sgd = g.AddOp("sgd_rows", {Table(g, "p"), r, l, ids}, {{"padding_idx", int64_t{0}}});
   ir::Op* ada = g.AddOp("adagrad_rows", {Table(g, "p2"), r, l, Table(g, "m"), ids},
                         {{"epsilon", 1e-6}, {"padding_idx", int64_t{0}}});
@@ -117,12 +126,8 @@ TEST(CpuKernelRowOptimizers, AdamLazyLeavesOtherRowsNonLazyMovesThemWithPlainEps
 // other part's ids, so the two add up to the whole table's lookup; each
 // part's adagrad_rows updates its own rows as the whole table's would.
 TEST(CpuKernelRowOptimizers, TablePartsAddUpToTheWholeTable) {
-  std::vector<float> p = RandF(kV * kD), rows = RandF(kN * kD), lr = {0.1f};
-  std::vector<float> m = RandF(kV * kD, 0.1f, 1.0f);
-  Graph g;
-  Value* ids = g.AddInput("ids", {DType::kI64, {kN}});
-  Value* r = g.AddInput("rows", {DType::kF32, {kN, kD}});
-  Value* l = g.AddInput("lr", {DType::kF32, {1}});
+  RowUpdateCase c(0.1f);
+  auto& [p, rows, lr, m, g, ids, r, l] = c;
   const ir::AttrMap pad = {{"padding_idx", int64_t{0}}};
   ir::Op* whole_lookup = g.AddOp("embedding", {Table(g, "w"), ids}, pad);
   ir::Op* whole_update = g.AddOp("adagrad_rows", {Table(g, "p"), r, l, Table(g, "m"), ids},

@@ -246,10 +246,8 @@ void InferEmbedding(InferContext& c) {
   const TensorType& table = c.input(0);
   const TensorType& ids = c.input(1);
   if (table.shape.size() != 2) c.Fail("table must be 2-D, got {}", ShapeToString(table.shape));
-  const int64_t whole = c.op().GetInt("table_rows"), begin = c.op().GetInt("row_begin");
-  if (whole >= 0 ? begin < 0 || begin + table.shape[0] > whole : begin != 0)
-    c.Fail("rows [{}, {}) are not a part of a table of {} rows", begin, begin + table.shape[0],
-           whole);
+  if (const std::string p = ReadTablePart(c.op(), table.shape[0]).Problem(); !p.empty())
+    c.Fail("{}", p);
   if (ids.dtype != DType::kI64 && ids.dtype != DType::kI32)
     c.Fail("ids must be int32 or int64, got {}", DTypeName(ids.dtype));
   Shape out = ids.shape;
@@ -331,12 +329,9 @@ const bool kSchemas = [] {
                        .Attr("data_format", "NCHW")
                        .Precision(kFollows)
                        .Layout(LayoutRule::kDataFormat));
-  RegisterOpSchema(OpSchema{"embedding", 2, 2, InferEmbedding}
-                       .Attr("padding_idx", kNoPadding)
+  RegisterOpSchema(WithTableAttrs(OpSchema{"embedding", 2, 2, InferEmbedding})
                        .Attr("sparse", false)
                        .Attr("padding_grad", false)
-                       .Attr("table_rows", int64_t{-1})
-                       .Attr("row_begin", int64_t{0})
                        .Precision(kFollows)
                        .Layout(kFixed));
   RegisterOpSchema(OpSchema{"embedding_grad", 2, 2, InferEmbeddingGrad}

@@ -29,6 +29,30 @@ std::string PoolWindowProblem(const Op& op) {
   return p.empty() ? ValuesAtLeastProblem("pads", op.GetInts("pads"), 4, 0) : p;
 }
 
+OpSchema WithTableAttrs(OpSchema s) {
+  return std::move(s.Attr("padding_idx", int64_t{-1})
+                       .Attr("table_rows", int64_t{-1})
+                       .Attr("row_begin", int64_t{0}));
+}
+
+TablePart ReadTablePart(const Op& op, int64_t rows) {
+  TablePart t;
+  const int64_t whole = op.GetInt("table_rows");
+  t.vocab = whole >= 0 ? whole : rows;
+  t.begin = op.GetInt("row_begin");
+  t.rows = rows;
+  const int64_t p = op.GetInt("padding_idx");
+  t.padding_row = p < -1 ? p + t.vocab : p;
+  return t;
+}
+
+std::string TablePart::Problem() const {
+  if (begin < 0 || begin + rows > vocab)
+    return fmt::format("rows [{}, {}) are not a part of a table of {} rows", begin, begin + rows,
+                       vocab);
+  return "";
+}
+
 ConvWindow ReadConvWindow(const Op& op) {
   return {op.GetInts("strides"), op.GetInts("pads"), op.GetInts("dilations"), op.GetInt("groups")};
 }

@@ -135,6 +135,24 @@ std::array<int64_t, 2> ConvTransposeEndPads(const Op& op, const Shape& x_nchw, c
 // attributes: offset 3, threshold 6, scale 6).
 bool PointwiseDepthwiseActivation(const std::string& a);
 
+// An embedding table operand (input 0 of embedding and of the row
+// optimizers sgd_rows, adagrad_rows, adam_rows) holding `rows` rows:
+//   padding_idx = -1 (none; Paddle's other negative values count from the
+//     end of the whole table), table_rows = -1 (the operand is the whole
+//     table; else the whole table's rows), row_begin = 0 (the whole table's
+//     row that the operand's row 0 holds: a table split by rows,
+//     passes/shard_embedding_rows.cc)
+OpSchema WithTableAttrs(OpSchema s);
+struct TablePart {
+  int64_t vocab = 0;  // the whole table's rows: ids are valid in [0, vocab)
+  int64_t begin = 0;  // the operand holds rows [begin, begin + rows)
+  int64_t rows = 0;
+  int64_t padding_row = -1;  // in the whole table; -1: none
+  // Empty when the rows are a part of the table; else what is wrong.
+  std::string Problem() const;
+};
+TablePart ReadTablePart(const Op& op, int64_t rows);
+
 // Output size of a convolution/pooling window along one dim.
 int64_t WindowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad_begin,
                          int64_t pad_end, int64_t dilation, bool ceil_mode);

@@ -74,6 +74,7 @@
 #include <string_view>
 
 #include "ir/op_schema.h"
+#include "ir/ops/op_helpers.h"
 
 namespace tiller::ir {
 namespace {
@@ -150,10 +151,8 @@ void InferRowOptimizer(InferContext& c, const Operands& l) {
       c.Fail("{} is {}, expected {}", OperandName(i), t.ToString(),
              one ? fmt::format("one {}", DTypeName(param.dtype)) : param.ToString());
   }
-  const int64_t whole = c.op().GetInt("table_rows"), begin = c.op().GetInt("row_begin");
-  if (whole >= 0 ? begin < 0 || begin + param.shape[0] > whole : begin != 0)
-    c.Fail("rows [{}, {}) are not a part of a table of {} rows", begin, begin + param.shape[0],
-           whole);
+  if (const std::string p = ReadTablePart(c.op(), param.shape[0]).Problem(); !p.empty())
+    c.Fail("{}", p);
   c.AddOutput(param);
   for (int k = 1; k < l.outputs - l.optional; ++k) c.AddOutput(c.input(OptimizerUpdatedInput(k)));
 }
@@ -229,9 +228,7 @@ const bool kRegistered = [] {
     DeclareAttrs(dense);
     s.attrs = dense.attrs;
     s.attrs_declared = true;
-    s.Attr("padding_idx", int64_t{-1})
-        .Attr("table_rows", int64_t{-1})
-        .Attr("row_begin", int64_t{0});
+    s = WithTableAttrs(std::move(s));
     if (std::string_view(row_name) == "adam_rows") s.Attr("lazy", true);
     s.Precision(PrecisionRule::kAlwaysF32).Layout(LayoutRule::kFixed);
     RegisterOpSchema(std::move(s).InPlaceSafe());

@@ -5,14 +5,10 @@
 // part of a table (table_rows, row_begin: ir/ops/nn.cc) takes ids of the
 // whole table and gives a zero row for those of other parts.
 #include "backends/cpu/kernels/kernel_utils.h"
+#include "ir/ops/op_helpers.h"
 
 namespace tiller::cpu {
 namespace {
-
-// The rows [begin, begin + rows) of a table of `vocab` rows.
-struct TablePart {
-  int64_t vocab, begin, rows;
-};
 
 constexpr int64_t kAhead = 8;  // lookups between a row's prefetch and its copy
 
@@ -21,7 +17,7 @@ constexpr int64_t kAhead = 8;  // lookups between a row's prefetch and its copy
 // where `row_bytes` says.
 template <int64_t kRowBytes, typename I>
 void Lookup(const KernelArgs& args, const std::byte* table, const I* ids, std::byte* out,
-            int64_t count, TablePart part, int64_t dynamic_row_bytes, int64_t padding_idx) {
+            int64_t count, const ir::TablePart& part, int64_t dynamic_row_bytes) {
   const int64_t row_bytes = kRowBytes ? kRowBytes : dynamic_row_bytes;
   ParallelRange(
       count, row_bytes / 4 + 1,
@@ -40,7 +36,7 @@ void Lookup(const KernelArgs& args, const std::byte* table, const I* ids, std::b
           // Unsigned: one compare tells whether the id is in the part.
           const auto local = static_cast<uint64_t>(id - part.begin);
           std::byte* dst = out + i * row_bytes;
-          if (local < static_cast<uint64_t>(part.rows) && id != padding_idx) {
+          if (local < static_cast<uint64_t>(part.rows) && id != part.padding_row) {
             std::memcpy(dst, table + static_cast<int64_t>(local) * row_bytes, row_bytes);
             continue;
           }
@@ -54,11 +50,9 @@ void Lookup(const KernelArgs& args, const std::byte* table, const I* ids, std::b
 
 std::unique_ptr<Kernel> MakeEmbedding(const ir::Op& op) {
   const Shape& ts = op.inputs[0]->shape();
-  const int64_t whole = op.GetInt("table_rows");
-  const TablePart part{whole >= 0 ? whole : ts[0], op.GetInt("row_begin"), ts[0]};
+  const ir::TablePart part = ir::ReadTablePart(op, ts[0]);
   int64_t row_bytes = ts[1] * static_cast<int64_t>(DTypeSize(InDType(op)));
   int64_t count = NumElements(op.inputs[1]->shape());
-  const int64_t padding_idx = PaddingRow(op, part.vocab);
   bool i64 = InDType(op, 1) == DType::kI64;
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     const auto* table = static_cast<const std::byte*>(args.inputs[0]);
@@ -68,13 +62,13 @@ std::unique_ptr<Kernel> MakeEmbedding(const ir::Op& op) {
       // Widths 16, 32 and 64 of float32 (the usual embedding widths).
       switch (row_bytes) {
         case 64:
-          return Lookup<64>(args, table, ids, out, count, part, row_bytes, padding_idx);
+          return Lookup<64>(args, table, ids, out, count, part, row_bytes);
         case 128:
-          return Lookup<128>(args, table, ids, out, count, part, row_bytes, padding_idx);
+          return Lookup<128>(args, table, ids, out, count, part, row_bytes);
         case 256:
-          return Lookup<256>(args, table, ids, out, count, part, row_bytes, padding_idx);
+          return Lookup<256>(args, table, ids, out, count, part, row_bytes);
         default:
-          return Lookup<0>(args, table, ids, out, count, part, row_bytes, padding_idx);
+          return Lookup<0>(args, table, ids, out, count, part, row_bytes);
       }
     };
     if (i64)

@@ -46,14 +46,6 @@ inline DType OutDType(const ir::Op& op, size_t i = 0) {
   return op.outputs[i]->dtype();
 }
 
-// The padding row of an op indexing a table of `rows` rows by id (its
-// padding_idx attribute): Paddle stores a negative padding_idx other than
-// -1 (none) relative to the end.
-inline int64_t PaddingRow(const ir::Op& op, int64_t rows) {
-  const int64_t p = op.GetInt("padding_idx");
-  return p < -1 ? p + rows : p;
-}
-
 // A shape seen as [outer, n, inner] around the op's `axis` attribute: rows
 // of n elements, inner apart. Rank 0 is one row of one element.
 struct RowLayout {

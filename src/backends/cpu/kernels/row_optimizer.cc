@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/kernel_utils.h"
+#include "ir/ops/op_helpers.h"
 
 namespace tiller::cpu {
 namespace {
@@ -64,14 +65,15 @@ struct Groups {
   int64_t count = 0;
 };
 
-// The ids of rows [begin, begin + rows) of a table of `vocab` rows,
-// grouped (an id outside [0, vocab) is reported and left out, one of
+// The ids of the part's rows [begin, begin + rows) of a table of `vocab`
+// rows, grouped (an id outside [0, vocab) is reported and left out, one of
 // another part left out). A hash table (open addressing, sized by the ids
 // kept) finds each id's group in O(1) expected time: sorting the positions
 // by id cost most of a small table's update.
 template <typename Id>
-Groups GroupRows(const KernelArgs& a, const Id* ids, int64_t n, int64_t vocab, int64_t begin,
-                 int64_t rows, int ids_operand) {
+Groups GroupRows(const KernelArgs& a, const Id* ids, int64_t n, const ir::TablePart& part,
+                 int ids_operand) {
+  const int64_t vocab = part.vocab, begin = part.begin, rows = part.rows;
   auto* order = static_cast<int64_t*>(a.workspace);
   int64_t* starts = order + n;  // counts first, then the groups' offsets
   int64_t* kept = starts + n + 1;
@@ -121,27 +123,23 @@ float* Updated(const KernelArgs& a, size_t in, size_t out, size_t bytes) {
   return o;
 }
 
-// Shapes and attributes every row kernel reads: the operand holds rows
-// [begin, begin + rows) of a table of `vocab` rows.
+// Shapes and attributes every row kernel reads: the operand's place in the
+// table (ir/ops/op_helpers.h), the width, the ids' count and operand.
 struct RowShape {
-  int64_t vocab, begin, rows, d, n;
-  int64_t padding_idx;
+  ir::TablePart part;
+  int64_t d, n;
   int ids_operand;
   bool i64;
   size_t table_bytes;
 };
 RowShape ReadRowShape(const ir::Op& op) {
   RowShape s;
-  s.rows = op.inputs[0]->shape()[0];
-  const int64_t whole = op.GetInt("table_rows");
-  s.vocab = whole >= 0 ? whole : s.rows;
-  s.begin = op.GetInt("row_begin");
+  s.part = ir::ReadTablePart(op, op.inputs[0]->shape()[0]);
   s.d = op.inputs[0]->shape()[1];
   s.ids_operand = static_cast<int>(op.inputs.size()) - 1;
   s.n = op.inputs.back()->shape()[0];
-  s.padding_idx = PaddingRow(op, s.vocab);
   s.i64 = op.inputs.back()->dtype() == DType::kI64;
-  s.table_bytes = static_cast<size_t>(s.rows * s.d) * sizeof(float);
+  s.table_bytes = static_cast<size_t>(s.part.rows * s.d) * sizeof(float);
   return s;
 }
 
@@ -158,7 +156,7 @@ void ForEachRow(const KernelArgs& a, const RowShape& s, const std::array<float*,
     using Id = decltype(id_tag);
     const auto* ids = static_cast<const Id*>(a.inputs[s.ids_operand]);
     const auto* rows = static_cast<const float*>(a.inputs[1]);
-    const Groups g = GroupRows(a, ids, s.n, s.vocab, s.begin, s.rows, s.ids_operand);
+    const Groups g = GroupRows(a, ids, s.n, s.part, s.ids_operand);
     float* merged = MergedRows(a, s.n);
     const size_t row_bytes = static_cast<size_t>(s.d) * sizeof(float);
     ParallelRange(
@@ -171,14 +169,14 @@ void ForEachRow(const KernelArgs& a, const RowShape& s, const std::array<float*,
               const int64_t ahead = static_cast<int64_t>(ids[g.order[g.starts[k + kAhead]]]);
               for (float* t : tables) {
                 if (!t) continue;
-                const float* row = t + (ahead - s.begin) * s.d;
+                const float* row = t + (ahead - s.part.begin) * s.d;
                 for (int64_t j = 0; j < s.d; j += 16) __builtin_prefetch(row + j, 1);
               }
             }
             float* sum = merged + k * s.d;
             const int64_t first = g.order[g.starts[k]];
             const int64_t id = static_cast<int64_t>(ids[first]);
-            if (id == s.padding_idx) {
+            if (id == s.part.padding_row) {
               std::memset(sum, 0, row_bytes);
             } else {
               std::memcpy(sum, rows + first * s.d, row_bytes);
@@ -187,7 +185,7 @@ void ForEachRow(const KernelArgs& a, const RowShape& s, const std::array<float*,
                 for (int64_t j = 0; j < s.d; ++j) sum[j] += src[j];
               }
             }
-            update(id - s.begin, sum);
+            update(id - s.part.begin, sum);
           }
         },
         1);
@@ -284,7 +282,7 @@ std::unique_ptr<Kernel> MakeAdamRows(const ir::Op& op) {
   const bool lazy = op.GetBool("lazy");
   // Not lazy: a byte per table row marks the rows the gradient holds.
   const size_t groups_bytes = GroupBytes(s.n, s.d);
-  const size_t workspace = groups_bytes + (lazy ? 0 : static_cast<size_t>(s.rows));
+  const size_t workspace = groups_bytes + (lazy ? 0 : static_cast<size_t>(s.part.rows));
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& a) {
         const auto f = [&](size_t i) { return static_cast<const float*>(a.inputs[i]); };
@@ -297,14 +295,14 @@ std::unique_ptr<Kernel> MakeAdamRows(const ir::Op& op) {
         float* m = Updated(a, 3, 1, s.table_bytes);
         float* v = Updated(a, 4, 2, s.table_bytes);
         auto* touched = static_cast<uint8_t*>(a.workspace) + groups_bytes;
-        if (!lazy) std::memset(touched, 0, static_cast<size_t>(s.rows));
+        if (!lazy) std::memset(touched, 0, static_cast<size_t>(s.part.rows));
         ForEachRow(a, s, {p, m, v}, [&](int64_t r, const float* g) {
           if (!lazy) touched[r] = 1;
           AdamRow<true>(co, p + r * s.d, m + r * s.d, v + r * s.d, g, eps_t, s.d);
         });
         if (!lazy) {
           ParallelRange(
-              s.rows, s.d * 8,
+              s.part.rows, s.d * 8,
               [&](int64_t b, int64_t e) {
                 for (int64_t r = b; r < e; ++r) {
                   if (!touched[r])

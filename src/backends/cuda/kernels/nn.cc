@@ -6,6 +6,7 @@
 #include "backends/cuda/kernels/kernels.h"
 #include "core/error.h"
 #include "ir/ops/attention_layout.h"
+#include "ir/ops/op_helpers.h"
 
 namespace tiller::cuda {
 namespace {
@@ -37,14 +38,9 @@ class EmbeddingKernel : public backend::Kernel {
   EmbeddingKernel(const ir::Op& op)
       : what_(fmt::format("cuda kernel embedding (op '{}')", op.name)) {
     const Shape& table = op.inputs[0]->shape();
-    part_rows_ = table[0];
-    const int64_t whole = op.GetInt("table_rows");
-    vocab_ = whole >= 0 ? whole : part_rows_;
-    row_begin_ = op.GetInt("row_begin");
+    part_ = ir::ReadTablePart(op, table[0]);
     row_bytes_ = table[1] * static_cast<int64_t>(DTypeSize(op.inputs[0]->dtype()));
     count_ = NumElements(op.inputs[1]->shape());
-    padding_idx_ = op.GetInt("padding_idx");
-    if (padding_idx_ < -1) padding_idx_ += vocab_;  // Paddle's negative index, from the end
     ids64_ = op.inputs[1]->dtype() == DType::kI64;
   }
   size_t workspace_bytes() const override { return 2 * sizeof(int64_t); }
@@ -52,18 +48,19 @@ class EmbeddingKernel : public backend::Kernel {
     auto s = static_cast<cudaStream_t>(CudaStreamOf(a.stream));
     auto* fault = static_cast<int64_t*>(a.workspace);
     Check(cudaMemsetAsync(fault, 0, 2 * sizeof(int64_t), s), what_);
-    LaunchEmbedding(a.inputs[0], row_bytes_, ids64_, a.inputs[1], a.outputs[0], count_, vocab_,
-                    row_begin_, part_rows_, padding_idx_, fault, s);
+    LaunchEmbedding(a.inputs[0], row_bytes_, ids64_, a.inputs[1], a.outputs[0], count_, part_.vocab,
+                    part_.begin, part_.rows, part_.padding_row, fault, s);
     Check(cudaGetLastError(), what_);
     int64_t host[2] = {0, 0};
     Check(cudaMemcpyAsync(host, fault, sizeof(host), cudaMemcpyDeviceToHost, s), what_);
     Check(cudaStreamSynchronize(s), what_);
-    if (host[0]) backend::RecordIndexFault(a, host[1], vocab_, 1);
+    if (host[0]) backend::RecordIndexFault(a, host[1], part_.vocab, 1);
   }
 
  private:
   std::string what_;
-  int64_t vocab_ = 0, row_begin_ = 0, part_rows_ = 0, row_bytes_ = 0, count_ = 0, padding_idx_ = -1;
+  ir::TablePart part_;
+  int64_t row_bytes_ = 0, count_ = 0;
   bool ids64_ = true;
 };
 
