@@ -165,9 +165,9 @@ void TrainingSession::Impl::GatherParts() {
   if (process_group && GroupSize() > options.replicas) {
     // The other processes' replicas hold the rest of each sharded state
     // (every process gathers, in the sorted order of the names).
-    for (const auto& [name, parts] : sharded) {
+    for (const auto& [name, sharding] : sharded) {
       runtime::StateTensor& st = states.at(name);
-      const int64_t unit = shard_unit.at(name);
+      const int64_t unit = sharding.unit;
       process_group->GatherParts(st.data.data(), NumElements(st.type.shape) / unit,
                                  DTypeSize(st.type.dtype) * unit, options.replicas);
     }
@@ -179,14 +179,15 @@ void* TrainingSession::Impl::PartStorage(int replica, const passes::ShardedState
   Replica& rep = replicas[replica];
   runtime::StateTensor& st = states.at(s.name);
   const size_t item = DTypeSize(st.type.dtype);
-  std::vector<PartRange>& parts = sharded[s.name];
+  Sharding& sharding = sharded[s.name];
+  std::vector<PartRange>& parts = sharding.parts;
   parts.resize(replicas.size());
   if (!rep.parts.count(s.name)) {
     TILLER_CHECK(s.whole == st.type && !parts_newer, "sharding state '{}' ({})", s.name,
                  st.type.ToString());
     rep.parts[s.name] = s.part.size() * item;
     parts[replica] = s.part;
-    shard_unit[s.name] = s.unit;
+    sharding.unit = s.unit;
     // The replica's whole copy is no longer used.
     rep.own_state.erase(s.name);
     rep.storage.erase(s.name);

@@ -80,8 +80,11 @@ struct TrainingSession::Impl {
   // Sharded states: each replica's elements of the flattened value, and
   // the elements per unit of the split (a table's width where it is split
   // by rows; passes::ShardedState::unit).
-  std::map<std::string, std::vector<PartRange>> sharded;
-  std::map<std::string, int64_t> shard_unit;
+  struct Sharding {
+    std::vector<PartRange> parts;
+    int64_t unit = 1;
+  };
+  std::map<std::string, Sharding> sharded;
   // Training ran since the parts were last gathered into `states`.
   bool parts_newer = false;
   // Stages on several processes (processes_per_replica): the rank whose
