@@ -1,7 +1,6 @@
-// take_along_axis and put_along_axis (ir/ops/along_axis.cc), any element
-// type of 4 or 8 bytes and bool-free arithmetic for add / mul, indices
-// int32|int64. Both see x as [outer, n, inner] around the axis and indices
-// as [outer, m, inner]. A negative index counts from the end; one outside
+// take_along_axis and put_along_axis (ir/ops/along_axis.cc), values
+// float32|float64|int32|int64, indices int32|int64. Both see x as [outer, n, inner] around the axis
+// and indices as [outer, m, inner]. A negative index counts from the end; one outside
 // [-n, n) is reported (backend::IndexFault) and left out: never read or
 // written.
 #include <cstring>
@@ -88,40 +87,21 @@ void Put(const KernelArgs& a, const AlongShape& s, Reduce reduce) {
       1);
 }
 
-template <template <typename, typename> class F, typename... Args>
-void ByTypes(DType t, DType i, Args&&... args) {
-  auto with = [&](auto value_tag) {
-    using T = decltype(value_tag);
-    if (i == DType::kI64)
-      F<T, int64_t>::Run(std::forward<Args>(args)...);
-    else
-      F<T, int32_t>::Run(std::forward<Args>(args)...);
-  };
-  switch (t) {
-    case DType::kF64:
-      return with(double{});
-    case DType::kI64:
-      return with(int64_t{});
-    case DType::kI32:
-      return with(int32_t{});
-    default:
-      return with(float{});
-  }
+// f(T{}, I{}) for the values' type `t` and the indices' type `i` (the
+// types the kernels register).
+template <typename F>
+void WithTypes(DType t, DType i, F&& f) {
+  DispatchDType<float, double, int32_t, int64_t>(t, [&](auto value) {
+    DispatchDType<int32_t, int64_t>(i, [&](auto index) { f(value, index); });
+  });
 }
-
-template <typename T, typename I>
-struct TakeFn {
-  static void Run(const KernelArgs& a, const AlongShape& s) { Take<T, I>(a, s); }
-};
-template <typename T, typename I>
-struct PutFn {
-  static void Run(const KernelArgs& a, const AlongShape& s, Reduce r) { Put<T, I>(a, s, r); }
-};
 
 std::unique_ptr<Kernel> MakeTake(const ir::Op& op) {
   const AlongShape s = ReadAlong(op);
   const DType t = op.inputs[0]->dtype(), i = op.inputs[1]->dtype();
-  return std::make_unique<LambdaKernel>([=](const KernelArgs& a) { ByTypes<TakeFn>(t, i, a, s); });
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
+    WithTypes(t, i, [&](auto v, auto x) { Take<decltype(v), decltype(x)>(a, s); });
+  });
 }
 
 std::unique_ptr<Kernel> MakePut(const ir::Op& op) {
@@ -129,8 +109,9 @@ std::unique_ptr<Kernel> MakePut(const ir::Op& op) {
   const DType t = op.inputs[0]->dtype(), i = op.inputs[1]->dtype();
   const std::string& name = op.GetStr("reduce");
   const Reduce r = name == "add" ? Reduce::kAdd : name == "mul" ? Reduce::kMul : Reduce::kAssign;
-  return std::make_unique<LambdaKernel>(
-      [=](const KernelArgs& a) { ByTypes<PutFn>(t, i, a, s, r); });
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
+    WithTypes(t, i, [&](auto v, auto x) { Put<decltype(v), decltype(x)>(a, s, r); });
+  });
 }
 
 const bool kRegistered = [] {
