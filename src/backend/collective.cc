@@ -25,7 +25,11 @@ namespace {
 class InProcessCollective : public Collective {
  public:
   explicit InProcessCollective(int ranks)
-      : ranks_(ranks), barrier_(ranks, ranks <= UsableCpus()), in_(ranks), out_(ranks) {}
+      : ranks_(ranks),
+        barrier_(ranks, ranks <= UsableCpus()),
+        in_(ranks),
+        out_(ranks),
+        lookups_(static_cast<size_t>(ranks)) {}
   int size() const override { return ranks_; }
 
   void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype,
@@ -72,6 +76,22 @@ class InProcessCollective : public Collective {
     Barrier();
   }
 
+  // Each rank copies its own ids' rows straight out of the owners' parts:
+  // no ids or rows travel, and no rank looks up another's ids. The parts
+  // stay as they are until every rank has read them (the second meeting).
+  void GatherRows(int rank, std::span<const RowLookup> lookups, void* /*workspace*/) override {
+    TILLER_CHECK(rank >= 0 && rank < ranks_, "rank {} of {}", rank, ranks_);
+    lookups_[rank] = lookups.data();
+    Barrier();
+    for (size_t t = 0; t < lookups.size(); ++t) {
+      const RowLookup& mine = lookups[t];
+      if (mine.ids64)
+        CopyRowsOf(t, mine, static_cast<const int64_t*>(mine.ids));
+      else
+        CopyRowsOf(t, mine, static_cast<const int32_t*>(mine.ids));
+    }
+    Barrier();
+  }
   void Broadcast(int rank, int root, void* buffer, size_t bytes) override {
     TILLER_CHECK(rank >= 0 && rank < ranks_ && root >= 0 && root < ranks_, "rank {} root {} of {}",
                  rank, root, ranks_);
@@ -133,15 +153,131 @@ class InProcessCollective : public Collective {
     });
   }
 
+  // Lookup t's rows out of every rank's part of its table. An id's owner
+  // is the last part that begins at or before it: with two ranks one
+  // compare, else a search of the parts' first rows (a division per id
+  // cost as much as the row's copy).
+  // kRowBytes: the rows' bytes where known at compile time (the copy then
+  // inlines), 0 where l.row_bytes says.
+  template <int64_t kRowBytes, typename I>
+  void CopyRows(size_t t, const RowLookup& l, const I* ids) {
+    constexpr int64_t kAhead = 8;  // rows between a prefetch and its copy
+    constexpr int kMaxRanks = 64;
+    int64_t begins[kMaxRanks + 1];
+    const std::byte* parts[kMaxRanks];
+    TILLER_CHECK(ranks_ <= kMaxRanks, "{} ranks in one process", ranks_);
+    const int64_t rb = kRowBytes ? kRowBytes : static_cast<int64_t>(l.row_bytes);
+    for (int r = 0; r < ranks_; ++r) {
+      begins[r] = PartOf(l.vocab, ranks_, r).begin;
+      parts[r] = static_cast<const std::byte*>(lookups_[static_cast<size_t>(r)][t].part);
+    }
+    begins[ranks_] = l.vocab;
+    auto locate = [&](int64_t id) {
+      int r = 0;
+      while (id >= begins[r + 1]) ++r;
+      return parts[r] + (id - begins[r]) * rb;
+    };
+    auto* out = static_cast<std::byte*>(l.out);
+    for (int64_t i = 0; i < l.n; ++i) {
+      if (i + kAhead < l.n) {
+        const auto ahead = static_cast<int64_t>(ids[i + kAhead]);
+        if (static_cast<uint64_t>(ahead) < static_cast<uint64_t>(l.vocab)) {
+          const std::byte* row = locate(ahead);
+          for (int64_t j = 0; j < rb; j += 64) __builtin_prefetch(row + j);
+        }
+      }
+      const auto id = static_cast<int64_t>(ids[i]);
+      std::byte* dst = out + i * rb;
+      if (static_cast<uint64_t>(id) >= static_cast<uint64_t>(l.vocab) || id == l.padding_row)
+        std::memset(dst, 0, rb);
+      else
+        std::memcpy(dst, locate(id), rb);
+    }
+  }
+
+  template <typename I>
+  void CopyRowsOf(size_t t, const RowLookup& l, const I* ids) {
+    switch (l.row_bytes) {  // float32 rows of 16, 32 and 64 (the usual widths)
+      case 64:
+        return CopyRows<64>(t, l, ids);
+      case 128:
+        return CopyRows<128>(t, l, ids);
+      case 256:
+        return CopyRows<256>(t, l, ids);
+      default:
+        return CopyRows<0>(t, l, ids);
+    }
+  }
+
   void Barrier() { barrier_.Wait(); }
 
   const int ranks_;
   RankBarrier barrier_;
   std::vector<const void*> in_;
   std::vector<void*> out_;
+  std::vector<const RowLookup*> lookups_;  // each rank's, published for GatherRows
 };
 
 }  // namespace
+
+// The default GatherRows moves every lookup in one message each way: the
+// ids of all lookups (as int64) in one all-gather, and each rank's rows of
+// all lookups as its part of one reduce-scatter. Workspace: this rank's ids,
+// every rank's ids, every rank's rows, and this rank's rows.
+size_t Collective::GatherRowsWorkspace(std::span<const RowLookup> lookups) const {
+  size_t ids = 0, rows = 0;
+  for (const RowLookup& l : lookups) {
+    ids += static_cast<size_t>(l.n) * sizeof(int64_t);
+    rows += static_cast<size_t>(l.n) * l.row_bytes;
+  }
+  const auto ranks = static_cast<size_t>(size());
+  return (ids + rows) * (ranks + 1);
+}
+
+void Collective::GatherRows(int rank, std::span<const RowLookup> lookups, void* workspace) {
+  const int ranks = size();
+  int64_t ids_per_rank = 0, floats_per_rank = 0;
+  for (const RowLookup& l : lookups) {
+    TILLER_CHECK(l.row_bytes % sizeof(float) == 0, "rows of {} bytes: float32 rows", l.row_bytes);
+    ids_per_rank += l.n;
+    floats_per_rank += l.n * static_cast<int64_t>(l.row_bytes / sizeof(float));
+  }
+  auto* mine = static_cast<int64_t*>(workspace);
+  int64_t* all_ids = mine + ids_per_rank;
+  auto* rows = reinterpret_cast<float*>(all_ids + ids_per_rank * ranks);
+  float* own = rows + floats_per_rank * ranks;
+  int64_t at = 0;
+  for (const RowLookup& l : lookups)
+    for (int64_t i = 0; i < l.n; ++i)
+      mine[at++] =
+          l.ids64 ? static_cast<const int64_t*>(l.ids)[i] : static_cast<const int32_t*>(l.ids)[i];
+  AllGather(rank, mine, all_ids, ids_per_rank * ranks, DType::kI64);
+  // Rank r's rows of every lookup, in lookup order, from r's ids: this
+  // rank's rows where it holds them, zeros elsewhere.
+  float* dst = rows;
+  for (int r = 0; r < ranks; ++r) {
+    const int64_t* ids = all_ids + ids_per_rank * r;
+    for (const RowLookup& l : lookups) {
+      const PartRange part = PartOf(l.vocab, ranks, rank);
+      const auto width = static_cast<int64_t>(l.row_bytes / sizeof(float));
+      for (int64_t i = 0; i < l.n; ++i, dst += width) {
+        const int64_t id = ids[i];
+        if (id >= part.begin && id < part.end && id != l.padding_row)
+          std::memcpy(dst, static_cast<const std::byte*>(l.part) + (id - part.begin) * width * 4,
+                      l.row_bytes);
+        else
+          std::memset(dst, 0, l.row_bytes);
+      }
+      ids += l.n;
+    }
+  }
+  // One rank holds each row: the sum is that row's bytes.
+  ReduceScatterSum(rank, rows, own, floats_per_rank * ranks, DType::kF32);
+  for (const RowLookup& l : lookups) {
+    std::memcpy(l.out, own, static_cast<size_t>(l.n) * l.row_bytes);
+    own += l.n * static_cast<int64_t>(l.row_bytes / sizeof(float));
+  }
+}
 
 int UsableCpus() {
 #ifdef __linux__

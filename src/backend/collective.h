@@ -11,13 +11,29 @@
 // pending and later calls throw instead of waiting for it forever.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/dtype.h"
 
 namespace tiller::backend {
+
+// One lookup of GatherRows: `n` ids (int64 or int32) into a table of
+// `vocab` rows of `row_bytes` split by rows over the group (rank r holds
+// rows PartOf(vocab, size(), r), this rank's in `part`); `out` gets n rows.
+struct RowLookup {
+  const void* part = nullptr;
+  const void* ids = nullptr;
+  bool ids64 = true;
+  int64_t n = 0;
+  int64_t vocab = 0;
+  int64_t padding_row = -1;  // a whole-table row that reads as zeros; -1: none
+  size_t row_bytes = 0;
+  void* out = nullptr;
+};
 
 class Collective {
  public:
@@ -38,6 +54,16 @@ class Collective {
   // tensor) concatenated into every rank's `out` (count elements). Any
   // dtype: the bytes are copied.
   virtual void AllGather(int rank, const void* in, void* out, int64_t count, DType dtype) = 0;
+  // For each lookup: out[i] = row ids[i] of the table, whichever rank holds
+  // it; zeros for the padding row and for an id outside [0, vocab) (which
+  // the caller reports: nothing outside a part is read). Every rank passes
+  // the same number of lookups with the same n, vocab and row_bytes each.
+  // This default moves every rank's ids to every rank, which looks them up
+  // in its part (zeros elsewhere), and reduce-scatters the float32 rows
+  // back (workspace: GatherRowsWorkspace bytes); ranks that share memory
+  // read each other's parts instead.
+  virtual void GatherRows(int rank, std::span<const RowLookup> lookups, void* workspace);
+  virtual size_t GatherRowsWorkspace(std::span<const RowLookup> lookups) const;
   // `bytes` bytes of rank `root`'s buffer into every other rank's `buffer`.
   virtual void Broadcast(int rank, int root, void* buffer, size_t bytes) = 0;
   // Ends every pending and later call of the group with kInternal "<why>"

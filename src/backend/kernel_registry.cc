@@ -102,8 +102,11 @@ std::vector<const Signature*> KernelSignatures(const std::string& backend,
 void FailIndexFault(const ir::Op& op, const IndexFault& fault) {
   const ir::Value* in = op.input(static_cast<size_t>(fault.operand()));
   // What the index selects from (an embedding's table, a gather's data),
-  // where that is another input: input 0.
-  const ir::Value* indexed = fault.operand() != 0 ? op.input(0) : nullptr;
+  // where that is another input: input 0, or for gather_rows the table
+  // part before the ids.
+  const ir::Value* indexed = fault.operand() == 0             ? nullptr
+                             : op.is(ir::Opcode::gather_rows) ? op.input(fault.operand() - 1)
+                                                              : op.input(0);
   Fail(ErrorKind::kInvalidArgument,
        "{} ({}): input '{}' holds {}, outside [0, {}){} (an id, index or label beyond what the "
        "op indexes; Paddle rejects it too)",

@@ -56,8 +56,8 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
   // Training and evaluation steps alike: both read the tables' parts.
   p->Add(std::make_unique<LambdaPass>(
              "shard_embedding_rows",
-             "sparse embedding tables -> this replica's rows (all_gather ids, reduce_scatter "
-             "rows)",
+             "sparse embedding tables -> this replica's rows (one gather_rows for the "
+             "lookups)",
              [o, step](ir::Graph& g, const PassContext&, std::string* detail) {
                return passes::ShardEmbeddingRows(g, {o.replicas, o.replica_rank, 0},
                                                  &step->sharded_states, detail);

@@ -20,6 +20,7 @@
 #include "core/memory_cap.h"
 #include "core/shape.h"
 #include "ir/op_schema.h"
+#include "ir/ops/op_helpers.h"
 
 namespace tiller::compile {
 
@@ -342,10 +343,7 @@ void Executable::RunSegment(const Segment& seg) {
     const auto t1 = Clock::now();
     if (profiling_) step_ms_[i] += std::chrono::duration<double, std::milli>(t1 - t0).count();
     const Step& s = steps_[i];
-    const bool collective =
-        s.op->is(ir::Opcode::all_reduce) || s.op->is(ir::Opcode::reduce_scatter) ||
-        s.op->is(ir::Opcode::all_gather) || s.op->is(ir::Opcode::all_reduce_start);
-    if (trace_ && (s.copy || s.send || s.recv || collective)) {
+    if (trace_ && (s.copy || s.send || s.recv || ir::IsCollective(*s.op))) {
       trace_->Add(s.copy ? trace_copies_ : trace_collectives_,
                   fmt::format("{} {}", s.op->type, trace_tag_), s.op->type.c_str(), t0, t1);
     }

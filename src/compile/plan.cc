@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/memory_cap.h"
 #include "ir/op_schema.h"
+#include "ir/ops/op_helpers.h"
 #include "ir/ops/optimizer.h"
 #include "passes/pass.h"
 
@@ -47,18 +48,6 @@ bool ReadInBackward(const ir::Value* v) {
   return false;
 }
 
-bool IsCollective(const ir::Op& op) {
-  switch (op.opcode) {
-    case ir::Opcode::all_reduce:
-    case ir::Opcode::all_reduce_start:
-    case ir::Opcode::reduce_scatter:
-    case ir::Opcode::all_gather:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // The bytes an op moves: its operands', except where it reads and writes
 // a table by rows (an embedding lookup, a row-sparse update): those rows.
 double TouchedBytes(const ir::Op& op, size_t all) {
@@ -85,7 +74,7 @@ double OpSeconds(const ir::Op& op, const DeviceProfile& p, const PlanShape& shap
   for (const ir::Value* v : op.inputs) in_bytes += v ? v->bytes() : 0;
   for (const ir::Value* v : op.outputs) out_bytes += v->bytes();
   if (op.is(ir::Opcode::copy)) return static_cast<double>(in_bytes) / p.link;
-  if (IsCollective(op)) {
+  if (ir::IsCollective(op)) {
     const int r = shape.replicas;
     if (r <= 1) return 0;
     // A ring over every replica: its slowest hop sets the pace.
@@ -93,7 +82,10 @@ double OpSeconds(const ir::Op& op, const DeviceProfile& p, const PlanShape& shap
     const double link = across && shape.rank_link > 0 ? std::min(p.link, shape.rank_link) : p.link;
     const double latency = across ? shape.rank_latency : 0;
     const double steps = r - 1.0, share = steps / r;
-    const double bytes = static_cast<double>(std::max(in_bytes, out_bytes));
+    // gather_rows moves the looked-up rows, not its operand tables.
+    const double bytes = op.is(ir::Opcode::gather_rows)
+                             ? static_cast<double>(out_bytes)
+                             : static_cast<double>(std::max(in_bytes, out_bytes));
     const double one = share * bytes / link + steps * latency;
     return op.is(ir::Opcode::all_reduce) || op.is(ir::Opcode::all_reduce_start) ? 2 * one : one;
   }
@@ -312,9 +304,12 @@ StepPlan PlanStep(const CompiledStep& step, const DeviceProfile& profile, const 
     }
     if (op->schema->is_view) continue;
     const double s = OpSeconds(*op, profile, shape);
-    if (IsCollective(*op) && shape.replicas > 1) {
+    if (ir::IsCollective(*op) && shape.replicas > 1) {
       ++dp.collective_messages;
-      for (const ir::Value* v : op->inputs) dp.collective_bytes += v ? v->bytes() : 0;
+      if (op->is(ir::Opcode::gather_rows))
+        for (const ir::Value* v : op->outputs) dp.collective_bytes += v->bytes();
+      else
+        for (const ir::Value* v : op->inputs) dp.collective_bytes += v ? v->bytes() : 0;
       dp.collective_s += s;
     }
     switch (op->placement.phase) {

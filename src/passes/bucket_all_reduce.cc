@@ -14,6 +14,7 @@
 #include <map>
 #include <tuple>
 
+#include "ir/ops/op_helpers.h"
 #include "passes/pass.h"
 
 namespace tiller::passes {
@@ -86,9 +87,8 @@ int OverlapAllReduce(ir::Graph& g) {
   // Only where every collective can be split (an all_reduce in the update
   // of gradients computed in the backward pass) does any split.
   for (const auto& op : g.ops()) {
-    const bool collective = op->is(ir::Opcode::all_reduce) || op->is(ir::Opcode::reduce_scatter) ||
-                            op->is(ir::Opcode::all_gather) || op->is(ir::Opcode::send) ||
-                            op->is(ir::Opcode::recv);
+    const bool collective =
+        ir::IsCollective(*op) || op->is(ir::Opcode::send) || op->is(ir::Opcode::recv);
     if (!collective) continue;
     bool splittable = op->is(ir::Opcode::all_reduce) && op->placement.phase == ir::Phase::kUpdate;
     for (const ir::Value* in : op->inputs)

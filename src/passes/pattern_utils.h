@@ -2,10 +2,13 @@
 #pragma once
 
 #include <string>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
 #include "ir/op_schema.h"
+#include "ir/ops/op_helpers.h"
 #include "ir/ops/optimizer.h"
 
 namespace tiller::passes {
@@ -22,8 +25,7 @@ inline bool IsLayoutAgnostic(const ir::Op& op) {
       (op.is(ir::Opcode::quantize_linear) || op.is(ir::Opcode::dequantize_linear)) &&
       op.GetInt("quant_axis") == -1;
   return s && (s->layout == ir::LayoutRule::kAgnostic || per_tensor_quantization) &&
-         !s->side_effects && !s->FindAttr("seed") && !op.is(ir::Opcode::all_reduce) &&
-         !op.is(ir::Opcode::reduce_scatter) && !op.is(ir::Opcode::all_gather) &&
+         !s->side_effects && !s->FindAttr("seed") && !ir::IsCollective(op) &&
          op.outputs.size() == 1 && op.outputs[0]->rank() == 4;
 }
 
@@ -64,13 +66,31 @@ inline ir::Value* AllGatherFlat(ir::Graph& g, ir::Value* v, int64_t parts, int64
   return g.Add1("all_gather", {g.Add1("reshape", {v}, {{"shape", Shape{n}}})},
                 {{"parts", parts}, {"rank", rank}, {"size", n * parts}});
 }
-// The `v` an AllGatherFlat gathered, when `gathered` is one; else nullptr.
-inline const ir::Value* AllGatheredFrom(const ir::Value* gathered) {
-  const ir::Op* all = gathered->producer;
-  if (!all || !all->is(ir::Opcode::all_gather) || !all->input(0)->producer ||
-      !all->input(0)->producer->is(ir::Opcode::reshape))
-    return nullptr;
-  return all->input(0)->producer->input(0);
+
+// The graph's ops in their order, except that an op placed before one of
+// its inputs' producers (a pass merged later ops into it) waits: each op
+// goes after its producers, which move up to just before their first
+// reader. For Graph::ReorderOps.
+inline std::vector<const ir::Op*> ProducersFirst(const ir::Graph& g) {
+  std::vector<const ir::Op*> order;
+  std::unordered_set<const ir::Op*> placed;
+  std::vector<std::pair<const ir::Op*, size_t>> stack;  // (op, next input to place)
+  for (const auto& root : g.ops()) {
+    if (placed.count(root.get())) continue;
+    stack.push_back({root.get(), 0});
+    while (!stack.empty()) {
+      auto& [op, next] = stack.back();
+      if (next < op->inputs.size()) {
+        const ir::Value* in = op->inputs[next++];
+        const ir::Op* p = in ? in->producer : nullptr;
+        if (p && !placed.count(p)) stack.push_back({p, 0});
+        continue;
+      }
+      if (placed.insert(op).second) order.push_back(op);
+      stack.pop_back();
+    }
+  }
+  return order;
 }
 
 inline ir::Op* SoleUser(const ir::Graph& g, const ir::Value* v) {

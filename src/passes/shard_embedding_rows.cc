@@ -34,6 +34,7 @@
 // table, lamb's whole-table norms) fails, naming the table and the reader.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "core/error.h"
@@ -150,17 +151,33 @@ std::vector<Table> FindTables(const ir::Graph& g, const ShardOptions& o,
   return tables;
 }
 
-// `ids` itself, or where it is the driver's all_gather(reshape(x)) of the
-// ids x of one lookup (its row gradient's), the forward's gather of x: the
-// same values, gathered once.
-ir::Value* ForwardGather(ir::Value* ids, const std::map<const ir::Value*, ir::Value*>& gathered) {
-  const ir::Value* lookup_ids = AllGatheredFrom(ids);
-  if (!lookup_ids) return ids;
-  auto it = gathered.find(lookup_ids);
-  return it != gathered.end() && it->second->dtype() == ids->dtype() &&
-                 it->second->shape() == ids->shape()
-             ? it->second
-             : ids;
+// The lookups as one gather_rows op: one meeting of the replicas per step
+// instead of one per lookup. It goes where the first of them was, and the
+// ops computing the later ones' ids move before it.
+void MergeLookups(ir::Graph& g, const std::vector<ir::Op*>& lookups) {
+  if (lookups.size() < 2) return;
+  std::vector<ir::Value*> inputs;
+  std::vector<int64_t> vocabs, padding;
+  for (const ir::Op* op : lookups) {
+    inputs.insert(inputs.end(), op->inputs.begin(), op->inputs.end());
+    vocabs.push_back(op->GetInts("vocabs")[0]);
+    padding.push_back(op->GetInts("padding_rows")[0]);
+  }
+  const ir::Op& first = *lookups[0];
+  g.SetInsertionPoint(&first);
+  ir::Op* merged = g.AddOp("gather_rows", inputs,
+                           {{"vocabs", vocabs},
+                            {"padding_rows", padding},
+                            {"parts", first.GetInt("parts")},
+                            {"rank", first.GetInt("rank")}},
+                           fmt::format("{} lookups", lookups.size()));
+  g.SetInsertionPoint(nullptr);
+  for (size_t t = 0; t < lookups.size(); ++t)
+    g.ReplaceAllUses(lookups[t]->output(0), merged->output(t));
+  g.RemoveOps([&](const ir::Op& op) {
+    return std::find(lookups.begin(), lookups.end(), &op) != lookups.end();
+  });
+  g.ReorderOps(ProducersFirst(g));
 }
 
 }  // namespace
@@ -170,14 +187,7 @@ int ShardEmbeddingRows(ir::Graph& g, const ShardOptions& o, std::vector<ShardedS
   std::map<std::string, int> kept;
   std::vector<Table> tables = FindTables(g, o, &kept);
   const int64_t parts = o.replicas;
-  // Every replica's ids of a lookup, once per ids value: the row update's
-  // gathered ids are the same values when they are one lookup's.
-  std::map<const ir::Value*, ir::Value*> gathered;
-  auto gather = [&](ir::Value* ids) {
-    ir::Value*& all = gathered[ids];
-    if (!all) all = AllGatherFlat(g, ids, parts, o.rank);
-    return all;
-  };
+  std::vector<ir::Op*> lookups;  // the gather_rows ops, one per lookup
   std::vector<ir::Value*> replaced;
   size_t whole_bytes = 0, part_bytes = 0;
   for (Table& t : tables) {
@@ -197,15 +207,16 @@ int ShardEmbeddingRows(ir::Graph& g, const ShardOptions& o, std::vector<ShardedS
       g.SetInsertionPoint(lookup);
       ir::Value* ids = lookup->input(1);
       const int64_t n = NumElements(ids->shape());
-      ir::AttrMap attrs = lookup->attrs;
-      attrs.Set("table_rows", vocab);
-      attrs.Set("row_begin", rows.begin);
-      ir::Value* found = g.Add1("embedding", {part, gather(ids)}, attrs);
-      ir::Value* mine = g.Add1(
-          "reduce_scatter", {g.Add1("reshape", {found}, {{"shape", Shape{parts * n * width}}})},
-          {{"reduction", "sum"}, {"scale", 1.0}, {"parts", parts}, {"rank", int64_t{o.rank}}});
-      g.ReplaceAllUses(lookup->output(0),
-                       g.Add1("reshape", {mine}, {{"shape", lookup->output(0)->shape()}}));
+      ir::Op* rows_op = g.AddOp(
+          "gather_rows", {part, g.Add1("reshape", {ids}, {{"shape", Shape{n}}})},
+          {{"vocabs", std::vector<int64_t>{vocab}},
+           {"padding_rows", std::vector<int64_t>{ir::ReadTablePart(*lookup, vocab).padding_row}},
+           {"parts", parts},
+           {"rank", int64_t{o.rank}}},
+          lookup->name);
+      lookups.push_back(rows_op);
+      g.ReplaceAllUses(lookup->output(0), g.Add1("reshape", {rows_op->output(0)},
+                                                 {{"shape", lookup->output(0)->shape()}}));
     }
     if (!t.update) continue;
     ir::Op* op = t.update;
@@ -214,14 +225,13 @@ int ShardEmbeddingRows(ir::Graph& g, const ShardOptions& o, std::vector<ShardedS
     inputs[0] = part;
     ir::AttrMap attrs = op->attrs;
     if (ir::IsRowOptimizerOp(op->type)) {
-      inputs.back() = ForwardGather(inputs.back(), gathered);
       attrs.Set("table_rows", vocab);
       attrs.Set("row_begin", rows.begin);
     } else {
       // The part's rows of the dense gradient.
       const ir::RowGradient r = *ir::AsRowGradient(op->input(1));
       inputs[1] = g.Add1(
-          "embedding_grad", {ForwardGather(r.ids, gathered), r.rows},
+          "embedding_grad", {r.ids, r.rows},
           {{"rows", rows.size()}, {"padding_idx", r.padding_idx}, {"row_begin", rows.begin}});
     }
     for (const auto& [i, k] : t.states) inputs[i] = split(op->input(i));
@@ -230,6 +240,7 @@ int ShardEmbeddingRows(ir::Graph& g, const ShardOptions& o, std::vector<ShardedS
     RebindOptimizerStates(g, *op, *updated, inputs);
   }
   g.SetInsertionPoint(nullptr);
+  MergeLookups(g, lookups);
   for (ir::Value* s : replaced) g.RemoveState(s);
   g.RemoveDeadCode();
   *detail = fmt::format(

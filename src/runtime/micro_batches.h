@@ -23,8 +23,8 @@ void CopyMicroBatchIn(const FeedSet& feeds, int k, int micro_batches, compile::E
 // `outputs` (each holding every micro-batch's value).
 void CopyMicroBatchOut(const compile::Executable& exe, int k, std::vector<AlignedBuffer>& outputs);
 
-// Runs fn(r) for every r in [0, n), at once (one thread each; on the
-// calling thread when n == 1). When one throws, on_failure(r) runs on its
+// Runs fn(r) for every r in [0, n), at once: r = 0 on the calling thread,
+// the others on threads the calling thread keeps for its later runs. When one throws, on_failure(r) runs on its
 // thread right away (to abort the collectives the others wait in) and,
 // after every thread has ended, the first failure is returned (r and its
 // exception); none: r = -1.

@@ -121,6 +121,77 @@ TEST(InProcessCollective, ReduceScatterGivesEachRankItsPartOfTheAllReduceAndAllG
   }
 }
 
+// Two tables split by rows over 3 ranks (uneven parts), each rank looking
+// up ids of its own: every row is the whole table's, the padding row and
+// ids outside the table zeros. In process (ranks read each other's parts)
+// and by the default every other group uses (gathered ids, rows looked up
+// by their owner, reduce-scattered back): the same bytes.
+TEST(InProcessCollective, GatherRowsGivesEachRankItsIdsRowsWhicheverRankHoldsThem) {
+  constexpr int kRanks = 3;
+  struct Table {
+    int64_t vocab, width, padding;
+    std::vector<float> whole;
+  };
+  std::vector<Table> tables = {{10, 16, 4, {}}, {7, 5, -1, {}}};  // 64-byte rows and 20
+  for (size_t t = 0; t < tables.size(); ++t)
+    for (int64_t i = 0; i < tables[t].vocab * tables[t].width; ++i)
+      tables[t].whole.push_back(static_cast<float>(t * 1000 + i) + 0.5f);
+  // Rank r's ids: of every part, the padding row, and outside the table.
+  std::vector<std::vector<int64_t>> ids64 = {
+      {0, 9, 4, 3, 10, 5}, {6, 6, -1, 2, 7, 8}, {1, 4, 9, 0, 3, 3}};
+  std::vector<std::vector<int32_t>> ids32 = {{0, 6, 3}, {2, 5, 7}, {4, 1, 1}};
+  for (bool generic : {false, true}) {
+    auto group = backend::MakeInProcessCollective(kRanks);
+    std::vector<std::vector<std::vector<float>>> out(kRanks);
+    std::vector<std::vector<backend::RowLookup>> lookups(kRanks);
+    std::vector<std::vector<std::byte>> workspace(kRanks);
+    for (int r = 0; r < kRanks; ++r) {
+      for (size_t t = 0; t < tables.size(); ++t) {
+        const Table& tb = tables[t];
+        const PartRange part = PartOf(tb.vocab, kRanks, r);
+        backend::RowLookup l;
+        l.part = tb.whole.data() + part.begin * tb.width;
+        l.ids64 = t == 0;
+        l.ids = t == 0 ? static_cast<const void*>(ids64[r].data()) : ids32[r].data();
+        l.n = t == 0 ? 6 : 3;
+        l.vocab = tb.vocab;
+        l.padding_row = tb.padding;
+        l.row_bytes = static_cast<size_t>(tb.width) * sizeof(float);
+        out[r].emplace_back(static_cast<size_t>(l.n * tb.width), -7.0f);
+        l.out = out[r].back().data();
+        lookups[r].push_back(l);
+      }
+      workspace[r].resize(group->GatherRowsWorkspace(lookups[r]));
+    }
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kRanks; ++r)
+      threads.emplace_back([&, r] {
+        for (int repeat = 0; repeat < 2; ++repeat) {
+          if (generic)
+            group->backend::Collective::GatherRows(r, lookups[r], workspace[r].data());
+          else
+            group->GatherRows(r, lookups[r], workspace[r].data());
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < kRanks; ++r)
+      for (size_t t = 0; t < tables.size(); ++t) {
+        const Table& tb = tables[t];
+        for (int64_t i = 0; i < lookups[r][t].n; ++i) {
+          const int64_t id = t == 0 ? ids64[r][i] : ids32[r][i];
+          for (int64_t j = 0; j < tb.width; ++j) {
+            const float want = id < 0 || id >= tb.vocab || id == tb.padding
+                                   ? 0.0f
+                                   : tb.whole[static_cast<size_t>(id * tb.width + j)];
+            ASSERT_EQ(out[r][t][static_cast<size_t>(i * tb.width + j)], want)
+                << (generic ? "default" : "in process") << " rank " << r << " table " << t << " id "
+                << id;
+          }
+        }
+      }
+  }
+}
+
 TEST(InProcessCollective, AbortWakesTheRanksWaitingAndResetMakesItUsable) {
   auto group = backend::MakeInProcessCollective(2);
   float x = 1, y = 2;

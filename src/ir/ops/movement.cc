@@ -25,6 +25,13 @@
 //     replica's graph has its own rank, so the part's size is static.
 //   all_gather(x) {group, axis, parts, rank, size}: every rank's part
 //     concatenated along `axis` into `size` rows; x is part `rank` of them.
+//   gather_rows(part_0, ids_0, part_1, ids_1, ...) {vocabs, padding_rows,
+//     parts, rank, group}: out_t [n_t, D_t] = rows ids_t (flattened) of
+//     table t, which has vocabs[t] rows split by rows over the replicas
+//     (part_t: this rank's rows PartOf(vocabs[t], parts, rank)), whichever
+//     replica holds them; padding_rows[t] (a whole-table row, -1: none) and
+//     an id outside the table read as zeros (the kernel reports the latter).
+//     Several tables' lookups are one meeting of the replicas.
 //   stash(x) {depth}: pushes x into a ring of `depth` slots (the activations
 //     a pipeline stage keeps for its backward pass); out [depth, ...x].
 //   restore(ring) {}: the oldest slot of a stash ring.
@@ -79,6 +86,30 @@ void InferAllGather(InferContext& ctx) {
     ctx.Fail("part {} of {} rows in {} parts is not {} rows", rank, size, parts, t.shape[a]);
   t.shape[a] = size;
   ctx.AddOutput(t);
+}
+
+void InferGatherRows(InferContext& ctx) {
+  const std::vector<int64_t>& vocabs = ctx.op().GetInts("vocabs");
+  const std::vector<int64_t>& padding = ctx.op().GetInts("padding_rows");
+  const auto [parts, rank] = Parts(ctx);
+  if (ctx.num_inputs() % 2 || vocabs.size() * 2 != ctx.num_inputs() ||
+      padding.size() != vocabs.size())
+    ctx.Fail(
+        "{} inputs, {} vocabs, {} padding rows: (part, ids) pairs, one vocab and padding "
+        "row each",
+        ctx.num_inputs(), vocabs.size(), padding.size());
+  for (size_t t = 0; t < vocabs.size(); ++t) {
+    const TensorType& part = ctx.input(2 * t);
+    const TensorType& ids = ctx.input(2 * t + 1);
+    if (part.shape.size() != 2 || part.shape[0] != PartOf(vocabs[t], parts, rank).size())
+      ctx.Fail("table {}: {} is not part {} of {} rows in {} parts", t, part.ToString(), rank,
+               vocabs[t], parts);
+    if (ids.dtype != DType::kI32 && ids.dtype != DType::kI64)
+      ctx.Fail("table {}: ids are {} (int32 or int64)", t, DTypeName(ids.dtype));
+    if (padding[t] < -1 || padding[t] >= vocabs[t])
+      ctx.Fail("table {}: padding row {} of {}", t, padding[t], vocabs[t]);
+    ctx.AddOutput({part.dtype, {NumElements(ids.shape), part.shape[1]}});
+  }
 }
 
 void InferAllReduceStart(InferContext& ctx) {
@@ -186,6 +217,14 @@ const bool kRegistered = [] {
                        .RequiredAttr("size", AttrKind::kInt)
                        .Precision(kFollows)
                        .Layout(LayoutRule::kAxisAttrs, {"axis"}));
+  RegisterOpSchema(OpSchema{"gather_rows", 2, 1 << 20, InferGatherRows}
+                       .RequiredAttr("vocabs", AttrKind::kInts)
+                       .RequiredAttr("padding_rows", AttrKind::kInts)
+                       .Attr("group", std::vector<int64_t>{})
+                       .RequiredAttr("parts", AttrKind::kInt)
+                       .RequiredAttr("rank", AttrKind::kInt)
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kFixed));
   RegisterOpSchema(OpSchema{"stash", 1, 1, InferStash}
                        .RequiredAttr("depth", AttrKind::kInt)
                        .Precision(kFollows)

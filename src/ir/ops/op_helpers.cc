@@ -272,6 +272,19 @@ int64_t WindowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad
   return (ceil_mode ? (numer + stride - 1) / stride : numer / stride) + 1;
 }
 
+bool IsCollective(const Op& op) {
+  switch (op.opcode) {
+    case Opcode::all_reduce:
+    case Opcode::all_reduce_start:
+    case Opcode::reduce_scatter:
+    case Opcode::all_gather:
+    case Opcode::gather_rows:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool PointwiseDepthwiseActivation(const std::string& a) {
   return a.empty() || a == "relu" || a == "relu6" || a == "hard_swish";
 }

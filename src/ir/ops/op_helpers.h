@@ -135,6 +135,12 @@ std::array<int64_t, 2> ConvTransposeEndPads(const Op& op, const Shape& x_nchw, c
 // attributes: offset 3, threshold 6, scale 6).
 bool PointwiseDepthwiseActivation(const std::string& a);
 
+// Whether the op is a collective: every replica of the group runs it at the
+// same point of its step (all_reduce, all_reduce_start, reduce_scatter,
+// all_gather, gather_rows), so passes keep their order and the planner
+// prices them as exchanges.
+bool IsCollective(const Op& op);
+
 // An embedding table operand (input 0 of embedding and of the row
 // optimizers sgd_rows, adagrad_rows, adam_rows) holding `rows` rows:
 //   padding_idx = -1 (none; Paddle's other negative values count from the

@@ -231,6 +231,67 @@ std::unique_ptr<Kernel> MakeAllGather(const ir::Op& op, backend::Device& device)
   });
 }
 
+// The lookups of gather_rows: each table's ids checked here (an id outside
+// the table is reported, naming its operand, and reads as zeros), then one
+// meeting of the replicas moves every table's rows.
+class GatherRowsKernel : public Kernel {
+ public:
+  GatherRowsKernel(const ir::Op& op, backend::Collective* group, int rank)
+      : group_(group), rank_(rank) {
+    const std::vector<int64_t>& vocabs = op.GetInts("vocabs");
+    const std::vector<int64_t>& padding = op.GetInts("padding_rows");
+    for (size_t t = 0; t < vocabs.size(); ++t) {
+      backend::RowLookup l;
+      l.ids64 = op.input(2 * t + 1)->dtype() == DType::kI64;
+      l.n = NumElements(op.input(2 * t + 1)->shape());
+      l.vocab = vocabs[t];
+      l.padding_row = padding[t];
+      l.row_bytes = op.output(t)->bytes() / static_cast<size_t>(std::max<int64_t>(l.n, 1));
+      lookups_.push_back(l);
+    }
+    workspace_ = group_->GatherRowsWorkspace(lookups_);
+  }
+  size_t workspace_bytes() const override { return workspace_; }
+
+  void Run(const KernelArgs& args) override {
+    for (size_t t = 0; t < lookups_.size(); ++t) {
+      backend::RowLookup& l = lookups_[t];
+      l.part = args.inputs[2 * t];
+      l.ids = args.inputs[2 * t + 1];
+      l.out = args.outputs[t];
+      const int operand = static_cast<int>(2 * t + 1);
+      if (l.ids64)
+        Check(args, static_cast<const int64_t*>(l.ids), l, operand);
+      else
+        Check(args, static_cast<const int32_t*>(l.ids), l, operand);
+    }
+    group_->GatherRows(rank_, lookups_, args.workspace);
+  }
+
+ private:
+  template <typename I>
+  static void Check(const KernelArgs& args, const I* ids, const backend::RowLookup& l,
+                    int operand) {
+    for (int64_t i = 0; i < l.n; ++i) {
+      const auto id = static_cast<int64_t>(ids[i]);
+      if (id < 0 || id >= l.vocab) RecordIndexFault(args, id, l.vocab, operand);
+    }
+  }
+
+  backend::Collective* group_;
+  const int rank_;
+  std::vector<backend::RowLookup> lookups_;
+  size_t workspace_ = 0;
+};
+
+std::unique_ptr<Kernel> MakeGatherRows(const ir::Op& op, backend::Device& device) {
+  backend::Collective* group = Group(op, device);
+  if (op.GetInt("parts") != group->size() || op.GetInt("rank") != device.replica_rank())
+    Fail(ErrorKind::kInternal, "{} ({}): part {} of {} on replica {} of {}", op.type, op.name,
+         op.GetInt("rank"), op.GetInt("parts"), device.replica_rank(), group->size());
+  return std::make_unique<GatherRowsKernel>(op, group, device.replica_rank());
+}
+
 TILLER_CPU_KERNEL("all_reduce", MakeAllReduce,
                   Signature("T... -> T...").Where("T", {DType::kF32, DType::kF64}));
 TILLER_CPU_KERNEL("all_reduce_start", MakeAllReduceStart,
@@ -243,6 +304,10 @@ TILLER_CPU_KERNEL("reduce_scatter", MakeReduceScatter,
 TILLER_CPU_KERNEL("all_gather", MakeAllGather,
                   Signature("T -> T").Where("T",
                                             {DType::kF32, DType::kF64, DType::kI32, DType::kI64}));
+TILLER_CPU_KERNEL("gather_rows", MakeGatherRows,
+                  Signature("T, I, *... -> T...")
+                      .Where("T", {DType::kF32})
+                      .Where("I", {DType::kI32, DType::kI64}));
 
 }  // namespace
 }  // namespace tiller::cpu
