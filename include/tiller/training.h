@@ -63,6 +63,13 @@ struct SessionOptions {
   // (the IPU option max_weight_norm; Paddle's IPU default 65504, which a
   // weight's norm rarely reaches); 0: ||w||, as Paddle's lamb op.
   double max_weight_norm = 0;
+  // Trained weights the program keeps pruned in blocks (Paddle's ASP with a
+  // block-pruning function): their products and their inputs' gradients
+  // run on the nonzero 16 x 16 blocks, found at every step
+  // (passes/block_sparse_weights.cc; results unchanged). Names, or
+  // "masked": every weight the program multiplies by a mask after its
+  // update (the Tiller option block_sparse_weights, comma-separated).
+  std::vector<std::string> block_sparse_weights;
   // Mixed precision, the optimizer state's storage and stochastic rounding
   // (the IPU options enable_fp16 with Tiller's half_dtype, accl1_type ..
   // accl3_type, enable_stochastic_rounding; tiller/option_groups.h).

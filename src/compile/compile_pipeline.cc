@@ -88,6 +88,19 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
   p->Add(passes::OptimizationPipeline(), PassPipeline::After({}, [optimize](const PassContext&) {
                                            return optimize;
                                          }).When("optimize"));
+  // After the fusions: it takes the linears they leave.
+  const std::vector<std::string> sparse_weights = o.block_sparse_weights;
+  p->Add(std::make_unique<LambdaPass>(
+             "block_sparse_weights",
+             "matmul|linear(x, W) and matmul(g, W^T), W a weight kept pruned "
+             "(block_sparse_weights) -> linear_block_sparse",
+             [sparse_weights](ir::Graph& g, const PassContext&, std::string* detail) {
+               return passes::BlockSparseWeights(g, sparse_weights, detail);
+             }),
+         PassPipeline::After({"block_sparse_linear"}, [on = !sparse_weights.empty()](
+                                                          const PassContext& ctx) {
+           return ctx.training && on;
+         }).When("training, block_sparse_weights"));
   const bool all = o.recompute.all;
   p->Add(std::make_unique<LambdaPass>(
              "recompute",

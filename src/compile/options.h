@@ -132,6 +132,9 @@ struct CompileOptions {
   // Training: every rounding to a half type is stochastic
   // (passes/stochastic_rounding.cc), drawn from this seed and the step.
   bool stochastic_rounding = false;
+  // Training: weights whose products run on their nonzero blocks
+  // (passes/block_sparse_weights.cc; SessionOptions::block_sparse_weights).
+  std::vector<std::string> block_sparse_weights;
   uint64_t stochastic_rounding_seed = 0;
   // Training: backward ops read forward activations recomputed from their
   // pipeline stage's inputs (passes/recompute.cc), so activations do not

@@ -126,6 +126,11 @@ int FuseActivation(ir::Graph& g);
 // linear(x, W const mostly zero blocks) -> linear_block_sparse (inference):
 // block_sparse_linear.cc.
 int BlockSparseLinear(ir::Graph& g);
+// matmul|linear(x, W) and x's gradient matmul(g, W^T), W a trained weight
+// the program keeps pruned (named, or "masked": every weight multiplied by
+// a constant mask after its update) -> linear_block_sparse (training):
+// block_sparse_weights.cc.
+int BlockSparseWeights(ir::Graph& g, const std::vector<std::string>& names, std::string* detail);
 // add(x, embedding_grad(ids, dy)) -> embedding_grad_add(x, ids, dy): a
 // table's gradient sum without a table-sized temporary (training)
 int FuseEmbeddingGradAdd(ir::Graph& g);

@@ -146,6 +146,10 @@ std::vector<OptionSpec> MakeIpuOptionSpecs() {
       {"accl3_type", Support::kHonoured, std::string("FLOAT"),
        "'FLOAT' or 'FLOAT16': RMSProp's Moment"},
       // Would change results with enable_fp16: refused until implemented.
+      {"block_sparse_weights", Support::kHonoured, std::string(""),
+       "training: weights the program keeps pruned in 16 x 16 blocks (comma-separated names, "
+       "or 'masked': every weight multiplied by a mask after its update, as Paddle's ASP "
+       "does) multiply only their nonzero blocks; results unchanged"},
       {"enable_stochastic_rounding", Support::kHonoured, false,
        "training: round float32 to half types stochastically (seeded by random_seed, per step)"},
       {"enable_half_partial", Support::kNotYet, false,
@@ -337,12 +341,13 @@ std::vector<OptionSpec> MakeIpuOptionSpecs() {
                    "with enable_fp16 on an IPU: casts to float32 become float16 ones; no effect "
                    "(Tiller's half precision keeps the program's casts)"});
   // Tiller's own options (docs/MIGRATION.md lists them apart).
-  static constexpr std::array<std::string_view, 21> kTillerOwn = {
+  static constexpr std::array<std::string_view, 22> kTillerOwn = {
       "all_reduce_bucket_bytes",
       "anchor_return_period",
       "anchor_return_type",
       "auto_split_cost",
       "automatic_loss_scaling_settings.update_period",
+      "block_sparse_weights",
       "device_profile",
       "dynamic_loss_scaling",
       "dynamic_loss_scaling_settings.decr_every_n_nan_or_inf",

@@ -94,6 +94,19 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.collectives.shard_min_elements =
       o.GetInt("location_optimizer.min_elements_for_replicated_tensor_sharding");
   out.device_profile = o.GetStr("device_profile");
+  {
+    const std::string names = o.GetStr("block_sparse_weights");
+    size_t at = 0;
+    while (at <= names.size() && !names.empty()) {
+      size_t comma = names.find(',', at);
+      if (comma == std::string::npos) comma = names.size();
+      std::string name = names.substr(at, comma - at);
+      name.erase(0, name.find_first_not_of(' '));
+      name.erase(name.find_last_not_of(' ') + 1);
+      if (!name.empty()) out.block_sparse_weights.push_back(name);
+      at = comma + 1;
+    }
+  }
   const std::string anchor = o.GetStr("anchor_return_type");
   out.anchor = anchor == "final"     ? SessionOptions::Anchor::kFinal
                : anchor == "every_n" ? SessionOptions::Anchor::kEveryN

@@ -63,6 +63,7 @@ compile::CompileOptions ReplicaCompileOptions(const training::SessionOptions& op
   co.precision = runtime::ParsePrecision(options.precision.compute, "precision");
   co.loss_scale = options.loss_scale;
   co.stochastic_rounding = options.precision.stochastic_rounding;
+  co.block_sparse_weights = options.block_sparse_weights;
   // Its own stream: not the draws of dropout under the same random_seed.
   co.stochastic_rounding_seed = options.random_seed ^ 0x5352'5f73'6565'6421ULL;
   return co;

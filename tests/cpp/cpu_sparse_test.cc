@@ -241,5 +241,44 @@ TEST(CpuKernelLinearBlockSparse, EqualsTheDenseMathWithBiasResidualAndActivation
   }
 }
 
+// A W that is no constant (a trained weight): the kernel finds its zero
+// blocks at every run, so a second run with another pattern (a block
+// pruned, another grown back) gives that W's product; transpose_w
+// multiplies by W^T (a linear's input gradient g W^T).
+TEST(CpuKernelLinearBlockSparse, AWeightThatChangesIsPackedAtEveryRunPlainOrTransposed) {
+  constexpr int64_t kM = 13, kK = 32, kNn = 48;
+  for (bool transpose : {false, true}) {
+    const int64_t in = transpose ? kNn : kK, out = transpose ? kK : kNn;
+    Graph g;
+    Value* w = g.AddInput("w", {DType::kF32, {kK, kNn}});
+    ir::Op* op = g.AddOp(
+        "linear_block_sparse", {g.AddInput("x", {DType::kF32, {kM, in}}), w},
+        {{"block_rows", int64_t{16}}, {"block_cols", int64_t{16}}, {"transpose_w", transpose}});
+    ASSERT_EQ(op->output(0)->shape(), (Shape{kM, out}));
+    auto k = CreateKernel(*op);
+    AlignedBuffer ws(k->workspace_bytes());
+    for (int run = 0; run < 2; ++run) {
+      std::vector<float> wv = BlockSparse(kK, kNn, 16, 16, run == 0 ? 0.6 : 0.3),
+                         x = RandF(kM * in);
+      AlignedBuffer y(op->output(0)->bytes());
+      KernelArgs args;
+      args.inputs = {x.data(), wv.data()};
+      args.outputs = {y.data()};
+      args.workspace = ws.data();
+      k->Run(args);
+      std::vector<double> want(kM * out);
+      for (int64_t i = 0; i < kM; ++i)
+        for (int64_t j = 0; j < out; ++j) {
+          double s = 0;
+          for (int64_t q = 0; q < in; ++q)
+            s += double(x[i * in + q]) * (transpose ? wv[j * kNn + q] : wv[q * kNn + j]);
+          want[i * out + j] = s;
+        }
+      ExpectClose(y.as<float>(), want, 1e-5, 1e-5,
+                  fmt::format("{} run {}", transpose ? "W^T" : "W", run));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tiller::cpu

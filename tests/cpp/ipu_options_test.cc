@@ -279,9 +279,10 @@ TEST(IpuOptionsTest, SpecsListEveryOptionOnceSorted) {
   // gradient_statistics, accl1..3_type, enable_stochastic_rounding, stages_per_device,
   // auto_split_cost, pipeline_in_flight, enable_distribution,
   // enable_distributed_replicated_graphs, global_replication_factor, global_replica_offset,
-  // all_reduce_bucket_bytes, overlap_all_reduce, processes_per_replica, shard_embedding_rows
+  // all_reduce_bucket_bytes, overlap_all_reduce, processes_per_replica, shard_embedding_rows,
+  // block_sparse_weights
   // + compilation_progress_total, is_dynamic, lr, synthetic_data_mode, max_weight_norm
-  EXPECT_EQ(honoured, 58);
+  EXPECT_EQ(honoured, 59);
   // enable_half_partial, mean_accumulation_and_replication_reduction_strategy,
   // weight_decay_mode
   EXPECT_EQ(not_yet, 3);

@@ -210,12 +210,28 @@ TILLER_REGISTER_OP_SCHEMA(OpSchema{"linear", 2, 4, InferLinear}
                               .Precision(PrecisionRule::kHalfSafe)
                               .Layout(LayoutRule::kFixed)
                               .InPlaceInput(3));
-// linear_block_sparse(x, W, b?, r?){block_rows, block_cols, activation}:
-// linear's math on a constant W whose nonzeros lie in few blocks of
-// block_rows x block_cols (the block_sparse_linear pass finds them in a
-// pruned model); the kernel multiplies only those blocks. Inference only.
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"linear_block_sparse", 2, 4, InferLinear}
+// linear_block_sparse(x, W, b?, r?){block_rows, block_cols, transpose_w,
+// activation}: linear's math (with W^T where transpose_w: x [.., n] gives
+// [.., k] for W [k, n]) on a W whose nonzeros lie in few blocks of
+// block_rows x block_cols of the multiplied matrix; the kernel multiplies
+// only those blocks. W is a pruned model's constant (the
+// block_sparse_linear pass finds its zero blocks), or a trained weight the
+// program keeps pruned (the block_sparse_weights option), whose zero
+// blocks the kernel finds at every run.
+void InferLinearBlockSparse(InferContext& c) {
+  if (!c.op().GetBool("transpose_w")) return InferLinear(c);
+  const TensorType& x = c.input(0);
+  const TensorType& w = c.input(1);
+  if (x.shape.empty() || w.shape.size() != 2 || x.shape.back() != w.shape[1] ||
+      w.dtype != x.dtype || x.dtype != DType::kF32 || c.has_input(2) || c.has_input(3))
+    c.Fail("x {} times W^T of {}: float32, no bias or residual", x.ToString(), w.ToString());
+  Shape out = x.shape;
+  out.back() = w.shape[0];
+  c.AddOutput({DType::kF32, out});
+}
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"linear_block_sparse", 2, 4, InferLinearBlockSparse}
                               .RequiredAttr("block_rows", AttrKind::kInt)
+                              .Attr("transpose_w", false)
                               .RequiredAttr("block_cols", AttrKind::kInt)
                               .Attr("activation", "")
                               .Attr("out_dtype", "")

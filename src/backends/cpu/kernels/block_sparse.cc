@@ -1,7 +1,12 @@
-// linear_block_sparse: y = act(x W + b + r) for a constant W kept as its
-// nonzero blocks (block-compressed by output column block: for column block
-// j, the row blocks holding a nonzero and their values), packed when the
-// kernel is made. Run multiplies only those blocks.
+// linear_block_sparse: y = act(x A + b + r) with A = W, or W^T where
+// transpose_w (a linear's input gradient g W^T), multiplying only A's
+// nonzero blocks, kept block-compressed by output column block (for
+// column block j, the row blocks holding a nonzero and their values). A
+// constant W (an inference model's pruned weight) is packed once, when the
+// kernel is made; a W that changes (a trained weight whose pruned blocks
+// the program keeps at zero) is packed into the workspace at every run,
+// from its zeros then: a scan of W costs a fraction of the dense GEMM's
+// time, and the result is x W whatever W holds.
 //
 // x is first copied into the workspace transposed in tiles of 6 (16x16
 // blocks) or 12 (1x8) rows. A tile times a column block of bn outputs keeps
@@ -10,6 +15,7 @@
 // group of column blocks small enough to stay in L2; they split over threads.
 // Precision: float32, each output a sum over the nonzero blocks in row
 // order (the dense GEMM sums in another order: results agree to rounding).
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/kernels/kernel_utils.h"
@@ -17,34 +23,65 @@
 namespace tiller::cpu {
 namespace {
 
-// The packed W: for column block j, blocks [col_ptr[j], col_ptr[j + 1]),
-// block b at row block row_block[b] with values values[b * bk * bn ...]
-// (row-major bk x bn).
+// A [k, n] packed: column block j holds blocks [begin[j], end[j]), block b
+// at row block row_block[b] with values values[b * bk * bn ...] (row-major
+// bk x bn).
 struct Packed {
   int64_t bk, bn, k, n;
-  std::vector<int64_t> col_ptr, row_block;
-  std::vector<float> values;
+  const int64_t* begin;
+  const int64_t* end;
+  const int64_t* row_block;
+  const float* values;
 };
 
-Packed Pack(const float* w, int64_t k, int64_t n, int64_t bk, int64_t bn) {
-  Packed p{bk, bn, k, n, {0}, {}, {}};
-  for (int64_t j = 0; j < n / bn; ++j) {
-    for (int64_t kb = 0; kb < k / bk; ++kb) {
-      bool nonzero = false;
-      for (int64_t r = 0; r < bk && !nonzero; ++r) {
-        for (int64_t c = 0; c < bn; ++c) nonzero |= w[(kb * bk + r) * n + j * bn + c] != 0.0f;
-      }
-      if (!nonzero) continue;
-      p.row_block.push_back(kb);
-      for (int64_t r = 0; r < bk; ++r) {
-        const float* src = w + (kb * bk + r) * n + j * bn;
-        p.values.insert(p.values.end(), src, src + bn);
-      }
-    }
-    p.col_ptr.push_back(static_cast<int64_t>(p.row_block.size()));
+// A's element (i, c) is w[i * rs + c * cs]: W (rs = n, cs = 1) or W^T.
+struct Source {
+  const float* w;
+  int64_t rs, cs;
+};
+
+// Column block j's nonzero blocks into row_block / values from slot
+// `first` on; returns how many.
+int64_t PackColumn(Source a, int64_t k, int64_t bk, int64_t bn, int64_t j, int64_t first,
+                   int64_t* row_block, float* values) {
+  int64_t count = 0;
+  for (int64_t kb = 0; kb < k / bk; ++kb) {
+    bool nonzero = false;
+    for (int64_t r = 0; r < bk && !nonzero; ++r)
+      for (int64_t c = 0; c < bn; ++c)
+        nonzero |= a.w[(kb * bk + r) * a.rs + (j * bn + c) * a.cs] != 0.0f;
+    if (!nonzero) continue;
+    const int64_t b = first + count++;
+    row_block[b] = kb;
+    float* dst = values + b * bk * bn;
+    for (int64_t r = 0; r < bk; ++r)
+      for (int64_t c = 0; c < bn; ++c)
+        dst[r * bn + c] = a.w[(kb * bk + r) * a.rs + (j * bn + c) * a.cs];
   }
-  return p;
+  return count;
 }
+
+// A constant W's blocks, packed compactly once.
+struct PackedStore {
+  std::vector<int64_t> begin, end, row_block;
+  std::vector<float> values;
+
+  PackedStore(Source a, int64_t k, int64_t n, int64_t bk, int64_t bn) {
+    const int64_t kbs = k / bk;
+    std::vector<int64_t> rows(static_cast<size_t>(kbs));
+    std::vector<float> vals(static_cast<size_t>(k * bn));
+    for (int64_t j = 0; j < n / bn; ++j) {
+      const int64_t count = PackColumn(a, k, bk, bn, j, 0, rows.data(), vals.data());
+      begin.push_back(static_cast<int64_t>(row_block.size()));
+      row_block.insert(row_block.end(), rows.begin(), rows.begin() + count);
+      values.insert(values.end(), vals.begin(), vals.begin() + count * bk * bn);
+      end.push_back(static_cast<int64_t>(row_block.size()));
+    }
+  }
+  Packed View(int64_t bk, int64_t bn, int64_t k, int64_t n) const {
+    return {bk, bn, k, n, begin.data(), end.data(), row_block.data(), values.data()};
+  }
+};
 
 // One tile: kR rows of y from m0 (`rows` of them real; the packed rows
 // past them are zeros), column block j. xt is the tile of x transposed,
@@ -65,9 +102,9 @@ void Tile(const Packed& p, const float* xt, const float* bias, const float* res,
 #pragma GCC unroll 16
     for (int r = 0; r < kR; ++r) acc[r][v] = start;
   }
-  const int64_t end = p.col_ptr[j + 1];
-  for (int64_t b = p.col_ptr[j]; b < end; ++b) {
-    const float* w = p.values.data() + b * kBk * kCols;
+  const int64_t end = p.end[j];
+  for (int64_t b = p.begin[j]; b < end; ++b) {
+    const float* w = p.values + b * kBk * kCols;
     const float* xb = xt + p.row_block[b] * kBk * kR;
 #pragma GCC unroll 4
     for (int kk = 0; kk < kBk; ++kk) {
@@ -113,50 +150,59 @@ Tiling TilingFor(int64_t bk, int64_t bn) {
 
 using ActFn = void (*)(const float*, float*, int64_t);
 
+ActFn Activation(const ir::Op& op) {
+  const std::string& act = op.GetStr("activation");
+  if (act.empty()) return nullptr;
+  if (act == "relu")
+    return [](const float* a, float* b, int64_t len) {
+      for (int64_t i = 0; i < len; ++i) b[i] = a[i] > 0.0f ? a[i] : 0.0f;
+    };
+  if (act == "gelu") return VGelu;
+  if (act == "gelu_tanh") return VGeluTanh;
+  if (act == "tanh") return VTanh;
+  Unsupported(op, "activation '{}'", act);
+}
+
 std::unique_ptr<Kernel> MakeLinearBlockSparse(const ir::Op& op) {
   const ir::Value* w = op.input(1);
-  if (!w->data) Unsupported(op, "W '{}' is not a constant", w->name);
+  const bool transpose = op.GetBool("transpose_w");
   const int64_t bk = op.GetInt("block_rows"), bn = op.GetInt("block_cols");
   const Tiling tiling = TilingFor(bk, bn);
   if (!tiling.tile) Unsupported(op, "block shape {}x{} (the kernel has 16x16 and 1x8)", bk, bn);
-  const int64_t k = w->shape()[0], n = w->shape()[1];
-  if (k % bk || n % bn) Unsupported(op, "W {}x{} is not tiled by {}x{} blocks", k, n, bk, bn);
-  auto packed = std::make_shared<Packed>(Pack(w->data->as<float>(), k, n, bk, bn));
+  // A = W [k, n] or W^T.
+  const int64_t wk = w->shape()[0], wn = w->shape()[1];
+  const int64_t k = transpose ? wn : wk, n = transpose ? wk : wn;
+  if (k % bk || n % bn)
+    Unsupported(op, "{} {}x{} is not tiled by {}x{} blocks", transpose ? "W^T" : "W", k, n, bk, bn);
+  const int64_t cols = n / bn, kbs = k / bk;
+  // A constant W is packed now; another at every run, into the workspace
+  // after x's tiles: column block j's blocks at slots j x kbs on.
+  std::shared_ptr<const PackedStore> store;
+  if (w->data) {
+    const auto* wd = w->data->as<float>();
+    store = std::make_shared<PackedStore>(transpose ? Source{wd, 1, wn} : Source{wd, wn, 1}, k, n,
+                                          bk, bn);
+  }
   const int64_t m = NumElements(op.output(0)->shape()) / n;
-  const std::string act = op.GetStr("activation");
-  ActFn act_fn = nullptr;
-  if (act == "relu")
-    act_fn = [](const float* a, float* b, int64_t len) {
-      for (int64_t i = 0; i < len; ++i) b[i] = a[i] > 0.0f ? a[i] : 0.0f;
-    };
-  else if (act == "gelu")
-    act_fn = VGelu;
-  else if (act == "gelu_tanh")
-    act_fn = VGeluTanh;
-  else if (act == "tanh")
-    act_fn = VTanh;
-  else if (!act.empty())
-    Unsupported(op, "activation '{}'", act);
+  const ActFn act_fn = Activation(op);
   const bool has_bias = op.input(2) != nullptr, has_res = op.input(3) != nullptr;
   const int mr = tiling.rows;
   const TileFn tile = tiling.tile;
-  const int64_t tiles_m = (m + mr - 1) / mr, cols = n / bn;
+  const int64_t tiles_m = (m + mr - 1) / mr;
   // x transposed tile by tile ([tile][K][mr], zero rows past m): each k's
   // mr values adjacent for the broadcasts.
-  const size_t xt_floats = static_cast<size_t>(tiles_m * k * mr);
+  // (Rounded to a cache line: the packed blocks' indices follow.)
+  const size_t xt_floats = static_cast<size_t>((tiles_m * k * mr + 15) / 16 * 16);
+  const size_t pack_bytes = store ? 0
+                                  : static_cast<size_t>(2 * cols + cols * kbs) * sizeof(int64_t) +
+                                        static_cast<size_t>(k * n) * sizeof(float);
   // Tasks: a group of row tiles x a group of column blocks, sized so the
-  // group's x tiles (<= 256 KB) and W blocks (<= 128 KB) stay in L2 while
-  // the tiles sweep the blocks: W is read from memory once per row group,
+  // group's x tiles (<= 256 KB) and A's blocks (<= 128 KB) stay in L2 while
+  // the tiles sweep the blocks: A is read from memory once per row group,
   // not once per row tile.
   const int64_t tile_bytes = k * mr * 4;
   const int64_t row_group = std::max<int64_t>(1, (256 << 10) / tile_bytes);
-  const int64_t block_bytes_per_col = std::max<int64_t>(
-      1, static_cast<int64_t>(packed->values.size()) * 4 / std::max<int64_t>(1, n / bn));
-  const int64_t col_group = std::max<int64_t>(1, (128 << 10) / block_bytes_per_col);
   const int64_t row_groups = (tiles_m + row_group - 1) / row_group;
-  const int64_t col_groups = (cols + col_group - 1) / col_group;
-  const int64_t task_work = std::max<int64_t>(
-      1, static_cast<int64_t>(packed->values.size()) * mr / std::max<int64_t>(1, col_groups));
   auto kernel = std::make_unique<LambdaKernel>(
       [=](const KernelArgs& a) {
         const auto* x = static_cast<const float*>(a.inputs[0]);
@@ -164,6 +210,36 @@ std::unique_ptr<Kernel> MakeLinearBlockSparse(const ir::Op& op) {
         const auto* res = has_res ? static_cast<const float*>(a.inputs[3]) : nullptr;
         auto* y = static_cast<float*>(a.outputs[0]);
         auto* xt = static_cast<float*>(a.workspace);
+        Packed p{};
+        int64_t blocks = 0;
+        if (store) {
+          p = store->View(bk, bn, k, n);
+          blocks = static_cast<int64_t>(store->row_block.size());
+        } else {
+          auto* begin = reinterpret_cast<int64_t*>(xt + xt_floats);
+          int64_t* end = begin + cols;
+          int64_t* row_block = end + cols;
+          auto* values = reinterpret_cast<float*>(row_block + cols * kbs);
+          const auto* wd = static_cast<const float*>(a.inputs[1]);
+          const Source src = transpose ? Source{wd, 1, wn} : Source{wd, wn, 1};
+          ParallelRange(
+              cols, k * bn,
+              [&](int64_t b, int64_t e) {
+                for (int64_t j = b; j < e; ++j) {
+                  begin[j] = j * kbs;
+                  end[j] = begin[j] + PackColumn(src, k, bk, bn, j, begin[j], row_block, values);
+                }
+              },
+              1);
+          for (int64_t j = 0; j < cols; ++j) blocks += end[j] - begin[j];
+          p = {bk, bn, k, n, begin, end, row_block, values};
+        }
+        const int64_t block_bytes_per_col =
+            std::max<int64_t>(1, blocks * bk * bn * 4 / std::max<int64_t>(1, cols));
+        const int64_t col_group = std::max<int64_t>(1, (128 << 10) / block_bytes_per_col);
+        const int64_t col_groups = (cols + col_group - 1) / col_group;
+        const int64_t task_work =
+            std::max<int64_t>(1, blocks * bk * bn * mr / std::max<int64_t>(1, col_groups));
         ParallelRange(
             tiles_m, k * mr,
             [&](int64_t b, int64_t e) {
@@ -193,7 +269,7 @@ std::unique_ptr<Kernel> MakeLinearBlockSparse(const ir::Op& op) {
                   const int64_t m0 = t * mr;
                   const int rows = static_cast<int>(std::min<int64_t>(mr, m - m0));
                   for (int64_t j = cg * col_group; j < j_end; ++j)
-                    tile(*packed, xt + t * k * mr, bias, res, y, m0, rows, j);
+                    tile(p, xt + t * k * mr, bias, res, y, m0, rows, j);
                 }
               }
             },
@@ -203,8 +279,8 @@ std::unique_ptr<Kernel> MakeLinearBlockSparse(const ir::Op& op) {
                         [&](int64_t b, int64_t e) { act_fn(y + b * n, y + b * n, (e - b) * n); });
         }
       },
-      xt_floats * sizeof(float));
-  kernel->MarkInputCopied(1);  // packed: the dense W is not read again
+      xt_floats * sizeof(float) + pack_bytes);
+  if (store) kernel->MarkInputCopied(1);  // packed: the dense W is not read again
   return kernel;
 }
 
