@@ -18,6 +18,45 @@
 namespace tiller::backend {
 namespace {
 
+// Appends rank r's pairs (ids, float32 rows: n of them) whose id lies in
+// `mine` to out_ids / out_rows from slot *count on, the rows times `scale`.
+template <typename I>
+void KeepPairs(const I* ids, const std::byte* rows, int64_t n, size_t row_bytes, PartRange mine,
+               float scale, I* out_ids, std::byte* out_rows, int64_t* count) {
+  int64_t c = *count;
+  const size_t width = row_bytes / sizeof(float);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto id = static_cast<int64_t>(ids[i]);
+    if (id < mine.begin || id >= mine.end) continue;
+    out_ids[c] = ids[i];
+    std::byte* dst = out_rows + static_cast<size_t>(c) * row_bytes;
+    const std::byte* src = rows + static_cast<size_t>(i) * row_bytes;
+    if (scale == 1.0f) {
+      std::memcpy(dst, src, row_bytes);
+    } else {
+      auto* d = reinterpret_cast<float*>(dst);
+      const auto* s = reinterpret_cast<const float*>(src);
+      // + 0: the scale op's x * s + bias with bias 0, bit for bit.
+      for (size_t j = 0; j < width; ++j) d[j] = s[j] * scale + 0.0f;
+    }
+    ++c;
+  }
+  *count = c;
+}
+
+// Fills slots [count, total) with an id outside `mine` (of another rank's
+// rows) and zero rows.
+template <typename I>
+void PadPairs(int64_t count, int64_t total, int64_t vocab, PartRange mine, size_t row_bytes,
+              I* out_ids, std::byte* out_rows) {
+  const auto other =
+      static_cast<I>(mine.begin > 0 ? mine.begin - 1 : std::min(mine.end, vocab - 1));
+  for (int64_t i = count; i < total; ++i) out_ids[i] = other;
+  if (total > count)
+    std::memset(out_rows + static_cast<size_t>(count) * row_bytes, 0,
+                static_cast<size_t>(total - count) * row_bytes);
+}
+
 // Ranks meet at a barrier, publish their buffers, and each sums one slice
 // of the tensor over all ranks and writes it into every rank's output: the
 // work is split R ways and every output gets identical bytes. A slice is
@@ -29,7 +68,8 @@ class InProcessCollective : public Collective {
         barrier_(ranks, ranks <= UsableCpus()),
         in_(ranks),
         out_(ranks),
-        lookups_(static_cast<size_t>(ranks)) {}
+        lookups_(static_cast<size_t>(ranks)),
+        grads_(static_cast<size_t>(ranks)) {}
   int size() const override { return ranks_; }
 
   void AllReduceSum(int rank, const void* in, void* out, int64_t count, DType dtype,
@@ -89,6 +129,36 @@ class InProcessCollective : public Collective {
         CopyRowsOf(t, mine, static_cast<const int64_t*>(mine.ids));
       else
         CopyRowsOf(t, mine, static_cast<const int32_t*>(mine.ids));
+    }
+    Barrier();
+  }
+  // Each rank takes its part's pairs straight out of every rank's row
+  // gradients: only those rows are copied, and no rank receives the
+  // others'.
+  void ExchangeRows(int rank, std::span<const RowGradientPart> parts,
+                    void* /*workspace*/) override {
+    TILLER_CHECK(rank >= 0 && rank < ranks_, "rank {} of {}", rank, ranks_);
+    grads_[static_cast<size_t>(rank)] = parts.data();
+    Barrier();
+    for (size_t t = 0; t < parts.size(); ++t) {
+      const RowGradientPart& mine = parts[t];
+      const PartRange own = PartOf(mine.vocab, ranks_, rank);
+      auto* out_rows = static_cast<std::byte*>(mine.out_rows);
+      int64_t count = 0;
+      auto keep = [&](auto tag) {
+        using I = decltype(tag);
+        auto* out_ids = static_cast<I*>(mine.out_ids);
+        for (int r = 0; r < ranks_; ++r) {
+          const RowGradientPart& from = grads_[static_cast<size_t>(r)][t];
+          KeepPairs(static_cast<const I*>(from.ids), static_cast<const std::byte*>(from.rows),
+                    from.n, mine.row_bytes, own, mine.scale, out_ids, out_rows, &count);
+        }
+        PadPairs(count, mine.n * ranks_, mine.vocab, own, mine.row_bytes, out_ids, out_rows);
+      };
+      if (mine.ids64)
+        keep(int64_t{});
+      else
+        keep(int32_t{});
     }
     Barrier();
   }
@@ -215,7 +285,8 @@ class InProcessCollective : public Collective {
   RankBarrier barrier_;
   std::vector<const void*> in_;
   std::vector<void*> out_;
-  std::vector<const RowLookup*> lookups_;  // each rank's, published for GatherRows
+  std::vector<const RowLookup*> lookups_;      // each rank's, published for GatherRows
+  std::vector<const RowGradientPart*> grads_;  // each rank's, published for ExchangeRows
 };
 
 }  // namespace
@@ -276,6 +347,41 @@ void Collective::GatherRows(int rank, std::span<const RowLookup> lookups, void* 
   for (const RowLookup& l : lookups) {
     std::memcpy(l.out, own, static_cast<size_t>(l.n) * l.row_bytes);
     own += l.n * static_cast<int64_t>(l.row_bytes / sizeof(float));
+  }
+}
+
+size_t Collective::ExchangeRowsWorkspace(std::span<const RowGradientPart> parts) const {
+  size_t most = 0;
+  for (const RowGradientPart& p : parts) {
+    const size_t n = static_cast<size_t>(p.n) * static_cast<size_t>(size());
+    most = std::max(most, n * (sizeof(int64_t) + p.row_bytes));
+  }
+  return most;
+}
+
+void Collective::ExchangeRows(int rank, std::span<const RowGradientPart> parts, void* workspace) {
+  const int ranks = size();
+  for (const RowGradientPart& p : parts) {
+    const int64_t all = p.n * ranks;
+    auto* ids = static_cast<std::byte*>(workspace);
+    std::byte* rows = ids + static_cast<size_t>(all) * sizeof(int64_t);
+    AllGather(rank, p.ids, ids, all, p.ids64 ? DType::kI64 : DType::kI32);
+    // Rows as bytes: int32 words of float32 rows.
+    AllGather(rank, p.rows, rows, all * static_cast<int64_t>(p.row_bytes / 4), DType::kI32);
+    const PartRange own = PartOf(p.vocab, ranks, rank);
+    int64_t count = 0;
+    auto keep = [&](auto tag) {
+      using I = decltype(tag);
+      auto* out_ids = static_cast<I*>(p.out_ids);
+      auto* out_rows = static_cast<std::byte*>(p.out_rows);
+      KeepPairs(reinterpret_cast<const I*>(ids), rows, all, p.row_bytes, own, p.scale, out_ids,
+                out_rows, &count);
+      PadPairs(count, all, p.vocab, own, p.row_bytes, out_ids, out_rows);
+    };
+    if (p.ids64)
+      keep(int64_t{});
+    else
+      keep(int32_t{});
   }
 }
 

@@ -35,6 +35,21 @@ struct RowLookup {
   void* out = nullptr;
 };
 
+// One table's row gradient of ExchangeRows: this rank's `n` ids (int64 or
+// int32) and their rows of `row_bytes` (float32), of a table of `vocab`
+// rows split by rows over the group.
+struct RowGradientPart {
+  const void* ids = nullptr;
+  const void* rows = nullptr;
+  bool ids64 = true;
+  int64_t n = 0;
+  int64_t vocab = 0;
+  size_t row_bytes = 0;
+  float scale = 1.0f;        // the rows are delivered times this
+  void* out_ids = nullptr;   // n x size() ids (ids64 as the input's)
+  void* out_rows = nullptr;  // n x size() rows
+};
+
 class Collective {
  public:
   virtual ~Collective() = default;
@@ -64,6 +79,17 @@ class Collective {
   // read each other's parts instead.
   virtual void GatherRows(int rank, std::span<const RowLookup> lookups, void* workspace);
   virtual size_t GatherRowsWorkspace(std::span<const RowLookup> lookups) const;
+  // For each table: every rank's (id, row) pairs whose id lies in this
+  // rank's rows PartOf(vocab, size(), rank), in rank order and then in
+  // order, into out_ids / out_rows; the rest of out_ids is filled with an
+  // id of another rank's rows (out_rows there zero), so a row update of
+  // this rank's part skips it. The pairs a row update of the part would
+  // keep from every rank's gathered ids and rows, in the same order, so
+  // the same sums. This default gathers every rank's ids and rows
+  // (workspace: ExchangeRowsWorkspace bytes); ranks that share memory
+  // read each other's instead.
+  virtual void ExchangeRows(int rank, std::span<const RowGradientPart> parts, void* workspace);
+  virtual size_t ExchangeRowsWorkspace(std::span<const RowGradientPart> parts) const;
   // `bytes` bytes of rank `root`'s buffer into every other rank's `buffer`.
   virtual void Broadcast(int rank, int root, void* buffer, size_t bytes) = 0;
   // Ends every pending and later call of the group with kInternal "<why>"

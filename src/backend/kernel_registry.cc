@@ -104,7 +104,7 @@ void FailIndexFault(const ir::Op& op, const IndexFault& fault) {
   // What the index selects from (an embedding's table, a gather's data),
   // where that is another input: input 0, or for gather_rows the table
   // part before the ids.
-  const ir::Value* indexed = fault.operand() == 0             ? nullptr
+  const ir::Value* indexed = fault.operand() == 0 || op.is(ir::Opcode::exchange_rows) ? nullptr
                              : op.is(ir::Opcode::gather_rows) ? op.input(fault.operand() - 1)
                                                               : op.input(0);
   Fail(ErrorKind::kInvalidArgument,

@@ -57,10 +57,11 @@ std::unique_ptr<PassPipeline> RewritePipeline(const CompileOptions& o,
   p->Add(std::make_unique<LambdaPass>(
              "shard_embedding_rows",
              "sparse embedding tables -> this replica's rows (one gather_rows for the "
-             "lookups)",
+             "lookups, one exchange_rows for the row gradients)",
              [o, step](ir::Graph& g, const PassContext&, std::string* detail) {
-               return passes::ShardEmbeddingRows(g, {o.replicas, o.replica_rank, 0},
-                                                 &step->sharded_states, detail);
+               return passes::ShardEmbeddingRows(
+                   g, {o.replicas, o.replica_rank, 0, !o.loss_scale.steers()},
+                   &step->sharded_states, detail);
              }),
          PassPipeline::After({"shard_optimizer_state"}, [replicas,
                                                          rows = o.collectives.shard_embedding_rows](

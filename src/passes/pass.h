@@ -198,6 +198,11 @@ struct ShardOptions {
   int replicas = 1;
   int rank = 0;
   int64_t min_elements = 0;  // weights with fewer elements stay whole
+  // shard_embedding_rows: a split table's update receives only its part's
+  // row gradients (exchange_rows) instead of every replica's. Not where
+  // the runtime skips updates on non-finite gradients (loss scaling that
+  // steers): every replica must see every gradient to decide alike.
+  bool exchange_row_gradients = false;
 };
 struct ShardedState {
   std::string name;

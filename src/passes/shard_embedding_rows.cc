@@ -3,28 +3,33 @@
 // tables sharded), on replica `rank` of R, for a table T [V, D] that only
 // sparse lookups read and a row update writes:
 //
-//   y = embedding(T, ids)              i = all_gather(flat(ids))       [R N]
-//                                      y = reshape(reduce_scatter(flat(
-//                               ==>        embedding(T_part, i){table_rows V,
-//                                                    row_begin b})))   [N, D]
-//   T' = adagrad_rows(T, rows, lr,     T_part' = adagrad_rows(T_part, rows,
-//            m, ids_all)                  lr, m_part, ids_all){table_rows V,
-//                                                             row_begin b}
+//   y = embedding(T, ids)          y = reshape(gather_rows(T_part, flat(ids))
+//                           ==>          {vocabs [V]})                  [N, D]
+//   T' = adagrad_rows(T, rows,     i, r = exchange_rows(flat(ids_mine),
+//          lr, m, ids_all)                rows_mine){vocabs [V], scales}
+//                                  T_part' = adagrad_rows(T_part, r, lr,
+//                                      m_part, i){table_rows V, row_begin b}
 //
-// An elementwise optimizer that reads the row gradient as a dense table
-// (PIR's Adam, momentum, rmsprop: every row moves) updates its part from
-// the part's rows of that gradient: embedding_grad(ids_all, rows_all)
-// {rows: the part's, row_begin b}.
+// with T_part and m_part rows [b, e) = PartOf(V, R, rank) of T and m. The
+// lookup takes each id's row from the replica that holds it (in process,
+// straight out of its part; across processes by gathering the ids and
+// reduce-scattering the rows, of which one replica holds each: x + 0 = x,
+// the replicated table's bytes). The update gets, in place of the driver's
+// gather of every replica's row gradient (ids_all, rows_all), the pairs of
+// its own rows (the same pairs in the same order, so the same sums), with
+// the driver's scale of the rows applied on the way. An elementwise
+// optimizer that reads the row gradient as a dense table (PIR's Adam,
+// momentum, rmsprop: every row moves) updates its part from the part's
+// rows of that gradient: embedding_grad(i, r){rows: the part's, row_begin b}.
+// Every replica thus holds 1 / R of the table and of its optimizer state,
+// looks up and updates 1 / R of the rows, and the replicas exchange rows
+// instead of tables. All the step's lookups are one gather_rows, and all
+// its row gradients one exchange_rows: one meeting of the replicas each.
 //
-// with T_part and m_part rows [b, e) = PartOf(V, R, rank) of T and m. Each
-// replica looks up every replica's ids in its own rows (zero rows for the
-// other parts' ids) and the reduce-scatter adds the R lookups, of which one
-// holds the row, and hands each replica its own ids' rows: x + 0 = x, the
-// replicated table's bytes. The row update already reads every replica's
-// ids and rows (the driver's all_gather of the row gradient); each replica
-// keeps those of its part. Every replica thus holds 1 / R of the table and
-// of its optimizer state, looks up and updates 1 / R of the rows, and the
-// exchange moves ids and looked-up rows instead of tables.
+// Where loss scaling steers (the runtime skips an update on non-finite
+// gradients) every replica must see every gradient to decide alike: the
+// update keeps the gathered row gradients there (ShardOptions::
+// exchange_row_gradients), as it does where another op reads them.
 //
 // The decision reads the forward part only (sparse lookups, no other
 // forward reader, not fetched, V >= R), so an evaluation step splits the
@@ -36,6 +41,8 @@
 
 #include <algorithm>
 #include <map>
+#include <type_traits>
+#include <variant>
 
 #include "core/error.h"
 #include "ir/ops/optimizer.h"
@@ -151,33 +158,106 @@ std::vector<Table> FindTables(const ir::Graph& g, const ShardOptions& o,
   return tables;
 }
 
-// The lookups as one gather_rows op: one meeting of the replicas per step
-// instead of one per lookup. It goes where the first of them was, and the
-// ops computing the later ones' ids move before it.
-void MergeLookups(ir::Graph& g, const std::vector<ir::Op*>& lookups) {
-  if (lookups.size() < 2) return;
+// `ops` (gather_rows or exchange_rows, one table each) as one op over
+// their tables: one meeting of the replicas per step instead of one per
+// table. It goes where the first of them was, and the ops computing the
+// later ones' inputs move before it. `lists`: the per-table attributes.
+void MergeCollectives(ir::Graph& g, const std::vector<ir::Op*>& ops,
+                      const std::vector<std::string>& lists, const char* what) {
+  if (ops.size() < 2) return;
   std::vector<ir::Value*> inputs;
-  std::vector<int64_t> vocabs, padding;
-  for (const ir::Op* op : lookups) {
-    inputs.insert(inputs.end(), op->inputs.begin(), op->inputs.end());
-    vocabs.push_back(op->GetInts("vocabs")[0]);
-    padding.push_back(op->GetInts("padding_rows")[0]);
+  for (const ir::Op* op : ops) inputs.insert(inputs.end(), op->inputs.begin(), op->inputs.end());
+  const ir::Op& first = *ops[0];
+  ir::AttrMap attrs{{"parts", first.GetInt("parts")}, {"rank", first.GetInt("rank")}};
+  for (const std::string& name : lists) {
+    ir::Attribute all = *first.attrs.Find(name);  // the ops' lists end to end
+    for (size_t i = 1; i < ops.size(); ++i)
+      std::visit(
+          [&](auto& list) {
+            using L = std::decay_t<decltype(list)>;
+            if constexpr (std::is_same_v<L, std::vector<int64_t>> ||
+                          std::is_same_v<L, std::vector<double>>) {
+              const L& more = std::get<L>(*ops[i]->attrs.Find(name));
+              list.insert(list.end(), more.begin(), more.end());
+            }
+          },
+          all);
+    attrs.Set(name, std::move(all));
   }
-  const ir::Op& first = *lookups[0];
   g.SetInsertionPoint(&first);
-  ir::Op* merged = g.AddOp("gather_rows", inputs,
-                           {{"vocabs", vocabs},
-                            {"padding_rows", padding},
-                            {"parts", first.GetInt("parts")},
-                            {"rank", first.GetInt("rank")}},
-                           fmt::format("{} lookups", lookups.size()));
+  ir::Op* merged = g.AddOp(first.type, inputs, attrs, fmt::format("{} {}", ops.size(), what));
   g.SetInsertionPoint(nullptr);
-  for (size_t t = 0; t < lookups.size(); ++t)
-    g.ReplaceAllUses(lookups[t]->output(0), merged->output(t));
-  g.RemoveOps([&](const ir::Op& op) {
-    return std::find(lookups.begin(), lookups.end(), &op) != lookups.end();
-  });
+  size_t out = 0;
+  for (const ir::Op* op : ops)
+    for (ir::Value* v : op->outputs) g.ReplaceAllUses(v, merged->output(out++));
+  g.RemoveOps(
+      [&](const ir::Op& op) { return std::find(ops.begin(), ops.end(), &op) != ops.end(); });
   g.ReorderOps(ProducersFirst(g));
+}
+
+// Where *ids and *rows are the driver's gathers of one replica's row
+// gradient (all_gather(reshape(x)), reshape(all_gather(reshape(y)))): the
+// pairs of this replica's rows instead, from exchange_rows(x, y), which
+// moves only those (the row update keeps no others).
+void Exchange(ir::Graph& g, const ir::Op* update, ir::Value** ids, ir::Value** rows, int64_t vocab,
+              const ShardOptions& o, std::vector<ir::Op*>* exchanges) {
+  if (!o.exchange_row_gradients) return;
+  auto flat_input = [](const ir::Value* v) -> ir::Value* {
+    const ir::Op* all = v->producer;
+    if (!all || !all->is(ir::Opcode::all_gather)) return nullptr;
+    const ir::Op* flat = all->input(0)->producer;
+    return flat && flat->is(ir::Opcode::reshape) ? flat->input(0) : nullptr;
+  };
+  const ir::Op* unflat = (*rows)->producer;
+  ir::Value* x = flat_input(*ids);
+  ir::Value* y = unflat && unflat->is(ir::Opcode::reshape) ? flat_input(unflat->input(0)) : nullptr;
+  if (!x || !y || y->rank() < 1) return;
+  const int64_t n = NumElements(x->shape()), width = (*rows)->shape().back();
+  if (NumElements(y->shape()) != n * width) return;
+  // The driver pins the gathered gradient for its finiteness check
+  // before the update; where nothing but `update` reads it, the pin moves
+  // to the exchanged pairs: each replica checks its part's rows, and its
+  // own gradient (which the runtime guards too) holds the rest. Another
+  // reader (a program's own check, gradient statistics) keeps the gathers.
+  auto only_update = [&](const ir::Value* v) {
+    return !IsGraphOutput(g, v) && std::all_of(v->users.begin(), v->users.end(),
+                                               [&](const ir::Op* u) { return u == update; });
+  };
+  ir::Value* pinned_grad = nullptr;  // embedding_grad{sparse}(ids, rows), pinned
+  for (const ir::Op* user : (*rows)->users) {
+    if (user == update) continue;
+    if (user->is(ir::Opcode::embedding_grad) && user->GetBool("sparse") && user->input(0) == *ids &&
+        user->input(1) == *rows && only_update(user->output(0))) {
+      if (g.IsPinned(user->output(0))) pinned_grad = user->output(0);
+      continue;
+    }
+    return;
+  }
+  if (IsGraphOutput(g, *rows)) return;
+  // The driver's scale of the rows (the mean over replicas) is applied as
+  // they are exchanged: one pass over them fewer.
+  double scale = 1.0;
+  const ir::Op* scaled = y->producer;
+  if (scaled && scaled->is(ir::Opcode::scale) && scaled->GetFloat("bias") == 0.0 &&
+      scaled->GetBool("bias_after_scale") && y->dtype() == DType::kF32 && y->users.size() == 1) {
+    scale = scaled->GetFloat("scale");
+    y = scaled->input(0);
+  }
+  ir::Op* op = g.AddOp("exchange_rows",
+                       {g.Add1("reshape", {x}, {{"shape", Shape{n}}}),
+                        g.Add1("reshape", {y}, {{"shape", Shape{n, width}}})},
+                       {{"vocabs", std::vector<int64_t>{vocab}},
+                        {"scales", std::vector<double>{scale}},
+                        {"parts", int64_t{o.replicas}},
+                        {"rank", int64_t{o.rank}}});
+  exchanges->push_back(op);
+  if (g.IsPinned(*rows)) g.ReplaceAllUses(*rows, op->output(1));
+  if (pinned_grad) {
+    const ir::AttrMap attrs = pinned_grad->producer->attrs;
+    g.ReplaceAllUses(pinned_grad, g.Add1("embedding_grad", {op->output(0), op->output(1)}, attrs));
+  }
+  *ids = op->output(0);
+  *rows = op->output(1);
 }
 
 }  // namespace
@@ -187,7 +267,8 @@ int ShardEmbeddingRows(ir::Graph& g, const ShardOptions& o, std::vector<ShardedS
   std::map<std::string, int> kept;
   std::vector<Table> tables = FindTables(g, o, &kept);
   const int64_t parts = o.replicas;
-  std::vector<ir::Op*> lookups;  // the gather_rows ops, one per lookup
+  std::vector<ir::Op*> lookups;    // the gather_rows ops, one per lookup
+  std::vector<ir::Op*> exchanges;  // the exchange_rows ops, one per update
   std::vector<ir::Value*> replaced;
   size_t whole_bytes = 0, part_bytes = 0;
   for (Table& t : tables) {
@@ -227,9 +308,11 @@ int ShardEmbeddingRows(ir::Graph& g, const ShardOptions& o, std::vector<ShardedS
     if (ir::IsRowOptimizerOp(op->type)) {
       attrs.Set("table_rows", vocab);
       attrs.Set("row_begin", rows.begin);
+      Exchange(g, op, &inputs.back(), &inputs[1], vocab, o, &exchanges);
     } else {
       // The part's rows of the dense gradient.
-      const ir::RowGradient r = *ir::AsRowGradient(op->input(1));
+      ir::RowGradient r = *ir::AsRowGradient(op->input(1));
+      Exchange(g, op, &r.ids, &r.rows, vocab, o, &exchanges);
       inputs[1] = g.Add1(
           "embedding_grad", {r.ids, r.rows},
           {{"rows", rows.size()}, {"padding_idx", r.padding_idx}, {"row_begin", rows.begin}});
@@ -240,7 +323,8 @@ int ShardEmbeddingRows(ir::Graph& g, const ShardOptions& o, std::vector<ShardedS
     RebindOptimizerStates(g, *op, *updated, inputs);
   }
   g.SetInsertionPoint(nullptr);
-  MergeLookups(g, lookups);
+  MergeCollectives(g, lookups, {"vocabs", "padding_rows"}, "lookups");
+  MergeCollectives(g, exchanges, {"vocabs", "scales"}, "row gradients");
   for (ir::Value* s : replaced) g.RemoveState(s);
   g.RemoveDeadCode();
   *detail = fmt::format(

@@ -3,6 +3,7 @@
 // the others instead of leaving them waiting.
 #include "backend/collective.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -186,6 +187,95 @@ TEST(InProcessCollective, GatherRowsGivesEachRankItsIdsRowsWhicheverRankHoldsThe
             ASSERT_EQ(out[r][t][static_cast<size_t>(i * tb.width + j)], want)
                 << (generic ? "default" : "in process") << " rank " << r << " table " << t << " id "
                 << id;
+          }
+        }
+      }
+  }
+}
+
+// Row gradients of two tables split by rows over 3 ranks: each rank gets
+// every rank's (id, row) pairs of its own rows, in rank order and then in
+// order (repeats kept), the rest padded with another part's id and zero
+// rows. In process and by the default: the same bytes.
+TEST(InProcessCollective, ExchangeRowsGivesEachRankItsRowsPairsFromEveryRank) {
+  constexpr int kRanks = 3;
+  const std::vector<int64_t> vocabs = {10, 7}, widths = {16, 3};
+  std::vector<std::vector<int64_t>> ids64 = {
+      {0, 9, 4, 3, 4, 5}, {6, 6, 2, 2, 7, 8}, {1, 4, 9, 0, 3, 3}};
+  std::vector<std::vector<int32_t>> ids32 = {{0, 6, 3}, {2, 5, 6}, {4, 1, 1}};
+  auto rows_of = [&](size_t t, int r) {
+    const int64_t n = t == 0 ? 6 : 3;
+    std::vector<float> rows;
+    for (int64_t i = 0; i < n * widths[t]; ++i)
+      rows.push_back(static_cast<float>(t * 1000 + r * 100 + i) + 0.25f);
+    return rows;
+  };
+  for (bool generic : {false, true}) {
+    auto group = backend::MakeInProcessCollective(kRanks);
+    std::vector<std::vector<std::vector<float>>> rows(kRanks), out_rows(kRanks);
+    std::vector<std::vector<int64_t>> out64(kRanks);
+    std::vector<std::vector<int32_t>> out32(kRanks);
+    std::vector<std::vector<backend::RowGradientPart>> parts(kRanks);
+    std::vector<std::vector<std::byte>> workspace(kRanks);
+    for (int r = 0; r < kRanks; ++r) {
+      out64[r].assign(6 * kRanks, -5);
+      out32[r].assign(3 * kRanks, -5);
+      for (size_t t = 0; t < 2; ++t) {
+        rows[r].push_back(rows_of(t, r));
+        const int64_t n = t == 0 ? 6 : 3;
+        out_rows[r].emplace_back(static_cast<size_t>(n * kRanks * widths[t]), -9.0f);
+        backend::RowGradientPart p;
+        p.ids64 = t == 0;
+        p.ids = t == 0 ? static_cast<const void*>(ids64[r].data()) : ids32[r].data();
+        p.rows = rows[r][t].data();
+        p.n = n;
+        p.vocab = vocabs[t];
+        p.row_bytes = static_cast<size_t>(widths[t]) * sizeof(float);
+        p.out_ids = t == 0 ? static_cast<void*>(out64[r].data()) : out32[r].data();
+        p.out_rows = out_rows[r][t].data();
+        parts[r].push_back(p);
+      }
+      workspace[r].resize(group->ExchangeRowsWorkspace(parts[r]));
+    }
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kRanks; ++r)
+      threads.emplace_back([&, r] {
+        if (generic)
+          group->backend::Collective::ExchangeRows(r, parts[r], workspace[r].data());
+        else
+          group->ExchangeRows(r, parts[r], workspace[r].data());
+      });
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < kRanks; ++r)
+      for (size_t t = 0; t < 2; ++t) {
+        const PartRange own = PartOf(vocabs[t], kRanks, r);
+        const int64_t n = t == 0 ? 6 : 3, w = widths[t];
+        std::vector<int64_t> want_ids;
+        std::vector<float> want_rows;
+        for (int from = 0; from < kRanks; ++from) {
+          const std::vector<float> src = rows_of(t, from);
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t id = t == 0 ? ids64[from][i] : ids32[from][i];
+            if (id < own.begin || id >= own.end) continue;
+            want_ids.push_back(id);
+            want_rows.insert(want_rows.end(), src.begin() + i * w, src.begin() + (i + 1) * w);
+          }
+        }
+        const std::string what =
+            fmt::format("{} rank {} table {}", generic ? "default" : "in process", r, t);
+        for (int64_t i = 0; i < n * kRanks; ++i) {
+          const int64_t got = t == 0 ? out64[r][i] : out32[r][i];
+          if (i < static_cast<int64_t>(want_ids.size())) {
+            ASSERT_EQ(got, want_ids[i]) << what << " slot " << i;
+          } else {
+            ASSERT_TRUE(got >= 0 && got < vocabs[t] && (got < own.begin || got >= own.end))
+                << what << " pad " << got;
+          }
+          for (int64_t j = 0; j < w; ++j) {
+            const float want = i < static_cast<int64_t>(want_ids.size())
+                                   ? want_rows[static_cast<size_t>(i * w + j)]
+                                   : 0.0f;
+            ASSERT_EQ(out_rows[r][t][static_cast<size_t>(i * w + j)], want) << what;
           }
         }
       }

@@ -32,6 +32,14 @@
 //     replica holds them; padding_rows[t] (a whole-table row, -1: none) and
 //     an id outside the table read as zeros (the kernel reports the latter).
 //     Several tables' lookups are one meeting of the replicas.
+//   exchange_rows(ids_0, rows_0, ids_1, rows_1, ...) {vocabs, scales, parts,
+//     rank, group}: for table t (vocabs[t] rows split by rows over the replicas),
+//     every replica's row gradient (ids_t [n] int32|int64, rows_t [n, D])
+//     reduced to the pairs whose id lies in this rank's rows, in rank order:
+//     out ids [parts x n] (the rest an id of another part), out rows
+//     [parts x n, D] (the rest zeros), rows times scales[t] (float32). What
+//     a row update of this rank's part keeps of the gathered (scaled) ids
+//     and rows, in the same order.
 //   stash(x) {depth}: pushes x into a ring of `depth` slots (the activations
 //     a pipeline stage keeps for its backward pass); out [depth, ...x].
 //   restore(ring) {}: the oldest slot of a stash ring.
@@ -110,6 +118,28 @@ void InferGatherRows(InferContext& ctx) {
       ctx.Fail("table {}: padding row {} of {}", t, padding[t], vocabs[t]);
     ctx.AddOutput({part.dtype, {NumElements(ids.shape), part.shape[1]}});
   }
+}
+
+void InferExchangeRows(InferContext& ctx) {
+  const std::vector<int64_t>& vocabs = ctx.op().GetInts("vocabs");
+  const auto [parts, rank] = Parts(ctx);
+  if (vocabs.size() * 2 != ctx.num_inputs() || ctx.op().GetFloats("scales").size() != vocabs.size())
+    ctx.Fail("{} inputs, {} vocabs, {} scales: (ids, rows) pairs, one vocab and scale each",
+             ctx.num_inputs(), vocabs.size(), ctx.op().GetFloats("scales").size());
+  for (size_t t = 0; t < vocabs.size(); ++t) {
+    const TensorType& ids = ctx.input(2 * t);
+    const TensorType& rows = ctx.input(2 * t + 1);
+    if (ids.dtype != DType::kI32 && ids.dtype != DType::kI64)
+      ctx.Fail("table {}: ids are {} (int32 or int64)", t, DTypeName(ids.dtype));
+    if (ids.shape.size() != 1 || rows.shape.size() != 2 || rows.shape[0] != ids.shape[0] ||
+        rows.dtype != DType::kF32)
+      ctx.Fail("table {}: ids {} and rows {}: [n] ids and float32 [n, D] rows", t, ids.ToString(),
+               rows.ToString());
+    if (vocabs[t] < parts) ctx.Fail("table {}: {} rows in {} parts", t, vocabs[t], parts);
+    ctx.AddOutput({ids.dtype, {ids.shape[0] * parts}});
+    ctx.AddOutput({rows.dtype, {rows.shape[0] * parts, rows.shape[1]}});
+  }
+  (void)rank;
 }
 
 void InferAllReduceStart(InferContext& ctx) {
@@ -220,6 +250,14 @@ const bool kRegistered = [] {
   RegisterOpSchema(OpSchema{"gather_rows", 2, 1 << 20, InferGatherRows}
                        .RequiredAttr("vocabs", AttrKind::kInts)
                        .RequiredAttr("padding_rows", AttrKind::kInts)
+                       .Attr("group", std::vector<int64_t>{})
+                       .RequiredAttr("parts", AttrKind::kInt)
+                       .RequiredAttr("rank", AttrKind::kInt)
+                       .Precision(kFollows)
+                       .Layout(LayoutRule::kFixed));
+  RegisterOpSchema(OpSchema{"exchange_rows", 2, 1 << 20, InferExchangeRows}
+                       .RequiredAttr("vocabs", AttrKind::kInts)
+                       .RequiredAttr("scales", AttrKind::kFloats)
                        .Attr("group", std::vector<int64_t>{})
                        .RequiredAttr("parts", AttrKind::kInt)
                        .RequiredAttr("rank", AttrKind::kInt)

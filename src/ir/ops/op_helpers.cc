@@ -279,6 +279,7 @@ bool IsCollective(const Op& op) {
     case Opcode::reduce_scatter:
     case Opcode::all_gather:
     case Opcode::gather_rows:
+    case Opcode::exchange_rows:
       return true;
     default:
       return false;

@@ -137,7 +137,7 @@ bool PointwiseDepthwiseActivation(const std::string& a);
 
 // Whether the op is a collective: every replica of the group runs it at the
 // same point of its step (all_reduce, all_reduce_start, reduce_scatter,
-// all_gather, gather_rows), so passes keep their order and the planner
+// all_gather, gather_rows, exchange_rows), so passes keep their order and the planner
 // prices them as exchanges.
 bool IsCollective(const Op& op);
 

@@ -292,6 +292,58 @@ std::unique_ptr<Kernel> MakeGatherRows(const ir::Op& op, backend::Device& device
   return std::make_unique<GatherRowsKernel>(op, group, device.replica_rank());
 }
 
+// exchange_rows: each table's ids checked (an id outside the table is
+// reported: the exchange drops it), then one meeting of the replicas.
+class ExchangeRowsKernel : public Kernel {
+ public:
+  ExchangeRowsKernel(const ir::Op& op, backend::Collective* group, int rank)
+      : group_(group), rank_(rank) {
+    const std::vector<int64_t>& vocabs = op.GetInts("vocabs");
+    const std::vector<double>& scales = op.GetFloats("scales");
+    for (size_t t = 0; t < vocabs.size(); ++t) {
+      backend::RowGradientPart p;
+      p.scale = static_cast<float>(scales[t]);
+      p.ids64 = op.input(2 * t)->dtype() == DType::kI64;
+      p.n = op.input(2 * t)->shape()[0];
+      p.vocab = vocabs[t];
+      p.row_bytes = static_cast<size_t>(op.input(2 * t + 1)->shape()[1]) * sizeof(float);
+      parts_.push_back(p);
+    }
+    workspace_ = group_->ExchangeRowsWorkspace(parts_);
+  }
+  size_t workspace_bytes() const override { return workspace_; }
+
+  void Run(const KernelArgs& args) override {
+    for (size_t t = 0; t < parts_.size(); ++t) {
+      backend::RowGradientPart& p = parts_[t];
+      p.ids = args.inputs[2 * t];
+      p.rows = args.inputs[2 * t + 1];
+      p.out_ids = args.outputs[2 * t];
+      p.out_rows = args.outputs[2 * t + 1];
+      for (int64_t i = 0; i < p.n; ++i) {
+        const int64_t id =
+            p.ids64 ? static_cast<const int64_t*>(p.ids)[i] : static_cast<const int32_t*>(p.ids)[i];
+        if (id < 0 || id >= p.vocab) RecordIndexFault(args, id, p.vocab, static_cast<int>(2 * t));
+      }
+    }
+    group_->ExchangeRows(rank_, parts_, args.workspace);
+  }
+
+ private:
+  backend::Collective* group_;
+  const int rank_;
+  std::vector<backend::RowGradientPart> parts_;
+  size_t workspace_ = 0;
+};
+
+std::unique_ptr<Kernel> MakeExchangeRows(const ir::Op& op, backend::Device& device) {
+  backend::Collective* group = Group(op, device);
+  if (op.GetInt("parts") != group->size() || op.GetInt("rank") != device.replica_rank())
+    Fail(ErrorKind::kInternal, "{} ({}): part {} of {} on replica {} of {}", op.type, op.name,
+         op.GetInt("rank"), op.GetInt("parts"), device.replica_rank(), group->size());
+  return std::make_unique<ExchangeRowsKernel>(op, group, device.replica_rank());
+}
+
 TILLER_CPU_KERNEL("all_reduce", MakeAllReduce,
                   Signature("T... -> T...").Where("T", {DType::kF32, DType::kF64}));
 TILLER_CPU_KERNEL("all_reduce_start", MakeAllReduceStart,
@@ -304,6 +356,10 @@ TILLER_CPU_KERNEL("reduce_scatter", MakeReduceScatter,
 TILLER_CPU_KERNEL("all_gather", MakeAllGather,
                   Signature("T -> T").Where("T",
                                             {DType::kF32, DType::kF64, DType::kI32, DType::kI64}));
+TILLER_CPU_KERNEL("exchange_rows", MakeExchangeRows,
+                  Signature("I, T, *... -> I, T, *...")
+                      .Where("I", {DType::kI32, DType::kI64})
+                      .Where("T", {DType::kF32}));
 TILLER_CPU_KERNEL("gather_rows", MakeGatherRows,
                   Signature("T, I, *... -> T...")
                       .Where("T", {DType::kF32})
