@@ -20,15 +20,15 @@ namespace {
 
 // Appends rank r's pairs (ids, float32 rows: n of them) whose id lies in
 // `mine` to out_ids / out_rows from slot *count on, the rows times `scale`.
-template <typename I>
-void KeepPairs(const I* ids, const std::byte* rows, int64_t n, size_t row_bytes, PartRange mine,
+template <typename In, typename I>
+void KeepPairs(const In* ids, const std::byte* rows, int64_t n, size_t row_bytes, PartRange mine,
                float scale, I* out_ids, std::byte* out_rows, int64_t* count) {
   int64_t c = *count;
   const size_t width = row_bytes / sizeof(float);
   for (int64_t i = 0; i < n; ++i) {
     const auto id = static_cast<int64_t>(ids[i]);
     if (id < mine.begin || id >= mine.end) continue;
-    out_ids[c] = ids[i];
+    out_ids[c] = static_cast<I>(ids[i]);
     std::byte* dst = out_rows + static_cast<size_t>(c) * row_bytes;
     const std::byte* src = rows + static_cast<size_t>(i) * row_bytes;
     if (scale == 1.0f) {
@@ -350,38 +350,63 @@ void Collective::GatherRows(int rank, std::span<const RowLookup> lookups, void* 
   }
 }
 
+// The default ExchangeRows gathers every table's ids (as int64) in one
+// all-gather and every table's rows in another, then keeps its part's
+// pairs. Workspace: this rank's ids and rows packed, and every rank's.
 size_t Collective::ExchangeRowsWorkspace(std::span<const RowGradientPart> parts) const {
-  size_t most = 0;
-  for (const RowGradientPart& p : parts) {
-    const size_t n = static_cast<size_t>(p.n) * static_cast<size_t>(size());
-    most = std::max(most, n * (sizeof(int64_t) + p.row_bytes));
-  }
-  return most;
+  size_t bytes = 0;
+  for (const RowGradientPart& p : parts)
+    bytes += static_cast<size_t>(p.n) * (sizeof(int64_t) + p.row_bytes);
+  return bytes * (static_cast<size_t>(size()) + 1);
 }
 
 void Collective::ExchangeRows(int rank, std::span<const RowGradientPart> parts, void* workspace) {
   const int ranks = size();
+  int64_t ids_per_rank = 0, words_per_rank = 0;  // words: the rows' float32s
   for (const RowGradientPart& p : parts) {
-    const int64_t all = p.n * ranks;
-    auto* ids = static_cast<std::byte*>(workspace);
-    std::byte* rows = ids + static_cast<size_t>(all) * sizeof(int64_t);
-    AllGather(rank, p.ids, ids, all, p.ids64 ? DType::kI64 : DType::kI32);
-    // Rows as bytes: int32 words of float32 rows.
-    AllGather(rank, p.rows, rows, all * static_cast<int64_t>(p.row_bytes / 4), DType::kI32);
+    TILLER_CHECK(p.row_bytes % sizeof(float) == 0, "rows of {} bytes: float32 rows", p.row_bytes);
+    ids_per_rank += p.n;
+    words_per_rank += p.n * static_cast<int64_t>(p.row_bytes / sizeof(float));
+  }
+  auto* mine = static_cast<int64_t*>(workspace);
+  int64_t* all_ids = mine + ids_per_rank;
+  auto* my_rows = reinterpret_cast<float*>(all_ids + ids_per_rank * ranks);
+  float* all_rows = my_rows + words_per_rank;
+  int64_t at = 0, word = 0;
+  for (const RowGradientPart& p : parts) {
+    for (int64_t i = 0; i < p.n; ++i)
+      mine[at++] =
+          p.ids64 ? static_cast<const int64_t*>(p.ids)[i] : static_cast<const int32_t*>(p.ids)[i];
+    std::memcpy(my_rows + word, p.rows, static_cast<size_t>(p.n) * p.row_bytes);
+    word += p.n * static_cast<int64_t>(p.row_bytes / sizeof(float));
+  }
+  AllGather(rank, mine, all_ids, ids_per_rank * ranks, DType::kI64);
+  AllGather(rank, my_rows, all_rows, words_per_rank * ranks, DType::kF32);
+  int64_t id_at = 0, word_at = 0;  // table t's place in each rank's message
+  for (const RowGradientPart& p : parts) {
     const PartRange own = PartOf(p.vocab, ranks, rank);
+    const auto width = static_cast<int64_t>(p.row_bytes / sizeof(float));
+    auto* out_rows = static_cast<std::byte*>(p.out_rows);
     int64_t count = 0;
-    auto keep = [&](auto tag) {
-      using I = decltype(tag);
-      auto* out_ids = static_cast<I*>(p.out_ids);
-      auto* out_rows = static_cast<std::byte*>(p.out_rows);
-      KeepPairs(reinterpret_cast<const I*>(ids), rows, all, p.row_bytes, own, p.scale, out_ids,
-                out_rows, &count);
-      PadPairs(count, all, p.vocab, own, p.row_bytes, out_ids, out_rows);
-    };
+    for (int r = 0; r < ranks; ++r) {
+      const int64_t* ids = all_ids + ids_per_rank * r + id_at;
+      const auto* rows =
+          reinterpret_cast<const std::byte*>(all_rows + words_per_rank * r + word_at);
+      if (p.ids64)
+        KeepPairs(ids, rows, p.n, p.row_bytes, own, p.scale, static_cast<int64_t*>(p.out_ids),
+                  out_rows, &count);
+      else
+        KeepPairs(ids, rows, p.n, p.row_bytes, own, p.scale, static_cast<int32_t*>(p.out_ids),
+                  out_rows, &count);
+    }
     if (p.ids64)
-      keep(int64_t{});
+      PadPairs(count, p.n * ranks, p.vocab, own, p.row_bytes, static_cast<int64_t*>(p.out_ids),
+               out_rows);
     else
-      keep(int32_t{});
+      PadPairs(count, p.n * ranks, p.vocab, own, p.row_bytes, static_cast<int32_t*>(p.out_ids),
+               out_rows);
+    id_at += p.n;
+    word_at += p.n * width;
   }
 }
 

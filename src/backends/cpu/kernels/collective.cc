@@ -231,6 +231,26 @@ std::unique_ptr<Kernel> MakeAllGather(const ir::Op& op, backend::Device& device)
   });
 }
 
+// The group of a row collective (gather_rows, exchange_rows), whose parts
+// and rank the op must agree with.
+backend::Collective* RowGroup(const ir::Op& op, const backend::Device& device) {
+  backend::Collective* group = Group(op, device);
+  if (op.GetInt("parts") != group->size() || op.GetInt("rank") != device.replica_rank())
+    Fail(ErrorKind::kInternal, "{} ({}): part {} of {} on replica {} of {}", op.type, op.name,
+         op.GetInt("rank"), op.GetInt("parts"), device.replica_rank(), group->size());
+  return group;
+}
+
+// Reports the ids (operand `operand`, n of them) outside [0, vocab).
+void CheckIds(const KernelArgs& args, const void* ids, bool ids64, int64_t n, int64_t vocab,
+              int operand) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id =
+        ids64 ? static_cast<const int64_t*>(ids)[i] : static_cast<const int32_t*>(ids)[i];
+    if (id < 0 || id >= vocab) RecordIndexFault(args, id, vocab, operand);
+  }
+}
+
 // The lookups of gather_rows: each table's ids checked here (an id outside
 // the table is reported, naming its operand, and reads as zeros), then one
 // meeting of the replicas moves every table's rows.
@@ -259,25 +279,12 @@ class GatherRowsKernel : public Kernel {
       l.part = args.inputs[2 * t];
       l.ids = args.inputs[2 * t + 1];
       l.out = args.outputs[t];
-      const int operand = static_cast<int>(2 * t + 1);
-      if (l.ids64)
-        Check(args, static_cast<const int64_t*>(l.ids), l, operand);
-      else
-        Check(args, static_cast<const int32_t*>(l.ids), l, operand);
+      CheckIds(args, l.ids, l.ids64, l.n, l.vocab, static_cast<int>(2 * t + 1));
     }
     group_->GatherRows(rank_, lookups_, args.workspace);
   }
 
  private:
-  template <typename I>
-  static void Check(const KernelArgs& args, const I* ids, const backend::RowLookup& l,
-                    int operand) {
-    for (int64_t i = 0; i < l.n; ++i) {
-      const auto id = static_cast<int64_t>(ids[i]);
-      if (id < 0 || id >= l.vocab) RecordIndexFault(args, id, l.vocab, operand);
-    }
-  }
-
   backend::Collective* group_;
   const int rank_;
   std::vector<backend::RowLookup> lookups_;
@@ -285,11 +292,7 @@ class GatherRowsKernel : public Kernel {
 };
 
 std::unique_ptr<Kernel> MakeGatherRows(const ir::Op& op, backend::Device& device) {
-  backend::Collective* group = Group(op, device);
-  if (op.GetInt("parts") != group->size() || op.GetInt("rank") != device.replica_rank())
-    Fail(ErrorKind::kInternal, "{} ({}): part {} of {} on replica {} of {}", op.type, op.name,
-         op.GetInt("rank"), op.GetInt("parts"), device.replica_rank(), group->size());
-  return std::make_unique<GatherRowsKernel>(op, group, device.replica_rank());
+  return std::make_unique<GatherRowsKernel>(op, RowGroup(op, device), device.replica_rank());
 }
 
 // exchange_rows: each table's ids checked (an id outside the table is
@@ -320,11 +323,7 @@ class ExchangeRowsKernel : public Kernel {
       p.rows = args.inputs[2 * t + 1];
       p.out_ids = args.outputs[2 * t];
       p.out_rows = args.outputs[2 * t + 1];
-      for (int64_t i = 0; i < p.n; ++i) {
-        const int64_t id =
-            p.ids64 ? static_cast<const int64_t*>(p.ids)[i] : static_cast<const int32_t*>(p.ids)[i];
-        if (id < 0 || id >= p.vocab) RecordIndexFault(args, id, p.vocab, static_cast<int>(2 * t));
-      }
+      CheckIds(args, p.ids, p.ids64, p.n, p.vocab, static_cast<int>(2 * t));
     }
     group_->ExchangeRows(rank_, parts_, args.workspace);
   }
@@ -337,11 +336,7 @@ class ExchangeRowsKernel : public Kernel {
 };
 
 std::unique_ptr<Kernel> MakeExchangeRows(const ir::Op& op, backend::Device& device) {
-  backend::Collective* group = Group(op, device);
-  if (op.GetInt("parts") != group->size() || op.GetInt("rank") != device.replica_rank())
-    Fail(ErrorKind::kInternal, "{} ({}): part {} of {} on replica {} of {}", op.type, op.name,
-         op.GetInt("rank"), op.GetInt("parts"), device.replica_rank(), group->size());
-  return std::make_unique<ExchangeRowsKernel>(op, group, device.replica_rank());
+  return std::make_unique<ExchangeRowsKernel>(op, RowGroup(op, device), device.replica_rank());
 }
 
 TILLER_CPU_KERNEL("all_reduce", MakeAllReduce,
