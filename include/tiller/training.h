@@ -342,12 +342,15 @@ class TrainingSession {
   };
   Summary GetSummary() const;  // of the step run last
 
-  // Per-op-type wall time of the steps run while profiling is on (replica
-  // 0's device with replicas): (op type, total ms, calls), largest first.
-  // Each op is timed on its own, with its device synchronized around it.
+  // Per-op-type wall time of the steps run while profiling is on (every
+  // replica's; GetProfile reads one): (op type, total ms, calls), largest
+  // first. Each op is timed on its own, with its device synchronized
+  // around it; a collective's time includes its wait for the others.
   void EnableProfiling(bool on);
-  // by_shape: one entry per op type and input shapes.
-  std::vector<std::tuple<std::string, double, int64_t>> GetProfile(bool by_shape = false) const;
+  // by_shape: one entry per op type and input shapes. replica: whose
+  // (0 .. replicas - 1; another is kInvalidArgument).
+  std::vector<std::tuple<std::string, double, int64_t>> GetProfile(bool by_shape = false,
+                                                                   int replica = 0) const;
 
  private:
   struct Impl;

@@ -435,10 +435,12 @@ void BindTraining(py::module_& m) {
           "the session's options say.")
       .def("summary", &TrainingSession::GetSummary)
       .def("enable_profiling", &TrainingSession::EnableProfiling, py::arg("on") = true,
-           "Times every op of later steps (replica 0's with replicas).")
+           "Times every op of later steps (every replica's).")
       .def("profile", &TrainingSession::GetProfile, py::arg("by_shape") = false,
+           py::arg("replica") = 0,
            "[(op type, total ms, calls)] of the steps run while profiling, largest first; "
-           "by_shape: one entry per op type and input shapes.");
+           "by_shape: one entry per op type and input shapes; replica: whose (a "
+           "collective's time includes its wait for the others).");
 }
 
 }  // namespace

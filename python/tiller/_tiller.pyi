@@ -848,7 +848,7 @@ class TrainingSession:
         ...
     def enable_profiling(self, on: bool = True) -> None:
         """
-        Times every op of later steps (replica 0's with replicas).
+        Times every op of later steps (every replica's).
         """
     def get_state(self, name: str) -> numpy.ndarray:
         ...
@@ -856,9 +856,9 @@ class TrainingSession:
         """
         Sets the state from <prefix>.pdparams / .pdopt, checking every variable first.
         """
-    def profile(self, by_shape: bool = False) -> list[tuple[str, float, int]]:
+    def profile(self, by_shape: bool = False, replica: int = 0) -> list[tuple[str, float, int]]:
         """
-        [(op type, total ms, calls)] of the steps run while profiling, largest first; by_shape: one entry per op type and input shapes.
+        [(op type, total ms, calls)] of the steps run while profiling, largest first; by_shape: one entry per op type and input shapes; replica: whose (a collective's time includes its wait for the others).
         """
     def run(self, feed: dict, eval: bool | None = None) -> list:
         """

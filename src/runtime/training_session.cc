@@ -315,10 +315,13 @@ void TrainingSession::EnableProfiling(bool on) {
 }
 
 std::vector<std::tuple<std::string, double, int64_t>> TrainingSession::GetProfile(
-    bool by_shape) const {
+    bool by_shape, int replica) const {
+  if (replica < 0 || replica >= impl_->options.replicas)
+    Fail(ErrorKind::kInvalidArgument, "profile of replica {}: the session has replicas 0 .. {}",
+         replica, impl_->options.replicas - 1);
   std::vector<std::tuple<std::string, double, int64_t>> out;
-  if (!impl_->last) return out;
-  for (const auto& e : impl_->last->exe->Profile(by_shape))
+  if (impl_->last_by_replica.size() <= static_cast<size_t>(replica)) return out;
+  for (const auto& e : impl_->last_by_replica[static_cast<size_t>(replica)]->exe->Profile(by_shape))
     out.emplace_back(e.op_type, e.total_ms, e.calls);
   return out;
 }

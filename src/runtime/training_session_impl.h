@@ -115,6 +115,7 @@ struct TrainingSession::Impl {
   bool profiling = false;
   std::unique_ptr<compile::TraceRecorder> trace;  // SessionOptions::trace_path
   compile::CompiledStep* last = nullptr;
+  std::vector<compile::CompiledStep*> last_by_replica;  // the last Run()'s, by replica
   bool last_eval = false;
   // The last Run()'s fetches, one value per micro-batch (FetchInfo's shapes).
   std::vector<ir::TensorType> fetch_types;

@@ -216,6 +216,7 @@ void TrainingSession::Run(bool eval) {
   const size_t n_fetch = s.fetch_names.size();
   const size_t micro_batches = static_cast<size_t>(s.MicroBatchesPerRun());
   s.last = nullptr;
+  s.last_by_replica.clear();
   s.fetch_types.resize(n_fetch);
   s.fetched.resize(n_fetch);
   for (size_t i = 0; i < n_fetch; ++i) {
@@ -254,6 +255,7 @@ void TrainingSession::Run(bool eval) {
   if (!eval && !s.state_owner.empty()) s.stage_states_newer = true;
   runtime::ApplyAnchors(s.options, exe, s.fetch_names, s.fetched, s.fetch_types);
   s.last = compiled[0];
+  s.last_by_replica = compiled;
   s.last_eval = eval;
 }
 

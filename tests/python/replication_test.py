@@ -284,3 +284,23 @@ def test_bad_anchor_options_are_refused(cnn):
                                                  r"batches_per_step 4"):
         _replicated(built, scope, batches_per_step=4, anchor_return_type="every_n",
                     anchor_return_period=3)
+
+
+def test_every_replica_profiles_its_own_ops(cnn):
+    """enable_profiling times every replica's ops; profile(replica=r) reads
+    replica r's: the same ops and calls on each (the all_reduce of the
+    gradients included), and a replica the session lacks is refused."""
+    built, scope = cnn
+    prog = _replicated(built, scope)
+    prog._session.enable_profiling(True)
+    feed = {"image": np.random.default_rng(3).standard_normal((2 * MICRO, 3, 16, 16))
+            .astype(np.float32), "label": np.zeros((2 * MICRO, 1), np.int64)}
+    for _ in range(2):
+        prog.run(feed=feed)
+    calls = [{t: c for t, _, c in prog._session.profile(replica=r)} for r in (0, 1)]
+    assert calls[0] == calls[1]
+    assert calls[0].get("conv2d", 0) >= 2 and any(t.startswith("all_reduce") for t in calls[0])
+    assert all(ms > 0 for _, ms, _ in prog._session.profile(replica=1))
+    with pytest.raises(tiller.TillerError, match=r"profile of replica 2: the session has "
+                                                  r"replicas 0 \.\. 1"):
+        prog._session.profile(replica=2)
