@@ -24,6 +24,10 @@ cross-entropy) trained with Adagrad, batch 2048, one id per slot:
   tiller-RxT-rows  the same with the tables split by rows over the replicas
                 (shard_embedding_rows: each replica holds, looks up and
                 updates 1 / R of every table's rows)
+  tiller-mpiP[-rows]  P processes of one replica and one thread each under
+                `mpirun -np P` (enable_distribution; the issue's "two MPI
+                ranks"), each feeding its 1 / P of the batch; rank 0's
+                times, RSS and losses (its replica's) are reported
 
 Each engine runs in a process of its own (its peak RSS is its own) with the
 same thread count, on the same seeded batches. Prints examples/s (the
@@ -38,7 +42,7 @@ once, and each touched row's parameter and Adagrad moment read and written
         [--engines paddle,tiller,tiller-dense,torch]
 
 Scaling over devices (the issue's "two devices >= 1.6x one device"):
-    --engines tiller-1x1,tiller-2x1,tiller-2x1-rows
+    --engines tiller-1x1,tiller-2x1,tiller-2x1-rows,tiller-mpi2-rows
 
 Tables of >= 1 GB take a few seconds to initialize per engine; the dense
 path moves 2x the tables' bytes per step, so it runs fewer steps.
@@ -126,12 +130,19 @@ def run_paddle_or_tiller(args, cfg) -> dict:
     # split by rows over the replicas (the program is one replica's, its
     # batch 1 / R of the step's); else one device of --threads.
     replicas, threads, rows = 1, args.threads, args.engine.endswith("-rows")
-    if args.engine.startswith("tiller-") and "x" in args.engine.split("-")[1]:
+    processes = 1
+    if args.engine.startswith("tiller-mpi"):
+        import tiller.distributed as dist
+
+        processes, threads = int(args.engine.split("-")[1][3:]), 1
+        assert dist.size() == processes, f"{args.engine} runs under mpirun -np {processes}"
+    elif args.engine.startswith("tiller-") and "x" in args.engine.split("-")[1]:
         r, t = args.engine.split("-")[1].split("x")
         replicas, threads = int(r), int(t)
     paddle.enable_static()
-    main, startup, loss, _, _ = dlrm.build(dataclasses.replace(cfg, batch=cfg.batch // replicas),
-                                           paddle.optimizer.Adagrad(args.lr))
+    main, startup, loss, _, _ = dlrm.build(
+        dataclasses.replace(cfg, batch=cfg.batch // (replicas * processes)),
+        paddle.optimizer.Adagrad(args.lr))
     exe = paddle.static.Executor(paddle.CPUPlace())
     scope = paddle.static.Scope()
     t0 = time.perf_counter()
@@ -150,12 +161,20 @@ def run_paddle_or_tiller(args, cfg) -> dict:
         import tiller
 
         strategy = tiller.IpuStrategy()
-        strategy.set_graph_config(is_training=True, micro_batch_size=cfg.batch // replicas,
+        strategy.set_graph_config(is_training=True,
+                                  micro_batch_size=cfg.batch // (replicas * processes),
                                   num_ipus=replicas)
         options = {"num_threads": threads * replicas}
         if replicas > 1:
             options.update({"enable_replicated_graphs": True,
                             "replicated_graph_count": replicas})
+        if processes > 1:
+            options.update({"enable_distribution": True,
+                            "enable_distributed_replicated_graphs": True,
+                            "global_replication_factor": processes,
+                            "global_replica_offset": dist.rank()})
+            # Each process feeds its replica's part of the global batch.
+            feeds = [dist.local_batch(f, processes) for f in feeds]
         if rows:
             options["shard_embedding_rows"] = True
         # tiller-cap1g: the device's capacity 1 GB (device_profile): tables
@@ -234,6 +253,11 @@ def child(args):
     cfg = config(args)
     r = run_torch(args, cfg) if args.engine == "torch" else run_paddle_or_tiller(args, cfg)
     r["peak_rss_gb"] = peak_rss_gb()
+    if args.engine.startswith("tiller-mpi"):
+        import tiller.distributed as dist
+
+        if dist.rank() != 0:
+            return
     Path(args.out).write_text(json.dumps(r))
 
 
@@ -288,6 +312,9 @@ def main():
                "--table-gb", str(args.table_gb), "--dim", str(args.dim),
                "--batch", str(args.batch), "--warmup", str(args.warmup),
                "--iters", str(args.iters), "--threads", str(args.threads), "--lr", str(args.lr)]
+        if engine.startswith("tiller-mpi"):
+            cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
+                   engine.split("-")[1][3:]] + cmd
         r = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if r.returncode != 0 or not out.exists():
             print(f"{engine}: failed ({r.returncode})\n{r.stderr[-3000:]}")
@@ -312,7 +339,8 @@ def main():
               "throughput (tables in host memory / in device memory)")
     one = results.get("tiller-1x1")
     for engine, res in results.items():
-        if one and engine.startswith("tiller-") and engine != "tiller-1x1" and "x" in engine:
+        if one and engine.startswith("tiller-") and engine != "tiller-1x1" and (
+                "x" in engine or "mpi" in engine):
             print(f"{engine} / tiller-1x1: {res['examples_s'] / one['examples_s']:.2f}x "
                   f"throughput (the same global batch per step)")
     if "tiller" in results and "paddle" in results:
