@@ -12,50 +12,12 @@
 #include <vector>
 
 #include "backend/rank_barrier.h"
+#include "backend/row_pairs.h"
 #include "core/error.h"
 #include "core/shape.h"
 
 namespace tiller::backend {
 namespace {
-
-// Appends rank r's pairs (ids, float32 rows: n of them) whose id lies in
-// `mine` to out_ids / out_rows from slot *count on, the rows times `scale`.
-template <typename In, typename I>
-void KeepPairs(const In* ids, const std::byte* rows, int64_t n, size_t row_bytes, PartRange mine,
-               float scale, I* out_ids, std::byte* out_rows, int64_t* count) {
-  int64_t c = *count;
-  const size_t width = row_bytes / sizeof(float);
-  for (int64_t i = 0; i < n; ++i) {
-    const auto id = static_cast<int64_t>(ids[i]);
-    if (id < mine.begin || id >= mine.end) continue;
-    out_ids[c] = static_cast<I>(ids[i]);
-    std::byte* dst = out_rows + static_cast<size_t>(c) * row_bytes;
-    const std::byte* src = rows + static_cast<size_t>(i) * row_bytes;
-    if (scale == 1.0f) {
-      std::memcpy(dst, src, row_bytes);
-    } else {
-      auto* d = reinterpret_cast<float*>(dst);
-      const auto* s = reinterpret_cast<const float*>(src);
-      // + 0: the scale op's x * s + bias with bias 0, bit for bit.
-      for (size_t j = 0; j < width; ++j) d[j] = s[j] * scale + 0.0f;
-    }
-    ++c;
-  }
-  *count = c;
-}
-
-// Fills slots [count, total) with an id outside `mine` (of another rank's
-// rows) and zero rows.
-template <typename I>
-void PadPairs(int64_t count, int64_t total, int64_t vocab, PartRange mine, size_t row_bytes,
-              I* out_ids, std::byte* out_rows) {
-  const auto other =
-      static_cast<I>(mine.begin > 0 ? mine.begin - 1 : std::min(mine.end, vocab - 1));
-  for (int64_t i = count; i < total; ++i) out_ids[i] = other;
-  if (total > count)
-    std::memset(out_rows + static_cast<size_t>(count) * row_bytes, 0,
-                static_cast<size_t>(total - count) * row_bytes);
-}
 
 // Ranks meet at a barrier, publish their buffers, and each sums one slice
 // of the tensor over all ranks and writes it into every rank's output: the

@@ -25,17 +25,24 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backend/collective.h"
 #include "backend/rank_barrier.h"
+#include "backend/row_pairs.h"
 #include "core/error.h"
 #include "core/shape.h"
 
 namespace tiller::distributed {
 namespace {
+
+using backend::KeepPairs;
+using backend::PadPairs;
+using backend::RowGradientPart;
+using backend::RowLookup;
 
 using backend::Collective;
 
@@ -221,6 +228,175 @@ class MpiCollective : public Collective {
     LocalBarrier();
   }
 
+  // With one replica per process: each rank asks the owners for the rows
+  // of its ids (their ids in one all-to-all, the rows back in another),
+  // instead of the default's dense, zero-filled rows of every rank's ids.
+  void GatherRows(int rank, std::span<const RowLookup> lookups, void* workspace) override {
+    if (local_ != 1) return Collective::GatherRows(rank, lookups, workspace);
+    const size_t nt = lookups.size(), np = static_cast<size_t>(processes_);
+    // Requests by owner, then lookup, then position: counts[o * nt + t].
+    std::vector<int> counts(np * nt, 0), recv_counts(np * nt, 0);
+    auto owner_of = [&](const RowLookup& l, int64_t id) {
+      return id < 0 || id >= l.vocab || id == l.padding_row ? -1 : OwnerOf(id, l.vocab);
+    };
+    for (size_t t = 0; t < nt; ++t)
+      for (int64_t i = 0; i < lookups[t].n; ++i) {
+        const int o = owner_of(lookups[t], IdAt(lookups[t].ids, lookups[t].ids64, i));
+        if (o >= 0) ++counts[static_cast<size_t>(o) * nt + t];
+      }
+    ExchangeCounts(counts, &recv_counts, "gather-rows counts");
+    // The ids, packed by owner.
+    std::vector<int64_t> asked;
+    std::vector<int> send_n(np, 0), send_at(np, 0), recv_n(np, 0), recv_at(np, 0);
+    Totals(counts, nt, &send_n, &send_at);
+    Totals(recv_counts, nt, &recv_n, &recv_at);
+    asked.resize(static_cast<size_t>(send_at.back() + send_n.back()));
+    {
+      std::vector<int64_t> cursor(np * nt);
+      for (size_t o = 0, at = 0; o < np; ++o)
+        for (size_t t = 0; t < nt; ++t) {
+          cursor[o * nt + t] = static_cast<int64_t>(at);
+          at += static_cast<size_t>(counts[o * nt + t]);
+        }
+      for (size_t t = 0; t < nt; ++t)
+        for (int64_t i = 0; i < lookups[t].n; ++i) {
+          const int64_t id = IdAt(lookups[t].ids, lookups[t].ids64, i);
+          const int o = owner_of(lookups[t], id);
+          if (o >= 0) asked[static_cast<size_t>(cursor[static_cast<size_t>(o) * nt + t]++)] = id;
+        }
+    }
+    std::vector<int64_t> wanted(static_cast<size_t>(recv_at.back() + recv_n.back()));
+    AllToAll(asked.data(), send_n, send_at, wanted.data(), recv_n, recv_at, MPI_INT64_T,
+             "gather-rows ids");
+    // The owner's replies: each asked id's row, in the order asked.
+    std::vector<int> reply_n(np, 0), reply_at(np, 0), back_n(np, 0), back_at(np, 0);
+    ByteTotals(recv_counts, lookups, &reply_n, &reply_at);
+    ByteTotals(counts, lookups, &back_n, &back_at);
+    send_.resize(static_cast<size_t>(reply_at.back() + reply_n.back()));
+    {
+      size_t at = 0, k = 0;
+      for (size_t q = 0; q < np; ++q)
+        for (size_t t = 0; t < nt; ++t) {
+          const RowLookup& l = lookups[t];
+          const PartRange part = PartOf(l.vocab, processes_, process_);
+          for (int c = 0; c < recv_counts[q * nt + t]; ++c, ++k, at += l.row_bytes)
+            std::memcpy(send_.data() + at,
+                        static_cast<const std::byte*>(l.part) +
+                            static_cast<size_t>(wanted[k] - part.begin) * l.row_bytes,
+                        l.row_bytes);
+        }
+    }
+    recv_.resize(static_cast<size_t>(back_at.back() + back_n.back()));
+    AllToAll(send_.data(), reply_n, reply_at, recv_.data(), back_n, back_at, MPI_BYTE,
+             "gather-rows rows");
+    // Into place: each owner's replies in the order this rank asked.
+    std::vector<size_t> cursor(np * nt);
+    for (size_t o = 0, at = 0; o < np; ++o)
+      for (size_t t = 0; t < nt; ++t) {
+        cursor[o * nt + t] = at;
+        at += static_cast<size_t>(counts[o * nt + t]) * lookups[t].row_bytes;
+      }
+    for (size_t t = 0; t < nt; ++t) {
+      const RowLookup& l = lookups[t];
+      auto* out = static_cast<std::byte*>(l.out);
+      for (int64_t i = 0; i < l.n; ++i, out += l.row_bytes) {
+        const int o = owner_of(l, IdAt(l.ids, l.ids64, i));
+        if (o < 0) {
+          std::memset(out, 0, l.row_bytes);
+          continue;
+        }
+        size_t& at = cursor[static_cast<size_t>(o) * nt + t];
+        std::memcpy(out, recv_.data() + at, l.row_bytes);
+        at += l.row_bytes;
+      }
+    }
+  }
+
+  // With one replica per process: each rank sends each owner the pairs of
+  // its rows (counts in one all-to-all, ids and rows in two more), instead
+  // of gathering every rank's pairs.
+  void ExchangeRows(int rank, std::span<const RowGradientPart> parts, void* workspace) override {
+    if (local_ != 1) return Collective::ExchangeRows(rank, parts, workspace);
+    const size_t nt = parts.size(), np = static_cast<size_t>(processes_);
+    std::vector<int> counts(np * nt, 0), recv_counts(np * nt, 0);
+    for (size_t t = 0; t < nt; ++t)
+      for (int64_t i = 0; i < parts[t].n; ++i) {
+        const int64_t id = IdAt(parts[t].ids, parts[t].ids64, i);
+        if (id >= 0 && id < parts[t].vocab)
+          ++counts[static_cast<size_t>(OwnerOf(id, parts[t].vocab)) * nt + t];
+      }
+    ExchangeCounts(counts, &recv_counts, "exchange-rows counts");
+    std::vector<int> send_n(np, 0), send_at(np, 0), recv_n(np, 0), recv_at(np, 0);
+    Totals(counts, nt, &send_n, &send_at);
+    Totals(recv_counts, nt, &recv_n, &recv_at);
+    std::vector<int> bytes_n(np, 0), bytes_at(np, 0), rbytes_n(np, 0), rbytes_at(np, 0);
+    ByteTotals(counts, parts, &bytes_n, &bytes_at);
+    ByteTotals(recv_counts, parts, &rbytes_n, &rbytes_at);
+    std::vector<int64_t> ids(static_cast<size_t>(send_at.back() + send_n.back()));
+    send_.resize(static_cast<size_t>(bytes_at.back() + bytes_n.back()));
+    {
+      std::vector<size_t> id_cursor(np * nt), byte_cursor(np * nt);
+      for (size_t o = 0, at = 0, b = 0; o < np; ++o)
+        for (size_t t = 0; t < nt; ++t) {
+          id_cursor[o * nt + t] = at;
+          byte_cursor[o * nt + t] = b;
+          at += static_cast<size_t>(counts[o * nt + t]);
+          b += static_cast<size_t>(counts[o * nt + t]) * parts[t].row_bytes;
+        }
+      for (size_t t = 0; t < nt; ++t) {
+        const RowGradientPart& p = parts[t];
+        for (int64_t i = 0; i < p.n; ++i) {
+          const int64_t id = IdAt(p.ids, p.ids64, i);
+          if (id < 0 || id >= p.vocab) continue;
+          const size_t slot = static_cast<size_t>(OwnerOf(id, p.vocab)) * nt + t;
+          ids[id_cursor[slot]++] = id;
+          std::memcpy(send_.data() + byte_cursor[slot],
+                      static_cast<const std::byte*>(p.rows) + static_cast<size_t>(i) * p.row_bytes,
+                      p.row_bytes);
+          byte_cursor[slot] += p.row_bytes;
+        }
+      }
+    }
+    std::vector<int64_t> got(static_cast<size_t>(recv_at.back() + recv_n.back()));
+    AllToAll(ids.data(), send_n, send_at, got.data(), recv_n, recv_at, MPI_INT64_T,
+             "exchange-rows ids");
+    recv_.resize(static_cast<size_t>(rbytes_at.back() + rbytes_n.back()));
+    AllToAll(send_.data(), bytes_n, bytes_at, recv_.data(), rbytes_n, rbytes_at, MPI_BYTE,
+             "exchange-rows rows");
+    // Each table's pairs in rank order, then in order; the rest padded.
+    std::vector<size_t> id_at(np * nt), byte_at(np * nt);
+    for (size_t q = 0, at = 0, b = 0; q < np; ++q)
+      for (size_t t = 0; t < nt; ++t) {
+        id_at[q * nt + t] = at;
+        byte_at[q * nt + t] = b;
+        at += static_cast<size_t>(recv_counts[q * nt + t]);
+        b += static_cast<size_t>(recv_counts[q * nt + t]) * parts[t].row_bytes;
+      }
+    for (size_t t = 0; t < nt; ++t) {
+      const RowGradientPart& p = parts[t];
+      const PartRange own = PartOf(p.vocab, processes_, process_);
+      auto* out_rows = static_cast<std::byte*>(p.out_rows);
+      int64_t count = 0;
+      for (size_t q = 0; q < np; ++q) {
+        const size_t slot = q * nt + t;
+        const auto* rows = recv_.data() + byte_at[slot];
+        const int64_t* from = got.data() + id_at[slot];
+        if (p.ids64)
+          KeepPairs(from, rows, recv_counts[slot], p.row_bytes, own, p.scale,
+                    static_cast<int64_t*>(p.out_ids), out_rows, &count);
+        else
+          KeepPairs(from, rows, recv_counts[slot], p.row_bytes, own, p.scale,
+                    static_cast<int32_t*>(p.out_ids), out_rows, &count);
+      }
+      if (p.ids64)
+        PadPairs(count, p.n * processes_, p.vocab, own, p.row_bytes,
+                 static_cast<int64_t*>(p.out_ids), out_rows);
+      else
+        PadPairs(count, p.n * processes_, p.vocab, own, p.row_bytes,
+                 static_cast<int32_t*>(p.out_ids), out_rows);
+    }
+  }
+
   void Broadcast(int rank, int root, void* buffer, size_t bytes) override {
     const int local = Local(rank);
     TILLER_CHECK(root >= 0 && root < size(), "root {} of {}", root, size());
@@ -353,6 +529,61 @@ class MpiCollective : public Collective {
   }
 
   static constexpr int64_t kChunk = int64_t{1} << 18;
+  static int64_t IdAt(const void* ids, bool ids64, int64_t i) {
+    return ids64 ? static_cast<const int64_t*>(ids)[i] : static_cast<const int32_t*>(ids)[i];
+  }
+  // The process whose rows PartOf(vocab, processes, p) hold `id` (in range).
+  int OwnerOf(int64_t id, int64_t vocab) const {
+    int p = static_cast<int>(id * processes_ / vocab);
+    while (p > 0 && id < PartOf(vocab, processes_, p).begin) --p;
+    while (p + 1 < processes_ && id >= PartOf(vocab, processes_, p + 1).begin) ++p;
+    return p;
+  }
+  // counts[o * T + t] (to each process o) -> what each process sends here.
+  void ExchangeCounts(const std::vector<int>& counts, std::vector<int>* recv, const char* what) {
+    const int per = static_cast<int>(counts.size()) / processes_;
+    MPI_Request request;
+    Check(MPI_Ialltoall(counts.data(), per, MPI_INT, recv->data(), per, MPI_INT, comm_, &request),
+          "MPI_Ialltoall");
+    Wait(&request, timeout_s_, what, ++calls_, counts.size() * sizeof(int));
+  }
+  // Per process: the elements of its T counts, and where they start.
+  void Totals(const std::vector<int>& counts, size_t nt, std::vector<int>* n,
+              std::vector<int>* at) const {
+    int64_t total = 0;
+    for (size_t o = 0; o < static_cast<size_t>(processes_); ++o) {
+      int64_t sum = 0;
+      for (size_t t = 0; t < nt; ++t) sum += counts[o * nt + t];
+      (*n)[o] = CountOrFail(sum, "row exchange");
+      (*at)[o] = CountOrFail(total, "row exchange");
+      total += sum;
+    }
+  }
+  // The same in bytes: table t's rows are `row_bytes` each.
+  template <typename Table>
+  void ByteTotals(const std::vector<int>& counts, std::span<const Table> tables,
+                  std::vector<int>* n, std::vector<int>* at) const {
+    const size_t nt = tables.size();
+    int64_t total = 0;
+    for (size_t o = 0; o < static_cast<size_t>(processes_); ++o) {
+      int64_t sum = 0;
+      for (size_t t = 0; t < nt; ++t)
+        sum += static_cast<int64_t>(counts[o * nt + t]) * static_cast<int64_t>(tables[t].row_bytes);
+      (*n)[o] = CountOrFail(sum, "row exchange");
+      (*at)[o] = CountOrFail(total, "row exchange");
+      total += sum;
+    }
+  }
+  void AllToAll(const void* send, const std::vector<int>& send_n, const std::vector<int>& send_at,
+                void* recv, const std::vector<int>& recv_n, const std::vector<int>& recv_at,
+                MPI_Datatype type, const char* what) {
+    MPI_Request request;
+    Check(MPI_Ialltoallv(send, send_n.data(), send_at.data(), type, recv, recv_n.data(),
+                         recv_at.data(), type, comm_, &request),
+          "MPI_Ialltoallv");
+    Wait(&request, timeout_s_, what, ++calls_, 0);
+  }
+
   const int local_;
   const double timeout_s_;
   MPI_Comm comm_ = MPI_COMM_NULL;
