@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backend/rank_barrier.h"
@@ -253,6 +254,23 @@ class InProcessCollective : public Collective {
 
 }  // namespace
 
+namespace {
+
+// A rank's ids and float32 row elements over all of `tables` (lookups or
+// row gradients): what its part of the defaults' messages holds.
+template <typename Table>
+std::pair<int64_t, int64_t> MessageSizes(std::span<const Table> tables) {
+  int64_t ids = 0, floats = 0;
+  for (const Table& t : tables) {
+    TILLER_CHECK(t.row_bytes % sizeof(float) == 0, "rows of {} bytes: float32 rows", t.row_bytes);
+    ids += t.n;
+    floats += t.n * static_cast<int64_t>(t.row_bytes / sizeof(float));
+  }
+  return {ids, floats};
+}
+
+}  // namespace
+
 // The default GatherRows moves every lookup in one message each way: the
 // ids of all lookups (as int64) in one all-gather, and each rank's rows of
 // all lookups as its part of one reduce-scatter. Workspace: this rank's ids,
@@ -269,12 +287,7 @@ size_t Collective::GatherRowsWorkspace(std::span<const RowLookup> lookups) const
 
 void Collective::GatherRows(int rank, std::span<const RowLookup> lookups, void* workspace) {
   const int ranks = size();
-  int64_t ids_per_rank = 0, floats_per_rank = 0;
-  for (const RowLookup& l : lookups) {
-    TILLER_CHECK(l.row_bytes % sizeof(float) == 0, "rows of {} bytes: float32 rows", l.row_bytes);
-    ids_per_rank += l.n;
-    floats_per_rank += l.n * static_cast<int64_t>(l.row_bytes / sizeof(float));
-  }
+  const auto [ids_per_rank, floats_per_rank] = MessageSizes(lookups);
   auto* mine = static_cast<int64_t*>(workspace);
   int64_t* all_ids = mine + ids_per_rank;
   auto* rows = reinterpret_cast<float*>(all_ids + ids_per_rank * ranks);
@@ -324,12 +337,7 @@ size_t Collective::ExchangeRowsWorkspace(std::span<const RowGradientPart> parts)
 
 void Collective::ExchangeRows(int rank, std::span<const RowGradientPart> parts, void* workspace) {
   const int ranks = size();
-  int64_t ids_per_rank = 0, words_per_rank = 0;  // words: the rows' float32s
-  for (const RowGradientPart& p : parts) {
-    TILLER_CHECK(p.row_bytes % sizeof(float) == 0, "rows of {} bytes: float32 rows", p.row_bytes);
-    ids_per_rank += p.n;
-    words_per_rank += p.n * static_cast<int64_t>(p.row_bytes / sizeof(float));
-  }
+  const auto [ids_per_rank, words_per_rank] = MessageSizes(parts);  // words: the rows' floats
   auto* mine = static_cast<int64_t*>(workspace);
   int64_t* all_ids = mine + ids_per_rank;
   auto* my_rows = reinterpret_cast<float*>(all_ids + ids_per_rank * ranks);

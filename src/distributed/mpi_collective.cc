@@ -251,20 +251,16 @@ class MpiCollective : public Collective {
     Totals(counts, nt, &send_n, &send_at);
     Totals(recv_counts, nt, &recv_n, &recv_at);
     asked.resize(static_cast<size_t>(send_at.back() + send_n.back()));
-    {
-      std::vector<int64_t> cursor(np * nt);
-      for (size_t o = 0, at = 0; o < np; ++o)
-        for (size_t t = 0; t < nt; ++t) {
-          cursor[o * nt + t] = static_cast<int64_t>(at);
-          at += static_cast<size_t>(counts[o * nt + t]);
-        }
-      for (size_t t = 0; t < nt; ++t)
-        for (int64_t i = 0; i < lookups[t].n; ++i) {
-          const int64_t id = IdAt(lookups[t].ids, lookups[t].ids64, i);
-          const int o = owner_of(lookups[t], id);
-          if (o >= 0) asked[static_cast<size_t>(cursor[static_cast<size_t>(o) * nt + t]++)] = id;
-        }
-    }
+    // Where each (owner, lookup) slot starts: in the ids asked, and in the
+    // rows that come back.
+    std::vector<size_t> id_cursor, cursor;
+    SlotOffsets(counts, lookups, &id_cursor, &cursor);
+    for (size_t t = 0; t < nt; ++t)
+      for (int64_t i = 0; i < lookups[t].n; ++i) {
+        const int64_t id = IdAt(lookups[t].ids, lookups[t].ids64, i);
+        const int o = owner_of(lookups[t], id);
+        if (o >= 0) asked[id_cursor[static_cast<size_t>(o) * nt + t]++] = id;
+      }
     std::vector<int64_t> wanted(static_cast<size_t>(recv_at.back() + recv_n.back()));
     AllToAll(asked.data(), send_n, send_at, wanted.data(), recv_n, recv_at, MPI_INT64_T,
              "gather-rows ids");
@@ -290,12 +286,6 @@ class MpiCollective : public Collective {
     AllToAll(send_.data(), reply_n, reply_at, recv_.data(), back_n, back_at, MPI_BYTE,
              "gather-rows rows");
     // Into place: each owner's replies in the order this rank asked.
-    std::vector<size_t> cursor(np * nt);
-    for (size_t o = 0, at = 0; o < np; ++o)
-      for (size_t t = 0; t < nt; ++t) {
-        cursor[o * nt + t] = at;
-        at += static_cast<size_t>(counts[o * nt + t]) * lookups[t].row_bytes;
-      }
     for (size_t t = 0; t < nt; ++t) {
       const RowLookup& l = lookups[t];
       auto* out = static_cast<std::byte*>(l.out);
@@ -335,14 +325,8 @@ class MpiCollective : public Collective {
     std::vector<int64_t> ids(static_cast<size_t>(send_at.back() + send_n.back()));
     send_.resize(static_cast<size_t>(bytes_at.back() + bytes_n.back()));
     {
-      std::vector<size_t> id_cursor(np * nt), byte_cursor(np * nt);
-      for (size_t o = 0, at = 0, b = 0; o < np; ++o)
-        for (size_t t = 0; t < nt; ++t) {
-          id_cursor[o * nt + t] = at;
-          byte_cursor[o * nt + t] = b;
-          at += static_cast<size_t>(counts[o * nt + t]);
-          b += static_cast<size_t>(counts[o * nt + t]) * parts[t].row_bytes;
-        }
+      std::vector<size_t> id_cursor, byte_cursor;
+      SlotOffsets(counts, parts, &id_cursor, &byte_cursor);
       for (size_t t = 0; t < nt; ++t) {
         const RowGradientPart& p = parts[t];
         for (int64_t i = 0; i < p.n; ++i) {
@@ -364,14 +348,8 @@ class MpiCollective : public Collective {
     AllToAll(send_.data(), bytes_n, bytes_at, recv_.data(), rbytes_n, rbytes_at, MPI_BYTE,
              "exchange-rows rows");
     // Each table's pairs in rank order, then in order; the rest padded.
-    std::vector<size_t> id_at(np * nt), byte_at(np * nt);
-    for (size_t q = 0, at = 0, b = 0; q < np; ++q)
-      for (size_t t = 0; t < nt; ++t) {
-        id_at[q * nt + t] = at;
-        byte_at[q * nt + t] = b;
-        at += static_cast<size_t>(recv_counts[q * nt + t]);
-        b += static_cast<size_t>(recv_counts[q * nt + t]) * parts[t].row_bytes;
-      }
+    std::vector<size_t> id_at, byte_at;
+    SlotOffsets(recv_counts, parts, &id_at, &byte_at);
     for (size_t t = 0; t < nt; ++t) {
       const RowGradientPart& p = parts[t];
       const PartRange own = PartOf(p.vocab, processes_, process_);
@@ -529,6 +507,23 @@ class MpiCollective : public Collective {
   }
 
   static constexpr int64_t kChunk = int64_t{1} << 18;
+  // Where each (process, table) slot of a message packed by process, then
+  // table starts: in ids (*ids_at) and in bytes (*bytes_at, table t's rows
+  // row_bytes each), from counts[o * T + t].
+  template <typename Table>
+  static void SlotOffsets(const std::vector<int>& counts, std::span<const Table> tables,
+                          std::vector<size_t>* ids_at, std::vector<size_t>* bytes_at) {
+    const size_t nt = tables.size();
+    ids_at->assign(counts.size(), 0);
+    bytes_at->assign(counts.size(), 0);
+    size_t at = 0, b = 0;
+    for (size_t slot = 0; slot < counts.size(); ++slot) {
+      (*ids_at)[slot] = at;
+      (*bytes_at)[slot] = b;
+      at += static_cast<size_t>(counts[slot]);
+      b += static_cast<size_t>(counts[slot]) * tables[slot % nt].row_bytes;
+    }
+  }
   static int64_t IdAt(const void* ids, bool ids64, int64_t i) {
     return ids64 ? static_cast<const int64_t*>(ids)[i] : static_cast<const int32_t*>(ids)[i];
   }
