@@ -195,6 +195,7 @@ def tiller_run(case):
     if rep > 1:
         strategy.set_options({"enable_replicated_graphs": True, "replicated_graph_count": rep,
                               "shard_embedding_rows": case.get("rows", False)})
+    strategy.set_options(case.get("options", {}))
     prog = tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=strategy).compile(
         ["a", "b", "c", "y"], [loss])
     if case.get("bad_id") is not None:
@@ -216,7 +217,7 @@ for name, case in json.loads(sys.argv[3]).items():
             results[name] = {"error": ""}
             continue
         if case.get("vs_one_device"):  # Tiller on one device is the reference
-            ref, one, _ = tiller_run({"opt": case["opt"]})
+            ref, one, _ = tiller_run({"opt": case["opt"], "options": case.get("options", {})})
             got, session, _ = tiller_run(case)
             state = {n: float(np.max(np.abs(session.get_state(n) - one.get_state(n))) /
                               max(1.0, float(np.max(np.abs(one.get_state(n))))))
@@ -306,6 +307,13 @@ VS_ONE = {
                                      "vs_one_device": True},
     "adam_rows_split_replicas2": {"opt": "O.Adam(0.05)", "replicas": 2, "rows": True,
                                   "vs_one_device": True},
+    # Loss scaling that skips updates on non-finite gradients: every replica
+    # must see every gradient to decide alike, so the split tables' updates
+    # keep the gathered row gradients (no exchange_rows).
+    "adagrad_rows_split_dynamic_scale": {
+        "opt": "O.Adagrad(0.1)", "replicas": 2, "rows": True, "vs_one_device": True,
+        "options": {"dynamic_loss_scaling": True, "loss_scaling": 4.0,
+                    "location_optimizer": {"use_replicated_tensor_sharding": False}}},
 }
 
 
