@@ -106,22 +106,16 @@ class InProcessCollective : public Collective {
     for (size_t t = 0; t < parts.size(); ++t) {
       const RowGradientPart& mine = parts[t];
       const PartRange own = PartOf(mine.vocab, ranks_, rank);
-      auto* out_rows = static_cast<std::byte*>(mine.out_rows);
       int64_t count = 0;
-      auto keep = [&](auto tag) {
-        using I = decltype(tag);
-        auto* out_ids = static_cast<I*>(mine.out_ids);
-        for (int r = 0; r < ranks_; ++r) {
-          const RowGradientPart& from = grads_[static_cast<size_t>(r)][t];
-          KeepPairs(static_cast<const I*>(from.ids), static_cast<const std::byte*>(from.rows),
-                    from.n, mine.row_bytes, own, mine.scale, out_ids, out_rows, &count);
-        }
-        PadPairs(count, mine.n * ranks_, mine.vocab, own, mine.row_bytes, out_ids, out_rows);
-      };
-      if (mine.ids64)
-        keep(int64_t{});
-      else
-        keep(int32_t{});
+      for (int r = 0; r < ranks_; ++r) {
+        const RowGradientPart& from = grads_[static_cast<size_t>(r)][t];
+        const auto* rows = static_cast<const std::byte*>(from.rows);
+        if (from.ids64)
+          KeepPairsOf(mine, own, static_cast<const int64_t*>(from.ids), rows, from.n, &count);
+        else
+          KeepPairsOf(mine, own, static_cast<const int32_t*>(from.ids), rows, from.n, &count);
+      }
+      PadPairsOf(mine, ranks_, own, count);
     }
     Barrier();
   }
@@ -269,6 +263,20 @@ std::pair<int64_t, int64_t> MessageSizes(std::span<const Table> tables) {
   return {ids, floats};
 }
 
+// Those in bytes: the ids as int64, the rows as float32.
+template <typename Table>
+size_t MessageBytes(std::span<const Table> tables) {
+  const auto [ids, floats] = MessageSizes(tables);
+  return static_cast<size_t>(ids) * sizeof(int64_t) + static_cast<size_t>(floats) * sizeof(float);
+}
+
+// Every table's ids, one table after another, as int64 into `out`.
+template <typename Table>
+void PackIds(std::span<const Table> tables, int64_t* out) {
+  for (const Table& t : tables)
+    for (int64_t i = 0; i < t.n; ++i) *out++ = RowId(t.ids, t.ids64, i);
+}
+
 }  // namespace
 
 // The default GatherRows moves every lookup in one message each way: the
@@ -276,13 +284,7 @@ std::pair<int64_t, int64_t> MessageSizes(std::span<const Table> tables) {
 // all lookups as its part of one reduce-scatter. Workspace: this rank's ids,
 // every rank's ids, every rank's rows, and this rank's rows.
 size_t Collective::GatherRowsWorkspace(std::span<const RowLookup> lookups) const {
-  size_t ids = 0, rows = 0;
-  for (const RowLookup& l : lookups) {
-    ids += static_cast<size_t>(l.n) * sizeof(int64_t);
-    rows += static_cast<size_t>(l.n) * l.row_bytes;
-  }
-  const auto ranks = static_cast<size_t>(size());
-  return (ids + rows) * (ranks + 1);
+  return MessageBytes(lookups) * (static_cast<size_t>(size()) + 1);
 }
 
 void Collective::GatherRows(int rank, std::span<const RowLookup> lookups, void* workspace) {
@@ -292,11 +294,7 @@ void Collective::GatherRows(int rank, std::span<const RowLookup> lookups, void* 
   int64_t* all_ids = mine + ids_per_rank;
   auto* rows = reinterpret_cast<float*>(all_ids + ids_per_rank * ranks);
   float* own = rows + floats_per_rank * ranks;
-  int64_t at = 0;
-  for (const RowLookup& l : lookups)
-    for (int64_t i = 0; i < l.n; ++i)
-      mine[at++] =
-          l.ids64 ? static_cast<const int64_t*>(l.ids)[i] : static_cast<const int32_t*>(l.ids)[i];
+  PackIds(lookups, mine);
   AllGather(rank, mine, all_ids, ids_per_rank * ranks, DType::kI64);
   // Rank r's rows of every lookup, in lookup order, from r's ids: this
   // rank's rows where it holds them, zeros elsewhere.
@@ -329,10 +327,7 @@ void Collective::GatherRows(int rank, std::span<const RowLookup> lookups, void* 
 // all-gather and every table's rows in another, then keeps its part's
 // pairs. Workspace: this rank's ids and rows packed, and every rank's.
 size_t Collective::ExchangeRowsWorkspace(std::span<const RowGradientPart> parts) const {
-  size_t bytes = 0;
-  for (const RowGradientPart& p : parts)
-    bytes += static_cast<size_t>(p.n) * (sizeof(int64_t) + p.row_bytes);
-  return bytes * (static_cast<size_t>(size()) + 1);
+  return MessageBytes(parts) * (static_cast<size_t>(size()) + 1);
 }
 
 void Collective::ExchangeRows(int rank, std::span<const RowGradientPart> parts, void* workspace) {
@@ -342,11 +337,9 @@ void Collective::ExchangeRows(int rank, std::span<const RowGradientPart> parts, 
   int64_t* all_ids = mine + ids_per_rank;
   auto* my_rows = reinterpret_cast<float*>(all_ids + ids_per_rank * ranks);
   float* all_rows = my_rows + words_per_rank;
-  int64_t at = 0, word = 0;
+  PackIds(parts, mine);
+  int64_t word = 0;
   for (const RowGradientPart& p : parts) {
-    for (int64_t i = 0; i < p.n; ++i)
-      mine[at++] =
-          p.ids64 ? static_cast<const int64_t*>(p.ids)[i] : static_cast<const int32_t*>(p.ids)[i];
     std::memcpy(my_rows + word, p.rows, static_cast<size_t>(p.n) * p.row_bytes);
     word += p.n * static_cast<int64_t>(p.row_bytes / sizeof(float));
   }
@@ -356,25 +349,12 @@ void Collective::ExchangeRows(int rank, std::span<const RowGradientPart> parts, 
   for (const RowGradientPart& p : parts) {
     const PartRange own = PartOf(p.vocab, ranks, rank);
     const auto width = static_cast<int64_t>(p.row_bytes / sizeof(float));
-    auto* out_rows = static_cast<std::byte*>(p.out_rows);
     int64_t count = 0;
-    for (int r = 0; r < ranks; ++r) {
-      const int64_t* ids = all_ids + ids_per_rank * r + id_at;
-      const auto* rows =
-          reinterpret_cast<const std::byte*>(all_rows + words_per_rank * r + word_at);
-      if (p.ids64)
-        KeepPairs(ids, rows, p.n, p.row_bytes, own, p.scale, static_cast<int64_t*>(p.out_ids),
-                  out_rows, &count);
-      else
-        KeepPairs(ids, rows, p.n, p.row_bytes, own, p.scale, static_cast<int32_t*>(p.out_ids),
-                  out_rows, &count);
-    }
-    if (p.ids64)
-      PadPairs(count, p.n * ranks, p.vocab, own, p.row_bytes, static_cast<int64_t*>(p.out_ids),
-               out_rows);
-    else
-      PadPairs(count, p.n * ranks, p.vocab, own, p.row_bytes, static_cast<int32_t*>(p.out_ids),
-               out_rows);
+    for (int r = 0; r < ranks; ++r)
+      KeepPairsOf(p, own, all_ids + ids_per_rank * r + id_at,
+                  reinterpret_cast<const std::byte*>(all_rows + words_per_rank * r + word_at), p.n,
+                  &count);
+    PadPairsOf(p, ranks, own, count);
     id_at += p.n;
     word_at += p.n * width;
   }

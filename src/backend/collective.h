@@ -35,6 +35,11 @@ struct RowLookup {
   void* out = nullptr;
 };
 
+// Id i of a lookup's or row gradient's ids (int64 where ids64, else int32).
+inline int64_t RowId(const void* ids, bool ids64, int64_t i) {
+  return ids64 ? static_cast<const int64_t*>(ids)[i] : static_cast<const int32_t*>(ids)[i];
+}
+
 // One table's row gradient of ExchangeRows: this rank's `n` ids (int64 or
 // int32) and their rows of `row_bytes` (float32), of a table of `vocab`
 // rows split by rows over the group.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/collective.h"
 #include "core/shape.h"
 
 namespace tiller::backend {
@@ -51,6 +52,31 @@ inline void PadPairs(int64_t count, int64_t total, int64_t vocab, PartRange mine
   if (total > count)
     std::memset(out_rows + static_cast<size_t>(count) * row_bytes, 0,
                 static_cast<size_t>(total - count) * row_bytes);
+}
+
+// KeepPairs into p's outputs (whose ids are int64 where p.ids64): the
+// pairs of `ids` (In) and `rows`, n of them, in this rank's rows `own`.
+template <typename In>
+inline void KeepPairsOf(const RowGradientPart& p, PartRange own, const In* ids,
+                        const std::byte* rows, int64_t n, int64_t* count) {
+  auto* out_rows = static_cast<std::byte*>(p.out_rows);
+  if (p.ids64)
+    KeepPairs(ids, rows, n, p.row_bytes, own, p.scale, static_cast<int64_t*>(p.out_ids), out_rows,
+              count);
+  else
+    KeepPairs(ids, rows, n, p.row_bytes, own, p.scale, static_cast<int32_t*>(p.out_ids), out_rows,
+              count);
+}
+
+// PadPairs of p's outputs after `count` kept pairs, over `ranks` ranks.
+inline void PadPairsOf(const RowGradientPart& p, int ranks, PartRange own, int64_t count) {
+  auto* out_rows = static_cast<std::byte*>(p.out_rows);
+  if (p.ids64)
+    PadPairs(count, p.n * ranks, p.vocab, own, p.row_bytes, static_cast<int64_t*>(p.out_ids),
+             out_rows);
+  else
+    PadPairs(count, p.n * ranks, p.vocab, own, p.row_bytes, static_cast<int32_t*>(p.out_ids),
+             out_rows);
 }
 
 }  // namespace tiller::backend

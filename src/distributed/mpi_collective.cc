@@ -39,9 +39,10 @@
 namespace tiller::distributed {
 namespace {
 
-using backend::KeepPairs;
-using backend::PadPairs;
+using backend::KeepPairsOf;
+using backend::PadPairsOf;
 using backend::RowGradientPart;
+using backend::RowId;
 using backend::RowLookup;
 
 using backend::Collective;
@@ -241,15 +242,15 @@ class MpiCollective : public Collective {
     };
     for (size_t t = 0; t < nt; ++t)
       for (int64_t i = 0; i < lookups[t].n; ++i) {
-        const int o = owner_of(lookups[t], IdAt(lookups[t].ids, lookups[t].ids64, i));
+        const int o = owner_of(lookups[t], RowId(lookups[t].ids, lookups[t].ids64, i));
         if (o >= 0) ++counts[static_cast<size_t>(o) * nt + t];
       }
     ExchangeCounts(counts, &recv_counts, "gather-rows counts");
     // The ids, packed by owner.
     std::vector<int64_t> asked;
     std::vector<int> send_n(np, 0), send_at(np, 0), recv_n(np, 0), recv_at(np, 0);
-    Totals(counts, nt, &send_n, &send_at);
-    Totals(recv_counts, nt, &recv_n, &recv_at);
+    Totals(counts, lookups, false, &send_n, &send_at);
+    Totals(recv_counts, lookups, false, &recv_n, &recv_at);
     asked.resize(static_cast<size_t>(send_at.back() + send_n.back()));
     // Where each (owner, lookup) slot starts: in the ids asked, and in the
     // rows that come back.
@@ -257,7 +258,7 @@ class MpiCollective : public Collective {
     SlotOffsets(counts, lookups, &id_cursor, &cursor);
     for (size_t t = 0; t < nt; ++t)
       for (int64_t i = 0; i < lookups[t].n; ++i) {
-        const int64_t id = IdAt(lookups[t].ids, lookups[t].ids64, i);
+        const int64_t id = RowId(lookups[t].ids, lookups[t].ids64, i);
         const int o = owner_of(lookups[t], id);
         if (o >= 0) asked[id_cursor[static_cast<size_t>(o) * nt + t]++] = id;
       }
@@ -266,8 +267,8 @@ class MpiCollective : public Collective {
              "gather-rows ids");
     // The owner's replies: each asked id's row, in the order asked.
     std::vector<int> reply_n(np, 0), reply_at(np, 0), back_n(np, 0), back_at(np, 0);
-    ByteTotals(recv_counts, lookups, &reply_n, &reply_at);
-    ByteTotals(counts, lookups, &back_n, &back_at);
+    Totals(recv_counts, lookups, true, &reply_n, &reply_at);
+    Totals(counts, lookups, true, &back_n, &back_at);
     send_.resize(static_cast<size_t>(reply_at.back() + reply_n.back()));
     {
       size_t at = 0, k = 0;
@@ -290,7 +291,7 @@ class MpiCollective : public Collective {
       const RowLookup& l = lookups[t];
       auto* out = static_cast<std::byte*>(l.out);
       for (int64_t i = 0; i < l.n; ++i, out += l.row_bytes) {
-        const int o = owner_of(l, IdAt(l.ids, l.ids64, i));
+        const int o = owner_of(l, RowId(l.ids, l.ids64, i));
         if (o < 0) {
           std::memset(out, 0, l.row_bytes);
           continue;
@@ -311,17 +312,17 @@ class MpiCollective : public Collective {
     std::vector<int> counts(np * nt, 0), recv_counts(np * nt, 0);
     for (size_t t = 0; t < nt; ++t)
       for (int64_t i = 0; i < parts[t].n; ++i) {
-        const int64_t id = IdAt(parts[t].ids, parts[t].ids64, i);
+        const int64_t id = RowId(parts[t].ids, parts[t].ids64, i);
         if (id >= 0 && id < parts[t].vocab)
           ++counts[static_cast<size_t>(OwnerOf(id, parts[t].vocab)) * nt + t];
       }
     ExchangeCounts(counts, &recv_counts, "exchange-rows counts");
     std::vector<int> send_n(np, 0), send_at(np, 0), recv_n(np, 0), recv_at(np, 0);
-    Totals(counts, nt, &send_n, &send_at);
-    Totals(recv_counts, nt, &recv_n, &recv_at);
+    Totals(counts, parts, false, &send_n, &send_at);
+    Totals(recv_counts, parts, false, &recv_n, &recv_at);
     std::vector<int> bytes_n(np, 0), bytes_at(np, 0), rbytes_n(np, 0), rbytes_at(np, 0);
-    ByteTotals(counts, parts, &bytes_n, &bytes_at);
-    ByteTotals(recv_counts, parts, &rbytes_n, &rbytes_at);
+    Totals(counts, parts, true, &bytes_n, &bytes_at);
+    Totals(recv_counts, parts, true, &rbytes_n, &rbytes_at);
     std::vector<int64_t> ids(static_cast<size_t>(send_at.back() + send_n.back()));
     send_.resize(static_cast<size_t>(bytes_at.back() + bytes_n.back()));
     {
@@ -330,7 +331,7 @@ class MpiCollective : public Collective {
       for (size_t t = 0; t < nt; ++t) {
         const RowGradientPart& p = parts[t];
         for (int64_t i = 0; i < p.n; ++i) {
-          const int64_t id = IdAt(p.ids, p.ids64, i);
+          const int64_t id = RowId(p.ids, p.ids64, i);
           if (id < 0 || id >= p.vocab) continue;
           const size_t slot = static_cast<size_t>(OwnerOf(id, p.vocab)) * nt + t;
           ids[id_cursor[slot]++] = id;
@@ -353,25 +354,13 @@ class MpiCollective : public Collective {
     for (size_t t = 0; t < nt; ++t) {
       const RowGradientPart& p = parts[t];
       const PartRange own = PartOf(p.vocab, processes_, process_);
-      auto* out_rows = static_cast<std::byte*>(p.out_rows);
       int64_t count = 0;
       for (size_t q = 0; q < np; ++q) {
         const size_t slot = q * nt + t;
-        const auto* rows = recv_.data() + byte_at[slot];
-        const int64_t* from = got.data() + id_at[slot];
-        if (p.ids64)
-          KeepPairs(from, rows, recv_counts[slot], p.row_bytes, own, p.scale,
-                    static_cast<int64_t*>(p.out_ids), out_rows, &count);
-        else
-          KeepPairs(from, rows, recv_counts[slot], p.row_bytes, own, p.scale,
-                    static_cast<int32_t*>(p.out_ids), out_rows, &count);
+        KeepPairsOf(p, own, got.data() + id_at[slot], recv_.data() + byte_at[slot],
+                    recv_counts[slot], &count);
       }
-      if (p.ids64)
-        PadPairs(count, p.n * processes_, p.vocab, own, p.row_bytes,
-                 static_cast<int64_t*>(p.out_ids), out_rows);
-      else
-        PadPairs(count, p.n * processes_, p.vocab, own, p.row_bytes,
-                 static_cast<int32_t*>(p.out_ids), out_rows);
+      PadPairsOf(p, processes_, own, count);
     }
   }
 
@@ -524,9 +513,6 @@ class MpiCollective : public Collective {
       b += static_cast<size_t>(counts[slot]) * tables[slot % nt].row_bytes;
     }
   }
-  static int64_t IdAt(const void* ids, bool ids64, int64_t i) {
-    return ids64 ? static_cast<const int64_t*>(ids)[i] : static_cast<const int32_t*>(ids)[i];
-  }
   // The process whose rows PartOf(vocab, processes, p) hold `id` (in range).
   int OwnerOf(int64_t id, int64_t vocab) const {
     int p = static_cast<int>(id * processes_ / vocab);
@@ -542,28 +528,18 @@ class MpiCollective : public Collective {
           "MPI_Ialltoall");
     Wait(&request, timeout_s_, what, ++calls_, counts.size() * sizeof(int));
   }
-  // Per process: the elements of its T counts, and where they start.
-  void Totals(const std::vector<int>& counts, size_t nt, std::vector<int>* n,
-              std::vector<int>* at) const {
-    int64_t total = 0;
-    for (size_t o = 0; o < static_cast<size_t>(processes_); ++o) {
-      int64_t sum = 0;
-      for (size_t t = 0; t < nt; ++t) sum += counts[o * nt + t];
-      (*n)[o] = CountOrFail(sum, "row exchange");
-      (*at)[o] = CountOrFail(total, "row exchange");
-      total += sum;
-    }
-  }
-  // The same in bytes: table t's rows are `row_bytes` each.
+  // Per process: what its T counts hold (elements, or where in_bytes the
+  // rows' bytes: table t's are row_bytes each), and where that starts.
   template <typename Table>
-  void ByteTotals(const std::vector<int>& counts, std::span<const Table> tables,
-                  std::vector<int>* n, std::vector<int>* at) const {
+  void Totals(const std::vector<int>& counts, std::span<const Table> tables, bool in_bytes,
+              std::vector<int>* n, std::vector<int>* at) const {
     const size_t nt = tables.size();
     int64_t total = 0;
     for (size_t o = 0; o < static_cast<size_t>(processes_); ++o) {
       int64_t sum = 0;
       for (size_t t = 0; t < nt; ++t)
-        sum += static_cast<int64_t>(counts[o * nt + t]) * static_cast<int64_t>(tables[t].row_bytes);
+        sum += static_cast<int64_t>(counts[o * nt + t]) *
+               (in_bytes ? static_cast<int64_t>(tables[t].row_bytes) : 1);
       (*n)[o] = CountOrFail(sum, "row exchange");
       (*at)[o] = CountOrFail(total, "row exchange");
       total += sum;

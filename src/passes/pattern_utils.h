@@ -42,8 +42,6 @@ inline bool IsGraphOutput(const ir::Graph& g, const ir::Value* v) {
   return false;
 }
 
-// The single op using `v`, or nullptr when v has several users or is a graph
-// output (then an intermediate the pattern would remove is still needed).
 // After an optimizer op `op` was rewritten as `shard` with `inputs` (some
 // of its states replaced by parts): each replaced state is updated by
 // shard's output for it, and the others' outputs (beta powers) replace
@@ -65,6 +63,14 @@ inline ir::Value* AllGatherFlat(ir::Graph& g, ir::Value* v, int64_t parts, int64
   const int64_t n = NumElements(v->shape());
   return g.Add1("all_gather", {g.Add1("reshape", {v}, {{"shape", Shape{n}}})},
                 {{"parts", parts}, {"rank", rank}, {"size", n * parts}});
+}
+// The `v` an AllGatherFlat gathered, when `gathered` is one; else nullptr.
+inline ir::Value* AllGatheredFrom(const ir::Value* gathered) {
+  const ir::Op* all = gathered->producer;
+  if (!all || !all->is(ir::Opcode::all_gather) || !all->input(0)->producer ||
+      !all->input(0)->producer->is(ir::Opcode::reshape))
+    return nullptr;
+  return all->input(0)->producer->input(0);
 }
 
 // The graph's ops in their order, except that an op placed before one of
@@ -93,6 +99,8 @@ inline std::vector<const ir::Op*> ProducersFirst(const ir::Graph& g) {
   return order;
 }
 
+// The single op using `v`, or nullptr when v has several users or is a graph
+// output (then an intermediate the pattern would remove is still needed).
 inline ir::Op* SoleUser(const ir::Graph& g, const ir::Value* v) {
   return v->users.size() == 1 && !IsGraphOutput(g, v) ? v->users[0] : nullptr;
 }

@@ -12,7 +12,8 @@
 //
 // with T_part and m_part rows [b, e) = PartOf(V, R, rank) of T and m. The
 // lookup takes each id's row from the replica that holds it (in process,
-// straight out of its part; across processes by gathering the ids and
+// straight out of its part; across processes by asking the owner for it,
+// or where a process runs several replicas by gathering the ids and
 // reduce-scattering the rows, of which one replica holds each: x + 0 = x,
 // the replicated table's bytes). The update gets, in place of the driver's
 // gather of every replica's row gradient (ids_all, rows_all), the pairs of
@@ -202,15 +203,10 @@ void MergeCollectives(ir::Graph& g, const std::vector<ir::Op*>& ops,
 void Exchange(ir::Graph& g, const ir::Op* update, ir::Value** ids, ir::Value** rows, int64_t vocab,
               const ShardOptions& o, std::vector<ir::Op*>* exchanges) {
   if (!o.exchange_row_gradients) return;
-  auto flat_input = [](const ir::Value* v) -> ir::Value* {
-    const ir::Op* all = v->producer;
-    if (!all || !all->is(ir::Opcode::all_gather)) return nullptr;
-    const ir::Op* flat = all->input(0)->producer;
-    return flat && flat->is(ir::Opcode::reshape) ? flat->input(0) : nullptr;
-  };
   const ir::Op* unflat = (*rows)->producer;
-  ir::Value* x = flat_input(*ids);
-  ir::Value* y = unflat && unflat->is(ir::Opcode::reshape) ? flat_input(unflat->input(0)) : nullptr;
+  ir::Value* x = AllGatheredFrom(*ids);
+  ir::Value* y =
+      unflat && unflat->is(ir::Opcode::reshape) ? AllGatheredFrom(unflat->input(0)) : nullptr;
   if (!x || !y || y->rank() < 1) return;
   const int64_t n = NumElements(x->shape()), width = (*rows)->shape().back();
   if (NumElements(y->shape()) != n * width) return;

@@ -245,8 +245,7 @@ backend::Collective* RowGroup(const ir::Op& op, const backend::Device& device) {
 void CheckIds(const KernelArgs& args, const void* ids, bool ids64, int64_t n, int64_t vocab,
               int operand) {
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t id =
-        ids64 ? static_cast<const int64_t*>(ids)[i] : static_cast<const int32_t*>(ids)[i];
+    const int64_t id = backend::RowId(ids, ids64, i);
     if (id < 0 || id >= vocab) RecordIndexFault(args, id, vocab, operand);
   }
 }
