@@ -35,6 +35,25 @@ class RankBarrier {
   std::string why_;
 };
 
+// Spins, pausing the CPU between tests, until done() or `limit` has
+// passed; returns done(). For waits that are usually short: a sleeping
+// thread's wake-up costs 70-115 us on the project's VMs.
+template <typename Done>
+bool SpinUntil(Done done, std::chrono::microseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  do {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield");
+#endif
+    }
+  } while (std::chrono::steady_clock::now() < until);
+  return done();
+}
+
 // The CPUs this process may run on (its affinity mask, as taskset and
 // container limits set it).
 int UsableCpus();

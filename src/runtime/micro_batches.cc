@@ -33,12 +33,6 @@ void CopyMicroBatchOut(const compile::Executable& exe, int k, std::vector<Aligne
 
 namespace {
 
-void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 // Threads that run replicas 1 .. n - 1 of every step (the caller runs
 // replica 0), kept between steps: starting a thread per replica per step
 // cost a replicated step its threads' start-up and first-touch of their
@@ -73,10 +67,8 @@ class ReplicaThreads {
     }
     wake_.notify_all();
     fn(0);
-    const auto until = std::chrono::steady_clock::now() + kSpin;
-    while (spin_ && remaining_.load(std::memory_order_acquire) != 0 &&
-           std::chrono::steady_clock::now() < until)
-      for (int i = 0; i < 64; ++i) CpuRelax();
+    if (spin_)
+      backend::SpinUntil([&] { return remaining_.load(std::memory_order_acquire) == 0; }, kSpin);
     std::unique_lock<std::mutex> lock(mu_);
     done_.wait(lock, [&] { return remaining_.load(std::memory_order_acquire) == 0; });
   }
@@ -87,10 +79,9 @@ class ReplicaThreads {
   void Work(int index) {
     int64_t seen = 0;
     for (;;) {
-      const auto until = std::chrono::steady_clock::now() + kSpin;
-      while (spin_ && generation_.load(std::memory_order_acquire) == seen &&
-             std::chrono::steady_clock::now() < until)
-        for (int i = 0; i < 64; ++i) CpuRelax();
+      if (spin_)
+        backend::SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; },
+                           kSpin);
       const std::function<void(int)>* task = nullptr;
       int n = 0;
       {
