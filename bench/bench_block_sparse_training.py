@@ -3,7 +3,7 @@ backward): a stack of BERT-Base FFN blocks (x [M, 768] -> fc 3072 + gelu ->
 fc 768, `--layers` of them, M = batch 8 x seq 128 = 1024 rows) trained with
 Adam, its FFN weights pruned to `--sparsity` in 16x16 blocks and kept so by
 Paddle's ASP (paddle.incubate.asp.decorate: W' = opt(W) * mask after every
-update; a block-pruning function of ours computes the masks). Runs in Paddle
+update; models.prune.asp_block_pruner computes the masks). Runs in Paddle
 2.6.2 (.venv-paddle2: ASP is the legacy static API):
 
   paddle          Paddle's executor on the ASP program (dense GEMMs)
@@ -39,17 +39,8 @@ import numpy as np  # noqa: E402
 
 from common import cpu_description, gemm_gflops  # noqa: E402
 
-
-def block_pruner(sparsity: float):
-    def prune(w, m, n, func_name, param_name):
-        k, cols = w.shape
-        if k % 16 or cols % 16:
-            return w, np.ones_like(w)
-        b = np.abs(w).reshape(k // 16, 16, cols // 16, 16).sum(axis=(1, 3))
-        keep = b > np.quantile(b, sparsity)
-        mask = np.repeat(np.repeat(keep, 16, 0), 16, 1).astype(w.dtype)
-        return w * mask, mask
-    return prune
+sys.path.insert(0, str(REPO))
+from models.prune import asp_block_pruner  # noqa: E402
 
 
 def main(argv=None):
@@ -70,7 +61,7 @@ def main(argv=None):
     import tiller
 
     paddle.enable_static()
-    asp.add_supported_layer("fc", block_pruner(args.sparsity))
+    asp.add_supported_layer("fc", asp_block_pruner(args.sparsity))
     m, hidden, inter = args.rows, 768, 3072
     main_p, startup = paddle.static.Program(), paddle.static.Program()
     main_p.random_seed = startup.random_seed = 5
@@ -96,7 +87,6 @@ def main(argv=None):
     feeds = [{"x": rng.standard_normal((m, hidden)).astype("float32"),
               "y": rng.standard_normal((m, hidden)).astype("float32")} for _ in range(steps)]
 
-    sys.path.insert(0, str(REPO))  # models.export, for the GEMM rate
     rate = gemm_gflops(args.threads)
     print(cpu_description())
     print(f"dense GEMM rate (oneDNN, float32, 4096^3, this run): {rate:.1f} GFLOP/s")

@@ -29,6 +29,22 @@ def prune_blocks(w: np.ndarray, sparsity: float, block: tuple[int, int],
     return out.reshape(k, n)
 
 
+def asp_block_pruner(sparsity: float, block=(16, 16), seed: int = 0):
+    """A pruning function for Paddle's ASP (`paddle.incubate.asp.add_supported_layer(
+    layer, fn)`): each weight the blocks tile gets a mask zeroing round(sparsity x blocks)
+    of its blocks (prune_blocks) and comes back masked; any other weight stays dense
+    (a mask of ones). ASP calls it as fn(weight, m, n, func_name, param_name)."""
+    rng = np.random.default_rng(seed)
+
+    def prune(w, m, n, func_name, param_name):
+        if w.shape[0] % block[0] or w.shape[1] % block[1]:
+            return w, np.ones_like(w)
+        mask = prune_blocks(np.ones_like(w), sparsity, block, rng)
+        return w * mask, mask
+
+    return prune
+
+
 def prune_encoder(model, sparsity: float, block=(16, 16), seed: int = 0) -> int:
     """Prunes the encoder's Linear weights in place; returns how many."""
     import paddle

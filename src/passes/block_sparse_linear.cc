@@ -8,6 +8,7 @@
 // that the dense GEMM (oneDNN, packed) wins. Float32 weights only.
 #include <cstring>
 
+#include "ir/ops/op_helpers.h"
 #include "passes/pass.h"
 
 namespace tiller::passes {
@@ -47,10 +48,6 @@ double ZeroBlocks(const float* w, int64_t k, int64_t n, BlockShape s) {
   return static_cast<double>(zero) / static_cast<double>(blocks);
 }
 
-bool ActivationSupported(const std::string& act) {
-  return act.empty() || act == "relu" || act == "gelu" || act == "gelu_tanh" || act == "tanh";
-}
-
 }  // namespace
 
 int BlockSparseLinear(ir::Graph& g) {
@@ -63,7 +60,7 @@ int BlockSparseLinear(ir::Graph& g) {
     const ir::Value* w = op->input(1);
     if (!w->is_weight() || !w->data || w->dtype() != DType::kF32 ||
         op->input(0)->dtype() != DType::kF32 || !op->GetStr("out_dtype").empty() ||
-        !ActivationSupported(op->GetStr("activation")) ||
+        !ir::BlockSparseActivation(op->GetStr("activation")) ||
         (op->input(2) && op->input(2)->dtype() != DType::kF32))
       continue;
     const int64_t k = w->shape()[0], n = w->shape()[1];

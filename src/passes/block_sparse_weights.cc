@@ -22,6 +22,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "ir/ops/op_helpers.h"
 #include "passes/pass.h"
 
 namespace tiller::passes {
@@ -102,8 +103,7 @@ int BlockSparseWeights(ir::Graph& g, const std::vector<std::string>& names, std:
     std::vector<ir::Value*> inputs = op->inputs;
     if (linear) {
       const std::string& act = op->GetStr("activation");
-      if (!op->GetStr("out_dtype").empty() ||
-          !(act.empty() || act == "relu" || act == "gelu" || act == "gelu_tanh" || act == "tanh") ||
+      if (!op->GetStr("out_dtype").empty() || !ir::BlockSparseActivation(act) ||
           (op->input(2) && op->input(2)->dtype() != DType::kF32))
         continue;
       attrs.Set("activation", act);

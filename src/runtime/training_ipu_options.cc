@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -94,18 +95,11 @@ SessionOptions FromIpuOptions(const IpuOptions& o) {
   out.collectives.shard_min_elements =
       o.GetInt("location_optimizer.min_elements_for_replicated_tensor_sharding");
   out.device_profile = o.GetStr("device_profile");
-  {
-    const std::string names = o.GetStr("block_sparse_weights");
-    size_t at = 0;
-    while (at <= names.size() && !names.empty()) {
-      size_t comma = names.find(',', at);
-      if (comma == std::string::npos) comma = names.size();
-      std::string name = names.substr(at, comma - at);
-      name.erase(0, name.find_first_not_of(' '));
-      name.erase(name.find_last_not_of(' ') + 1);
-      if (!name.empty()) out.block_sparse_weights.push_back(name);
-      at = comma + 1;
-    }
+  std::istringstream sparse_names(o.GetStr("block_sparse_weights"));
+  for (std::string name; std::getline(sparse_names, name, ',');) {
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (!name.empty()) out.block_sparse_weights.push_back(name);
   }
   const std::string anchor = o.GetStr("anchor_return_type");
   out.anchor = anchor == "final"     ? SessionOptions::Anchor::kFinal

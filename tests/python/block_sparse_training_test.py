@@ -5,8 +5,8 @@ sparsity, forward and backward).
 Paddle's way to train a pruned weight is ASP (paddle.incubate.asp, the
 legacy static API of Paddle 2.6.2): `asp.decorate(optimizer)` multiplies
 each supported weight by its mask after every update, and `prune_model`
-computes the masks, here with a pruning function of ours that keeps the
-largest 16x16 blocks (87.5% of the blocks zero). Tiller trains the same
+computes the masks, here with models.prune.asp_block_pruner, which zeroes
+87.5% of a weight's 16x16 blocks. Tiller trains the same
 program with its products and its inputs' gradients on the nonzero blocks
 (the kernels find them in the weight at every step) and must match Paddle's
 executor step for step: losses within rel 1e-5 and every state within 1e-5
@@ -28,24 +28,13 @@ import numpy as np
 import paddle
 from paddle.incubate import asp
 import tiller
+from models.prune import asp_block_pruner
 
 paddle.enable_static()
 B, STEPS = 24, 5
 
 
-def block_prune(w, m, n, func_name, param_name):
-    # ASP's pruning-function hook: keep the largest 16x16 blocks (by |w|
-    # sum), 1 in 8; a weight the blocks do not tile stays dense.
-    k, cols = w.shape
-    if k % 16 or cols % 16:
-        return w, np.ones_like(w)
-    b = np.abs(w).reshape(k // 16, 16, cols // 16, 16).sum(axis=(1, 3))
-    keep = b >= np.sort(b, axis=None)[-max(1, b.size // 8)]
-    mask = np.repeat(np.repeat(keep, 16, 0), 16, 1).astype(w.dtype)
-    return w * mask, mask
-
-
-asp.add_supported_layer("fc", block_prune)
+asp.add_supported_layer("fc", asp_block_pruner(0.875))
 main, startup = paddle.static.Program(), paddle.static.Program()
 main.random_seed = startup.random_seed = 7
 with paddle.static.program_guard(main, startup):
@@ -110,7 +99,7 @@ CASES = {"dense": None, "masked": "masked", "named": "fc_0.w_0, fc_1.w_0",
 @pytest.fixture(scope="module")
 def results():
     res = subprocess.run([paddle2(), "-c", SCRIPT, json.dumps(CASES)], cwd=REPO,
-                         env=child_env(GLOG_minloglevel="2"), capture_output=True, text=True,
+                         env=child_env(with_repo=True, GLOG_minloglevel="2"), capture_output=True, text=True,
                          timeout=600)
     line = [l for l in res.stdout.splitlines() if l.startswith("RESULTS")]
     assert res.returncode == 0 and line, res.stderr[-3000:]

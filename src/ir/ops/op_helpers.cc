@@ -286,6 +286,10 @@ bool IsCollective(const Op& op) {
   }
 }
 
+bool BlockSparseActivation(const std::string& a) {
+  return a.empty() || a == "relu" || a == "gelu" || a == "gelu_tanh" || a == "tanh";
+}
+
 bool PointwiseDepthwiseActivation(const std::string& a) {
   return a.empty() || a == "relu" || a == "relu6" || a == "hard_swish";
 }

@@ -134,6 +134,9 @@ std::array<int64_t, 2> ConvTransposeEndPads(const Op& op, const Shape& x_nchw, c
 // result: "" (none), relu, relu6 and hard_swish (Paddle's default
 // attributes: offset 3, threshold 6, scale 6).
 bool PointwiseDepthwiseActivation(const std::string& a);
+// The activations linear_block_sparse applies: "" (none), relu, gelu,
+// gelu_tanh and tanh.
+bool BlockSparseActivation(const std::string& a);
 
 // Whether the op is a collective: every replica of the group runs it at the
 // same point of its step (all_reduce, all_reduce_start, reduce_scatter,
