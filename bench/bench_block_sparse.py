@@ -15,7 +15,9 @@ BERT-Base, both run by Tiller on the same inputs in the same process.
 Prints the CPU model and ISA, the machine's dense GEMM rate measured in the
 run (bench/common.py gemm_gflops), each time, the speed-ups, and the
 sparse kernel's rate in useful GFLOP/s (the nonzero blocks' multiply-adds)
-as a share of the dense rate.
+as a share of the dense rate. A GEMM is timed twice: the op alone (Tiller's
+op profile) and the predictor's whole run, which adds feeding x and
+fetching y (2-4 ms at these sizes, the same for both).
 
     .venv/bin/python bench/bench_block_sparse.py [--sparsity 0.9] [--threads 2]
         [--iters 40] [--skip-bert]
@@ -60,16 +62,33 @@ def gemm_case(d: Path, m: int, k: int, n: int, sparsity: float, block, threads, 
     rng = np.random.default_rng(1)
     w = rng.standard_normal((k, n)).astype(np.float32)
     x = {"x": rng.standard_normal((m, k)).astype(np.float32)}
-    times = {}
+    times, ops = {}, {}
     for name, weight in (("dense", w), ("sparse", prune_blocks(w, sparsity, block, rng))):
         prefix = str(d / f"lin_{k}_{n}_{block[0]}x{block[1]}_{name}")
         save_linear(prefix, weight, m)
         pred = tiller_predictor(prefix + ".json", prefix + ".pdiparams", threads)
         times[name], outs = time_tiller(pred, x, 2, iters)
+        ops[name] = op_ms(pred, x, iters)
         if name == "sparse":
             want = x["x"] @ weight
             err = max_abs_diff(outs[0], want) / float(np.max(np.abs(want)))
-    return times, err
+    return times, ops, err
+
+
+def op_ms(pred, inputs: dict, iters: int) -> float:
+    """The GEMM op's own time (ms per run, Tiller's op profile: linear or
+    linear_block_sparse), without the run's feed and fetch: the best of 8
+    windows of iters / 8 runs, as the VM's noise comes in bursts."""
+    arrays = [inputs[n] for n in pred.get_input_names()]
+    best = float("inf")
+    for _ in range(8):
+        pred.enable_profiling(True)
+        for _ in range(max(2, iters // 8)):
+            pred.run(arrays)
+        prof = pred.profile()
+        pred.enable_profiling(False)
+        best = min(best, sum(t / c for op, t, c in prof if op.startswith("linear")))
+    return best
 
 
 def main(argv=None):
@@ -91,12 +110,13 @@ def main(argv=None):
         print(f"GEMM, M = {m}, sparsity {a.sparsity:.0%}:")
         for k, n in ((768, 3072), (3072, 768), (768, 2304)):
             for block in ((16, 16), (1, 8)):
-                t, err = gemm_case(d, m, k, n, a.sparsity, block, a.threads, a.iters)
-                useful = 2 * m * k * n * (1 - a.sparsity) / (t["sparse"] / 1e3) / 1e9
-                print(f"  {k:4d}x{n:<4d} {block[0]:2d}x{block[1]:<2d}  dense {t['dense']:7.2f} ms"
-                      f"  sparse {t['sparse']:7.2f} ms  {t['dense'] / t['sparse']:5.2f}x  "
-                      f"{useful:6.1f} useful GFLOP/s ({useful / rate:.0%} of the dense rate)  "
-                      f"rel err {err:.1e}")
+                t, o, err = gemm_case(d, m, k, n, a.sparsity, block, a.threads, a.iters)
+                useful = 2 * m * k * n * (1 - a.sparsity) / (o["sparse"] / 1e3) / 1e9
+                print(f"  {k:4d}x{n:<4d} {block[0]:2d}x{block[1]:<2d}  GEMM op: dense "
+                      f"{o['dense']:6.2f} ms sparse {o['sparse']:6.2f} ms {o['dense'] / o['sparse']:5.2f}x"
+                      f"  {useful:6.1f} useful GFLOP/s ({useful / rate:.0%} of the dense rate) | "
+                      f"run with feed + fetch: dense {t['dense']:6.2f} ms sparse {t['sparse']:6.2f} ms "
+                      f"{t['dense'] / t['sparse']:5.2f}x | rel err {err:.1e}")
         if a.skip_bert:
             return
         from models import export as ex
