@@ -65,8 +65,10 @@ def make_batch(cfg: DlrmConfig, rng: np.random.Generator) -> dict[str, np.ndarra
         # Zipf-like: rank r drawn with probability ~ 1/r^1.1, capped at the
         # table; the ranks hashed to rows (a multiplicative hash per slot),
         # as Criteo's hashed categorical values are: the hot rows lie all
-        # over the table, not at its start.
-        ranks = np.minimum(rng.zipf(1.1, cfg.batch) - 1, rows - 1).astype("int64")
+        # over the table, not at its start. (Ranks from 1: rank 0, a tenth
+        # of the lookups, would hash to row 97 * slot, the hottest row of
+        # every table at its start.)
+        ranks = np.minimum(rng.zipf(1.1, cfg.batch), rows).astype("int64")
         ids = (ranks * 2654435761 + 97 * slot) % rows
         feed[name] = ids.astype("int64").reshape(cfg.batch, 1)
     feed["label"] = (rng.random((cfg.batch, 1)) < 0.3).astype("float32")

@@ -305,6 +305,39 @@ void OuterInner(const Shape& s, int axis, size_t elem, int64_t* outer, int64_t* 
   }
 }
 
+// Rows [b, e) of concat / split: whole row o is parts' rows o side by side.
+// kPart > 0: every part's row is kPart bytes (concatenated embeddings: 64
+// bytes for 16 floats), so each copy is inline (a call to memcpy per
+// 64-byte piece cost as much as the copy). A split prefetches the lines it
+// will write kWriteAhead rows on, for writing: its outputs are often rows
+// another replica read (exchange_rows reads a replica's row gradients in
+// place), and a line another core read must be taken back before it is
+// written, one round trip each unless they overlap (2 replicas of the
+// DLRM benchmark: split 0.42 -> 0.24 ms per step).
+constexpr int64_t kWriteAhead = 8;
+
+template <int64_t kPart>
+void MoveRows(bool split, const KernelArgs& args, const std::vector<int64_t>& part_bytes,
+              int64_t row, int64_t b, int64_t e) {
+  for (int64_t o = b; o < e; ++o) {
+    int64_t at = o * row;
+    for (size_t i = 0; i < part_bytes.size(); ++i) {
+      const int64_t n = kPart ? kPart : part_bytes[i];
+      if (split) {
+        auto* out = static_cast<std::byte*>(args.outputs[i]);
+        if (o + kWriteAhead < e && n <= 256)
+          for (int64_t j = 0; j < n; j += 64)
+            __builtin_prefetch(out + (o + kWriteAhead) * n + j, 1);
+        std::memcpy(out + o * n, static_cast<const std::byte*>(args.inputs[0]) + at, n);
+      } else {
+        std::memcpy(static_cast<std::byte*>(args.outputs[0]) + at,
+                    static_cast<const std::byte*>(args.inputs[i]) + o * n, n);
+      }
+      at += n;
+    }
+  }
+}
+
 // concat and split move the same [outer, sum of parts] rows, in opposite directions.
 std::unique_ptr<Kernel> MakeConcatSplit(const ir::Op& op, bool split) {
   const Shape& whole = split ? op.inputs[0]->shape() : op.outputs[0]->shape();
@@ -317,26 +350,34 @@ std::unique_ptr<Kernel> MakeConcatSplit(const ir::Op& op, bool split) {
   std::vector<int64_t> part_bytes;
   for (const ir::Value* v : parts_v) part_bytes.push_back(v->shape()[axis] * inner);
   int64_t row = whole[axis] * inner;
+  using Move =
+      void (*)(bool, const KernelArgs&, const std::vector<int64_t>&, int64_t, int64_t, int64_t);
+  Move move = MoveRows<0>;
+  if (std::all_of(part_bytes.begin(), part_bytes.end(),
+                  [&](int64_t n) { return n == part_bytes.front(); })) {
+    switch (part_bytes.front()) {
+      case 16:
+        move = MoveRows<16>;
+        break;
+      case 32:
+        move = MoveRows<32>;
+        break;
+      case 64:
+        move = MoveRows<64>;
+        break;
+      case 128:
+        move = MoveRows<128>;
+        break;
+      case 256:
+        move = MoveRows<256>;
+        break;
+      default:
+        break;
+    }
+  }
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     ParallelRange(
-        outer, row,
-        [&](int64_t b, int64_t e) {
-          for (int64_t o = b; o < e; ++o) {
-            int64_t at = o * row;
-            for (size_t i = 0; i < part_bytes.size(); ++i) {
-              int64_t n = part_bytes[i];
-              if (split) {
-                std::memcpy(static_cast<std::byte*>(args.outputs[i]) + o * n,
-                            static_cast<const std::byte*>(args.inputs[0]) + at, n);
-              } else {
-                std::memcpy(static_cast<std::byte*>(args.outputs[0]) + at,
-                            static_cast<const std::byte*>(args.inputs[i]) + o * n, n);
-              }
-              at += n;
-            }
-          }
-        },
-        1);
+        outer, row, [&](int64_t b, int64_t e) { move(split, args, part_bytes, row, b, e); }, 1);
   });
 }
 
