@@ -1,8 +1,8 @@
 // Trained weights the program keeps pruned, multiplied by their nonzero
 // blocks (training; the block_sparse_weights option names them):
 //
-//   matmul|linear(x, W)                 ==> linear_block_sparse(x, W){16 x 16}
-//   matmul(g, W){transpose_b} (x's      ==> linear_block_sparse(g, W){16 x 16,
+//   matmul|linear(x, W)                 ==> linear_block_sparse(x, W){bk x bn}
+//   matmul(g, W){transpose_b} (x's      ==> linear_block_sparse(g, W){bn x bk,
 //     gradient)                                                  transpose_w}
 //
 // A program that trains a pruned weight keeps its pruned entries at zero
@@ -11,15 +11,18 @@
 // blocks at every run, so the products are x W whatever W holds: the
 // option changes the speed, never the results. The weight's gradient
 // (x^T g) stays dense: the optimizer's state moves for every entry, as in
-// Paddle. 16 x 16 blocks (a 1 x 8 pattern transposed is 8 x 1, which the
-// kernel has no tile for).
+// Paddle. Blocks are 16 x 16, or 1 x 8 where an entry says so
+// ("name:1x8"); the input gradient multiplies W^T, whose blocks are W's
+// transposed (8 x 1).
 //
 // "masked" names every weight whose new value the program multiplies by a
 // constant mask of the same shape (a state nothing updates).
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <utility>
 
 #include "core/error.h"
 #include "ir/ops/op_helpers.h"
@@ -28,7 +31,35 @@
 namespace tiller::passes {
 namespace {
 
-constexpr int64_t kBlock = 16;
+// A weight's block shape (rows x columns of W).
+struct Blocks {
+  int64_t rows = 16, cols = 16;
+};
+
+// "name" or "name:RxC" (16x16 or 1x8) -> name and blocks. (A suffix that
+// is no RxC is part of the name.)
+std::pair<std::string, Blocks> ParseEntry(const std::string& entry) {
+  const size_t colon = entry.rfind(':');
+  if (colon == std::string::npos) return {entry, {}};
+  const std::string shape = entry.substr(colon + 1);
+  const size_t x = shape.find('x');
+  auto digits = [](const std::string& d) {
+    return !d.empty() &&
+           std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (x == std::string::npos || !digits(shape.substr(0, x)) || !digits(shape.substr(x + 1)))
+    return {entry, {}};
+  if (shape == "16x16") return {entry.substr(0, colon), {16, 16}};
+  if (shape == "1x8") return {entry.substr(0, colon), {1, 8}};
+  Fail(ErrorKind::kInvalidArgument,
+       "block_sparse_weights: '{}' asks for {} blocks; the block-sparse kernels train 16x16 "
+       "and 1x8 (\"name\" for 16x16, \"name:1x8\")",
+       entry, shape);
+}
+
+bool Tiles(const ir::Value* w, Blocks b) {
+  return w->shape().size() == 2 && w->shape()[0] % b.rows == 0 && w->shape()[1] % b.cols == 0;
+}
 
 // The weights multiplied by a mask after their update: W' = mul(U, M) or
 // mul(M, U), M a state of W's shape that nothing updates.
@@ -56,12 +87,14 @@ bool PlainMatmul(const ir::Op& op) {
 }  // namespace
 
 int BlockSparseWeights(ir::Graph& g, const std::vector<std::string>& names, std::string* detail) {
-  std::set<const ir::Value*> weights;
-  const bool masked = std::find(names.begin(), names.end(), "masked") != names.end();
-  if (masked) weights = MaskedWeights(g);
+  std::map<const ir::Value*, Blocks> weights;
   std::vector<std::string> unknown;
-  for (const std::string& name : names) {
-    if (name == "masked") continue;
+  for (const std::string& entry : names) {
+    const auto [name, blocks] = ParseEntry(entry);
+    if (name == "masked") {
+      for (const ir::Value* w : MaskedWeights(g)) weights.emplace(w, blocks);
+      continue;
+    }
     const auto& states = g.states();
     auto it = std::find_if(states.begin(), states.end(),
                            [&](const ir::Value* s) { return s->name == name; });
@@ -70,13 +103,12 @@ int BlockSparseWeights(ir::Graph& g, const std::vector<std::string>& names, std:
       continue;
     }
     const ir::Value* w = *it;
-    if (w->shape().size() != 2 || w->dtype() != DType::kF32 || w->shape()[0] % kBlock ||
-        w->shape()[1] % kBlock)
+    if (w->dtype() != DType::kF32 || !Tiles(w, blocks))
       Fail(ErrorKind::kInvalidArgument,
            "block_sparse_weights: '{}' is {}; the block-sparse kernels take float32 matrices "
-           "whose sides are multiples of {}",
-           name, w->type.ToString(), kBlock);
-    weights.insert(w);
+           "tiled by their {}x{} blocks",
+           name, w->type.ToString(), blocks.rows, blocks.cols);
+    weights[w] = blocks;  // a name overrides "masked"
   }
   if (!unknown.empty()) {
     std::string list;
@@ -92,14 +124,17 @@ int BlockSparseWeights(ir::Graph& g, const std::vector<std::string>& names, std:
   for (ir::Op* op : ops) {
     const bool linear = op->is(ir::Opcode::linear);
     if (!linear && !op->is(ir::Opcode::matmul)) continue;
-    if (op->inputs.size() < 2 || !weights.count(op->input(1))) continue;
+    if (op->inputs.size() < 2) continue;
+    auto found = weights.find(op->input(1));
+    if (found == weights.end()) continue;
     const ir::Value* w = op->input(1);
-    if (w->shape()[0] % kBlock || w->shape()[1] % kBlock || w->dtype() != DType::kF32 ||
-        op->input(0)->dtype() != DType::kF32) {
+    const Blocks blocks = found->second;
+    if (!Tiles(w, blocks) || w->dtype() != DType::kF32 || op->input(0)->dtype() != DType::kF32) {
       ++untiled;
       continue;
     }
-    ir::AttrMap attrs{{"block_rows", kBlock}, {"block_cols", kBlock}};
+    // The blocks of the matrix multiplied: W's, or W^T's (transposed).
+    ir::AttrMap attrs{{"block_rows", blocks.rows}, {"block_cols", blocks.cols}};
     std::vector<ir::Value*> inputs = op->inputs;
     if (linear) {
       const std::string& act = op->GetStr("activation");
@@ -112,6 +147,8 @@ int BlockSparseWeights(ir::Graph& g, const std::vector<std::string>& names, std:
       if (!PlainMatmul(*op)) continue;
       if (op->GetBool("transpose_b")) {
         attrs.Set("transpose_w", true);
+        attrs.Set("block_rows", blocks.cols);
+        attrs.Set("block_cols", blocks.rows);
         ++gradient;
       } else {
         ++forward;
@@ -125,7 +162,7 @@ int BlockSparseWeights(ir::Graph& g, const std::vector<std::string>& names, std:
   if (forward + gradient) g.RemoveDeadCode();
   *detail = fmt::format("{} weights: {} products, {} input gradients on their nonzero blocks",
                         weights.size(), forward, gradient);
-  if (untiled) *detail += fmt::format("; {} left dense (not float32 16 x 16 tiles)", untiled);
+  if (untiled) *detail += fmt::format("; {} left dense (not float32, or not tiled)", untiled);
   return forward + gradient;
 }
 

@@ -147,9 +147,10 @@ std::vector<OptionSpec> MakeIpuOptionSpecs() {
        "'FLOAT' or 'FLOAT16': RMSProp's Moment"},
       // Would change results with enable_fp16: refused until implemented.
       {"block_sparse_weights", Support::kHonoured, std::string(""),
-       "training: weights the program keeps pruned in 16 x 16 blocks (comma-separated names, "
-       "or 'masked': every weight multiplied by a mask after its update, as Paddle's ASP "
-       "does) multiply only their nonzero blocks; results unchanged"},
+       "training: weights the program keeps pruned in 16 x 16 blocks, or 1 x 8 where an entry "
+       "ends in ':1x8' (comma-separated names, or 'masked': every weight multiplied by a mask "
+       "after its update, as Paddle's ASP does) multiply only their nonzero blocks; results "
+       "unchanged"},
       {"enable_stochastic_rounding", Support::kHonoured, false,
        "training: round float32 to half types stochastically (seeded by random_seed, per step)"},
       {"enable_half_partial", Support::kNotYet, false,

@@ -216,7 +216,8 @@ TEST(CpuKernelLinearBlockSparse, EqualsTheDenseMathWithBiasResidualAndActivation
   // threshold).
   for (const Case& c : {Case{16, 16, 13, 32, 48, "relu"}, Case{16, 16, 6, 48, 16, ""},
                         Case{1, 8, 25, 7, 24, "gelu"}, Case{1, 8, 12, 16, 8, "tanh"},
-                        Case{1, 8, 50, 6000, 16, "relu"}, Case{16, 16, 7, 320, 32, ""}}) {
+                        Case{1, 8, 50, 6000, 16, "relu"}, Case{16, 16, 7, 320, 32, ""},
+                        Case{8, 1, 13, 64, 5, "gelu"}, Case{8, 1, 30, 40, 17, ""}}) {
     std::vector<float> w = BlockSparse(c.k, c.n, c.bk, c.bn, 0.7);
     std::vector<float> x = RandF(c.m * c.k), b = RandF(c.n), res = RandF(c.m * c.n);
     if (c.k > 512) {
@@ -267,21 +268,29 @@ TEST(CpuKernelLinearBlockSparse, EqualsTheDenseMathWithBiasResidualAndActivation
 // A W that is no constant (a trained weight): the kernel finds its zero
 // blocks at every run, so a second run with another pattern (a block
 // pruned, another grown back) gives that W's product; transpose_w
-// multiplies by W^T (a linear's input gradient g W^T).
+// multiplies by W^T (a linear's input gradient g W^T), whose blocks are
+// W's transposed: 8x1 for a W pruned in 1x8 blocks.
 TEST(CpuKernelLinearBlockSparse, AWeightThatChangesIsPackedAtEveryRunPlainOrTransposed) {
   constexpr int64_t kM = 13, kK = 32, kNn = 48;
-  for (bool transpose : {false, true}) {
+  struct Case {
+    bool transpose;
+    int64_t bk, bn;  // W's pruned blocks
+  };
+  for (const Case& c :
+       {Case{false, 16, 16}, Case{true, 16, 16}, Case{false, 1, 8}, Case{true, 1, 8}}) {
+    const bool transpose = c.transpose;
     const int64_t in = transpose ? kNn : kK, out = transpose ? kK : kNn;
     Graph g;
     Value* w = g.AddInput("w", {DType::kF32, {kK, kNn}});
-    ir::Op* op = g.AddOp(
-        "linear_block_sparse", {g.AddInput("x", {DType::kF32, {kM, in}}), w},
-        {{"block_rows", int64_t{16}}, {"block_cols", int64_t{16}}, {"transpose_w", transpose}});
+    ir::Op* op = g.AddOp("linear_block_sparse", {g.AddInput("x", {DType::kF32, {kM, in}}), w},
+                         {{"block_rows", transpose ? c.bn : c.bk},
+                          {"block_cols", transpose ? c.bk : c.bn},
+                          {"transpose_w", transpose}});
     ASSERT_EQ(op->output(0)->shape(), (Shape{kM, out}));
     auto k = CreateKernel(*op);
     AlignedBuffer ws(k->workspace_bytes());
     for (int run = 0; run < 2; ++run) {
-      std::vector<float> wv = BlockSparse(kK, kNn, 16, 16, run == 0 ? 0.6 : 0.3),
+      std::vector<float> wv = BlockSparse(kK, kNn, c.bk, c.bn, run == 0 ? 0.6 : 0.3),
                          x = RandF(kM * in);
       AlignedBuffer y(op->output(0)->bytes());
       KernelArgs args;

@@ -1,4 +1,4 @@
-"""Training weights the program keeps pruned in 16x16 blocks on the
+"""Training weights the program keeps pruned in 16x16 or 1x8 blocks on the
 block-sparse kernels (the block_sparse_weights option, issue 44's static
 sparsity, forward and backward).
 
@@ -6,7 +6,7 @@ Paddle's way to train a pruned weight is ASP (paddle.incubate.asp, the
 legacy static API of Paddle 2.6.2): `asp.decorate(optimizer)` multiplies
 each supported weight by its mask after every update, and `prune_model`
 computes the masks, here with models.prune.asp_block_pruner, which zeroes
-87.5% of a weight's 16x16 blocks. Tiller trains the same
+87.5% of a weight's 16x16 (or 1x8: "name:1x8" in the option) blocks. Tiller trains the same
 program with its products and its inputs' gradients on the nonzero blocks
 (the kernels find them in the weight at every step) and must match Paddle's
 executor step for step: losses within rel 1e-5 and every state within 1e-5
@@ -34,7 +34,8 @@ paddle.enable_static()
 B, STEPS = 24, 5
 
 
-asp.add_supported_layer("fc", asp_block_pruner(0.875))
+BLOCK = tuple(json.loads(sys.argv[2]))
+asp.add_supported_layer("fc", asp_block_pruner(0.875, BLOCK))
 main, startup = paddle.static.Program(), paddle.static.Program()
 main.random_seed = startup.random_seed = 7
 with paddle.static.program_guard(main, startup):
@@ -92,23 +93,38 @@ for case, option in json.loads(sys.argv[1]).items():
 print("RESULTS" + json.dumps(results))
 """
 
-CASES = {"dense": None, "masked": "masked", "named": "fc_0.w_0, fc_1.w_0",
-         "unknown": "fc_0.w_0,nope", "untiled": "fc_2.w_0"}
+# The option's value per case, for weights pruned in 16x16 and in 1x8 blocks.
+CASES = {
+    (16, 16): {"dense": None, "masked": "masked", "named": "fc_0.w_0, fc_1.w_0",
+               "unknown": "fc_0.w_0,nope", "untiled": "fc_2.w_0", "shape": "fc_0.w_0:4x4"},
+    (1, 8): {"dense": None, "masked": "masked:1x8", "named": "fc_0.w_0:1x8, fc_1.w_0:1x8",
+             "untiled": "fc_2.w_0:1x8"},
+}
 
 
-@pytest.fixture(scope="module")
-def results():
-    res = subprocess.run([paddle2(), "-c", SCRIPT, json.dumps(CASES)], cwd=REPO,
-                         env=child_env(with_repo=True, GLOG_minloglevel="2"), capture_output=True, text=True,
-                         timeout=600)
+def _run(block):
+    res = subprocess.run([paddle2(), "-c", SCRIPT, json.dumps(CASES[block]), json.dumps(block)],
+                         cwd=REPO, env=child_env(with_repo=True, GLOG_minloglevel="2"),
+                         capture_output=True, text=True, timeout=600)
     line = [l for l in res.stdout.splitlines() if l.startswith("RESULTS")]
     assert res.returncode == 0 and line, res.stderr[-3000:]
     return json.loads(line[0][len("RESULTS"):])
 
 
+@pytest.fixture(scope="module")
+def results():
+    return _run((16, 16))
+
+
+@pytest.fixture(scope="module")
+def results_1x8():
+    return _run((1, 8))
+
+
+@pytest.mark.parametrize("block", ["16x16", "1x8"])
 @pytest.mark.parametrize("case", ["dense", "masked", "named"])
-def test_pruned_training_matches_paddles_asp(results, case):
-    r = results[case]
+def test_pruned_training_matches_paddles_asp(request, block, case):
+    r = request.getfixturevalue("results" if block == "16x16" else "results_1x8")[case]
     assert "error" not in r, r.get("error")
     # The masks left 7 of 8 blocks of both hidden weights zero, and the
     # program kept them so through training.
@@ -125,7 +141,11 @@ def test_pruned_training_matches_paddles_asp(results, case):
     assert sparse == (0 if case == "dense" else 3 * 5), r["ops"]
 
 
-def test_names_the_option_cannot_honour_are_refused(results):
+def test_names_the_option_cannot_honour_are_refused(results, results_1x8):
     assert "'nope' is not a weight of the program" in results["unknown"].get("error", "")
     err = results["untiled"].get("error", "")
-    assert "'fc_2.w_0'" in err and "multiples of 16" in err, err
+    assert "'fc_2.w_0'" in err and "tiled by their 16x16 blocks" in err, err
+    err = results_1x8["untiled"].get("error", "")
+    assert "'fc_2.w_0'" in err and "tiled by their 1x8 blocks" in err, err
+    err = results["shape"].get("error", "")
+    assert "'fc_0.w_0:4x4' asks for 4x4 blocks" in err and "16x16 and 1x8" in err, err

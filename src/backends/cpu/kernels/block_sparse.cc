@@ -13,12 +13,15 @@
 // 1x8 blocks, whose one row of k would touch 12 lines for 12 floats, each
 // thread copies the rows of its tasks into its slice of the workspace
 // transposed in tiles of 12 rows, and the x of the block 8 ahead is
-// prefetched (the blocks' k are irregular, so the
-// hardware's prefetchers miss them). A tile times a column block of bn
-// outputs keeps its accumulators in registers (GCC vector types of 8
-// floats), each nonzero block's k rows broadcast-multiplied in. Tasks pair
-// a group of tiles with a group of column blocks small enough to stay in
-// L2; they split over threads.
+// prefetched (the blocks' k are irregular, so the hardware's prefetchers
+// miss them). A tile times a column block of bn outputs keeps its
+// accumulators in registers (GCC vector types of 8 floats), each nonzero
+// block's k rows broadcast-multiplied in. 8x1 blocks (the transpose of a
+// 1x8 pattern: the input gradient of a weight pruned in 1x8 blocks) have
+// one output per column block: each block's 8 values multiply 8 adjacent
+// floats of each row of x, summed across at the end. Tasks pair a group of
+// tiles with a group of column blocks small enough to stay in L2; they
+// split over threads.
 // Precision: float32, each output a sum over the nonzero blocks in row
 // order (the dense GEMM sums in another order: results agree to rounding).
 #include <algorithm>
@@ -153,11 +156,44 @@ void Tile(const Packed& p, const float* x, const float* bias, const float* res, 
   }
 }
 
+// One tile of an 8 x 1 block pattern (a 1 x 8 pattern's transpose: the
+// input gradient g W^T of a weight pruned in 1 x 8 blocks): kR rows of y
+// from m0, its one column j. Each block's 8 values multiply 8 adjacent
+// floats of each row of x, where they lie, into a vector per row, summed
+// across at the end.
+template <int kR>
+void DotTile(const Packed& p, const float* x, const float* bias, const float* res, float* y,
+             int64_t m0, int rows, int64_t j) {
+  V8 acc[kR];
+  const float* xr[kR];
+#pragma GCC unroll 16
+  for (int r = 0; r < kR; ++r) {
+    acc[r] = V8{};
+    xr[r] = x + (m0 + (r < rows ? r : 0)) * p.k;
+  }
+  const int64_t end = p.end[j];
+  for (int64_t b = p.begin[j]; b < end; ++b) {
+    const V8 w = *reinterpret_cast<const V8u*>(p.values + b * kLane);
+    const int64_t k0 = p.row_block[b] * kLane;
+#pragma GCC unroll 16
+    for (int r = 0; r < kR; ++r) acc[r] += *reinterpret_cast<const V8u*>(xr[r] + k0) * w;
+  }
+  const int64_t n = p.n;
+  for (int r = 0; r < rows; ++r) {
+    const V8 a = acc[r];
+    float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    if (bias) sum += bias[j];
+    if (res) sum += res[(m0 + r) * n + j];
+    y[(m0 + r) * n + j] = sum;
+  }
+}
+
 using TileFn = void (*)(const Packed&, const float*, const float*, const float*, float*, int64_t,
                         int, int64_t);
 
 // A block shape's tile function and its rows: 16x16 blocks take two
-// vectors per row (6 rows), 1x8 blocks one (12 rows), from x transposed.
+// vectors per row (6 rows), 1x8 blocks one (12 rows), from x transposed,
+// 8x1 blocks one per row of the tile (12 rows), summed across.
 struct Tiling {
   TileFn tile = nullptr;
   int rows = 0;
@@ -166,6 +202,7 @@ struct Tiling {
 Tiling TilingFor(int64_t bk, int64_t bn) {
   if (bk == 16 && bn == 16) return {Tile<16, 16, 6, false>, 6, false};
   if (bk == 1 && bn == 8) return {Tile<8, 1, 12, true>, 12, true};
+  if (bk == 8 && bn == 1) return {DotTile<12>, 12, false};
   return {};
 }
 
@@ -247,7 +284,8 @@ std::unique_ptr<Kernel> MakeLinearBlockSparse(const ir::Op& op) {
   const bool transpose = op.GetBool("transpose_w");
   const int64_t bk = op.GetInt("block_rows"), bn = op.GetInt("block_cols");
   const Tiling tiling = TilingFor(bk, bn);
-  if (!tiling.tile) Unsupported(op, "block shape {}x{} (the kernel has 16x16 and 1x8)", bk, bn);
+  if (!tiling.tile)
+    Unsupported(op, "block shape {}x{} (the kernel has 16x16, 1x8 and 8x1)", bk, bn);
   // A = W [k, n] or W^T.
   const int64_t wk = w->shape()[0], wn = w->shape()[1];
   const int64_t k = transpose ? wn : wk, n = transpose ? wk : wn;
