@@ -1,7 +1,7 @@
 """Block-sparse training benchmark (issue 44, static sparsity forward and
 backward): a stack of BERT-Base FFN blocks (x [M, 768] -> fc 3072 + gelu ->
 fc 768, `--layers` of them, M = batch 8 x seq 128 = 1024 rows) trained with
-Adam, its FFN weights pruned to `--sparsity` in 16x16 blocks and kept so by
+Adam, its FFN weights pruned to `--sparsity` in 16x16 (`--block 1x8`: 1x8) blocks and kept so by
 Paddle's ASP (paddle.incubate.asp.decorate: W' = opt(W) * mask after every
 update; models.prune.asp_block_pruner computes the masks). Runs in Paddle
 2.6.2 (.venv-paddle2: ASP is the legacy static API):
@@ -20,7 +20,7 @@ step's GEMM flops the sparse step still does (its weight gradients stay
 dense).
 
     .venv-paddle2/bin/python bench/bench_block_sparse_training.py
-        [--sparsity 0.9] [--layers 2] [--threads 2] [--iters 6]
+        [--sparsity 0.9] [--block 16x16|1x8] [--layers 2] [--threads 2] [--iters 6]
 """
 from __future__ import annotations
 
@@ -46,6 +46,8 @@ from models.prune import asp_block_pruner  # noqa: E402
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sparsity", type=float, default=0.9)
+    ap.add_argument("--block", default="16x16", choices=["16x16", "1x8"],
+                    help="the ASP masks' blocks (the option's entry is 'masked:1x8' for 1x8)")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--rows", type=int, default=1024)
     ap.add_argument("--threads", type=int, default=2)
@@ -61,7 +63,8 @@ def main(argv=None):
     import tiller
 
     paddle.enable_static()
-    asp.add_supported_layer("fc", asp_block_pruner(args.sparsity))
+    block = tuple(int(v) for v in args.block.split("x"))
+    asp.add_supported_layer("fc", asp_block_pruner(args.sparsity, block))
     m, hidden, inter = args.rows, 768, 3072
     main_p, startup = paddle.static.Program(), paddle.static.Program()
     main_p.random_seed = startup.random_seed = 5
@@ -91,7 +94,7 @@ def main(argv=None):
     print(cpu_description())
     print(f"dense GEMM rate (oneDNN, float32, 4096^3, this run): {rate:.1f} GFLOP/s")
     print(f"{args.layers} FFN blocks {hidden} -> {inter} -> {hidden}, {m} rows, Adam, ASP masks "
-          f"in 16x16 blocks: weight density {density:.3f}; {args.threads} threads")
+          f"in {args.block} blocks: weight density {density:.3f}; {args.threads} threads")
     results = {}
 
     def timed(run):
@@ -105,7 +108,8 @@ def main(argv=None):
 
     results["paddle"] = timed(
         lambda f: float(np.asarray(exe.run(main_p, feed=f, fetch_list=[loss])[0])))
-    for name, option in (("tiller", None), ("tiller-sparse", "masked")):
+    sparse_option = "masked" if args.block == "16x16" else f"masked:{args.block}"
+    for name, option in (("tiller", None), ("tiller-sparse", sparse_option)):
         scope = paddle.static.Scope()
         for n, v in initial.items():
             scope.var(n).get_tensor().set(v, paddle.CPUPlace())
