@@ -5,7 +5,7 @@ Tiller's predictor with Paddle's results.
 
 Paddle's own executor is the reference where it runs the op (creation,
 to_dense, values, indices, relu, abs, sin, pow, softmax over each row's
-stored entries); its CPU build has no kernel for the COO x dense matmul,
+stored entries, reshape and transpose, which move the entries' indices); its CPU build has no kernel for the COO x dense matmul,
 whose reference is the dense math on the same values in numpy (float64).
 The legacy form is written by Paddle 2.6 (.venv-paddle2), whose static API
 builds the ops of its legacy branch; the PIR form by Paddle 3.3.
@@ -46,6 +46,18 @@ with paddle.static.program_guard(main, startup):
     s = paddle.sparse.nn.functional.softmax(r)
     outs = {"dense": x.to_dense(), "relu": r.to_dense(), "softmax": s.to_dense(),
             "values": s.values(), "indices": s.indices()}
+    rs = paddle.sparse.reshape(r, [2, -1, 8])
+    if pir:
+        tr = paddle.sparse.transpose(x, [1, 0])
+    else:  # Paddle 2.6's static API has no transpose: the op as its kernel takes it
+        from paddle.base.layer_helper import LayerHelper
+        helper = LayerHelper("sparse_transpose")
+        tr = helper.create_sparse_variable_for_type_inference(x.dtype)
+        helper.append_op(type="sparse_transpose", inputs={"x": x}, outputs={"out": tr},
+                         attrs={"perm": [1, 0]})
+    outs.update({"reshape": rs.to_dense(), "reshape_indices": rs.indices(),
+                 "transpose": tr.to_dense(), "transpose_indices": tr.indices(),
+                 "transpose_values": tr.values()})
     if pir:
         outs["pow"] = paddle.sparse.pow(x, 2.0).to_dense()
         outs["abs_sin"] = paddle.sparse.sin(paddle.sparse.abs(x)).to_dense()

@@ -16,8 +16,12 @@
 //     rank 3, the first index is the batch) with the dense y, each entry's
 //     product added in entry order (an entry stored twice counts twice, as
 //     a sum of stored products).
+//   coo_reshape(indices){shape, out_shape}: int64 [rank(out_shape), nnz],
+//     each entry's indices in out_shape of its row-major position in
+//     shape (paddle.sparse.reshape: the entries keep their order).
 // An index outside its dimension is reported (backend::IndexFault) and the
-// entry left out. Precision: float32 values. Layout: fixed.
+// entry left out (coo_reshape: its indices all -1). Precision: float32
+// values. Layout: fixed.
 #include "ir/op_schema.h"
 
 namespace tiller::ir {
@@ -66,6 +70,20 @@ void InferCooMatmul(InferContext& c) {
   c.AddOutput({DType::kF32, out});
 }
 
+void InferCooReshape(InferContext& c) {
+  const Shape shape = c.op().GetInts("shape"), out = c.op().GetInts("out_shape");
+  const TensorType& indices = c.input(0);
+  if (indices.dtype != DType::kI64 || indices.shape.size() != 2 ||
+      indices.shape[0] != static_cast<int64_t>(shape.size()))
+    c.Fail("indices must be int64 [{}, nnz], got {}", shape.size(), indices.ToString());
+  for (const Shape* s : {&shape, &out})
+    for (int64_t d : *s)
+      if (d < 1) c.Fail("shape {} has a dim below 1", ShapeToString(*s));
+  if (NumElements(shape) != NumElements(out))
+    c.Fail("{} elements cannot be reshaped to {}", ShapeToString(shape), ShapeToString(out));
+  c.AddOutput({DType::kI64, {static_cast<int64_t>(out.size()), indices.shape[1]}});
+}
+
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_to_dense", 2, 2, InferCooToDense}
                               .RequiredAttr("shape", AttrKind::kInts)
                               .Precision(PrecisionRule::kAlwaysF32)
@@ -77,6 +95,11 @@ TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_softmax", 2, 2, InferCooSoftmax}
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_matmul", 3, 3, InferCooMatmul}
                               .RequiredAttr("shape", AttrKind::kInts)
                               .Precision(PrecisionRule::kAlwaysF32)
+                              .Layout(LayoutRule::kFixed));
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_reshape", 1, 1, InferCooReshape}
+                              .RequiredAttr("shape", AttrKind::kInts)
+                              .RequiredAttr("out_shape", AttrKind::kInts)
+                              .Precision(PrecisionRule::kFollowsInput)
                               .Layout(LayoutRule::kFixed));
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Sparse COO kernels (ir/ops/sparse.cc): coo_to_dense, coo_softmax and
-// coo_matmul, float32 values, int64 indices [rank, nnz]. Every entry's
+// Sparse COO kernels (ir/ops/sparse.cc): coo_to_dense, coo_softmax,
+// coo_matmul and coo_reshape, float32 values, int64 indices [rank, nnz]. Every entry's
 // indices are checked against the shape first: an entry with an index
 // outside its dimension is reported (backend::IndexFault: the step fails
 // naming the op, the indices and the value) and never read or written.
@@ -31,6 +31,26 @@ void Positions(const KernelArgs& a, const Shape& shape, int64_t nnz, int64_t* at
     }
     at[e] = pos;
   }
+}
+
+std::unique_ptr<Kernel> MakeCooReshape(const ir::Op& op) {
+  const Shape shape = op.GetInts("shape"), out_shape = op.GetInts("out_shape");
+  const int64_t nnz = op.inputs[0]->shape()[1];
+  const int rank = static_cast<int>(out_shape.size());
+  return std::make_unique<LambdaKernel>(
+      [=](const KernelArgs& a) {
+        auto* at = static_cast<int64_t*>(a.workspace);
+        Positions(a, shape, nnz, at);
+        auto* out = static_cast<int64_t*>(a.outputs[0]);
+        for (int64_t e = 0; e < nnz; ++e) {
+          int64_t pos = at[e];
+          for (int d = rank - 1; d >= 0; --d) {
+            out[d * nnz + e] = pos < 0 ? -1 : pos % out_shape[d];
+            if (pos >= 0) pos /= out_shape[d];
+          }
+        }
+      },
+      static_cast<size_t>(nnz) * sizeof(int64_t));
 }
 
 std::unique_ptr<Kernel> MakeCooToDense(const ir::Op& op) {
@@ -129,6 +149,7 @@ const bool kRegistered = [] {
   auto sig = [](const char* spec) {
     return Signature(spec).Where("I", {DType::kI64}).Where("T", {DType::kF32});
   };
+  RegisterKernel("coo_reshape", MakeCooReshape, Signature("I -> I").Where("I", {DType::kI64}));
   RegisterKernel("coo_to_dense", MakeCooToDense, sig("I, T -> T"));
   RegisterKernel("coo_softmax", MakeCooSoftmax, sig("I, T -> T"));
   RegisterKernel("coo_matmul", MakeCooMatmul, sig("I, T, T -> T"));

@@ -16,6 +16,10 @@
 //   sparse_matmul             matmul_coo_dense_sp   (COO x, dense y -> dense)
 //   sparse_abs, sparse_sin, sparse_pow{factor}      abs_coo_sp, sin_coo_sp,
 //                                                   pow_coo_sp (PIR only)
+//   sparse_reshape{shape: -1 inferred}  reshape_coo_sp   (x, shape)
+//   sparse_transpose{perm}              transpose_coo_sp
+// reshape and transpose move each entry's indices and keep the values and
+// their order (as Paddle's kernels do).
 // Gradients: Paddle builds none through sparse ops in static programs
 // (the sparse side is stop_gradient; dense ops after to_dense train).
 #include "frontend/paddle/pir_compat.h"
@@ -64,7 +68,7 @@ void Indices(TranslateContext& ctx, const OpDesc& op) {
 
 // An elementwise op on the stored values; the indices stay.
 void RegisterValuesOp(const char* paddle, const char* ir_type, const char* pir,
-                      std::vector<const char*> attrs = {}) {
+                      const std::vector<const char*>& attrs = {}) {
   const std::string t = ir_type;
   RegisterTranslator(paddle,
                      [t, attrs](TranslateContext& ctx, const OpDesc& op) {
@@ -98,6 +102,53 @@ void Matmul(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "out", ctx.Add1(op, "coo_matmul", {x.indices, x.values, y}, {{"shape", x.shape}}));
 }
 
+void Reshape(TranslateContext& ctx, const OpDesc& op) {
+  Coo x = ctx.CooIn(op, "x");
+  std::vector<int64_t> shape = IntsFrom(ctx, op, "shape", "ShapeTensor", "ShapeTensorList");
+  const int64_t total = NumElements(x.shape);
+  int64_t known = 1, infer = -1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == -1 && infer < 0) {
+      infer = static_cast<int64_t>(d);
+    } else if (shape[d] < 1) {
+      ctx.Unsupported(op, "shape {}: a sparse reshape takes sizes and one -1",
+                      ShapeToString(shape));
+    } else {
+      known *= shape[d];
+    }
+  }
+  if (infer >= 0) {
+    if (total % known)
+      ctx.Invalid(op, "cannot reshape {} to {}", ShapeToString(x.shape), ShapeToString(shape));
+    shape[static_cast<size_t>(infer)] = total / known;
+  }
+  if (NumElements(shape) != total)
+    ctx.Invalid(op, "cannot reshape {} to {}", ShapeToString(x.shape), ShapeToString(shape));
+  x.indices = ctx.Add1(op, "coo_reshape", {x.indices}, {{"shape", x.shape}, {"out_shape", shape}});
+  x.shape = Shape(shape);
+  ctx.SetCooOut(op, "out", x);
+}
+
+// The indices' rows in perm's order: gather along the first dim.
+void Transpose(TranslateContext& ctx, const OpDesc& op) {
+  Coo x = ctx.CooIn(op, "x");
+  const std::vector<int64_t> perm = op.attrs.Ints("perm", {});
+  const auto rank = static_cast<int64_t>(x.shape.size());
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  bool valid = static_cast<int64_t>(perm.size()) == rank;
+  for (int64_t p : perm) {
+    valid = valid && p >= 0 && p < rank && !seen[static_cast<size_t>(p)];
+    if (valid) seen[static_cast<size_t>(p)] = true;
+  }
+  if (!valid) ctx.Invalid(op, "perm {} is not a permutation of {} dims", ShapeToString(perm), rank);
+  Shape shape;
+  for (int64_t p : perm) shape.push_back(x.shape[static_cast<size_t>(p)]);
+  x.indices =
+      ctx.Add1(op, "gather", {x.indices, ctx.ConstI64(perm, {rank})}, {{"axis", int64_t{0}}});
+  x.shape = shape;
+  ctx.SetCooOut(op, "out", x);
+}
+
 const bool kRegistered = [] {
   using pir::T;
   RegisterTranslator("sparse_sparse_coo_tensor", SparseCooTensor, {"cast"});
@@ -115,6 +166,15 @@ const bool kRegistered = [] {
   RegisterValuesOp("sparse_pow", "pow_scalar", "pow_coo_sp", {"factor"});
   RegisterTranslator("sparse_softmax", Softmax, {"coo_softmax"});
   RegisterPirOpCompat("softmax_coo_sp", {"sparse_softmax", {T("x")}, {"out"}, {}, {}});
+  RegisterTranslator("sparse_reshape", Reshape, {"coo_reshape"});
+  RegisterPirOpCompat("reshape_coo_sp",
+                      {"sparse_reshape",
+                       {T("x"), pir::IntArray("shape", "ShapeTensor", "ShapeTensorList")},
+                       {"out"},
+                       {},
+                       {}});
+  RegisterTranslator("sparse_transpose", Transpose, {"gather"});
+  RegisterPirOpCompat("transpose_coo_sp", {"sparse_transpose", {T("x")}, {"out"}, {}, {}});
   RegisterTranslator("sparse_matmul", Matmul, {"coo_matmul"});
   RegisterPirOpCompat("matmul_coo_dense_sp", {"sparse_matmul", {T("x"), T("y")}, {"out"}, {}, {}});
   return true;
