@@ -43,6 +43,11 @@ struct Packed {
   const float* values;
 };
 
+// GCC vector types of 8 floats (one AVX2 register), aligned or not.
+typedef float V8 __attribute__((vector_size(32)));
+typedef float V8u __attribute__((vector_size(32), aligned(4)));
+constexpr int64_t kLane = 8;  // floats per V8
+
 // A's element (i, c) is w[i * rs + c * cs]: W (rs = n, cs = 1) or W^T.
 struct Source {
   const float* w;
@@ -50,11 +55,24 @@ struct Source {
 };
 
 // Column block j's nonzero blocks into row_block / values from slot
-// `first` on; returns how many.
+// `first` on; returns how many. A block of 8 adjacent floats in W (1x8
+// blocks of W, 8x1 of W^T) is read, tested and stored as one vector.
 int64_t PackColumn(Source a, int64_t k, int64_t bk, int64_t bn, int64_t j, int64_t first,
                    int64_t* row_block, float* values) {
   int64_t count = 0;
+  const bool lane = (bk == 1 && bn == kLane && a.cs == 1) || (bk == kLane && bn == 1 && a.rs == 1);
   for (int64_t kb = 0; kb < k / bk; ++kb) {
+    if (lane) {
+      const V8 v = *reinterpret_cast<const V8u*>(a.w + kb * bk * a.rs + j * bn * a.cs);
+      const auto zero = v == V8{};
+      bool all = true;
+      for (int i = 0; i < kLane; ++i) all = all && zero[i];
+      if (all) continue;
+      const int64_t b = first + count++;
+      row_block[b] = kb;
+      *reinterpret_cast<V8u*>(values + b * kLane) = v;
+      continue;
+    }
     bool nonzero = false;
     for (int64_t r = 0; r < bk && !nonzero; ++r)
       for (int64_t c = 0; c < bn; ++c)
@@ -99,13 +117,9 @@ struct PackedStore {
 // adjacent; the packed rows past the real ones are zeros). Every loop bound
 // is a compile-time constant, so the accumulators (kR x kCols / 8 vectors
 // of 8 floats: 12 AVX2 registers for 6 x 16 and for 12 x 8) stay in
-// registers.
-typedef float V8 __attribute__((vector_size(32)));
-typedef float V8u __attribute__((vector_size(32), aligned(4)));
-constexpr int64_t kLane = 8;  // floats per V8
-
-// Blocks ahead whose transposed x a tile prefetches (measured at 4 and 8
-// on AMD Zen 3: 10-20% faster than none, the same as each other).
+// registers. The tile prefetches the transposed x of the block
+// kPrefetchBlocks ahead (measured at 4 and 8 on AMD Zen 3: 10-20% faster
+// than none, the same as each other).
 constexpr int64_t kPrefetchBlocks = 8;
 
 template <int kCols, int kBk, int kR, bool kTransposed>
