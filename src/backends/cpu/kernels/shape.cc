@@ -3,6 +3,7 @@
 // bytes, so they take every dtype; only cast and where look at values.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "backends/cpu/kernels/kernel_utils.h"
 #include "ir/ops/op_helpers.h"
@@ -353,27 +354,15 @@ std::unique_ptr<Kernel> MakeConcatSplit(const ir::Op& op, bool split) {
   using Move =
       void (*)(bool, const KernelArgs&, const std::vector<int64_t>&, int64_t, int64_t, int64_t);
   Move move = MoveRows<0>;
+  const std::pair<int64_t, Move> fixed[] = {{16, MoveRows<16>},
+                                            {32, MoveRows<32>},
+                                            {64, MoveRows<64>},
+                                            {128, MoveRows<128>},
+                                            {256, MoveRows<256>}};
   if (std::all_of(part_bytes.begin(), part_bytes.end(),
                   [&](int64_t n) { return n == part_bytes.front(); })) {
-    switch (part_bytes.front()) {
-      case 16:
-        move = MoveRows<16>;
-        break;
-      case 32:
-        move = MoveRows<32>;
-        break;
-      case 64:
-        move = MoveRows<64>;
-        break;
-      case 128:
-        move = MoveRows<128>;
-        break;
-      case 256:
-        move = MoveRows<256>;
-        break;
-      default:
-        break;
-    }
+    for (const auto& [bytes, f] : fixed)
+      if (part_bytes.front() == bytes) move = f;
   }
   return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
     ParallelRange(
