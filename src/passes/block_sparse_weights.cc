@@ -90,7 +90,10 @@ int BlockSparseWeights(ir::Graph& g, const std::vector<std::string>& names, std:
   std::map<const ir::Value*, Blocks> weights;
   std::vector<std::string> unknown;
   for (const std::string& entry : names) {
-    const auto [name, blocks] = ParseEntry(entry);
+    // (Not a structured binding: clang before 16 lets no lambda capture one.)
+    const std::pair<std::string, Blocks> parsed = ParseEntry(entry);
+    const std::string& name = parsed.first;
+    const Blocks blocks = parsed.second;
     if (name == "masked") {
       for (const ir::Value* w : MaskedWeights(g)) weights.emplace(w, blocks);
       continue;
