@@ -47,6 +47,7 @@ with paddle.static.program_guard(main, startup):
     outs = {"dense": x.to_dense(), "relu": r.to_dense(), "softmax": s.to_dense(),
             "values": s.values(), "indices": s.indices()}
     rs = paddle.sparse.reshape(r, [2, -1, 8])
+    rs0 = paddle.sparse.reshape(x, [0, 2, -1])  # 0 copies x's dim
     if pir:
         tr = paddle.sparse.transpose(x, [1, 0])
     else:  # Paddle 2.6's static API has no transpose: the op as its kernel takes it
@@ -56,6 +57,7 @@ with paddle.static.program_guard(main, startup):
         helper.append_op(type="sparse_transpose", inputs={"x": x}, outputs={"out": tr},
                          attrs={"perm": [1, 0]})
     outs.update({"reshape": rs.to_dense(), "reshape_indices": rs.indices(),
+                 "reshape0": rs0.to_dense(), "reshape0_indices": rs0.indices(),
                  "transpose": tr.to_dense(), "transpose_indices": tr.indices(),
                  "transpose_values": tr.values()})
     if pir:

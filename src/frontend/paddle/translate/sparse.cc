@@ -16,7 +16,7 @@
 //   sparse_matmul             matmul_coo_dense_sp   (COO x, dense y -> dense)
 //   sparse_abs, sparse_sin, sparse_pow{factor}      abs_coo_sp, sin_coo_sp,
 //                                                   pow_coo_sp (PIR only)
-//   sparse_reshape{shape: -1 inferred}  reshape_coo_sp   (x, shape)
+//   sparse_reshape{shape: 0 copies, -1 inferred}  reshape_coo_sp (x, shape)
 //   sparse_transpose{perm}              transpose_coo_sp
 // reshape and transpose move each entry's indices and keep the values and
 // their order (as Paddle's kernels do).
@@ -104,28 +104,10 @@ void Matmul(TranslateContext& ctx, const OpDesc& op) {
 
 void Reshape(TranslateContext& ctx, const OpDesc& op) {
   Coo x = ctx.CooIn(op, "x");
-  std::vector<int64_t> shape = IntsFrom(ctx, op, "shape", "ShapeTensor", "ShapeTensorList");
-  const int64_t total = NumElements(x.shape);
-  int64_t known = 1, infer = -1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == -1 && infer < 0) {
-      infer = static_cast<int64_t>(d);
-    } else if (shape[d] < 1) {
-      ctx.Unsupported(op, "shape {}: a sparse reshape takes sizes and one -1",
-                      ShapeToString(shape));
-    } else {
-      known *= shape[d];
-    }
-  }
-  if (infer >= 0) {
-    if (total % known)
-      ctx.Invalid(op, "cannot reshape {} to {}", ShapeToString(x.shape), ShapeToString(shape));
-    shape[static_cast<size_t>(infer)] = total / known;
-  }
-  if (NumElements(shape) != total)
-    ctx.Invalid(op, "cannot reshape {} to {}", ShapeToString(x.shape), ShapeToString(shape));
+  const Shape shape = ResolveTargetShape(
+      ctx, op, x.shape, IntsFrom(ctx, op, "shape", "ShapeTensor", "ShapeTensorList"));
   x.indices = ctx.Add1(op, "coo_reshape", {x.indices}, {{"shape", x.shape}, {"out_shape", shape}});
-  x.shape = Shape(shape);
+  x.shape = shape;
   ctx.SetCooOut(op, "out", x);
 }
 
