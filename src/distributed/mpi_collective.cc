@@ -238,17 +238,15 @@ class MpiCollective : public Collective {
     const size_t nt = lookups.size(), np = static_cast<size_t>(processes_);
     // Requests by owner, then lookup, then position: counts[o * nt + t].
     // Each position's owner (-1: an id out of range or the padding row,
-    // answered with zeros here) is found once, for all three passes.
+    // answered with zeros here) is found once, with the counts, for the
+    // packing and placing passes.
     std::vector<int> counts(np * nt, 0), recv_counts(np * nt, 0);
-    FindOwners(lookups, [](const RowLookup& l, int64_t id) {
-      return id >= 0 && id < l.vocab && id != l.padding_row;
-    });
-    {
-      size_t k = 0;
-      for (size_t t = 0; t < nt; ++t)
-        for (int64_t i = 0; i < lookups[t].n; ++i, ++k)
-          if (owners_[k] >= 0) ++counts[static_cast<size_t>(owners_[k]) * nt + t];
-    }
+    FindOwners(
+        lookups,
+        [](const RowLookup& l, int64_t id) {
+          return id >= 0 && id < l.vocab && id != l.padding_row;
+        },
+        &counts);
     ExchangeCounts(counts, &recv_counts, "gather-rows counts");
     // The ids, packed by owner.
     std::vector<int64_t> asked;
@@ -327,13 +325,9 @@ class MpiCollective : public Collective {
     if (local_ != 1) return Collective::ExchangeRows(rank, parts, workspace);
     const size_t nt = parts.size(), np = static_cast<size_t>(processes_);
     std::vector<int> counts(np * nt, 0), recv_counts(np * nt, 0);
-    FindOwners(parts, [](const RowGradientPart& p, int64_t id) { return id >= 0 && id < p.vocab; });
-    {
-      size_t k = 0;
-      for (size_t t = 0; t < nt; ++t)
-        for (int64_t i = 0; i < parts[t].n; ++i, ++k)
-          if (owners_[k] >= 0) ++counts[static_cast<size_t>(owners_[k]) * nt + t];
-    }
+    FindOwners(
+        parts, [](const RowGradientPart& p, int64_t id) { return id >= 0 && id < p.vocab; },
+        &counts);
     ExchangeCounts(counts, &recv_counts, "exchange-rows counts");
     std::vector<int> send_n(np, 0), send_at(np, 0), recv_n(np, 0), recv_at(np, 0);
     Totals(counts, parts, false, &send_n, &send_at);
@@ -533,25 +527,30 @@ class MpiCollective : public Collective {
       b += static_cast<size_t>(counts[slot]) * tables[slot % nt].row_bytes;
     }
   }
-  // The process whose rows PartOf(vocab, processes, p) hold `id` (in range).
   // owners_[k]: the process holding the row of position k (tables in
-  // order, then positions), or -1 where keep(table, id) is false. A table's
-  // part bounds are found once; each id's owner by a scan over them.
+  // order, then positions), or -1 where keep(table, id) is false; and
+  // counts[o * T + t]: how many of table t's positions process o holds. A
+  // table's part bounds are found once; each id's owner by a scan over
+  // them.
   template <typename Table, typename Keep>
-  void FindOwners(std::span<const Table> tables, Keep keep) {
+  void FindOwners(std::span<const Table> tables, Keep keep, std::vector<int>* counts) {
+    const size_t nt = tables.size();
     size_t total = 0;
     for (const Table& t : tables) total += static_cast<size_t>(t.n);
     owners_.resize(total);
     std::vector<int64_t> ends(static_cast<size_t>(processes_));
     size_t k = 0;
-    for (const Table& t : tables) {
+    for (size_t ti = 0; ti < nt; ++ti) {
+      const Table& t = tables[ti];
       for (int p = 0; p < processes_; ++p)
         ends[static_cast<size_t>(p)] = PartOf(t.vocab, processes_, p).end;
       for (int64_t i = 0; i < t.n; ++i, ++k) {
         const int64_t id = RowId(t.ids, t.ids64, i);
         int o = -1;
-        if (keep(t, id))
+        if (keep(t, id)) {
           for (o = 0; id >= ends[static_cast<size_t>(o)];) ++o;
+          ++(*counts)[static_cast<size_t>(o) * nt + ti];
+        }
         owners_[k] = o;
       }
     }
