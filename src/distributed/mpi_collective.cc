@@ -230,149 +230,184 @@ class MpiCollective : public Collective {
     LocalBarrier();
   }
 
-  // With one replica per process: each rank asks the owners for the rows
-  // of its ids (their ids in one all-to-all, the rows back in another),
-  // instead of the default's dense, zero-filled rows of every rank's ids.
+  // With one replica per process: each rank asks the other owners for the
+  // rows of its ids (their ids in one all-to-all, the rows back in
+  // another), instead of the default's dense, zero-filled rows of every
+  // rank's ids. Its own rows it copies from its part while the others' are
+  // on their way. Positions are sorted by owner first (FindOwners,
+  // SortByOwner), so that every pass after runs over one owner's list
+  // without a branch on the owner: owners are as good as random per
+  // position, and a mispredicted branch per position cost more than the
+  // copies.
   void GatherRows(int rank, std::span<const RowLookup> lookups, void* workspace) override {
     if (local_ != 1) return Collective::GatherRows(rank, lookups, workspace);
     const size_t nt = lookups.size(), np = static_cast<size_t>(processes_);
-    // Requests by owner, then lookup, then position: counts[o * nt + t].
-    // Each position's owner (-1: an id out of range or the padding row,
-    // answered with zeros here) is found once, with the counts, for the
-    // packing and placing passes.
-    std::vector<int> counts(np * nt, 0), recv_counts(np * nt, 0);
+    const auto self = static_cast<size_t>(process_);
+    // Positions whose id is out of range or the padding row go to the
+    // extra owner np ("none"), answered with zeros here.
+    std::vector<int> counts((np + 1) * nt, 0);
     FindOwners(
         lookups,
         [](const RowLookup& l, int64_t id) {
-          return id >= 0 && id < l.vocab && id != l.padding_row;
+          return (id >= 0) & (id < l.vocab) & (id != l.padding_row);
         },
         &counts);
-    ExchangeCounts(counts, &recv_counts, "gather-rows counts");
-    // The ids, packed by owner.
-    std::vector<int64_t> asked;
+    std::vector<size_t> slot_at;
+    SortByOwner(lookups, counts, &slot_at);
+    // What this process asks of each process (nothing of itself), and what
+    // each asks of it.
+    std::vector<int> asks(counts.begin(), counts.begin() + static_cast<ptrdiff_t>(np * nt)),
+        asked(np * nt, 0);
+    std::fill_n(asks.begin() + static_cast<ptrdiff_t>(self * nt), nt, 0);
+    ExchangeCounts(asks, &asked, "gather-rows counts");
     std::vector<int> send_n(np, 0), send_at(np, 0), recv_n(np, 0), recv_at(np, 0);
-    Totals(counts, lookups, false, &send_n, &send_at);
-    Totals(recv_counts, lookups, false, &recv_n, &recv_at);
-    asked.resize(static_cast<size_t>(send_at.back()) + static_cast<size_t>(send_n.back()));
-    // Where each (owner, lookup) slot starts: in the ids asked, and in the
-    // rows that come back.
-    std::vector<size_t> id_cursor, cursor;
-    SlotOffsets(counts, lookups, &id_cursor, &cursor);
-    {
-      size_t k = 0;
-      for (size_t t = 0; t < nt; ++t)
-        for (int64_t i = 0; i < lookups[t].n; ++i, ++k)
-          if (owners_[k] >= 0)
-            asked[id_cursor[static_cast<size_t>(owners_[k]) * nt + t]++] =
-                RowId(lookups[t].ids, lookups[t].ids64, i);
-    }
+    for (size_t o = 0; o < np; ++o)
+      send_at[o] = CountOrFail(static_cast<int64_t>(slot_at[o * nt]), "gather-rows ids");
+    Totals(asks, lookups, false, &send_n, nullptr);
+    Totals(asked, lookups, false, &recv_n, &recv_at);
     std::vector<int64_t> wanted(static_cast<size_t>(recv_at.back()) +
                                 static_cast<size_t>(recv_n.back()));
-    AllToAll(asked.data(), send_n, send_at, wanted.data(), recv_n, recv_at, MPI_INT64_T,
-             "gather-rows ids");
-    // The owner's replies: each asked id's row, in the order asked.
+    MPI_Request request = StartAllToAll(sorted_ids_.data(), send_n, send_at, wanted.data(), recv_n,
+                                        recv_at, MPI_INT64_T);
+    Wait(&request, timeout_s_, "gather-rows ids", ++calls_, 0);
+    // The replies: each asked id's row, in the order asked.
     std::vector<int> reply_n(np, 0), reply_at(np, 0), back_n(np, 0), back_at(np, 0);
-    Totals(recv_counts, lookups, true, &reply_n, &reply_at);
-    Totals(counts, lookups, true, &back_n, &back_at);
+    Totals(asked, lookups, true, &reply_n, &reply_at);
+    Totals(asks, lookups, true, &back_n, &back_at);
     send_.resize(static_cast<size_t>(reply_at.back()) + static_cast<size_t>(reply_n.back()));
     {
-      // The rows asked lie anywhere in this part: each is prefetched
-      // kAhead rows before its copy (a miss to memory apiece otherwise).
-      constexpr int kAhead = 8;
       size_t at = 0, k = 0;
       for (size_t q = 0; q < np; ++q)
         for (size_t t = 0; t < nt; ++t) {
           const RowLookup& l = lookups[t];
-          const auto* rows = static_cast<const std::byte*>(l.part);
-          const int64_t begin = PartOf(l.vocab, processes_, process_).begin;
-          const int count = recv_counts[q * nt + t];
-          for (int c = 0; c < count; ++c, ++k, at += l.row_bytes) {
-            if (c + kAhead < count) {
-              const std::byte* ahead =
-                  rows + static_cast<size_t>(wanted[k + kAhead] - begin) * l.row_bytes;
-              for (size_t j = 0; j < l.row_bytes; j += 64) __builtin_prefetch(ahead + j);
-            }
-            CopyRow(send_.data() + at, rows + static_cast<size_t>(wanted[k] - begin) * l.row_bytes,
-                    l.row_bytes);
-          }
+          const auto count = static_cast<size_t>(asked[q * nt + t]);
+          CopyPartRows(l, wanted.data() + k, count, nullptr, send_.data() + at);
+          k += count;
+          at += count * l.row_bytes;
         }
     }
     recv_.resize(static_cast<size_t>(back_at.back()) + static_cast<size_t>(back_n.back()));
-    AllToAll(send_.data(), reply_n, reply_at, recv_.data(), back_n, back_at, MPI_BYTE,
-             "gather-rows rows");
-    // Into place: each owner's replies in the order this rank asked.
-    size_t k = 0;
+    request =
+        StartAllToAll(send_.data(), reply_n, reply_at, recv_.data(), back_n, back_at, MPI_BYTE);
+    // Meanwhile, this process's own rows and the zeros.
     for (size_t t = 0; t < nt; ++t) {
       const RowLookup& l = lookups[t];
       auto* out = static_cast<std::byte*>(l.out);
-      for (int64_t i = 0; i < l.n; ++i, ++k, out += l.row_bytes) {
-        const int o = owners_[k];
-        if (o < 0) {
-          std::memset(out, 0, l.row_bytes);
-          continue;
-        }
-        size_t& at = cursor[static_cast<size_t>(o) * nt + t];
-        CopyRow(out, recv_.data() + at, l.row_bytes);
-        at += l.row_bytes;
-      }
+      const size_t own = self * nt + t, none = np * nt + t;
+      CopyPartRows(l, sorted_ids_.data() + slot_at[own], static_cast<size_t>(counts[own]),
+                   sorted_at_.data() + slot_at[own], out);
+      for (size_t j = slot_at[none]; j < slot_at[none] + static_cast<size_t>(counts[none]); ++j)
+        std::memset(out + sorted_at_[j] * l.row_bytes, 0, l.row_bytes);
     }
+    Wait(&request, timeout_s_, "gather-rows rows", ++calls_, 0);
+    // The others' replies into place.
+    const std::byte* reply = recv_.data();
+    for (size_t q = 0; q < np; ++q)
+      for (size_t t = 0; t < nt; ++t) {
+        const RowLookup& l = lookups[t];
+        auto* out = static_cast<std::byte*>(l.out);
+        const size_t slot = q * nt + t;
+        const size_t end = slot_at[slot] + static_cast<size_t>(asks[slot]);
+        for (size_t j = slot_at[slot]; j < end; ++j, reply += l.row_bytes)
+          CopyRow(out + sorted_at_[j] * l.row_bytes, reply, l.row_bytes);
+      }
   }
 
-  // With one replica per process: each rank sends each owner the pairs of
-  // its rows (counts in one all-to-all, ids and rows in two more), instead
-  // of gathering every rank's pairs.
+  // With one replica per process: each rank sends each other owner the
+  // pairs of its rows (counts in one all-to-all, ids and rows in one
+  // message per process in another), instead of gathering every rank's
+  // pairs. Its own pairs it keeps, at their place in rank order, while the
+  // others' are on their way. Pairs are packed by owner without a branch
+  // on the owner, its own and the dropped ones (ids out of range) into
+  // messages that are not sent.
   void ExchangeRows(int rank, std::span<const RowGradientPart> parts, void* workspace) override {
     if (local_ != 1) return Collective::ExchangeRows(rank, parts, workspace);
     const size_t nt = parts.size(), np = static_cast<size_t>(processes_);
-    std::vector<int> counts(np * nt, 0), recv_counts(np * nt, 0);
+    const auto self = static_cast<size_t>(process_);
+    std::vector<int> counts((np + 1) * nt, 0);
     FindOwners(
-        parts, [](const RowGradientPart& p, int64_t id) { return id >= 0 && id < p.vocab; },
+        parts, [](const RowGradientPart& p, int64_t id) { return (id >= 0) & (id < p.vocab); },
         &counts);
-    ExchangeCounts(counts, &recv_counts, "exchange-rows counts");
-    std::vector<int> send_n(np, 0), send_at(np, 0), recv_n(np, 0), recv_at(np, 0);
-    Totals(counts, parts, false, &send_n, &send_at);
-    Totals(recv_counts, parts, false, &recv_n, &recv_at);
-    std::vector<int> bytes_n(np, 0), bytes_at(np, 0), rbytes_n(np, 0), rbytes_at(np, 0);
-    Totals(counts, parts, true, &bytes_n, &bytes_at);
-    Totals(recv_counts, parts, true, &rbytes_n, &rbytes_at);
-    std::vector<int64_t> ids(static_cast<size_t>(send_at.back()) +
-                             static_cast<size_t>(send_n.back()));
-    send_.resize(static_cast<size_t>(bytes_at.back()) + static_cast<size_t>(bytes_n.back()));
+    std::vector<int> sends(counts.begin(), counts.begin() + static_cast<ptrdiff_t>(np * nt)),
+        gets(np * nt, 0);
+    std::fill_n(sends.begin() + static_cast<ptrdiff_t>(self * nt), nt, 0);
+    ExchangeCounts(sends, &gets, "exchange-rows counts");
+    // A message per owner (and one of the dropped pairs): its pairs' ids
+    // (int64, table by table), then their rows (table by table), padded to
+    // 8 bytes.
+    std::vector<int> pack_n(np + 1, 0), pack_at(np + 1, 0);
+    PairMessages(counts, parts, &pack_n, &pack_at);
+    send_.resize(static_cast<size_t>(pack_at.back()) + static_cast<size_t>(pack_n.back()));
+    std::vector<size_t> id_at, row_at;
+    PairOffsets(counts, parts, pack_at, &id_at, &row_at);
     {
-      std::vector<size_t> id_cursor, byte_cursor;
-      SlotOffsets(counts, parts, &id_cursor, &byte_cursor);
-      size_t k = 0;
+      // A table's cursors, one per owner, in local arrays the stores below
+      // cannot alias.
+      std::byte* const base = send_.data();
+      std::vector<size_t> id_cursor(np + 1), row_cursor(np + 1);
+      const int* owners = owners_.data();
       for (size_t t = 0; t < nt; ++t) {
         const RowGradientPart& p = parts[t];
-        for (int64_t i = 0; i < p.n; ++i, ++k) {
-          if (owners_[k] < 0) continue;
-          const size_t slot = static_cast<size_t>(owners_[k]) * nt + t;
-          ids[id_cursor[slot]++] = RowId(p.ids, p.ids64, i);
-          CopyRow(send_.data() + byte_cursor[slot],
-                  static_cast<const std::byte*>(p.rows) + static_cast<size_t>(i) * p.row_bytes,
-                  p.row_bytes);
-          byte_cursor[slot] += p.row_bytes;
+        for (size_t o = 0; o <= np; ++o) {
+          id_cursor[o] = id_at[o * nt + t];
+          row_cursor[o] = row_at[o * nt + t];
         }
+        size_t* __restrict ic = id_cursor.data();
+        size_t* __restrict rc = row_cursor.data();
+        const auto* rows = static_cast<const std::byte*>(p.rows);
+        const size_t rb = p.row_bytes;
+        auto pack = [&](const auto* __restrict ids) {
+          for (int64_t i = 0; i < p.n; ++i) {
+            const int o = owners[i];
+            const auto id = static_cast<int64_t>(ids[i]);
+            std::memcpy(base + ic[o], &id, sizeof id);
+            ic[o] += sizeof id;
+            std::byte* dst = base + rc[o];
+            rc[o] += rb;
+            CopyRow(dst, rows + static_cast<size_t>(i) * rb, rb);
+          }
+        };
+        if (p.ids64)
+          pack(static_cast<const int64_t*>(p.ids));
+        else
+          pack(static_cast<const int32_t*>(p.ids));
+        owners += p.n;
       }
     }
-    std::vector<int64_t> got(static_cast<size_t>(recv_at.back()) +
-                             static_cast<size_t>(recv_n.back()));
-    AllToAll(ids.data(), send_n, send_at, got.data(), recv_n, recv_at, MPI_INT64_T,
-             "exchange-rows ids");
-    recv_.resize(static_cast<size_t>(rbytes_at.back()) + static_cast<size_t>(rbytes_n.back()));
-    AllToAll(send_.data(), bytes_n, bytes_at, recv_.data(), rbytes_n, rbytes_at, MPI_BYTE,
-             "exchange-rows rows");
-    // Each table's pairs in rank order, then in order; the rest padded.
-    std::vector<size_t> id_at, byte_at;
-    SlotOffsets(recv_counts, parts, &id_at, &byte_at);
+    std::vector<int> send_n(pack_n.begin(), pack_n.end() - 1),
+        send_at(pack_at.begin(), pack_at.end() - 1);
+    send_n[self] = 0;
+    std::vector<int> recv_n(np, 0), recv_at(np, 0);
+    PairMessages(gets, parts, &recv_n, &recv_at);
+    recv_.resize(static_cast<size_t>(recv_at.back()) + static_cast<size_t>(recv_n.back()));
+    MPI_Request request =
+        StartAllToAll(send_.data(), send_n, send_at, recv_.data(), recv_n, recv_at, MPI_BYTE);
+    // Each table's pairs go in rank order: this process's own start after
+    // those of the processes before it.
+    for (size_t t = 0; t < nt; ++t) {
+      const RowGradientPart& p = parts[t];
+      int64_t count = 0;
+      for (size_t q = 0; q < self; ++q) count += gets[q * nt + t];
+      const size_t own = self * nt + t;
+      KeepPairsOf(p, PartOf(p.vocab, processes_, process_),
+                  reinterpret_cast<const int64_t*>(send_.data() + id_at[own]),
+                  send_.data() + row_at[own], counts[own], &count);
+    }
+    Wait(&request, timeout_s_, "exchange-rows pairs", ++calls_, 0);
+    std::vector<size_t> got_id_at, got_row_at;
+    PairOffsets(gets, parts, recv_at, &got_id_at, &got_row_at);
     for (size_t t = 0; t < nt; ++t) {
       const RowGradientPart& p = parts[t];
       const PartRange own = PartOf(p.vocab, processes_, process_);
       int64_t count = 0;
       for (size_t q = 0; q < np; ++q) {
         const size_t slot = q * nt + t;
-        KeepPairsOf(p, own, got.data() + id_at[slot], recv_.data() + byte_at[slot],
-                    recv_counts[slot], &count);
+        if (q == self) {
+          count += counts[slot];
+          continue;
+        }
+        KeepPairsOf(p, own, reinterpret_cast<const int64_t*>(recv_.data() + got_id_at[slot]),
+                    recv_.data() + got_row_at[slot], gets[slot], &count);
       }
       PadPairsOf(p, processes_, own, count);
     }
@@ -510,49 +545,101 @@ class MpiCollective : public Collective {
   }
 
   static constexpr int64_t kChunk = int64_t{1} << 18;
-  // Where each (process, table) slot of a message packed by process, then
-  // table starts: in ids (*ids_at) and in bytes (*bytes_at, table t's rows
-  // row_bytes each), from counts[o * T + t].
-  template <typename Table>
-  static void SlotOffsets(const std::vector<int>& counts, std::span<const Table> tables,
-                          std::vector<size_t>* ids_at, std::vector<size_t>* bytes_at) {
-    const size_t nt = tables.size();
-    ids_at->assign(counts.size(), 0);
-    bytes_at->assign(counts.size(), 0);
-    size_t at = 0, b = 0;
-    for (size_t slot = 0; slot < counts.size(); ++slot) {
-      (*ids_at)[slot] = at;
-      (*bytes_at)[slot] = b;
-      at += static_cast<size_t>(counts[slot]);
-      b += static_cast<size_t>(counts[slot]) * tables[slot % nt].row_bytes;
-    }
-  }
   // owners_[k]: the process holding the row of position k (tables in
-  // order, then positions), or -1 where keep(table, id) is false; and
-  // counts[o * T + t]: how many of table t's positions process o holds. A
-  // table's part bounds are found once; each id's owner by a scan over
-  // them.
+  // order, then positions), or P (processes_: "none") where keep(table, id)
+  // is false; and counts[o * T + t] (o up to P): how many of table t's
+  // positions process o holds. A table's part bounds are found once; each
+  // id's owner by counting the bounds at or below it, without a branch.
   template <typename Table, typename Keep>
   void FindOwners(std::span<const Table> tables, Keep keep, std::vector<int>* counts) {
     const size_t nt = tables.size();
+    const int np = processes_;
     size_t total = 0;
     for (const Table& t : tables) total += static_cast<size_t>(t.n);
     owners_.resize(total);
-    std::vector<int64_t> ends(static_cast<size_t>(processes_));
+    std::vector<int64_t> ends(static_cast<size_t>(np));
+    std::vector<int> tally(static_cast<size_t>(np) + 1);
     size_t k = 0;
     for (size_t ti = 0; ti < nt; ++ti) {
       const Table& t = tables[ti];
-      for (int p = 0; p < processes_; ++p)
-        ends[static_cast<size_t>(p)] = PartOf(t.vocab, processes_, p).end;
-      for (int64_t i = 0; i < t.n; ++i, ++k) {
-        const int64_t id = RowId(t.ids, t.ids64, i);
-        int o = -1;
-        if (keep(t, id)) {
-          for (o = 0; id >= ends[static_cast<size_t>(o)];) ++o;
-          ++(*counts)[static_cast<size_t>(o) * nt + ti];
+      for (int p = 0; p < np; ++p) ends[static_cast<size_t>(p)] = PartOf(t.vocab, np, p).end;
+      std::fill(tally.begin(), tally.end(), 0);
+      int* owners = owners_.data() + k;
+      auto scan = [&](const auto* ids) {
+        if (np == 2) {
+          // Two processes (the usual job on one host): the counts in
+          // registers, not a chain of increments through memory.
+          const int64_t end0 = ends[0];
+          int64_t high = 0, none = 0;
+          for (int64_t i = 0; i < t.n; ++i) {
+            const auto id = static_cast<int64_t>(ids[i]);
+            const bool kept = keep(t, id);
+            const int o = kept ? static_cast<int>(id >= end0) : 2;
+            owners[i] = o;
+            high += o == 1;
+            none += !kept;
+          }
+          tally[0] = static_cast<int>(t.n - high - none);
+          tally[1] = static_cast<int>(high);
+          tally[2] = static_cast<int>(none);
+          return;
         }
-        owners_[k] = o;
-      }
+        for (int64_t i = 0; i < t.n; ++i) {
+          const auto id = static_cast<int64_t>(ids[i]);
+          int o = 0;
+          for (int p = 0; p + 1 < np; ++p)
+            o += static_cast<int>(id >= ends[static_cast<size_t>(p)]);
+          o = keep(t, id) ? o : np;
+          owners[i] = o;
+          ++tally[static_cast<size_t>(o)];
+        }
+      };
+      if (t.ids64)
+        scan(static_cast<const int64_t*>(t.ids));
+      else
+        scan(static_cast<const int32_t*>(t.ids));
+      for (int o = 0; o <= np; ++o)
+        (*counts)[static_cast<size_t>(o) * nt + ti] = tally[static_cast<size_t>(o)];
+      k += static_cast<size_t>(t.n);
+    }
+  }
+  // The positions of FindOwners sorted by (owner, table), stably: their
+  // ids into sorted_ids_ and their positions in their table into
+  // sorted_at_, slot (o, t) starting at (*slot_at)[o * T + t].
+  void SortByOwner(std::span<const RowLookup> tables, const std::vector<int>& counts,
+                   std::vector<size_t>* slot_at) {
+    const size_t nt = tables.size();
+    slot_at->assign(counts.size(), 0);
+    size_t at = 0;
+    for (size_t slot = 0; slot < counts.size(); ++slot) {
+      (*slot_at)[slot] = at;
+      at += static_cast<size_t>(counts[slot]);
+    }
+    sorted_ids_.resize(at);
+    sorted_at_.resize(at);
+    // A table's cursors, one per owner, in a local array the stores below
+    // cannot alias (they would be reloaded every position otherwise).
+    std::vector<size_t> cursor(counts.size() / nt);
+    int64_t* __restrict ids_out = sorted_ids_.data();
+    uint32_t* __restrict at_out = sorted_at_.data();
+    const int* owners = owners_.data();
+    for (size_t ti = 0; ti < nt; ++ti) {
+      const RowLookup& t = tables[ti];
+      for (size_t o = 0; o < cursor.size(); ++o) cursor[o] = (*slot_at)[o * nt + ti];
+      size_t* __restrict c = cursor.data();
+      const int64_t n = t.n;
+      auto sort = [&](const auto* __restrict ids) {
+        for (int64_t i = 0; i < n; ++i) {
+          const size_t at = c[owners[i]]++;
+          ids_out[at] = static_cast<int64_t>(ids[i]);
+          at_out[at] = static_cast<uint32_t>(i);
+        }
+      };
+      if (t.ids64)
+        sort(static_cast<const int64_t*>(t.ids));
+      else
+        sort(static_cast<const int32_t*>(t.ids));
+      owners += n;
     }
   }
   // counts[o * T + t] (to each process o) -> what each process sends here.
@@ -564,7 +651,8 @@ class MpiCollective : public Collective {
     Wait(&request, timeout_s_, what, ++calls_, counts.size() * sizeof(int));
   }
   // Per process: what its T counts hold (elements, or where in_bytes the
-  // rows' bytes: table t's are row_bytes each), and where that starts.
+  // rows' bytes: table t's are row_bytes each), and where that starts
+  // (when `at` is given).
   template <typename Table>
   void Totals(const std::vector<int>& counts, std::span<const Table> tables, bool in_bytes,
               std::vector<int>* n, std::vector<int>* at) const {
@@ -576,18 +664,80 @@ class MpiCollective : public Collective {
         sum += static_cast<int64_t>(counts[o * nt + t]) *
                (in_bytes ? static_cast<int64_t>(tables[t].row_bytes) : 1);
       (*n)[o] = CountOrFail(sum, "row exchange");
-      (*at)[o] = CountOrFail(total, "row exchange");
+      if (at) (*at)[o] = CountOrFail(total, "row exchange");
       total += sum;
     }
   }
-  void AllToAll(const void* send, const std::vector<int>& send_n, const std::vector<int>& send_at,
-                void* recv, const std::vector<int>& recv_n, const std::vector<int>& recv_at,
-                MPI_Datatype type, const char* what) {
+  // Starts an all-to-all of per-process counts and offsets (in `type`).
+  MPI_Request StartAllToAll(const void* send, const std::vector<int>& send_n,
+                            const std::vector<int>& send_at, void* recv,
+                            const std::vector<int>& recv_n, const std::vector<int>& recv_at,
+                            MPI_Datatype type) {
     MPI_Request request;
     Check(MPI_Ialltoallv(send, send_n.data(), send_at.data(), type, recv, recv_n.data(),
                          recv_at.data(), type, comm_, &request),
           "MPI_Ialltoallv");
-    Wait(&request, timeout_s_, what, ++calls_, 0);
+    return request;
+  }
+  // Per process, the bytes of its pair message (counts[o * T + t] pairs of
+  // table t: an int64 id and a row each), padded to 8 bytes so that the
+  // next message's ids are aligned, and where it starts.
+  static void PairMessages(const std::vector<int>& counts, std::span<const RowGradientPart> parts,
+                           std::vector<int>* n, std::vector<int>* at) {
+    const size_t nt = parts.size();
+    int64_t total = 0;
+    for (size_t o = 0; o < n->size(); ++o) {
+      int64_t bytes = 0;
+      for (size_t t = 0; t < nt; ++t)
+        bytes += static_cast<int64_t>(counts[o * nt + t]) *
+                 static_cast<int64_t>(sizeof(int64_t) + parts[t].row_bytes);
+      bytes = (bytes + 7) / 8 * 8;
+      (*n)[o] = CountOrFail(bytes, "row exchange");
+      (*at)[o] = CountOrFail(total, "row exchange");
+      total += bytes;
+    }
+  }
+  // Where slot (o, t)'s ids and rows start in pair messages laid out by
+  // PairMessages from message offsets `at`.
+  static void PairOffsets(const std::vector<int>& counts, std::span<const RowGradientPart> parts,
+                          const std::vector<int>& at, std::vector<size_t>* ids_at,
+                          std::vector<size_t>* rows_at) {
+    const size_t nt = parts.size();
+    ids_at->assign(counts.size(), 0);
+    rows_at->assign(counts.size(), 0);
+    for (size_t o = 0; o < at.size(); ++o) {
+      auto b = static_cast<size_t>(at[o]);
+      for (size_t t = 0; t < nt; ++t) {
+        (*ids_at)[o * nt + t] = b;
+        b += static_cast<size_t>(counts[o * nt + t]) * sizeof(int64_t);
+      }
+      for (size_t t = 0; t < nt; ++t) {
+        (*rows_at)[o * nt + t] = b;
+        b += static_cast<size_t>(counts[o * nt + t]) * parts[t].row_bytes;
+      }
+    }
+  }
+  // The rows of `count` ids of l's table (all in this process's part) into
+  // dest in order, or into rows at[c] of dest where `at` is given; the row
+  // kAhead ids on is prefetched (they lie anywhere in the part: a miss to
+  // memory apiece otherwise), and so is the line it goes to, for writing
+  // (a message the other processes read last step, or anywhere in dest).
+  void CopyPartRows(const RowLookup& l, const int64_t* ids, size_t count, const uint32_t* at,
+                    std::byte* dest) const {
+    constexpr size_t kAhead = 8;
+    const auto* rows = static_cast<const std::byte*>(l.part);
+    const int64_t begin = PartOf(l.vocab, processes_, process_).begin;
+    for (size_t c = 0; c < count; ++c) {
+      if (c + kAhead < count) {
+        const std::byte* ahead = rows + static_cast<size_t>(ids[c + kAhead] - begin) * l.row_bytes;
+        for (size_t j = 0; j < l.row_bytes; j += 64) {
+          __builtin_prefetch(ahead + j);
+          __builtin_prefetch(dest + (at ? at[c + kAhead] : c + kAhead) * l.row_bytes + j, 1);
+        }
+      }
+      CopyRow(dest + (at ? at[c] : c) * l.row_bytes,
+              rows + static_cast<size_t>(ids[c] - begin) * l.row_bytes, l.row_bytes);
+    }
   }
 
   const int local_;
@@ -598,7 +748,9 @@ class MpiCollective : public Collective {
   std::vector<const void*> in_;
   std::vector<void*> out_;
   std::vector<std::byte> send_, recv_, sum_;
-  std::vector<int> owners_;  // FindOwners
+  std::vector<int> owners_;          // FindOwners
+  std::vector<int64_t> sorted_ids_;  // SortByOwner
+  std::vector<uint32_t> sorted_at_;
   backend::RankBarrier barrier_;
 };
 

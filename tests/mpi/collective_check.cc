@@ -3,6 +3,8 @@
 // bytes MakeInProcessCollective gives for the job's P x L ranks, which this
 // process computes itself from every rank's input. Prints "ok N" or the
 // first mismatch (exit 1).
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -108,6 +110,140 @@ void CheckAll(Collective& mpi, int first, int local, int64_t count, double scale
   for (int g : mine) Expect(bc[g] == in[ranks - 1], "broadcast rank " + std::to_string(g) + tag);
 }
 
+// Sparse-table rows (GatherRows, ExchangeRows) over tables split by rows:
+// the bytes the in-process collective gives the job's ranks. Ids of every
+// part, repeated, the padding row, and outside the table; int64 and int32
+// ids; rows of 64 bytes (the inline copy) and of 20; a table of 5000 rows
+// with 3000 ids per rank (several prefetch windows).
+void CheckRows(Collective& mpi, int first, int local, float scale) {
+  const int ranks = mpi.size();
+  struct Table {
+    int64_t vocab, width, padding, n;
+    bool ids64;
+  };
+  const std::vector<Table> tables = {
+      {10, 16, 4, 7, true}, {7, 5, -1, 4, false}, {5000, 16, 0, 3000, true}};
+  std::vector<std::vector<float>> whole(tables.size());
+  for (size_t t = 0; t < tables.size(); ++t)
+    for (int64_t i = 0; i < tables[t].vocab * tables[t].width; ++i)
+      whole[t].push_back(static_cast<float>(Input(static_cast<int>(t), i)));
+  // ids[g][t] (as int64; int32 copies below) and rank g's row gradients.
+  std::vector<std::vector<std::vector<int64_t>>> ids(ranks);
+  std::vector<std::vector<std::vector<int32_t>>> ids32(ranks);
+  std::vector<std::vector<std::vector<float>>> grads(ranks);
+  for (int g = 0; g < ranks; ++g)
+    for (size_t t = 0; t < tables.size(); ++t) {
+      const Table& tb = tables[t];
+      std::vector<int64_t> v;
+      for (int64_t i = 0; i < tb.n; ++i) {
+        const uint64_t h =
+            static_cast<uint64_t>(Input(g + 11, i * 3 + static_cast<int64_t>(t)) * 1e6) ^
+            static_cast<uint64_t>(i * 7919);
+        // Mostly in range, a few at -1 and at vocab (dropped / zero rows).
+        v.push_back(static_cast<int64_t>(h % static_cast<uint64_t>(tb.vocab + 2)) - 1);
+      }
+      ids[g].push_back(v);
+      ids32[g].emplace_back(v.begin(), v.end());
+      std::vector<float> rows(static_cast<size_t>(tb.n * tb.width));
+      for (size_t i = 0; i < rows.size(); ++i)
+        rows[i] = static_cast<float>(Input(g + 5, static_cast<int64_t>(i + t * 100000)));
+      grads[g].push_back(rows);
+    }
+  auto ref = tiller::backend::MakeInProcessCollective(ranks);
+  const std::string tag = " scale " + std::to_string(scale);
+  // Lookups (into out[g][t]) and row-gradient parts for rank g.
+  using Out = std::vector<std::vector<std::vector<float>>>;
+  auto lookups_of = [&](int g, Out& out) {
+    std::vector<tiller::backend::RowLookup> ls;
+    for (size_t t = 0; t < tables.size(); ++t) {
+      const Table& tb = tables[t];
+      tiller::backend::RowLookup l;
+      l.part = whole[t].data() + tiller::PartOf(tb.vocab, ranks, g).begin * tb.width;
+      l.ids64 = tb.ids64;
+      l.ids = tb.ids64 ? static_cast<const void*>(ids[g][t].data()) : ids32[g][t].data();
+      l.n = tb.n;
+      l.vocab = tb.vocab;
+      l.padding_row = tb.padding;
+      l.row_bytes = static_cast<size_t>(tb.width) * sizeof(float);
+      l.out = out[g][t].data();
+      ls.push_back(l);
+    }
+    return ls;
+  };
+  struct PairsOut {
+    std::vector<std::vector<int64_t>> ids64;
+    std::vector<std::vector<int32_t>> ids32;
+    std::vector<std::vector<float>> rows;
+  };
+  auto parts_of = [&](int g, PairsOut& out) {
+    std::vector<tiller::backend::RowGradientPart> ps;
+    for (size_t t = 0; t < tables.size(); ++t) {
+      const Table& tb = tables[t];
+      tiller::backend::RowGradientPart p;
+      p.ids64 = tb.ids64;
+      p.ids = tb.ids64 ? static_cast<const void*>(ids[g][t].data()) : ids32[g][t].data();
+      p.rows = grads[g][t].data();
+      p.n = tb.n;
+      p.vocab = tb.vocab;
+      p.row_bytes = static_cast<size_t>(tb.width) * sizeof(float);
+      p.scale = scale;
+      p.out_ids = tb.ids64 ? static_cast<void*>(out.ids64[t].data()) : out.ids32[t].data();
+      p.out_rows = out.rows[t].data();
+      ps.push_back(p);
+    }
+    return ps;
+  };
+  auto make_out = [&]() {
+    Out out(ranks);
+    for (int g = 0; g < ranks; ++g)
+      for (const Table& tb : tables)
+        out[g].emplace_back(static_cast<size_t>(tb.n * tb.width), -7.f);
+    return out;
+  };
+  auto make_pairs = [&]() {
+    std::vector<PairsOut> out(ranks);
+    for (PairsOut& o : out)
+      for (const Table& tb : tables) {
+        o.ids64.emplace_back(static_cast<size_t>(tb.n * ranks), -5);
+        o.ids32.emplace_back(static_cast<size_t>(tb.n * ranks), -5);
+        o.rows.emplace_back(static_cast<size_t>(tb.n * ranks * tb.width), -9.f);
+      }
+    return out;
+  };
+  std::vector<int> all(ranks), mine(local);
+  for (int g = 0; g < ranks; ++g) all[g] = g;
+  for (int l = 0; l < local; ++l) mine[l] = first + l;
+  // Twice each: buffers kept from the first call must not show.
+  Out want = make_out(), got = make_out();
+  std::vector<PairsOut> pairs_want = make_pairs(), pairs_got = make_pairs();
+  OnThreads(all, [&](int g) {
+    const auto ls = lookups_of(g, want);
+    const auto ps = parts_of(g, pairs_want[static_cast<size_t>(g)]);
+    std::vector<std::byte> ws(
+        std::max(ref->GatherRowsWorkspace(ls), ref->ExchangeRowsWorkspace(ps)));
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      ref->GatherRows(g, ls, ws.data());
+      ref->ExchangeRows(g, ps, ws.data());
+    }
+  });
+  OnThreads(mine, [&](int g) {
+    const auto ls = lookups_of(g, got);
+    const auto ps = parts_of(g, pairs_got[static_cast<size_t>(g)]);
+    std::vector<std::byte> ws(std::max(mpi.GatherRowsWorkspace(ls), mpi.ExchangeRowsWorkspace(ps)));
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      mpi.GatherRows(g, ls, ws.data());
+      mpi.ExchangeRows(g, ps, ws.data());
+    }
+  });
+  for (int g : mine) {
+    const std::string r = " rank " + std::to_string(g) + tag;
+    Expect(got[g] == want[g], "gather rows" + r);
+    const PairsOut &a = pairs_got[static_cast<size_t>(g)], &b = pairs_want[static_cast<size_t>(g)];
+    Expect(a.ids64 == b.ids64 && a.ids32 == b.ids32, "exchange rows ids" + r);
+    Expect(a.rows == b.rows, "exchange rows rows" + r);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +258,7 @@ int main(int argc, char** argv) {
       CheckAll<double>(*mpi, first, local, count, scale, DType::kF64);
     }
   }
+  for (float scale : {1.0f, 0.5f}) CheckRows(*mpi, first, local, scale);
   // A sharded tensor's parts gathered: this process's ranks' parts in place.
   for (int64_t count : {0, 3, 100003}) {
     const int ranks = job.size() * local;

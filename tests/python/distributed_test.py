@@ -93,13 +93,15 @@ def test_job_trains_the_one_process_model(tmp_path, processes, global_replicas, 
     np.testing.assert_array_equal(losses.reshape(len(losses), accumulate, local), ref_mine)
 
 
-@pytest.mark.parametrize("processes, local", [(2, 1), (2, 2), (3, 2)])
+@pytest.mark.parametrize("processes, local", [(2, 1), (3, 1), (2, 2), (3, 2)])
 def test_mpi_collectives_give_the_in_process_bytes(processes, local):
     """Every collective (all-reduce in and out of place, reduce-scatter,
     all-gather, broadcast; float32 and float64; empty to 100003 elements;
-    scaled or not) over P processes x L threads against the in-process
-    collective of P x L threads, which each process computes itself; and the
-    process group's broadcast, Min and GatherParts
+    scaled or not) and the sparse-table rows (gather-rows and exchange-rows:
+    one replica per process takes MPI's own path) over P processes x L
+    threads against the in-process collective of P x L threads, which each
+    process computes itself; and the process group's broadcast, Min and
+    GatherParts
     (tests/mpi/collective_check.cc)."""
     check = BUILD / "bin" / "tiller_mpi_check"
     p = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(processes),
