@@ -111,9 +111,11 @@ class InProcessCollective : public Collective {
         const RowGradientPart& from = grads_[static_cast<size_t>(r)][t];
         const auto* rows = static_cast<const std::byte*>(from.rows);
         if (from.ids64)
-          KeepPairsOf(mine, own, static_cast<const int64_t*>(from.ids), rows, from.n, &count);
+          KeepPairsOf(mine, ranks_, own, static_cast<const int64_t*>(from.ids), rows, from.n,
+                      &count);
         else
-          KeepPairsOf(mine, own, static_cast<const int32_t*>(from.ids), rows, from.n, &count);
+          KeepPairsOf(mine, ranks_, own, static_cast<const int32_t*>(from.ids), rows, from.n,
+                      &count);
       }
       PadPairsOf(mine, ranks_, own, count);
     }
@@ -188,7 +190,7 @@ class InProcessCollective : public Collective {
   // inlines), 0 where l.row_bytes says.
   template <int64_t kRowBytes, typename I>
   void CopyRows(size_t t, const RowLookup& l, const I* ids) {
-    constexpr int64_t kAhead = 8;  // rows between a prefetch and its copy
+    constexpr int64_t kAhead = 16;  // rows between a prefetch and its copy
     constexpr int kMaxRanks = 64;
     int64_t begins[kMaxRanks + 1];
     const std::byte* parts[kMaxRanks];
@@ -199,9 +201,11 @@ class InProcessCollective : public Collective {
       parts[r] = static_cast<const std::byte*>(lookups_[static_cast<size_t>(r)][t].part);
     }
     begins[ranks_] = l.vocab;
+    // The owner without a branch: owners are as good as random per id, and
+    // a mispredict per id cost as much as its row's copy.
     auto locate = [&](int64_t id) {
       int r = 0;
-      while (id >= begins[r + 1]) ++r;
+      for (int p = 1; p < ranks_; ++p) r += static_cast<int>(id >= begins[p]);
       return parts[r] + (id - begins[r]) * rb;
     };
     auto* out = static_cast<std::byte*>(l.out);
@@ -351,7 +355,7 @@ void Collective::ExchangeRows(int rank, std::span<const RowGradientPart> parts, 
     const auto width = static_cast<int64_t>(p.row_bytes / sizeof(float));
     int64_t count = 0;
     for (int r = 0; r < ranks; ++r)
-      KeepPairsOf(p, own, all_ids + ids_per_rank * r + id_at,
+      KeepPairsOf(p, size(), own, all_ids + ids_per_rank * r + id_at,
                   reinterpret_cast<const std::byte*>(all_rows + words_per_rank * r + word_at), p.n,
                   &count);
     PadPairsOf(p, ranks, own, count);

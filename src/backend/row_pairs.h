@@ -33,28 +33,35 @@ inline void CopyRow(std::byte* dst, const std::byte* src, size_t row_bytes) {
 }
 
 // Appends rank r's pairs (ids, float32 rows: n of them) whose id lies in
-// `mine` to out_ids / out_rows from slot *count on, the rows times `scale`.
+// `mine` to out_ids / out_rows from slot *count on, the rows times `scale`;
+// the outputs hold `capacity` slots. Without a branch on the id (whose
+// part is as good as random: a mispredict per pair otherwise): every pair
+// is written to the next free slot, which only a kept pair takes. A
+// dropped pair written there is overwritten by the next kept pair, or by
+// whatever the caller puts in that slot next (more pairs, or PadPairs).
 template <typename In, typename I>
 inline void KeepPairs(const In* ids, const std::byte* rows, int64_t n, size_t row_bytes,
-                      PartRange mine, float scale, I* out_ids, std::byte* out_rows,
-                      int64_t* count) {
+                      PartRange mine, float scale, I* out_ids, std::byte* out_rows, int64_t* count,
+                      int64_t capacity) {
   int64_t c = *count;
   const size_t width = row_bytes / sizeof(float);
   for (int64_t i = 0; i < n; ++i) {
     const auto id = static_cast<int64_t>(ids[i]);
-    if (id < mine.begin || id >= mine.end) continue;
-    out_ids[c] = static_cast<I>(ids[i]);
-    std::byte* dst = out_rows + static_cast<size_t>(c) * row_bytes;
-    const std::byte* src = rows + static_cast<size_t>(i) * row_bytes;
-    if (scale == 1.0f) {
-      CopyRow(dst, src, row_bytes);
-    } else {
-      auto* d = reinterpret_cast<float*>(dst);
-      const auto* s = reinterpret_cast<const float*>(src);
-      // + 0: the scale op's x * s + bias with bias 0, bit for bit.
-      for (size_t j = 0; j < width; ++j) d[j] = s[j] * scale + 0.0f;
+    const bool keep = (id >= mine.begin) & (id < mine.end);
+    if (c < capacity) {  // false only once every slot is taken
+      out_ids[c] = static_cast<I>(ids[i]);
+      std::byte* dst = out_rows + static_cast<size_t>(c) * row_bytes;
+      const std::byte* src = rows + static_cast<size_t>(i) * row_bytes;
+      if (scale == 1.0f) {
+        CopyRow(dst, src, row_bytes);
+      } else {
+        auto* d = reinterpret_cast<float*>(dst);
+        const auto* s = reinterpret_cast<const float*>(src);
+        // + 0: the scale op's x * s + bias with bias 0, bit for bit.
+        for (size_t j = 0; j < width; ++j) d[j] = s[j] * scale + 0.0f;
+      }
     }
-    ++c;
+    c += keep;
   }
   *count = c;
 }
@@ -72,18 +79,20 @@ inline void PadPairs(int64_t count, int64_t total, int64_t vocab, PartRange mine
                 static_cast<size_t>(total - count) * row_bytes);
 }
 
-// KeepPairs into p's outputs (whose ids are int64 where p.ids64): the
-// pairs of `ids` (In) and `rows`, n of them, in this rank's rows `own`.
+// KeepPairs into p's outputs (whose ids are int64 where p.ids64; n x
+// `ranks` slots): the pairs of `ids` (In) and `rows`, n of them, in this
+// rank's rows `own`.
 template <typename In>
-inline void KeepPairsOf(const RowGradientPart& p, PartRange own, const In* ids,
+inline void KeepPairsOf(const RowGradientPart& p, int ranks, PartRange own, const In* ids,
                         const std::byte* rows, int64_t n, int64_t* count) {
   auto* out_rows = static_cast<std::byte*>(p.out_rows);
+  const int64_t capacity = p.n * ranks;
   if (p.ids64)
     KeepPairs(ids, rows, n, p.row_bytes, own, p.scale, static_cast<int64_t*>(p.out_ids), out_rows,
-              count);
+              count, capacity);
   else
     KeepPairs(ids, rows, n, p.row_bytes, own, p.scale, static_cast<int32_t*>(p.out_ids), out_rows,
-              count);
+              count, capacity);
 }
 
 // PadPairs of p's outputs after `count` kept pairs, over `ranks` ranks.

@@ -389,7 +389,7 @@ class MpiCollective : public Collective {
       int64_t count = 0;
       for (size_t q = 0; q < self; ++q) count += gets[q * nt + t];
       const size_t own = self * nt + t;
-      KeepPairsOf(p, PartOf(p.vocab, processes_, process_),
+      KeepPairsOf(p, processes_, PartOf(p.vocab, processes_, process_),
                   reinterpret_cast<const int64_t*>(send_.data() + id_at[own]),
                   send_.data() + row_at[own], counts[own], &count);
     }
@@ -406,7 +406,8 @@ class MpiCollective : public Collective {
           count += counts[slot];
           continue;
         }
-        KeepPairsOf(p, own, reinterpret_cast<const int64_t*>(recv_.data() + got_id_at[slot]),
+        KeepPairsOf(p, processes_, own,
+                    reinterpret_cast<const int64_t*>(recv_.data() + got_id_at[slot]),
                     recv_.data() + got_row_at[slot], gets[slot], &count);
       }
       PadPairsOf(p, processes_, own, count);
@@ -724,7 +725,7 @@ class MpiCollective : public Collective {
   // (a message the other processes read last step, or anywhere in dest).
   void CopyPartRows(const RowLookup& l, const int64_t* ids, size_t count, const uint32_t* at,
                     std::byte* dest) const {
-    constexpr size_t kAhead = 8;
+    constexpr size_t kAhead = 16;
     const auto* rows = static_cast<const std::byte*>(l.part);
     const int64_t begin = PartOf(l.vocab, processes_, process_).begin;
     for (size_t c = 0; c < count; ++c) {
