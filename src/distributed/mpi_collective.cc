@@ -620,7 +620,7 @@ class MpiCollective : public Collective {
     sorted_at_.resize(at);
     // A table's cursors, one per owner, in a local array the stores below
     // cannot alias (they would be reloaded every position otherwise).
-    std::vector<size_t> cursor(counts.size() / nt);
+    std::vector<size_t> cursor(static_cast<size_t>(processes_) + 1);
     int64_t* __restrict ids_out = sorted_ids_.data();
     uint32_t* __restrict at_out = sorted_at_.data();
     const int* owners = owners_.data();
