@@ -91,8 +91,29 @@ std::string Mib(size_t bytes) {
   return fmt::format("{:.2f} MiB", bytes / 1048576.0);
 }
 
+// `tiller info` without a model: the version, the CPU and the instruction
+// set chosen for the kernels (tiller.about() prints the same lines).
+int About() {
+  const tiller::CpuIsaInfo i = tiller::GetCpuIsaInfo();
+  std::string features;
+  for (const std::string& f : i.features) features += (features.empty() ? "" : " ") + f;
+  fmt::print("tiller {}\n", TILLER_VERSION);
+  fmt::print("CPU: {} ({}: {})\n", i.cpu.empty() ? "unknown" : i.cpu, i.detected, features);
+  fmt::print("built for: {} (its own kernels)\n", i.compiled);
+  fmt::print("TILLER_MAX_ISA: {}\n", i.cap.empty() ? "unset" : i.cap);
+  fmt::print("chosen: {}\n", i.why);
+  for (const auto& [name, isa] : i.libraries) fmt::print("{}: {}\n", name, isa);
+  if (!i.error.empty()) {
+    fmt::print(stderr, "tiller: error ({}): {}\n",
+               tiller::ErrorKindName(tiller::ErrorKind::kInvalidArgument), i.error);
+    return 2;
+  }
+  return 0;
+}
+
 int Info(const std::string& model, const std::string& params,
          const std::vector<std::string>& shape_args, const DeviceArgs& dev, bool passes) {
+  if (model.empty()) return About();
   const tiller::tools::ShapeMap shapes = tiller::tools::ParseShapeArgs(shape_args);
   // Describe the program before compiling, so a model with unsupported ops
   // still gets its op histogram.
@@ -387,9 +408,11 @@ int main(int argc, char** argv) {
   const char* params_help = "parameter file (default: derived from the model path)";
   const char* threads_help = "CPU math-library threads";
 
-  auto* info =
-      app.add_subcommand("info", "inputs, outputs, op histogram, parameters, planned memory");
-  info->add_option("model", model, model_help)->required();
+  auto* info = app.add_subcommand(
+      "info",
+      "inputs, outputs, op histogram, parameters, planned memory; without a model: the "
+      "version, the CPU and the instruction set chosen (TILLER_MAX_ISA)");
+  info->add_option("model", model, model_help);
   info->add_option("--params", params, params_help);
   info->add_option("--shape", shapes,
                    "input shape NAME=DxD..., every size >= 1 (else dynamic dims are 1 and 128)");

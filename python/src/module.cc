@@ -445,5 +445,25 @@ PYBIND11_MODULE(_tiller, m) {
   m.def("load_backend_library", &tiller::LoadBackendLibrary, py::arg("path"),
         "Load a shared library that registers backends (see include/tiller/backends.h).");
   m.def("backend_names", &tiller::BackendNames);
+  m.def(
+      "cpu_isa_info",
+      [] {
+        const tiller::CpuIsaInfo i = tiller::GetCpuIsaInfo();
+        py::dict d;
+        d["cpu"] = i.cpu;
+        d["detected"] = i.detected;
+        d["features"] = i.features;
+        d["compiled"] = i.compiled;
+        d["cap"] = i.cap;
+        d["chosen"] = i.chosen;
+        d["why"] = i.why;
+        d["error"] = i.error;
+        py::dict libraries;
+        for (const auto& [name, isa] : i.libraries) libraries[py::str(name)] = isa;
+        d["libraries"] = libraries;
+        return d;
+      },
+      "This CPU's and this build's instruction-set levels and the one chosen under "
+      "TILLER_MAX_ISA (tiller/backends.h, GetCpuIsaInfo).");
   for (tiller::python::Binder bind : tiller::python::Binders()) bind(m);
 }

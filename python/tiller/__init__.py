@@ -24,8 +24,27 @@ from .shard import ipu_shard_guard, set_ipu_shard
 
 __all__ = ["inference", "TillerError", "IpuStrategy", "IpuCompiledProgram", "Executor",
            "ipu_shard_guard", "set_ipu_shard", "plan", "patch_paddle", "unpatch_paddle",
-           "cmake_prefix_path"]
+           "cmake_prefix_path", "about"]
 __version__ = "0.1.0"
+
+
+def about() -> str:
+    """What this Tiller is and what it runs at here: its version, the CPU,
+    the instruction-set level chosen for its kernels and why
+    (``TILLER_MAX_ISA`` caps it, as ``ONEDNN_MAX_CPU_ISA`` caps oneDNN), and
+    oneDNN's choice. ``print(tiller.about())``; the same as ``tiller info``."""
+    from ._tiller import cpu_isa_info
+
+    i = cpu_isa_info()
+    lines = [f"tiller {__version__}",
+             f"CPU: {i['cpu'] or 'unknown'} ({i['detected']}: {' '.join(i['features'])})",
+             f"built for: {i['compiled']} (its own kernels)",
+             f"TILLER_MAX_ISA: {i['cap'] or 'unset'}",
+             f"chosen: {i['why']}"]
+    lines += [f"{name}: {isa}" for name, isa in i["libraries"].items()]
+    if i["error"]:
+        lines.append(f"error: {i['error']}")
+    return "\n".join(lines)
 
 
 def cmake_prefix_path() -> str:

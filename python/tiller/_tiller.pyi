@@ -4,7 +4,7 @@ Tiller: compiled inference and training for PaddlePaddle programs
 from __future__ import annotations
 import numpy
 import typing
-__all__ = ['Config', 'DataType', 'IpuOptions', 'PlaceType', 'Predictor', 'PredictorPool', 'StateTensorInfo', 'Tensor', 'TensorInfo', 'TillerError', 'TrainingSession', 'TrainingSummary', 'backend_names', 'compute_gradients', 'convert_to_mixed_precision', 'create_predictor', 'get_num_bytes_of_data_type', 'get_trt_compile_version', 'get_trt_runtime_version', 'get_version', 'load_backend_library', 'load_custom_op_library', 'paddle_state_roles', 'plan', 'read_paddle_pickle', 'read_paddle_program_ops', 'supported_paddle_ops', 'write_paddle_pickle']
+__all__ = ['Config', 'DataType', 'IpuOptions', 'PlaceType', 'Predictor', 'PredictorPool', 'StateTensorInfo', 'Tensor', 'TensorInfo', 'TillerError', 'TrainingSession', 'TrainingSummary', 'backend_names', 'compute_gradients', 'convert_to_mixed_precision', 'cpu_isa_info', 'create_predictor', 'get_num_bytes_of_data_type', 'get_trt_compile_version', 'get_trt_runtime_version', 'get_version', 'load_backend_library', 'load_custom_op_library', 'paddle_state_roles', 'plan', 'read_paddle_pickle', 'read_paddle_program_ops', 'supported_paddle_ops', 'write_paddle_pickle']
 class Config:
     class Precision:
         """
@@ -958,6 +958,10 @@ def compute_gradients(model_path: str, params_path: str, feeds: dict, loss_name:
 def convert_to_mixed_precision(model_file: str, params_file: str, mixed_model_file: str, mixed_params_file: str, mixed_precision: Config.Precision, backend: PlaceType, keep_io_types: bool = True, black_list: typing.Any = set(), **kwargs) -> None:
     """
     Raises: Tiller writes no converted models; set the precision on the Config instead (enable_mkldnn_bfloat16 / set_precision)
+    """
+def cpu_isa_info() -> dict:
+    """
+    This CPU's and this build's instruction-set levels and the one chosen under TILLER_MAX_ISA (tiller/backends.h, GetCpuIsaInfo).
     """
 def create_predictor(config: Config) -> Predictor:
     ...

@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "compile/half_fallback.h"
+#include "core/cpu_isa.h"
 #include "core/error.h"
 #include "runtime/notes.h"
 #include "tiller/option_groups.h"
@@ -24,6 +25,8 @@
 namespace tiller::runtime {
 
 bool CpuHasBF16Arithmetic() {
+  // Both instruction sets are above what TILLER_MAX_ISA=avx2 allows.
+  if (CpuIsa().chosen < IsaLevel::kAvx512) return false;
 #if defined(__x86_64__)
   // CPUID leaf 7: subleaf 1 EAX bit 5 is AVX512_BF16 (Zen 4, Cooper Lake
   // and later Xeons); subleaf 0 EDX bit 22 is AMX-BF16 (Sapphire Rapids).

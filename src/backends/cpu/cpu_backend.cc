@@ -14,6 +14,7 @@
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/passes/cpu_passes.h"
 #include "core/aligned_buffer.h"
+#include "core/cpu_isa.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/memory_cap.h"
@@ -30,6 +31,7 @@ class CpuBackendImpl : public backend::Backend {
   std::string display_name() const override { return "CPU"; }
   std::unique_ptr<backend::Device> CreateDevice(
       int ordinal, const backend::DeviceOptions& options) const override {
+    CheckCpuIsa();  // a TILLER_MAX_ISA or a CPU this build cannot honour
     return std::make_unique<CpuDevice>(*this, ordinal, options);
   }
   void AddPasses(passes::PassPipeline& pipeline, const std::vector<backend::DeviceCaps>& devices,

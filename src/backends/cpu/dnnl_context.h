@@ -10,7 +10,16 @@
 
 namespace tiller::cpu {
 
+// Passes TILLER_MAX_ISA (core/cpu_isa.h) to oneDNN, once, and records the
+// ISA oneDNN then runs at. oneDNN takes a cap only before its first call:
+// every path into it (the probes below, a device's Dnnl) calls this first.
+void ApplyDnnlIsaCap();
+
 struct Dnnl {
+  // First: the cap reaches oneDNN before the engine is made.
+  struct Cap {
+    Cap() { ApplyDnnlIsaCap(); }
+  } cap;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
 };

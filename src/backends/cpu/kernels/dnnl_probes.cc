@@ -1,17 +1,77 @@
 // What this CPU's oneDNN can do (dnnl_context.h), probed once per process:
 // the answers decide which GEMM and convolution kernels are registered
 // (matmul.cc) and the devices' preferred channel block.
+#include <mutex>
 #include <optional>
+#include <string>
 
 #include "backends/cpu/dnnl_context.h"
+#include "core/cpu_isa.h"
 
 namespace tiller::cpu {
+namespace {
+
+const char* DnnlIsaName(dnnl::cpu_isa isa) {
+  using dnnl::cpu_isa;
+  switch (isa) {
+    case cpu_isa::sse41:
+      return "sse41";
+    case cpu_isa::avx:
+      return "avx";
+    case cpu_isa::avx2:
+      return "avx2";
+    case cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case cpu_isa::avx512_core:
+      return "avx512_core";
+    case cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+
+// The most oneDNN may use at a level: avx512 is every AVX-512 kernel
+// (VNNI and bfloat16 included) but not AMX's.
+dnnl::cpu_isa DnnlCap(IsaLevel level) {
+  switch (level) {
+    case IsaLevel::kX86_64:
+    case IsaLevel::kX86_64_v2:
+      return dnnl::cpu_isa::sse41;
+    case IsaLevel::kAvx2:
+      return dnnl::cpu_isa::avx2;
+    case IsaLevel::kAvx512:
+      return dnnl::cpu_isa::avx512_core_bf16;
+    case IsaLevel::kAmx:
+      return dnnl::cpu_isa::all;
+  }
+  return dnnl::cpu_isa::all;
+}
+
+}  // namespace
+
+void ApplyDnnlIsaCap() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const CpuIsaReport& r = CpuIsa();
+    // No cap, or one this build refuses (CheckCpuIsa ends the work before
+    // any kernel runs): oneDNN decides alone, as ONEDNN_MAX_CPU_ISA says.
+    if (r.cap && r.error.empty() && dnnl::set_max_cpu_isa(DnnlCap(*r.cap)) != dnnl::status::success)
+      RecordLibraryIsa("oneDNN cap", "not applied: oneDNN had run before");
+    RecordLibraryIsa("oneDNN", DnnlIsaName(dnnl::get_effective_cpu_isa()));
+  });
+}
 
 bool DnnlMultipliesBF16() {
   // oneDNN 2.6 multiplies bfloat16 with its AVX-512 kernels (natively with
   // AVX512_BF16 / AMX, emulated on plain AVX-512) and not with AVX2: asking
   // it for a bfloat16 GEMM is the one test that cannot disagree with it.
   static const bool yes = [] {
+    ApplyDnnlIsaCap();
     try {
       using dnnl::memory;
       const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -34,6 +94,7 @@ bool DnnlMultipliesInt8Exactly() {
   // GEMM sums saturate: results off by up to 10% in this project's tests.
   // With AVX512_VNNI (vpdpbusd, int32 sums) they are exact.
   static const bool yes = [] {
+    ApplyDnnlIsaCap();
     using dnnl::cpu_isa;
     switch (dnnl::get_effective_cpu_isa()) {
       case cpu_isa::avx512_core_vnni:
@@ -54,6 +115,7 @@ namespace {
 // where it has no kernel for this CPU.
 std::optional<dnnl::convolution_forward::primitive_desc> ProbeConv3x3(dnnl::algorithm alg,
                                                                       const dnnl::memory::dims& x) {
+  ApplyDnnlIsaCap();
   try {
     using dnnl::memory;
     const dnnl::engine engine(dnnl::engine::kind::cpu, 0);

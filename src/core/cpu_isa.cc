@@ -1,0 +1,232 @@
+#include "core/cpu_isa.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace tiller {
+namespace {
+
+constexpr const char* kNames[] = {"x86-64", "x86-64-v2", "avx2", "avx512", "amx"};
+
+// The level this translation unit is compiled for: the build's -march,
+// which every object of the build shares (CMakeLists.txt).
+constexpr IsaLevel CompiledLevel() {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512CD__) && \
+    defined(__AVX512DQ__) && defined(__AVX512VL__)
+  return IsaLevel::kAvx512;
+#elif defined(__AVX2__) && defined(__FMA__)
+  return IsaLevel::kAvx2;
+#elif defined(__SSE4_2__) && defined(__POPCNT__)
+  return IsaLevel::kX86_64_v2;
+#else
+  return IsaLevel::kX86_64;
+#endif
+}
+
+struct Feature {
+  const char* name;
+  unsigned leaf, subleaf;
+  int reg;  // 0 eax, 1 ebx, 2 ecx, 3 edx
+  int bit;
+  IsaLevel level;  // the level that needs it
+};
+
+// cpuid's feature bits (Intel SDM vol. 2A, CPUID; AMD APM vol. 3).
+constexpr Feature kFeatures[] = {
+    {"sse3", 1, 0, 2, 0, IsaLevel::kX86_64_v2},
+    {"ssse3", 1, 0, 2, 9, IsaLevel::kX86_64_v2},
+    {"sse4.1", 1, 0, 2, 19, IsaLevel::kX86_64_v2},
+    {"sse4.2", 1, 0, 2, 20, IsaLevel::kX86_64_v2},
+    {"popcnt", 1, 0, 2, 23, IsaLevel::kX86_64_v2},
+    {"avx", 1, 0, 2, 28, IsaLevel::kAvx2},
+    {"fma", 1, 0, 2, 12, IsaLevel::kAvx2},
+    {"f16c", 1, 0, 2, 29, IsaLevel::kAvx2},
+    {"movbe", 1, 0, 2, 22, IsaLevel::kAvx2},
+    {"avx2", 7, 0, 1, 5, IsaLevel::kAvx2},
+    {"bmi1", 7, 0, 1, 3, IsaLevel::kAvx2},
+    {"bmi2", 7, 0, 1, 8, IsaLevel::kAvx2},
+    {"lzcnt", 0x80000001u, 0, 2, 5, IsaLevel::kAvx2},
+    {"avx512f", 7, 0, 1, 16, IsaLevel::kAvx512},
+    {"avx512dq", 7, 0, 1, 17, IsaLevel::kAvx512},
+    {"avx512cd", 7, 0, 1, 28, IsaLevel::kAvx512},
+    {"avx512bw", 7, 0, 1, 30, IsaLevel::kAvx512},
+    {"avx512vl", 7, 0, 1, 31, IsaLevel::kAvx512},
+    {"amx_tile", 7, 0, 3, 24, IsaLevel::kAmx},
+    {"amx_bf16", 7, 0, 3, 22, IsaLevel::kAmx},
+    {"amx_int8", 7, 0, 3, 25, IsaLevel::kAmx},
+};
+// Reported, but no level needs them.
+constexpr Feature kExtras[] = {
+    {"avx512_vnni", 7, 0, 2, 11, IsaLevel::kAvx512},
+    {"avx512_bf16", 7, 1, 0, 5, IsaLevel::kAvx512},
+    {"avx512_fp16", 7, 0, 3, 23, IsaLevel::kAvx512},
+};
+
+bool Has(const Feature& f) {
+#if defined(__x86_64__)
+  unsigned r[4] = {0, 0, 0, 0};
+  if (!__get_cpuid_count(f.leaf, f.subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
+  return (r[f.reg] >> f.bit) & 1u;
+#else
+  (void)f;
+  return false;
+#endif
+}
+
+// XCR0: which register states the OS saves across context switches. A
+// level's instructions fault (or lose registers) without them.
+uint64_t Xcr0() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1u)) return 0;  // no OSXSAVE
+  uint32_t lo = 0, hi = 0;
+  // xgetbv by its bytes: no -mxsave needed, whatever the build's -march.
+  __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+#else
+  return 0;
+#endif
+}
+
+bool OsSaves(IsaLevel level, uint64_t xcr0) {
+  switch (level) {
+    case IsaLevel::kAvx2:
+      return (xcr0 & 0x6) == 0x6;  // SSE, AVX
+    case IsaLevel::kAvx512:
+      return (xcr0 & 0xe6) == 0xe6;  // + opmask, ZMM_Hi256, Hi16_ZMM
+    case IsaLevel::kAmx:
+      return (xcr0 & 0x600e6) == 0x600e6;  // + XTILECFG, XTILEDATA
+    default:
+      return true;
+  }
+}
+
+std::string Brand() {
+  std::string brand;
+#if defined(__x86_64__)
+  unsigned r[4];
+  for (unsigned leaf = 0x80000002u; leaf <= 0x80000004u; ++leaf) {
+    if (!__get_cpuid(leaf, &r[0], &r[1], &r[2], &r[3])) return brand;
+    brand.append(reinterpret_cast<const char*>(r), sizeof r);
+  }
+  brand.resize(brand.find('\0') == std::string::npos ? brand.size() : brand.find('\0'));
+  const size_t first = brand.find_first_not_of(' '), last = brand.find_last_not_of(' ');
+  brand = first == std::string::npos ? "" : brand.substr(first, last - first + 1);
+#endif
+  return brand;
+}
+
+std::mutex libraries_mu;
+std::vector<std::pair<std::string, std::string>>& Libraries() {
+  static std::vector<std::pair<std::string, std::string>> libraries;
+  return libraries;
+}
+
+}  // namespace
+
+const char* IsaLevelName(IsaLevel level) {
+  return kNames[static_cast<int>(level)];
+}
+
+std::optional<IsaLevel> ParseIsaLevel(std::string_view name) {
+  for (int i = 0; i < static_cast<int>(std::size(kNames)); ++i)
+    if (name == kNames[i]) return static_cast<IsaLevel>(i);
+  if (name == "x86-64-v3") return IsaLevel::kAvx2;
+  if (name == "x86-64-v4") return IsaLevel::kAvx512;
+  return std::nullopt;
+}
+
+const char* IsaLevelChoices() {
+  return "x86-64, x86-64-v2, avx2 (= x86-64-v3), avx512 (= x86-64-v4), amx, or native (no cap)";
+}
+
+CpuIsaReport ComputeCpuIsaReport(const char* cap) {
+  CpuIsaReport r;
+  r.cpu = Brand();
+  const uint64_t xcr0 = Xcr0();
+  // The highest level all of whose features are present and saved.
+  bool complete[5] = {true, true, true, true, true};
+  for (const Feature& f : kFeatures) {
+    const bool has = Has(f);
+    if (has) r.features.push_back(f.name);
+    for (int l = static_cast<int>(f.level); l < 5; ++l) complete[l] &= has;
+  }
+  for (const Feature& f : kExtras)
+    if (Has(f)) r.features.push_back(f.name);
+  for (int l = 1; l < 5; ++l)
+    if (complete[l] && OsSaves(static_cast<IsaLevel>(l), xcr0))
+      r.detected = static_cast<IsaLevel>(l);
+    else
+      break;
+  r.compiled = CompiledLevel();
+  r.chosen = r.detected;
+  r.why = fmt::format("{}: this CPU's highest level", IsaLevelName(r.detected));
+  if (cap && *cap && std::string_view(cap) != "native") {
+    r.cap_text = cap;
+    r.cap = ParseIsaLevel(cap);
+    if (!r.cap) {
+      r.error = fmt::format("TILLER_MAX_ISA='{}' is not a level: use {}", cap, IsaLevelChoices());
+      return r;
+    }
+    if (*r.cap < r.detected) {
+      r.chosen = *r.cap;
+      r.why = fmt::format("{}: capped by TILLER_MAX_ISA={} (this CPU: {})", IsaLevelName(r.chosen),
+                          cap, IsaLevelName(r.detected));
+    } else {
+      r.why += fmt::format(" (TILLER_MAX_ISA={} is above it)", cap);
+    }
+  } else if (cap && *cap) {
+    r.cap_text = cap;
+  }
+  if (r.chosen < r.compiled) {
+    r.error =
+        r.cap && *r.cap < r.compiled
+            ? fmt::format(
+                  "TILLER_MAX_ISA={} is below {}, the level this build's own kernels are "
+                  "compiled for (-march of the build machine): this build cannot run below it",
+                  r.cap_text, IsaLevelName(r.compiled))
+            : fmt::format(
+                  "this build's own kernels are compiled for {} (-march of the build machine) and "
+                  "this CPU is {}: they would stop on an illegal instruction",
+                  IsaLevelName(r.compiled), IsaLevelName(r.detected));
+  }
+  return r;
+}
+
+const CpuIsaReport& CpuIsa() {
+  static const CpuIsaReport report = ComputeCpuIsaReport(std::getenv("TILLER_MAX_ISA"));
+  return report;
+}
+
+void CheckCpuIsa() {
+  const CpuIsaReport& r = CpuIsa();
+  if (!r.error.empty()) throw Error(ErrorKind::kInvalidArgument, r.error);
+}
+
+void RecordLibraryIsa(const std::string& library, const std::string& isa) {
+  std::lock_guard<std::mutex> lock(libraries_mu);
+  auto& all = Libraries();
+  for (auto& [name, value] : all)
+    if (name == library) {
+      value = isa;
+      return;
+    }
+  all.emplace_back(library, isa);
+}
+
+std::vector<std::pair<std::string, std::string>> LibraryIsas() {
+  std::lock_guard<std::mutex> lock(libraries_mu);
+  return Libraries();
+}
+
+}  // namespace tiller
