@@ -9,7 +9,8 @@ cd "$root"
 apt_pkgs=(build-essential cmake ninja-build ccache pkg-config
   libprotobuf-dev protobuf-compiler libdnnl-dev nlohmann-json3-dev
   libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-  python3-dev python3-venv libomp-dev openmpi-bin libopenmpi-dev)
+  python3-dev python3-venv libomp-dev openmpi-bin libopenmpi-dev
+  qemu-user)  # qemu-x86_64 -cpu Haswell: the wheel on an AVX2-only CPU (packaging_test)
 # `make fuzz` (TILLER_SETUP_FUZZ=1): clang with its libFuzzer runtime.
 if [ "${TILLER_SETUP_FUZZ:-0}" = 1 ]; then apt_pkgs+=(clang); fi
 missing=()
