@@ -225,6 +225,8 @@ void ForEachRun(const IterPlan& p, int64_t begin, int64_t end, F&& f) {
 void StridedCopy(const IterPlan& p, size_t elem_size, const void* in, void* out);
 
 // ---- Vectorized float math (simd.h holds the vector type and exp) --------
+// Compiled once per instruction set and picked at start-up
+// (vector_math.cc, vector_math_impl.h).
 
 // Each array function reads x[0..n) and writes y[0..n) (y may equal x). The
 // tail goes through the same formulas with partial loads, so a value's
@@ -248,5 +250,7 @@ float RowMax(const float* x, int64_t n);
 float RowSumSqDiff(const float* x, int64_t n, float mean, float* sum_diff);
 // y = exp(x - shift), returns the sum of y.
 float RowExpSum(const float* x, float* y, int64_t n, float shift);
+// dx = dy * gelu'(x), gelu's exact form or (approximate) its tanh form.
+void VGeluGrad(const float* x, const float* dy, float* dx, int64_t n, bool approximate);
 
 }  // namespace tiller::cpu

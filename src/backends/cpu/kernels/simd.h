@@ -26,7 +26,32 @@
 #pragma GCC diagnostic pop
 #endif
 
+// Everything below lives in a namespace named after the instruction set it
+// is compiled for (inline: callers write simd::Exp), so that a translation
+// unit compiled for another level (vector_math_avx512.cc) defines other
+// symbols: the linker never hands one level's copy of an inline function
+// to another level's caller.
+#if defined(__AVX512F__)
+#define TILLER_SIMD_ISA avx512
+#elif defined(__AVX2__) && defined(__FMA__)
+#define TILLER_SIMD_ISA avx2
+#else
+#define TILLER_SIMD_ISA scalar
+#endif
+
 namespace tiller::cpu::simd {
+inline namespace TILLER_SIMD_ISA {
+
+// The instruction set this copy is compiled for (core/cpu_isa.h's names).
+#if defined(__AVX512F__)
+inline constexpr const char* kIsaName = "avx512";
+#elif defined(__AVX2__) && defined(__FMA__)
+inline constexpr const char* kIsaName = "avx2";
+#elif defined(__SSE4_2__) && defined(__POPCNT__)
+inline constexpr const char* kIsaName = "x86-64-v2";
+#else
+inline constexpr const char* kIsaName = "x86-64";
+#endif
 
 #if defined(__AVX512F__)
 
@@ -396,4 +421,5 @@ inline void Map(const float* x, float* y, int64_t n, F f) {
   }
 }
 
+}  // namespace TILLER_SIMD_ISA
 }  // namespace tiller::cpu::simd

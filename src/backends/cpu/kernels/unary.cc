@@ -1,199 +1,12 @@
-// Unary elementwise kernels (activations and math) and the vectorized float
-// math they share with softmax and the norms; gelu_grad, which shares gelu's.
-//
-// The float formulas are written once on simd::Vec (AVX-512, AVX2 or scalar
-// lanes). exp: simd.h. erf/erfc: odd Taylor
-// series below 0.5, else the Numerical Recipes erfc fit (relative error
-// < 1.2e-7 everywhere), so erf and both gelu tails stay accurate. tanh: odd
-// Taylor series below 0.55 (no cancellation), else 1 - 2/(exp(2x)+1).
+// Unary elementwise kernels (activations and math) and gelu_grad. Their
+// float32 formulas are the vectorized math of kernel_utils.h (VExp, VGelu,
+// VGeluGrad, ...: vector_math_impl.h, one copy per instruction set).
 #include <cmath>
 #include <functional>
 
 #include "backends/cpu/kernels/kernel_utils.h"
 
 namespace tiller::cpu {
-namespace {
-
-using simd::Set;
-using simd::Vec;
-
-// erfc(z) for z >= 0, given z*z as an exact sum hi + lo: erfc's relative
-// error is about 2 z^2 times that of its exponent argument, so z*z must not
-// be rounded (gelu passes x*x/2 so the rounding of x/sqrt(2) drops out too).
-inline Vec ErfcPos(Vec z, Vec z2hi, Vec z2lo) {
-  z = simd::Min(z, Set(10.0f));
-  const Vec t = Set(1.0f) / simd::Fma(z, Set(0.5f), Set(1.0f));
-  Vec p = Set(0.17087277f);
-  for (float c : {-0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f, 0.09678418f,
-                  0.37409196f, 1.00002368f, -1.26551223f})
-    p = simd::Fma(p, t, Set(c));
-  z2hi = simd::Min(z2hi, Set(100.0f));
-  return t * simd::ExpSplit(simd::Zero() - z2hi, p - z2lo);
-}
-inline Vec ErfcPos(Vec z) {
-  const Vec hi = z * z;
-  return ErfcPos(z, hi, simd::Fms(z, z, hi));  // z*z - hi exactly
-}
-
-inline Vec Erf(Vec x) {
-  const Vec ax = simd::Abs(x), x2 = x * x;
-  Vec s = Set(1.0f / 9360.0f);
-  for (float c : {-1.0f / 1320.0f, 1.0f / 216.0f, -1.0f / 42.0f, 1.0f / 10.0f, -1.0f / 3.0f, 1.0f})
-    s = simd::Fma(s, x2, Set(c));
-  const Vec small = s * x * Set(1.12837916709551257f);
-  const Vec big = simd::WithSignOf(Set(1.0f) - ErfcPos(ax), x);
-  return simd::Select(simd::Lt(ax, Set(0.5f)), small, big);
-}
-
-inline Vec Tanh(Vec x) {
-  const Vec ax = simd::Abs(x), x2 = x * x;
-  Vec s = Set(-929569.0f / 638512875.0f);
-  for (float c : {21844.0f / 6081075.0f, -1382.0f / 155925.0f, 62.0f / 2835.0f, -17.0f / 315.0f,
-                  2.0f / 15.0f, -1.0f / 3.0f})
-    s = simd::Fma(s, x2, Set(c));
-  const Vec small = simd::Fma(s * x2, x, x);
-  const Vec e = simd::Exp(simd::Min(ax, Set(9.0f)) * Set(2.0f));
-  const Vec big = simd::WithSignOf(Set(1.0f) - Set(2.0f) / (e + Set(1.0f)), x);
-  return simd::Select(simd::Lt(ax, Set(0.55f)), small, big);
-}
-
-inline Vec Sigmoid(Vec x) {
-  return Set(1.0f) / (Set(1.0f) + simd::Exp(simd::Zero() - x));
-}
-
-// 1 + erf(x / sqrt 2), which is erfc(-x / sqrt 2): 2 - erfc(|z|) for z >= 0,
-// erfc(|z|) below, with no cancellation; z^2 = x^2 / 2 passed to erfc as an
-// exact sum. gelu is x/2 times it, gelu' half of it plus x phi(x).
-inline Vec OnePlusErfOverSqrt2(Vec x) {
-  const Vec z = x * Set(0.70710678118654752f), x2 = x * x, half = Set(0.5f);
-  const Vec e = ErfcPos(simd::Abs(z), x2 * half, simd::Fms(x, x, x2) * half);
-  return simd::Select(simd::Ge(z, simd::Zero()), Set(2.0f) - e, e);
-}
-
-inline Vec Gelu(Vec x) {
-  return x * Set(0.5f) * OnePlusErfOverSqrt2(x);
-}
-
-// 0.5 x (1 + tanh(u)) == x * sigmoid(2u): no cancellation for negative u.
-inline Vec GeluTanh(Vec x) {
-  const Vec u = simd::Fma(x * x * x, Set(0.044715f), x) * Set(0.79788456080286536f);
-  return x * Sigmoid(u + u);
-}
-
-// gelu'(x) = Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2.
-inline Vec GeluGrad(Vec x) {
-  const Vec x2 = x * x;
-  // exp(-x^2 / 2) from x^2 as an exact sum, as erfc's (no error growing with x^2).
-  const Vec pdf =
-      simd::ExpSplit(x2 * Set(-0.5f), simd::Fms(x, x, x2) * Set(-0.5f)) * Set(0.39894228040143268f);
-  return simd::Fma(x, pdf, OnePlusErfOverSqrt2(x) * Set(0.5f));
-}
-
-// The tanh form y = x (1 + t) / 2, t = tanh(u), u = k (x + 0.044715 x^3):
-// y' = (1 + t) / 2 + x (1 - t^2) k (1 + 3 * 0.044715 x^2) / 2, with
-// (1 + t) / 2 = sigmoid(2u) and 1 - t^2 = 4 e / (1 + e)^2, e = exp(-2|u|):
-// no cancellation where tanh saturates.
-inline Vec GeluTanhGrad(Vec x) {
-  const Vec k = Set(0.79788456080286536f), one = Set(1.0f);
-  const Vec x2 = x * x;
-  const Vec u = k * x * simd::Fma(x2, Set(0.044715f), one);
-  const Vec e = simd::Exp(simd::Abs(u) * Set(-2.0f));
-  const Vec inv = one / (one + e);
-  const Vec s = simd::Select(simd::Lt(u, simd::Zero()), e * inv, inv);
-  const Vec sech2 = Set(4.0f) * e * (inv * inv);
-  const Vec du = k * simd::Fma(x2, Set(3 * 0.044715f), one);
-  return simd::Fma(x * Set(0.5f) * sech2, du, s);
-}
-
-}  // namespace
-
-#define TILLER_MAP(name, expr)                      \
-  void name(const float* x, float* y, int64_t n) {  \
-    simd::Map(x, y, n, [](Vec v) { return expr; }); \
-  }
-TILLER_MAP(VExp, simd::Exp(v))
-TILLER_MAP(VTanh, Tanh(v))
-TILLER_MAP(VSigmoid, Sigmoid(v))
-TILLER_MAP(VErf, Erf(v))
-TILLER_MAP(VGelu, Gelu(v))
-TILLER_MAP(VGeluTanh, GeluTanh(v))
-#undef TILLER_MAP
-
-void VSwish(const float* x, float* y, int64_t n, float beta) {
-  const Vec b = Set(beta);
-  simd::Map(x, y, n, [b](Vec v) { return v * Sigmoid(v * b); });
-}
-
-float RowSum(const float* x, int64_t n) {
-  constexpr int64_t L = simd::kLanes;
-  Vec a0 = simd::Zero(), a1 = simd::Zero();
-  int64_t i = 0;
-  for (; i + 2 * L <= n; i += 2 * L) {
-    a0 = a0 + simd::Load(x + i);
-    a1 = a1 + simd::Load(x + i + L);
-  }
-  for (; i + L <= n; i += L) a0 = a0 + simd::Load(x + i);
-  if (i < n) a1 = a1 + simd::LoadPart(simd::Tail(n - i), x + i);
-  return simd::ReduceAdd(a0 + a1);
-}
-
-float RowMax(const float* x, int64_t n) {
-  constexpr int64_t L = simd::kLanes;
-  Vec m = Set(-std::numeric_limits<float>::infinity());
-  int64_t i = 0;
-  for (; i + L <= n; i += L) m = simd::Max(m, simd::Load(x + i));
-  if (i < n) {
-    const simd::Mask k = simd::Tail(n - i);
-    m = simd::Select(k, simd::Max(m, simd::LoadPart(k, x + i)), m);
-  }
-  return simd::ReduceMax(m);
-}
-
-float RowSumSqDiff(const float* x, int64_t n, float mean, float* sum_diff) {
-  constexpr int64_t L = simd::kLanes;
-  const Vec mu = Set(mean);
-  Vec q0 = simd::Zero(), q1 = simd::Zero(), s0 = simd::Zero(), s1 = simd::Zero();
-  int64_t i = 0;
-  for (; i + 2 * L <= n; i += 2 * L) {
-    const Vec d0 = simd::Load(x + i) - mu, d1 = simd::Load(x + i + L) - mu;
-    s0 = s0 + d0;
-    s1 = s1 + d1;
-    q0 = simd::Fma(d0, d0, q0);
-    q1 = simd::Fma(d1, d1, q1);
-  }
-  for (; i + L <= n; i += L) {
-    const Vec d = simd::Load(x + i) - mu;
-    s0 = s0 + d;
-    q0 = simd::Fma(d, d, q0);
-  }
-  if (i < n) {
-    const simd::Mask k = simd::Tail(n - i);
-    const Vec d = simd::ZeroUnless(k, simd::LoadPart(k, x + i) - mu);
-    s1 = s1 + d;
-    q1 = simd::Fma(d, d, q1);
-  }
-  *sum_diff = simd::ReduceAdd(s0 + s1);
-  return simd::ReduceAdd(q0 + q1);
-}
-
-float RowExpSum(const float* x, float* y, int64_t n, float shift) {
-  constexpr int64_t L = simd::kLanes;
-  const Vec sh = Set(shift);
-  Vec acc = simd::Zero();
-  int64_t i = 0;
-  for (; i + L <= n; i += L) {
-    const Vec e = simd::ExpOfShifted(simd::Load(x + i) - sh);
-    simd::Store(y + i, e);
-    acc = acc + e;
-  }
-  if (i < n) {
-    const simd::Mask k = simd::Tail(n - i);
-    const Vec e = simd::ZeroUnless(k, simd::ExpOfShifted(simd::LoadPart(k, x + i) - sh));
-    simd::StorePart(y + i, k, e);
-    acc = acc + e;
-  }
-  return simd::ReduceAdd(acc);
-}
 
 namespace {
 
@@ -518,22 +331,6 @@ T GeluDerivative(T x, bool approximate) {
          x * std::exp(T(-0.5) * x * x) * T(0.39894228040143268);
 }
 
-void GeluGradF32(const float* x, const float* dy, float* dx, int64_t n, bool approximate) {
-  auto run = [&](auto deriv) {
-    int64_t i = 0;
-    for (; i + simd::kLanes <= n; i += simd::kLanes)
-      simd::Store(dx + i, simd::Load(dy + i) * deriv(simd::Load(x + i)));
-    if (i < n) {
-      const simd::Mask m = simd::Tail(n - i);
-      simd::StorePart(dx + i, m, simd::LoadPart(m, dy + i) * deriv(simd::LoadPart(m, x + i)));
-    }
-  };
-  if (approximate)
-    run([](Vec v) { return GeluTanhGrad(v); });
-  else
-    run([](Vec v) { return GeluGrad(v); });
-}
-
 // gelu_grad(x, dy){approximate} -> dy * gelu'(x).
 std::unique_ptr<Kernel> MakeGeluGrad(const ir::Op& op) {
   const int64_t n = NumElements(op.outputs[0]->shape());
@@ -544,7 +341,7 @@ std::unique_ptr<Kernel> MakeGeluGrad(const ir::Op& op) {
       const auto* dy = static_cast<const float*>(args.inputs[1]);
       auto* dx = static_cast<float*>(args.outputs[0]);
       ParallelRange(n, 8, [&](int64_t b, int64_t e) {
-        GeluGradF32(x + b, dy + b, dx + b, e - b, approximate);
+        VGeluGrad(x + b, dy + b, dx + b, e - b, approximate);
       });
     });
   }
