@@ -337,6 +337,8 @@ def test_version_comes_from_the_cmake_project():
     # The Python package says the same (python/tiller/__init__.py).
     init = (REPO / "python" / "tiller" / "__init__.py").read_text()
     assert f'__version__ = "{version}"' in init
+    # And the wheel's metadata (pyproject.toml).
+    assert f'\nversion = "{version}"\n' in (REPO / "pyproject.toml").read_text()
 
 
 def _option_help(sub):
