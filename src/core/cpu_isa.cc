@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "core/cpu_isa_features.h"
 #include "core/error.h"
 
 namespace tiller {
@@ -32,45 +33,6 @@ constexpr IsaLevel CompiledLevel() {
   return IsaLevel::kX86_64;
 #endif
 }
-
-struct Feature {
-  const char* name;
-  unsigned leaf, subleaf;
-  int reg;  // 0 eax, 1 ebx, 2 ecx, 3 edx
-  int bit;
-  IsaLevel level;  // the level that needs it
-};
-
-// cpuid's feature bits (Intel SDM vol. 2A, CPUID; AMD APM vol. 3).
-constexpr Feature kFeatures[] = {
-    {"sse3", 1, 0, 2, 0, IsaLevel::kX86_64_v2},
-    {"ssse3", 1, 0, 2, 9, IsaLevel::kX86_64_v2},
-    {"sse4.1", 1, 0, 2, 19, IsaLevel::kX86_64_v2},
-    {"sse4.2", 1, 0, 2, 20, IsaLevel::kX86_64_v2},
-    {"popcnt", 1, 0, 2, 23, IsaLevel::kX86_64_v2},
-    {"avx", 1, 0, 2, 28, IsaLevel::kAvx2},
-    {"fma", 1, 0, 2, 12, IsaLevel::kAvx2},
-    {"f16c", 1, 0, 2, 29, IsaLevel::kAvx2},
-    {"movbe", 1, 0, 2, 22, IsaLevel::kAvx2},
-    {"avx2", 7, 0, 1, 5, IsaLevel::kAvx2},
-    {"bmi1", 7, 0, 1, 3, IsaLevel::kAvx2},
-    {"bmi2", 7, 0, 1, 8, IsaLevel::kAvx2},
-    {"lzcnt", 0x80000001u, 0, 2, 5, IsaLevel::kAvx2},
-    {"avx512f", 7, 0, 1, 16, IsaLevel::kAvx512},
-    {"avx512dq", 7, 0, 1, 17, IsaLevel::kAvx512},
-    {"avx512cd", 7, 0, 1, 28, IsaLevel::kAvx512},
-    {"avx512bw", 7, 0, 1, 30, IsaLevel::kAvx512},
-    {"avx512vl", 7, 0, 1, 31, IsaLevel::kAvx512},
-    {"amx_tile", 7, 0, 3, 24, IsaLevel::kAmx},
-    {"amx_bf16", 7, 0, 3, 22, IsaLevel::kAmx},
-    {"amx_int8", 7, 0, 3, 25, IsaLevel::kAmx},
-};
-// Reported, but no level needs them.
-constexpr Feature kExtras[] = {
-    {"avx512_vnni", 7, 0, 2, 11, IsaLevel::kAvx512},
-    {"avx512_bf16", 7, 1, 0, 5, IsaLevel::kAvx512},
-    {"avx512_fp16", 7, 0, 3, 23, IsaLevel::kAvx512},
-};
 
 bool Has(const Feature& f) {
 #if defined(__x86_64__)
@@ -101,11 +63,11 @@ uint64_t Xcr0() {
 bool OsSaves(IsaLevel level, uint64_t xcr0) {
   switch (level) {
     case IsaLevel::kAvx2:
-      return (xcr0 & 0x6) == 0x6;  // SSE, AVX
+      return (xcr0 & kXcr0Avx) == kXcr0Avx;
     case IsaLevel::kAvx512:
-      return (xcr0 & 0xe6) == 0xe6;  // + opmask, ZMM_Hi256, Hi16_ZMM
+      return (xcr0 & kXcr0Avx512) == kXcr0Avx512;
     case IsaLevel::kAmx:
-      return (xcr0 & 0x600e6) == 0x600e6;  // + XTILECFG, XTILEDATA
+      return (xcr0 & kXcr0Amx) == kXcr0Amx;
     default:
       return true;
   }
@@ -133,6 +95,10 @@ std::vector<std::pair<std::string, std::string>>& Libraries() {
 }
 
 }  // namespace
+
+// Constant-initialized: cpu_guard.cc reads it before any other code of the
+// library runs.
+extern const int kCompiledIsaLevel = static_cast<int>(CompiledLevel());
 
 const char* IsaLevelName(IsaLevel level) {
   return kNames[static_cast<int>(level)];

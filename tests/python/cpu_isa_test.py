@@ -131,3 +131,30 @@ def test_caps_this_build_honours_give_the_uncapped_results(zoo, tmp_path):
         assert got.keys() == ref.keys()
         for k in ref:
             np.testing.assert_array_equal(got[k], ref[k], err_msg=f"TILLER_MAX_ISA={cap}: {k}")
+
+
+def test_a_cpu_below_the_build_gets_a_message_not_an_illegal_instruction():
+    """Under qemu's Sandy Bridge (AVX, no AVX2 / FMA): the library's first
+    static initializer (core/cpu_guard.cc, compiled for the baseline) names
+    what the CPU lacks and exits 2, for the CLI and for `import tiller`,
+    instead of dying on the first AVX2 instruction."""
+    import shutil
+
+    qemu = shutil.which("qemu-x86_64")
+    if qemu is None:
+        pytest.skip("qemu-x86_64 missing (scripts/setup.sh installs qemu-user)")
+    i = report()
+    if LEVELS.index(i["compiled"]) < LEVELS.index("avx2"):
+        pytest.skip("this build runs on a Sandy Bridge")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    for cmd in ([str(TILLER), "info"], [sys.executable, "-c", "import tiller"]):
+        p = subprocess.run([qemu, "-cpu", "SandyBridge", *cmd], capture_output=True, text=True,
+                           timeout=120, env=env)
+        assert p.returncode == 2, (cmd, p.returncode, p.stderr[-2000:])
+        assert f"this build's code is compiled for {i['compiled']}" in p.stderr, p.stderr
+        assert "it lacks" in p.stderr and " avx2" in p.stderr and " fma" in p.stderr, p.stderr
+    # The same binaries on a Haswell (AVX2, FMA, F16C, BMI) start normally.
+    p = subprocess.run([qemu, "-cpu", "Haswell-noTSX", str(TILLER), "info"], capture_output=True,
+                       text=True, timeout=120, env=env)
+    if i["compiled"] == "avx2":
+        assert p.returncode == 0 and "chosen: avx2" in p.stdout, p.stderr[-2000:]
