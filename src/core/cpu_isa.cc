@@ -149,7 +149,7 @@ CpuIsaReport ComputeCpuIsaReport(const char* cap) {
       r.why = fmt::format("{}: capped by TILLER_MAX_ISA={} (this CPU: {})", IsaLevelName(r.chosen),
                           cap, IsaLevelName(r.detected));
     } else {
-      r.why += fmt::format(" (TILLER_MAX_ISA={} is above it)", cap);
+      r.why += fmt::format(" (TILLER_MAX_ISA={} does not lower it)", cap);
     }
   } else if (cap && *cap) {
     r.cap_text = cap;
