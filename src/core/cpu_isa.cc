@@ -34,32 +34,6 @@ constexpr IsaLevel CompiledLevel() {
 #endif
 }
 
-bool Has(const Feature& f) {
-#if defined(__x86_64__)
-  unsigned r[4] = {0, 0, 0, 0};
-  if (!__get_cpuid_count(f.leaf, f.subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
-  return (r[f.reg] >> f.bit) & 1u;
-#else
-  (void)f;
-  return false;
-#endif
-}
-
-// XCR0: which register states the OS saves across context switches. A
-// level's instructions fault (or lose registers) without them.
-uint64_t Xcr0() {
-#if defined(__x86_64__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1u)) return 0;  // no OSXSAVE
-  uint32_t lo = 0, hi = 0;
-  // xgetbv by its bytes: no -mxsave needed, whatever the build's -march.
-  __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (static_cast<uint64_t>(hi) << 32) | lo;
-#else
-  return 0;
-#endif
-}
-
 bool OsSaves(IsaLevel level, uint64_t xcr0) {
   switch (level) {
     case IsaLevel::kAvx2:
@@ -119,16 +93,16 @@ const char* IsaLevelChoices() {
 CpuIsaReport ComputeCpuIsaReport(const char* cap) {
   CpuIsaReport r;
   r.cpu = Brand();
-  const uint64_t xcr0 = Xcr0();
+  const uint64_t xcr0 = OsSavedStates();
   // The highest level all of whose features are present and saved.
   bool complete[5] = {true, true, true, true, true};
   for (const Feature& f : kFeatures) {
-    const bool has = Has(f);
+    const bool has = CpuHasFeature(f);
     if (has) r.features.push_back(f.name);
     for (int l = static_cast<int>(f.level); l < 5; ++l) complete[l] &= has;
   }
   for (const Feature& f : kExtras)
-    if (Has(f)) r.features.push_back(f.name);
+    if (CpuHasFeature(f)) r.features.push_back(f.name);
   for (int l = 1; l < 5; ++l)
     if (complete[l] && OsSaves(static_cast<IsaLevel>(l), xcr0))
       r.detected = static_cast<IsaLevel>(l);

@@ -1,8 +1,11 @@
 // cpuid's feature bits for the levels of core/cpu_isa.h (Intel SDM vol. 2A,
-// CPUID; AMD APM vol. 3): data only, shared by cpu_isa.cc and by
-// cpu_guard.cc, which is compiled for the baseline and must not call code
-// compiled for the build's level.
+// CPUID; AMD APM vol. 3), and the two probes that read them: the table is
+// data, and the probes are defined in cpu_guard.cc, compiled for the x86-64
+// baseline, so both cpu_isa.cc and the guard (which must not call code
+// compiled for the build's level) use the same ones.
 #pragma once
+
+#include <cstdint>
 
 #include "core/cpu_isa.h"
 
@@ -50,5 +53,11 @@ inline constexpr Feature kExtras[] = {
 // XCR0 bits a level needs the OS to save: SSE and AVX state; + opmask,
 // ZMM_Hi256, Hi16_ZMM; + XTILECFG, XTILEDATA.
 inline constexpr unsigned long long kXcr0Avx = 0x6, kXcr0Avx512 = 0xe6, kXcr0Amx = 0x600e6;
+
+// Whether cpuid reports feature f on this CPU.
+bool CpuHasFeature(const Feature& f);
+// XCR0: which register states the OS saves across context switches (0
+// without OSXSAVE). A level's instructions fault without theirs.
+uint64_t OsSavedStates();
 
 }  // namespace tiller

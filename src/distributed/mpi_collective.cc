@@ -43,7 +43,6 @@ using backend::CopyRow;
 using backend::KeepPairsOf;
 using backend::PadPairsOf;
 using backend::RowGradientPart;
-using backend::RowId;
 using backend::RowLookup;
 
 using backend::Collective;

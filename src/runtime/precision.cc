@@ -1,9 +1,5 @@
 #include "runtime/precision.h"
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
-
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -13,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <string_view>
 
 #include "backend/backend.h"
@@ -25,17 +22,14 @@
 namespace tiller::runtime {
 
 bool CpuHasBF16Arithmetic() {
-  // Both instruction sets are above what TILLER_MAX_ISA=avx2 allows.
-  if (CpuIsa().chosen < IsaLevel::kAvx512) return false;
-#if defined(__x86_64__)
-  // CPUID leaf 7: subleaf 1 EAX bit 5 is AVX512_BF16 (Zen 4, Cooper Lake
-  // and later Xeons); subleaf 0 EDX bit 22 is AMX-BF16 (Sapphire Rapids).
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5))) return true;
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22));
-#else
+  // AVX512_BF16 (Zen 4, Cooper Lake and later Xeons) or AMX-BF16 (Sapphire
+  // Rapids), as core/cpu_isa.h found them; both are above what
+  // TILLER_MAX_ISA=avx2 allows.
+  const CpuIsaReport& r = CpuIsa();
+  if (r.chosen < IsaLevel::kAvx512) return false;
+  for (const std::string& f : r.features)
+    if (f == "avx512_bf16" || f == "amx_bf16") return true;
   return false;
-#endif
 }
 
 compile::Precision ParsePrecision(const std::string& name, const std::string& option) {
