@@ -95,14 +95,7 @@ std::string Mib(size_t bytes) {
 // set chosen for the kernels (tiller.about() prints the same lines).
 int About() {
   const tiller::CpuIsaInfo i = tiller::GetCpuIsaInfo();
-  std::string features;
-  for (const std::string& f : i.features) features += (features.empty() ? "" : " ") + f;
-  fmt::print("tiller {}\n", TILLER_VERSION);
-  fmt::print("CPU: {} ({}: {})\n", i.cpu.empty() ? "unknown" : i.cpu, i.detected, features);
-  fmt::print("built for: {} (its own kernels)\n", i.compiled);
-  fmt::print("TILLER_MAX_ISA: {}\n", i.cap.empty() ? "unset" : i.cap);
-  fmt::print("chosen: {}\n", i.why);
-  for (const auto& [name, isa] : i.libraries) fmt::print("{}: {}\n", name, isa);
+  fmt::print("tiller {}\n{}", TILLER_VERSION, tiller::DescribeCpuIsa(i));
   if (!i.error.empty()) {
     fmt::print(stderr, "tiller: error ({}): {}\n",
                tiller::ErrorKindName(tiller::ErrorKind::kInvalidArgument), i.error);

@@ -46,5 +46,8 @@ struct CpuIsaInfo {
   std::vector<std::pair<std::string, std::string>> libraries;
 };
 CpuIsaInfo GetCpuIsaInfo();
+// GetCpuIsaInfo as lines of text, `error` left out: what `tiller info`
+// (without a model) and tiller.about() print after the version.
+std::string DescribeCpuIsa(const CpuIsaInfo& info);
 
 }  // namespace tiller

@@ -465,5 +465,8 @@ PYBIND11_MODULE(_tiller, m) {
       },
       "This CPU's and this build's instruction-set levels and the one chosen under "
       "TILLER_MAX_ISA (tiller/backends.h, GetCpuIsaInfo).");
+  m.def(
+      "describe_cpu_isa", [] { return tiller::DescribeCpuIsa(tiller::GetCpuIsaInfo()); },
+      "cpu_isa_info() as lines of text, its error left out (what `tiller info` prints).");
   for (tiller::python::Binder bind : tiller::python::Binders()) bind(m);
 }

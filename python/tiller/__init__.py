@@ -33,18 +33,11 @@ def about() -> str:
     the instruction-set level chosen for its kernels and why
     (``TILLER_MAX_ISA`` caps it, as ``ONEDNN_MAX_CPU_ISA`` caps oneDNN), and
     oneDNN's choice. ``print(tiller.about())``; the same as ``tiller info``."""
-    from ._tiller import cpu_isa_info
+    from ._tiller import cpu_isa_info, describe_cpu_isa
 
-    i = cpu_isa_info()
-    lines = [f"tiller {__version__}",
-             f"CPU: {i['cpu'] or 'unknown'} ({i['detected']}: {' '.join(i['features'])})",
-             f"built for: {i['compiled']} (its own kernels)",
-             f"TILLER_MAX_ISA: {i['cap'] or 'unset'}",
-             f"chosen: {i['why']}"]
-    lines += [f"{name}: {isa}" for name, isa in i["libraries"].items()]
-    if i["error"]:
-        lines.append(f"error: {i['error']}")
-    return "\n".join(lines)
+    text = f"tiller {__version__}\n" + describe_cpu_isa()
+    error = cpu_isa_info()["error"]
+    return text + f"error: {error}" if error else text.rstrip("\n")
 
 
 def cmake_prefix_path() -> str:

@@ -4,7 +4,7 @@ Tiller: compiled inference and training for PaddlePaddle programs
 from __future__ import annotations
 import numpy
 import typing
-__all__ = ['Config', 'DataType', 'IpuOptions', 'PlaceType', 'Predictor', 'PredictorPool', 'StateTensorInfo', 'Tensor', 'TensorInfo', 'TillerError', 'TrainingSession', 'TrainingSummary', 'backend_names', 'compute_gradients', 'convert_to_mixed_precision', 'cpu_isa_info', 'create_predictor', 'get_num_bytes_of_data_type', 'get_trt_compile_version', 'get_trt_runtime_version', 'get_version', 'load_backend_library', 'load_custom_op_library', 'paddle_state_roles', 'plan', 'read_paddle_pickle', 'read_paddle_program_ops', 'supported_paddle_ops', 'write_paddle_pickle']
+__all__ = ['Config', 'DataType', 'IpuOptions', 'PlaceType', 'Predictor', 'PredictorPool', 'StateTensorInfo', 'Tensor', 'TensorInfo', 'TillerError', 'TrainingSession', 'TrainingSummary', 'backend_names', 'compute_gradients', 'convert_to_mixed_precision', 'cpu_isa_info', 'create_predictor', 'describe_cpu_isa', 'get_num_bytes_of_data_type', 'get_trt_compile_version', 'get_trt_runtime_version', 'get_version', 'load_backend_library', 'load_custom_op_library', 'paddle_state_roles', 'plan', 'read_paddle_pickle', 'read_paddle_program_ops', 'supported_paddle_ops', 'write_paddle_pickle']
 class Config:
     class Precision:
         """
@@ -965,6 +965,10 @@ def cpu_isa_info() -> dict:
     """
 def create_predictor(config: Config) -> Predictor:
     ...
+def describe_cpu_isa() -> str:
+    """
+    cpu_isa_info() as lines of text, its error left out (what `tiller info` prints).
+    """
 def get_num_bytes_of_data_type(dtype: DataType) -> int:
     ...
 def get_trt_compile_version() -> tuple[int, int, int]:
