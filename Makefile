@@ -2,10 +2,14 @@
 # (scripts/setup.sh is idempotent and fast when nothing is missing).
 #   make demo   export BERT-Base with Paddle, run it with Tiller, compare
 #   make test   build, then every C++ (ctest) and Python (pytest) test, then the
-#               C++ tests again under AddressSanitizer/UBSan, those of code
+#               C++ tests of the portable build under each ISA cap, under
+#               AddressSanitizer/UBSan, those of code
 #               that threads share under ThreadSanitizer, and each fuzz target
 #               for 60 s (TILLER_FUZZ_SECONDS)
 #   make build  configure and build only
+#   make portable   build for x86-64-v3 (the wheel's level, per-ISA kernels
+#               chosen at start-up) and run the C++ tests under each
+#               TILLER_MAX_ISA (avx2, avx512, native)
 #   make asan   build with AddressSanitizer/UBSan and run the C++ tests
 #   make tsan   build with ThreadSanitizer and run the C++ tests of shared-thread code
 #   make fuzz   build the fuzz targets (clang, libFuzzer) and run each FUZZ_SECONDS (60);
@@ -24,7 +28,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 CMAKE_ARGS := -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
 
-.PHONY: setup build build-asan build-tsan build-fuzz fuzz test test-cpp test-python demo bench bench-train bench-zoo bench-int8 bench-mpi asan tsan clean
+.PHONY: setup build build-portable portable build-asan build-tsan build-fuzz fuzz test test-cpp test-python demo bench bench-train bench-zoo bench-int8 bench-mpi asan tsan clean
 
 setup:
 	@bash scripts/setup.sh
@@ -39,7 +43,7 @@ test-cpp: build
 test-python: build
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q tests/python
 
-test: build build-asan build-tsan build-fuzz
+test: build build-portable build-asan build-tsan build-fuzz
 	@$(PY) scripts/run_tests.py
 
 demo: build
@@ -61,6 +65,15 @@ bench-mpi: build
 bench-train: build
 	@bash scripts/setup_torch.sh
 	@TILLER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) bench/bench_training.py
+
+# The portable build: every object for x86-64-v3 as the wheel's, the
+# AVX-512 copies of the kernels picked at start-up where the CPU has it.
+build-portable: setup
+	@cmake -S . -B build-portable $(CMAKE_ARGS) -DTILLER_ARCH=x86-64-v3 -DTILLER_BUILD_PYTHON=OFF > build-portable.configure.log 2>&1 || (cat build-portable.configure.log; exit 1)
+	@ninja -C build-portable -j $(JOBS)
+
+portable: build-portable
+	@for cap in avx2 avx512 native; do echo "== TILLER_MAX_ISA=$$cap"; (cd build-portable && TILLER_MAX_ISA=$$cap ctest --output-on-failure -j $(JOBS)) || exit 1; done
 
 build-asan: setup
 	@# Debug (-O0) compiles about twice as fast as -O3, and the tests are small.
@@ -91,4 +104,4 @@ tsan: build-tsan
 	@cd build-tsan && ctest --output-on-failure -j $(JOBS)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz *.configure.log
+	rm -rf $(BUILD) build-portable build-asan build-tsan build-fuzz *.configure.log

@@ -4,6 +4,7 @@ as its last line.
 
     _time_build.py --tiller-python DIR infer --model-dir D --preset P --batch B ...
     _time_build.py --tiller-python DIR train --layers L --batch B --threads T
+    _time_build.py --tiller-python DIR isa     (prints {"isa": the build's ISA line})
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def main() -> int:
     tr.add_argument("--batch", type=int, default=8)
     tr.add_argument("--threads", type=int, default=2)
     tr.add_argument("--steps", type=int, default=3)
+    sub.add_parser("isa")
     args = ap.parse_args()
 
     sys.path.insert(0, str(REPO / "bench"))
@@ -44,6 +46,10 @@ def main() -> int:
 
     assert Path(tiller.__file__).resolve().is_relative_to(Path(args.tiller_python).resolve()), \
         f"imported {tiller.__file__}, not the tree under test"
+    if args.mode == "isa":
+        info = tiller.about() if hasattr(tiller, "about") else {}
+        print(json.dumps({"isa": str(info)[:300]}))
+        return 0
     if args.mode == "infer":
         from models import export
 

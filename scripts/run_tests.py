@@ -1,7 +1,10 @@
 """Runs every test suite `make test` covers and ends with one summary line.
 
 Suites: the C++ tests (ctest, Release build), the Python tests (pytest
-against Paddle), the C++ tests again under AddressSanitizer + UBSan, those
+against Paddle), the C++ tests of the portable build (x86-64-v3, the
+wheel's level) under each TILLER_MAX_ISA the issue names (avx2, avx512,
+native: on a CPU without AVX-512 the last two run as avx2), the C++ tests
+again under AddressSanitizer + UBSan, those
 of code that threads share under ThreadSanitizer, and each fuzz target
 (clang's libFuzzer with ASan + UBSan, build-fuzz) for TILLER_FUZZ_SECONDS
 (60) on its seed corpus, two at a time, from libFuzzer seed 1 (the seed
@@ -53,6 +56,7 @@ def run_suite(name: str, cmd: list[str], junit: Path, cwd: Path, env=None) -> tu
 
 def main() -> int:
     build = Path(os.environ.get("TILLER_BUILD_DIR", REPO / "build"))
+    portable = Path(os.environ.get("TILLER_PORTABLE_DIR", REPO / "build-portable"))
     asan = Path(os.environ.get("TILLER_ASAN_DIR", REPO / "build-asan"))
     tsan = Path(os.environ.get("TILLER_TSAN_DIR", REPO / "build-tsan"))
     fuzz = Path(os.environ.get("TILLER_FUZZ_DIR", REPO / "build-fuzz"))
@@ -64,6 +68,11 @@ def main() -> int:
         run_suite("Python tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=15",
                                    f"--junitxml={build / 'pytest.xml'}", "tests/python"],
                   build / "pytest.xml", REPO, dict(os.environ, TILLER_BUILD_DIR=str(build))),
+        *[run_suite(f"C++ tests, portable build (x86-64-v3), TILLER_MAX_ISA={cap}",
+                    ["ctest", "--output-on-failure", "-j", jobs, "--output-junit",
+                     str(portable / f"ctest-{cap}.xml")], portable / f"ctest-{cap}.xml", portable,
+                    dict(os.environ, TILLER_MAX_ISA=cap))
+          for cap in ("avx2", "avx512", "native")],
         run_suite("C++ tests under AddressSanitizer/UBSan",
                   ["ctest", "--output-on-failure", "-j", jobs, "--output-junit", str(asan / "ctest.xml")],
                   asan / "ctest.xml", asan, dict(os.environ, ASAN_OPTIONS="detect_leaks=1")),

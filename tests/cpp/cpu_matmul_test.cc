@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "core/cpu_isa.h"
 #include "cpu_kernel_test_util.h"
 #include "ir/graph.h"
 
@@ -25,12 +26,9 @@ using kernel_test::RunOp;
 
 // oneDNN 2.6 chooses a blocked weights layout for a float32 GEMM only with
 // its AVX-512 kernels (brgemm); with AVX2 it reads B plain, the layout the
-// kernel has already, so there is nothing to stage.
-#if defined(__AVX512F__)
-constexpr bool kDnnlPacksWeights = true;
-#else
-constexpr bool kDnnlPacksWeights = false;
-#endif
+// kernel has already, so there is nothing to stage. oneDNN's level is the
+// one chosen at run time (TILLER_MAX_ISA caps it), not the build's.
+const bool kDnnlPacksWeights = CpuIsa().chosen >= IsaLevel::kAvx512;
 
 // Float32 matmul through oneDNN: A [.., M, K] x B [K, N] folded into one
 // GEMM over A's rows, and a variable B whose rows lie a multiple of 4 KiB

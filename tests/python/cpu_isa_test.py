@@ -42,12 +42,12 @@ def test_info_and_about_report_the_cpu_the_build_and_the_choice():
     assert f"chosen: {i['detected']}: this CPU's highest level" in r.stdout
     # oneDNN's choice is recorded when the library loads (its probes).
     assert "oneDNN" in i["libraries"] and f"oneDNN: {i['libraries']['oneDNN']}" in r.stdout
-    # The vector math's copy: the AVX-512 one only where the CPU has AVX-512
-    # and the build's own level is below it (vector_math.cc).
+    # The kernels' copy: the AVX-512 one only where the CPU has AVX-512 and
+    # the build's own level is below it (kernels/isa_copy.h).
     above = LEVELS.index(i["detected"]) >= LEVELS.index("avx512") > LEVELS.index(i["compiled"])
-    want = "avx512" if above else i["compiled"]
-    assert i["libraries"]["Tiller vector math"] == want, i
-    assert f"Tiller vector math: {want}" in r.stdout
+    want = "avx512 (the x86-64-v4 copies)" if above else f"{i['compiled']} (the build's own)"
+    assert i["libraries"]["Tiller kernels"] == want, i
+    assert f"Tiller kernels: {want}" in r.stdout
     import tiller
 
     text = tiller.about()

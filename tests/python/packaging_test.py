@@ -170,29 +170,42 @@ def test_installed_prefix_serves_a_cpp_consumer_through_find_package(bert, tmp_p
         np.testing.assert_allclose(values, w.reshape(-1)[:len(values)], rtol=1e-5, atol=1e-6)
 
 
-def test_wheel_installs_in_a_fresh_venv_and_runs_without_paddle(bert, tmp_path):
-    dist = tmp_path / "dist"
-    env = dict(os.environ, CCACHE_BASEDIR=str(REPO), **_release_compilers())
-    _run(["bash", REPO / "scripts" / "build_wheel.sh", dist], env=env)
-    wheels = list(dist.glob("tiller-0.1.0-*.whl"))
-    assert len(wheels) == 1, list(dist.iterdir())
-    # Repaired by auditwheel to the manylinux tag of Debian 12's glibc.
-    assert "manylinux_2_36_x86_64" in wheels[0].name, wheels[0].name
-    venv = tmp_path / "venv"
-    _run(["/usr/bin/python3", "-m", "venv", venv])
-    py = venv / "bin" / "python"
-    _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-          f"numpy=={np.__version__}", wheels[0]])
-    # Outside the checkout: nothing but the venv's own packages.
-    work = tmp_path / "work"
-    work.mkdir()
-    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TILLER_BUILD_DIR")}
-    probe = _run([py, "-c", "import importlib.util, tiller; "
-                  "print(importlib.util.find_spec('paddle') is None, tiller.__file__, "
-                  "tiller.cmake_prefix_path())"], cwd=work, env=clean).stdout.split()
-    assert probe[0] == "True", "paddle must not be installed in the fresh venv"
-    assert probe[1].startswith(str(venv)), probe
-    pkg = Path(probe[2])
+class Wheel:
+    """The wheel, installed into a fresh venv outside the checkout."""
+
+    def __init__(self, root: Path):
+        dist = root / "dist"
+        env = dict(os.environ, CCACHE_BASEDIR=str(REPO), **_release_compilers())
+        _run(["bash", REPO / "scripts" / "build_wheel.sh", dist], env=env)
+        wheels = list(dist.glob("tiller-0.1.0-*.whl"))
+        assert len(wheels) == 1, list(dist.iterdir())
+        # Repaired by auditwheel to the manylinux tag of Debian 12's glibc.
+        assert "manylinux_2_36_x86_64" in wheels[0].name, wheels[0].name
+        venv = root / "venv"
+        _run(["/usr/bin/python3", "-m", "venv", venv])
+        py = venv / "bin" / "python"
+        _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+              f"numpy=={np.__version__}", wheels[0]])
+        # Outside the checkout: nothing but the venv's own packages.
+        work = root / "work"
+        work.mkdir()
+        clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TILLER_BUILD_DIR")}
+        probe = _run([py, "-c", "import importlib.util, tiller; "
+                      "print(importlib.util.find_spec('paddle') is None, tiller.__file__, "
+                      "tiller.cmake_prefix_path())"], cwd=work, env=clean).stdout.split()
+        assert probe[0] == "True", "paddle must not be installed in the fresh venv"
+        assert probe[1].startswith(str(venv)), probe
+        pkg = Path(probe[2])
+        self.py, self.venv, self.pkg, self.work, self.clean = py, venv, pkg, work, clean
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    return Wheel(tmp_path_factory.mktemp("wheel"))
+
+
+def test_wheel_installs_in_a_fresh_venv_and_runs_without_paddle(bert, wheel, tmp_path):
+    py, venv, pkg, work, clean = wheel.py, wheel.venv, wheel.pkg, wheel.work, wheel.clean
     assert (pkg / "py.typed").is_file() and (pkg / "_tiller.pyi").is_file()
     assert (pkg / "bin" / "tiller").is_file()
     # The inference example, numpy only, against Paddle Inference here.
@@ -249,7 +262,7 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_without_paddle(bert, tmp_path):
         args += ["--input", f"{name}={tmp_path / (name + '.npy')}"]
     cpu = _run([qemu, "-cpu", "Haswell-noTSX", pkg / "bin" / "tiller", "info"], env=clean).stdout
     assert "CPU: Intel Core Processor (Haswell, no TSX) (avx2:" in cpu and "oneDNN: avx2" in cpu, cpu
-    assert "Tiller vector math: avx2" in cpu, cpu  # not the AVX-512 copy
+    assert "Tiller kernels: avx2 (the build's own)" in cpu, cpu  # not the AVX-512 copies
     # oneDNN at most AVX there: QEMU 7.2 mis-executes oneDNN's AVX2 JIT code
     # for tanh (the pooler's fused linear + tanh comes out 0.9 off, its SSE4.1
     # and AVX code within 3e-7 of a real CPU's). That code is generated at run
@@ -264,3 +277,69 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_without_paddle(bert, tmp_path):
     for name, w in want.items():
         np.testing.assert_allclose(np.load(out_dir / f"{name}.npy"), w, rtol=RTOL, atol=ATOL,
                                    err_msg=name)
+
+
+def test_wheel_under_each_isa_cap_equals_uncapped_and_paddle(bert, wheel, tmp_path):
+    """The wheel (x86-64-v3, AVX-512 copies chosen at start-up) with
+    TILLER_MAX_ISA at each level (issue 45): bert-tiny inference and five
+    Adam steps of BERT-tiny pretraining, without Paddle, equal the uncapped
+    run and Paddle. Bounds: cli_test's for bert-tiny inference, and
+    training_test's (rel 1e-4 on losses, 1e-4 on parameters); the caps change
+    the kernels' vector widths and oneDNN's kernels, so sums run in other
+    orders, as between Paddle and Tiller."""
+    from cpu_isa_test import LEVELS
+
+    from models import export
+    from models import training as T
+    from tiller._tiller import cpu_isa_info
+
+    rng = np.random.default_rng(0)
+    feeds = {"input_ids": rng.integers(0, 100, (2, 12)).astype(np.int64)}
+    import tiller.inference as ti
+
+    names = ti.create_predictor(ti.Config(str(Path(bert.model_file).parent))).get_input_names()
+    feeds = {n: feeds.get(n, np.zeros((2, 12), np.int64)) for n in names}
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    steps = 5
+    train = T.write_training_case(tmp_path / "train", "bert", "adam", n_steps=steps)
+    shutil.copy(REPO / "tests" / "python" / "wheel_smoke.py", wheel.work / "wheel_smoke.py")
+    runs = {}
+    for cap in ("", "avx2", "avx512", "native"):
+        env = dict(wheel.clean)
+        env.pop("TILLER_MAX_ISA", None)
+        if cap:
+            env["TILLER_MAX_ISA"] = cap
+        out = tmp_path / f"smoke-{cap or 'uncapped'}.npz"
+        _run([wheel.py, "wheel_smoke.py", Path(bert.model_file).parent, tmp_path / "feeds.npz",
+              train, steps, out], cwd=wheel.work, env=env)
+        runs[cap] = dict(np.load(out))
+    # Each cap ran what it says: the build's own AVX2 kernels under avx2, the
+    # AVX-512 copies under avx512 and native where this CPU has AVX-512.
+    cpu_avx512 = LEVELS.index(cpu_isa_info()["detected"]) >= LEVELS.index("avx512")
+    for cap, got in runs.items():
+        copies = cpu_avx512 and cap != "avx2"
+        want = "avx512 (the x86-64-v4 copies)" if copies else "avx2 (the build's own)"
+        assert f"Tiller kernels: {want}" in str(got["about"]), (cap, str(got["about"]))
+    paddle_out = export.paddle_infer(bert.dir, feeds)
+    ref = np.load(Path(train) / "reference.npz")
+    base = runs[""]
+    for cap, got in runs.items():
+        assert set(got) == set(base), cap
+        for key, value in got.items():
+            if key == "about":
+                continue
+            if key.startswith("output:"):
+                np.testing.assert_allclose(value, base[key], rtol=RTOL, atol=ATOL,
+                                           err_msg=f"{cap}: {key} against uncapped")
+            elif key == "losses":
+                np.testing.assert_allclose(value, base[key], rtol=1e-4, err_msg=cap)
+                np.testing.assert_allclose(value, ref["losses"][:steps, 0], rtol=1e-4,
+                                           err_msg=f"{cap}: losses against Paddle")
+            else:
+                np.testing.assert_allclose(value, base[key], atol=1e-4, err_msg=f"{cap}: {key}")
+                name = key.split(":", 1)[1]
+                np.testing.assert_allclose(value, ref[f"final/{name}"], atol=1e-4,
+                                           err_msg=f"{cap}: {key} against Paddle")
+        for (name, want), key in zip(paddle_out.items(), [k for k in got if k.startswith("output:")]):
+            np.testing.assert_allclose(got[key], want, rtol=RTOL, atol=ATOL,
+                                       err_msg=f"{cap}: {name} against Paddle")

@@ -245,12 +245,13 @@ backend::DeviceCaps CpuDevice::caps() const {
   backend::DeviceCaps c = Device::caps();
   c.conv_channel_block = DnnlConvChannelBlock();
   // On AVX-512, whose 32 registers hold the fused kernels' 4 x 6 tiles
-  // (kernels/fused_depthwise.cc). On AVX2 their 2 x 4 tiles ran the 1x1
-  // stages slower than oneDNN's jit_1x1 kernels, which run those at the
-  // GEMM rate there: MobileNetV3 batch 8 took 12% longer fused (AMD Zen 3).
-#if defined(__AVX512F__)
-  c.fusions = {"fuse_pointwise_depthwise", "fuse_depthwise_pointwise"};
-#endif
+  // (kernels/fused_depthwise.cc, its build's own or its AVX-512 copy). On
+  // AVX2 their 2 x 4 tiles ran the 1x1 stages slower than oneDNN's jit_1x1
+  // kernels, which run those at the GEMM rate there: MobileNetV3 batch 8
+  // took 12% longer fused (AMD Zen 3). The level is the one chosen at run
+  // time (TILLER_MAX_ISA caps it), not the build's.
+  if (CpuIsa().chosen >= IsaLevel::kAvx512)
+    c.fusions = {"fuse_pointwise_depthwise", "fuse_depthwise_pointwise"};
   return c;
 }
 

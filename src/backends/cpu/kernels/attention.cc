@@ -15,10 +15,11 @@
 // PackPanels lays out contiguously (Kt transposed there).
 // Results: the unfused ops' up to float rounding (the softmax's 1/sum is
 // applied to the context rows, after the second product).
+#include "backends/cpu/kernels/isa_copy.h"
 #include "backends/cpu/kernels/kernel_utils.h"
 #include "ir/ops/attention_layout.h"
 
-namespace tiller::cpu {
+namespace tiller::cpu::TILLER_ISA_COPY {
 namespace {
 
 // A register tile: kRows rows by kPanel columns (two vectors), 2 * kRows
@@ -281,7 +282,7 @@ std::unique_ptr<Kernel> MakeAttention(const ir::Op& op) {
 
 }  // namespace
 
-TILLER_CPU_KERNEL("attention", MakeAttention,
-                  Signature("T, T, T, T? -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL_COPY("attention", MakeAttention,
+                       Signature("T, T, T, T? -> T").Where("T", {DType::kF32}));
 
-}  // namespace tiller::cpu
+}  // namespace tiller::cpu::TILLER_ISA_COPY

@@ -39,9 +39,10 @@
 #include <numeric>
 #include <utility>
 
+#include "backends/cpu/kernels/isa_copy.h"
 #include "backends/cpu/kernels/kernel_utils.h"
 
-namespace tiller::cpu {
+namespace tiller::cpu::TILLER_ISA_COPY {
 namespace {
 
 using simd::Vec;
@@ -541,11 +542,11 @@ std::unique_ptr<Kernel> MakeConv1x1Depthwise1x1(const ir::Op& op) {
 
 }  // namespace
 
-TILLER_CPU_KERNEL("conv2d_1x1_depthwise", MakeConv1x1Depthwise,
-                  Signature("T, T, T, T, T -> T").Where("T", {DType::kF32}));
-TILLER_CPU_KERNEL("conv2d_depthwise_1x1", MakeConvDepthwise1x1,
-                  Signature("T, T, T, T, T, T? -> T").Where("T", {DType::kF32}));
-TILLER_CPU_KERNEL("conv2d_1x1_depthwise_1x1", MakeConv1x1Depthwise1x1,
-                  Signature("T, T, T, T, T, T, T, T? -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL_COPY("conv2d_1x1_depthwise", MakeConv1x1Depthwise,
+                       Signature("T, T, T, T, T -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL_COPY("conv2d_depthwise_1x1", MakeConvDepthwise1x1,
+                       Signature("T, T, T, T, T, T? -> T").Where("T", {DType::kF32}));
+TILLER_CPU_KERNEL_COPY("conv2d_1x1_depthwise_1x1", MakeConv1x1Depthwise1x1,
+                       Signature("T, T, T, T, T, T, T, T? -> T").Where("T", {DType::kF32}));
 
-}  // namespace tiller::cpu
+}  // namespace tiller::cpu::TILLER_ISA_COPY

@@ -226,7 +226,8 @@ void StridedCopy(const IterPlan& p, size_t elem_size, const void* in, void* out)
 
 // ---- Vectorized float math (simd.h holds the vector type and exp) --------
 // Compiled once per instruction set and picked at start-up
-// (vector_math.cc, vector_math_impl.h).
+// (vector_math.cc, vector_math_impl.h), with the casts and the interleave
+// below, which are instruction-set specific too.
 
 // Each array function reads x[0..n) and writes y[0..n) (y may equal x). The
 // tail goes through the same formulas with partial loads, so a value's
@@ -252,5 +253,17 @@ float RowSumSqDiff(const float* x, int64_t n, float mean, float* sum_diff);
 float RowExpSum(const float* x, float* y, int64_t n, float shift);
 // dx = dy * gelu'(x), gelu's exact form or (approximate) its tanh form.
 void VGeluGrad(const float* x, const float* dy, float* dx, int64_t n, bool approximate);
+
+// float32 <-> bfloat16 with core/half.h's bits (round to nearest even, NaN
+// kept quiet, subnormals rounded), so weights converted at compile time and
+// activations cast by kernels agree.
+void FloatsToBF16(const float* x, uint16_t* y, int64_t n);
+void BF16ToFloats(const uint16_t* x, float* y, int64_t n);
+// y[3 j + i] = r_i[j] for j < n (three rows of 4-byte elements interleaved:
+// NCHW -> NHWC of an RGB image). VectorInterleave3(): whether it runs on
+// vectors here (AVX-512); where not, a tiled transpose is the faster way.
+bool VectorInterleave3();
+void Interleave3(const uint32_t* r0, const uint32_t* r1, const uint32_t* r2, uint32_t* y,
+                 int64_t n);
 
 }  // namespace tiller::cpu

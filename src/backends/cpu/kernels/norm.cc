@@ -4,9 +4,10 @@
 // sweeps (mean, then sum of squared deviations, then the affine write). The
 // two-sweep variance avoids E[x^2] - mean^2 cancellation, and the second sweep
 // also sums x - mean to correct the float mean (rows with a large offset).
+#include "backends/cpu/kernels/isa_copy.h"
 #include "backends/cpu/kernels/kernel_utils.h"
 
-namespace tiller::cpu {
+namespace tiller::cpu::TILLER_ISA_COPY {
 namespace {
 
 template <bool kScale, bool kBias>
@@ -244,7 +245,7 @@ std::unique_ptr<Kernel> MakeGroupNorm(const ir::Op& op) {
   });
 }
 
-const bool kRegistered = [] {
+const bool kRegistered = TILLER_ISA_COPY_RUNS && [] {
   // Scale and bias (optional for the first two) have x's dtype.
   RegisterKernel("group_norm", MakeGroupNorm,
                  Signature("T, T?, T? -> T").Where("T", {DType::kF32}));
@@ -258,4 +259,4 @@ const bool kRegistered = [] {
 }();
 
 }  // namespace
-}  // namespace tiller::cpu
+}  // namespace tiller::cpu::TILLER_ISA_COPY

@@ -16,6 +16,7 @@
 #include <omp.h>
 
 #include "backends/cpu/kernels/kernel_utils.h"
+#include "core/cpu_isa.h"
 
 namespace tiller::cpu {
 namespace {
@@ -124,11 +125,12 @@ struct Momentum {
 // AVX-512 Paddle runs float Adam/AdamW through its jit kernel
 // (funcs/jit/gen/adam.cc, adamw.cc), which fuses the steps below into FMAs;
 // the float path here uses the same FMAs there, so results match bit for bit.
-#if defined(__AVX512F__)
-constexpr bool kPaddleAdamJit = true;
-#else
-constexpr bool kPaddleAdamJit = false;
-#endif
+// Paddle asks the CPU, not the build, so this does too, and TILLER_MAX_ISA
+// does not change it (a capped run still equals Paddle on the same CPU).
+bool PaddleAdamJit() {
+  static const bool jit = CpuIsa().detected >= IsaLevel::kAvx512;
+  return jit;
+}
 
 // One element range of Adam's update; no branch in the loop (the options
 // are template arguments), so it vectorizes.
@@ -176,13 +178,17 @@ struct Adam {
     const bool update_pow = op.GetBool("update_beta_pow");
     const bool bias_correction = op.GetBool("bias_correction");
     const bool amsgrad = op.input(7) != nullptr;
-    constexpr bool jit = kPaddleAdamJit && std::is_same_v<T, float>;
     // The loop for these options, chosen once.
     using Range = void (*)(int64_t, int64_t, const T*, const T*, const T*, const T*, const T*, T*,
                            T*, T*, T*, T, T, T, T, T, T, T);
-    Range range =
-        wd != T(0) ? (amsgrad ? AdamRange<T, jit, true, true> : AdamRange<T, jit, true, false>)
-                   : (amsgrad ? AdamRange<T, jit, false, true> : AdamRange<T, jit, false, false>);
+    auto pick = [&](auto jit) -> Range {
+      constexpr bool kJit = decltype(jit)::value;
+      return wd != T(0)
+                 ? (amsgrad ? AdamRange<T, kJit, true, true> : AdamRange<T, kJit, true, false>)
+                 : (amsgrad ? AdamRange<T, kJit, false, true> : AdamRange<T, kJit, false, false>);
+    };
+    const Range range = std::is_same_v<T, float> && PaddleAdamJit() ? pick(std::true_type{})
+                                                                    : pick(std::false_type{});
     return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
       const T *p = In<T>(a, 0), *g = In<T>(a, 1), *m = In<T>(a, 3), *v = In<T>(a, 4);
       const T* vmax = amsgrad ? In<T>(a, 7) : nullptr;

@@ -7,10 +7,11 @@
 #include <cmath>
 #include <type_traits>
 
+#include "backends/cpu/kernels/isa_copy.h"
 #include "backends/cpu/kernels/kernel_utils.h"
 #include "backends/cpu/kernels/simd.h"
 
-namespace tiller::cpu {
+namespace tiller::cpu::TILLER_ISA_COPY {
 namespace {
 
 // x viewed as [outer, channels, inner] around quant_axis (per tensor:
@@ -119,11 +120,11 @@ std::unique_ptr<Kernel> MakeDequantize(const ir::Op& op) {
   return Dequantize<float>(view, qmax);
 }
 
-TILLER_CPU_KERNEL(
+TILLER_CPU_KERNEL_COPY(
     "quantize_linear", MakeQuantize,
     Signature("T, float32 -> O").Where("T", {DType::kF32}).Where("O", {DType::kF32, DType::kI8}));
-TILLER_CPU_KERNEL("dequantize_linear", MakeDequantize,
-                  Signature("T, float32 -> float32").Where("T", {DType::kF32, DType::kI8}));
+TILLER_CPU_KERNEL_COPY("dequantize_linear", MakeDequantize,
+                       Signature("T, float32 -> float32").Where("T", {DType::kF32, DType::kI8}));
 
 }  // namespace
-}  // namespace tiller::cpu
+}  // namespace tiller::cpu::TILLER_ISA_COPY

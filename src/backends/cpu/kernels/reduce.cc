@@ -8,10 +8,11 @@
 // reduce_mean of integers truncates (sum / count in integer arithmetic).
 // logsumexp reads each output's positions twice (max, then the sum of
 // exp(x - max)) in the same layouts, so it needs no scratch.
+#include "backends/cpu/kernels/isa_copy.h"
 #include "backends/cpu/kernels/kernel_utils.h"
 #include "ir/ops/op_helpers.h"
 
-namespace tiller::cpu {
+namespace tiller::cpu::TILLER_ISA_COPY {
 namespace {
 
 enum class RKind { kSum, kMean, kMax, kMin, kProd };
@@ -416,7 +417,7 @@ std::unique_ptr<Kernel> MakeArg(const ir::Op& op) {
   return k;
 }
 
-const bool kRegistered = [] {
+const bool kRegistered = TILLER_ISA_COPY_RUNS && [] {
   const std::vector<DType> types = {DType::kF32, DType::kF64, DType::kI32, DType::kI64};
   for (const char* n : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"})
     RegisterKernel(n, MakeReduce, Signature("T -> T").Where("T", types));
@@ -431,4 +432,4 @@ const bool kRegistered = [] {
 }();
 
 }  // namespace
-}  // namespace tiller::cpu
+}  // namespace tiller::cpu::TILLER_ISA_COPY

@@ -166,32 +166,11 @@ void Transpose2D(const T* x, T* y, const Batched2D& t) {
       1);
 }
 
-#if defined(__AVX512F__)
 // in [batch, 3, b] -> out [batch, b, 3] (an RGB image's NCHW -> NHWC, what
-// the channels_last pass puts before a convolution network's first layer):
-// 16 columns at a time, each of the three output vectors built from the
-// three rows' vectors by two two-source permutes. The tiled loop moved
-// these one element at a time, 3x slower than oneDNN's reorder (0.5 of
-// MobileNetV3's 21 ms at batch 8).
-void Interleave3(const uint32_t* x, uint32_t* y, const Batched2D& t) {
+// the channels_last pass puts before a convolution network's first layer),
+// blocks of columns in parallel, each by the vector math's Interleave3.
+void Interleave3Batched(const uint32_t* x, uint32_t* y, const Batched2D& t) {
   constexpr int64_t kBlock = 512;  // columns per work item
-  // Output vector k, lane e holds element g = 16 k + e of the interleaved
-  // run: column g / 3 of row g % 3. The first permute takes rows 0 and 1
-  // (index column, or 16 + column), the second row 2 (16 + column) and
-  // keeps the first's lanes (e).
-  alignas(64) int32_t first[3][16], second[3][16];
-  for (int k = 0; k < 3; ++k) {
-    for (int e = 0; e < 16; ++e) {
-      const int g = 16 * k + e, col = g / 3, row = g % 3;  // col in [0, 16)
-      first[k][e] = row == 0 ? col : row == 1 ? 16 + col : 0;
-      second[k][e] = row == 2 ? 16 + col : e;
-    }
-  }
-  __m512i i1[3], i2[3];
-  for (int k = 0; k < 3; ++k) {
-    i1[k] = _mm512_load_si512(first[k]);
-    i2[k] = _mm512_load_si512(second[k]);
-  }
   const int64_t blocks = (t.b + kBlock - 1) / kBlock;
   ParallelRange(
       t.batch * blocks, kBlock * 3,
@@ -200,25 +179,11 @@ void Interleave3(const uint32_t* x, uint32_t* y, const Batched2D& t) {
           const int64_t n = w / blocks, j0 = w % blocks * kBlock;
           const int64_t j1 = std::min(t.b, j0 + kBlock);
           const uint32_t* xb = x + n * 3 * t.b;
-          uint32_t* yb = y + n * 3 * t.b;
-          int64_t j = j0;
-          for (; j + 16 <= j1; j += 16) {
-            const __m512i r0 = _mm512_loadu_si512(xb + j);
-            const __m512i r1 = _mm512_loadu_si512(xb + t.b + j);
-            const __m512i r2 = _mm512_loadu_si512(xb + 2 * t.b + j);
-            for (int64_t k = 0; k < 3; ++k) {
-              const __m512i two = _mm512_permutex2var_epi32(r0, i1[k], r1);
-              _mm512_storeu_si512(yb + 3 * j + 16 * k, _mm512_permutex2var_epi32(two, i2[k], r2));
-            }
-          }
-          for (; j < j1; ++j) {
-            for (int64_t i = 0; i < 3; ++i) yb[3 * j + i] = xb[i * t.b + j];
-          }
+          Interleave3(xb + j0, xb + t.b + j0, xb + 2 * t.b + j0, y + n * 3 * t.b + 3 * j0, j1 - j0);
         }
       },
       1);
 }
-#endif
 
 // Eight 4-byte elements that move together: a row of NCHW8c's channel block.
 struct Block8 {
@@ -247,14 +212,12 @@ std::unique_ptr<Kernel> MakeTranspose(const ir::Op& op) {
     }
   }
   if (DTypeSize(InDType(op)) == 4 && AsBatched2D(in, perm, &t)) {
-#if defined(__AVX512F__)
-    if (t.a == 3) {
+    if (t.a == 3 && VectorInterleave3()) {
       return std::make_unique<LambdaKernel>([t](const KernelArgs& args) {
-        Interleave3(static_cast<const uint32_t*>(args.inputs[0]),
-                    static_cast<uint32_t*>(args.outputs[0]), t);
+        Interleave3Batched(static_cast<const uint32_t*>(args.inputs[0]),
+                           static_cast<uint32_t*>(args.outputs[0]), t);
       });
     }
-#endif
     return std::make_unique<LambdaKernel>([t](const KernelArgs& args) {
       Transpose2D(static_cast<const uint32_t*>(args.inputs[0]),
                   static_cast<uint32_t*>(args.outputs[0]), t);
@@ -423,63 +386,6 @@ inline D Convert(S s) {
 
 #define TILLER_CAST_TYPES \
   float, double, int8_t, uint8_t, int16_t, int32_t, int64_t, bool, Half, BFloat16
-
-// float32 -> bfloat16, 16 (AVX2: 8) at a time, with FloatToBF16's bits (round to
-// nearest even, NaN kept quiet; subnormals rounded, not flushed as the
-// AVX512_BF16 instruction would), so weights converted at compile time
-// (core/half.h) and activations cast here agree.
-void FloatsToBF16(const float* x, uint16_t* y, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  const __m512i one = _mm512_set1_epi32(1), round = _mm512_set1_epi32(0x7fff);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  for (; i + 16 <= n; i += 16) {
-    const __m512i v = _mm512_loadu_si512(x + i);
-    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(v, abs_mask), inf);
-    __m512i r = _mm512_add_epi32(
-        v, _mm512_add_epi32(round, _mm512_and_si512(_mm512_srli_epi32(v, 16), one)));
-    r = _mm512_mask_or_epi32(r, nan, v, _mm512_set1_epi32(0x400000));  // quiet NaN
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
-                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
-  }
-#elif defined(__AVX2__)
-  // The same bits, 8 at a time.
-  const __m256i one = _mm256_set1_epi32(1), round = _mm256_set1_epi32(0x7fff);
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-  const __m256i quiet = _mm256_set1_epi32(0x400000);
-  for (; i + 8 <= n; i += 8) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(v, abs_mask), inf);
-    __m256i r = _mm256_add_epi32(
-        v, _mm256_add_epi32(round, _mm256_and_si256(_mm256_srli_epi32(v, 16), one)));
-    r = _mm256_blendv_epi8(r, _mm256_or_si256(v, quiet), nan);
-    // packus works within 128-bit halves: the 4 results of each half land
-    // in its low 64 bits, gathered by the permute.
-    const __m256i packed = _mm256_packus_epi32(_mm256_srli_epi32(r, 16), _mm256_setzero_si256());
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
-                     _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
-  }
-#endif
-  for (; i < n; ++i) y[i] = FloatToBF16(x[i]);
-}
-
-void BF16ToFloats(const uint16_t* x, float* y, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16) {
-    const __m512i v =
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
-    _mm512_storeu_si512(y + i, _mm512_slli_epi32(v, 16));
-  }
-#elif defined(__AVX2__)
-  for (; i + 8 <= n; i += 8) {
-    const __m256i v =
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_slli_epi32(v, 16));
-  }
-#endif
-  for (; i < n; ++i) y[i] = BF16ToFloat(x[i]);
-}
 
 std::unique_ptr<Kernel> MakeCast(const ir::Op& op) {
   int64_t n = NumElements(op.outputs[0]->shape());

@@ -15,9 +15,10 @@
 // (log_softmax). Rows fit in L1, so the row is read from memory once.
 // inner > 1 processes a vector's width of columns at a time with vector registers holding the
 // running max and sum, so no scratch is needed.
+#include "backends/cpu/kernels/isa_copy.h"
 #include "backends/cpu/kernels/kernel_utils.h"
 
-namespace tiller::cpu {
+namespace tiller::cpu::TILLER_ISA_COPY {
 namespace {
 
 constexpr float kLogSoftmaxClip = -64.0f;  // lowest x - max of log_softmax
@@ -139,7 +140,7 @@ std::unique_ptr<Kernel> MakeSoftmaxGrad(const ir::Op& op) {
   });
 }
 
-const bool kRegistered = [] {
+const bool kRegistered = TILLER_ISA_COPY_RUNS && [] {
   RegisterKernel("softmax_grad", MakeSoftmaxGrad, Signature("T, T -> T").Where("T", {DType::kF32}));
   RegisterKernel("softmax", MakeSoftmax, Signature("T -> T").Where("T", {DType::kF32}));
   RegisterKernel("log_softmax", MakeSoftmax, Signature("T -> T").Where("T", {DType::kF32}));
@@ -147,4 +148,4 @@ const bool kRegistered = [] {
 }();
 
 }  // namespace
-}  // namespace tiller::cpu
+}  // namespace tiller::cpu::TILLER_ISA_COPY

@@ -2,11 +2,9 @@
 // (vector_math_impl.h at the build's level), and the choice, made once, of
 // which copy runs: the AVX-512 one (vector_math_avx512.cc) where the CPU,
 // under TILLER_MAX_ISA, has AVX-512 and the build's own level is below it;
-// else the build's own. The choice is recorded for `tiller info`.
-#define TILLER_VECTOR_MATH_NS isa_base
+// else the build's own (isa_copy.h decides for every per-ISA file).
 #include "backends/cpu/kernels/vector_math_impl.h"
 #include "backends/cpu/kernels/vector_math_table.h"
-#include "core/cpu_isa.h"
 
 TILLER_VECTOR_MATH_TABLE(isa_base, simd::kIsaName)
 
@@ -14,20 +12,10 @@ namespace tiller::cpu {
 namespace {
 
 const VectorMath& Chosen() {
-  static const VectorMath& chosen = [&]() -> const VectorMath& {
-    const CpuIsaReport& r = CpuIsa();
-    const VectorMath& t = r.compiled < IsaLevel::kAvx512 && r.chosen >= IsaLevel::kAvx512
-                              ? isa_avx512::kVectorMath
-                              : isa_base::kVectorMath;
-    RecordLibraryIsa("Tiller vector math", t.isa);
-    return t;
-  }();
+  static const VectorMath& chosen =
+      RunAvx512Copies() ? isa_avx512::kVectorMath : isa_base::kVectorMath;
   return chosen;
 }
-
-// Chosen while the library loads, so that the report (`tiller info`) names
-// it before any kernel ran. (Both tables are constant: no order to fear.)
-const bool kChosenAtLoad = (Chosen(), true);
 
 }  // namespace
 
@@ -66,6 +54,19 @@ float RowExpSum(const float* x, float* y, int64_t n, float shift) {
 }
 void VGeluGrad(const float* x, const float* dy, float* dx, int64_t n, bool approximate) {
   Chosen().gelu_grad(x, dy, dx, n, approximate);
+}
+void FloatsToBF16(const float* x, uint16_t* y, int64_t n) {
+  Chosen().floats_to_bf16(x, y, n);
+}
+void BF16ToFloats(const uint16_t* x, float* y, int64_t n) {
+  Chosen().bf16_to_floats(x, y, n);
+}
+bool VectorInterleave3() {
+  return Chosen().vector_interleave3;
+}
+void Interleave3(const uint32_t* r0, const uint32_t* r1, const uint32_t* r2, uint32_t* y,
+                 int64_t n) {
+  Chosen().interleave3(r0, r1, r2, y, n);
 }
 
 }  // namespace tiller::cpu

@@ -1,8 +1,8 @@
 // The vectorized float math of kernel_utils.h (VExp ... RowExpSum,
 // VGeluGrad), written once on simd::Vec and compiled once per instruction
 // set: included by vector_math.cc (the build's own level) and by
-// vector_math_avx512.cc (x86-64-v4), each defining TILLER_VECTOR_MATH_NS, the
-// namespace its copies live in; vector_math.cc picks one set at start-up.
+// vector_math_avx512.cc (x86-64-v4), each copy in its namespace
+// (TILLER_ISA_COPY, isa_copy.h); vector_math.cc picks one set at start-up.
 // Nothing here may have external linkage outside that namespace (simd.h's
 // inline functions are in a namespace of their instruction set too): a
 // copy compiled for AVX-512 must never be what an AVX2 caller links to.
@@ -11,17 +11,15 @@
 // else the Numerical Recipes erfc fit (relative error < 1.2e-7 everywhere),
 // so erf and both gelu tails stay accurate. tanh: odd Taylor series below
 // 0.55 (no cancellation), else 1 - 2/(exp(2x)+1).
-#ifndef TILLER_VECTOR_MATH_NS
-#error "define TILLER_VECTOR_MATH_NS before including vector_math_impl.h"
-#endif
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
+#include "backends/cpu/kernels/isa_copy.h"
 #include "backends/cpu/kernels/simd.h"
+#include "core/half.h"
 
-namespace tiller::cpu::TILLER_VECTOR_MATH_NS {
+namespace tiller::cpu::TILLER_ISA_COPY {
 namespace {
 
 using simd::Set;
@@ -222,4 +220,119 @@ void VGeluGrad(const float* x, const float* dy, float* dx, int64_t n, bool appro
     run([](Vec v) { return GeluGrad(v); });
 }
 
-}  // namespace tiller::cpu::TILLER_VECTOR_MATH_NS
+// float32 -> bfloat16, 16 (AVX2: 8) at a time, with FloatToBF16's bits (round to
+// nearest even, NaN kept quiet; subnormals rounded, not flushed as the
+// AVX512_BF16 instruction would), so weights converted at compile time
+// (core/half.h) and activations cast here agree.
+void FloatsToBF16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512i one = _mm512_set1_epi32(1), round = _mm512_set1_epi32(0x7fff);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  for (; i + 16 <= n; i += 16) {
+    const __m512i v = _mm512_loadu_si512(x + i);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(v, abs_mask), inf);
+    __m512i r = _mm512_add_epi32(
+        v, _mm512_add_epi32(round, _mm512_and_si512(_mm512_srli_epi32(v, 16), one)));
+    r = _mm512_mask_or_epi32(r, nan, v, _mm512_set1_epi32(0x400000));  // quiet NaN
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+  }
+#elif defined(__AVX2__)
+  // The same bits, 8 at a time.
+  const __m256i one = _mm256_set1_epi32(1), round = _mm256_set1_epi32(0x7fff);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i quiet = _mm256_set1_epi32(0x400000);
+  for (; i + 8 <= n; i += 8) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(v, abs_mask), inf);
+    __m256i r = _mm256_add_epi32(
+        v, _mm256_add_epi32(round, _mm256_and_si256(_mm256_srli_epi32(v, 16), one)));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(v, quiet), nan);
+    // packus works within 128-bit halves: the 4 results of each half land
+    // in its low 64 bits, gathered by the permute.
+    const __m256i packed = _mm256_packus_epi32(_mm256_srli_epi32(r, 16), _mm256_setzero_si256());
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
+  }
+#endif
+  for (; i < n; ++i) y[i] = FloatToBF16(x[i]);
+}
+
+void BF16ToFloats(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m512i v =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+    _mm512_storeu_si512(y + i, _mm512_slli_epi32(v, 16));
+  }
+#elif defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) {
+    const __m256i v =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_slli_epi32(v, 16));
+  }
+#endif
+  for (; i < n; ++i) y[i] = BF16ToFloat(x[i]);
+}
+
+// y[3 j + i] = row i's element j, j < n: three rows of 4-byte elements
+// interleaved. On AVX-512, 16 columns at a time: each of the three output
+// vectors built from the rows' vectors by two two-source permutes (the
+// tiled transpose moved these one element at a time, 3x slower than
+// oneDNN's reorder: 0.5 of MobileNetV3's 21 ms at batch 8). Elsewhere one at
+// a time (kVectorInterleave3 false: callers prefer their tiled transpose).
+#if defined(__AVX512F__)
+inline constexpr bool kVectorInterleave3 = true;
+// Output vector k, lane e holds element g = 16 k + e of the interleaved
+// run: column g / 3 of row g % 3. The first permute takes rows 0 and 1
+// (index column, or 16 + column), the second row 2 (16 + column) and
+// keeps the first's lanes (e).
+struct Interleave3Index {
+  alignas(64) int32_t first[3][16];
+  alignas(64) int32_t second[3][16];
+};
+constexpr Interleave3Index MakeInterleave3Index() {
+  Interleave3Index x{};
+  for (int k = 0; k < 3; ++k) {
+    for (int e = 0; e < 16; ++e) {
+      const int g = 16 * k + e, col = g / 3, row = g % 3;  // col in [0, 16)
+      x.first[k][e] = row == 0 ? col : row == 1 ? 16 + col : 0;
+      x.second[k][e] = row == 2 ? 16 + col : e;
+    }
+  }
+  return x;
+}
+inline constexpr Interleave3Index kInterleave3Index = MakeInterleave3Index();
+#else
+inline constexpr bool kVectorInterleave3 = false;
+#endif
+
+void Interleave3(const uint32_t* r0, const uint32_t* r1, const uint32_t* r2, uint32_t* y,
+                 int64_t n) {
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  __m512i i1[3], i2[3];
+  for (int k = 0; k < 3; ++k) {
+    i1[k] = _mm512_load_si512(kInterleave3Index.first[k]);
+    i2[k] = _mm512_load_si512(kInterleave3Index.second[k]);
+  }
+  for (; j + 16 <= n; j += 16) {
+    const __m512i v0 = _mm512_loadu_si512(r0 + j);
+    const __m512i v1 = _mm512_loadu_si512(r1 + j);
+    const __m512i v2 = _mm512_loadu_si512(r2 + j);
+    for (int64_t k = 0; k < 3; ++k) {
+      const __m512i two = _mm512_permutex2var_epi32(v0, i1[k], v1);
+      _mm512_storeu_si512(y + 3 * j + 16 * k, _mm512_permutex2var_epi32(two, i2[k], v2));
+    }
+  }
+#endif
+  for (; j < n; ++j) {
+    y[3 * j] = r0[j];
+    y[3 * j + 1] = r1[j];
+    y[3 * j + 2] = r2[j];
+  }
+}
+
+}  // namespace tiller::cpu::TILLER_ISA_COPY

@@ -21,17 +21,23 @@ struct VectorMath {
   float (*row_sum_sq_diff)(const float*, int64_t, float, float*);
   float (*row_exp_sum)(const float*, float*, int64_t, float);
   void (*gelu_grad)(const float*, const float*, float*, int64_t, bool);
+  void (*floats_to_bf16)(const float*, uint16_t*, int64_t);
+  void (*bf16_to_floats)(const uint16_t*, float*, int64_t);
+  bool vector_interleave3;
+  void (*interleave3)(const uint32_t*, const uint32_t*, const uint32_t*, uint32_t*, int64_t);
 };
 
 // The table of the TU that includes vector_math_impl.h with
-// TILLER_VECTOR_MATH_NS, built from its functions (constant: no code runs
+// its copy's namespace (TILLER_ISA_COPY), built from its functions (constant: no code runs
 // to make it).
-#define TILLER_VECTOR_MATH_TABLE(ns, isa_name)                                           \
-  namespace tiller::cpu::ns {                                                            \
-  extern const VectorMath kVectorMath;                                                   \
-  const VectorMath kVectorMath{isa_name,      &VExp,      &VTanh,    &VSigmoid, &VErf,   \
-                               &VGelu,        &VGeluTanh, &VSwish,   &RowSum,   &RowMax, \
-                               &RowSumSqDiff, &RowExpSum, &VGeluGrad};                   \
+#define TILLER_VECTOR_MATH_TABLE(ns, isa_name)                                                \
+  namespace tiller::cpu::ns {                                                                 \
+  extern const VectorMath kVectorMath;                                                        \
+  const VectorMath kVectorMath{isa_name,    &VExp,         &VTanh,        &VSigmoid,          \
+                               &VErf,       &VGelu,        &VGeluTanh,    &VSwish,            \
+                               &RowSum,     &RowMax,       &RowSumSqDiff, &RowExpSum,         \
+                               &VGeluGrad,  &FloatsToBF16, &BF16ToFloats, kVectorInterleave3, \
+                               &Interleave3};                                                 \
   }
 
 namespace isa_base {
