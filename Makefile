@@ -9,7 +9,8 @@
 #   make build  configure and build only
 #   make portable   build for x86-64-v3 (the wheel's level, per-ISA kernels
 #               chosen at start-up) and run the C++ tests under each
-#               TILLER_MAX_ISA (avx2, avx512, native)
+#               TILLER_MAX_ISA (avx2, avx512, native), and its kernel tests
+#               under QEMU's Haswell (AVX2 only)
 #   make asan   build with AddressSanitizer/UBSan and run the C++ tests
 #   make tsan   build with ThreadSanitizer and run the C++ tests of shared-thread code
 #   make fuzz   build the fuzz targets (clang, libFuzzer) and run each FUZZ_SECONDS (60);
@@ -74,6 +75,8 @@ build-portable: setup
 
 portable: build-portable
 	@for cap in avx2 avx512 native; do echo "== TILLER_MAX_ISA=$$cap"; (cd build-portable && TILLER_MAX_ISA=$$cap ctest --output-on-failure -j $(JOBS)) || exit 1; done
+	@echo "== the kernel tests under qemu-x86_64 -cpu Haswell-noTSX (AVX2 only)"
+	@ONEDNN_MAX_CPU_ISA=AVX OMP_NUM_THREADS=1 qemu-x86_64 -cpu Haswell-noTSX build-portable/bin/tiller_tests --gtest_filter='$(shell $(PY) -c "import sys; sys.path.insert(0, 'scripts'); import run_tests; print(run_tests.QEMU_TESTS)")'
 
 build-asan: setup
 	@# Debug (-O0) compiles about twice as fast as -O3, and the tests are small.
