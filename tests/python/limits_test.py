@@ -457,3 +457,21 @@ def test_an_unused_constant_op_without_a_result_is_dropped(tmp_path):
     path.write_text(json.dumps(doc))
     rc, err, _ = run_capped("info", str(path))
     assert rc == 0, err
+
+
+def test_a_conv_filter_that_is_not_4d_is_an_error_naming_the_op(tmp_path):
+    # Found by the model fuzz target (ASan, legacy program): conv2d read its
+    # filter's kernel size as dims 2 and 3 of a filter whose rank the
+    # mutated program had changed, past the end of the shape.
+    def build():
+        x = paddle.static.data("x", [-1, 4, 12, 12], "float32")
+        w = paddle.static.data("w", [6, 4, 3, 3], "float32")
+        return [x, w], [paddle.nn.functional.conv2d(x, w, padding=1)]
+
+    text = open(_save(tmp_path, "conv", build)).read().replace(" ", "")
+    assert text.count("[6,4,3,3]") == 2  # the data op's shape and its result's type
+    path = tmp_path / "filter_3d.json"
+    path.write_text(text.replace("[6,4,3,3]", "[6,4,9]"))
+    rc, err, _ = run_capped("info", str(path))
+    assert rc == 2, err
+    assert "op conv2d" in err and "filter must be 4-D" in err and "got [6, 4, 9]" in err, err

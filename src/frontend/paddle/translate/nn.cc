@@ -83,6 +83,9 @@ void Conv2d(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* w = ctx.In(op, "Filter");
   bool nhwc = IsNhwc(op, "data_format");
   if (x->rank() != 4) ctx.Invalid(op, "input must be 4-D, got {}", ShapeToString(x->shape()));
+  if (w->rank() != 4)
+    ctx.Invalid(op, "filter must be 4-D [out, in / groups, kh, kw], got {}",
+                ShapeToString(w->shape()));
   if (nhwc) x = ToNchw(ctx, op, x);
   auto strides = op.attrs.Ints("strides", {1, 1});
   auto dil = op.attrs.Ints("dilations", {1, 1});

@@ -181,7 +181,8 @@ void ConvTranspose(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "Input");
   ir::Value* w = ctx.In(op, "Filter");
   if (x->rank() != 4 || w->rank() != 4)
-    ctx.Invalid(op, "input and filter must be 4-D, got {}", ShapeToString(x->shape()));
+    ctx.Invalid(op, "input and filter must be 4-D, got {} and {}", ShapeToString(x->shape()),
+                ShapeToString(w->shape()));
   bool last = ChannelLast(ctx, op, "data_format", "NCHW");
   if (last) x = Permute(ctx, op, x, ToFirstPerm(4));
   auto strides = op.attrs.Ints("strides", {1, 1});
