@@ -7,8 +7,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <thread>
 
@@ -332,6 +335,60 @@ TEST(CpuDevice, IdleTeamsAreReleasedOnlyWhileTheTeamsOversubscribeTheCpus) {
   EXPECT_EQ(team_size(*b), cpus);
   std::this_thread::sleep_for(4 * cpu::WorkerStream::kPoolIdleRelease);
   EXPECT_GE(cpu::WorkerStream::PooledThreads(), cpus - 1);
+}
+
+// TILLER_KEEP_WARM_MS: after its queue runs empty a worker keeps its team
+// spinning for that long (the process uses CPU time), an item submitted
+// meanwhile starts at once, the spin ends by itself after the window (the
+// process is quiet again) and when the device goes; a value that is no
+// number of milliseconds is refused when the device is made.
+TEST(CpuDevice, AKeptWarmTeamSpinsForItsWindowOnlyAndTakesWorkAtOnce) {
+  backend::Backend* cpu = backend::FindBackend("cpu");
+  auto cpu_ms = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+  };
+  using Clock = std::chrono::steady_clock;
+  const auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  setenv("TILLER_KEEP_WARM_MS", "300", 1);
+  auto dev = cpu->CreateDevice(0, {2, 0});
+  unsetenv("TILLER_KEEP_WARM_MS");
+  std::atomic<int> ran{0};
+  dev->stream().Submit([&] { ++ran; });
+  dev->stream().Synchronize();
+  // Within the window: spinning (CPU time goes by) and work starts at once.
+  const double cpu0 = cpu_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_GT(cpu_ms() - cpu0, 20.0) << "no spin within the window";
+  const auto t0 = Clock::now();
+  dev->stream().Submit([&] { ++ran; });
+  dev->stream().Synchronize();
+  EXPECT_LT(ms_since(t0), 100.0) << "the item waited for the window's end";
+  // After the window (300 ms from that item): quiet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
+  const double cpu1 = cpu_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_LT(cpu_ms() - cpu1, 40.0) << "still spinning after the window";
+  // A device destroyed while it spins stops at once.
+  dev->stream().Submit([&] { ++ran; });
+  dev->stream().Synchronize();
+  const auto t1 = Clock::now();
+  dev.reset();
+  EXPECT_LT(ms_since(t1), 150.0);
+  EXPECT_EQ(ran.load(), 3);
+  setenv("TILLER_KEEP_WARM_MS", "soon", 1);
+  try {
+    cpu->CreateDevice(0, {2, 0});
+    ADD_FAILURE() << "TILLER_KEEP_WARM_MS=soon accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("TILLER_KEEP_WARM_MS=soon"), std::string::npos)
+        << e.what();
+  }
+  unsetenv("TILLER_KEEP_WARM_MS");
 }
 
 // A device that adapts to contention runs with half its team after an item

@@ -74,6 +74,18 @@ const bool kRegistered = backend::RegisterBackend(std::make_unique<CpuBackendImp
 // Pool threads of all workers' OpenMP teams (team size - 1 each).
 std::atomic<int> g_pooled_threads{0};
 
+// TILLER_KEEP_WARM_MS (WorkerStream::kDefaultKeepWarm when unset; 0: off).
+std::chrono::milliseconds KeepWarmFromEnv() {
+  const char* v = std::getenv("TILLER_KEEP_WARM_MS");
+  if (!v || !*v) return WorkerStream::kDefaultKeepWarm;
+  char* end = nullptr;
+  const long ms = std::strtol(v, &end, 10);
+  if (*end != '\0' || ms < 0 || ms > 10000)
+    Fail(ErrorKind::kInvalidArgument,
+         "TILLER_KEEP_WARM_MS={}: expected milliseconds from 0 (off) to 10000", v);
+  return std::chrono::milliseconds(ms);
+}
+
 bool AdaptiveThreadsEnabled() {
   const char* v = std::getenv("TILLER_ADAPTIVE_THREADS");
   return !v || std::strcmp(v, "0") != 0;
@@ -93,7 +105,9 @@ const backend::Backend& CpuBackend() {
 }
 
 WorkerStream::WorkerStream(int threads, bool adapt_to_contention)
-    : threads_(std::max(1, threads)), adapt_(adapt_to_contention && AdaptiveThreadsEnabled()) {
+    : threads_(std::max(1, threads)),
+      adapt_(adapt_to_contention && AdaptiveThreadsEnabled()),
+      keep_warm_(KeepWarmFromEnv()) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -101,6 +115,7 @@ WorkerStream::~WorkerStream() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    pending_.fetch_add(1);  // ends a keep-warm spin
   }
   wake_.notify_all();
   thread_.join();
@@ -185,6 +200,7 @@ void WorkerStream::Loop() {
     if (queue_.empty()) break;  // stopping with nothing left
     Item item = std::move(queue_.front());
     queue_.pop_front();
+    pending_.fetch_sub(1);
     busy_ = true;
     bool skip = error_ != nullptr;
     lock.unlock();
@@ -210,9 +226,36 @@ void WorkerStream::Loop() {
     lock.lock();
     if (failed && !error_) error_ = failed;
     busy_ = false;
-    if (queue_.empty()) idle_.notify_all();
+    if (queue_.empty()) {
+      idle_.notify_all();
+      if (keep_warm_.count() > 0 && !stop_ && !Oversubscribed()) {
+        lock.unlock();
+        SpinWhileIdle();
+        lock.lock();
+      }
+    }
   }
   SetTeam(1);  // the pool ends with this thread
+}
+
+void WorkerStream::SpinWhileIdle() {
+  // The worker and its pool threads spin in one parallel region until work
+  // comes or keep_warm_ has passed; the worker's thread polls the queue's
+  // count (and the clock every 64 polls), the others a flag it sets.
+  const auto deadline = std::chrono::steady_clock::now() + keep_warm_;
+  std::atomic<bool> done{false};
+#pragma omp parallel num_threads(team_)
+  {
+    if (omp_get_thread_num() == 0) {
+      for (unsigned i = 0; pending_.load(std::memory_order_acquire) == 0; ++i) {
+        if (i % 64 == 0 && std::chrono::steady_clock::now() >= deadline) break;
+        __builtin_ia32_pause();
+      }
+      done.store(true, std::memory_order_release);
+    } else {
+      while (!done.load(std::memory_order_acquire)) __builtin_ia32_pause();
+    }
+  }
 }
 
 void WorkerStream::Submit(std::function<void()> work) {
@@ -227,6 +270,7 @@ void WorkerStream::Enqueue(Item item) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(item));
+    pending_.fetch_add(1);
   }
   wake_.notify_one();
 }
