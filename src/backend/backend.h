@@ -87,6 +87,11 @@ struct DeviceOptions {
   // name in a device name ("cuda:1" -> "1", "cuda:0.1" -> "0.1": GPU 0's
   // second logical device); "": the backend's default.
   std::string unit = {};
+  // After its work runs out, keep the device's threads spinning this long
+  // (ms), so that work arriving after a short idle gap finds them awake
+  // (CPU: WorkerStream's keep-warm; TILLER_KEEP_WARM_MS overrides). 0: they
+  // sleep at once, as for a device that waits on others between its runs.
+  int keep_warm_ms = 0;
 };
 
 // What a device offers the compiler, gathered once per compile: the

@@ -302,7 +302,8 @@ Compiler::Compiler(CompileOptions options) : options_(std::move(options)) {
     int ordinal = 0;
     for (size_t j = 0; j < i; ++j) ordinal += options_.devices[j].backend == spec.backend;
     owned_.push_back(b->CreateDevice(
-        ordinal, {spec.threads, spec.memory_bytes, spec.adapt_to_contention, spec.unit}));
+        ordinal,
+        {spec.threads, spec.memory_bytes, spec.adapt_to_contention, spec.unit, spec.keep_warm_ms}));
     if (options_.replicas > 1)
       owned_.back()->JoinReplicaGroup(options_.replica_groups[i], options_.replica_rank);
     devices_.push_back(owned_.back().get());

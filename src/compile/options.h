@@ -28,6 +28,8 @@ struct DeviceSpec {
   // The backend's hardware unit (backend::DeviceOptions::unit): "1" of
   // "cuda:1"; "": its default.
   std::string unit = {};
+  // backend::DeviceOptions::keep_warm_ms.
+  int keep_warm_ms = 0;
 };
 
 // How ops are assigned to devices (compile/placement.h).

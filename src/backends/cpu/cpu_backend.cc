@@ -1,6 +1,7 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <omp.h>
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -74,10 +75,10 @@ const bool kRegistered = backend::RegisterBackend(std::make_unique<CpuBackendImp
 // Pool threads of all workers' OpenMP teams (team size - 1 each).
 std::atomic<int> g_pooled_threads{0};
 
-// TILLER_KEEP_WARM_MS (WorkerStream::kDefaultKeepWarm when unset; 0: off).
-std::chrono::milliseconds KeepWarmFromEnv() {
+// TILLER_KEEP_WARM_MS when set (0: off), else the device's option.
+std::chrono::milliseconds KeepWarm(int option_ms) {
   const char* v = std::getenv("TILLER_KEEP_WARM_MS");
-  if (!v || !*v) return WorkerStream::kDefaultKeepWarm;
+  if (!v || !*v) return std::chrono::milliseconds(std::max(0, option_ms));
   char* end = nullptr;
   const long ms = std::strtol(v, &end, 10);
   if (*end != '\0' || ms < 0 || ms > 10000)
@@ -104,10 +105,10 @@ const backend::Backend& CpuBackend() {
   return *backend::FindBackend("cpu");
 }
 
-WorkerStream::WorkerStream(int threads, bool adapt_to_contention)
+WorkerStream::WorkerStream(int threads, bool adapt_to_contention, int keep_warm_ms)
     : threads_(std::max(1, threads)),
       adapt_(adapt_to_contention && AdaptiveThreadsEnabled()),
-      keep_warm_(KeepWarmFromEnv()) {
+      keep_warm_(KeepWarm(keep_warm_ms)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -248,12 +249,18 @@ void WorkerStream::SpinWhileIdle() {
   {
     if (omp_get_thread_num() == 0) {
       for (unsigned i = 0; pending_.load(std::memory_order_acquire) == 0; ++i) {
-        if (i % 64 == 0 && std::chrono::steady_clock::now() >= deadline) break;
+        if (i % 64 == 0) {
+          if (std::chrono::steady_clock::now() >= deadline) break;
+          sched_yield();
+        }
         __builtin_ia32_pause();
       }
       done.store(true, std::memory_order_release);
     } else {
-      while (!done.load(std::memory_order_acquire)) __builtin_ia32_pause();
+      for (unsigned i = 0; !done.load(std::memory_order_acquire); ++i) {
+        if (i % 64 == 0) sched_yield();
+        __builtin_ia32_pause();
+      }
     }
   }
 }
@@ -388,7 +395,7 @@ CpuDevice::CpuDevice(const backend::Backend& backend, int ordinal,
     : Device(backend, ordinal),
       threads_(std::max(1, options.threads)),
       capacity_(options.memory_bytes ? options.memory_bytes : HostMemoryCap()),
-      stream_(threads_, options.adapt_to_contention) {}
+      stream_(threads_, options.adapt_to_contention, options.keep_warm_ms) {}
 
 namespace {
 

@@ -50,17 +50,20 @@ namespace tiller::cpu {
 // TILLER_ADAPTIVE_THREADS=0 turns it off.
 //
 // Keeping warm: a worker whose queue runs empty keeps itself and its pool
-// threads spinning (one parallel region of pause loops) for keep_warm_
-// (TILLER_KEEP_WARM_MS, kDefaultKeepWarm by default, 0: off), unless the
-// process's teams oversubscribe the CPUs. Threads asleep in the kernel
-// made every request after an idle gap slow, not only its first parallel
-// region: MobileNetV3 at batch 1 took 9.9 ms after 50 ms idle and 16 ms
-// after 200 ms, 2.9 ms back to back (2 threads, Xeon with AMX). The price is
-// the team's CPUs busy for up to keep_warm_ after each request, as Intel's
-// OpenMP does for KMP_BLOCKTIME (200 ms by default).
+// threads spinning (one parallel region of pause loops that yield the CPU
+// every 64 pauses, so that a thread with work - the caller's, another
+// process's - gets it) for keep_warm_ (DeviceOptions::keep_warm_ms: a lone
+// predictor's device 100 ms, others 0; TILLER_KEEP_WARM_MS overrides both),
+// unless the process's teams oversubscribe the CPUs. Threads asleep in the
+// kernel made every request after an idle gap slow, not only its first
+// parallel region: MobileNetV3 at batch 1 took 9.9-13.9 ms after 50 ms idle
+// and 16 ms after 200 ms, 2.9 ms back to back; with 100 ms of keep-warm
+// 4.0 and 4.7 ms (2 threads, Xeon with AMX). The price is the team's CPUs
+// busy for up to keep_warm_ after each request, as Intel's OpenMP keeps
+// its threads for KMP_BLOCKTIME (200 ms by default).
 class WorkerStream : public backend::Stream {
  public:
-  explicit WorkerStream(int threads, bool adapt_to_contention = false);
+  explicit WorkerStream(int threads, bool adapt_to_contention = false, int keep_warm_ms = 0);
   ~WorkerStream() override;
   void Submit(std::function<void()> work) override;
   void SubmitWithThreads(std::function<void()> work, int threads) override;
@@ -73,7 +76,6 @@ class WorkerStream : public backend::Stream {
   static constexpr int kProbeEvery = 3;
   static constexpr int kSkipHalvingAfterNoGain = 50;
   static constexpr std::chrono::microseconds kMinMeasured{2000};
-  static constexpr std::chrono::milliseconds kDefaultKeepWarm{0};
   // OpenMP pool threads the process's workers hold now (their teams' sizes
   // less the workers themselves).
   static int PooledThreads();
