@@ -24,9 +24,6 @@ extern const int kCompiledIsaLevel;
 
 namespace {
 
-// cpu_isa.cc's IsaLevelName is compiled for the build's level: not callable.
-constexpr const char* kLevelNames[] = {"x86-64", "x86-64-v2", "avx2", "avx512", "amx"};
-
 #if defined(__x86_64__)
 __attribute__((constructor(101))) void RefuseACpuBelowTheBuild() {
   const int level = kCompiledIsaLevel;
@@ -37,17 +34,14 @@ __attribute__((constructor(101))) void RefuseACpuBelowTheBuild() {
     if (static_cast<int>(f.level) <= level && !CpuHasFeature(f))
       at += static_cast<size_t>(std::snprintf(
           missing + at, at < sizeof missing ? sizeof missing - at : 0, " %s", f.name));
-  const unsigned long long need = level >= static_cast<int>(IsaLevel::kAmx)      ? kXcr0Amx
-                                  : level >= static_cast<int>(IsaLevel::kAvx512) ? kXcr0Avx512
-                                  : level >= static_cast<int>(IsaLevel::kAvx2)   ? kXcr0Avx
-                                                                                 : 0;
+  const unsigned long long need = kXcr0ForLevel[level];
   const bool saved = (OsSavedStates() & need) == need;
   if (at == 0 && saved) return;
   std::fprintf(stderr,
                "tiller: this build's code is compiled for %s (the -march of the machine it was "
                "built on) and this CPU cannot run it:%s%s. Build Tiller on this machine, or "
                "install the wheel (x86-64-v3, scripts/build_wheel.sh).\n",
-               kLevelNames[level], at ? " it lacks" : "",
+               kIsaLevelNames[level], at ? " it lacks" : "",
                at ? missing : " the OS does not save its vector registers");
   std::fflush(stderr);
   _exit(2);

@@ -17,8 +17,6 @@
 namespace tiller {
 namespace {
 
-constexpr const char* kNames[] = {"x86-64", "x86-64-v2", "avx2", "avx512", "amx"};
-
 // The level this translation unit is compiled for: the build's -march,
 // which every object of the build shares (CMakeLists.txt).
 constexpr IsaLevel CompiledLevel() {
@@ -35,16 +33,8 @@ constexpr IsaLevel CompiledLevel() {
 }
 
 bool OsSaves(IsaLevel level, uint64_t xcr0) {
-  switch (level) {
-    case IsaLevel::kAvx2:
-      return (xcr0 & kXcr0Avx) == kXcr0Avx;
-    case IsaLevel::kAvx512:
-      return (xcr0 & kXcr0Avx512) == kXcr0Avx512;
-    case IsaLevel::kAmx:
-      return (xcr0 & kXcr0Amx) == kXcr0Amx;
-    default:
-      return true;
-  }
+  const unsigned long long need = kXcr0ForLevel[static_cast<int>(level)];
+  return (xcr0 & need) == need;
 }
 
 std::string Brand() {
@@ -75,12 +65,12 @@ std::vector<std::pair<std::string, std::string>>& Libraries() {
 extern const int kCompiledIsaLevel = static_cast<int>(CompiledLevel());
 
 const char* IsaLevelName(IsaLevel level) {
-  return kNames[static_cast<int>(level)];
+  return kIsaLevelNames[static_cast<int>(level)];
 }
 
 std::optional<IsaLevel> ParseIsaLevel(std::string_view name) {
-  for (int i = 0; i < static_cast<int>(std::size(kNames)); ++i)
-    if (name == kNames[i]) return static_cast<IsaLevel>(i);
+  for (int i = 0; i < static_cast<int>(std::size(kIsaLevelNames)); ++i)
+    if (name == kIsaLevelNames[i]) return static_cast<IsaLevel>(i);
   if (name == "x86-64-v3") return IsaLevel::kAvx2;
   if (name == "x86-64-v4") return IsaLevel::kAvx512;
   return std::nullopt;

@@ -50,9 +50,13 @@ inline constexpr Feature kExtras[] = {
     {"avx512_fp16", 7, 0, 3, 23, IsaLevel::kAvx512},
 };
 
-// XCR0 bits a level needs the OS to save: SSE and AVX state; + opmask,
-// ZMM_Hi256, Hi16_ZMM; + XTILECFG, XTILEDATA.
-inline constexpr unsigned long long kXcr0Avx = 0x6, kXcr0Avx512 = 0xe6, kXcr0Amx = 0x600e6;
+// The levels' names, by IsaLevel (IsaLevelName reads them; the guard, which
+// may not call code compiled for the build's level, reads the data).
+inline constexpr const char* kIsaLevelNames[] = {"x86-64", "x86-64-v2", "avx2", "avx512", "amx"};
+
+// XCR0 bits each level needs the OS to save, by IsaLevel: none; none; SSE
+// and AVX state; + opmask, ZMM_Hi256, Hi16_ZMM; + XTILECFG, XTILEDATA.
+inline constexpr unsigned long long kXcr0ForLevel[] = {0, 0, 0x6, 0xe6, 0x600e6};
 
 // Whether cpuid reports feature f on this CPU.
 bool CpuHasFeature(const Feature& f);

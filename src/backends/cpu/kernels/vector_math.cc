@@ -6,7 +6,7 @@
 #include "backends/cpu/kernels/vector_math_impl.h"
 #include "backends/cpu/kernels/vector_math_table.h"
 
-TILLER_VECTOR_MATH_TABLE(isa_base, simd::kIsaName)
+TILLER_VECTOR_MATH_TABLE(isa_base)
 
 namespace tiller::cpu {
 namespace {

@@ -6,4 +6,4 @@
 #include "backends/cpu/kernels/vector_math_impl.h"
 #include "backends/cpu/kernels/vector_math_table.h"
 
-TILLER_VECTOR_MATH_TABLE(isa_avx512, simd::kIsaName)
+TILLER_VECTOR_MATH_TABLE(isa_avx512)

@@ -8,7 +8,6 @@
 namespace tiller::cpu {
 
 struct VectorMath {
-  const char* isa;  // the level its copy is compiled for (core/cpu_isa.h's names)
   void (*exp)(const float*, float*, int64_t);
   void (*tanh)(const float*, float*, int64_t);
   void (*sigmoid)(const float*, float*, int64_t);
@@ -30,14 +29,14 @@ struct VectorMath {
 // The table of the TU that includes vector_math_impl.h with
 // its copy's namespace (TILLER_ISA_COPY), built from its functions (constant: no code runs
 // to make it).
-#define TILLER_VECTOR_MATH_TABLE(ns, isa_name)                                                \
-  namespace tiller::cpu::ns {                                                                 \
-  extern const VectorMath kVectorMath;                                                        \
-  const VectorMath kVectorMath{isa_name,    &VExp,         &VTanh,        &VSigmoid,          \
-                               &VErf,       &VGelu,        &VGeluTanh,    &VSwish,            \
-                               &RowSum,     &RowMax,       &RowSumSqDiff, &RowExpSum,         \
-                               &VGeluGrad,  &FloatsToBF16, &BF16ToFloats, kVectorInterleave3, \
-                               &Interleave3};                                                 \
+#define TILLER_VECTOR_MATH_TABLE(ns)                                             \
+  namespace tiller::cpu::ns {                                                    \
+  extern const VectorMath kVectorMath;                                           \
+  const VectorMath kVectorMath{                                                  \
+      &VExp,       &VTanh,     &VSigmoid,     &VErf,         &VGelu,             \
+      &VGeluTanh,  &VSwish,    &RowSum,       &RowMax,       &RowSumSqDiff,      \
+      &RowExpSum,  &VGeluGrad, &FloatsToBF16, &BF16ToFloats, kVectorInterleave3, \
+      &Interleave3};                                                             \
   }
 
 namespace isa_base {
