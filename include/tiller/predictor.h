@@ -248,6 +248,30 @@ class Config {
   // shows as gaps. "" (default): off.
   void EnableTrace(const std::string& path) { trace_path_ = path; }
   const std::string& trace_path() const { return trace_path_; }
+  // Tiller's own, for serving (Paddle Inference has no such setting): at
+  // creation the predictor compiles for these input shapes and runs `runs`
+  // times on zeros, so that the first request pays neither the compile nor
+  // the first touch of its memory. An input missing from `shapes` takes its
+  // declared dims with a dynamic first dim as 1 (the batch); any other
+  // dynamic dim left is an error at creation naming the input. The inputs a
+  // caller sets are untouched: a Run() still needs every one. runs 0
+  // (default): no warm-up. Throws for runs < 0; with EnableIpu creation
+  // refuses it (the IPU mode compiles per replica at its first Run()).
+  void EnableWarmup(const std::map<std::string, std::vector<int64_t>>& shapes = {}, int runs = 1);
+  int warmup_runs() const { return warmup_runs_; }
+  const std::map<std::string, std::vector<int64_t>>& warmup_shapes() const {
+    return warmup_shapes_;
+  }
+  // Tiller's own, for serving (ONNX Runtime's allow_spinning, Intel
+  // OpenMP's KMP_BLOCKTIME): how long a CPU device's threads keep spinning
+  // after a run before they sleep, so that a request after an idle gap does
+  // not wait for them to wake (MobileNetV3 at batch 1: 2.9 ms back to back,
+  // 10-16 ms after 50-200 ms asleep). Spinning yields the CPU to any thread
+  // with work. -1 (default): 100 ms for a predictor with one device, 0 for
+  // more; 0: sleep at once; at most 10000. The environment's
+  // TILLER_KEEP_WARM_MS, when set, overrides it.
+  void SetCpuKeepWarmMs(int ms);
+  int cpu_keep_warm_ms() const { return keep_warm_ms_; }
   // Tiller's own (Paddle's IPU compilation_progress_logger): called while
   // the predictor compiles for a set of input shapes (at creation when
   // they are all static, else at the first Run for them) with
@@ -335,6 +359,9 @@ class Config {
   std::string trace_path_;
   std::function<void(int, int)> progress_logger_;
   int progress_total_ = 100;
+  std::map<std::string, std::vector<int64_t>> warmup_shapes_;
+  int warmup_runs_ = 0;
+  int keep_warm_ms_ = -1;
   // The group the training session and the planner share
   // (tiller/option_groups.h); inference reads its compute type.
   PrecisionSettings precision_;

@@ -257,6 +257,20 @@ PYBIND11_MODULE(_tiller, m) {
       .def("set_cpu_math_library_num_threads", &Config::SetCpuMathLibraryNumThreads,
            py::arg("cpu_math_library_num_threads"))
       .def("cpu_math_library_num_threads", &Config::cpu_math_library_num_threads)
+      .def("enable_warmup", &Config::EnableWarmup,
+           py::arg("shapes") = std::map<std::string, std::vector<int64_t>>{}, py::arg("runs") = 1,
+           "Tiller's own, for serving: at creation compile for these input shapes ({name: "
+           "[dims]}; an input not named takes its declared dims, a dynamic first dim as 1) and "
+           "run `runs` times on zeros, so the first request pays no compile. Inputs set later "
+           "are untouched.")
+      .def("warmup_runs", &Config::warmup_runs)
+      .def("warmup_shapes", &Config::warmup_shapes)
+      .def("set_cpu_keep_warm_ms", &Config::SetCpuKeepWarmMs, py::arg("ms"),
+           "Tiller's own, for serving: how long the CPU threads spin (yielding) after a run "
+           "before they sleep, so a request after an idle gap does not wait for them to wake. "
+           "-1 (default): 100 ms with one device, else 0; 0: sleep at once; at most 10000. "
+           "TILLER_KEEP_WARM_MS overrides it.")
+      .def("cpu_keep_warm_ms", &Config::cpu_keep_warm_ms)
       .def("load_custom_op_library", &Config::LoadCustomOpLibrary, py::arg("path"))
       .def("disable_gpu", &Config::DisableGpu)
       .def("switch_ir_optim", &Config::SwitchIrOptim, py::arg("x") = true)

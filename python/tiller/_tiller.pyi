@@ -77,6 +77,8 @@ class Config:
         """
         shape range files tune TensorRT's dynamic shapes, which Tiller does not use: it compiles once per set of input shapes
         """
+    def cpu_keep_warm_ms(self) -> int:
+        ...
     def cpu_math_library_num_threads(self) -> int:
         ...
     def delete_pass(self, pass_name: str) -> None:
@@ -239,6 +241,10 @@ class Config:
         """
         The GPU device_id first, the CPU for what the CUDA backend lacks (first supported); precision_mode as set_precision takes it
         """
+    def enable_warmup(self, shapes: dict[str, list[int]] = {}, runs: int = 1) -> None:
+        """
+        Tiller's own, for serving: at creation compile for these input shapes ({name: [dims]}; an input not named takes its declared dims, a dynamic first dim as 1) and run `runs` times on zeros, so the first request pays no compile. Inputs set later are untouched.
+        """
     def enable_xpu(self, l3_size: int = 16776192, l3_locked: bool = False, conv_autotune: bool = False, conv_autotune_file: str = '', transformer_encoder_precision: str = 'int16', transformer_encoder_adaptive_seqlen: bool = False, enable_multi_stream: bool = False) -> None:
         """
         Raises: no XPU backend
@@ -344,6 +350,10 @@ class Config:
     def set_compile_progress_logger(self, logger: typing.Any, total: int = 100) -> None:
         """
         Tiller's own (Paddle's IPU compilation_progress_logger): logger(progress, total) is called while the predictor compiles, from 0 to total; None: none.
+        """
+    def set_cpu_keep_warm_ms(self, ms: int) -> None:
+        """
+        Tiller's own, for serving: how long the CPU threads spin (yielding) after a run before they sleep, so a request after an idle gap does not wait for them to wake. -1 (default): 100 ms with one device, else 0; 0: sleep at once; at most 10000. TILLER_KEEP_WARM_MS overrides it.
         """
     def set_cpu_math_library_num_threads(self, cpu_math_library_num_threads: int) -> None:
         ...
@@ -516,6 +526,10 @@ class Config:
         No effect: Tiller keeps no optimized model on disk
         """
     def use_xpu(self) -> bool:
+        ...
+    def warmup_runs(self) -> int:
+        ...
+    def warmup_shapes(self) -> dict[str, list[int]]:
         ...
     def winograd(self) -> bool:
         ...

@@ -255,6 +255,9 @@ std::string Config::Summary() const {
   }
   rows.emplace_back("", "");
   rows.emplace_back("cpu_math_thread", std::to_string(threads_));
+  rows.emplace_back("cpu_keep_warm_ms", keep_warm_ms_ < 0 ? "default (100 with one device, else 0)"
+                                                          : std::to_string(keep_warm_ms_));
+  if (warmup_runs_ > 0) rows.emplace_back("warmup_runs", std::to_string(warmup_runs_));
   rows.emplace_back("enable_mkldnn", "true (always: oneDNN kernels)");
   rows.emplace_back("precision", precision_.compute);
   std::string devices;
@@ -321,6 +324,29 @@ void Config::SetCompileProgressLogger(std::function<void(int, int)> logger, int 
          total);
   progress_logger_ = std::move(logger);
   progress_total_ = total;
+}
+
+void Config::EnableWarmup(const std::map<std::string, std::vector<int64_t>>& shapes, int runs) {
+  if (runs < 0) Fail(ErrorKind::kInvalidArgument, "EnableWarmup: runs must be >= 0, got {}", runs);
+  for (const auto& [name, dims] : shapes) {
+    for (int64_t d : dims) {
+      if (d < 1)
+        Fail(ErrorKind::kInvalidArgument,
+             "EnableWarmup: input '{}' shape [{}]: every dim must be >= 1", name,
+             fmt::join(dims, ", "));
+    }
+  }
+  warmup_shapes_ = shapes;
+  warmup_runs_ = runs;
+}
+
+void Config::SetCpuKeepWarmMs(int ms) {
+  if (ms < -1 || ms > 10000)
+    Fail(ErrorKind::kInvalidArgument,
+         "SetCpuKeepWarmMs({}): expected milliseconds from 0 (off) to 10000, or -1 for the "
+         "default (100 for a predictor with one device, else 0)",
+         ms);
+  keep_warm_ms_ = ms;
 }
 
 }  // namespace tiller::inference

@@ -86,11 +86,15 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
   // CPU devices share the math-library thread setting. One device runs a
   // whole inference by itself: its team may shrink under contention, and
   // it serves requests that come after idle gaps, so its threads stay
-  // awake for kServingKeepWarmMs after each (cpu_backend.h's keep-warm).
+  // awake for kServingKeepWarmMs after each (cpu_backend.h's keep-warm),
+  // unless Config::SetCpuKeepWarmMs says otherwise.
   const bool alone = c.devices().size() == 1;
+  const int keep_warm = c.cpu_keep_warm_ms() >= 0 ? c.cpu_keep_warm_ms()
+                        : alone                   ? kServingKeepWarmMs
+                                                  : 0;
   for (const std::string& name : c.devices()) {
     o.devices.push_back(runtime::DeviceSpecOf(name, c.cpu_math_library_num_threads(), alone));
-    if (alone) o.devices.back().keep_warm_ms = kServingKeepWarmMs;
+    o.devices.back().keep_warm_ms = keep_warm;
   }
   o.placement = c.placement() == "first_supported" ? compile::PlacementPolicy::kFirstSupported
                                                    : compile::PlacementPolicy::kByShard;
@@ -254,6 +258,68 @@ struct Predictor::Impl {
     });
   }
 
+  // Config::EnableWarmup: compiles for the warm-up shapes and runs on zeros
+  // in the executable's own input buffers, so the caller's inputs (feeds)
+  // stay as they were: unset until set.
+  void WarmUp() {
+    const int runs = config.warmup_runs();
+    if (runs == 0) return;
+    if (config.ipu().enabled)
+      Fail(ErrorKind::kInvalidArgument,
+           "EnableWarmup: not with EnableIpu (the IPU mode compiles per replica and micro-batch "
+           "at its first Run)");
+    const auto& given = config.warmup_shapes();
+    std::string names;
+    for (size_t i = 0; i < feeds->size(); ++i)
+      names += (names.empty() ? "" : ", ") + feeds->decl(i).name;
+    for (const auto& [name, dims] : given) {
+      bool known = false;
+      for (size_t i = 0; i < feeds->size() && !known; ++i) known = feeds->decl(i).name == name;
+      if (!known)
+        Fail(ErrorKind::kNotFound, "EnableWarmup: the model has no input named '{}' (inputs: {})",
+             name, names);
+    }
+    std::vector<Shape> shapes;
+    for (size_t i = 0; i < feeds->size(); ++i) {
+      const FeedDecl& decl = feeds->decl(i);
+      auto it = given.find(decl.name);
+      if (it != given.end()) {
+        const Shape& s = it->second;
+        bool fits = decl.dims.empty() || s.size() == decl.dims.size();
+        for (size_t k = 0; fits && k < decl.dims.size(); ++k)
+          fits = decl.dims[k] < 0 || decl.dims[k] == s[k];
+        if (!fits)
+          Fail(ErrorKind::kInvalidArgument,
+               "EnableWarmup: input '{}' is declared {}, the warm-up shape {} does not fit it",
+               decl.name, ShapeToString(decl.dims), ShapeToString(s));
+        shapes.push_back(s);
+        continue;
+      }
+      if (decl.dims.empty())
+        Fail(ErrorKind::kInvalidArgument,
+             "EnableWarmup: input '{}' has no declared shape: give its warm-up shape", decl.name);
+      Shape s = decl.dims;
+      for (size_t k = 0; k < s.size(); ++k) {
+        if (s[k] >= 0) continue;
+        if (k > 0)
+          Fail(ErrorKind::kInvalidArgument,
+               "EnableWarmup: input '{}' is declared {}: give its warm-up shape (only a dynamic "
+               "first dim defaults, to 1)",
+               decl.name, ShapeToString(decl.dims));
+        s[k] = 1;
+      }
+      shapes.push_back(std::move(s));
+    }
+    compile::Executable& exe = *CompileFor(shapes).exe;
+    for (int r = 0; r < runs; ++r) {
+      for (size_t i = 0; i < feeds->size(); ++i) {
+        const auto& in = exe.inputs()[i];
+        std::memset(in.data, 0, in.type.bytes());
+      }
+      exe.Run();
+    }
+  }
+
   // Translation runs per set of input shapes, but an op Tiller cannot run
   // (an attribute value, a dtype) must fail at creation, as Paddle Inference
   // does. So the model is translated once here with the declared shapes:
@@ -323,6 +389,7 @@ Predictor::Predictor(const Config& config) : impl_(std::make_unique<Impl>()) {
   }
   impl_->MakeFeeds(std::move(decls));
   impl_->CheckAtLoad();
+  impl_->WarmUp();
 }
 
 Predictor::Predictor(const Predictor& original, CloneTag) : impl_(std::make_unique<Impl>()) {
@@ -338,6 +405,7 @@ Predictor::Predictor(const Predictor& original, CloneTag) : impl_(std::make_uniq
   for (size_t i = 0; i < o.feeds->size(); ++i) decls.push_back(o.feeds->decl(i));
   impl_->MakeFeeds(std::move(decls));
   impl_->CheckAtLoad();
+  impl_->WarmUp();
 }
 
 std::unique_ptr<Predictor> Predictor::Clone() const {

@@ -337,8 +337,10 @@ TEST(CpuDevice, IdleTeamsAreReleasedOnlyWhileTheTeamsOversubscribeTheCpus) {
   EXPECT_GE(cpu::WorkerStream::PooledThreads(), cpus - 1);
 }
 
-// TILLER_KEEP_WARM_MS: after its queue runs empty a worker keeps its team
-// spinning for that long (the process uses CPU time), an item submitted
+// TILLER_KEEP_WARM_MS: after its queue runs empty following a run
+// (SubmitWithThreads; not after kernel building, Submit, which comes while
+// the caller compiles) a worker keeps its team spinning for that long (the
+// process uses CPU time), an item submitted
 // meanwhile starts at once, the spin ends by itself after the window (the
 // process is quiet again) and when the device goes; a value that is no
 // number of milliseconds is refused when the device is made.
@@ -357,14 +359,20 @@ TEST(CpuDevice, AKeptWarmTeamSpinsForItsWindowOnlyAndTakesWorkAtOnce) {
   auto dev = cpu->CreateDevice(0, {2, 0});
   unsetenv("TILLER_KEEP_WARM_MS");
   std::atomic<int> ran{0};
+  // Kernel building: no spin after it.
   dev->stream().Submit([&] { ++ran; });
+  dev->stream().Synchronize();
+  const double cpu_build = cpu_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_LT(cpu_ms() - cpu_build, 20.0) << "spinning after kernel building";
+  dev->stream().SubmitWithThreads([&] { ++ran; }, 2);
   dev->stream().Synchronize();
   // Within the window: spinning (CPU time goes by) and work starts at once.
   const double cpu0 = cpu_ms();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_GT(cpu_ms() - cpu0, 20.0) << "no spin within the window";
   const auto t0 = Clock::now();
-  dev->stream().Submit([&] { ++ran; });
+  dev->stream().SubmitWithThreads([&] { ++ran; }, 2);
   dev->stream().Synchronize();
   EXPECT_LT(ms_since(t0), 100.0) << "the item waited for the window's end";
   // After the window (300 ms from that item): quiet.
@@ -373,12 +381,12 @@ TEST(CpuDevice, AKeptWarmTeamSpinsForItsWindowOnlyAndTakesWorkAtOnce) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_LT(cpu_ms() - cpu1, 40.0) << "still spinning after the window";
   // A device destroyed while it spins stops at once.
-  dev->stream().Submit([&] { ++ran; });
+  dev->stream().SubmitWithThreads([&] { ++ran; }, 2);
   dev->stream().Synchronize();
   const auto t1 = Clock::now();
   dev.reset();
   EXPECT_LT(ms_since(t1), 150.0);
-  EXPECT_EQ(ran.load(), 3);
+  EXPECT_EQ(ran.load(), 4);
   setenv("TILLER_KEEP_WARM_MS", "soon", 1);
   try {
     cpu->CreateDevice(0, {2, 0});

@@ -1,7 +1,8 @@
 """A predictor's threads stay awake for a bounded time after each run (issue
 46): its device keeps its team spinning for 100 ms (cpu_backend.h's
 keep-warm), so a request after an idle gap does not wait for them to wake,
-then lets them sleep; TILLER_KEEP_WARM_MS sets the window (0: off). Told by
+then lets them sleep; Config.set_cpu_keep_warm_ms and TILLER_KEEP_WARM_MS
+(which overrides it) set the window (0: off). Told by
 the process's CPU time while the caller sleeps: spinning threads use it,
 sleeping ones do not. Each case runs in a fresh process, so no other test's
 threads count."""
@@ -21,6 +22,8 @@ import sys, time, numpy as np
 import tiller.inference as ti
 config = ti.Config(sys.argv[1])
 config.set_cpu_math_library_num_threads(2)
+if len(sys.argv) > 2:
+    config.set_cpu_keep_warm_ms(int(sys.argv[2]))
 p = ti.create_predictor(config)
 feeds = [np.ones([d if d > 0 else 1 for d in p.get_input_shape(n)], np.int64)
          for n in p.get_input_names()]
@@ -37,13 +40,15 @@ print(early, late)
 """
 
 
-def _probe(model_dir: Path, keep_warm: str | None) -> tuple[float, float]:
+def _probe(model_dir: Path, keep_warm: str | None,
+           config_ms: int | None = None) -> tuple[float, float]:
     env = {k: v for k, v in os.environ.items() if k != "TILLER_KEEP_WARM_MS"}
     if keep_warm is not None:
         env["TILLER_KEEP_WARM_MS"] = keep_warm
     env["PYTHONPATH"] = str(REPO / "python")
-    r = subprocess.run([sys.executable, "-c", PROBE, str(model_dir)], capture_output=True,
-                       text=True, env=env, timeout=300)
+    args = [str(model_dir)] + ([] if config_ms is None else [str(config_ms)])
+    r = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
+                       env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     early, late = map(float, r.stdout.split()[-2:])
     return early, late
@@ -75,3 +80,33 @@ def test_tiller_keep_warm_ms_must_be_milliseconds(bert):
                        env=env, timeout=300)
     assert r.returncode != 0
     assert "TILLER_KEEP_WARM_MS=fast: expected milliseconds from 0 (off) to 10000" in r.stderr
+
+
+def test_config_set_cpu_keep_warm_ms_sets_the_window(bert):
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one CPU: a 2-thread team oversubscribes it and does not spin")
+    early, late = _probe(bert, None, config_ms=0)
+    assert early < 10.0 and late < 10.0, (early, late)
+    # 1000 ms: still spinning at 350-450 ms after the run, where the
+    # default 100 ms window has long closed (the first test).
+    early, late = _probe(bert, None, config_ms=1000)
+    assert early > 10.0 and late > 10.0, (early, late)
+
+
+def test_the_environment_overrides_the_config(bert):
+    early, late = _probe(bert, "0", config_ms=1000)
+    assert early < 10.0 and late < 10.0, (early, late)
+
+
+def test_config_set_cpu_keep_warm_ms_refuses_what_is_not_a_window():
+    import tiller.inference as ti
+
+    config = ti.Config()
+    for bad in (-2, 10001):
+        with pytest.raises(ti.TillerError, match=r"SetCpuKeepWarmMs\(.*\): expected milliseconds "
+                                                 r"from 0 \(off\) to 10000"):
+            config.set_cpu_keep_warm_ms(bad)
+    assert config.cpu_keep_warm_ms() == -1
+    config.set_cpu_keep_warm_ms(250)
+    assert config.cpu_keep_warm_ms() == 250
+    assert "cpu_keep_warm_ms" in config.summary() and "250" in config.summary()

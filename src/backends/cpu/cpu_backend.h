@@ -49,10 +49,11 @@ namespace tiller::cpu {
 // kSkipHalvingAfterNoGain items keep the full team.
 // TILLER_ADAPTIVE_THREADS=0 turns it off.
 //
-// Keeping warm: a worker whose queue runs empty keeps itself and its pool
-// threads spinning (one parallel region of pause loops that yield the CPU
-// every 64 pauses, so that a thread with work - the caller's, another
-// process's - gets it) for keep_warm_ (DeviceOptions::keep_warm_ms: a lone
+// Keeping warm: a worker whose queue runs empty after a run (not after
+// kernel building) keeps itself and its pool threads spinning (one
+// parallel region of pause loops that yield the CPU every 64 pauses, so
+// that a thread with work - the caller's, another process's - gets it)
+// for keep_warm_ (DeviceOptions::keep_warm_ms: a lone
 // predictor's device 100 ms, others 0; TILLER_KEEP_WARM_MS overrides both),
 // unless the process's teams oversubscribe the CPUs. Threads asleep in the
 // kernel made every request after an idle gap slow, not only its first
