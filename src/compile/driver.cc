@@ -320,6 +320,11 @@ ir::Graph::Folder Compiler::folder() {
 CompiledStep Compiler::Compile(StepSource& source, const StateStorage& states,
                                const ShardStorage& shards) {
   HostMemoryScope budget("");
+  // The freed mappings this compile left for reuse (packed weights took the
+  // pages of the loaded ones they replaced) go back when it ends.
+  struct ReleaseKeptMappings {
+    ~ReleaseKeptMappings() { AlignedBuffer::ReleaseCachedMappings(); }
+  } release_kept_mappings;
   CompiledStep step;
   CompileReport& report = step.report;
   passes::PassContext ctx = PipelineContext(devices_, false);

@@ -39,7 +39,13 @@ class AlignedBuffer {
   // touched, and on transparent huge pages where the system allows them on
   // request: loading BERT-Base's 420 MB of weights took ~100k page faults
   // of 4 KiB, most of the load time on a VM.
+  // Freed mappings (of buffers from a few MiB) are kept, up to 64 MiB, for
+  // the next Resize of about their size, where their pages are rewritten
+  // rather than faulted in fresh (aligned_buffer.cc says why).
   void Resize(size_t bytes);
+  // Unmaps the freed mappings kept for reuse: a compile calls it when it has
+  // allocated what it needs, so an idle process holds none.
+  static void ReleaseCachedMappings();
   std::byte* data() { return data_; }
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
