@@ -213,11 +213,15 @@ TEST(CpuKernelLinearBlockSparse, EqualsTheDenseMathWithBiasResidualAndActivation
   // 1x8 blocks at k = 6000: a transposed 12-row tile is 288 KB, one tile
   // per row group, so the threads transpose five row groups, each its own
   // (with 2 or more threads: this test's product is over the parallel
-  // threshold).
+  // threshold). With 512-bit vectors 1x8 tiles are 32 rows (16 where m <=
+  // 16): m = 64 and 16 are whole tiles, transposed as 8 x 8 squares with an
+  // element-wise tail past k's last multiple of 8 (k = 44, 20).
   for (const Case& c : {Case{16, 16, 13, 32, 48, "relu"}, Case{16, 16, 6, 48, 16, ""},
                         Case{1, 8, 25, 7, 24, "gelu"}, Case{1, 8, 12, 16, 8, "tanh"},
                         Case{1, 8, 50, 6000, 16, "relu"}, Case{16, 16, 7, 320, 32, ""},
-                        Case{8, 1, 13, 64, 5, "gelu"}, Case{8, 1, 30, 40, 17, ""}}) {
+                        Case{1, 8, 64, 44, 24, "relu"}, Case{1, 8, 16, 20, 16, ""},
+                        Case{16, 16, 30, 64, 32, "gelu"}, Case{8, 1, 13, 64, 5, "gelu"},
+                        Case{8, 1, 30, 40, 17, ""}}) {
     std::vector<float> w = BlockSparse(c.k, c.n, c.bk, c.bn, 0.7);
     std::vector<float> x = RandF(c.m * c.k), b = RandF(c.n), res = RandF(c.m * c.n);
     if (c.k > 512) {
