@@ -255,13 +255,13 @@ void ColumnTile(const Packed& p, const float* x, const float* bias, const float*
     if (b + kPrefetchBlocks < end) {
       const float* ahead = x + p.row_block[b + kPrefetchBlocks] * kR;
 #pragma GCC unroll 4
-      for (int v = 0; v < kV; ++v) __builtin_prefetch(ahead + v * 16);
+      for (int v = 0; v < kV; ++v) __builtin_prefetch(ahead + v * int64_t{16});
     }
     const float* w = p.values + b * kLane;
     const float* xk = x + p.row_block[b] * kR;
     V16 xv[kV];
 #pragma GCC unroll 4
-    for (int v = 0; v < kV; ++v) xv[v] = *reinterpret_cast<const V16u*>(xk + v * 16);
+    for (int v = 0; v < kV; ++v) xv[v] = *reinterpret_cast<const V16u*>(xk + v * int64_t{16});
 #pragma GCC unroll 8
     for (int c = 0; c < kLane; ++c) {
       const float wc = w[c];
@@ -302,7 +302,7 @@ void WideTile(const Packed& p, const float* x, const float* bias, const float* r
     const int64_t k0 = p.row_block[b] * kCols;
 #pragma GCC unroll 4
     for (int kk = 0; kk < kCols; ++kk) {
-      const V16 wv = *reinterpret_cast<const V16u*>(w + kk * kCols);
+      const V16 wv = *reinterpret_cast<const V16u*>(w + kk * int64_t{kCols});
 #pragma GCC unroll 32
       for (int r = 0; r < kR; ++r) acc[r] += xr[r][k0 + kk] * wv;
     }
