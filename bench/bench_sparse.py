@@ -39,7 +39,7 @@ once, and each touched row's parameter and Adagrad moment read and written
 
     .venv/bin/python bench/bench_sparse.py [--table-gb 1.0] [--dim 16]
         [--batch 2048] [--warmup 2] [--iters 10] [--threads 2]
-        [--engines paddle,tiller,tiller-dense,torch]
+        [--engines paddle,tiller,tiller-dense,torch] [--trace-dir DIR]
 
 Scaling over devices (the issue's "two devices >= 1.6x one device"):
     --engines tiller-1x1,tiller-2x1,tiller-2x1-rows,tiller-mpi2-rows
@@ -73,6 +73,10 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--engines", default="paddle,tiller,tiller-dense,torch")
+    ap.add_argument("--trace-dir", default="",
+                    help="write each Tiller engine's steps as a Chrome / Perfetto trace, "
+                         "DIR/ENGINE.json (the trace_path option: a lane per device and per "
+                         "collective; tracing slows the steps)")
     ap.add_argument("--engine", help=argparse.SUPPRESS)  # a child's engine
     ap.add_argument("--out", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
@@ -179,6 +183,8 @@ def run_paddle_or_tiller(args, cfg) -> dict:
             options["shard_embedding_rows"] = True
         # tiller-cap1g: the device's capacity 1 GB (device_profile): tables
         # that do not fit stay in host memory, their touched rows streamed.
+        if args.trace_dir:
+            options["trace_path"] = str(Path(args.trace_dir) / f"{args.engine}.json")
         if args.engine == "tiller-cap1g":
             options["device_profile"] = "cpu:1GB"
         strategy.set_options(options)
@@ -311,7 +317,8 @@ def main():
         cmd = [python, __file__, "--engine", engine, "--out", str(out),
                "--table-gb", str(args.table_gb), "--dim", str(args.dim),
                "--batch", str(args.batch), "--warmup", str(args.warmup),
-               "--iters", str(args.iters), "--threads", str(args.threads), "--lr", str(args.lr)]
+               "--iters", str(args.iters), "--threads", str(args.threads), "--lr", str(args.lr),
+               "--trace-dir", args.trace_dir]
         if engine.startswith("tiller-mpi"):
             cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
                    engine.split("-")[1][3:]] + cmd
