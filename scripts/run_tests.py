@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # The C++ tests run under QEMU's Haswell (about 30 s there).
 QEMU_TESTS = ("CpuKernelSoftmax.*:CpuKernelNorm.*:CpuKernelReduce.*:CpuKernelUnary.*:"
-              "CpuKernelShape.*:CpuKernelQuantize.*:CpuIsa.*")
+              "CpuKernelShape.*:CpuKernelQuantize.*:CpuKernelLinearBlockSparse.*:CpuIsa.*")
 
 
 def junit_counts(path: Path) -> tuple[int, int, int]:
