@@ -346,67 +346,61 @@ Tiling TilingFor(int64_t bk, int64_t bn, int64_t m) {
   return {};
 }
 
-// x's rows r0[0..8) .. r11[0..8) (a 12-row tile, 8 columns from k0)
-// transposed into dst[kk * 12 + r], kk < 8: the rows' 8 x 8 and 4 x 8
-// corners by unpack and shuffle, as the AVX2 8 x 8 transpose does.
-inline void Transpose12x8(const float* src, int64_t k, float* dst) {
-  typedef float V4 __attribute__((vector_size(16)));
-  typedef float V4u __attribute__((vector_size(16), aligned(4)));
-  V8 r[12];
-  for (int64_t i = 0; i < 12; ++i) r[i] = *reinterpret_cast<const V8u*>(src + i * k);
-  auto lo = [](V8 a, V8 b) { return __builtin_shufflevector(a, b, 0, 8, 1, 9, 4, 12, 5, 13); };
-  auto hi = [](V8 a, V8 b) { return __builtin_shufflevector(a, b, 2, 10, 3, 11, 6, 14, 7, 15); };
-  auto even = [](V8 a, V8 b) { return __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13); };
-  auto odd = [](V8 a, V8 b) { return __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15); };
-  V8 t[12], u[12];
-  for (int64_t i = 0; i < 12; i += 2) {
-    t[i] = lo(r[i], r[i + 1]);
-    t[i + 1] = hi(r[i], r[i + 1]);
-  }
-  // u[4q + c]: rows 4q..4q+3 of columns c and c + 4.
-  for (int64_t q = 0; q < 3; ++q) {
-    u[4 * q + 0] = even(t[4 * q], t[4 * q + 2]);
-    u[4 * q + 1] = odd(t[4 * q], t[4 * q + 2]);
-    u[4 * q + 2] = even(t[4 * q + 1], t[4 * q + 3]);
-    u[4 * q + 3] = odd(t[4 * q + 1], t[4 * q + 3]);
-  }
-  for (int64_t c = 0; c < 4; ++c) {
-    *reinterpret_cast<V8u*>(dst + c * 12) =
-        __builtin_shufflevector(u[c], u[4 + c], 0, 1, 2, 3, 8, 9, 10, 11);
-    *reinterpret_cast<V8u*>(dst + (c + 4) * 12) =
-        __builtin_shufflevector(u[c], u[4 + c], 4, 5, 6, 7, 12, 13, 14, 15);
-    *reinterpret_cast<V4u*>(dst + c * 12 + 8) =
-        V4{u[8 + c][0], u[8 + c][1], u[8 + c][2], u[8 + c][3]};
-    *reinterpret_cast<V4u*>(dst + (c + 4) * 12 + 8) =
-        V4{u[8 + c][4], u[8 + c][5], u[8 + c][6], u[8 + c][7]};
-  }
+// The AVX2 8 x 8 transpose's steps on pairs of rows: interleave the pairs
+// (Lo, Hi), then pairs of pairs (Even, Odd); a 128-bit half of each result
+// holds four rows of one column.
+inline V8 Lo(V8 a, V8 b) {
+  return __builtin_shufflevector(a, b, 0, 8, 1, 9, 4, 12, 5, 13);
+}
+inline V8 Hi(V8 a, V8 b) {
+  return __builtin_shufflevector(a, b, 2, 10, 3, 11, 6, 14, 7, 15);
+}
+inline V8 Even(V8 a, V8 b) {
+  return __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13);
+}
+inline V8 Odd(V8 a, V8 b) {
+  return __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15);
+}
+
+// Four rows of 8 floats from src (rows k apart): u[c] holds column c's four
+// values in its low half and column c + 4's in its high half.
+inline void FourRows(const float* src, int64_t k, V8 u[4]) {
+  const V8 r0 = *reinterpret_cast<const V8u*>(src), r1 = *reinterpret_cast<const V8u*>(src + k),
+           r2 = *reinterpret_cast<const V8u*>(src + 2 * k),
+           r3 = *reinterpret_cast<const V8u*>(src + 3 * k);
+  const V8 t0 = Lo(r0, r1), t1 = Hi(r0, r1), t2 = Lo(r2, r3), t3 = Hi(r2, r3);
+  u[0] = Even(t0, t2);
+  u[1] = Odd(t0, t2);
+  u[2] = Even(t1, t3);
+  u[3] = Odd(t1, t3);
 }
 
 // x's rows r0[0..8) .. r7[0..8) (8 columns from k0) transposed into
-// dst[kk * stride + r], kk < 8: Transpose12x8's first eight rows.
+// dst[kk * stride + r], kk < 8: two FourRows, each column's halves joined.
 inline void Transpose8x8(const float* src, int64_t k, float* dst, int64_t stride) {
-  V8 r[8];
-  for (int64_t i = 0; i < 8; ++i) r[i] = *reinterpret_cast<const V8u*>(src + i * k);
-  auto lo = [](V8 a, V8 b) { return __builtin_shufflevector(a, b, 0, 8, 1, 9, 4, 12, 5, 13); };
-  auto hi = [](V8 a, V8 b) { return __builtin_shufflevector(a, b, 2, 10, 3, 11, 6, 14, 7, 15); };
-  auto even = [](V8 a, V8 b) { return __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13); };
-  auto odd = [](V8 a, V8 b) { return __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15); };
-  V8 t[8], u[8];
-  for (int64_t i = 0; i < 8; i += 2) {
-    t[i] = lo(r[i], r[i + 1]);
-    t[i + 1] = hi(r[i], r[i + 1]);
-  }
-  for (int64_t q = 0; q < 2; ++q) {
-    u[4 * q + 0] = even(t[4 * q], t[4 * q + 2]);
-    u[4 * q + 1] = odd(t[4 * q], t[4 * q + 2]);
-    u[4 * q + 2] = even(t[4 * q + 1], t[4 * q + 3]);
-    u[4 * q + 3] = odd(t[4 * q + 1], t[4 * q + 3]);
-  }
+  V8 a[4], b[4];
+  FourRows(src, k, a);
+  FourRows(src + 4 * k, k, b);
   for (int64_t c = 0; c < 4; ++c) {
     *reinterpret_cast<V8u*>(dst + c * stride) =
-        __builtin_shufflevector(u[c], u[4 + c], 0, 1, 2, 3, 8, 9, 10, 11);
+        __builtin_shufflevector(a[c], b[c], 0, 1, 2, 3, 8, 9, 10, 11);
     *reinterpret_cast<V8u*>(dst + (c + 4) * stride) =
-        __builtin_shufflevector(u[c], u[4 + c], 4, 5, 6, 7, 12, 13, 14, 15);
+        __builtin_shufflevector(a[c], b[c], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
+// x's rows r0[0..8) .. r11[0..8) (a 12-row tile, 8 columns from k0)
+// transposed into dst[kk * 12 + r], kk < 8: the first eight rows as
+// Transpose8x8, the last four's halves stored as they are.
+inline void Transpose12x8(const float* src, int64_t k, float* dst) {
+  typedef float V4u __attribute__((vector_size(16), aligned(4)));
+  typedef float V4 __attribute__((vector_size(16)));
+  Transpose8x8(src, k, dst, 12);
+  V8 u[4];
+  FourRows(src + 8 * k, k, u);
+  for (int64_t c = 0; c < 4; ++c) {
+    *reinterpret_cast<V4u*>(dst + c * 12 + 8) = V4{u[c][0], u[c][1], u[c][2], u[c][3]};
+    *reinterpret_cast<V4u*>(dst + (c + 4) * 12 + 8) = V4{u[c][4], u[c][5], u[c][6], u[c][7]};
   }
 }
 
