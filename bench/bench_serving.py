@@ -191,9 +191,9 @@ def main() -> int:
     out = common.REPO / "build" / "bench" / "zoo"
     print(f"CPU: {common.cpu_description()}", flush=True)
     GFLOP["bert-base"] = common.bert_gflop(12, 768, 3072, 128, 1)
-    rate = common.gemm_gflops(args.threads)
+    gemm_rate = common.gemm_gflops(args.threads)
     print(f"machine fp32 GEMM rate measured now (4096^3 matmul via oneDNN, {args.threads} "
-          f"threads): {rate:.0f} GFLOP/s", flush=True)
+          f"threads): {gemm_rate:.0f} GFLOP/s", flush=True)
     engines = [e for e in args.engines.split(",") if e]
     loads = [float(x) for x in args.loads.split(",")]
     failed = False
@@ -257,8 +257,8 @@ def main() -> int:
                     need = GFLOP[model] / (0.9 * p50 / 1e3)
                     got = GFLOP[model] / (t["service_p50"] / 1e3)
                     print(f"  {'':13} the p50 bound needs runs at {need:.0f} GFLOP/s "
-                          f"({100 * need / rate:.0f}% of the GEMM rate); Tiller's runs: "
-                          f"{got:.0f} GFLOP/s ({100 * got / rate:.0f}%)")
+                          f"({100 * need / gemm_rate:.0f}% of the GEMM rate); Tiller's runs: "
+                          f"{got:.0f} GFLOP/s ({100 * got / gemm_rate:.0f}%)")
         print(f"  cold start (process start to first result, median of {args.cold_runs}), peak RSS:")
         for e, runs in cold.items():
             print(f"    {e:<8}{statistics.median(r['cold_s'] for r in runs):8.2f} s"
