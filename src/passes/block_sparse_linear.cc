@@ -25,12 +25,16 @@ struct BlockShape {
 constexpr BlockShape kShapes[] = {{16, 16}, {1, 8}};
 
 // The share of all-zero blocks of w [k, n] in blocks of s; -1 when the
-// shape does not tile w.
-double ZeroBlocks(const float* w, int64_t k, int64_t n, BlockShape s) {
+// shape does not tile w or the share is below `least` (the scan stops once
+// too many blocks hold a nonzero: a dense weight's after 30% of its
+// blocks, where every weight of every model was read whole at load).
+double ZeroBlocks(const float* w, int64_t k, int64_t n, BlockShape s, double least) {
   if (k % s.rows || n % s.cols) return -1;
-  int64_t zero = 0;
+  int64_t zero = 0, nonzero = 0;
   const int64_t blocks = (k / s.rows) * (n / s.cols);
+  const auto most_nonzero = static_cast<int64_t>((1.0 - least) * static_cast<double>(blocks));
   for (int64_t kb = 0; kb < k / s.rows; ++kb) {
+    if (nonzero > most_nonzero) return -1;
     for (int64_t nb = 0; nb < n / s.cols; ++nb) {
       bool all_zero = true;
       for (int64_t r = 0; r < s.rows && all_zero; ++r) {
@@ -43,6 +47,7 @@ double ZeroBlocks(const float* w, int64_t k, int64_t n, BlockShape s) {
         }
       }
       zero += all_zero;
+      nonzero += !all_zero;
     }
   }
   return static_cast<double>(zero) / static_cast<double>(blocks);
@@ -68,7 +73,7 @@ int BlockSparseLinear(ir::Graph& g) {
     BlockShape best{0, 0};
     double best_zero = kMinZeroBlocks;
     for (const BlockShape& s : kShapes) {
-      const double z = ZeroBlocks(data, k, n, s);
+      const double z = ZeroBlocks(data, k, n, s, best_zero);
       if (z >= best_zero && (best.rows == 0 || z > best_zero)) {
         best = s;
         best_zero = z;

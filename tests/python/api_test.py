@@ -116,6 +116,33 @@ def test_truncated_params(zoo, tmp_path, fmt):
         expect_error(lambda: make(m.model_file, str(params)), str(params), "truncated")
 
 
+def test_a_params_file_past_32_mb_read_by_threads_equals_paddle(tmp_path):
+    """Past 32 MB the records' data is read by a few threads at once, in
+    pieces of at most 8 MiB (frontend/paddle/params_reader.cc): a 34 MB
+    weight in five pieces and the small ones around it give Paddle
+    Inference's outputs (tolerance 1e-5 of the largest output: the same
+    float32 GEMMs, summed in another order). Cut inside the big record, the
+    file is refused as truncated before any data is read."""
+    import paddle
+
+    paddle.seed(3)
+    net = paddle.nn.Sequential(paddle.nn.Linear(2048, 4096), paddle.nn.ReLU(),
+                               paddle.nn.Linear(4096, 64))
+    spec = [paddle.static.InputSpec([None, 2048], "float32", "x")]
+    paddle.jit.save(net, str(tmp_path / "model"), input_spec=spec)
+    params = tmp_path / "model.pdiparams"
+    assert params.stat().st_size > 32 << 20
+    x = np.random.default_rng(3).standard_normal((3, 2048)).astype("float32")
+    (want,) = export.paddle_infer(str(tmp_path), {"x": x}, threads=1).values()
+    (got,) = make(str(tmp_path / "model.json"), str(params)).run([x])
+    scale = np.abs(want).max()
+    assert scale > 1e-3
+    assert np.abs(got - want).max() <= 1e-5 * scale
+    cut = tmp_path / "cut.pdiparams"
+    cut.write_bytes(params.read_bytes()[: 20 << 20])
+    expect_error(lambda: make(str(tmp_path / "model.json"), str(cut)), str(cut), "truncated")
+
+
 def test_trailing_bytes_in_params(bert, tmp_path):
     params = tmp_path / "model.pdiparams"
     params.write_bytes(open(bert.params_file, "rb").read() + b"\0" * 8)

@@ -2,13 +2,19 @@
 // Every length read from the file is checked against the bytes that remain
 // before anything is allocated, so a truncated or garbage file fails with a
 // message naming the record instead of crashing or allocating wildly.
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <system_error>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "framework.pb.h"
@@ -19,6 +25,81 @@ namespace tiller::paddle {
 namespace {
 
 namespace pb = ::paddle::framework::proto;
+
+// A record's data to read: `bytes` at file offset `offset` into `dst`
+// (record `index`, parameter `name`, for messages).
+struct DataRead {
+  std::byte* dst;
+  uint64_t offset;
+  uint64_t bytes;
+  size_t index;
+  std::string name;
+};
+
+// The records' data of `path`, read by up to kReadThreads threads at once
+// in pieces of at most kReadPiece bytes. A load's time is mostly the first
+// touch of the fresh pages the data goes to (the kernel zeroing them and,
+// on a VM, the host backing them), and threads take that in parallel:
+// BERT-Base's predictor took 0.14-0.15 s to create with one thread
+// reading (a 2-CPU Xeon VM; 1.1 s where the host had to back the pages
+// first), 0.09-0.10 s with two.
+constexpr int kReadThreads = 4;
+constexpr uint64_t kReadPiece = uint64_t{8} << 20;
+// Below this a load reads on the caller's thread alone.
+constexpr uint64_t kParallelReadFrom = uint64_t{32} << 20;
+
+void ReadInParallel(const std::string& path, const std::vector<DataRead>& reads) {
+  struct Piece {
+    const DataRead* read;
+    uint64_t begin, bytes;  // within the record's data
+  };
+  std::vector<Piece> pieces;
+  uint64_t total = 0;
+  for (const DataRead& r : reads) {
+    for (uint64_t at = 0; at < r.bytes; at += kReadPiece)
+      pieces.push_back({&r, at, std::min(kReadPiece, r.bytes - at)});
+    total += r.bytes;
+  }
+  if (pieces.empty()) return;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) Fail(ErrorKind::kNotFound, "Paddle params file '{}' not found or not readable", path);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::atomic<const Piece*> failure{nullptr};
+  auto work = [&] {
+    for (size_t i = next++; i < pieces.size() && !failed.load(); i = next++) {
+      const Piece& p = pieces[i];
+      uint64_t done = 0;
+      while (done < p.bytes) {
+        const ssize_t got = pread(fd, p.read->dst + p.begin + done, p.bytes - done,
+                                  static_cast<off_t>(p.read->offset + p.begin + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;  // an error, or the file ended early (it changed since)
+        done += static_cast<uint64_t>(got);
+      }
+      if (done < p.bytes) {
+        const Piece* none = nullptr;
+        failure.compare_exchange_strong(none, &p);
+        failed = true;
+      }
+    }
+  };
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  const int threads =
+      total < kParallelReadFrom
+          ? 1
+          : static_cast<int>(std::min<uint64_t>({kReadThreads, cpus, pieces.size()}));
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+  close(fd);
+  if (const Piece* p = failure.load())
+    Fail(ErrorKind::kDataLoss,
+         "{}: read error in record {} ('{}') while reading its data (bytes {} to {} of the file)",
+         path, p->read->index, p->read->name, p->read->offset + p->begin,
+         p->read->offset + p->begin + p->bytes);
+}
 
 // A TensorDesc is a dtype and a few dims; anything larger is corruption.
 constexpr uint64_t kMaxTensorDescBytes = 1 << 16;
@@ -47,8 +128,11 @@ class RecordReader {
   const std::string& path() const { return path_; }
 
   // Reads one record; `index` and `name` only label messages.
-  // `count` is how many records the caller expects in all.
-  ParamTensor ReadRecord(size_t index, const std::string& name, size_t count) {
+  // `count` is how many records the caller expects in all. With `later`,
+  // the data is not read: its buffer is allocated, the read appended there
+  // (ReadInParallel) and the data skipped.
+  ParamTensor ReadRecord(size_t index, const std::string& name, size_t count,
+                         std::vector<DataRead>* later = nullptr) {
     index_ = index;
     name_ = name;
     if (left() == 0) {
@@ -115,7 +199,12 @@ class RecordReader {
     uint64_t bytes = numel * elem;
     Need(bytes, fmt::format("data of shape {} {}", ShapeToString(t.dims), DTypeName(t.dtype)));
     t.data = std::make_shared<AlignedBuffer>(bytes);
-    if (bytes) ReadInto(t.data->data(), bytes, "data");
+    if (bytes && later) {
+      later->push_back({t.data->data(), pos_, bytes, index, name});
+      Skip(bytes, "data");
+    } else if (bytes) {
+      ReadInto(t.data->data(), bytes, "data");
+    }
     return t;
   }
 
@@ -173,9 +262,12 @@ ParamMap ReadCombinedParams(const std::string& path, const std::vector<std::stri
                             std::map<std::string, ParamSource::Record>* records) {
   RecordReader reader(path);
   ParamMap params;
+  // The headers in order (each length checked against the file), then the
+  // data in parallel.
+  std::vector<DataRead> later;
   for (size_t i = 0; i < names.size(); ++i) {
     if (records) (*records)[names[i]] = {path, reader.pos(), i};
-    params[names[i]] = reader.ReadRecord(i, names[i], names.size());
+    params[names[i]] = reader.ReadRecord(i, names[i], names.size(), &later);
   }
   if (reader.left() != 0) {
     Fail(ErrorKind::kDataLoss,
@@ -183,6 +275,7 @@ ParamMap ReadCombinedParams(const std::string& path, const std::vector<std::stri
          "more parameters than the program lists, or the wrong params file was given",
          path, reader.left(), names.size(), reader.pos());
   }
+  ReadInParallel(path, later);
   return params;
 }
 
