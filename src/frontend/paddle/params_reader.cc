@@ -90,7 +90,13 @@ void ReadInParallel(const std::string& path, const std::vector<DataRead>& reads)
           ? 1
           : static_cast<int>(std::min<uint64_t>({kReadThreads, cpus, pieces.size()}));
   std::vector<std::thread> helpers;
-  for (int t = 1; t < threads; ++t) helpers.emplace_back(work);
+  for (int t = 1; t < threads; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no thread to be had: the others (this one at least) read the rest
+    }
+  }
   work();
   for (std::thread& t : helpers) t.join();
   close(fd);
