@@ -40,7 +40,7 @@ inline void CopyRow(std::byte* dst, const std::byte* src, size_t row_bytes) {
 // free entry, which only a kept pair takes. Then only the kept pairs' rows
 // are copied. Copying every pair's row to the next free slot, as before,
 // read every row, a dropped one too: the exchange of a DLRM step's row
-// gradients over two ranks moved a quarter more bytes, and memory bounds it.
+// gradients over two ranks moved a third more bytes, and memory bounds it.
 template <typename In, typename I>
 inline void KeepPairs(const In* ids, const std::byte* rows, int64_t n, size_t row_bytes,
                       PartRange mine, float scale, I* out_ids, std::byte* out_rows, int64_t* count,
