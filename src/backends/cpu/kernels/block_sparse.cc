@@ -30,7 +30,7 @@
 // of x and 12 multiply-adds for 12 rows, and the 1x8 kernel fell under 4x
 // the dense GEMM on AVX-512 (3.8x on a Xeon with AMX) while the dense GEMM
 // used the full width; now 6.6-6.9x. 16x16 blocks keep Tile's scheme with
-// one 512-bit vector per row and 12 rows (WideTile).
+// one 512-bit vector per row and 12 rows.
 // Precision: float32, each output a sum over the nonzero blocks in row
 // order (the dense GEMM sums in another order: results agree to rounding).
 #include <algorithm>
@@ -124,22 +124,27 @@ struct PackedStore {
 // x is either the rows themselves (kTransposed false: row r at
 // x + (m0 + r) * k; rows past the real ones re-read row m0 and are not
 // stored) or the tile of x transposed, [K][kR] (each k's kR values
-// adjacent; the packed rows past the real ones are zeros). Every loop bound
-// is a compile-time constant, so the accumulators (kR x kCols / 8 vectors
-// of 8 floats: 12 AVX2 registers for 6 x 16 and for 12 x 8) stay in
-// registers. The tile prefetches the transposed x of the block
+// adjacent; the packed rows past the real ones are zeros). Vectors hold
+// kLanes floats (8, or 16 with 512-bit vectors). Every loop bound is a
+// compile-time constant, so the accumulators (kR x kCols / lanes vectors:
+// 12 AVX2 registers for 6 x 16 and for 12 x 8, 12 AVX-512 ones for 12 x
+// 16) stay in registers. The tile prefetches the transposed x of the block
 // kPrefetchBlocks ahead (measured at 4 and 8 on AMD Zen 3: 10-20% faster
 // than none, the same as each other).
 constexpr int64_t kPrefetchBlocks = 8;
 
-template <int kCols, int kBk, int kR, bool kTransposed>
+template <int kLanes, int kCols, int kBk, int kR, bool kTransposed>
 void Tile(const Packed& p, const float* x, const float* bias, const float* res, float* y,
           int64_t m0, int rows, int64_t j) {
-  constexpr int kV = kCols / 8;
-  V8 acc[kR][kV];
+  // The vector types here, not template arguments: an argument's aligned(4)
+  // would be dropped, and the unaligned loads made aligned ones.
+  typedef float V __attribute__((vector_size(kLanes * sizeof(float))));
+  typedef float Vu __attribute__((vector_size(kLanes * sizeof(float)), aligned(4)));
+  constexpr int kV = kCols / kLanes;
+  V acc[kR][kV];
 #pragma GCC unroll 16
   for (int v = 0; v < kV; ++v) {
-    const V8 start = bias ? V8(*reinterpret_cast<const V8u*>(bias + j * kCols + v * kLane)) : V8{};
+    const V start = bias ? V(*reinterpret_cast<const Vu*>(bias + j * kCols + v * kLanes)) : V{};
 #pragma GCC unroll 16
     for (int r = 0; r < kR; ++r) acc[r][v] = start;
   }
@@ -154,10 +159,10 @@ void Tile(const Packed& p, const float* x, const float* bias, const float* res, 
     const int64_t k0 = p.row_block[b] * kBk;
 #pragma GCC unroll 4
     for (int kk = 0; kk < kBk; ++kk) {
-      V8 wv[kV];
+      V wv[kV];
 #pragma GCC unroll 16
       for (int v = 0; v < kV; ++v)
-        wv[v] = *reinterpret_cast<const V8u*>(w + kk * int64_t{kCols} + v * kLane);
+        wv[v] = *reinterpret_cast<const Vu*>(w + kk * int64_t{kCols} + v * kLanes);
 #pragma GCC unroll 16
       for (int r = 0; r < kR; ++r) {
         const float xv = kTransposed ? x[(k0 + kk) * kR + r] : xr[r][k0 + kk];
@@ -173,9 +178,9 @@ void Tile(const Packed& p, const float* x, const float* bias, const float* res, 
     float* out = y + (m0 + r) * n + j * kCols;
 #pragma GCC unroll 16
     for (int v = 0; v < kV; ++v) {
-      V8 o = acc[r][v];
-      if (res) o += *reinterpret_cast<const V8u*>(res + (m0 + r) * n + j * kCols + v * kLane);
-      *reinterpret_cast<V8u*>(out + v * kLane) = o;
+      V o = acc[r][v];
+      if (res) o += *reinterpret_cast<const Vu*>(res + (m0 + r) * n + j * kCols + v * kLanes);
+      *reinterpret_cast<Vu*>(out + v * kLanes) = o;
     }
   }
 }
@@ -283,39 +288,6 @@ void ColumnTile(const Packed& p, const float* x, const float* bias, const float*
   }
 }
 
-// One tile of a 16x16 pattern with 512-bit vectors: Tile's scheme with one
-// vector per row, so kR rows keep kR accumulators (kR of 32 registers).
-template <int kR>
-void WideTile(const Packed& p, const float* x, const float* bias, const float* res, float* y,
-              int64_t m0, int rows, int64_t j) {
-  constexpr int kCols = 16;
-  V16 acc[kR];
-  const V16 start = bias ? *reinterpret_cast<const V16u*>(bias + j * kCols) : V16{};
-#pragma GCC unroll 32
-  for (int r = 0; r < kR; ++r) acc[r] = start;
-  const float* xr[kR];
-#pragma GCC unroll 32
-  for (int r = 0; r < kR; ++r) xr[r] = x + (m0 + (r < rows ? r : 0)) * p.k;
-  const int64_t end = p.end[j];
-  for (int64_t b = p.begin[j]; b < end; ++b) {
-    const float* w = p.values + b * kCols * kCols;
-    const int64_t k0 = p.row_block[b] * kCols;
-#pragma GCC unroll 4
-    for (int kk = 0; kk < kCols; ++kk) {
-      const V16 wv = *reinterpret_cast<const V16u*>(w + kk * int64_t{kCols});
-#pragma GCC unroll 32
-      for (int r = 0; r < kR; ++r) acc[r] += xr[r][k0 + kk] * wv;
-    }
-  }
-  const int64_t n = p.n;
-#pragma GCC unroll 32
-  for (int r = 0; r < kR; ++r) {
-    if (r >= rows) break;
-    V16 o = acc[r];
-    if (res) o += *reinterpret_cast<const V16u*>(res + (m0 + r) * n + j * kCols);
-    *reinterpret_cast<V16u*>(y + (m0 + r) * n + j * kCols) = o;
-  }
-}
 #endif
 
 using TileFn = void (*)(const Packed&, const float*, const float*, const float*, float*, int64_t,
@@ -333,14 +305,14 @@ struct Tiling {
 };
 Tiling TilingFor(int64_t bk, int64_t bn, int64_t m) {
 #if defined(__AVX512F__)
-  if (bk == 16 && bn == 16) return {WideTile<kWideRows>, kWideRows, false};
+  if (bk == 16 && bn == 16) return {Tile<16, 16, 16, kWideRows, false>, kWideRows, false};
   if (bk == 1 && bn == 8) {
     return m <= 16 ? Tiling{ColumnTile<16>, 16, true} : Tiling{ColumnTile<32>, 32, true};
   }
 #else
   (void)m;
-  if (bk == 16 && bn == 16) return {Tile<16, 16, 6, false>, 6, false};
-  if (bk == 1 && bn == 8) return {Tile<8, 1, 12, true>, 12, true};
+  if (bk == 16 && bn == 16) return {Tile<8, 16, 16, 6, false>, 6, false};
+  if (bk == 1 && bn == 8) return {Tile<8, 8, 1, 12, true>, 12, true};
 #endif
   if (bk == 8 && bn == 1) return {DotTile, 8, false};
   return {};
