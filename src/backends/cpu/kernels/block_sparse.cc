@@ -144,7 +144,8 @@ void Tile(const Packed& p, const float* x, const float* bias, const float* res, 
   V acc[kR][kV];
 #pragma GCC unroll 16
   for (int v = 0; v < kV; ++v) {
-    const V start = bias ? V(*reinterpret_cast<const Vu*>(bias + j * kCols + v * kLanes)) : V{};
+    const V start =
+        bias ? V(*reinterpret_cast<const Vu*>(bias + j * kCols + v * int64_t{kLanes})) : V{};
 #pragma GCC unroll 16
     for (int r = 0; r < kR; ++r) acc[r][v] = start;
   }
@@ -162,7 +163,7 @@ void Tile(const Packed& p, const float* x, const float* bias, const float* res, 
       V wv[kV];
 #pragma GCC unroll 16
       for (int v = 0; v < kV; ++v)
-        wv[v] = *reinterpret_cast<const Vu*>(w + kk * int64_t{kCols} + v * kLanes);
+        wv[v] = *reinterpret_cast<const Vu*>(w + kk * int64_t{kCols} + v * int64_t{kLanes});
 #pragma GCC unroll 16
       for (int r = 0; r < kR; ++r) {
         const float xv = kTransposed ? x[(k0 + kk) * kR + r] : xr[r][k0 + kk];
@@ -179,8 +180,9 @@ void Tile(const Packed& p, const float* x, const float* bias, const float* res, 
 #pragma GCC unroll 16
     for (int v = 0; v < kV; ++v) {
       V o = acc[r][v];
-      if (res) o += *reinterpret_cast<const Vu*>(res + (m0 + r) * n + j * kCols + v * kLanes);
-      *reinterpret_cast<Vu*>(out + v * kLanes) = o;
+      if (res)
+        o += *reinterpret_cast<const Vu*>(res + (m0 + r) * n + j * kCols + v * int64_t{kLanes});
+      *reinterpret_cast<Vu*>(out + v * int64_t{kLanes}) = o;
     }
   }
 }
