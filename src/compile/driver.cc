@@ -294,6 +294,10 @@ std::string CompileReport::Format() const {
   return out;
 }
 
+backend::DeviceOptions DeviceOptionsOf(const DeviceSpec& spec) {
+  return {spec.threads, spec.memory_bytes, spec.adapt_to_contention, spec.unit, spec.keep_warm_ms};
+}
+
 Compiler::Compiler(CompileOptions options) : options_(std::move(options)) {
   Validate(options_);
   for (size_t i = 0; i < options_.devices.size(); ++i) {
@@ -301,9 +305,7 @@ Compiler::Compiler(CompileOptions options) : options_(std::move(options)) {
     const backend::Backend* b = backend::FindBackend(spec.backend);
     int ordinal = 0;
     for (size_t j = 0; j < i; ++j) ordinal += options_.devices[j].backend == spec.backend;
-    owned_.push_back(b->CreateDevice(
-        ordinal,
-        {spec.threads, spec.memory_bytes, spec.adapt_to_contention, spec.unit, spec.keep_warm_ms}));
+    owned_.push_back(b->CreateDevice(ordinal, DeviceOptionsOf(spec)));
     if (options_.replicas > 1)
       owned_.back()->JoinReplicaGroup(options_.replica_groups[i], options_.replica_rank);
     devices_.push_back(owned_.back().get());

@@ -83,9 +83,7 @@ std::unique_ptr<Executable> Executable::Build(std::unique_ptr<ir::Graph> graph,
     const DeviceSpec& spec = options.devices[i];
     backend::Backend* b = backend::FindBackend(spec.backend);
     TILLER_CHECK(b, "no backend '{}'", spec.backend);
-    owned.push_back(b->CreateDevice(
-        static_cast<int>(i),
-        {spec.threads, spec.memory_bytes, spec.adapt_to_contention, spec.unit, spec.keep_warm_ms}));
+    owned.push_back(b->CreateDevice(static_cast<int>(i), DeviceOptionsOf(spec)));
     devices.push_back(owned.back().get());
   }
   PlaceOps(*graph, devices, options.placement);

@@ -14,6 +14,7 @@
 namespace tiller::backend {
 class Collective;
 class ProcessGroup;
+struct DeviceOptions;
 }  // namespace tiller::backend
 
 namespace tiller::compile {
@@ -31,6 +32,9 @@ struct DeviceSpec {
   // backend::DeviceOptions::keep_warm_ms.
   int keep_warm_ms = 0;
 };
+
+// What a backend is asked to create for `spec` (Backend::CreateDevice).
+backend::DeviceOptions DeviceOptionsOf(const DeviceSpec& spec);
 
 // How ops are assigned to devices (compile/placement.h).
 enum class PlacementPolicy {
