@@ -93,6 +93,8 @@ struct DeviceOptions {
   // sleep at once, as for a device that waits on others between its runs.
   int keep_warm_ms = 0;
 };
+// The longest keep-warm window a setting may ask for (ms).
+inline constexpr int kMaxKeepWarmMs = 10000;
 
 // What a device offers the compiler, gathered once per compile: the
 // generic passes decide from it (half and int8 GEMMs for mixed precision

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "runtime/precision.h"
 #include "tiller/custom_op.h"
@@ -341,11 +342,11 @@ void Config::EnableWarmup(const std::map<std::string, std::vector<int64_t>>& sha
 }
 
 void Config::SetCpuKeepWarmMs(int ms) {
-  if (ms < -1 || ms > 10000)
+  if (ms < -1 || ms > backend::kMaxKeepWarmMs)
     Fail(ErrorKind::kInvalidArgument,
-         "SetCpuKeepWarmMs({}): expected milliseconds from 0 (off) to 10000, or -1 for the "
+         "SetCpuKeepWarmMs({}): expected milliseconds from 0 (off) to {}, or -1 for the "
          "default (100 for a predictor with one device, else 0)",
-         ms);
+         ms, backend::kMaxKeepWarmMs);
   keep_warm_ms_ = ms;
 }
 

@@ -81,9 +81,10 @@ std::chrono::milliseconds KeepWarm(int option_ms) {
   if (!v || !*v) return std::chrono::milliseconds(std::max(0, option_ms));
   char* end = nullptr;
   const long ms = std::strtol(v, &end, 10);
-  if (*end != '\0' || ms < 0 || ms > 10000)
+  if (*end != '\0' || ms < 0 || ms > backend::kMaxKeepWarmMs)
     Fail(ErrorKind::kInvalidArgument,
-         "TILLER_KEEP_WARM_MS={}: expected milliseconds from 0 (off) to 10000", v);
+         "TILLER_KEEP_WARM_MS={}: expected milliseconds from 0 (off) to {}", v,
+         backend::kMaxKeepWarmMs);
   return std::chrono::milliseconds(ms);
 }
 
