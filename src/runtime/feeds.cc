@@ -16,14 +16,14 @@ FeedSet::FeedSet(std::vector<FeedDecl> decls, Words words) : words_(words) {
   }
 }
 
-size_t FeedSet::Index(const std::string& name) const {
+size_t FeedSet::Index(const std::string& name, const char* context) const {
   for (size_t i = 0; i < feeds_.size(); ++i) {
     if (feeds_[i].decl.name == name) return i;
   }
   std::string names;
   for (const Feed& f : feeds_) names += (names.empty() ? "" : ", ") + f.decl.name;
-  Fail(ErrorKind::kNotFound, "{} has no {} named '{}' ({}s: {})", words_.owner, words_.noun, name,
-       words_.noun, names);
+  Fail(ErrorKind::kNotFound, "{}{}{} has no {} named '{}' ({}s: {})", context ? context : "",
+       context ? ": " : "", words_.owner, words_.noun, name, words_.noun, names);
 }
 
 void FeedSet::SetMicroBatching(MicroBatching m) {

@@ -35,8 +35,9 @@ class FeedSet {
 
   size_t size() const { return feeds_.size(); }
   const FeedDecl& decl(size_t i) const { return feeds_[i].decl; }
-  // The position of `name`; kNotFound listing the names otherwise.
-  size_t Index(const std::string& name) const;
+  // The position of `name`; kNotFound listing the names otherwise, after
+  // "`context`: " where one is given (the setting that named it).
+  size_t Index(const std::string& name, const char* context = nullptr) const;
 
   // The IPU execution model: every value holds `count` micro-batches (a
   // run's batches per step x accumulation x replicas), micro-batch k being

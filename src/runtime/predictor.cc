@@ -269,16 +269,8 @@ struct Predictor::Impl {
            "EnableWarmup: not with EnableIpu (the IPU mode compiles per replica and micro-batch "
            "at its first Run)");
     const auto& given = config.warmup_shapes();
-    std::string names;
-    for (size_t i = 0; i < feeds->size(); ++i)
-      names += (names.empty() ? "" : ", ") + feeds->decl(i).name;
-    for (const auto& [name, dims] : given) {
-      bool known = false;
-      for (size_t i = 0; i < feeds->size() && !known; ++i) known = feeds->decl(i).name == name;
-      if (!known)
-        Fail(ErrorKind::kNotFound, "EnableWarmup: the model has no input named '{}' (inputs: {})",
-             name, names);
-    }
+    // A name the model has no input of is refused, listing the inputs.
+    for (const auto& entry : given) feeds->Index(entry.first, "EnableWarmup");
     std::vector<Shape> shapes;
     for (size_t i = 0; i < feeds->size(); ++i) {
       const FeedDecl& decl = feeds->decl(i);

@@ -92,7 +92,7 @@ def test_a_dynamic_first_dim_defaults_to_one(zoo):
 def test_warmup_shapes_are_checked(bert):
     config = _config(bert)
     config.enable_warmup({"no_such_input": [1, 16]})
-    with pytest.raises(ti.TillerError, match=r"EnableWarmup: the model has no input named "
+    with pytest.raises(ti.TillerError, match=r"EnableWarmup: model has no input named "
                                              r"'no_such_input' \(inputs: "):
         ti.create_predictor(config)
 
