@@ -34,14 +34,14 @@ class AlignedBuffer {
   ~AlignedBuffer() { Release(); }
 
   // Discards the contents; new bytes are zeroed so planned-but-unwritten
-  // regions never leak stale data. Buffers of a few MiB and more (weights,
+  // regions never leak stale data. Buffers of 1 MiB and more (weights,
   // arenas) are mapped from the kernel, zeroed by it as pages are first
   // touched, and on transparent huge pages where the system allows them on
   // request: loading BERT-Base's 420 MB of weights took ~100k page faults
   // of 4 KiB, most of the load time on a VM.
-  // Freed mappings (of buffers from a few MiB) are kept, up to 64 MiB, for
-  // the next Resize of about their size, where their pages are rewritten
-  // rather than faulted in fresh (aligned_buffer.cc says why).
+  // Freed mappings are kept, the most recent 32 MiB, for the next Resize of
+  // about their size, where their pages are rewritten rather than faulted
+  // in fresh (aligned_buffer.cc says why).
   void Resize(size_t bytes);
   // Unmaps the freed mappings kept for reuse: a compile calls it when it has
   // allocated what it needs, so an idle process holds none.

@@ -30,12 +30,12 @@ constexpr BlockShape kShapes[] = {{16, 16}, {1, 8}};
 // blocks, where every weight of every model was read whole at load).
 double ZeroBlocks(const float* w, int64_t k, int64_t n, BlockShape s, double least) {
   if (k % s.rows || n % s.cols) return -1;
-  int64_t zero = 0, nonzero = 0;
-  const int64_t blocks = (k / s.rows) * (n / s.cols);
+  int64_t zero = 0;
+  const int64_t per_row = n / s.cols, blocks = (k / s.rows) * per_row;
   const auto most_nonzero = static_cast<int64_t>((1.0 - least) * static_cast<double>(blocks));
   for (int64_t kb = 0; kb < k / s.rows; ++kb) {
-    if (nonzero > most_nonzero) return -1;
-    for (int64_t nb = 0; nb < n / s.cols; ++nb) {
+    if (kb * per_row - zero > most_nonzero) return -1;  // the blocks seen that hold a nonzero
+    for (int64_t nb = 0; nb < per_row; ++nb) {
       bool all_zero = true;
       for (int64_t r = 0; r < s.rows && all_zero; ++r) {
         const float* row = w + (kb * s.rows + r) * n + nb * s.cols;
@@ -47,7 +47,6 @@ double ZeroBlocks(const float* w, int64_t k, int64_t n, BlockShape s, double lea
         }
       }
       zero += all_zero;
-      nonzero += !all_zero;
     }
   }
   return static_cast<double>(zero) / static_cast<double>(blocks);

@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/shape.h"
 #include "runtime/precision.h"
 #include "tiller/custom_op.h"
 #include "tiller/predictor.h"
@@ -333,8 +334,8 @@ void Config::EnableWarmup(const std::map<std::string, std::vector<int64_t>>& sha
     for (int64_t d : dims) {
       if (d < 1)
         Fail(ErrorKind::kInvalidArgument,
-             "EnableWarmup: input '{}' shape [{}]: every dim must be >= 1", name,
-             fmt::join(dims, ", "));
+             "EnableWarmup: input '{}' shape {}: every dim must be >= 1", name,
+             ShapeToString(dims));
     }
   }
   warmup_shapes_ = shapes;
