@@ -62,10 +62,17 @@ class TranslateContext {
   // own but its stored entries, indices int64 [rank, nnz] and values [nnz],
   // side by side, with the dense shape. A dense input slot bound to one
   // fails naming the op (to_dense() it first).
+  // An op whose entry count depends on the data (coalesce, add, slice,
+  // ...) gives a padded one (ir/ops/sparse.cc): room for the most entries,
+  // padding after them; `padded_by` names that op.
   struct Coo {
     ir::Value* indices = nullptr;
     ir::Value* values = nullptr;
     Shape shape;
+    std::string padded_by;            // empty: every column is an entry
+    DType index_dtype = DType::kI64;  // indices() casts to it (sparse cast)
+    bool sum_of_all = false;          // values() is 0-d, indices() [1] (sparse sum)
+    bool padded() const { return !padded_by.empty(); }
   };
   const Coo& CooIn(const OpDesc& op, const std::string& slot, size_t idx = 0);
   bool IsCoo(const OpDesc& op, const std::string& slot, size_t idx = 0) const;

@@ -19,6 +19,32 @@
 //   coo_reshape(indices){shape, out_shape}: int64 [rank(out_shape), nnz],
 //     each entry's indices in out_shape of its row-major position in
 //     shape (paddle.sparse.reshape: the entries keep their order).
+//
+// Ops whose entry count depends on the data give a padded COO: their
+// outputs have room for the most entries the op can give, the entries
+// first and padding after them, a padding entry's indices all -1 and its
+// value 0. An op reading such a tensor says so with padded = true (for
+// coo_merge, x_padded / y_padded): its entries end at the first index -1.
+// Without it an index -1 is an index outside its dimension, as in a feed.
+//   coo_coalesce(indices, values){shape}: the distinct positions in
+//     row-major order, each the sum of its entries in entry order (Paddle's
+//     coalesce_coo); room for nnz.
+//   coo_merge(xi, xv, yi, yv){shape, kind}: Paddle's elementwise add,
+//     subtract, multiply or divide of two COO tensors of one shape: a merge
+//     of the two entry lists by row-major position, each in entry order,
+//     taking y's value at a position from its last entry there and 0 where
+//     one side has no entry (divide walks every position of y, so 0 / 0 is
+//     NaN where neither stores one); add of two tensors with equal indices
+//     adds the values entry by entry. Room for nx + ny (divide: nx + numel).
+//   coo_slice(indices, values){shape, axes, starts, ends}: the entries
+//     inside [start, end) on each axis (normalized, 0 <= start <= end <=
+//     dim), moved to the slice's origin, in entry order; room for nnz.
+//   coo_sum(indices, values){shape, axis, keepdim}: the sum over one dim,
+//     a COO tensor of the other dims (keepdim, or a rank-1 input: that dim
+//     kept as 1), its distinct positions in row-major order, each summed
+//     from 0 in entry order (Paddle's sum_coo); room for nnz.
+//   dense_to_coo(x): the entries of x that are not 0 (NaN is kept), in
+//     row-major order; room for numel.
 // An index outside its dimension is reported (backend::IndexFault) and the
 // entry left out (coo_reshape: its indices all -1). Precision: float32
 // values. Layout: fixed.
@@ -84,22 +110,122 @@ void InferCooReshape(InferContext& c) {
   c.AddOutput({DType::kI64, {static_cast<int64_t>(out.size()), indices.shape[1]}});
 }
 
+// Two outputs: indices int64 [rank, room], values float32 [room].
+void AddCooOutputs(InferContext& c, size_t rank, int64_t room) {
+  c.AddOutput({DType::kI64, {static_cast<int64_t>(rank), room}});
+  c.AddOutput({DType::kF32, {room}});
+}
+
+void InferCooCoalesce(InferContext& c) {
+  const Shape shape = c.op().GetInts("shape");
+  CheckCoo(c, shape);
+  AddCooOutputs(c, shape.size(), c.input(1).shape[0]);
+}
+
+void InferCooMerge(InferContext& c) {
+  const Shape shape = c.op().GetInts("shape");
+  CheckCoo(c, shape);
+  const TensorType& yi = c.input(2);
+  const TensorType& yv = c.input(3);
+  if (yi.dtype != DType::kI64 || yi.shape.size() != 2 ||
+      yi.shape[0] != static_cast<int64_t>(shape.size()) || yv.dtype != DType::kF32 ||
+      yv.shape != Shape{yi.shape[1]})
+    c.Fail("y must be int64 indices [{}, nnz] and float32 values [nnz], got {} and {}",
+           shape.size(), yi.ToString(), yv.ToString());
+  const std::string kind = c.op().GetStr("kind");
+  if (kind != "add" && kind != "subtract" && kind != "multiply" && kind != "divide")
+    c.Fail("kind must be add, subtract, multiply or divide, got '{}'", kind);
+  const int64_t nx = c.input(1).shape[0];
+  AddCooOutputs(c, shape.size(), nx + (kind == "divide" ? NumElements(shape) : yi.shape[1]));
+}
+
+void InferCooSlice(InferContext& c) {
+  const Shape shape = c.op().GetInts("shape");
+  CheckCoo(c, shape);
+  const auto axes = c.op().GetInts("axes"), starts = c.op().GetInts("starts"),
+             ends = c.op().GetInts("ends");
+  if (axes.size() != starts.size() || axes.size() != ends.size())
+    c.Fail("axes, starts and ends must have one entry each per axis, got {}, {} and {}",
+           axes.size(), starts.size(), ends.size());
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= static_cast<int64_t>(shape.size()))
+      c.Fail("axis {} is not a dim of {}", axes[i], ShapeToString(shape));
+    const int64_t dim = shape[static_cast<size_t>(axes[i])];
+    if (starts[i] < 0 || starts[i] > ends[i] || ends[i] > dim)
+      c.Fail("axis {}: [{}, {}) is not inside [0, {}]", axes[i], starts[i], ends[i], dim);
+  }
+  AddCooOutputs(c, shape.size(), c.input(1).shape[0]);
+}
+
+void InferCooSum(InferContext& c) {
+  const Shape shape = c.op().GetInts("shape");
+  CheckCoo(c, shape);
+  const int64_t axis = c.op().GetInt("axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+    c.Fail("axis {} is not a dim of {}", axis, ShapeToString(shape));
+  const bool keep = c.op().GetBool("keepdim") || shape.size() == 1;
+  AddCooOutputs(c, keep ? shape.size() : shape.size() - 1, c.input(1).shape[0]);
+}
+
+void InferDenseToCoo(InferContext& c) {
+  const TensorType& x = c.input(0);
+  if (x.dtype != DType::kF32 || x.shape.empty())
+    c.Fail("x must be float32 of rank >= 1, got {}", x.ToString());
+  AddCooOutputs(c, x.shape.size(), NumElements(x.shape));
+}
+
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_to_dense", 2, 2, InferCooToDense}
                               .RequiredAttr("shape", AttrKind::kInts)
+                              .Attr("padded", false)
                               .Precision(PrecisionRule::kAlwaysF32)
                               .Layout(LayoutRule::kFixed));
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_softmax", 2, 2, InferCooSoftmax}
                               .RequiredAttr("shape", AttrKind::kInts)
+                              .Attr("padded", false)
                               .Precision(PrecisionRule::kAlwaysF32)
                               .Layout(LayoutRule::kFixed));
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_matmul", 3, 3, InferCooMatmul}
                               .RequiredAttr("shape", AttrKind::kInts)
+                              .Attr("padded", false)
                               .Precision(PrecisionRule::kAlwaysF32)
                               .Layout(LayoutRule::kFixed));
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_reshape", 1, 1, InferCooReshape}
                               .RequiredAttr("shape", AttrKind::kInts)
                               .RequiredAttr("out_shape", AttrKind::kInts)
+                              .Attr("padded", false)
                               .Precision(PrecisionRule::kFollowsInput)
+                              .Layout(LayoutRule::kFixed));
+
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_coalesce", 2, 2, InferCooCoalesce}
+                              .RequiredAttr("shape", AttrKind::kInts)
+                              .Attr("padded", false)
+                              .Precision(PrecisionRule::kAlwaysF32)
+                              .Layout(LayoutRule::kFixed));
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_merge", 4, 4, InferCooMerge}
+                              .RequiredAttr("shape", AttrKind::kInts)
+                              .RequiredAttr("kind", AttrKind::kString)
+                              .Attr("x_padded", false)
+                              .Attr("y_padded", false)
+                              .Precision(PrecisionRule::kAlwaysF32)
+                              .Layout(LayoutRule::kFixed));
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_slice", 2, 2, InferCooSlice}
+                              .RequiredAttr("shape", AttrKind::kInts)
+                              .RequiredAttr("axes", AttrKind::kInts)
+                              .RequiredAttr("starts", AttrKind::kInts)
+                              .RequiredAttr("ends", AttrKind::kInts)
+                              .Attr("padded", false)
+                              .Precision(PrecisionRule::kAlwaysF32)
+                              .Layout(LayoutRule::kFixed));
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_sum", 2, 2, InferCooSum}
+                              .RequiredAttr("shape", AttrKind::kInts)
+                              .RequiredAttr("axis", AttrKind::kInt)
+                              .Attr("keepdim", false)
+                              .Attr("padded", false)
+                              .Precision(PrecisionRule::kAlwaysF32)
+                              .Layout(LayoutRule::kFixed));
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"dense_to_coo", 1, 1, InferDenseToCoo}
+                              .NoAttrs()
+                              .Precision(PrecisionRule::kAlwaysF32)
                               .Layout(LayoutRule::kFixed));
 
 }  // namespace

@@ -1,8 +1,13 @@
 // Sparse COO kernels (ir/ops/sparse.cc): coo_to_dense, coo_softmax,
-// coo_matmul and coo_reshape, float32 values, int64 indices [rank, nnz]. Every entry's
-// indices are checked against the shape first: an entry with an index
-// outside its dimension is reported (backend::IndexFault: the step fails
-// naming the op, the indices and the value) and never read or written.
+// coo_matmul, coo_reshape, and the ops whose entry count depends on the
+// data (coo_coalesce, coo_merge, coo_slice, coo_sum, dense_to_coo), which
+// write their entries first and padding after them (indices -1, value 0).
+// Float32 values, int64 indices [rank, nnz]. Every entry's indices are
+// checked against the shape first: an entry with an index outside its
+// dimension is reported (backend::IndexFault: the step fails naming the op,
+// the indices and the value) and never read or written. A padded operand's
+// entries end at its first index -1. Each kernel's scratch is its
+// workspace, sized at build for the operands' room.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,17 +18,27 @@
 namespace tiller::cpu {
 namespace {
 
+// The entries of a COO operand with `room` columns: all of them, or for a
+// padded one those before the first padding entry (index -1 in row 0).
+int64_t Entries(const int64_t* indices, int64_t room, bool padded) {
+  if (!padded) return room;
+  return std::find(indices, indices + room, int64_t{-1}) - indices;
+}
+
 // Where each entry goes: its row-major position in `shape` (-1: an index
-// outside its dimension, reported). `at` holds nnz int64.
-void Positions(const KernelArgs& a, const Shape& shape, int64_t nnz, int64_t* at) {
-  const auto* indices = static_cast<const int64_t*>(a.inputs[0]);
+// outside its dimension, reported, or padding). `at` holds room int64.
+// Returns the number of entries (room unless padded).
+int64_t Positions(const KernelArgs& a, const Shape& shape, int64_t room, int64_t* at,
+                  bool padded = false, int operand = 0) {
+  const auto* indices = static_cast<const int64_t*>(a.inputs[operand]);
   const int rank = static_cast<int>(shape.size());
-  for (int64_t e = 0; e < nnz; ++e) {
+  const int64_t n = Entries(indices, room, padded);
+  for (int64_t e = 0; e < n; ++e) {
     int64_t pos = 0;
     for (int d = 0; d < rank && pos >= 0; ++d) {
-      const int64_t i = indices[d * nnz + e];
+      const int64_t i = indices[d * room + e];
       if (i < 0 || i >= shape[d]) {
-        RecordIndexFault(a, i, shape[d], 0);
+        RecordIndexFault(a, i, shape[d], operand);
         pos = -1;
       } else {
         pos = pos * shape[d] + i;
@@ -31,16 +46,45 @@ void Positions(const KernelArgs& a, const Shape& shape, int64_t nnz, int64_t* at
     }
     at[e] = pos;
   }
+  std::fill(at + n, at + room, int64_t{-1});
+  return n;
+}
+
+// Writes entry k of a COO output with `room` columns: position `pos` of
+// `shape` as indices, and the value.
+void PutEntry(const Shape& shape, int64_t room, int64_t k, int64_t pos, float value,
+              int64_t* indices, float* values) {
+  for (auto d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    indices[d * room + k] = pos % shape[static_cast<size_t>(d)];
+    pos /= shape[static_cast<size_t>(d)];
+  }
+  values[k] = value;
+}
+
+// Fills the columns from k on with padding.
+void Pad(int64_t rank, int64_t room, int64_t k, int64_t* indices, float* values) {
+  for (int64_t d = 0; d < rank; ++d)
+    std::fill(indices + d * room + k, indices + (d + 1) * room, -1);
+  std::fill(values + k, values + room, 0.f);
+}
+
+// Entry ids 0..n-1 ordered by (key, id): the entries of one key together,
+// in entry order.
+void OrderByKey(const int64_t* key, int64_t n, int64_t* order) {
+  for (int64_t e = 0; e < n; ++e) order[e] = e;
+  std::sort(order, order + n,
+            [key](int64_t l, int64_t r) { return key[l] != key[r] ? key[l] < key[r] : l < r; });
 }
 
 std::unique_ptr<Kernel> MakeCooReshape(const ir::Op& op) {
   const Shape shape = op.GetInts("shape"), out_shape = op.GetInts("out_shape");
+  const bool padded = op.GetBool("padded");
   const int64_t nnz = op.inputs[0]->shape()[1];
   const int rank = static_cast<int>(out_shape.size());
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& a) {
         auto* at = static_cast<int64_t*>(a.workspace);
-        Positions(a, shape, nnz, at);
+        Positions(a, shape, nnz, at, padded);
         auto* out = static_cast<int64_t*>(a.outputs[0]);
         for (int64_t e = 0; e < nnz; ++e) {
           int64_t pos = at[e];
@@ -55,12 +99,13 @@ std::unique_ptr<Kernel> MakeCooReshape(const ir::Op& op) {
 
 std::unique_ptr<Kernel> MakeCooToDense(const ir::Op& op) {
   const Shape shape = op.GetInts("shape");
+  const bool padded = op.GetBool("padded");
   const int64_t nnz = op.inputs[1]->shape()[0];
   const size_t bytes = static_cast<size_t>(NumElements(shape)) * sizeof(float);
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& a) {
         auto* at = static_cast<int64_t*>(a.workspace);
-        Positions(a, shape, nnz, at);
+        Positions(a, shape, nnz, at, padded);
         const auto* values = static_cast<const float*>(a.inputs[1]);
         auto* out = static_cast<float*>(a.outputs[0]);
         std::memset(out, 0, bytes);
@@ -76,6 +121,7 @@ std::unique_ptr<Kernel> MakeCooToDense(const ir::Op& op) {
 // by the last dim; the row maxima and sums live in the workspace.
 std::unique_ptr<Kernel> MakeCooSoftmax(const ir::Op& op) {
   const Shape shape = op.GetInts("shape");
+  const bool padded = op.GetBool("padded");
   const int64_t nnz = op.inputs[1]->shape()[0];
   const int64_t last = shape.back(), rows = NumElements(shape) / last;
   const size_t workspace =
@@ -85,7 +131,7 @@ std::unique_ptr<Kernel> MakeCooSoftmax(const ir::Op& op) {
         auto* at = static_cast<int64_t*>(a.workspace);
         auto* max = reinterpret_cast<float*>(at + nnz);
         float* sum = max + rows;
-        Positions(a, shape, nnz, at);
+        Positions(a, shape, nnz, at, padded);
         const auto* x = static_cast<const float*>(a.inputs[1]);
         auto* y = static_cast<float*>(a.outputs[0]);
         std::fill(max, max + rows, -std::numeric_limits<float>::infinity());
@@ -113,6 +159,7 @@ std::unique_ptr<Kernel> MakeCooSoftmax(const ir::Op& op) {
 // write the same element and the sums keep entry order.
 std::unique_ptr<Kernel> MakeCooMatmul(const ir::Op& op) {
   const Shape shape = op.GetInts("shape");
+  const bool padded = op.GetBool("padded");
   const int64_t nnz = op.inputs[1]->shape()[0];
   const bool batched = shape.size() == 3;
   const int64_t m = shape[shape.size() - 2], k = shape.back();
@@ -122,7 +169,7 @@ std::unique_ptr<Kernel> MakeCooMatmul(const ir::Op& op) {
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& a) {
         auto* at = static_cast<int64_t*>(a.workspace);
-        Positions(a, shape, nnz, at);
+        Positions(a, shape, nnz, at, padded);
         const auto* v = static_cast<const float*>(a.inputs[1]);
         const auto* y = static_cast<const float*>(a.inputs[2]);
         auto* out = static_cast<float*>(a.outputs[0]);
@@ -145,6 +192,218 @@ std::unique_ptr<Kernel> MakeCooMatmul(const ir::Op& op) {
       static_cast<size_t>(nnz) * sizeof(int64_t));
 }
 
+// Distinct positions in row-major order, each the sum of its entries in
+// entry order. Workspace: positions, then the entries ordered by position.
+std::unique_ptr<Kernel> MakeCooCoalesce(const ir::Op& op) {
+  const Shape shape = op.GetInts("shape");
+  const bool padded = op.GetBool("padded");
+  const int64_t room = op.inputs[1]->shape()[0];
+  const auto rank = static_cast<int64_t>(shape.size());
+  return std::make_unique<LambdaKernel>(
+      [=](const KernelArgs& a) {
+        auto* at = static_cast<int64_t*>(a.workspace);
+        int64_t* order = at + room;
+        const int64_t n = Positions(a, shape, room, at, padded);
+        OrderByKey(at, n, order);
+        const auto* v = static_cast<const float*>(a.inputs[1]);
+        auto* indices = static_cast<int64_t*>(a.outputs[0]);
+        auto* values = static_cast<float*>(a.outputs[1]);
+        int64_t k = 0;
+        for (int64_t i = 0; i < n;) {
+          const int64_t pos = at[order[i]];
+          float sum = v[order[i]];
+          for (++i; i < n && at[order[i]] == pos; ++i) sum += v[order[i]];
+          if (pos >= 0) PutEntry(shape, room, k++, pos, sum, indices, values);
+        }
+        Pad(rank, room, k, indices, values);
+      },
+      static_cast<size_t>(room) * 2 * sizeof(int64_t));
+}
+
+float Combine(char kind, float x, float y) {
+  switch (kind) {
+    case 'a':
+      return x + y;
+    case 's':
+      return x - y;
+    case 'm':
+      return x * y;
+    default:
+      return x / y;
+  }
+}
+
+// Paddle's merge of two entry lists by position (ir/ops/sparse.cc). y's
+// value at a position is its last entry there, found by binary search in
+// y's entries ordered by (position, entry). Workspace: x's positions, y's
+// positions, y's order.
+std::unique_ptr<Kernel> MakeCooMerge(const ir::Op& op) {
+  const Shape shape = op.GetInts("shape");
+  const std::string& kind_name = op.GetStr("kind");
+  const char kind = kind_name == "subtract" ? 's' : kind_name[0];
+  const bool x_padded = op.GetBool("x_padded"), y_padded = op.GetBool("y_padded");
+  const int64_t nx = op.inputs[1]->shape()[0], ny = op.inputs[3]->shape()[0];
+  const int64_t room = op.outputs[1]->shape()[0], numel = NumElements(shape);
+  const auto rank = static_cast<int64_t>(shape.size());
+  return std::make_unique<LambdaKernel>(
+      [=](const KernelArgs& a) {
+        auto* xat = static_cast<int64_t*>(a.workspace);
+        int64_t* yat = xat + nx;
+        int64_t* yorder = yat + ny;
+        const int64_t n = Positions(a, shape, nx, xat, x_padded, 0);
+        const int64_t m = Positions(a, shape, ny, yat, y_padded, 2);
+        const auto* xi = static_cast<const int64_t*>(a.inputs[0]);
+        const auto* yi = static_cast<const int64_t*>(a.inputs[2]);
+        const auto* xv = static_cast<const float*>(a.inputs[1]);
+        const auto* yv = static_cast<const float*>(a.inputs[3]);
+        auto* indices = static_cast<int64_t*>(a.outputs[0]);
+        auto* values = static_cast<float*>(a.outputs[1]);
+        int64_t k = 0;
+        bool same = kind == 'a' && n == m;
+        for (int64_t d = 0; d < rank && same; ++d)
+          same = std::equal(xi + d * nx, xi + d * nx + n, yi + d * ny);
+        if (same) {  // equal indices: the values added entry by entry
+          for (int64_t e = 0; e < n; ++e)
+            if (xat[e] >= 0) PutEntry(shape, room, k++, xat[e], xv[e] + yv[e], indices, values);
+          Pad(rank, room, k, indices, values);
+          return;
+        }
+        OrderByKey(yat, m, yorder);
+        auto y_at = [&](int64_t pos) {  // y's last entry at pos, or 0
+          const int64_t* begin = yorder;
+          const int64_t* end = yorder + m;
+          const int64_t* it =
+              std::upper_bound(begin, end, pos, [yat](int64_t p, int64_t e) { return p < yat[e]; });
+          return it != yorder && yat[*(it - 1)] == pos ? yv[*(it - 1)] : 0.f;
+        };
+        const bool divide = kind == 'd';
+        const int64_t nb = divide ? numel : m;
+        auto b_pos = [&](int64_t b) { return divide ? b : yat[b]; };
+        int64_t i = 0, b = 0;
+        auto skip = [&] {  // entries left out (reported) take no part
+          while (i < n && xat[i] < 0) ++i;
+          while (b < nb && b_pos(b) < 0) ++b;
+        };
+        for (skip(); i < n && b < nb; skip()) {
+          const int64_t p = xat[i], q = b_pos(b);
+          if (p == q) {
+            PutEntry(shape, room, k++, p, Combine(kind, xv[i++], y_at(q)), indices, values);
+            ++b;
+          } else if (p < q) {
+            PutEntry(shape, room, k++, p, Combine(kind, xv[i++], 0.f), indices, values);
+          } else {
+            PutEntry(shape, room, k++, q, Combine(kind, 0.f, y_at(q)), indices, values);
+            ++b;
+          }
+        }
+        for (; i < n; skip()) {
+          PutEntry(shape, room, k++, xat[i], Combine(kind, xv[i], 0.f), indices, values);
+          ++i;
+        }
+        for (; b < nb; skip()) {
+          const int64_t q = b_pos(b++);
+          PutEntry(shape, room, k++, q, Combine(kind, 0.f, y_at(q)), indices, values);
+        }
+        Pad(rank, room, k, indices, values);
+      },
+      static_cast<size_t>(nx + 2 * ny) * sizeof(int64_t));
+}
+
+// The entries inside the slice, in entry order, moved to its origin.
+std::unique_ptr<Kernel> MakeCooSlice(const ir::Op& op) {
+  const Shape shape = op.GetInts("shape");
+  const bool padded = op.GetBool("padded");
+  const std::vector<int64_t> axes = op.GetInts("axes"), starts = op.GetInts("starts"),
+                             ends = op.GetInts("ends");
+  const int64_t room = op.inputs[1]->shape()[0];
+  const auto rank = static_cast<int64_t>(shape.size());
+  return std::make_unique<LambdaKernel>(
+      [=](const KernelArgs& a) {
+        auto* at = static_cast<int64_t*>(a.workspace);
+        const int64_t n = Positions(a, shape, room, at, padded);
+        const auto* xi = static_cast<const int64_t*>(a.inputs[0]);
+        const auto* v = static_cast<const float*>(a.inputs[1]);
+        auto* indices = static_cast<int64_t*>(a.outputs[0]);
+        auto* values = static_cast<float*>(a.outputs[1]);
+        int64_t k = 0;
+        for (int64_t e = 0; e < n; ++e) {
+          bool inside = at[e] >= 0;
+          for (size_t j = 0; j < axes.size() && inside; ++j) {
+            const int64_t i = xi[axes[j] * room + e];
+            inside = starts[j] <= i && i < ends[j];
+          }
+          if (!inside) continue;
+          for (int64_t d = 0; d < rank; ++d) indices[d * room + k] = xi[d * room + e];
+          for (size_t j = 0; j < axes.size(); ++j) indices[axes[j] * room + k] -= starts[j];
+          values[k++] = v[e];
+        }
+        Pad(rank, room, k, indices, values);
+      },
+      static_cast<size_t>(room) * sizeof(int64_t));
+}
+
+// The sum over dim `axis`: each entry's position in the output shape, the
+// entries ordered by it, each distinct position summed from 0 in entry
+// order. Workspace: output positions, then the order.
+std::unique_ptr<Kernel> MakeCooSum(const ir::Op& op) {
+  const Shape shape = op.GetInts("shape");
+  const bool padded = op.GetBool("padded");
+  const auto axis = static_cast<size_t>(op.GetInt("axis"));
+  const bool keep = op.GetBool("keepdim") || shape.size() == 1;
+  Shape out_shape;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (d != axis)
+      out_shape.push_back(shape[d]);
+    else if (keep)
+      out_shape.push_back(1);
+  }
+  const int64_t room = op.inputs[1]->shape()[0];
+  return std::make_unique<LambdaKernel>(
+      [=](const KernelArgs& a) {
+        auto* at = static_cast<int64_t*>(a.workspace);
+        int64_t* order = at + room;
+        const int64_t n = Positions(a, shape, room, at, padded);
+        const auto* xi = static_cast<const int64_t*>(a.inputs[0]);
+        for (int64_t e = 0; e < n; ++e) {
+          if (at[e] < 0) continue;
+          int64_t pos = 0;
+          for (size_t d = 0; d < shape.size(); ++d) {
+            if (d != axis) pos = pos * shape[d] + xi[static_cast<int64_t>(d) * room + e];
+          }
+          at[e] = pos;  // with a kept dim of 1, the same number
+        }
+        OrderByKey(at, n, order);
+        const auto* v = static_cast<const float*>(a.inputs[1]);
+        auto* indices = static_cast<int64_t*>(a.outputs[0]);
+        auto* values = static_cast<float*>(a.outputs[1]);
+        int64_t k = 0;
+        for (int64_t i = 0; i < n;) {
+          const int64_t pos = at[order[i]];
+          float sum = 0.f;
+          for (; i < n && at[order[i]] == pos; ++i) sum += v[order[i]];
+          if (pos >= 0) PutEntry(out_shape, room, k++, pos, sum, indices, values);
+        }
+        Pad(static_cast<int64_t>(out_shape.size()), room, k, indices, values);
+      },
+      static_cast<size_t>(room) * 2 * sizeof(int64_t));
+}
+
+// The elements that are not 0, in row-major order.
+std::unique_ptr<Kernel> MakeDenseToCoo(const ir::Op& op) {
+  const Shape shape = op.inputs[0]->shape();
+  const int64_t room = NumElements(shape);
+  const auto rank = static_cast<int64_t>(shape.size());
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
+    const auto* x = static_cast<const float*>(a.inputs[0]);
+    auto* indices = static_cast<int64_t*>(a.outputs[0]);
+    auto* values = static_cast<float*>(a.outputs[1]);
+    int64_t k = 0;
+    for (int64_t p = 0; p < room; ++p)
+      if (x[p] != 0.f) PutEntry(shape, room, k++, p, x[p], indices, values);
+    Pad(rank, room, k, indices, values);
+  });
+}
+
 const bool kRegistered = [] {
   auto sig = [](const char* spec) {
     return Signature(spec).Where("I", {DType::kI64}).Where("T", {DType::kF32});
@@ -153,6 +412,12 @@ const bool kRegistered = [] {
   RegisterKernel("coo_to_dense", MakeCooToDense, sig("I, T -> T"));
   RegisterKernel("coo_softmax", MakeCooSoftmax, sig("I, T -> T"));
   RegisterKernel("coo_matmul", MakeCooMatmul, sig("I, T, T -> T"));
+  RegisterKernel("coo_coalesce", MakeCooCoalesce, sig("I, T -> I, T"));
+  RegisterKernel("coo_merge", MakeCooMerge, sig("I, T, I, T -> I, T"));
+  RegisterKernel("coo_slice", MakeCooSlice, sig("I, T -> I, T"));
+  RegisterKernel("coo_sum", MakeCooSum, sig("I, T -> I, T"));
+  RegisterKernel("dense_to_coo", MakeDenseToCoo,
+                 Signature("T -> I, T").Where("T", {DType::kF32}).Where("I", {DType::kI64}));
   return true;
 }();
 

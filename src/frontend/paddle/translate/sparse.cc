@@ -1,10 +1,12 @@
 // paddle.sparse COO tensors in static programs: creation from indices and
 // values, to_dense, values / indices, unary ops on the stored values, the
-// softmax over each row's stored entries and the COO x dense matmul
-// (ir/ops/sparse.cc has the IR ops). A COO tensor is its stored entries
-// (TranslateContext::Coo), so unary ops act on the values and keep the
-// indices, as Paddle's kernels do: relu keeps an entry that becomes zero,
-// and a later softmax counts it.
+// softmax over each row's stored entries, the COO x dense matmul (and mv,
+// addmm), and the ops whose entry count depends on the data: coalesce, add
+// / subtract / multiply / divide of two COO tensors, slice, sum over a dim
+// and dense-to-COO (ir/ops/sparse.cc has the IR ops). A COO tensor is its
+// stored entries (TranslateContext::Coo), so unary ops act on the values
+// and keep the indices, as Paddle's kernels do: relu keeps an entry that
+// becomes zero, and a later softmax counts it.
 //
 // Legacy spellings (Paddle 2.6 programs) and the PIR names mapped onto them:
 //   sparse_sparse_coo_tensor  sparse_coo_tensor_sp  (values, indices){shape}
@@ -14,12 +16,22 @@
 //   sparse_relu               relu_coo_sp
 //   sparse_softmax            softmax_coo_sp{axis: the last dim only}
 //   sparse_matmul             matmul_coo_dense_sp   (COO x, dense y -> dense)
-//   sparse_abs, sparse_sin, sparse_pow{factor}      abs_coo_sp, sin_coo_sp,
-//                                                   pow_coo_sp (PIR only)
+//   sparse_mv, sparse_addmm   mv_coo_sp, addmm_coo_dense_sp{alpha, beta}
+//   sparse_abs, sparse_sin, sparse_pow{factor}, sparse_tanh, ...  abs_coo_sp,
+//     sin_coo_sp, pow_coo_sp, tanh_coo_sp, ... (PIR only but abs / sin / pow)
 //   sparse_reshape{shape: 0 copies, -1 inferred}  reshape_coo_sp (x, shape)
 //   sparse_transpose{perm}              transpose_coo_sp
+//   sparse_add / _subtract / _multiply / _divide  add_coo_coo_sp, ...
+//   sparse_coalesce           coalesce_sp
+//   sparse_slice{axes, starts, ends}    slice_coo_sp (x, starts, ends){axes}
+//   sparse_sum{axis, keepdim, dtype}    sum_coo_sp (x, axis){keepdim, dtype}
+//   sparse_dense_to_coo{sparse_dim}     dense_to_coo_sp
 // reshape and transpose move each entry's indices and keep the values and
 // their order (as Paddle's kernels do).
+// The ops whose entry count depends on the data give a padded COO (room
+// for the most entries, padding after them); the sparse ops taking one are
+// told so. values() and indices() of a padded COO are refused: their shape
+// would be the data's.
 // Gradients: Paddle builds none through sparse ops in static programs
 // (the sparse side is stop_gradient; dense ops after to_dense train).
 #include "frontend/paddle/pir_compat.h"
@@ -50,26 +62,49 @@ void SparseCooTensor(TranslateContext& ctx, const OpDesc& op) {
   if (values->dtype() != DType::kF32)
     ctx.Unsupported(op, "values of {}: sparse tensors are supported in float32",
                     DTypeName(values->dtype()));
-  ctx.SetCooOut(op, "out", {Cast(ctx, op, indices, DType::kI64), values, Shape(shape)});
+  Coo out;
+  out.indices = Cast(ctx, op, indices, DType::kI64);
+  out.values = values;
+  out.shape = shape;
+  out.index_dtype = indices->dtype();  // what indices() gives back
+  ctx.SetCooOut(op, "out", out);
+}
+
+ir::AttrMap CooAttrs(const Coo& x) {
+  return {{"shape", x.shape}, {"padded", x.padded()}};
 }
 
 void ToDense(TranslateContext& ctx, const OpDesc& op) {
   const Coo& x = ctx.CooIn(op, "x");
-  ctx.SetOut(op, "out", ctx.Add1(op, "coo_to_dense", {x.indices, x.values}, {{"shape", x.shape}}));
+  ctx.SetOut(op, "out", ctx.Add1(op, "coo_to_dense", {x.indices, x.values}, CooAttrs(x)));
+}
+
+const Coo& UnpaddedIn(TranslateContext& ctx, const OpDesc& op) {
+  const Coo& x = ctx.CooIn(op, "x");
+  if (x.padded())
+    ctx.Unsupported(op,
+                    "its input's entries come from {}, whose entry count depends on the data: "
+                    "Tiller keeps them padded to the most entries it can give and cannot give "
+                    "values() or indices() of such a tensor (to_dense() and the sparse ops "
+                    "take it)",
+                    x.padded_by);
+  return x;
 }
 
 void Values(TranslateContext& ctx, const OpDesc& op) {
-  ctx.SetOut(op, "out", ctx.CooIn(op, "x").values);
+  const Coo& x = UnpaddedIn(ctx, op);
+  ctx.SetOut(op, "out", x.sum_of_all ? ctx.Reshape(op, x.values, Shape{}) : x.values);
 }
 
 void Indices(TranslateContext& ctx, const OpDesc& op) {
-  ctx.SetOut(op, "out", ctx.CooIn(op, "x").indices);
+  const Coo& x = UnpaddedIn(ctx, op);
+  ir::Value* indices = x.sum_of_all ? ctx.Reshape(op, x.indices, Shape{1}) : x.indices;
+  ctx.SetOut(op, "out", Cast(ctx, op, indices, x.index_dtype));
 }
 
 // An elementwise op on the stored values; the indices stay.
-void RegisterValuesOp(const char* paddle, const char* ir_type, const char* pir,
+void RegisterValuesOp(const std::string& paddle, const std::string& t, const std::string& pir,
                       const std::vector<const char*>& attrs = {}) {
-  const std::string t = ir_type;
   RegisterTranslator(paddle,
                      [t, attrs](TranslateContext& ctx, const OpDesc& op) {
                        Coo x = ctx.CooIn(op, "x");
@@ -90,7 +125,7 @@ void Softmax(TranslateContext& ctx, const OpDesc& op) {
   const int64_t axis = op.attrs.Int("axis", -1);
   if (axis != -1 && axis != rank - 1)
     ctx.Unsupported(op, "axis = {}: the softmax of a sparse tensor is over its last dim", axis);
-  x.values = ctx.Add1(op, "coo_softmax", {x.indices, x.values}, {{"shape", x.shape}});
+  x.values = ctx.Add1(op, "coo_softmax", {x.indices, x.values}, CooAttrs(x));
   ctx.SetCooOut(op, "out", x);
 }
 
@@ -99,14 +134,15 @@ void Matmul(TranslateContext& ctx, const OpDesc& op) {
     ctx.Unsupported(op, "only a sparse COO x times a dense y is supported");
   const Coo& x = ctx.CooIn(op, "x");
   ir::Value* y = ctx.In(op, "y");
-  ctx.SetOut(op, "out", ctx.Add1(op, "coo_matmul", {x.indices, x.values, y}, {{"shape", x.shape}}));
+  ctx.SetOut(op, "out", ctx.Add1(op, "coo_matmul", {x.indices, x.values, y}, CooAttrs(x)));
 }
 
 void Reshape(TranslateContext& ctx, const OpDesc& op) {
   Coo x = ctx.CooIn(op, "x");
   const Shape shape = ResolveTargetShape(
       ctx, op, x.shape, IntsFrom(ctx, op, "shape", "ShapeTensor", "ShapeTensorList"));
-  x.indices = ctx.Add1(op, "coo_reshape", {x.indices}, {{"shape", x.shape}, {"out_shape", shape}});
+  x.indices = ctx.Add1(op, "coo_reshape", {x.indices},
+                       {{"shape", x.shape}, {"out_shape", shape}, {"padded", x.padded()}});
   x.shape = shape;
   ctx.SetCooOut(op, "out", x);
 }
@@ -131,6 +167,198 @@ void Transpose(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetCooOut(op, "out", x);
 }
 
+// A COO result of `ir_type` (two outputs: indices, values), padded.
+Coo PaddedOut(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type,
+              std::vector<ir::Value*> inputs, ir::AttrMap attrs, Shape shape) {
+  ir::Op* o = ctx.AddOp(op, ir_type, std::move(inputs), std::move(attrs));
+  Coo out;
+  out.indices = o->outputs[0];
+  out.values = o->outputs[1];
+  out.shape = std::move(shape);
+  out.padded_by = op.type;
+  return out;
+}
+
+// x + y, x - y, x * y or x / y of two COO tensors of one shape.
+void Merge(TranslateContext& ctx, const OpDesc& op, const char* kind) {
+  if (!ctx.IsCoo(op, "x") || !ctx.IsCoo(op, "y"))
+    ctx.Unsupported(op, "only two sparse COO tensors are supported");
+  const Coo& x = ctx.CooIn(op, "x");
+  const Coo& y = ctx.CooIn(op, "y");
+  if (x.shape != y.shape)
+    ctx.Invalid(op, "x {} and y {} must have the same shape", ShapeToString(x.shape),
+                ShapeToString(y.shape));
+  ctx.SetCooOut(op, "out",
+                PaddedOut(ctx, op, "coo_merge", {x.indices, x.values, y.indices, y.values},
+                          {{"shape", x.shape},
+                           {"kind", std::string(kind)},
+                           {"x_padded", x.padded()},
+                           {"y_padded", y.padded()}},
+                          x.shape));
+}
+
+void Coalesce(TranslateContext& ctx, const OpDesc& op) {
+  const Coo& x = ctx.CooIn(op, "x");
+  ctx.SetCooOut(op, "out",
+                PaddedOut(ctx, op, "coo_coalesce", {x.indices, x.values}, CooAttrs(x), x.shape));
+}
+
+// Paddle's sparse slice normalizes as its dense slice does: a negative
+// axis, start or end counts from the end; starts and ends are clamped to
+// the dim; an end before its start is an error.
+void Slice(TranslateContext& ctx, const OpDesc& op) {
+  const Coo& x = ctx.CooIn(op, "x");
+  std::vector<int64_t> axes = IntsFrom(ctx, op, "axes", "AxesTensor", "AxesTensorList");
+  std::vector<int64_t> starts = IntsFrom(ctx, op, "starts", "StartsTensor", "StartsTensorList");
+  std::vector<int64_t> ends = IntsFrom(ctx, op, "ends", "EndsTensor", "EndsTensorList");
+  const auto rank = static_cast<int64_t>(x.shape.size());
+  if (axes.size() != starts.size() || axes.size() != ends.size())
+    ctx.Invalid(op, "axes {}, starts {} and ends {} must have the same length", ShapeToString(axes),
+                ShapeToString(starts), ShapeToString(ends));
+  Shape shape = x.shape;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0) axes[i] = std::max<int64_t>(0, axes[i] + rank);
+    if (axes[i] >= rank)
+      ctx.Invalid(op, "axis {} is not a dim of {}", axes[i], ShapeToString(x.shape));
+    const int64_t dim = x.shape[static_cast<size_t>(axes[i])];
+    int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t end = ends[i] < -dim ? 0 : ends[i];
+    if (end < 0) end += dim;
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    if (end < start)
+      ctx.Invalid(op, "axis {}: end {} is before start {}", axes[i], ends[i], starts[i]);
+    starts[i] = start;
+    ends[i] = end;
+    shape[static_cast<size_t>(axes[i])] = end - start;
+  }
+  for (int64_t d : shape)
+    if (d < 1)
+      ctx.Unsupported(op, "the slice {} of {} is empty", ShapeToString(shape),
+                      ShapeToString(x.shape));
+  ir::AttrMap a = CooAttrs(x);
+  a.Set("axes", axes);
+  a.Set("starts", starts);
+  a.Set("ends", ends);
+  ctx.SetCooOut(op, "out", PaddedOut(ctx, op, "coo_slice", {x.indices, x.values}, a, shape));
+}
+
+// Paddle's sum_coo: no axis sums every value into one entry at the origin
+// (indices [rank, 1] and values [1] with keepdim, else indices [1] and a
+// 0-d value of a tensor of shape [1]); one axis gives the sums over it, an
+// entry per distinct position of the other dims.
+void Sum(TranslateContext& ctx, const OpDesc& op) {
+  const Coo& x = ctx.CooIn(op, "x");
+  const std::vector<int64_t> axes = IntsFrom(ctx, op, "axis", "AxisTensor", "AxisTensorList");
+  const bool keep = op.attrs.Bool("keepdim", false);
+  if (op.attrs.Int("dtype", -1) != -1 && PaddleAttrDType(ctx, op, "dtype") != DType::kF32)
+    ctx.Unsupported(op, "dtype {}: sparse tensors are supported in float32",
+                    DTypeName(PaddleAttrDType(ctx, op, "dtype")));
+  const auto rank = static_cast<int64_t>(x.shape.size());
+  if (axes.empty()) {
+    ir::Value* sum = ctx.Add1(op, "reduce_sum", {x.values},
+                              {{"axes", std::vector<int64_t>{}}, {"keepdim", true}});
+    const int64_t index_rows = keep ? rank : 1;
+    Coo out;
+    out.indices =
+        ctx.ConstI64(std::vector<int64_t>(static_cast<size_t>(index_rows), 0), {index_rows, 1});
+    out.values = sum;
+    out.shape = keep ? Shape(static_cast<size_t>(rank), 1) : Shape{1};
+    out.index_dtype = x.index_dtype;
+    out.sum_of_all = !keep;
+    ctx.SetCooOut(op, "out", out);
+    return;
+  }
+  if (axes.size() > 1)
+    ctx.Unsupported(op, "axis {}: Paddle's kernel sums over the first axis only; sum one at a time",
+                    ShapeToString(axes));
+  const int axis = NormalizeAxis(axes[0], static_cast<int>(rank));
+  if (axis < 0) ctx.Invalid(op, "axis {} is not a dim of {}", axes[0], ShapeToString(x.shape));
+  Shape shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis)
+      shape.push_back(x.shape[static_cast<size_t>(d)]);
+    else if (keep || rank == 1)
+      shape.push_back(1);
+  }
+  ir::AttrMap a = CooAttrs(x);
+  a.Set("axis", static_cast<int64_t>(axis));
+  a.Set("keepdim", keep);
+  ctx.SetCooOut(op, "out", PaddedOut(ctx, op, "coo_sum", {x.indices, x.values}, a, shape));
+}
+
+void DenseToCoo(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "x");
+  const int64_t sparse_dim = op.attrs.Int("sparse_dim", x->rank());
+  if (sparse_dim != x->rank())
+    ctx.Unsupported(op,
+                    "sparse_dim = {} of a rank-{} tensor: hybrid COO tensors (dense values per "
+                    "entry) are not supported",
+                    sparse_dim, x->rank());
+  if (x->dtype() != DType::kF32)
+    ctx.Unsupported(op, "x of {}: sparse tensors are supported in float32", DTypeName(x->dtype()));
+  ctx.SetCooOut(op, "out", PaddedOut(ctx, op, "dense_to_coo", {x}, {}, x->shape()));
+}
+
+// The COO matrix x [M, K] times the dense vector [K]: a matmul by [K, 1].
+void Mv(TranslateContext& ctx, const OpDesc& op) {
+  const Coo& x = ctx.CooIn(op, "x");
+  ir::Value* vec = ctx.In(op, "vec");
+  if (x.shape.size() != 2 || vec->shape() != Shape{x.shape[1]})
+    ctx.Invalid(op, "x must be a COO matrix and vec a vector of its columns, got {} and {}",
+                ShapeToString(x.shape), ShapeToString(vec->shape()));
+  ir::Value* y = ctx.Reshape(op, vec, {x.shape[1], 1});
+  ir::Value* out = ctx.Add1(op, "coo_matmul", {x.indices, x.values, y}, CooAttrs(x));
+  ctx.SetOut(op, "out", ctx.Reshape(op, out, {x.shape[0]}));
+}
+
+// beta * input + alpha * (x @ y), x a COO matrix (or batch), the rest dense.
+void Addmm(TranslateContext& ctx, const OpDesc& op) {
+  const Coo& x = ctx.CooIn(op, "x");
+  ir::Value* input = ctx.In(op, "input");
+  ir::Value* y = ctx.In(op, "y");
+  const double alpha = op.attrs.Float("alpha", 1.0), beta = op.attrs.Float("beta", 1.0);
+  ir::Value* xy = ctx.Add1(op, "coo_matmul", {x.indices, x.values, y}, CooAttrs(x));
+  if (input->shape() != xy->shape())
+    ctx.Invalid(op, "input {} must have the shape of x @ y, {}", ShapeToString(input->shape()),
+                ShapeToString(xy->shape()));
+  ir::Value* a = ctx.Add1(op, "scale", {xy}, {{"scale", alpha}});
+  ir::Value* b = ctx.Add1(op, "scale", {input}, {{"scale", beta}});
+  ctx.SetOut(op, "out", ctx.Add1(op, "add", {b, a}));
+}
+
+// The values' dtype must stay float32; the indices' is what indices() gives.
+void CastCoo(TranslateContext& ctx, const OpDesc& op) {
+  Coo x = ctx.CooIn(op, "x");
+  if (op.attrs.Int("value_dtype", -1) != -1 &&
+      PaddleAttrDType(ctx, op, "value_dtype") != DType::kF32)
+    ctx.Unsupported(op, "value_dtype {}: sparse tensors are supported in float32",
+                    DTypeName(PaddleAttrDType(ctx, op, "value_dtype")));
+  if (op.attrs.Int("index_dtype", -1) != -1) {
+    const DType to = PaddleAttrDType(ctx, op, "index_dtype");
+    if (!IsInteger(to)) ctx.Invalid(op, "index_dtype {} is not an integer type", DTypeName(to));
+    x.index_dtype = to;
+  }
+  ctx.SetCooOut(op, "out", x);
+}
+
+void ScaleCoo(TranslateContext& ctx, const OpDesc& op) {
+  Coo x = ctx.CooIn(op, "x");
+  ir::AttrMap a{{"scale", op.attrs.Float("scale", 1.0)},
+                {"bias", op.attrs.Float("bias", 0.0)},
+                {"bias_after_scale", op.attrs.Bool("bias_after_scale", true)}};
+  x.values = ctx.Add1(op, "scale", {x.values}, a);
+  ctx.SetCooOut(op, "out", x);
+}
+
+// x / scalar on the values, a division as Paddle's kernel does.
+void DivideScalar(TranslateContext& ctx, const OpDesc& op) {
+  Coo x = ctx.CooIn(op, "x");
+  ir::Value* d = ctx.ConstF32({static_cast<float>(op.attrs.Float("scalar", 1.0))}, {1});
+  x.values = ctx.Add1(op, "div", {x.values, d});
+  ctx.SetCooOut(op, "out", x);
+}
+
 const bool kRegistered = [] {
   using pir::T;
   RegisterTranslator("sparse_sparse_coo_tensor", SparseCooTensor, {"cast"});
@@ -138,14 +366,19 @@ const bool kRegistered = [] {
                       {"sparse_sparse_coo_tensor", {T("values"), T("indices")}, {"out"}, {}, {}});
   RegisterTranslator("sparse_to_dense", ToDense, {"coo_to_dense"});
   RegisterPirOpCompat("coo_to_dense_sp", {"sparse_to_dense", {T("x")}, {"out"}, {}, {}});
-  RegisterTranslator("sparse_values", Values, {});
+  RegisterTranslator("sparse_values", Values, {"reshape"});
   RegisterPirOpCompat("values_coo_sp", {"sparse_values", {T("x")}, {"out"}, {}, {}});
-  RegisterTranslator("sparse_indices", Indices, {});
+  RegisterTranslator("sparse_indices", Indices, {"reshape", "cast"});
   RegisterPirOpCompat("indices_sp", {"sparse_indices", {T("x")}, {"out"}, {}, {}});
   RegisterValuesOp("sparse_relu", "relu", "relu_coo_sp");
   RegisterValuesOp("sparse_abs", "abs", "abs_coo_sp");
   RegisterValuesOp("sparse_sin", "sin", "sin_coo_sp");
   RegisterValuesOp("sparse_pow", "pow_scalar", "pow_coo_sp", {"factor"});
+  for (const char* name :
+       {"tanh", "sqrt", "square", "sinh", "tan", "asin", "atan", "acos", "log1p", "relu6"}) {
+    RegisterValuesOp(std::string("sparse_") + name, name, std::string(name) + "_coo_sp");
+  }
+  RegisterValuesOp("sparse_leaky_relu", "leaky_relu", "leaky_relu_coo_sp", {"alpha"});
   RegisterTranslator("sparse_softmax", Softmax, {"coo_softmax"});
   RegisterPirOpCompat("softmax_coo_sp", {"sparse_softmax", {T("x")}, {"out"}, {}, {}});
   RegisterTranslator("sparse_reshape", Reshape, {"coo_reshape"});
@@ -159,6 +392,44 @@ const bool kRegistered = [] {
   RegisterPirOpCompat("transpose_coo_sp", {"sparse_transpose", {T("x")}, {"out"}, {}, {}});
   RegisterTranslator("sparse_matmul", Matmul, {"coo_matmul"});
   RegisterPirOpCompat("matmul_coo_dense_sp", {"sparse_matmul", {T("x"), T("y")}, {"out"}, {}, {}});
+  RegisterTranslator("sparse_mv", Mv, {"coo_matmul", "reshape"});
+  RegisterPirOpCompat("mv_coo_sp", {"sparse_mv", {T("x"), T("vec")}, {"out"}, {}, {}});
+  RegisterTranslator("sparse_addmm", Addmm, {"coo_matmul", "scale", "add"});
+  RegisterPirOpCompat("addmm_coo_dense_sp",
+                      {"sparse_addmm", {T("input"), T("x"), T("y")}, {"out"}, {}, {}});
+  for (const char* kind : {"add", "subtract", "multiply", "divide"}) {
+    const std::string legacy = std::string("sparse_") + kind;
+    RegisterTranslator(legacy,
+                       [kind](TranslateContext& ctx, const OpDesc& op) { Merge(ctx, op, kind); },
+                       {"coo_merge"});
+    RegisterPirOpCompat(std::string(kind) + "_coo_coo_sp",
+                        {legacy, {T("x"), T("y")}, {"out"}, {}, {}});
+  }
+  RegisterTranslator("sparse_coalesce", Coalesce, {"coo_coalesce"});
+  RegisterPirOpCompat("coalesce_sp", {"sparse_coalesce", {T("x")}, {"out"}, {}, {}});
+  RegisterTranslator("sparse_slice", Slice, {"coo_slice"});
+  RegisterPirOpCompat("slice_coo_sp",
+                      {"sparse_slice",
+                       {T("x"), pir::IntArray("starts", "StartsTensor", "StartsTensorList"),
+                        pir::IntArray("ends", "EndsTensor", "EndsTensorList")},
+                       {"out"},
+                       {},
+                       {}});
+  RegisterTranslator("sparse_sum", Sum, {"coo_sum", "reduce_sum"});
+  RegisterPirOpCompat("sum_coo_sp",
+                      {"sparse_sum",
+                       {T("x"), pir::IntArray("axis", "AxisTensor", "AxisTensorList")},
+                       {"out"},
+                       {},
+                       {}});
+  RegisterTranslator("sparse_dense_to_coo", DenseToCoo, {"dense_to_coo"});
+  RegisterPirOpCompat("dense_to_coo_sp", {"sparse_dense_to_coo", {T("x")}, {"out"}, {}, {}});
+  RegisterTranslator("sparse_cast", CastCoo, {"cast"});
+  RegisterPirOpCompat("cast_coo_sp", {"sparse_cast", {T("x")}, {"out"}, {}, {}});
+  RegisterTranslator("sparse_scale", ScaleCoo, {"scale"});
+  RegisterPirOpCompat("scale_coo_sp", {"sparse_scale", {T("x")}, {"out"}, {}, {}});
+  RegisterTranslator("sparse_divide_scalar", DivideScalar, {"div"});
+  RegisterPirOpCompat("divide_scalar_coo_sp", {"sparse_divide_scalar", {T("x")}, {"out"}, {}, {}});
   return true;
 }();
 
