@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "runtime/precision.h"
+#include "runtime/serving_defaults.h"
 #include "tiller/custom_op.h"
 #include "tiller/predictor.h"
 
@@ -257,8 +258,10 @@ std::string Config::Summary() const {
   }
   rows.emplace_back("", "");
   rows.emplace_back("cpu_math_thread", std::to_string(threads_));
-  rows.emplace_back("cpu_keep_warm_ms", keep_warm_ms_ < 0 ? "default (100 with one device, else 0)"
-                                                          : std::to_string(keep_warm_ms_));
+  rows.emplace_back("cpu_keep_warm_ms", keep_warm_ms_ < 0
+                                            ? fmt::format("default ({} with one device, else 0)",
+                                                          runtime::kServingKeepWarmMs)
+                                            : std::to_string(keep_warm_ms_));
   if (warmup_runs_ > 0) rows.emplace_back("warmup_runs", std::to_string(warmup_runs_));
   rows.emplace_back("enable_mkldnn", "true (always: oneDNN kernels)");
   rows.emplace_back("precision", precision_.compute);
@@ -346,8 +349,8 @@ void Config::SetCpuKeepWarmMs(int ms) {
   if (ms < -1 || ms > backend::kMaxKeepWarmMs)
     Fail(ErrorKind::kInvalidArgument,
          "SetCpuKeepWarmMs({}): expected milliseconds from 0 (off) to {}, or -1 for the "
-         "default (100 for a predictor with one device, else 0)",
-         ms, backend::kMaxKeepWarmMs);
+         "default ({} for a predictor with one device, else 0)",
+         ms, backend::kMaxKeepWarmMs, runtime::kServingKeepWarmMs);
   keep_warm_ms_ = ms;
 }
 

@@ -26,6 +26,7 @@
 #include "runtime/notes.h"
 #include "runtime/paddle_steps.h"
 #include "runtime/precision.h"
+#include "runtime/serving_defaults.h"
 #include "runtime/step_cache.h"
 
 namespace tiller::inference {
@@ -73,13 +74,6 @@ DataType TypeOf<bool>() {
   return DataType::BOOL;
 }
 
-// A lone device's keep-warm window (backend::DeviceOptions::keep_warm_ms):
-// MobileNetV3 at batch 1 served at Poisson arrivals (bench_serving.py, 2
-// threads, Xeon with AMX) had p50 11.5 ms at 5% load with its threads asleep
-// between requests, 4.2 ms with 100 ms of keep-warm (2.9 ms back to back),
-// and met issue 46's bounds against ONNX Runtime at every load.
-constexpr int kServingKeepWarmMs = 100;
-
 compile::CompileOptions ToCompileOptions(const Config& c) {
   compile::CompileOptions o;
   o.devices.clear();
@@ -90,7 +84,7 @@ compile::CompileOptions ToCompileOptions(const Config& c) {
   // unless Config::SetCpuKeepWarmMs says otherwise.
   const bool alone = c.devices().size() == 1;
   const int keep_warm = c.cpu_keep_warm_ms() >= 0 ? c.cpu_keep_warm_ms()
-                        : alone                   ? kServingKeepWarmMs
+                        : alone                   ? runtime::kServingKeepWarmMs
                                                   : 0;
   for (const std::string& name : c.devices()) {
     o.devices.push_back(runtime::DeviceSpecOf(name, c.cpu_math_library_num_threads(), alone));
