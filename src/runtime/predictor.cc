@@ -238,6 +238,8 @@ struct Predictor::Impl {
   paddle::TranslateOptions TranslateOptions() const {
     paddle::TranslateOptions o;
     o.random_seed = config.random_seed();
+    // RunIpu stacks micro-batches' outputs, which needs their shapes known.
+    o.entry_counted_outputs = !config.ipu().enabled;
     return o;
   }
 
@@ -608,6 +610,20 @@ const compile::Executable& RunExecutable(const Predictor::Impl& impl, const std:
   if (!impl.current) Fail(ErrorKind::kInvalidArgument, "output '{}' {} before Run()", output, what);
   return *impl.current->exe;
 }
+
+// How many of output `index`'s last-dim columns hold data, when the model
+// gave it an entry count (TranslateOptions::entry_counted_outputs: values()
+// or indices() of a sparse result whose entry count depends on the data);
+// -1 for an output whose shape is its compiled one.
+int64_t EntriesOf(const compile::Executable& exe, size_t index) {
+  const std::vector<compile::TensorSlot>& outs = exe.outputs();
+  const std::string name = paddle::EntriesOutputName(outs[index].name);
+  for (const compile::TensorSlot& slot : outs) {
+    if (slot.name == name) return *static_cast<const int64_t*>(slot.data);
+  }
+  return -1;
+}
+
 }  // namespace
 
 void Tensor::CopyToCpuBytes(void* data, size_t bytes) const {
@@ -627,11 +643,28 @@ void Tensor::CopyToCpuBytes(void* data, size_t bytes) const {
     if (bytes) std::memcpy(data, out.data(), bytes);
     return;
   }
-  const compile::TensorSlot& slot = RunExecutable(impl, name_, "read").outputs()[index_];
-  if (bytes != slot.type.bytes())
-    Fail(ErrorKind::kInvalidArgument, "output '{}' has {} bytes, buffer has {}", name_,
-         slot.type.bytes(), bytes);
-  if (bytes) std::memcpy(data, slot.data, bytes);
+  const compile::Executable& exe = RunExecutable(impl, name_, "read");
+  const compile::TensorSlot& slot = exe.outputs()[index_];
+  const int64_t entries = EntriesOf(exe, index_);
+  const int64_t room = entries < 0 ? 0 : slot.type.shape.back();
+  const size_t held =
+      entries < 0 ? slot.type.bytes()
+      : room == 0 ? 0
+                  : slot.type.bytes() / static_cast<size_t>(room) * static_cast<size_t>(entries);
+  if (bytes != held)
+    Fail(ErrorKind::kInvalidArgument, "output '{}' has {} bytes, buffer has {}", name_, held,
+         bytes);
+  if (!bytes) return;
+  if (entries < 0) {
+    std::memcpy(data, slot.data, bytes);
+    return;
+  }
+  // The first `entries` columns of each row.
+  const size_t element = DTypeSize(slot.type.dtype), row = static_cast<size_t>(room) * element;
+  const size_t rows = slot.type.bytes() / row, taken = static_cast<size_t>(entries) * element;
+  for (size_t r = 0; r < rows; ++r)
+    std::memcpy(static_cast<char*>(data) + r * taken, static_cast<const char*>(slot.data) + r * row,
+                taken);
 }
 
 template <typename T>
@@ -653,7 +686,9 @@ std::vector<int64_t> Tensor::shape() const {
   if (is_input_) return owner_->impl_->feeds->shape(index_);
   const compile::Executable& exe = RunExecutable(*owner_->impl_, name_, "has no shape");
   if (owner_->impl_->ipu_ran) return owner_->impl_->ipu_output_types[index_].shape;
-  return exe.outputs()[index_].type.shape;
+  Shape shape = exe.outputs()[index_].type.shape;
+  if (const int64_t entries = EntriesOf(exe, index_); entries >= 0) shape.back() = entries;
+  return shape;
 }
 
 int64_t Tensor::numel() const {

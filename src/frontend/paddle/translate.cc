@@ -367,6 +367,45 @@ void TranslateOp(TranslateContext& ctx, const OpDesc& op) {
   }
 }
 
+namespace {
+
+// After the fetch targets: each entry-counted value (TranslateContext::
+// MarkEntryCounted) must reach the fetches only through ops that map each
+// element to itself (scale, cast, identity: Paddle 2.6's
+// save_inference_model puts a scale by 1 after every fetch target), since other
+// ops would read its padding; each fetch of one gets its count as the graph
+// output EntriesOutputName(target).
+void AddEntryCounts(const TranslateContext& ctx, ir::Graph& graph) {
+  if (ctx.entry_counts().empty()) return;
+  std::map<const ir::Value*, ir::Value*> counts(ctx.entry_counts().begin(),
+                                                ctx.entry_counts().end());
+  for (const auto& op : graph.ops()) {
+    for (const ir::Value* in : op->inputs) {
+      auto it = counts.find(in);
+      if (it == counts.end()) continue;
+      if ((op->is(ir::Opcode::scale) || op->is(ir::Opcode::scale_tensor) ||
+           op->is(ir::Opcode::cast) || op->is(ir::Opcode::identity)) &&
+          op->inputs[0] == in && op->outputs[0]->shape() == in->shape()) {
+        counts[op->outputs[0]] = it->second;
+        continue;
+      }
+      Fail(ErrorKind::kUnimplemented,
+           "{}: '{}' (values() or indices() of a sparse tensor whose entry count depends on "
+           "the data) is read by op {} ({}): Tiller gives such a tensor only as a fetch "
+           "target, its last dim known after the run",
+           ctx.program().path, in->name, op->type, op->name);
+    }
+  }
+  const size_t targets = graph.outputs().size();
+  for (size_t i = 0; i < targets; ++i) {
+    const auto [name, v] = graph.outputs()[i];
+    auto it = counts.find(v);
+    if (it != counts.end()) graph.AddOutput(EntriesOutputName(name), it->second);
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::TensorType>& feeds,
                                      ir::Graph::Folder folder, const TranslateOptions& options) {
   const Program& program = model.program;
@@ -379,6 +418,7 @@ std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::T
   TranslateContext ctx(program, *graph);
   ctx.set_random_seed(options.random_seed);
   ctx.set_training(options.training);
+  ctx.set_entry_counted_outputs(options.entry_counted_outputs);
   for (size_t i = 0; i < feeds.size(); ++i) {
     ctx.Bind(program.feed_names[i], graph->AddInput(program.feed_names[i], feeds[i]));
   }
@@ -404,6 +444,7 @@ std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::T
            name);
     graph->AddOutput(name, v);
   }
+  AddEntryCounts(ctx, *graph);
   graph->RemoveDeadCode();
   ir::Verify(*graph);
   return graph;

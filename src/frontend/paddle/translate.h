@@ -31,6 +31,12 @@ class TranslateContext {
   // inference every op runs in test mode, as Paddle Inference does.
   bool training() const { return training_; }
   void set_training(bool on) { training_ = on; }
+  // TranslateOptions::entry_counted_outputs, and the values it marked:
+  // each with the int64 [1] count of its leading columns that hold data.
+  bool entry_counted_outputs() const { return entry_counted_outputs_; }
+  void set_entry_counted_outputs(bool on) { entry_counted_outputs_ = on; }
+  void MarkEntryCounted(ir::Value* v, ir::Value* count) { entry_counts_[v] = count; }
+  const std::map<ir::Value*, ir::Value*>& entry_counts() const { return entry_counts_; }
   // The IPU `use_no_bias_optimizer` option: Adam, AdamW and Lamb skip bias
   // correction (as if beta1_pow and beta2_pow were 0).
   bool no_bias_optimizer() const { return no_bias_optimizer_; }
@@ -119,6 +125,8 @@ class TranslateContext {
   std::map<std::string, Coo> coos_;
   uint64_t random_seed_ = 0;
   bool training_ = false;
+  bool entry_counted_outputs_ = false;
+  std::map<ir::Value*, ir::Value*> entry_counts_;
   bool no_bias_optimizer_ = false;
   double max_weight_norm_ = 0;
   ir::Value* step_ = nullptr;
@@ -162,7 +170,19 @@ void FailUnsupportedOps(const std::string& path, const std::map<std::string, int
 struct TranslateOptions {
   uint64_t random_seed = 0;  // 0: random ops use a fixed per-model default
   bool training = false;     // see TranslateContext::training()
+  // A fetch target whose last dim is known only after a run (values() or
+  // indices() of a sparse result whose entry count depends on the data)
+  // becomes a graph output holding the most it can, and its entry count
+  // the graph output named EntriesOutputName(target), int64 [1]: the
+  // caller gives back the first count columns. Without it such a target is
+  // refused (training sessions, the IPU execution model).
+  bool entry_counted_outputs = false;
 };
+
+// The name of the graph output holding a fetch target's entry count.
+inline std::string EntriesOutputName(const std::string& fetch) {
+  return fetch + "@entries";
+}
 
 std::unique_ptr<ir::Graph> Translate(const Model& model, const std::vector<ir::TensorType>& feeds,
                                      ir::Graph::Folder folder,

@@ -30,8 +30,9 @@
 // their order (as Paddle's kernels do).
 // The ops whose entry count depends on the data give a padded COO (room
 // for the most entries, padding after them); the sparse ops taking one are
-// told so. values() and indices() of a padded COO are refused: their shape
-// would be the data's.
+// told so. values() and indices() of a padded COO are fetch targets whose
+// last dim is known after the run (TranslateOptions::entry_counted_outputs:
+// the predictor gives back their first count columns), refused elsewhere.
 // Gradients: Paddle builds none through sparse ops in static programs
 // (the sparse side is stop_gradient; dense ops after to_dense train).
 #include "frontend/paddle/pir_compat.h"
@@ -79,25 +80,50 @@ void ToDense(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "out", ctx.Add1(op, "coo_to_dense", {x.indices, x.values}, CooAttrs(x)));
 }
 
-const Coo& UnpaddedIn(TranslateContext& ctx, const OpDesc& op) {
-  const Coo& x = ctx.CooIn(op, "x");
-  if (x.padded())
+// values() / indices() of a padded COO: the padded tensor as a fetch
+// target whose first `count` columns hold the entries (TranslateOptions::
+// entry_counted_outputs), count being the columns before the first index
+// -1. Refused where the caller cannot take such an output.
+ir::Value* EntryCounted(TranslateContext& ctx, const OpDesc& op, const Coo& x, ir::Value* v) {
+  if (!ctx.entry_counted_outputs())
     ctx.Unsupported(op,
                     "its input's entries come from {}, whose entry count depends on the data: "
-                    "Tiller keeps them padded to the most entries it can give and cannot give "
-                    "values() or indices() of such a tensor (to_dense() and the sparse ops "
-                    "take it)",
+                    "values() and indices() of such a tensor are fetch targets of a predictor "
+                    "only (not of training or IPU programs: to_dense() and the sparse ops take "
+                    "it there)",
                     x.padded_by);
-  return x;
+  const int64_t room = x.values->shape()[0];
+  ir::Value* first_row = ctx.Reshape(op,
+                                     ctx.Add1(op, "slice", {x.indices},
+                                              {{"axes", std::vector<int64_t>{0}},
+                                               {"starts", std::vector<int64_t>{0}},
+                                               {"ends", std::vector<int64_t>{1}}}),
+                                     {room});
+  ir::Value* held = ctx.Add1(op, "not_equal", {first_row, ctx.ConstI64({-1}, {1})});
+  ir::Value* count = ctx.Add1(op, "reduce_sum", {Cast(ctx, op, held, DType::kI64)},
+                              {{"axes", std::vector<int64_t>{0}}, {"keepdim", true}});
+  // Its own value, so that the check that only fetches read it does not see
+  // the sparse ops reading the COO's values.
+  ir::Value* out = ctx.Add1(op, "identity", {v});
+  ctx.MarkEntryCounted(out, count);
+  return out;
 }
 
 void Values(TranslateContext& ctx, const OpDesc& op) {
-  const Coo& x = UnpaddedIn(ctx, op);
+  const Coo& x = ctx.CooIn(op, "x");
+  if (x.padded()) {
+    ctx.SetOut(op, "out", EntryCounted(ctx, op, x, x.values));
+    return;
+  }
   ctx.SetOut(op, "out", x.sum_of_all ? ctx.Reshape(op, x.values, Shape{}) : x.values);
 }
 
 void Indices(TranslateContext& ctx, const OpDesc& op) {
-  const Coo& x = UnpaddedIn(ctx, op);
+  const Coo& x = ctx.CooIn(op, "x");
+  if (x.padded()) {
+    ctx.SetOut(op, "out", EntryCounted(ctx, op, x, Cast(ctx, op, x.indices, x.index_dtype)));
+    return;
+  }
   ir::Value* indices = x.sum_of_all ? ctx.Reshape(op, x.indices, Shape{1}) : x.indices;
   ctx.SetOut(op, "out", Cast(ctx, op, indices, x.index_dtype));
 }
@@ -169,13 +195,15 @@ void Transpose(TranslateContext& ctx, const OpDesc& op) {
 
 // A COO result of `ir_type` (two outputs: indices, values), padded.
 Coo PaddedOut(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type,
-              std::vector<ir::Value*> inputs, ir::AttrMap attrs, Shape shape) {
+              std::vector<ir::Value*> inputs, ir::AttrMap attrs, Shape shape,
+              DType index_dtype = DType::kI64) {
   ir::Op* o = ctx.AddOp(op, ir_type, std::move(inputs), std::move(attrs));
   Coo out;
   out.indices = o->outputs[0];
   out.values = o->outputs[1];
   out.shape = std::move(shape);
   out.padded_by = op.type;
+  out.index_dtype = index_dtype;  // Paddle's slice and dense-to-COO give int64, the others x's
   return out;
 }
 
@@ -194,13 +222,14 @@ void Merge(TranslateContext& ctx, const OpDesc& op, const char* kind) {
                            {"kind", std::string(kind)},
                            {"x_padded", x.padded()},
                            {"y_padded", y.padded()}},
-                          x.shape));
+                          x.shape, x.index_dtype));
 }
 
 void Coalesce(TranslateContext& ctx, const OpDesc& op) {
   const Coo& x = ctx.CooIn(op, "x");
   ctx.SetCooOut(op, "out",
-                PaddedOut(ctx, op, "coo_coalesce", {x.indices, x.values}, CooAttrs(x), x.shape));
+                PaddedOut(ctx, op, "coo_coalesce", {x.indices, x.values}, CooAttrs(x), x.shape,
+                          x.index_dtype));
 }
 
 // Paddle's sparse slice normalizes as its dense slice does: a negative
@@ -284,7 +313,8 @@ void Sum(TranslateContext& ctx, const OpDesc& op) {
   ir::AttrMap a = CooAttrs(x);
   a.Set("axis", static_cast<int64_t>(axis));
   a.Set("keepdim", keep);
-  ctx.SetCooOut(op, "out", PaddedOut(ctx, op, "coo_sum", {x.indices, x.values}, a, shape));
+  ctx.SetCooOut(op, "out",
+                PaddedOut(ctx, op, "coo_sum", {x.indices, x.values}, a, shape, x.index_dtype));
 }
 
 void DenseToCoo(TranslateContext& ctx, const OpDesc& op) {
@@ -366,9 +396,11 @@ const bool kRegistered = [] {
                       {"sparse_sparse_coo_tensor", {T("values"), T("indices")}, {"out"}, {}, {}});
   RegisterTranslator("sparse_to_dense", ToDense, {"coo_to_dense"});
   RegisterPirOpCompat("coo_to_dense_sp", {"sparse_to_dense", {T("x")}, {"out"}, {}, {}});
-  RegisterTranslator("sparse_values", Values, {"reshape"});
+  RegisterTranslator("sparse_values", Values,
+                     {"reshape", "slice", "not_equal", "cast", "reduce_sum", "identity"});
   RegisterPirOpCompat("values_coo_sp", {"sparse_values", {T("x")}, {"out"}, {}, {}});
-  RegisterTranslator("sparse_indices", Indices, {"reshape", "cast"});
+  RegisterTranslator("sparse_indices", Indices,
+                     {"reshape", "slice", "not_equal", "cast", "reduce_sum", "identity"});
   RegisterPirOpCompat("indices_sp", {"sparse_indices", {T("x")}, {"out"}, {}, {}});
   RegisterValuesOp("sparse_relu", "relu", "relu_coo_sp");
   RegisterValuesOp("sparse_abs", "abs", "abs_coo_sp");
