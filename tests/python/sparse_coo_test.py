@@ -436,3 +436,73 @@ def test_data_dependent_values_read_by_an_op_or_under_ipu_are_refused_bad_indice
         run(model, f)
     msg = str(e.value)
     assert "coo_merge" in msg and "[0, 6)" in msg, msg
+
+
+# A submanifold sparse convolution net (point clouds: values [nnz, C] per
+# position of [N, D, H, W]) in Paddle 3.3's static API: SubmConv3D with
+# bias, BatchNorm on its running statistics (set to random values), ReLU,
+# a SubmConv3D of kernel (3, 1, 5) without bias; Paddle's executor is the
+# reference. An ordinary Conv3D (its outputs' positions depend on the data)
+# and coalesce of a hybrid COO are refused.
+SUBM = r"""
+import sys, numpy as np, paddle
+paddle.enable_static()
+main, startup = paddle.static.Program(), paddle.static.Program()
+with paddle.static.program_guard(main, startup):
+    idx = paddle.static.data("idx", [4, -1], "int64")
+    val = paddle.static.data("val", [-1, 3], "float32")
+    x = paddle.sparse.sparse_coo_tensor(idx, val, [2, 5, 6, 7, 3])
+    y = paddle.sparse.nn.SubmConv3D(3, 4, 3, padding=1)(x)
+    r = paddle.sparse.nn.ReLU()(paddle.sparse.nn.BatchNorm(4, use_global_stats=True)(y))
+    z = paddle.sparse.nn.SubmConv3D(4, 2, (3, 1, 5), padding=(1, 0, 2), bias_attr=False)(r)
+    outs = [y.values(), r.to_dense(), z.values(), z.indices(), z.to_dense()]
+    plain = paddle.sparse.nn.Conv3D(2, 2, 2, stride=2)(z).to_dense()
+    hybrid_coalesce = paddle.sparse.coalesce(y).to_dense()
+exe = paddle.static.Executor(paddle.CPUPlace())
+exe.run(startup)
+rng = np.random.default_rng(4)
+scope = paddle.static.global_scope()
+for p in main.global_block().all_parameters():
+    t = scope.find_var(p.name).get_tensor()
+    shape = np.array(t).shape
+    v = rng.uniform(0.5, 1.5, shape) if "variance" in p.name or "_var" in p.name else rng.standard_normal(shape) * 0.5
+    t.set(v.astype("float32"), paddle.CPUPlace())
+feeds = np.load(sys.argv[2])
+got = exe.run(main, feed={"idx": feeds["idx"], "val": feeds["val"]}, fetch_list=outs)
+paddle.static.save_inference_model(sys.argv[1], [idx, val], outs, exe, program=main)
+paddle.static.save_inference_model(sys.argv[1] + "_plain", [idx, val], [plain], exe, program=main)
+paddle.static.save_inference_model(sys.argv[1] + "_coalesce", [idx, val], [hybrid_coalesce], exe,
+                                   program=main)
+np.savez(sys.argv[3], *got)
+"""
+
+
+def test_submanifold_conv_net_matches_paddle(tmp_path):
+    rng = np.random.default_rng(12)
+    flat = np.sort(rng.choice(2 * 5 * 6 * 7, 40, replace=False))  # coalesced, row-major
+    idx = np.stack(np.unravel_index(flat, (2, 5, 6, 7))).astype("int64")
+    val = rng.standard_normal((40, 3)).astype("float32")
+    np.savez(tmp_path / "feeds.npz", idx=idx, val=val)
+    p = subprocess.run([sys.executable, "-c", SUBM, str(tmp_path / "m"), str(tmp_path / "feeds.npz"),
+                        str(tmp_path / "ref.npz")],
+                       env=dict(os.environ, GLOG_minloglevel="2"), capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    ref = np.load(tmp_path / "ref.npz")
+    got = run(tmp_path / "m.json", {"idx": idx, "val": val})
+    assert len(got) == 5
+    for i, g in enumerate(got):
+        want = ref[f"arr_{i}"]
+        assert g.shape == want.shape and g.dtype == want.dtype, (i, g.shape, want.shape)
+        # Sums of at most 27 x 4 products in float32, in another order than
+        # Paddle's gathered GEMMs: 1e-5.
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5, err_msg=f"output {i}")
+    with pytest.raises(Exception) as e:
+        run(tmp_path / "m_plain.json", {"idx": idx, "val": val})
+    msg = str(e.value)
+    assert "sparse_conv3d" in msg and "submanifold" in msg, msg
+    # An op that takes one value per entry refuses a hybrid COO by name.
+    with pytest.raises(Exception) as e:
+        run(tmp_path / "m_coalesce.json", {"idx": idx, "val": val})
+    msg = str(e.value)
+    assert "sparse_coalesce" in msg and "hybrid" in msg, msg

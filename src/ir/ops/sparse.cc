@@ -45,6 +45,14 @@
 //     from 0 in entry order (Paddle's sum_coo); room for nnz.
 //   dense_to_coo(x): the entries of x that are not 0 (NaN is kept), in
 //     row-major order; room for numel.
+//   coo_subm_conv3d(indices [4, nnz], values [nnz, C], weight [kD, kH, kW,
+//     C, C_out]){shape [N, D, H, W, C], paddings, dilations}: Paddle's
+//     submanifold sparse convolution (stride 1): an output at each input
+//     entry's position, out[o] = sum over the kernel offsets k (in order) of
+//     values[i] x weight[k] for the entry i at position o - padding + k *
+//     dilation, where one is stored. Values [nnz, C_out].
+// coo_to_dense also takes a hybrid COO tensor (indices over the first
+// sparse_dim dims, values [nnz, the other dims]).
 // An index outside its dimension is reported (backend::IndexFault) and the
 // entry left out (coo_reshape: its indices all -1). Precision: float32
 // values. Layout: fixed.
@@ -53,25 +61,33 @@
 namespace tiller::ir {
 namespace {
 
-// The COO operands: indices int64 [rank(shape), nnz], values [nnz].
-void CheckCoo(InferContext& c, const Shape& shape) {
+// The COO operands: indices int64 [rank(shape), nnz], values [nnz]; with
+// `hybrid`, indices may cover the leading sparse_dim dims only and values
+// be [nnz, the remaining dims] (a hybrid COO tensor: a dense block per
+// entry, as sparse convolutions keep their channels).
+void CheckCoo(InferContext& c, const Shape& shape, bool hybrid = false) {
   const TensorType& indices = c.input(0);
   const TensorType& values = c.input(1);
   if (shape.empty()) c.Fail("shape must have at least one dim");
   for (int64_t d : shape)
     if (d < 1) c.Fail("shape {} has a dim below 1", ShapeToString(shape));
-  if (indices.dtype != DType::kI64 || indices.shape.size() != 2 ||
-      indices.shape[0] != static_cast<int64_t>(shape.size()))
-    c.Fail("indices must be int64 [{}, nnz], got {}", shape.size(), indices.ToString());
-  if (values.shape != Shape{indices.shape[1]})
-    c.Fail("values must be [{}] (one per index column), got {}", indices.shape[1],
+  const int64_t sparse_dim = indices.shape.size() == 2 ? indices.shape[0] : -1;
+  const auto rank = static_cast<int64_t>(shape.size());
+  if (indices.dtype != DType::kI64 || sparse_dim < 1 || sparse_dim > rank ||
+      (!hybrid && sparse_dim != rank))
+    c.Fail("indices must be int64 [{}, nnz], got {}", hybrid ? "sparse_dim" : std::to_string(rank),
+           indices.ToString());
+  Shape want{indices.shape[1]};
+  want.insert(want.end(), shape.begin() + sparse_dim, shape.end());
+  if (values.shape != want)
+    c.Fail("values must be {} (one per index column), got {}", ShapeToString(want),
            values.ToString());
   if (values.dtype != DType::kF32) c.Fail("values must be float32, got {}", values.ToString());
 }
 
 void InferCooToDense(InferContext& c) {
   const Shape shape = c.op().GetInts("shape");
-  CheckCoo(c, shape);
+  CheckCoo(c, shape, /*hybrid=*/true);
   c.AddOutput({c.input(1).dtype, shape});
 }
 
@@ -167,6 +183,25 @@ void InferCooSum(InferContext& c) {
   AddCooOutputs(c, keep ? shape.size() : shape.size() - 1, c.input(1).shape[0]);
 }
 
+void InferCooSubmConv3d(InferContext& c) {
+  const Shape shape = c.op().GetInts("shape");
+  CheckCoo(c, shape, /*hybrid=*/true);
+  const TensorType& w = c.input(2);
+  if (shape.size() != 5 || c.input(0).shape[0] != 4)
+    c.Fail("x must be a hybrid COO [N, D, H, W, C] with 4 index rows, got {} and {}",
+           ShapeToString(shape), c.input(0).ToString());
+  if (w.dtype != DType::kF32 || w.shape.size() != 5 || w.shape[3] != shape[4])
+    c.Fail("weight must be float32 [kD, kH, kW, {}, C_out], got {}", shape[4], w.ToString());
+  for (const char* a : {"paddings", "dilations"}) {
+    const auto& v = c.op().GetInts(a);
+    const int64_t least = std::string_view(a) == "dilations" ? 1 : 0;
+    if (v.size() != 3) c.Fail("{} must have 3 values, got {}", a, ShapeToString(v));
+    for (int64_t x : v)
+      if (x < least) c.Fail("{} {} is below {}", a, ShapeToString(v), least);
+  }
+  c.AddOutput({DType::kF32, {c.input(1).shape[0], w.shape[4]}});
+}
+
 void InferDenseToCoo(InferContext& c) {
   const TensorType& x = c.input(0);
   if (x.dtype != DType::kF32 || x.shape.empty())
@@ -221,6 +256,12 @@ TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_sum", 2, 2, InferCooSum}
                               .RequiredAttr("axis", AttrKind::kInt)
                               .Attr("keepdim", false)
                               .Attr("padded", false)
+                              .Precision(PrecisionRule::kAlwaysF32)
+                              .Layout(LayoutRule::kFixed));
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_subm_conv3d", 3, 3, InferCooSubmConv3d}
+                              .RequiredAttr("shape", AttrKind::kInts)
+                              .RequiredAttr("paddings", AttrKind::kInts)
+                              .RequiredAttr("dilations", AttrKind::kInts)
                               .Precision(PrecisionRule::kAlwaysF32)
                               .Layout(LayoutRule::kFixed));
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"dense_to_coo", 1, 1, InferDenseToCoo}

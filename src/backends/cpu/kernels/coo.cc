@@ -97,21 +97,27 @@ std::unique_ptr<Kernel> MakeCooReshape(const ir::Op& op) {
       static_cast<size_t>(nnz) * sizeof(int64_t));
 }
 
+// A hybrid COO tensor (indices over the first sparse_dim dims) writes a
+// block of the remaining dims per entry.
 std::unique_ptr<Kernel> MakeCooToDense(const ir::Op& op) {
   const Shape shape = op.GetInts("shape");
   const bool padded = op.GetBool("padded");
   const int64_t nnz = op.inputs[1]->shape()[0];
+  const int64_t sparse_dim = op.inputs[0]->shape()[0];
+  const Shape sparse(shape.begin(), shape.begin() + sparse_dim);
+  const int64_t block = NumElements(shape) / NumElements(sparse);
   const size_t bytes = static_cast<size_t>(NumElements(shape)) * sizeof(float);
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& a) {
         auto* at = static_cast<int64_t*>(a.workspace);
-        Positions(a, shape, nnz, at, padded);
+        Positions(a, sparse, nnz, at, padded);
         const auto* values = static_cast<const float*>(a.inputs[1]);
         auto* out = static_cast<float*>(a.outputs[0]);
         std::memset(out, 0, bytes);
         // In entry order: an entry stored twice keeps the later value.
         for (int64_t e = 0; e < nnz; ++e) {
-          if (at[e] >= 0) out[at[e]] = values[e];
+          if (at[e] >= 0)
+            std::copy(values + e * block, values + (e + 1) * block, out + at[e] * block);
         }
       },
       static_cast<size_t>(nnz) * sizeof(int64_t));
@@ -404,6 +410,75 @@ std::unique_ptr<Kernel> MakeDenseToCoo(const ir::Op& op) {
   });
 }
 
+// Submanifold convolution: the entries' positions in an open-addressing
+// table (keys the row-major positions over N, D, H, W; the workspace), then
+// for each output entry, threads taking ranges of entries, the kernel
+// offsets in order, each neighbour found adding its row times weight[k].
+std::unique_ptr<Kernel> MakeCooSubmConv3d(const ir::Op& op) {
+  const Shape shape = op.GetInts("shape");
+  const std::vector<int64_t> pad = op.GetInts("paddings"), dil = op.GetInts("dilations");
+  const Shape w = op.inputs[2]->shape();
+  const int64_t nnz = op.inputs[1]->shape()[0], cin = shape[4], cout = w[4];
+  const Shape sparse(shape.begin(), shape.begin() + 4);
+  int64_t slots = 1;
+  while (slots < 2 * nnz) slots *= 2;
+  const size_t workspace = static_cast<size_t>(nnz + 2 * slots) * sizeof(int64_t);
+  return std::make_unique<LambdaKernel>(
+      [=](const KernelArgs& a) {
+        auto* at = static_cast<int64_t*>(a.workspace);
+        int64_t* keys = at + nnz;
+        int64_t* entry = keys + slots;
+        Positions(a, sparse, nnz, at);
+        std::fill(keys, keys + slots, int64_t{-1});
+        const uint64_t mask = static_cast<uint64_t>(slots) - 1;
+        auto slot_of = [&](int64_t key) {
+          uint64_t h = static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull;
+          for (h >>= 20;; ++h)
+            if (keys[h & mask] == key || keys[h & mask] < 0) return h & mask;
+        };
+        for (int64_t e = 0; e < nnz; ++e) {  // an entry stored twice: the later one is found
+          if (at[e] < 0) continue;
+          const uint64_t s = slot_of(at[e]);
+          keys[s] = at[e];
+          entry[s] = e;
+        }
+        const auto* xi = static_cast<const int64_t*>(a.inputs[0]);
+        const auto* x = static_cast<const float*>(a.inputs[1]);
+        const auto* weight = static_cast<const float*>(a.inputs[2]);
+        auto* out = static_cast<float*>(a.outputs[0]);
+        ParallelRange(nnz, w[0] * w[1] * w[2] * cin * cout, [&](int64_t e0, int64_t e1) {
+          for (int64_t o = e0; o < e1; ++o) {
+            float* y = out + o * cout;
+            std::fill(y, y + cout, 0.f);
+            if (at[o] < 0) continue;
+            const int64_t n = xi[o], d = xi[nnz + o], h = xi[2 * nnz + o], v = xi[3 * nnz + o];
+            const float* wk = weight;
+            for (int64_t kd = 0; kd < w[0]; ++kd) {
+              for (int64_t kh = 0; kh < w[1]; ++kh) {
+                for (int64_t kw = 0; kw < w[2]; ++kw, wk += cin * cout) {
+                  const int64_t qd = d - pad[0] + kd * dil[0], qh = h - pad[1] + kh * dil[1],
+                                qw = v - pad[2] + kw * dil[2];
+                  if (qd < 0 || qd >= shape[1] || qh < 0 || qh >= shape[2] || qw < 0 ||
+                      qw >= shape[3])
+                    continue;
+                  const int64_t key = ((n * shape[1] + qd) * shape[2] + qh) * shape[3] + qw;
+                  const uint64_t s = slot_of(key);
+                  if (keys[s] != key) continue;
+                  const float* xr = x + entry[s] * cin;
+                  for (int64_t c = 0; c < cin; ++c) {
+                    const float xc = xr[c];
+                    const float* wr = wk + c * cout;
+                    for (int64_t j = 0; j < cout; ++j) y[j] += xc * wr[j];
+                  }
+                }
+              }
+            }
+          }
+        });
+      },
+      workspace);
+}
+
 const bool kRegistered = [] {
   auto sig = [](const char* spec) {
     return Signature(spec).Where("I", {DType::kI64}).Where("T", {DType::kF32});
@@ -416,6 +491,7 @@ const bool kRegistered = [] {
   RegisterKernel("coo_merge", MakeCooMerge, sig("I, T, I, T -> I, T"));
   RegisterKernel("coo_slice", MakeCooSlice, sig("I, T -> I, T"));
   RegisterKernel("coo_sum", MakeCooSum, sig("I, T -> I, T"));
+  RegisterKernel("coo_subm_conv3d", MakeCooSubmConv3d, sig("I, T, T -> T"));
   RegisterKernel("dense_to_coo", MakeDenseToCoo,
                  Signature("T -> I, T").Where("T", {DType::kF32}).Where("I", {DType::kI64}));
   return true;

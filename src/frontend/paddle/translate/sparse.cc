@@ -50,14 +50,17 @@ void SparseCooTensor(TranslateContext& ctx, const OpDesc& op) {
   const std::vector<int64_t> shape = op.attrs.Ints("shape", {});
   if (shape.empty()) ctx.Invalid(op, "attribute shape is missing or empty");
   const Shape& is = indices->shape();
-  if (is.size() != 2 || is[0] != static_cast<int64_t>(shape.size()))
-    ctx.Invalid(op, "indices must be [{}, nnz] for a tensor of shape {}, got {}", shape.size(),
-                ShapeToString(shape), ShapeToString(is));
-  if (values->shape() != Shape{is[1]})
-    ctx.Unsupported(op,
-                    "values {} are not one per index column ({} of them); hybrid COO tensors "
-                    "(dense values per entry) are not supported",
-                    ShapeToString(values->shape()), is[1]);
+  if (is.size() != 2 || is[0] < 1 || is[0] > static_cast<int64_t>(shape.size()))
+    ctx.Invalid(op, "indices must be [sparse_dim <= {}, nnz] for a tensor of shape {}, got {}",
+                shape.size(), ShapeToString(shape), ShapeToString(is));
+  // A hybrid COO tensor (indices over the first sparse_dim dims) stores a
+  // block of the other dims per entry.
+  Shape want{is[1]};
+  want.insert(want.end(), shape.begin() + is[0], shape.end());
+  if (values->shape() != want)
+    ctx.Invalid(op, "values must be {} for indices {} of a tensor of shape {}, got {}",
+                ShapeToString(want), ShapeToString(is), ShapeToString(shape),
+                ShapeToString(values->shape()));
   if (!IsInteger(indices->dtype()))
     ctx.Invalid(op, "indices must be integers, got {}", DTypeName(indices->dtype()));
   if (values->dtype() != DType::kF32)
@@ -69,6 +72,17 @@ void SparseCooTensor(TranslateContext& ctx, const OpDesc& op) {
   out.shape = shape;
   out.index_dtype = indices->dtype();  // what indices() gives back
   ctx.SetCooOut(op, "out", out);
+}
+
+// A COO input of an op that takes one value per entry only.
+const Coo& ScalarCooIn(TranslateContext& ctx, const OpDesc& op, const std::string& slot = "x") {
+  const Coo& x = ctx.CooIn(op, slot);
+  if (x.indices->shape()[0] != static_cast<int64_t>(x.shape.size()))
+    ctx.Unsupported(op,
+                    "'{}' is a hybrid COO tensor (indices over {} of its {} dims, a block of "
+                    "values per entry): this op takes one value per entry",
+                    slot, x.indices->shape()[0], x.shape.size());
+  return x;
 }
 
 ir::AttrMap CooAttrs(const Coo& x) {
@@ -146,7 +160,7 @@ void RegisterValuesOp(const std::string& paddle, const std::string& t, const std
 }
 
 void Softmax(TranslateContext& ctx, const OpDesc& op) {
-  Coo x = ctx.CooIn(op, "x");
+  Coo x = ScalarCooIn(ctx, op);
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   const int64_t axis = op.attrs.Int("axis", -1);
   if (axis != -1 && axis != rank - 1)
@@ -158,13 +172,13 @@ void Softmax(TranslateContext& ctx, const OpDesc& op) {
 void Matmul(TranslateContext& ctx, const OpDesc& op) {
   if (!ctx.IsCoo(op, "x") || ctx.IsCoo(op, "y"))
     ctx.Unsupported(op, "only a sparse COO x times a dense y is supported");
-  const Coo& x = ctx.CooIn(op, "x");
+  const Coo& x = ScalarCooIn(ctx, op);
   ir::Value* y = ctx.In(op, "y");
   ctx.SetOut(op, "out", ctx.Add1(op, "coo_matmul", {x.indices, x.values, y}, CooAttrs(x)));
 }
 
 void Reshape(TranslateContext& ctx, const OpDesc& op) {
-  Coo x = ctx.CooIn(op, "x");
+  Coo x = ScalarCooIn(ctx, op);
   const Shape shape = ResolveTargetShape(
       ctx, op, x.shape, IntsFrom(ctx, op, "shape", "ShapeTensor", "ShapeTensorList"));
   x.indices = ctx.Add1(op, "coo_reshape", {x.indices},
@@ -175,7 +189,7 @@ void Reshape(TranslateContext& ctx, const OpDesc& op) {
 
 // The indices' rows in perm's order: gather along the first dim.
 void Transpose(TranslateContext& ctx, const OpDesc& op) {
-  Coo x = ctx.CooIn(op, "x");
+  Coo x = ScalarCooIn(ctx, op);
   const std::vector<int64_t> perm = op.attrs.Ints("perm", {});
   const auto rank = static_cast<int64_t>(x.shape.size());
   std::vector<bool> seen(static_cast<size_t>(rank), false);
@@ -208,11 +222,31 @@ Coo PaddedOut(TranslateContext& ctx, const OpDesc& op, const std::string& ir_typ
 }
 
 // x + y, x - y, x * y or x / y of two COO tensors of one shape.
+// x + y for a dense y of the last dim's size: added to each entry's values
+// (Paddle's add_coo_dense, how sparse convolutions add their bias).
+void AddCooDense(TranslateContext& ctx, const OpDesc& op) {
+  Coo x = ctx.CooIn(op, "x");
+  ir::Value* y = ctx.In(op, "y");
+  if (y->shape() != Shape{x.shape.back()} || x.values->rank() < 2)
+    ctx.Unsupported(op,
+                    "a dense y must be one value per channel of a hybrid COO x ([{}]), got {} "
+                    "(Paddle's add_coo_dense takes no other)",
+                    x.shape.back(), ShapeToString(y->shape()));
+  x.values = ctx.Add1(op, "add", {x.values, y});
+  ctx.SetCooOut(op, "out", x);
+}
+
 void Merge(TranslateContext& ctx, const OpDesc& op, const char* kind) {
+  if (std::string_view(kind) == "add" && ctx.IsCoo(op, "x") && !ctx.IsCoo(op, "y")) {
+    AddCooDense(ctx, op);
+    return;
+  }
   if (!ctx.IsCoo(op, "x") || !ctx.IsCoo(op, "y"))
-    ctx.Unsupported(op, "only two sparse COO tensors are supported");
-  const Coo& x = ctx.CooIn(op, "x");
-  const Coo& y = ctx.CooIn(op, "y");
+    ctx.Unsupported(op,
+                    "only two sparse COO tensors (or add of a COO and a dense per-channel "
+                    "vector) are supported");
+  const Coo& x = ScalarCooIn(ctx, op);
+  const Coo& y = ScalarCooIn(ctx, op, "y");
   if (x.shape != y.shape)
     ctx.Invalid(op, "x {} and y {} must have the same shape", ShapeToString(x.shape),
                 ShapeToString(y.shape));
@@ -226,7 +260,7 @@ void Merge(TranslateContext& ctx, const OpDesc& op, const char* kind) {
 }
 
 void Coalesce(TranslateContext& ctx, const OpDesc& op) {
-  const Coo& x = ctx.CooIn(op, "x");
+  const Coo& x = ScalarCooIn(ctx, op);
   ctx.SetCooOut(op, "out",
                 PaddedOut(ctx, op, "coo_coalesce", {x.indices, x.values}, CooAttrs(x), x.shape,
                           x.index_dtype));
@@ -236,7 +270,7 @@ void Coalesce(TranslateContext& ctx, const OpDesc& op) {
 // axis, start or end counts from the end; starts and ends are clamped to
 // the dim; an end before its start is an error.
 void Slice(TranslateContext& ctx, const OpDesc& op) {
-  const Coo& x = ctx.CooIn(op, "x");
+  const Coo& x = ScalarCooIn(ctx, op);
   std::vector<int64_t> axes = IntsFrom(ctx, op, "axes", "AxesTensor", "AxesTensorList");
   std::vector<int64_t> starts = IntsFrom(ctx, op, "starts", "StartsTensor", "StartsTensorList");
   std::vector<int64_t> ends = IntsFrom(ctx, op, "ends", "EndsTensor", "EndsTensorList");
@@ -277,7 +311,7 @@ void Slice(TranslateContext& ctx, const OpDesc& op) {
 // 0-d value of a tensor of shape [1]); one axis gives the sums over it, an
 // entry per distinct position of the other dims.
 void Sum(TranslateContext& ctx, const OpDesc& op) {
-  const Coo& x = ctx.CooIn(op, "x");
+  const Coo& x = ScalarCooIn(ctx, op);
   const std::vector<int64_t> axes = IntsFrom(ctx, op, "axis", "AxisTensor", "AxisTensorList");
   const bool keep = op.attrs.Bool("keepdim", false);
   if (op.attrs.Int("dtype", -1) != -1 && PaddleAttrDType(ctx, op, "dtype") != DType::kF32)
@@ -332,7 +366,7 @@ void DenseToCoo(TranslateContext& ctx, const OpDesc& op) {
 
 // The COO matrix x [M, K] times the dense vector [K]: a matmul by [K, 1].
 void Mv(TranslateContext& ctx, const OpDesc& op) {
-  const Coo& x = ctx.CooIn(op, "x");
+  const Coo& x = ScalarCooIn(ctx, op);
   ir::Value* vec = ctx.In(op, "vec");
   if (x.shape.size() != 2 || vec->shape() != Shape{x.shape[1]})
     ctx.Invalid(op, "x must be a COO matrix and vec a vector of its columns, got {} and {}",
@@ -344,7 +378,7 @@ void Mv(TranslateContext& ctx, const OpDesc& op) {
 
 // beta * input + alpha * (x @ y), x a COO matrix (or batch), the rest dense.
 void Addmm(TranslateContext& ctx, const OpDesc& op) {
-  const Coo& x = ctx.CooIn(op, "x");
+  const Coo& x = ScalarCooIn(ctx, op);
   ir::Value* input = ctx.In(op, "input");
   ir::Value* y = ctx.In(op, "y");
   const double alpha = op.attrs.Float("alpha", 1.0), beta = op.attrs.Float("beta", 1.0);
@@ -387,6 +421,56 @@ void DivideScalar(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* d = ctx.ConstF32({static_cast<float>(op.attrs.Float("scalar", 1.0))}, {1});
   x.values = ctx.Add1(op, "div", {x.values, d});
   ctx.SetCooOut(op, "out", x);
+}
+
+// Paddle's sparse conv3d on a hybrid COO [N, D, H, W, C] with a kernel
+// [kD, kH, kW, C, C_out]: the submanifold form (an output at each input
+// entry) runs; the ordinary form's outputs are the positions the data
+// reaches, which Tiller does not build yet.
+void Conv3d(TranslateContext& ctx, const OpDesc& op) {
+  const Coo& x = ctx.CooIn(op, "x");
+  ir::Value* kernel = ctx.In(op, "kernel");
+  if (!op.attrs.Bool("subm", false))
+    ctx.Unsupported(op,
+                    "an ordinary (not submanifold) sparse conv3d: its output positions depend on "
+                    "the data; SubmConv3D is supported");
+  const std::vector<int64_t> strides = op.attrs.Ints("strides", {1, 1, 1});
+  if (strides != std::vector<int64_t>{1, 1, 1})
+    ctx.Unsupported(op, "strides {}: a submanifold convolution keeps its input's positions",
+                    ShapeToString(strides));
+  if (op.attrs.Int("groups", 1) != 1) ctx.Unsupported(op, "groups = {}", op.attrs.Int("groups", 1));
+  if (x.shape.size() != 5 || x.indices->shape()[0] != 4)
+    ctx.Invalid(op,
+                "x must be a hybrid COO [N, D, H, W, C] indexed over N, D, H, W, got {} with "
+                "indices {}",
+                ShapeToString(x.shape), ShapeToString(x.indices->shape()));
+  Coo out = x;
+  out.values = ctx.Add1(op, "coo_subm_conv3d", {x.indices, x.values, kernel},
+                        {{"shape", x.shape},
+                         {"paddings", op.attrs.Ints("paddings", {0, 0, 0})},
+                         {"dilations", op.attrs.Ints("dilations", {1, 1, 1})}});
+  out.shape.back() = kernel->shape().back();
+  ctx.SetCooOut(op, "out", out);
+}
+
+// Inference batch norm over a hybrid COO's channels (its values [nnz, C]),
+// with the running statistics as Paddle Inference's test mode.
+void BatchNormCoo(TranslateContext& ctx, const OpDesc& op) {
+  Coo x = ctx.CooIn(op, "X");
+  if (ctx.training())
+    ctx.Unsupported(op,
+                    "training a sparse batch norm: Paddle builds no gradient through sparse "
+                    "ops in static programs");
+  if (x.values->rank() != 2)
+    ctx.Unsupported(op,
+                    "x must be a hybrid COO with one channel dim (values [nnz, C]), got "
+                    "values {}",
+                    ShapeToString(x.values->shape()));
+  x.values = ctx.Add1(op, "batch_norm",
+                      {x.values, ctx.In(op, "Scale"), ctx.In(op, "Bias"), ctx.In(op, "Mean"),
+                       ctx.In(op, "Variance")},
+                      {{"epsilon", op.attrs.Float("epsilon", 1e-5)}});
+  ctx.SetCooOut(op, "Y", x);
 }
 
 const bool kRegistered = [] {
@@ -433,10 +517,24 @@ const bool kRegistered = [] {
     const std::string legacy = std::string("sparse_") + kind;
     RegisterTranslator(legacy,
                        [kind](TranslateContext& ctx, const OpDesc& op) { Merge(ctx, op, kind); },
-                       {"coo_merge"});
+                       {"coo_merge", "add"});
     RegisterPirOpCompat(std::string(kind) + "_coo_coo_sp",
                         {legacy, {T("x"), T("y")}, {"out"}, {}, {}});
   }
+  RegisterPirOpCompat("add_coo_dense_sp", {"sparse_add", {T("x"), T("y")}, {"out"}, {}, {}});
+  RegisterTranslator("sparse_conv3d", Conv3d, {"coo_subm_conv3d"});
+  RegisterPirOpCompat(
+      "conv3d_sp",
+      {"sparse_conv3d", {T("x"), T("kernel")}, {"out", "rulebook", "counter"}, {}, {}});
+  RegisterTranslator("sparse_batch_norm", BatchNormCoo, {"batch_norm"});
+  const PirOpCompat batch_norm = {
+      "sparse_batch_norm",
+      {T("X"), T("Mean"), T("Variance"), T("Scale"), T("Bias")},
+      {"Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance", "ReserveSpace"},
+      {},
+      {}};
+  RegisterPirOpCompat("batch_norm_sp", batch_norm);
+  RegisterPirOpCompat("batch_norm_sp_", batch_norm);
   RegisterTranslator("sparse_coalesce", Coalesce, {"coo_coalesce"});
   RegisterPirOpCompat("coalesce_sp", {"sparse_coalesce", {T("x")}, {"out"}, {}, {}});
   RegisterTranslator("sparse_slice", Slice, {"coo_slice"});
