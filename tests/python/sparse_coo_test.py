@@ -95,7 +95,6 @@ def pattern(rng, m, k, nnz):
 @pytest.fixture(scope="module", params=["pir", "legacy"])
 def saved(request, tmp_path_factory):
     fmt = request.param
-    python = sys.executable if fmt == "pir" else str(PADDLE2)
     if fmt == "legacy" and not PADDLE2.exists():
         pytest.skip(".venv-paddle2 (Paddle 2.6.2) is missing: scripts/setup.sh makes it")
     d = tmp_path_factory.mktemp(f"coo_{fmt}")
@@ -104,12 +103,19 @@ def saved(request, tmp_path_factory):
     # Two runs with different patterns and entry counts: nnz is fed.
     for key, nnz in (("a", 20), ("b", 33)):
         feeds[f"idx_{key}"], feeds[f"val_{key}"] = pattern(rng, 6, 16, nnz)
+    return build_with_paddle(fmt, BUILD, d, feeds)
+
+
+def build_with_paddle(fmt, script, d, feeds):
+    """Runs `script` (model path, feeds, results path) under the form's
+    Paddle; returns (fmt, model file, feeds, Paddle's results)."""
+    python = sys.executable if fmt == "pir" else str(PADDLE2)
     np.savez(d / "feeds.npz", **feeds)
     # (Paddle 2.6's executor cannot garbage-collect an intermediate sparse
     # tensor: its eager deletion is turned off.)
     env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0",
                GLOG_minloglevel="2", FLAGS_eager_delete_tensor_gb="-1")
-    p = subprocess.run([python, "-c", BUILD, str(d / "model"), str(d / "feeds.npz"),
+    p = subprocess.run([python, "-c", script, str(d / "model"), str(d / "feeds.npz"),
                         str(d / "ref.npz")], env=env, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -345,21 +351,12 @@ def dynamic_feeds(rng, key, nnz):
 @pytest.fixture(scope="module", params=["pir", "legacy"])
 def dynamic(request, tmp_path_factory):
     fmt = request.param
-    python = sys.executable if fmt == "pir" else str(PADDLE2)
     if fmt == "legacy" and not PADDLE2.exists():
         pytest.skip(".venv-paddle2 (Paddle 2.6.2) is missing: scripts/setup.sh makes it")
     d = tmp_path_factory.mktemp(f"coo_dynamic_{fmt}")
     rng = np.random.default_rng(8)
     feeds = {**dynamic_feeds(rng, "a", 9), **dynamic_feeds(rng, "b", 14)}
-    np.savez(d / "feeds.npz", **feeds)
-    env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0",
-               GLOG_minloglevel="2", FLAGS_eager_delete_tensor_gb="-1")
-    p = subprocess.run([python, "-c", DYNAMIC, str(d / "model"), str(d / "feeds.npz"),
-                        str(d / "ref.npz")], env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
-    model = d / ("model.json" if fmt == "pir" else "model.pdmodel")
-    return fmt, model, np.load(d / "feeds.npz"), np.load(d / "ref.npz")
+    return build_with_paddle(fmt, DYNAMIC, d, feeds)
 
 
 def test_data_dependent_and_unary_ops_match_paddle(dynamic):

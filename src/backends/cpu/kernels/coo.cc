@@ -198,6 +198,22 @@ std::unique_ptr<Kernel> MakeCooMatmul(const ir::Op& op) {
       static_cast<size_t>(nnz) * sizeof(int64_t));
 }
 
+// Writes one entry per distinct key of the entries ordered by (key, entry)
+// (OrderByKey), in key order: the sum of its entries' values in entry order,
+// from the first value (Paddle's coalesce, which keeps a lone -0.0) or from
+// 0 (its sum). Entries left out (key -1) are skipped. Returns the count.
+int64_t PutGroupSums(const Shape& shape, int64_t room, const int64_t* key, const int64_t* order,
+                     int64_t n, const float* v, bool from_zero, int64_t* indices, float* values) {
+  int64_t k = 0;
+  for (int64_t i = 0; i < n;) {
+    const int64_t pos = key[order[i]];
+    float sum = from_zero ? 0.f : v[order[i++]];
+    for (; i < n && key[order[i]] == pos; ++i) sum += v[order[i]];
+    if (pos >= 0) PutEntry(shape, room, k++, pos, sum, indices, values);
+  }
+  return k;
+}
+
 // Distinct positions in row-major order, each the sum of its entries in
 // entry order. Workspace: positions, then the entries ordered by position.
 std::unique_ptr<Kernel> MakeCooCoalesce(const ir::Op& op) {
@@ -214,13 +230,7 @@ std::unique_ptr<Kernel> MakeCooCoalesce(const ir::Op& op) {
         const auto* v = static_cast<const float*>(a.inputs[1]);
         auto* indices = static_cast<int64_t*>(a.outputs[0]);
         auto* values = static_cast<float*>(a.outputs[1]);
-        int64_t k = 0;
-        for (int64_t i = 0; i < n;) {
-          const int64_t pos = at[order[i]];
-          float sum = v[order[i]];
-          for (++i; i < n && at[order[i]] == pos; ++i) sum += v[order[i]];
-          if (pos >= 0) PutEntry(shape, room, k++, pos, sum, indices, values);
-        }
+        const int64_t k = PutGroupSums(shape, room, at, order, n, v, false, indices, values);
         Pad(rank, room, k, indices, values);
       },
       static_cast<size_t>(room) * 2 * sizeof(int64_t));
@@ -382,13 +392,7 @@ std::unique_ptr<Kernel> MakeCooSum(const ir::Op& op) {
         const auto* v = static_cast<const float*>(a.inputs[1]);
         auto* indices = static_cast<int64_t*>(a.outputs[0]);
         auto* values = static_cast<float*>(a.outputs[1]);
-        int64_t k = 0;
-        for (int64_t i = 0; i < n;) {
-          const int64_t pos = at[order[i]];
-          float sum = 0.f;
-          for (; i < n && at[order[i]] == pos; ++i) sum += v[order[i]];
-          if (pos >= 0) PutEntry(out_shape, room, k++, pos, sum, indices, values);
-        }
+        const int64_t k = PutGroupSums(out_shape, room, at, order, n, v, true, indices, values);
         Pad(static_cast<int64_t>(out_shape.size()), room, k, indices, values);
       },
       static_cast<size_t>(room) * 2 * sizeof(int64_t));
