@@ -21,7 +21,7 @@
   X(argsort) X(asin) X(atan) X(attention) X(batch_norm) X(batch_norm_grad) X(batch_norm_train) \
   X(bce) X(brelu) X(cast) X(ceil) X(celu) X(clip) X(concat) X(conv2d) X(conv2d_1x1_depthwise) \
   X(conv2d_1x1_depthwise_1x1) X(conv2d_depthwise_1x1) X(conv2d_grad_filter) \
-  X(conv2d_grad_input) X(conv2d_int8) X(conv2d_transpose) X(coo_coalesce) X(coo_matmul) X(coo_merge) \
+  X(conv2d_grad_input) X(conv2d_int8) X(conv2d_transpose) X(coo_coalesce) X(coo_conv3d) X(coo_matmul) X(coo_merge) \
   X(coo_reshape) X(coo_slice) X(coo_softmax) X(coo_subm_conv3d) X(coo_sum) X(coo_to_dense) X(copy) X(cos) X(cosh) \
   X(cross_entropy) X(cross_entropy_grad) X(ctc_loss) X(cumsum) X(custom) X(dense_to_coo) X(dequantize_linear) \
   X(div) X(dropout) X(elu) X(embedding) X(embedding_grad) X(embedding_grad_add) X(equal) X(erf) \

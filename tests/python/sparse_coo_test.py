@@ -439,8 +439,10 @@ def test_data_dependent_values_read_by_an_op_or_under_ipu_are_refused_bad_indice
 # position of [N, D, H, W]) in Paddle 3.3's static API: SubmConv3D with
 # bias, BatchNorm on its running statistics (set to random values), ReLU,
 # a SubmConv3D of kernel (3, 1, 5) without bias; Paddle's executor is the
-# reference. An ordinary Conv3D (its outputs' positions depend on the data)
-# and coalesce of a hybrid COO are refused.
+# reference; then an ordinary Conv3D with strides and padding (its outputs
+# where the data reaches: a padded result) and a SubmConv3D on it. A
+# dilated SubmConv3D (Paddle shrinks its grid) and coalesce of a hybrid COO
+# are refused.
 SUBM = r"""
 import sys, numpy as np, paddle
 paddle.enable_static()
@@ -452,8 +454,11 @@ with paddle.static.program_guard(main, startup):
     y = paddle.sparse.nn.SubmConv3D(3, 4, 3, padding=1)(x)
     r = paddle.sparse.nn.ReLU()(paddle.sparse.nn.BatchNorm(4, use_global_stats=True)(y))
     z = paddle.sparse.nn.SubmConv3D(4, 2, (3, 1, 5), padding=(1, 0, 2), bias_attr=False)(r)
-    outs = [y.values(), r.to_dense(), z.values(), z.indices(), z.to_dense()]
-    plain = paddle.sparse.nn.Conv3D(2, 2, 2, stride=2)(z).to_dense()
+    c = paddle.sparse.nn.Conv3D(2, 3, (2, 3, 2), stride=(2, 1, 2), padding=(0, 1, 1))(z)
+    c2 = paddle.sparse.nn.SubmConv3D(3, 2, 3, padding=1)(paddle.sparse.nn.ReLU()(c))
+    outs = [y.values(), r.to_dense(), z.values(), z.indices(), z.to_dense(), c.indices(),
+            c.to_dense(), c2.indices(), c2.to_dense()]
+    dilated = paddle.sparse.nn.SubmConv3D(2, 2, 3, padding=2, dilation=2)(z).to_dense()
     hybrid_coalesce = paddle.sparse.coalesce(y).to_dense()
 exe = paddle.static.Executor(paddle.CPUPlace())
 exe.run(startup)
@@ -467,7 +472,8 @@ for p in main.global_block().all_parameters():
 feeds = np.load(sys.argv[2])
 got = exe.run(main, feed={"idx": feeds["idx"], "val": feeds["val"]}, fetch_list=outs)
 paddle.static.save_inference_model(sys.argv[1], [idx, val], outs, exe, program=main)
-paddle.static.save_inference_model(sys.argv[1] + "_plain", [idx, val], [plain], exe, program=main)
+paddle.static.save_inference_model(sys.argv[1] + "_dilated", [idx, val], [dilated], exe,
+                                   program=main)
 paddle.static.save_inference_model(sys.argv[1] + "_coalesce", [idx, val], [hybrid_coalesce], exe,
                                    program=main)
 np.savez(sys.argv[3], *got)
@@ -487,7 +493,7 @@ def test_submanifold_conv_net_matches_paddle(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     ref = np.load(tmp_path / "ref.npz")
     got = run(tmp_path / "m.json", {"idx": idx, "val": val})
-    assert len(got) == 5
+    assert len(got) == 9
     for i, g in enumerate(got):
         want = ref[f"arr_{i}"]
         assert g.shape == want.shape and g.dtype == want.dtype, (i, g.shape, want.shape)
@@ -495,9 +501,9 @@ def test_submanifold_conv_net_matches_paddle(tmp_path):
         # Paddle's gathered GEMMs: 1e-5.
         np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5, err_msg=f"output {i}")
     with pytest.raises(Exception) as e:
-        run(tmp_path / "m_plain.json", {"idx": idx, "val": val})
+        run(tmp_path / "m_dilated.json", {"idx": idx, "val": val})
     msg = str(e.value)
-    assert "sparse_conv3d" in msg and "submanifold" in msg, msg
+    assert "sparse_conv3d" in msg and "dilations [2, 2, 2]" in msg, msg
     # An op that takes one value per entry refuses a hybrid COO by name.
     with pytest.raises(Exception) as e:
         run(tmp_path / "m_coalesce.json", {"idx": idx, "val": val})

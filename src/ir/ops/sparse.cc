@@ -51,11 +51,19 @@
 //     entry's position, out[o] = sum over the kernel offsets k (in order) of
 //     values[i] x weight[k] for the entry i at position o - padding + k *
 //     dilation, where one is stored. Values [nnz, C_out].
+//   coo_conv3d(indices, values, weight){shape, paddings, dilations,
+//     strides}: Paddle's ordinary sparse convolution: an output entry at
+//     each position of the output grid some input entry reaches (o * stride
+//     - padding + k * dilation = an input position), in row-major order,
+//     its value summed as the submanifold one's. A padded hybrid COO: room
+//     for min(nnz x kernel volume, the grid's cells) entries.
 // coo_to_dense also takes a hybrid COO tensor (indices over the first
 // sparse_dim dims, values [nnz, the other dims]).
 // An index outside its dimension is reported (backend::IndexFault) and the
 // entry left out (coo_reshape: its indices all -1). Precision: float32
 // values. Layout: fixed.
+#include <algorithm>
+
 #include "ir/op_schema.h"
 
 namespace tiller::ir {
@@ -202,6 +210,32 @@ void InferCooSubmConv3d(InferContext& c) {
   c.AddOutput({DType::kF32, {c.input(1).shape[0], w.shape[4]}});
 }
 
+// Paddle's conv output dims: (in + 2 pad - dilation (k - 1) - 1) / stride + 1.
+void InferCooConv3d(InferContext& c) {
+  const Shape shape = c.op().GetInts("shape");
+  CheckCoo(c, shape, /*hybrid=*/true);
+  const TensorType& w = c.input(2);
+  if (shape.size() != 5 || c.input(0).shape[0] != 4)
+    c.Fail("x must be a hybrid COO [N, D, H, W, C] with 4 index rows, got {} and {}",
+           ShapeToString(shape), c.input(0).ToString());
+  if (w.dtype != DType::kF32 || w.shape.size() != 5 || w.shape[3] != shape[4])
+    c.Fail("weight must be float32 [kD, kH, kW, {}, C_out], got {}", shape[4], w.ToString());
+  const auto &pad = c.op().GetInts("paddings"), &dil = c.op().GetInts("dilations"),
+             &stride = c.op().GetInts("strides");
+  if (pad.size() != 3 || dil.size() != 3 || stride.size() != 3)
+    c.Fail("paddings, dilations and strides must have 3 values each");
+  int64_t cells = shape[0];
+  for (size_t i = 0; i < 3; ++i) {
+    if (pad[i] < 0 || dil[i] < 1 || stride[i] < 1) c.Fail("a window attribute is out of range");
+    const int64_t out = (shape[i + 1] + 2 * pad[i] - dil[i] * (w.shape[i] - 1) - 1) / stride[i] + 1;
+    if (out < 1) c.Fail("the window leaves no output along dim {}", i + 1);
+    cells *= out;
+  }
+  const int64_t room = std::min(c.input(1).shape[0] * w.shape[0] * w.shape[1] * w.shape[2], cells);
+  c.AddOutput({DType::kI64, {4, room}});
+  c.AddOutput({DType::kF32, {room, w.shape[4]}});
+}
+
 void InferDenseToCoo(InferContext& c) {
   const TensorType& x = c.input(0);
   if (x.dtype != DType::kF32 || x.shape.empty())
@@ -262,6 +296,15 @@ TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_subm_conv3d", 3, 3, InferCooSubmConv3d}
                               .RequiredAttr("shape", AttrKind::kInts)
                               .RequiredAttr("paddings", AttrKind::kInts)
                               .RequiredAttr("dilations", AttrKind::kInts)
+                              .Attr("padded", false)
+                              .Precision(PrecisionRule::kAlwaysF32)
+                              .Layout(LayoutRule::kFixed));
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_conv3d", 3, 3, InferCooConv3d}
+                              .RequiredAttr("shape", AttrKind::kInts)
+                              .RequiredAttr("paddings", AttrKind::kInts)
+                              .RequiredAttr("dilations", AttrKind::kInts)
+                              .RequiredAttr("strides", AttrKind::kInts)
+                              .Attr("padded", false)
                               .Precision(PrecisionRule::kAlwaysF32)
                               .Layout(LayoutRule::kFixed));
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"dense_to_coo", 1, 1, InferDenseToCoo}

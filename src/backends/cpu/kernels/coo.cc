@@ -414,73 +414,170 @@ std::unique_ptr<Kernel> MakeDenseToCoo(const ir::Op& op) {
   });
 }
 
-// Submanifold convolution: the entries' positions in an open-addressing
-// table (keys the row-major positions over N, D, H, W; the workspace), then
-// for each output entry, threads taking ranges of entries, the kernel
-// offsets in order, each neighbour found adding its row times weight[k].
+// The sparse convolutions' common part: the input entries' positions in an
+// open-addressing table (keys the row-major positions over N, D, H, W),
+// and one output row computed from an output position: the kernel offsets
+// in order, each input entry found at o * stride - padding + k * dilation
+// adding its row times weight[k].
+struct ConvWindow {
+  Shape shape;  // x: [N, D, H, W, C]
+  Shape w;      // [kD, kH, kW, C, C_out]
+  std::vector<int64_t> pad, dil, stride;
+  int64_t nnz = 0, slots = 1;
+
+  ConvWindow(const ir::Op& op, std::vector<int64_t> strides)
+      : shape(op.GetInts("shape")),
+        w(op.inputs[2]->shape()),
+        pad(op.GetInts("paddings")),
+        dil(op.GetInts("dilations")),
+        stride(std::move(strides)),
+        nnz(op.inputs[1]->shape()[0]) {
+    while (slots < 2 * nnz) slots *= 2;
+  }
+  // Workspace: the positions (nnz), the table's keys and entries (slots each).
+  size_t TableBytes() const { return static_cast<size_t>(nnz + 2 * slots) * sizeof(int64_t); }
+  int64_t* keys(void* ws) const { return static_cast<int64_t*>(ws) + nnz; }
+
+  uint64_t SlotOf(const int64_t* keys, int64_t key) const {
+    const uint64_t mask = static_cast<uint64_t>(slots) - 1;
+    for (uint64_t h = (static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> 20;; ++h)
+      if (keys[h & mask] == key || keys[h & mask] < 0) return h & mask;
+  }
+
+  // Fills the table; returns the positions (-1: left out, reported).
+  const int64_t* Build(const KernelArgs& a, bool padded) const {
+    auto* at = static_cast<int64_t*>(a.workspace);
+    int64_t* k = keys(a.workspace);
+    int64_t* entry = k + slots;
+    Positions(a, Shape(shape.begin(), shape.begin() + 4), nnz, at, padded);
+    std::fill(k, k + slots, int64_t{-1});
+    for (int64_t e = 0; e < nnz; ++e) {  // an entry stored twice: the later one is found
+      if (at[e] < 0) continue;
+      const uint64_t slot = SlotOf(k, at[e]);
+      k[slot] = at[e];
+      entry[slot] = e;
+    }
+    return at;
+  }
+
+  // Output row y (C_out floats) at output position (n, d, h, v).
+  void Row(const KernelArgs& a, int64_t n, int64_t d, int64_t h, int64_t v, float* y) const {
+    const int64_t cin = shape[4], cout = w[4];
+    const int64_t* k = keys(a.workspace);
+    const int64_t* entry = k + slots;
+    const auto* x = static_cast<const float*>(a.inputs[1]);
+    const float* wk = static_cast<const float*>(a.inputs[2]);
+    std::fill(y, y + cout, 0.f);
+    for (int64_t kd = 0; kd < w[0]; ++kd) {
+      for (int64_t kh = 0; kh < w[1]; ++kh) {
+        for (int64_t kw = 0; kw < w[2]; ++kw, wk += cin * cout) {
+          const int64_t qd = d * stride[0] - pad[0] + kd * dil[0],
+                        qh = h * stride[1] - pad[1] + kh * dil[1],
+                        qw = v * stride[2] - pad[2] + kw * dil[2];
+          if (qd < 0 || qd >= shape[1] || qh < 0 || qh >= shape[2] || qw < 0 || qw >= shape[3])
+            continue;
+          const int64_t key = ((n * shape[1] + qd) * shape[2] + qh) * shape[3] + qw;
+          const uint64_t slot = SlotOf(k, key);
+          if (k[slot] != key) continue;
+          const float* xr = x + entry[slot] * cin;
+          for (int64_t c = 0; c < cin; ++c) {
+            const float xc = xr[c];
+            const float* wr = wk + c * cout;
+            for (int64_t j = 0; j < cout; ++j) y[j] += xc * wr[j];
+          }
+        }
+      }
+    }
+  }
+};
+
+// Submanifold: an output row per input entry, at its position; threads
+// take ranges of entries.
 std::unique_ptr<Kernel> MakeCooSubmConv3d(const ir::Op& op) {
-  const Shape shape = op.GetInts("shape");
-  const std::vector<int64_t> pad = op.GetInts("paddings"), dil = op.GetInts("dilations");
-  const Shape w = op.inputs[2]->shape();
-  const int64_t nnz = op.inputs[1]->shape()[0], cin = shape[4], cout = w[4];
-  const Shape sparse(shape.begin(), shape.begin() + 4);
-  int64_t slots = 1;
-  while (slots < 2 * nnz) slots *= 2;
-  const size_t workspace = static_cast<size_t>(nnz + 2 * slots) * sizeof(int64_t);
+  const ConvWindow cw(op, {1, 1, 1});
+  const bool padded = op.GetBool("padded");
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& a) {
-        auto* at = static_cast<int64_t*>(a.workspace);
-        int64_t* keys = at + nnz;
-        int64_t* entry = keys + slots;
-        Positions(a, sparse, nnz, at);
-        std::fill(keys, keys + slots, int64_t{-1});
-        const uint64_t mask = static_cast<uint64_t>(slots) - 1;
-        auto slot_of = [&](int64_t key) {
-          uint64_t h = static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull;
-          for (h >>= 20;; ++h)
-            if (keys[h & mask] == key || keys[h & mask] < 0) return h & mask;
-        };
-        for (int64_t e = 0; e < nnz; ++e) {  // an entry stored twice: the later one is found
-          if (at[e] < 0) continue;
-          const uint64_t s = slot_of(at[e]);
-          keys[s] = at[e];
-          entry[s] = e;
-        }
+        const int64_t* at = cw.Build(a, padded);
         const auto* xi = static_cast<const int64_t*>(a.inputs[0]);
-        const auto* x = static_cast<const float*>(a.inputs[1]);
-        const auto* weight = static_cast<const float*>(a.inputs[2]);
         auto* out = static_cast<float*>(a.outputs[0]);
-        ParallelRange(nnz, w[0] * w[1] * w[2] * cin * cout, [&](int64_t e0, int64_t e1) {
-          for (int64_t o = e0; o < e1; ++o) {
-            float* y = out + o * cout;
-            std::fill(y, y + cout, 0.f);
-            if (at[o] < 0) continue;
-            const int64_t n = xi[o], d = xi[nnz + o], h = xi[2 * nnz + o], v = xi[3 * nnz + o];
-            const float* wk = weight;
-            for (int64_t kd = 0; kd < w[0]; ++kd) {
-              for (int64_t kh = 0; kh < w[1]; ++kh) {
-                for (int64_t kw = 0; kw < w[2]; ++kw, wk += cin * cout) {
-                  const int64_t qd = d - pad[0] + kd * dil[0], qh = h - pad[1] + kh * dil[1],
-                                qw = v - pad[2] + kw * dil[2];
-                  if (qd < 0 || qd >= shape[1] || qh < 0 || qh >= shape[2] || qw < 0 ||
-                      qw >= shape[3])
-                    continue;
-                  const int64_t key = ((n * shape[1] + qd) * shape[2] + qh) * shape[3] + qw;
-                  const uint64_t s = slot_of(key);
-                  if (keys[s] != key) continue;
-                  const float* xr = x + entry[s] * cin;
-                  for (int64_t c = 0; c < cin; ++c) {
-                    const float xc = xr[c];
-                    const float* wr = wk + c * cout;
-                    for (int64_t j = 0; j < cout; ++j) y[j] += xc * wr[j];
-                  }
+        const int64_t nnz = cw.nnz, cout = cw.w[4];
+        ParallelRange(nnz, cw.w[0] * cw.w[1] * cw.w[2] * cw.shape[4] * cout,
+                      [&](int64_t e0, int64_t e1) {
+                        for (int64_t o = e0; o < e1; ++o) {
+                          float* y = out + o * cout;
+                          if (at[o] < 0) {
+                            std::fill(y, y + cout, 0.f);
+                            continue;
+                          }
+                          cw.Row(a, xi[o], xi[nnz + o], xi[2 * nnz + o], xi[3 * nnz + o], y);
+                        }
+                      });
+      },
+      cw.TableBytes());
+}
+
+// Ordinary: the output positions every input entry reaches (for each kernel
+// offset, o = (p + padding - k * dilation) / stride where that divides and
+// lands in the grid), sorted and made distinct, then a row per output.
+// Workspace: the table, then the candidate positions (nnz x kernel volume).
+std::unique_ptr<Kernel> MakeCooConv3d(const ir::Op& op) {
+  const ConvWindow cw(op, op.GetInts("strides"));
+  const bool padded = op.GetBool("padded");
+  Shape grid = {cw.shape[0]};
+  for (size_t i = 0; i < 3; ++i)
+    grid.push_back(
+        (cw.shape[i + 1] + 2 * cw.pad[i] - cw.dil[i] * (cw.w[i] - 1) - 1) / cw.stride[i] + 1);
+  const int64_t room = op.outputs[1]->shape()[0];
+  const int64_t volume = cw.w[0] * cw.w[1] * cw.w[2];
+  return std::make_unique<LambdaKernel>(
+      [=](const KernelArgs& a) {
+        const int64_t* at = cw.Build(a, padded);
+        const auto* xi = static_cast<const int64_t*>(a.inputs[0]);
+        int64_t* cand = cw.keys(a.workspace) + 2 * cw.slots;
+        const int64_t nnz = cw.nnz, cout = cw.w[4];
+        int64_t m = 0;
+        for (int64_t e = 0; e < nnz; ++e) {
+          if (at[e] < 0) continue;
+          const int64_t p[3] = {xi[nnz + e], xi[2 * nnz + e], xi[3 * nnz + e]};
+          for (int64_t kd = 0; kd < cw.w[0]; ++kd) {
+            for (int64_t kh = 0; kh < cw.w[1]; ++kh) {
+              for (int64_t kw = 0; kw < cw.w[2]; ++kw) {
+                const int64_t k[3] = {kd, kh, kw};
+                int64_t key = xi[e];
+                for (int i = 0; i < 3 && key >= 0; ++i) {
+                  const int64_t num = p[i] + cw.pad[i] - k[i] * cw.dil[i];
+                  const int64_t o = num / cw.stride[i];
+                  key = num < 0 || num % cw.stride[i] != 0 || o >= grid[i + 1]
+                            ? -1
+                            : key * grid[i + 1] + o;
                 }
+                if (key >= 0) cand[m++] = key;
               }
             }
           }
+        }
+        std::sort(cand, cand + m);
+        m = std::unique(cand, cand + m) - cand;
+        auto* indices = static_cast<int64_t*>(a.outputs[0]);
+        auto* out = static_cast<float*>(a.outputs[1]);
+        ParallelRange(m, volume * cw.shape[4] * cout, [&](int64_t j0, int64_t j1) {
+          for (int64_t j = j0; j < j1; ++j) {
+            int64_t key = cand[j];
+            int64_t c[4];
+            for (int i = 3; i >= 1; --i) {
+              c[i] = key % grid[static_cast<size_t>(i)];
+              key /= grid[static_cast<size_t>(i)];
+            }
+            c[0] = key;
+            for (int i = 0; i < 4; ++i) indices[i * room + j] = c[i];
+            cw.Row(a, c[0], c[1], c[2], c[3], out + j * cout);
+          }
         });
+        for (int i = 0; i < 4; ++i) std::fill(indices + i * room + m, indices + (i + 1) * room, -1);
+        std::fill(out + m * cout, out + room * cout, 0.f);
       },
-      workspace);
+      cw.TableBytes() + static_cast<size_t>(cw.nnz * volume) * sizeof(int64_t));
 }
 
 const bool kRegistered = [] {
@@ -496,6 +593,7 @@ const bool kRegistered = [] {
   RegisterKernel("coo_slice", MakeCooSlice, sig("I, T -> I, T"));
   RegisterKernel("coo_sum", MakeCooSum, sig("I, T -> I, T"));
   RegisterKernel("coo_subm_conv3d", MakeCooSubmConv3d, sig("I, T, T -> T"));
+  RegisterKernel("coo_conv3d", MakeCooConv3d, sig("I, T, T -> I, T"));
   RegisterKernel("dense_to_coo", MakeDenseToCoo,
                  Signature("T -> I, T").Where("T", {DType::kF32}).Where("I", {DType::kI64}));
   return true;

@@ -125,6 +125,11 @@ ir::Value* EntryCounted(TranslateContext& ctx, const OpDesc& op, const Coo& x, i
 
 void Values(TranslateContext& ctx, const OpDesc& op) {
   const Coo& x = ctx.CooIn(op, "x");
+  if (x.padded() && x.values->rank() > 1)
+    ctx.Unsupported(op,
+                    "values() of a hybrid COO from {}, whose entry count depends on the data "
+                    "(its first dim known after the run): to_dense() and indices() take it",
+                    x.padded_by);
   if (x.padded()) {
     ctx.SetOut(op, "out", EntryCounted(ctx, op, x, x.values));
     return;
@@ -424,32 +429,61 @@ void DivideScalar(TranslateContext& ctx, const OpDesc& op) {
 }
 
 // Paddle's sparse conv3d on a hybrid COO [N, D, H, W, C] with a kernel
-// [kD, kH, kW, C, C_out]: the submanifold form (an output at each input
-// entry) runs; the ordinary form's outputs are the positions the data
-// reaches, which Tiller does not build yet.
+// [kD, kH, kW, C, C_out]. The submanifold form gives an output at each
+// input entry (a COO with x's indices); the ordinary form gives the
+// positions of the output grid the data reaches, a padded COO.
 void Conv3d(TranslateContext& ctx, const OpDesc& op) {
   const Coo& x = ctx.CooIn(op, "x");
   ir::Value* kernel = ctx.In(op, "kernel");
-  if (!op.attrs.Bool("subm", false))
-    ctx.Unsupported(op,
-                    "an ordinary (not submanifold) sparse conv3d: its output positions depend on "
-                    "the data; SubmConv3D is supported");
-  const std::vector<int64_t> strides = op.attrs.Ints("strides", {1, 1, 1});
-  if (strides != std::vector<int64_t>{1, 1, 1})
-    ctx.Unsupported(op, "strides {}: a submanifold convolution keeps its input's positions",
-                    ShapeToString(strides));
   if (op.attrs.Int("groups", 1) != 1) ctx.Unsupported(op, "groups = {}", op.attrs.Int("groups", 1));
   if (x.shape.size() != 5 || x.indices->shape()[0] != 4)
     ctx.Invalid(op,
                 "x must be a hybrid COO [N, D, H, W, C] indexed over N, D, H, W, got {} with "
                 "indices {}",
                 ShapeToString(x.shape), ShapeToString(x.indices->shape()));
+  const std::vector<int64_t> paddings = op.attrs.Ints("paddings", {0, 0, 0});
+  const std::vector<int64_t> dilations = op.attrs.Ints("dilations", {1, 1, 1});
+  const std::vector<int64_t> strides = op.attrs.Ints("strides", {1, 1, 1});
+  const Shape& k = kernel->shape();
+  if (!op.attrs.Bool("subm", false)) {
+    Shape shape{x.shape[0]};
+    for (size_t i = 0; i < 3 && k.size() == 5 && paddings.size() == 3 && dilations.size() == 3 &&
+                       strides.size() == 3;
+         ++i)
+      shape.push_back((x.shape[i + 1] + 2 * paddings[i] - dilations[i] * (k[i] - 1) - 1) /
+                          std::max<int64_t>(strides[i], 1) +
+                      1);
+    if (k.size() == 5) shape.push_back(k[4]);
+    ir::AttrMap a = CooAttrs(x);
+    a.Set("paddings", paddings);
+    a.Set("dilations", dilations);
+    a.Set("strides", strides);
+    ctx.SetCooOut(
+        op, "out",
+        PaddedOut(ctx, op, "coo_conv3d", {x.indices, x.values, kernel}, a, shape, x.index_dtype));
+    return;
+  }
+  if (strides != std::vector<int64_t>{1, 1, 1})
+    ctx.Unsupported(op, "strides {}: a submanifold convolution keeps its input's positions",
+                    ShapeToString(strides));
+  // Paddle keeps a submanifold output's dims only for odd kernels padded
+  // by half their size without dilation; otherwise its output shrinks to
+  // the positions inside a smaller grid (seen in Paddle 3.3.1 with
+  // dilation 2), which Tiller does not follow.
+  bool same = k.size() == 5 && paddings.size() == 3 && dilations == std::vector<int64_t>{1, 1, 1};
+  for (size_t i = 0; same && i < 3; ++i) same = k[i] % 2 == 1 && paddings[i] == k[i] / 2;
+  if (!same)
+    ctx.Unsupported(op,
+                    "a submanifold conv3d with kernel {}, paddings {} and dilations {}: only odd "
+                    "kernels padded by half their size, without dilation, keep Paddle's "
+                    "positions",
+                    ShapeToString(k), ShapeToString(paddings), ShapeToString(dilations));
   Coo out = x;
-  out.values = ctx.Add1(op, "coo_subm_conv3d", {x.indices, x.values, kernel},
-                        {{"shape", x.shape},
-                         {"paddings", op.attrs.Ints("paddings", {0, 0, 0})},
-                         {"dilations", op.attrs.Ints("dilations", {1, 1, 1})}});
-  out.shape.back() = kernel->shape().back();
+  ir::AttrMap a = CooAttrs(x);
+  a.Set("paddings", paddings);
+  a.Set("dilations", dilations);
+  out.values = ctx.Add1(op, "coo_subm_conv3d", {x.indices, x.values, kernel}, a);
+  out.shape.back() = k.back();
   ctx.SetCooOut(op, "out", out);
 }
 
@@ -522,7 +556,7 @@ const bool kRegistered = [] {
                         {legacy, {T("x"), T("y")}, {"out"}, {}, {}});
   }
   RegisterPirOpCompat("add_coo_dense_sp", {"sparse_add", {T("x"), T("y")}, {"out"}, {}, {}});
-  RegisterTranslator("sparse_conv3d", Conv3d, {"coo_subm_conv3d"});
+  RegisterTranslator("sparse_conv3d", Conv3d, {"coo_subm_conv3d", "coo_conv3d"});
   RegisterPirOpCompat(
       "conv3d_sp",
       {"sparse_conv3d", {T("x"), T("kernel")}, {"out", "rulebook", "counter"}, {}, {}});
