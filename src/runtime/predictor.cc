@@ -611,17 +611,23 @@ const compile::Executable& RunExecutable(const Predictor::Impl& impl, const std:
   return *impl.current->exe;
 }
 
-// How many of output `index`'s last-dim columns hold data, when the model
-// gave it an entry count (TranslateOptions::entry_counted_outputs: values()
-// or indices() of a sparse result whose entry count depends on the data);
-// -1 for an output whose shape is its compiled one.
-int64_t EntriesOf(const compile::Executable& exe, size_t index) {
+// How many of output `index`'s slices along which dim hold data, when the
+// model gave it an entry count (TranslateOptions::entry_counted_outputs:
+// values() or indices() of a sparse result whose entry count depends on
+// the data); count -1 for an output whose shape is its compiled one.
+struct Entries {
+  int64_t count = -1;
+  size_t dim = 0;
+};
+Entries EntriesOf(const compile::Executable& exe, size_t index) {
   const std::vector<compile::TensorSlot>& outs = exe.outputs();
   const std::string name = paddle::EntriesOutputName(outs[index].name);
   for (const compile::TensorSlot& slot : outs) {
-    if (slot.name == name) return *static_cast<const int64_t*>(slot.data);
+    if (slot.name != name) continue;
+    const auto* e = static_cast<const int64_t*>(slot.data);
+    return {e[0], static_cast<size_t>(e[1])};
   }
-  return -1;
+  return {};
 }
 
 }  // namespace
@@ -645,26 +651,29 @@ void Tensor::CopyToCpuBytes(void* data, size_t bytes) const {
   }
   const compile::Executable& exe = RunExecutable(impl, name_, "read");
   const compile::TensorSlot& slot = exe.outputs()[index_];
-  const int64_t entries = EntriesOf(exe, index_);
-  const int64_t room = entries < 0 ? 0 : slot.type.shape.back();
-  const size_t held =
-      entries < 0 ? slot.type.bytes()
-      : room == 0 ? 0
-                  : slot.type.bytes() / static_cast<size_t>(room) * static_cast<size_t>(entries);
-  if (bytes != held)
-    Fail(ErrorKind::kInvalidArgument, "output '{}' has {} bytes, buffer has {}", name_, held,
-         bytes);
-  if (!bytes) return;
-  if (entries < 0) {
-    std::memcpy(data, slot.data, bytes);
+  const Entries entries = EntriesOf(exe, index_);
+  if (entries.count < 0) {
+    if (bytes != slot.type.bytes())
+      Fail(ErrorKind::kInvalidArgument, "output '{}' has {} bytes, buffer has {}", name_,
+           slot.type.bytes(), bytes);
+    if (bytes) std::memcpy(data, slot.data, bytes);
     return;
   }
-  // The first `entries` columns of each row.
-  const size_t element = DTypeSize(slot.type.dtype), row = static_cast<size_t>(room) * element;
-  const size_t rows = slot.type.bytes() / row, taken = static_cast<size_t>(entries) * element;
-  for (size_t r = 0; r < rows; ++r)
-    std::memcpy(static_cast<char*>(data) + r * taken, static_cast<const char*>(slot.data) + r * row,
-                taken);
+  // The first `count` slices along dim of each outer index.
+  const Shape& shape = slot.type.shape;
+  const auto dim = static_cast<int64_t>(entries.dim);
+  const auto outer = static_cast<size_t>(NumElements(Shape(shape.begin(), shape.begin() + dim)));
+  const size_t slice =
+      DTypeSize(slot.type.dtype) *
+      static_cast<size_t>(NumElements(Shape(shape.begin() + dim + 1, shape.end())));
+  const size_t room = static_cast<size_t>(shape[entries.dim]) * slice,
+               taken = static_cast<size_t>(entries.count) * slice;
+  if (bytes != outer * taken)
+    Fail(ErrorKind::kInvalidArgument, "output '{}' has {} bytes, buffer has {}", name_,
+         outer * taken, bytes);
+  for (size_t o = 0; o < outer && taken; ++o)
+    std::memcpy(static_cast<char*>(data) + o * taken,
+                static_cast<const char*>(slot.data) + o * room, taken);
 }
 
 template <typename T>
@@ -687,7 +696,8 @@ std::vector<int64_t> Tensor::shape() const {
   const compile::Executable& exe = RunExecutable(*owner_->impl_, name_, "has no shape");
   if (owner_->impl_->ipu_ran) return owner_->impl_->ipu_output_types[index_].shape;
   Shape shape = exe.outputs()[index_].type.shape;
-  if (const int64_t entries = EntriesOf(exe, index_); entries >= 0) shape.back() = entries;
+  if (const Entries entries = EntriesOf(exe, index_); entries.count >= 0)
+    shape[entries.dim] = entries.count;
   return shape;
 }
 

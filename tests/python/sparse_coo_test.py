@@ -457,7 +457,7 @@ with paddle.static.program_guard(main, startup):
     c = paddle.sparse.nn.Conv3D(2, 3, (2, 3, 2), stride=(2, 1, 2), padding=(0, 1, 1))(z)
     c2 = paddle.sparse.nn.SubmConv3D(3, 2, 3, padding=1)(paddle.sparse.nn.ReLU()(c))
     outs = [y.values(), r.to_dense(), z.values(), z.indices(), z.to_dense(), c.indices(),
-            c.to_dense(), c2.indices(), c2.to_dense()]
+            c.values(), c.to_dense(), c2.indices(), c2.values(), c2.to_dense()]
     dilated = paddle.sparse.nn.SubmConv3D(2, 2, 3, padding=2, dilation=2)(z).to_dense()
     hybrid_coalesce = paddle.sparse.coalesce(y).to_dense()
 exe = paddle.static.Executor(paddle.CPUPlace())
@@ -493,7 +493,7 @@ def test_submanifold_conv_net_matches_paddle(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     ref = np.load(tmp_path / "ref.npz")
     got = run(tmp_path / "m.json", {"idx": idx, "val": val})
-    assert len(got) == 9
+    assert len(got) == 11
     for i, g in enumerate(got):
         want = ref[f"arr_{i}"]
         assert g.shape == want.shape and g.dtype == want.dtype, (i, g.shape, want.shape)

@@ -392,7 +392,7 @@ void AddEntryCounts(const TranslateContext& ctx, ir::Graph& graph) {
       Fail(ErrorKind::kUnimplemented,
            "{}: '{}' (values() or indices() of a sparse tensor whose entry count depends on "
            "the data) is read by op {} ({}): Tiller gives such a tensor only as a fetch "
-           "target, its last dim known after the run",
+           "target, its entry dim known after the run",
            ctx.program().path, in->name, op->type, op->name);
     }
   }

@@ -32,7 +32,8 @@ class TranslateContext {
   bool training() const { return training_; }
   void set_training(bool on) { training_ = on; }
   // TranslateOptions::entry_counted_outputs, and the values it marked:
-  // each with the int64 [1] count of its leading columns that hold data.
+  // each with its int64 [2] (count, dim): the leading slices along dim that
+  // hold data.
   bool entry_counted_outputs() const { return entry_counted_outputs_; }
   void set_entry_counted_outputs(bool on) { entry_counted_outputs_ = on; }
   void MarkEntryCounted(ir::Value* v, ir::Value* count) { entry_counts_[v] = count; }
@@ -170,12 +171,12 @@ void FailUnsupportedOps(const std::string& path, const std::map<std::string, int
 struct TranslateOptions {
   uint64_t random_seed = 0;  // 0: random ops use a fixed per-model default
   bool training = false;     // see TranslateContext::training()
-  // A fetch target whose last dim is known only after a run (values() or
+  // A fetch target with a dim known only after a run (values() or
   // indices() of a sparse result whose entry count depends on the data)
-  // becomes a graph output holding the most it can, and its entry count
-  // the graph output named EntriesOutputName(target), int64 [1]: the
-  // caller gives back the first count columns. Without it such a target is
-  // refused (training sessions, the IPU execution model).
+  // becomes a graph output holding the most it can, and the graph output
+  // named EntriesOutputName(target), int64 [2], holds (count, dim): the
+  // caller gives back the first count slices along dim. Without it such a
+  // target is refused (training sessions, the IPU execution model).
   bool entry_counted_outputs = false;
 };
 

@@ -31,8 +31,8 @@
 // The ops whose entry count depends on the data give a padded COO (room
 // for the most entries, padding after them); the sparse ops taking one are
 // told so. values() and indices() of a padded COO are fetch targets whose
-// last dim is known after the run (TranslateOptions::entry_counted_outputs:
-// the predictor gives back their first count columns), refused elsewhere.
+// entry dim is known after the run (TranslateOptions::entry_counted_outputs:
+// the predictor gives back their first count entries), refused elsewhere.
 // Gradients: Paddle builds none through sparse ops in static programs
 // (the sparse side is stop_gradient; dense ops after to_dense train).
 #include "frontend/paddle/pir_compat.h"
@@ -95,10 +95,12 @@ void ToDense(TranslateContext& ctx, const OpDesc& op) {
 }
 
 // values() / indices() of a padded COO: the padded tensor as a fetch
-// target whose first `count` columns hold the entries (TranslateOptions::
-// entry_counted_outputs), count being the columns before the first index
-// -1. Refused where the caller cannot take such an output.
-ir::Value* EntryCounted(TranslateContext& ctx, const OpDesc& op, const Coo& x, ir::Value* v) {
+// target of which the first `count` slices along `dim` hold the entries
+// (TranslateOptions::entry_counted_outputs), count being the columns of the
+// indices before the first -1. Refused where the caller cannot take such an
+// output.
+ir::Value* EntryCounted(TranslateContext& ctx, const OpDesc& op, const Coo& x, ir::Value* v,
+                        int64_t dim) {
   if (!ctx.entry_counted_outputs())
     ctx.Unsupported(op,
                     "its input's entries come from {}, whose entry count depends on the data: "
@@ -116,6 +118,7 @@ ir::Value* EntryCounted(TranslateContext& ctx, const OpDesc& op, const Coo& x, i
   ir::Value* held = ctx.Add1(op, "not_equal", {first_row, ctx.ConstI64({-1}, {1})});
   ir::Value* count = ctx.Add1(op, "reduce_sum", {Cast(ctx, op, held, DType::kI64)},
                               {{"axes", std::vector<int64_t>{0}}, {"keepdim", true}});
+  count = ctx.Add1(op, "concat", {count, ctx.ConstI64({dim}, {1})}, {{"axis", int64_t{0}}});
   // Its own value, so that the check that only fetches read it does not see
   // the sparse ops reading the COO's values.
   ir::Value* out = ctx.Add1(op, "identity", {v});
@@ -125,13 +128,8 @@ ir::Value* EntryCounted(TranslateContext& ctx, const OpDesc& op, const Coo& x, i
 
 void Values(TranslateContext& ctx, const OpDesc& op) {
   const Coo& x = ctx.CooIn(op, "x");
-  if (x.padded() && x.values->rank() > 1)
-    ctx.Unsupported(op,
-                    "values() of a hybrid COO from {}, whose entry count depends on the data "
-                    "(its first dim known after the run): to_dense() and indices() take it",
-                    x.padded_by);
-  if (x.padded()) {
-    ctx.SetOut(op, "out", EntryCounted(ctx, op, x, x.values));
+  if (x.padded()) {  // the entries are values' first dim
+    ctx.SetOut(op, "out", EntryCounted(ctx, op, x, x.values, 0));
     return;
   }
   ctx.SetOut(op, "out", x.sum_of_all ? ctx.Reshape(op, x.values, Shape{}) : x.values);
@@ -140,7 +138,7 @@ void Values(TranslateContext& ctx, const OpDesc& op) {
 void Indices(TranslateContext& ctx, const OpDesc& op) {
   const Coo& x = ctx.CooIn(op, "x");
   if (x.padded()) {
-    ctx.SetOut(op, "out", EntryCounted(ctx, op, x, Cast(ctx, op, x.indices, x.index_dtype)));
+    ctx.SetOut(op, "out", EntryCounted(ctx, op, x, Cast(ctx, op, x.indices, x.index_dtype), 1));
     return;
   }
   ir::Value* indices = x.sum_of_all ? ctx.Reshape(op, x.indices, Shape{1}) : x.indices;
@@ -515,10 +513,10 @@ const bool kRegistered = [] {
   RegisterTranslator("sparse_to_dense", ToDense, {"coo_to_dense"});
   RegisterPirOpCompat("coo_to_dense_sp", {"sparse_to_dense", {T("x")}, {"out"}, {}, {}});
   RegisterTranslator("sparse_values", Values,
-                     {"reshape", "slice", "not_equal", "cast", "reduce_sum", "identity"});
+                     {"reshape", "slice", "not_equal", "cast", "reduce_sum", "concat", "identity"});
   RegisterPirOpCompat("values_coo_sp", {"sparse_values", {T("x")}, {"out"}, {}, {}});
   RegisterTranslator("sparse_indices", Indices,
-                     {"reshape", "slice", "not_equal", "cast", "reduce_sum", "identity"});
+                     {"reshape", "slice", "not_equal", "cast", "reduce_sum", "concat", "identity"});
   RegisterPirOpCompat("indices_sp", {"sparse_indices", {T("x")}, {"out"}, {}, {}});
   RegisterValuesOp("sparse_relu", "relu", "relu_coo_sp");
   RegisterValuesOp("sparse_abs", "abs", "abs_coo_sp");
