@@ -65,6 +65,7 @@
 #include <algorithm>
 
 #include "ir/op_schema.h"
+#include "ir/ops/sparse_conv.h"
 
 namespace tiller::ir {
 namespace {
@@ -191,8 +192,12 @@ void InferCooSum(InferContext& c) {
   AddCooOutputs(c, keep ? shape.size() : shape.size() - 1, c.input(1).shape[0]);
 }
 
-void InferCooSubmConv3d(InferContext& c) {
-  const Shape shape = c.op().GetInts("shape");
+// The operands of both sparse convolutions: x a hybrid COO [N, D, H, W, C]
+// indexed over N, D, H, W, weight float32 [kD, kH, kW, C, C_out], and the
+// window attributes `window` of 3 values each (paddings >= 0, the others
+// >= 1). Returns the weight.
+const TensorType& CheckSparseConv(InferContext& c, const Shape& shape,
+                                  std::initializer_list<const char*> window) {
   CheckCoo(c, shape, /*hybrid=*/true);
   const TensorType& w = c.input(2);
   if (shape.size() != 5 || c.input(0).shape[0] != 4)
@@ -200,38 +205,30 @@ void InferCooSubmConv3d(InferContext& c) {
            ShapeToString(shape), c.input(0).ToString());
   if (w.dtype != DType::kF32 || w.shape.size() != 5 || w.shape[3] != shape[4])
     c.Fail("weight must be float32 [kD, kH, kW, {}, C_out], got {}", shape[4], w.ToString());
-  for (const char* a : {"paddings", "dilations"}) {
+  for (const char* a : window) {
     const auto& v = c.op().GetInts(a);
-    const int64_t least = std::string_view(a) == "dilations" ? 1 : 0;
+    const int64_t least = std::string_view(a) == "paddings" ? 0 : 1;
     if (v.size() != 3) c.Fail("{} must have 3 values, got {}", a, ShapeToString(v));
     for (int64_t x : v)
       if (x < least) c.Fail("{} {} is below {}", a, ShapeToString(v), least);
   }
+  return w;
+}
+
+void InferCooSubmConv3d(InferContext& c) {
+  const TensorType& w = CheckSparseConv(c, c.op().GetInts("shape"), {"paddings", "dilations"});
   c.AddOutput({DType::kF32, {c.input(1).shape[0], w.shape[4]}});
 }
 
-// Paddle's conv output dims: (in + 2 pad - dilation (k - 1) - 1) / stride + 1.
 void InferCooConv3d(InferContext& c) {
   const Shape shape = c.op().GetInts("shape");
-  CheckCoo(c, shape, /*hybrid=*/true);
-  const TensorType& w = c.input(2);
-  if (shape.size() != 5 || c.input(0).shape[0] != 4)
-    c.Fail("x must be a hybrid COO [N, D, H, W, C] with 4 index rows, got {} and {}",
-           ShapeToString(shape), c.input(0).ToString());
-  if (w.dtype != DType::kF32 || w.shape.size() != 5 || w.shape[3] != shape[4])
-    c.Fail("weight must be float32 [kD, kH, kW, {}, C_out], got {}", shape[4], w.ToString());
-  const auto &pad = c.op().GetInts("paddings"), &dil = c.op().GetInts("dilations"),
-             &stride = c.op().GetInts("strides");
-  if (pad.size() != 3 || dil.size() != 3 || stride.size() != 3)
-    c.Fail("paddings, dilations and strides must have 3 values each");
-  int64_t cells = shape[0];
-  for (size_t i = 0; i < 3; ++i) {
-    if (pad[i] < 0 || dil[i] < 1 || stride[i] < 1) c.Fail("a window attribute is out of range");
-    const int64_t out = (shape[i + 1] + 2 * pad[i] - dil[i] * (w.shape[i] - 1) - 1) / stride[i] + 1;
-    if (out < 1) c.Fail("the window leaves no output along dim {}", i + 1);
-    cells *= out;
-  }
-  const int64_t room = std::min(c.input(1).shape[0] * w.shape[0] * w.shape[1] * w.shape[2], cells);
+  const TensorType& w = CheckSparseConv(c, shape, {"paddings", "dilations", "strides"});
+  const Shape grid = SparseConvGrid(shape, w.shape, c.op().GetInts("paddings"),
+                                    c.op().GetInts("dilations"), c.op().GetInts("strides"));
+  for (size_t i = 1; i < 4; ++i)
+    if (grid[i] < 1) c.Fail("the window leaves no output along dim {}", i);
+  const int64_t room =
+      std::min(c.input(1).shape[0] * w.shape[0] * w.shape[1] * w.shape[2], NumElements(grid));
   c.AddOutput({DType::kI64, {4, room}});
   c.AddOutput({DType::kF32, {room, w.shape[4]}});
 }
@@ -243,33 +240,23 @@ void InferDenseToCoo(InferContext& c) {
   AddCooOutputs(c, x.shape.size(), NumElements(x.shape));
 }
 
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_to_dense", 2, 2, InferCooToDense}
-                              .RequiredAttr("shape", AttrKind::kInts)
-                              .Attr("padded", false)
-                              .Precision(PrecisionRule::kAlwaysF32)
-                              .Layout(LayoutRule::kFixed));
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_softmax", 2, 2, InferCooSoftmax}
-                              .RequiredAttr("shape", AttrKind::kInts)
-                              .Attr("padded", false)
-                              .Precision(PrecisionRule::kAlwaysF32)
-                              .Layout(LayoutRule::kFixed));
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_matmul", 3, 3, InferCooMatmul}
-                              .RequiredAttr("shape", AttrKind::kInts)
-                              .Attr("padded", false)
-                              .Precision(PrecisionRule::kAlwaysF32)
-                              .Layout(LayoutRule::kFixed));
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_reshape", 1, 1, InferCooReshape}
-                              .RequiredAttr("shape", AttrKind::kInts)
-                              .RequiredAttr("out_shape", AttrKind::kInts)
-                              .Attr("padded", false)
-                              .Precision(PrecisionRule::kFollowsInput)
-                              .Layout(LayoutRule::kFixed));
+// A COO op: its dense shape, whether its COO input is padded, float32,
+// fixed layout.
+OpSchema CooSchema(const char* name, int inputs, void (*infer)(InferContext&)) {
+  return OpSchema{name, inputs, inputs, infer}
+      .RequiredAttr("shape", AttrKind::kInts)
+      .Attr("padded", false)
+      .Precision(PrecisionRule::kAlwaysF32)
+      .Layout(LayoutRule::kFixed);
+}
 
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_coalesce", 2, 2, InferCooCoalesce}
-                              .RequiredAttr("shape", AttrKind::kInts)
-                              .Attr("padded", false)
-                              .Precision(PrecisionRule::kAlwaysF32)
-                              .Layout(LayoutRule::kFixed));
+TILLER_REGISTER_OP_SCHEMA(CooSchema("coo_to_dense", 2, InferCooToDense));
+TILLER_REGISTER_OP_SCHEMA(CooSchema("coo_softmax", 2, InferCooSoftmax));
+TILLER_REGISTER_OP_SCHEMA(CooSchema("coo_matmul", 3, InferCooMatmul));
+TILLER_REGISTER_OP_SCHEMA(CooSchema("coo_reshape", 1, InferCooReshape)
+                              .RequiredAttr("out_shape", AttrKind::kInts)
+                              .Precision(PrecisionRule::kFollowsInput));
+TILLER_REGISTER_OP_SCHEMA(CooSchema("coo_coalesce", 2, InferCooCoalesce));
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_merge", 4, 4, InferCooMerge}
                               .RequiredAttr("shape", AttrKind::kInts)
                               .RequiredAttr("kind", AttrKind::kString)
@@ -277,36 +264,20 @@ TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_merge", 4, 4, InferCooMerge}
                               .Attr("y_padded", false)
                               .Precision(PrecisionRule::kAlwaysF32)
                               .Layout(LayoutRule::kFixed));
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_slice", 2, 2, InferCooSlice}
-                              .RequiredAttr("shape", AttrKind::kInts)
+TILLER_REGISTER_OP_SCHEMA(CooSchema("coo_slice", 2, InferCooSlice)
                               .RequiredAttr("axes", AttrKind::kInts)
                               .RequiredAttr("starts", AttrKind::kInts)
-                              .RequiredAttr("ends", AttrKind::kInts)
-                              .Attr("padded", false)
-                              .Precision(PrecisionRule::kAlwaysF32)
-                              .Layout(LayoutRule::kFixed));
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_sum", 2, 2, InferCooSum}
-                              .RequiredAttr("shape", AttrKind::kInts)
+                              .RequiredAttr("ends", AttrKind::kInts));
+TILLER_REGISTER_OP_SCHEMA(CooSchema("coo_sum", 2, InferCooSum)
                               .RequiredAttr("axis", AttrKind::kInt)
-                              .Attr("keepdim", false)
-                              .Attr("padded", false)
-                              .Precision(PrecisionRule::kAlwaysF32)
-                              .Layout(LayoutRule::kFixed));
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_subm_conv3d", 3, 3, InferCooSubmConv3d}
-                              .RequiredAttr("shape", AttrKind::kInts)
+                              .Attr("keepdim", false));
+TILLER_REGISTER_OP_SCHEMA(CooSchema("coo_subm_conv3d", 3, InferCooSubmConv3d)
+                              .RequiredAttr("paddings", AttrKind::kInts)
+                              .RequiredAttr("dilations", AttrKind::kInts));
+TILLER_REGISTER_OP_SCHEMA(CooSchema("coo_conv3d", 3, InferCooConv3d)
                               .RequiredAttr("paddings", AttrKind::kInts)
                               .RequiredAttr("dilations", AttrKind::kInts)
-                              .Attr("padded", false)
-                              .Precision(PrecisionRule::kAlwaysF32)
-                              .Layout(LayoutRule::kFixed));
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"coo_conv3d", 3, 3, InferCooConv3d}
-                              .RequiredAttr("shape", AttrKind::kInts)
-                              .RequiredAttr("paddings", AttrKind::kInts)
-                              .RequiredAttr("dilations", AttrKind::kInts)
-                              .RequiredAttr("strides", AttrKind::kInts)
-                              .Attr("padded", false)
-                              .Precision(PrecisionRule::kAlwaysF32)
-                              .Layout(LayoutRule::kFixed));
+                              .RequiredAttr("strides", AttrKind::kInts));
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"dense_to_coo", 1, 1, InferDenseToCoo}
                               .NoAttrs()
                               .Precision(PrecisionRule::kAlwaysF32)

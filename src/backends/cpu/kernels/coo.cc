@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "backends/cpu/kernels/kernel_utils.h"
+#include "ir/ops/sparse_conv.h"
 
 namespace tiller::cpu {
 namespace {
@@ -524,10 +525,7 @@ std::unique_ptr<Kernel> MakeCooSubmConv3d(const ir::Op& op) {
 std::unique_ptr<Kernel> MakeCooConv3d(const ir::Op& op) {
   const ConvWindow cw(op, op.GetInts("strides"));
   const bool padded = op.GetBool("padded");
-  Shape grid = {cw.shape[0]};
-  for (size_t i = 0; i < 3; ++i)
-    grid.push_back(
-        (cw.shape[i + 1] + 2 * cw.pad[i] - cw.dil[i] * (cw.w[i] - 1) - 1) / cw.stride[i] + 1);
+  const Shape grid = ir::SparseConvGrid(cw.shape, cw.w, cw.pad, cw.dil, cw.stride);
   const int64_t room = op.outputs[1]->shape()[0];
   const int64_t volume = cw.w[0] * cw.w[1] * cw.w[2];
   return std::make_unique<LambdaKernel>(

@@ -35,9 +35,12 @@
 // the predictor gives back their first count entries), refused elsewhere.
 // Gradients: Paddle builds none through sparse ops in static programs
 // (the sparse side is stop_gradient; dense ops after to_dense train).
+#include <algorithm>
+
 #include "frontend/paddle/pir_compat.h"
 #include "frontend/paddle/translate.h"
 #include "frontend/paddle/translate/helpers.h"
+#include "ir/ops/sparse_conv.h"
 
 namespace tiller::paddle {
 namespace {
@@ -444,14 +447,18 @@ void Conv3d(TranslateContext& ctx, const OpDesc& op) {
   const std::vector<int64_t> strides = op.attrs.Ints("strides", {1, 1, 1});
   const Shape& k = kernel->shape();
   if (!op.attrs.Bool("subm", false)) {
-    Shape shape{x.shape[0]};
-    for (size_t i = 0; i < 3 && k.size() == 5 && paddings.size() == 3 && dilations.size() == 3 &&
-                       strides.size() == 3;
-         ++i)
-      shape.push_back((x.shape[i + 1] + 2 * paddings[i] - dilations[i] * (k[i] - 1) - 1) /
-                          std::max<int64_t>(strides[i], 1) +
-                      1);
-    if (k.size() == 5) shape.push_back(k[4]);
+    // The IR op checks the window; the COO's shape needs it well formed.
+    const bool window =
+        k.size() == 5 && paddings.size() == 3 && dilations.size() == 3 && strides.size() == 3 &&
+        std::all_of(strides.begin(), strides.end(), [](int64_t v) { return v > 0; });
+    if (!window)
+      ctx.Invalid(op,
+                  "kernel {} must be [kD, kH, kW, C, C_out] and paddings {}, dilations {}, "
+                  "strides {} 3 values each, strides >= 1",
+                  ShapeToString(k), ShapeToString(paddings), ShapeToString(dilations),
+                  ShapeToString(strides));
+    Shape shape = ir::SparseConvGrid(x.shape, k, paddings, dilations, strides);
+    shape.push_back(k[4]);
     ir::AttrMap a = CooAttrs(x);
     a.Set("paddings", paddings);
     a.Set("dilations", dilations);
