@@ -302,7 +302,12 @@ with paddle.static.program_guard(main, startup):
             "divide_scalar": sp.divide(x, 3.0).values(), "deg2rad": sp.deg2rad(x).values(),
             "leaky_relu": sp.nn.functional.leaky_relu(x, 0.1).values(),
             "relu6": sp.nn.functional.relu6(x).values(),
-            "cast_indices": sp.cast(x, "int32", "float32").indices()})
+            "cast_indices": sp.cast(x, "int32", "float32").indices(),
+            "asinh": sp.asinh(x).values(), "atanh_tanh": sp.atanh(sp.tanh(x)).values(),
+            "expm1": sp.expm1(x).values(), "rad2deg": sp.rad2deg(x).values(),
+            # sqrt of the negative values is NaN
+            "isnan_values": sp.isnan(sp.sqrt(x)).values(),
+            "isnan_dense": sp.isnan(sp.sqrt(x)).to_dense()})
 names = list(outs)
 exe = paddle.static.Executor(paddle.CPUPlace())
 exe.run(startup)
@@ -362,7 +367,7 @@ def dynamic(request, tmp_path_factory):
 def test_data_dependent_and_unary_ops_match_paddle(dynamic):
     fmt, model, feeds, ref = dynamic
     names = [str(n) for n in ref["names"]]
-    assert len(names) == (43 if fmt == "pir" else 17), names
+    assert len(names) == (49 if fmt == "pir" else 17), names
     inputs = ("idx", "val", "idx2", "val2") + (("d",) if fmt == "pir" else ())
     for key in ("a", "b"):  # 10 and 15 entries: each compiles for its own count
         got = run(model, {n: feeds[f"{n}_{key}"] for n in inputs})

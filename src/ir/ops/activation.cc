@@ -86,7 +86,7 @@ const bool kSchemasRegistered = [] {
   }
   for (const char* name :
        {"exp", "log", "log1p", "log2", "log10", "logsigmoid", "reciprocal", "rsqrt", "square",
-        "tan", "acos", "asin", "sinh", "cosh", "tanh_shrink"}) {
+        "tan", "acos", "asin", "sinh", "cosh", "tanh_shrink", "asinh", "acosh", "atanh", "expm1"}) {
     RegisterOpSchema(UnarySchema(name, kF32).NoAttrs());
   }
   RegisterOpSchema(UnarySchema("identity", kFollows).Attr("checkpoint", false));
@@ -249,6 +249,18 @@ const bool kGradsRegistered = [] {
   Unary("acos", [](GradContext& c, Value* g) {
     Value* r = c.Add("rsqrt", {Scaled(c, c.Add("square", {c.input(0)}), -1.0, 1.0)});
     return c.Add("neg", {c.Add("mul", {g, r})});
+  });
+  Unary("asinh", [](GradContext& c, Value* g) {  // 1 / sqrt(x^2 + 1)
+    return c.Add("mul", {g, c.Add("rsqrt", {Scaled(c, c.Add("square", {c.input(0)}), 1.0, 1.0)})});
+  });
+  Unary("acosh", [](GradContext& c, Value* g) {  // 1 / sqrt(x^2 - 1)
+    return c.Add("mul", {g, c.Add("rsqrt", {Scaled(c, c.Add("square", {c.input(0)}), 1.0, -1.0)})});
+  });
+  Unary("atanh", [](GradContext& c, Value* g) {  // 1 / (1 - x^2)
+    return c.Add("div", {g, Scaled(c, c.Add("square", {c.input(0)}), -1.0, 1.0)});
+  });
+  Unary("expm1", [](GradContext& c, Value* g) {  // exp(x) = y + 1
+    return c.Add("mul", {g, Scaled(c, c.output(), 1.0, 1.0)});
   });
   Unary("log1p", [](GradContext& c, Value* g) {
     return c.Add("div", {g, Scaled(c, c.input(0), 1.0, 1.0)});

@@ -6,7 +6,7 @@
 // keep one compilation).
 //   coo_to_dense(indices, values){shape}: the dense tensor, zeros where no
 //     entry is stored; an entry stored twice keeps the later value
-//     (Paddle's coo_to_dense).
+//     (Paddle's coo_to_dense). Its values may be bool (sparse isnan).
 //   coo_softmax(indices, values){shape}: values [nnz], each entry's softmax
 //     over the stored entries of its row (the entries that share every
 //     index but the last), as Paddle's softmax_coo (axis -1): an explicit
@@ -74,7 +74,7 @@ namespace {
 // `hybrid`, indices may cover the leading sparse_dim dims only and values
 // be [nnz, the remaining dims] (a hybrid COO tensor: a dense block per
 // entry, as sparse convolutions keep their channels).
-void CheckCoo(InferContext& c, const Shape& shape, bool hybrid = false) {
+void CheckCoo(InferContext& c, const Shape& shape, bool hybrid = false, bool bool_values = false) {
   const TensorType& indices = c.input(0);
   const TensorType& values = c.input(1);
   if (shape.empty()) c.Fail("shape must have at least one dim");
@@ -91,12 +91,13 @@ void CheckCoo(InferContext& c, const Shape& shape, bool hybrid = false) {
   if (values.shape != want)
     c.Fail("values must be {} (one per index column), got {}", ShapeToString(want),
            values.ToString());
-  if (values.dtype != DType::kF32) c.Fail("values must be float32, got {}", values.ToString());
+  if (values.dtype != DType::kF32 && !(bool_values && values.dtype == DType::kBool))
+    c.Fail("values must be float32{}, got {}", bool_values ? " or bool" : "", values.ToString());
 }
 
 void InferCooToDense(InferContext& c) {
   const Shape shape = c.op().GetInts("shape");
-  CheckCoo(c, shape, /*hybrid=*/true);
+  CheckCoo(c, shape, /*hybrid=*/true, /*bool_values=*/true);
   c.AddOutput({c.input(1).dtype, shape});
 }
 

@@ -115,6 +115,18 @@ for _dt in ("float32", "int32"):
                       api=lambda p, x: p.logical_not(x),
                       legacy=("logical_not", {"X": ["x"]}, [("Out", "bool")], {})))
 
+# isnan / isinf / isfinite: NaN, both infinities, -0.0 and the largest
+# finite float among ordinary values; integers are always finite.
+_special = rng.standard_normal((5, 7)).astype(np.float32)
+_special.flat[[0, 3, 8, 12, 20, 30]] = [np.nan, np.inf, -np.inf, -0.0, np.finfo(np.float32).max,
+                                        -np.nan]
+for _op in ("isnan", "isinf", "isfinite"):
+    for _dt, _x in (("float32", _special), ("float64", _special.astype(np.float64)),
+                    ("int32", rng.integers(-5, 5, size=(3, 4)).astype(np.int32)),
+                    ("int64", rng.integers(-5, 5, size=(4,)).astype(np.int64))):
+        CASES.append(Case(_op, _dt, {"x": _x}, api=lambda p, x, op=_op: getattr(p, op)(x),
+                          legacy=(f"{_op}_v2", {"X": ["x"]}, [("Out", "bool")], {})))
+
 # Integer division in legacy programs (Paddle 3.3's divide() promotes ints
 # to float, so the integer kernel is reached only through elementwise_div):
 # C++ truncation toward zero, operands of both signs.

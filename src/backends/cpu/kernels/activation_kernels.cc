@@ -1,5 +1,5 @@
 // Activation kernels beyond the vectorized hot spots of unary.cc: the
-// inverse/hyperbolic trig and log-base ops, the shrink/threshold family,
+// inverse/hyperbolic trig, expm1 and log-base ops, the shrink/threshold family,
 // celu, selu, mish, logsigmoid, softsign, brelu (hardtanh), and prelu (x and a
 // broadcast alpha). float32 and float64 use scalar formulas written from
 // Paddle's documented definitions; float32 math is done in float like
@@ -43,6 +43,14 @@ UnaryFn<T> MakeFormula(const ir::Op& op) {
       return wrap([](T v) { return std::sinh(v); });
     case ir::Opcode::tan:
       return wrap([](T v) { return std::tan(v); });
+    case ir::Opcode::asinh:
+      return wrap([](T v) { return std::asinh(v); });
+    case ir::Opcode::acosh:
+      return wrap([](T v) { return std::acosh(v); });
+    case ir::Opcode::atanh:
+      return wrap([](T v) { return std::atanh(v); });
+    case ir::Opcode::expm1:
+      return wrap([](T v) { return std::expm1(v); });
     case ir::Opcode::log2:
       return wrap([](T v) { return std::log2(v); });
     case ir::Opcode::log10:
@@ -147,9 +155,11 @@ std::unique_ptr<Kernel> MakePrelu(const ir::Op& op) {
 }
 
 const bool kRegistered = [] {
-  for (const char* name : {"acos", "asin", "atan", "cosh", "sinh", "tan", "log2", "log10",
-                           "softsign", "logsigmoid", "tanh_shrink", "mish", "celu", "selu",
-                           "hard_shrink", "softshrink", "thresholded_relu", "brelu"}) {
+  for (const char* name :
+       {"acos",        "asin",  "atan",  "cosh", "sinh",        "tan",        "asinh",
+        "acosh",       "atanh", "expm1", "log2", "log10",       "softsign",   "logsigmoid",
+        "tanh_shrink", "mish",  "celu",  "selu", "hard_shrink", "softshrink", "thresholded_relu",
+        "brelu"}) {
     RegisterKernel(name, MakeActivation,
                    Signature("T -> T").Where("T", {DType::kF32, DType::kF64}));
   }

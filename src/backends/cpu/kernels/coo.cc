@@ -107,18 +107,20 @@ std::unique_ptr<Kernel> MakeCooToDense(const ir::Op& op) {
   const int64_t sparse_dim = op.inputs[0]->shape()[0];
   const Shape sparse(shape.begin(), shape.begin() + sparse_dim);
   const int64_t block = NumElements(shape) / NumElements(sparse);
-  const size_t bytes = static_cast<size_t>(NumElements(shape)) * sizeof(float);
+  // Values are copied as bytes: float32, or bool (sparse isnan).
+  const size_t item = DTypeSize(op.inputs[1]->dtype());
+  const size_t row = static_cast<size_t>(block) * item;
+  const size_t bytes = static_cast<size_t>(NumElements(shape)) * item;
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& a) {
         auto* at = static_cast<int64_t*>(a.workspace);
         Positions(a, sparse, nnz, at, padded);
-        const auto* values = static_cast<const float*>(a.inputs[1]);
-        auto* out = static_cast<float*>(a.outputs[0]);
+        const auto* values = static_cast<const char*>(a.inputs[1]);
+        auto* out = static_cast<char*>(a.outputs[0]);
         std::memset(out, 0, bytes);
         // In entry order: an entry stored twice keeps the later value.
         for (int64_t e = 0; e < nnz; ++e) {
-          if (at[e] >= 0)
-            std::copy(values + e * block, values + (e + 1) * block, out + at[e] * block);
+          if (at[e] >= 0) std::memcpy(out + at[e] * row, values + e * row, row);
         }
       },
       static_cast<size_t>(nnz) * sizeof(int64_t));
@@ -583,7 +585,9 @@ const bool kRegistered = [] {
     return Signature(spec).Where("I", {DType::kI64}).Where("T", {DType::kF32});
   };
   RegisterKernel("coo_reshape", MakeCooReshape, Signature("I -> I").Where("I", {DType::kI64}));
-  RegisterKernel("coo_to_dense", MakeCooToDense, sig("I, T -> T"));
+  RegisterKernel(
+      "coo_to_dense", MakeCooToDense,
+      Signature("I, T -> T").Where("I", {DType::kI64}).Where("T", {DType::kF32, DType::kBool}));
   RegisterKernel("coo_softmax", MakeCooSoftmax, sig("I, T -> T"));
   RegisterKernel("coo_matmul", MakeCooMatmul, sig("I, T, T -> T"));
   RegisterKernel("coo_coalesce", MakeCooCoalesce, sig("I, T -> I, T"));

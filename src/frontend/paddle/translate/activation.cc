@@ -135,10 +135,11 @@ const bool kRegistered = [] {
   using pir::Unary;
   // Each translator with the PIR spelling that maps onto it.
   for (const char* name :
-       {"relu", "tanh",       "sigmoid",  "exp",        "log",        "sqrt", "rsqrt", "abs",
-        "erf",  "reciprocal", "square",   "silu",       "sin",        "cos",  "floor", "ceil",
-        "sign", "log1p",      "acos",     "asin",       "atan",       "cosh", "sinh",  "tan",
-        "log2", "log10",      "softsign", "logsigmoid", "tanh_shrink"}) {
+       {"relu",        "tanh",  "sigmoid",    "exp",    "log",   "sqrt",     "rsqrt",
+        "abs",         "erf",   "reciprocal", "square", "silu",  "sin",      "cos",
+        "floor",       "ceil",  "sign",       "log1p",  "acos",  "asin",     "atan",
+        "cosh",        "sinh",  "tan",        "log2",   "log10", "softsign", "logsigmoid",
+        "tanh_shrink", "asinh", "acosh",      "atanh",  "expm1"}) {
     RegisterUnary(name, name);
     RegisterPirOpCompat(name, Unary(name));
   }

@@ -359,6 +359,23 @@ void Dist(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "Out", PNorm(ctx, op, d, op.attrs.Float("p", 2.0), {}, false));
 }
 
+// isnan / isinf / isfinite (Paddle's _v2 ops), from comparisons: NaN is
+// the one value unequal to itself, and |x| < inf holds for the finite ones
+// only (NaN compares false). Integers are always finite, never NaN or inf.
+ir::Value* NumberClass(TranslateContext& ctx, const OpDesc& op, const std::string& kind) {
+  ir::Value* x = ctx.In(op, "X");
+  const DType t = x->dtype();
+  if (t == DType::kI32 || t == DType::kI64)
+    return ctx.Add1(op, kind == "isfinite" ? "equal" : "not_equal", {x, x});
+  if (t != DType::kF32 && t != DType::kF64)
+    ctx.Unsupported(op, "input dtype {} (float32, float64, int32 and int64 are supported)",
+                    DTypeName(t));
+  if (kind == "isnan") return ctx.Add1(op, "not_equal", {x, x});
+  ir::Value* a = ctx.Add1(op, "abs", {x});
+  ir::Value* inf = ctx.ConstScalar(INFINITY, t);
+  return ctx.Add1(op, kind == "isinf" ? "equal" : "less", {a, inf});
+}
+
 const bool kRegistered = [] {
   using pir::Scalar;
   using pir::T;
@@ -409,9 +426,16 @@ const bool kRegistered = [] {
                      },
                      {"logical_not"});
   RegisterPirOpCompat("logical_not", pir::Unary("logical_not"));
-  // Mapped, with no translator: translation reports them as unsupported.
+  // Elementwise (the _v2 ops; the legacy ops without it reduce to one bool
+  // and have no translator).
   for (const char* name : {"isnan", "isinf", "isfinite"}) {
-    RegisterPirOpCompat(name, pir::Unary(name));
+    const std::string legacy = std::string(name) + "_v2";
+    RegisterTranslator(legacy,
+                       [name](TranslateContext& c, const OpDesc& op) {
+                         c.SetOut(op, "Out", NumberClass(c, op, name));
+                       },
+                       {"not_equal", "equal", "less", "abs"});
+    RegisterPirOpCompat(name, pir::Unary(legacy.c_str()));
   }
   // Float operands become one matmul; integer ones mul + reduce_sum.
   const std::vector<std::string> matmul_ops = {"matmul", "reshape", "transpose", "mul",

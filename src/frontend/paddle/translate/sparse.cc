@@ -529,11 +529,20 @@ const bool kRegistered = [] {
   RegisterValuesOp("sparse_abs", "abs", "abs_coo_sp");
   RegisterValuesOp("sparse_sin", "sin", "sin_coo_sp");
   RegisterValuesOp("sparse_pow", "pow_scalar", "pow_coo_sp", {"factor"});
-  for (const char* name :
-       {"tanh", "sqrt", "square", "sinh", "tan", "asin", "atan", "acos", "log1p", "relu6"}) {
+  for (const char* name : {"tanh", "sqrt", "square", "sinh", "tan", "asin", "atan", "acos", "log1p",
+                           "relu6", "asinh", "atanh", "expm1"}) {
     RegisterValuesOp(std::string("sparse_") + name, name, std::string(name) + "_coo_sp");
   }
   RegisterValuesOp("sparse_leaky_relu", "leaky_relu", "leaky_relu_coo_sp", {"alpha"});
+  // isnan: bool values, true where a stored value is NaN (unequal to itself).
+  RegisterTranslator("sparse_isnan",
+                     [](TranslateContext& ctx, const OpDesc& op) {
+                       Coo x = ctx.CooIn(op, "x");
+                       x.values = ctx.Add1(op, "not_equal", {x.values, x.values});
+                       ctx.SetCooOut(op, "out", x);
+                     },
+                     {"not_equal"});
+  RegisterPirOpCompat("isnan_coo_sp", {"sparse_isnan", {T("x")}, {"out"}, {}, {}});
   RegisterTranslator("sparse_softmax", Softmax, {"coo_softmax"});
   RegisterPirOpCompat("softmax_coo_sp", {"sparse_softmax", {T("x")}, {"out"}, {}, {}});
   RegisterTranslator("sparse_reshape", Reshape, {"coo_reshape"});
