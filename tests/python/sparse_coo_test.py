@@ -445,9 +445,9 @@ def test_data_dependent_values_read_by_an_op_or_under_ipu_are_refused_bad_indice
 # bias, BatchNorm on its running statistics (set to random values), ReLU,
 # a SubmConv3D of kernel (3, 1, 5) without bias; Paddle's executor is the
 # reference; then an ordinary Conv3D with strides and padding (its outputs
-# where the data reaches: a padded result) and a SubmConv3D on it. A
-# dilated SubmConv3D (Paddle shrinks its grid) and coalesce of a hybrid COO
-# are refused.
+# where the data reaches: a padded result) and a SubmConv3D on it; the
+# merges and coalesce of hybrid COO tensors. A dilated SubmConv3D (Paddle
+# shrinks its grid) and the softmax of a hybrid COO are refused.
 SUBM = r"""
 import sys, numpy as np, paddle
 paddle.enable_static()
@@ -464,7 +464,20 @@ with paddle.static.program_guard(main, startup):
     outs = [y.values(), r.to_dense(), z.values(), z.indices(), z.to_dense(), c.indices(),
             c.values(), c.to_dense(), c2.indices(), c2.values(), c2.to_dense()]
     dilated = paddle.sparse.nn.SubmConv3D(2, 2, 3, padding=2, dilation=2)(z).to_dense()
-    hybrid_coalesce = paddle.sparse.coalesce(y).to_dense()
+    hybrid_softmax = paddle.sparse.nn.functional.softmax(y).to_dense()
+    # Merges of hybrid COO tensors: the residual add of a sparse ResNet
+    # block (equal indices), and x with a second input of other positions
+    # (one stored twice), as add / subtract / multiply / divide and coalesce.
+    idx2 = paddle.static.data("idx2", [4, -1], "int64")
+    val2 = paddle.static.data("val2", [-1, 3], "float32")
+    x2 = paddle.sparse.sparse_coo_tensor(idx2, val2, [2, 5, 6, 7, 3])
+    sp = paddle.sparse
+    residual = sp.add(r, y)
+    merged = [residual.values(), residual.indices(), sp.add(x, x2).to_dense(),
+              sp.add(x, x2).values(), sp.add(x, x2).indices(), sp.subtract(x2, x).to_dense(),
+              sp.multiply(x, x2).values(), sp.divide(x, x2).to_dense(),
+              sp.coalesce(x2).values(), sp.coalesce(x2).indices(),
+              sp.coalesce(sp.add(x2, x)).to_dense()]
 exe = paddle.static.Executor(paddle.CPUPlace())
 exe.run(startup)
 rng = np.random.default_rng(4)
@@ -475,11 +488,14 @@ for p in main.global_block().all_parameters():
     v = rng.uniform(0.5, 1.5, shape) if "variance" in p.name or "_var" in p.name else rng.standard_normal(shape) * 0.5
     t.set(v.astype("float32"), paddle.CPUPlace())
 feeds = np.load(sys.argv[2])
-got = exe.run(main, feed={"idx": feeds["idx"], "val": feeds["val"]}, fetch_list=outs)
+got = exe.run(main, feed={n: feeds[n] for n in ("idx", "val", "idx2", "val2")},
+              fetch_list=outs + merged)
 paddle.static.save_inference_model(sys.argv[1], [idx, val], outs, exe, program=main)
+paddle.static.save_inference_model(sys.argv[1] + "_merge", [idx, val, idx2, val2], merged, exe,
+                                   program=main)
 paddle.static.save_inference_model(sys.argv[1] + "_dilated", [idx, val], [dilated], exe,
                                    program=main)
-paddle.static.save_inference_model(sys.argv[1] + "_coalesce", [idx, val], [hybrid_coalesce], exe,
+paddle.static.save_inference_model(sys.argv[1] + "_softmax", [idx, val], [hybrid_softmax], exe,
                                    program=main)
 np.savez(sys.argv[3], *got)
 """
@@ -490,7 +506,13 @@ def test_submanifold_conv_net_matches_paddle(tmp_path):
     flat = np.sort(rng.choice(2 * 5 * 6 * 7, 40, replace=False))  # coalesced, row-major
     idx = np.stack(np.unravel_index(flat, (2, 5, 6, 7))).astype("int64")
     val = rng.standard_normal((40, 3)).astype("float32")
-    np.savez(tmp_path / "feeds.npz", idx=idx, val=val)
+    # 15 positions, 6 of them x's; the first stored again last
+    flat2 = np.concatenate([rng.choice(flat, 6, replace=False),
+                            rng.choice(np.setdiff1d(np.arange(420), flat), 9, replace=False)])
+    flat2 = np.append(flat2, flat2[0])
+    idx2 = np.stack(np.unravel_index(flat2, (2, 5, 6, 7))).astype("int64")
+    val2 = rng.standard_normal((16, 3)).astype("float32")
+    np.savez(tmp_path / "feeds.npz", idx=idx, val=val, idx2=idx2, val2=val2)
     p = subprocess.run([sys.executable, "-c", SUBM, str(tmp_path / "m"), str(tmp_path / "feeds.npz"),
                         str(tmp_path / "ref.npz")],
                        env=dict(os.environ, GLOG_minloglevel="2"), capture_output=True, text=True,
@@ -499,6 +521,8 @@ def test_submanifold_conv_net_matches_paddle(tmp_path):
     ref = np.load(tmp_path / "ref.npz")
     got = run(tmp_path / "m.json", {"idx": idx, "val": val})
     assert len(got) == 11
+    got += run(tmp_path / "m_merge.json", {"idx": idx, "val": val, "idx2": idx2, "val2": val2})
+    assert len(got) == 22
     for i, g in enumerate(got):
         want = ref[f"arr_{i}"]
         assert g.shape == want.shape and g.dtype == want.dtype, (i, g.shape, want.shape)
@@ -511,6 +535,6 @@ def test_submanifold_conv_net_matches_paddle(tmp_path):
     assert "sparse_conv3d" in msg and "dilations [2, 2, 2]" in msg, msg
     # An op that takes one value per entry refuses a hybrid COO by name.
     with pytest.raises(Exception) as e:
-        run(tmp_path / "m_coalesce.json", {"idx": idx, "val": val})
+        run(tmp_path / "m_softmax.json", {"idx": idx, "val": val})
     msg = str(e.value)
-    assert "sparse_coalesce" in msg and "hybrid" in msg, msg
+    assert "sparse_softmax" in msg and "hybrid" in msg, msg

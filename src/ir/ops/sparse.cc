@@ -57,8 +57,10 @@
 //     - padding + k * dilation = an input position), in row-major order,
 //     its value summed as the submanifold one's. A padded hybrid COO: room
 //     for min(nnz x kernel volume, the grid's cells) entries.
-// coo_to_dense also takes a hybrid COO tensor (indices over the first
-// sparse_dim dims, values [nnz, the other dims]).
+// coo_to_dense, coo_coalesce and coo_merge also take hybrid COO tensors
+// (indices over the first sparse_dim dims, values [nnz, the other dims]: a
+// block of values per entry, merged and summed as one; divide walks every
+// position of the sparse dims).
 // An index outside its dimension is reported (backend::IndexFault) and the
 // entry left out (coo_reshape: its indices all -1). Precision: float32
 // values. Layout: fixed.
@@ -136,33 +138,47 @@ void InferCooReshape(InferContext& c) {
   c.AddOutput({DType::kI64, {static_cast<int64_t>(out.size()), indices.shape[1]}});
 }
 
-// Two outputs: indices int64 [rank, room], values float32 [room].
-void AddCooOutputs(InferContext& c, size_t rank, int64_t room) {
+// Two outputs: indices int64 [rank, room], values float32 [room, block...]
+// (`block`: the dense dims of a hybrid COO's values, none for one value
+// per entry).
+void AddCooOutputs(InferContext& c, size_t rank, int64_t room, const Shape& block = {}) {
   c.AddOutput({DType::kI64, {static_cast<int64_t>(rank), room}});
-  c.AddOutput({DType::kF32, {room}});
+  Shape values{room};
+  values.insert(values.end(), block.begin(), block.end());
+  c.AddOutput({DType::kF32, values});
+}
+
+// The dense dims each entry of a (hybrid) COO values operand holds.
+Shape ValueBlock(const TensorType& values) {
+  return Shape(values.shape.begin() + 1, values.shape.end());
 }
 
 void InferCooCoalesce(InferContext& c) {
   const Shape shape = c.op().GetInts("shape");
-  CheckCoo(c, shape);
-  AddCooOutputs(c, shape.size(), c.input(1).shape[0]);
+  CheckCoo(c, shape, /*hybrid=*/true);
+  AddCooOutputs(c, c.input(0).shape[0], c.input(1).shape[0], ValueBlock(c.input(1)));
 }
 
 void InferCooMerge(InferContext& c) {
   const Shape shape = c.op().GetInts("shape");
-  CheckCoo(c, shape);
+  CheckCoo(c, shape, /*hybrid=*/true);
+  const TensorType& xi = c.input(0);
   const TensorType& yi = c.input(2);
   const TensorType& yv = c.input(3);
-  if (yi.dtype != DType::kI64 || yi.shape.size() != 2 ||
-      yi.shape[0] != static_cast<int64_t>(shape.size()) || yv.dtype != DType::kF32 ||
-      yv.shape != Shape{yi.shape[1]})
-    c.Fail("y must be int64 indices [{}, nnz] and float32 values [nnz], got {} and {}",
-           shape.size(), yi.ToString(), yv.ToString());
+  const Shape block = ValueBlock(c.input(1));
+  Shape want_yv{yi.shape.size() == 2 ? yi.shape[1] : -1};
+  want_yv.insert(want_yv.end(), block.begin(), block.end());
+  if (yi.dtype != DType::kI64 || yi.shape.size() != 2 || yi.shape[0] != xi.shape[0] ||
+      yv.dtype != DType::kF32 || yv.shape != want_yv)
+    c.Fail("y must be int64 indices [{}, nnz] and float32 values {} as x's, got {} and {}",
+           xi.shape[0], ShapeToString(want_yv), yi.ToString(), yv.ToString());
   const std::string kind = c.op().GetStr("kind");
   if (kind != "add" && kind != "subtract" && kind != "multiply" && kind != "divide")
     c.Fail("kind must be add, subtract, multiply or divide, got '{}'", kind);
   const int64_t nx = c.input(1).shape[0];
-  AddCooOutputs(c, shape.size(), nx + (kind == "divide" ? NumElements(shape) : yi.shape[1]));
+  const Shape sparse(shape.begin(), shape.begin() + xi.shape[0]);
+  AddCooOutputs(c, sparse.size(), nx + (kind == "divide" ? NumElements(sparse) : yi.shape[1]),
+                block);
 }
 
 void InferCooSlice(InferContext& c) {

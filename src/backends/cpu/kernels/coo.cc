@@ -51,22 +51,28 @@ int64_t Positions(const KernelArgs& a, const Shape& shape, int64_t room, int64_t
   return n;
 }
 
-// Writes entry k of a COO output with `room` columns: position `pos` of
-// `shape` as indices, and the value.
-void PutEntry(const Shape& shape, int64_t room, int64_t k, int64_t pos, float value,
-              int64_t* indices, float* values) {
+// Writes the indices of entry k of a COO output with `room` columns:
+// position `pos` of `shape` (its sparse dims).
+void PutIndices(const Shape& shape, int64_t room, int64_t k, int64_t pos, int64_t* indices) {
   for (auto d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
     indices[d * room + k] = pos % shape[static_cast<size_t>(d)];
     pos /= shape[static_cast<size_t>(d)];
   }
+}
+
+// Writes entry k: its indices and its (one) value.
+void PutEntry(const Shape& shape, int64_t room, int64_t k, int64_t pos, float value,
+              int64_t* indices, float* values) {
+  PutIndices(shape, room, k, pos, indices);
   values[k] = value;
 }
 
-// Fills the columns from k on with padding.
-void Pad(int64_t rank, int64_t room, int64_t k, int64_t* indices, float* values) {
+// Fills the columns from k on with padding (`block` values per entry).
+void Pad(int64_t rank, int64_t room, int64_t k, int64_t* indices, float* values,
+         int64_t block = 1) {
   for (int64_t d = 0; d < rank; ++d)
     std::fill(indices + d * room + k, indices + (d + 1) * room, -1);
-  std::fill(values + k, values + room, 0.f);
+  std::fill(values + k * block, values + room * block, 0.f);
 }
 
 // Entry ids 0..n-1 ordered by (key, id): the entries of one key together,
@@ -202,27 +208,52 @@ std::unique_ptr<Kernel> MakeCooMatmul(const ir::Op& op) {
 }
 
 // Writes one entry per distinct key of the entries ordered by (key, entry)
-// (OrderByKey), in key order: the sum of its entries' values in entry order,
-// from the first value (Paddle's coalesce, which keeps a lone -0.0) or from
-// 0 (its sum). Entries left out (key -1) are skipped. Returns the count.
+// (OrderByKey), in key order: the sum of its entries' values (`block` per
+// entry) in entry order, from the first value (Paddle's coalesce, which
+// keeps a lone -0.0) or from 0 (its sum). Entries left out (key -1) are
+// skipped. Returns the count.
 int64_t PutGroupSums(const Shape& shape, int64_t room, const int64_t* key, const int64_t* order,
-                     int64_t n, const float* v, bool from_zero, int64_t* indices, float* values) {
+                     int64_t n, const float* v, bool from_zero, int64_t* indices, float* values,
+                     int64_t block = 1) {
   int64_t k = 0;
   for (int64_t i = 0; i < n;) {
     const int64_t pos = key[order[i]];
-    float sum = from_zero ? 0.f : v[order[i++]];
-    for (; i < n && key[order[i]] == pos; ++i) sum += v[order[i]];
-    if (pos >= 0) PutEntry(shape, room, k++, pos, sum, indices, values);
+    int64_t end = i + 1;
+    while (end < n && key[order[end]] == pos) ++end;
+    if (pos >= 0) {
+      float* out = values + k * block;
+      for (int64_t j = 0; j < block; ++j) {
+        float sum = from_zero ? 0.f : v[order[i] * block + j];
+        for (int64_t t = from_zero ? i : i + 1; t < end; ++t) sum += v[order[t] * block + j];
+        out[j] = sum;
+      }
+      PutIndices(shape, room, k++, pos, indices);
+    }
+    i = end;
   }
   return k;
 }
 
+// The sparse dims of a (hybrid) COO operand's shape: as many as its
+// indices have rows.
+Shape SparseDims(const ir::Op& op, const Shape& shape, int operand = 0) {
+  const int64_t sparse_dim = op.inputs[static_cast<size_t>(operand)]->shape()[0];
+  return Shape(shape.begin(), shape.begin() + sparse_dim);
+}
+
+// Values per entry of a (hybrid) COO values operand [nnz, ...].
+int64_t ValueBlock(const ir::Value* values) {
+  const Shape& s = values->shape();
+  return NumElements(Shape(s.begin() + 1, s.end()));
+}
+
 // Distinct positions in row-major order, each the sum of its entries in
-// entry order. Workspace: positions, then the entries ordered by position.
+// entry order (a block per entry for a hybrid COO). Workspace: positions,
+// then the entries ordered by position.
 std::unique_ptr<Kernel> MakeCooCoalesce(const ir::Op& op) {
-  const Shape shape = op.GetInts("shape");
+  const Shape shape = SparseDims(op, op.GetInts("shape"));
   const bool padded = op.GetBool("padded");
-  const int64_t room = op.inputs[1]->shape()[0];
+  const int64_t room = op.inputs[1]->shape()[0], block = ValueBlock(op.inputs[1]);
   const auto rank = static_cast<int64_t>(shape.size());
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& a) {
@@ -233,8 +264,8 @@ std::unique_ptr<Kernel> MakeCooCoalesce(const ir::Op& op) {
         const auto* v = static_cast<const float*>(a.inputs[1]);
         auto* indices = static_cast<int64_t*>(a.outputs[0]);
         auto* values = static_cast<float*>(a.outputs[1]);
-        const int64_t k = PutGroupSums(shape, room, at, order, n, v, false, indices, values);
-        Pad(rank, room, k, indices, values);
+        const int64_t k = PutGroupSums(shape, room, at, order, n, v, false, indices, values, block);
+        Pad(rank, room, k, indices, values, block);
       },
       static_cast<size_t>(room) * 2 * sizeof(int64_t));
 }
@@ -252,17 +283,19 @@ float Combine(char kind, float x, float y) {
   }
 }
 
-// Paddle's merge of two entry lists by position (ir/ops/sparse.cc). y's
-// value at a position is its last entry there, found by binary search in
-// y's entries ordered by (position, entry). Workspace: x's positions, y's
+// Paddle's merge of two entry lists by position (ir/ops/sparse.cc), a
+// block of values per entry for hybrid COO tensors. y's values at a
+// position are its last entry's there, found by binary search in y's
+// entries ordered by (position, entry). Workspace: x's positions, y's
 // positions, y's order.
 std::unique_ptr<Kernel> MakeCooMerge(const ir::Op& op) {
-  const Shape shape = op.GetInts("shape");
+  const Shape shape = SparseDims(op, op.GetInts("shape"));
   const std::string& kind_name = op.GetStr("kind");
   const char kind = kind_name == "subtract" ? 's' : kind_name[0];
   const bool x_padded = op.GetBool("x_padded"), y_padded = op.GetBool("y_padded");
   const int64_t nx = op.inputs[1]->shape()[0], ny = op.inputs[3]->shape()[0];
   const int64_t room = op.outputs[1]->shape()[0], numel = NumElements(shape);
+  const int64_t block = ValueBlock(op.inputs[1]);
   const auto rank = static_cast<int64_t>(shape.size());
   return std::make_unique<LambdaKernel>(
       [=](const KernelArgs& a) {
@@ -278,22 +311,28 @@ std::unique_ptr<Kernel> MakeCooMerge(const ir::Op& op) {
         auto* indices = static_cast<int64_t*>(a.outputs[0]);
         auto* values = static_cast<float*>(a.outputs[1]);
         int64_t k = 0;
+        // Entry k at `pos`: x's and y's blocks combined (nullptr: zeros).
+        auto put = [&](int64_t pos, const float* xr, const float* yr) {
+          PutIndices(shape, room, k, pos, indices);
+          float* out = values + k++ * block;
+          for (int64_t j = 0; j < block; ++j)
+            out[j] = Combine(kind, xr ? xr[j] : 0.f, yr ? yr[j] : 0.f);
+        };
         bool same = kind == 'a' && n == m;
         for (int64_t d = 0; d < rank && same; ++d)
           same = std::equal(xi + d * nx, xi + d * nx + n, yi + d * ny);
         if (same) {  // equal indices: the values added entry by entry
           for (int64_t e = 0; e < n; ++e)
-            if (xat[e] >= 0) PutEntry(shape, room, k++, xat[e], xv[e] + yv[e], indices, values);
-          Pad(rank, room, k, indices, values);
+            if (xat[e] >= 0) put(xat[e], xv + e * block, yv + e * block);
+          Pad(rank, room, k, indices, values, block);
           return;
         }
         OrderByKey(yat, m, yorder);
-        auto y_at = [&](int64_t pos) {  // y's last entry at pos, or 0
+        auto y_at = [&](int64_t pos) -> const float* {  // y's last entry at pos, or none
           const int64_t* begin = yorder;
-          const int64_t* end = yorder + m;
-          const int64_t* it =
-              std::upper_bound(begin, end, pos, [yat](int64_t p, int64_t e) { return p < yat[e]; });
-          return it != yorder && yat[*(it - 1)] == pos ? yv[*(it - 1)] : 0.f;
+          const int64_t* it = std::upper_bound(begin, begin + m, pos,
+                                               [yat](int64_t p, int64_t e) { return p < yat[e]; });
+          return it != begin && yat[*(it - 1)] == pos ? yv + *(it - 1) * block : nullptr;
         };
         const bool divide = kind == 'd';
         const int64_t nb = divide ? numel : m;
@@ -306,24 +345,24 @@ std::unique_ptr<Kernel> MakeCooMerge(const ir::Op& op) {
         for (skip(); i < n && b < nb; skip()) {
           const int64_t p = xat[i], q = b_pos(b);
           if (p == q) {
-            PutEntry(shape, room, k++, p, Combine(kind, xv[i++], y_at(q)), indices, values);
+            put(p, xv + i++ * block, y_at(q));
             ++b;
           } else if (p < q) {
-            PutEntry(shape, room, k++, p, Combine(kind, xv[i++], 0.f), indices, values);
+            put(p, xv + i++ * block, nullptr);
           } else {
-            PutEntry(shape, room, k++, q, Combine(kind, 0.f, y_at(q)), indices, values);
+            put(q, nullptr, y_at(q));
             ++b;
           }
         }
         for (; i < n; skip()) {
-          PutEntry(shape, room, k++, xat[i], Combine(kind, xv[i], 0.f), indices, values);
+          put(xat[i], xv + i * block, nullptr);
           ++i;
         }
         for (; b < nb; skip()) {
           const int64_t q = b_pos(b++);
-          PutEntry(shape, room, k++, q, Combine(kind, 0.f, y_at(q)), indices, values);
+          put(q, nullptr, y_at(q));
         }
-        Pad(rank, room, k, indices, values);
+        Pad(rank, room, k, indices, values, block);
       },
       static_cast<size_t>(nx + 2 * ny) * sizeof(int64_t));
 }

@@ -251,11 +251,14 @@ void Merge(TranslateContext& ctx, const OpDesc& op, const char* kind) {
     ctx.Unsupported(op,
                     "only two sparse COO tensors (or add of a COO and a dense per-channel "
                     "vector) are supported");
-  const Coo& x = ScalarCooIn(ctx, op);
-  const Coo& y = ScalarCooIn(ctx, op, "y");
+  const Coo& x = ctx.CooIn(op, "x");
+  const Coo& y = ctx.CooIn(op, "y");
   if (x.shape != y.shape)
     ctx.Invalid(op, "x {} and y {} must have the same shape", ShapeToString(x.shape),
                 ShapeToString(y.shape));
+  if (x.indices->shape()[0] != y.indices->shape()[0])
+    ctx.Unsupported(op, "x indexes {} of its dims and y {}: both must index the same dims",
+                    x.indices->shape()[0], y.indices->shape()[0]);
   ctx.SetCooOut(op, "out",
                 PaddedOut(ctx, op, "coo_merge", {x.indices, x.values, y.indices, y.values},
                           {{"shape", x.shape},
@@ -266,7 +269,7 @@ void Merge(TranslateContext& ctx, const OpDesc& op, const char* kind) {
 }
 
 void Coalesce(TranslateContext& ctx, const OpDesc& op) {
-  const Coo& x = ScalarCooIn(ctx, op);
+  const Coo& x = ctx.CooIn(op, "x");
   ctx.SetCooOut(op, "out",
                 PaddedOut(ctx, op, "coo_coalesce", {x.indices, x.values}, CooAttrs(x), x.shape,
                           x.index_dtype));
