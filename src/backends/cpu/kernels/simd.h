@@ -42,17 +42,6 @@
 namespace tiller::cpu::simd {
 inline namespace TILLER_SIMD_ISA {
 
-// The instruction set this copy is compiled for (core/cpu_isa.h's names).
-#if defined(__AVX512F__)
-inline constexpr const char* kIsaName = "avx512";
-#elif defined(__AVX2__) && defined(__FMA__)
-inline constexpr const char* kIsaName = "avx2";
-#elif defined(__SSE4_2__) && defined(__POPCNT__)
-inline constexpr const char* kIsaName = "x86-64-v2";
-#else
-inline constexpr const char* kIsaName = "x86-64";
-#endif
-
 #if defined(__AVX512F__)
 
 inline constexpr int kLanes = 16;
