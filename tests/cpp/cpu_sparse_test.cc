@@ -2,12 +2,17 @@
 // the row-sparse optimizers (backends/cpu/kernels/row_optimizer.cc) with
 // repeated ids, a padding id and outputs apart from their inputs, and
 // linear_block_sparse (backends/cpu/kernels/block_sparse.cc) with row
-// counts that leave partial tiles, bias, residual and activation.
+// counts that leave partial tiles, bias, residual and activation; the
+// merges and coalesce of hybrid COO tensors (backends/cpu/kernels/coo.cc)
+// against dense arithmetic on the positions they hold.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/kernel.h"
@@ -314,6 +319,103 @@ TEST(CpuKernelLinearBlockSparse, AWeightThatChangesIsPackedAtEveryRunPlainOrTran
                   fmt::format("{} run {}", transpose ? "W^T" : "W", run));
     }
   }
+}
+
+// A hybrid COO operand of a [kRows, kCols, kBlock] tensor: indices [2, n]
+// over the two sparse dims, values [n, kBlock].
+constexpr int64_t kRows = 3, kCols = 4, kBlock = 2;
+
+struct HybridCoo {
+  std::vector<int64_t> positions;  // row-major over [kRows, kCols], in entry order
+  std::vector<float> values = RandF(static_cast<int64_t>(positions.size()) * kBlock);
+  std::vector<int64_t> Indices() const {
+    const auto n = positions.size();
+    std::vector<int64_t> idx(2 * n);
+    for (size_t e = 0; e < n; ++e) {
+      idx[e] = positions[e] / kCols;
+      idx[n + e] = positions[e] % kCols;
+    }
+    return idx;
+  }
+  // Each position's block summed over its entries.
+  std::map<int64_t, std::vector<double>> Summed() const {
+    std::map<int64_t, std::vector<double>> m;
+    for (size_t e = 0; e < positions.size(); ++e) {
+      std::vector<double>& b = m[positions[e]];
+      b.resize(kBlock, 0.0);
+      for (int64_t j = 0; j < kBlock; ++j) b[j] += values[e * kBlock + j];
+    }
+    return m;
+  }
+};
+
+// Checks a padded COO result: `want` (position -> block) in row-major
+// order first, then padding (indices -1, values 0) up to `room`.
+void ExpectEntries(const std::vector<AlignedBuffer>& out, int64_t room,
+                   const std::map<int64_t, std::vector<double>>& want, const std::string& what) {
+  const auto* idx = out[0].as<int64_t>();
+  const auto* val = out[1].as<float>();
+  std::vector<int64_t> want_idx(2 * room, -1);
+  std::vector<double> want_val(room * kBlock, 0.0);
+  int64_t k = 0;
+  for (const auto& [pos, block] : want) {
+    want_idx[k] = pos / kCols;
+    want_idx[room + k] = pos % kCols;
+    for (int64_t j = 0; j < kBlock; ++j) want_val[k * kBlock + j] = block[j];
+    ++k;
+  }
+  kernel_test::ExpectEq(idx, want_idx, what + " indices");
+  ExpectClose(val, want_val, 1e-6, 1e-6, what + " values");
+}
+
+TEST(CpuKernelCoo, HybridMergesCombineBlocksAtTheUnionOfPositions) {
+  // Coalesced operands (distinct positions in order): x and y share 5 and 9.
+  const HybridCoo x{{1, 5, 6, 9}}, y{{0, 5, 9, 10, 11}};
+  const auto xs = x.Summed(), ys = y.Summed();
+  const auto xi = x.Indices(), yi = y.Indices();
+  for (const std::string kind : {"add", "subtract", "multiply", "divide"}) {
+    Graph g;
+    const auto nx = static_cast<int64_t>(x.positions.size()),
+               ny = static_cast<int64_t>(y.positions.size());
+    ir::Op* op = g.AddOp(
+        "coo_merge",
+        {g.AddInput("xi", {DType::kI64, {2, nx}}), g.AddInput("xv", {DType::kF32, {nx, kBlock}}),
+         g.AddInput("yi", {DType::kI64, {2, ny}}), g.AddInput("yv", {DType::kF32, {ny, kBlock}})},
+        {{"shape", Shape{kRows, kCols, kBlock}}, {"kind", kind}});
+    const int64_t room = nx + (kind == "divide" ? kRows * kCols : ny);
+    ASSERT_EQ(op->output(1)->shape(), (Shape{room, kBlock})) << kind;
+    // Divide walks every position; the others the positions either holds.
+    std::set<int64_t> at;
+    for (int64_t p = 0; p < kRows * kCols; ++p)
+      if (kind == "divide" || xs.count(p) || ys.count(p)) at.insert(p);
+    std::map<int64_t, std::vector<double>> want;
+    for (int64_t p : at) {
+      std::vector<double>& b = want[p];
+      for (int64_t j = 0; j < kBlock; ++j) {
+        const double a = xs.count(p) ? xs.at(p)[j] : 0.0, c = ys.count(p) ? ys.at(p)[j] : 0.0;
+        b.push_back(kind == "add"        ? a + c
+                    : kind == "subtract" ? a - c
+                    : kind == "multiply" ? a * c
+                                         : float(a) / float(c));  // 0 / 0: NaN, as Paddle
+      }
+    }
+    auto out = RunOp(*op, {xi.data(), x.values.data(), yi.data(), y.values.data()});
+    ExpectEntries(out, room, want, kind);
+  }
+}
+
+TEST(CpuKernelCoo, HybridCoalesceSumsEachPositionsBlocksInOrder) {
+  const HybridCoo x{{7, 2, 7, 0, 11, 2, 7}};  // 7 three times, 2 twice, out of order
+  const auto n = static_cast<int64_t>(x.positions.size());
+  Graph g;
+  ir::Op* op =
+      g.AddOp("coo_coalesce",
+              {g.AddInput("i", {DType::kI64, {2, n}}), g.AddInput("v", {DType::kF32, {n, kBlock}})},
+              {{"shape", Shape{kRows, kCols, kBlock}}});
+  ASSERT_EQ(op->output(1)->shape(), (Shape{n, kBlock}));
+  const auto xi = x.Indices();
+  auto out = RunOp(*op, {xi.data(), x.values.data()});
+  ExpectEntries(out, n, x.Summed(), "coalesce");
 }
 
 }  // namespace
