@@ -252,6 +252,23 @@ def _save_index_model(tmp_path):
     return _save_static(tmp_path, build)
 
 
+def test_index_select_out_of_range_is_refused_naming_the_op(tmp_path):
+    """index_select (gather along its dim) of an index outside the dim raises
+    naming the op and the index; a negative one counts from the end, as in
+    Paddle."""
+    def build(paddle):
+        x = paddle.static.data("x", [3, 4], "float32")
+        idx = paddle.static.data("idx", [2], "int64")
+        return [x, idx], [paddle.index_select(x, idx, axis=1)]
+
+    prefix = _save_static(tmp_path, build)
+    predictor = make(prefix + ".json", prefix + ".pdiparams")
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(predictor.run([x, np.array([-1, 2], np.int64)])[0], x[:, [3, 2]])
+    expect_error(lambda: predictor.run([x, np.array([0, 4], np.int64)]), "index_select",
+                 "holds 4", "outside [0, 4)")
+
+
 def test_ctc_labels_and_lengths_out_of_range_are_refused(tmp_path):
     """ctc_loss over a class id outside [0, classes) or a length beyond its
     tensor raises naming the input (it gave a NaN loss and went on)."""

@@ -98,3 +98,19 @@ for _name, _x in (("far", _far), ("nonfinite", _odd)):
                           api=lambda p, x, a=_axis: p.logsumexp(x, a),
                           legacy=("logsumexp", {"X": ["x"]}, ["Out"],
                                   {"axis": _axis, "keepdim": False, "reduce_all": False})))
+
+# reduce_all / reduce_any (paddle.all / paddle.any) over bool, and over
+# numbers (0 false, NaN true) in PIR programs, whose API takes them.
+for op, fn in (("reduce_all", "all"), ("reduce_any", "any")):
+    for i, (shape, dim, keep, all_) in enumerate(REDUCE[:8]):
+        # mostly true for all, mostly false for any, so both answers occur
+        x = rng.random(shape) < (0.85 if op == "reduce_all" else 0.15)
+        attrs = {"dim": dim or [], "keep_dim": keep, "reduce_all": all_}
+        CASES.append(Case(op, f"bool_{i}", {"x": x}, exact=True,
+                          api=lambda p, x, f=fn, d=dim, k=keep: getattr(p, f)(x, d, keepdim=k),
+                          legacy=(op, {"X": ["x"]}, [("Out", "bool")], attrs)))
+    v = rng.integers(0, 3, (4, 6)).astype(np.float32)
+    v[1, :] = 1.0
+    v[2, 3] = np.nan
+    CASES.append(Case(op, "float32", {"x": v}, exact=True, formats=("pir",),
+                      api=lambda p, x, f=fn: getattr(p, f)(x, axis=1)))

@@ -41,6 +41,22 @@ for i, (shape, idx, axis, it, dt) in enumerate([
     CASES.append(C("gather", f"{i}", ins, api=lambda p, v, ix, a=axis: p.gather(v, ix, axis=a),
                    legacy=("gather", {"X": ["x"], "Index": ["index"]}, ["Out"], {"axis": axis})))
 
+# ---- index_select (as gather along dim) -------------------------------------------
+for i, (shape, idx, dim, it, dt) in enumerate([
+        ((5, 3), [0, 4, 2, 2], 0, np.int64, np.float32), ((4, 6), [5, 0, 1], 1, np.int32, np.float32),
+        ((3, 4, 5), [4, 1], -1, np.int64, np.int64), ((2, 3, 4), [2, 0, 2], -2, np.int32, np.float64)]):
+    ins = {"x": distinct(shape, dt), "index": np.array(idx, it)}
+    CASES.append(C("index_select", f"{i}", ins,
+                   api=lambda p, v, ix, d=dim: p.index_select(v, ix, axis=d),
+                   legacy=("index_select", {"X": ["x"], "Index": ["index"]}, ["Out"], {"dim": dim})))
+
+# ---- masked_fill (PIR; Paddle 2.6 writes it as where) --------------------------------
+for i, (xs, ms, dt, value) in enumerate([((3, 4), (3, 4), np.float32, -1.5), ((2, 3, 4), (3, 1), np.float32, 7.0),
+                                         ((4, 5), (5,), np.int64, 9), ((2, 3), (2, 3), np.float64, np.inf)]):
+    ins = {"x": distinct(xs, dt), "m": rng.integers(0, 2, size=ms).astype(bool)}
+    CASES.append(C("masked_fill", f"{i}", ins, formats=("pir",),
+                   api=lambda p, v, m, val=value: p.masked_fill(v, m, val), legacy=None))
+
 # ---- where ----------------------------------------------------------------------
 for i, (cs, xs, ys, dt) in enumerate([((3, 4), (3, 4), (3, 4), np.float32),
                                       ((3, 1), (1, 4), (3, 4), np.float32),

@@ -229,6 +229,19 @@ void Reduce(TranslateContext& ctx, const OpDesc& op, const std::string& ir_type)
   ctx.SetOut(op, "Out", ctx.Add1(op, ir_type, {x}, a));
 }
 
+// reduce_all / reduce_any (paddle.all / paddle.any): whether every / some
+// element is true (a number: not 0; NaN is true), as the minimum / maximum
+// of the truth values taken as 0.0 and 1.0.
+void ReduceLogical(TranslateContext& ctx, const OpDesc& op, bool all) {
+  ir::Value* x = ctx.In(op, "X");
+  if (x->dtype() != DType::kBool)
+    x = ctx.Add1(op, "not_equal", {x, ctx.ConstScalar(0.0, x->dtype())});
+  ir::AttrMap a{{"axes", ReduceAxes(ctx, op)}, {"keepdim", op.attrs.Bool("keep_dim", false)}};
+  ir::Value* r =
+      ctx.Add1(op, all ? "reduce_min" : "reduce_max", {Cast(ctx, op, x, DType::kF32)}, a);
+  ctx.SetOut(op, "Out", Cast(ctx, op, r, DType::kBool));
+}
+
 // logsumexp{axis, keepdim, reduce_all}: an empty axis list reduces every
 // axis, as does reduce_all (whatever axis says), as in Paddle's kernel.
 void LogSumExp(TranslateContext& ctx, const OpDesc& op) {
@@ -493,9 +506,17 @@ const bool kRegistered = [] {
   RegisterPirOpCompat("max", pir::Reduce("reduce_max"));
   RegisterPirOpCompat("min", pir::Reduce("reduce_min"));
   RegisterPirOpCompat("prod", pir::Reduce("reduce_prod"));
-  // Mapped, with no translator: translation reports them as unsupported.
-  RegisterPirOpCompat("all", pir::Reduce("reduce_all"));
-  RegisterPirOpCompat("any", pir::Reduce("reduce_any"));
+  RegisterTranslator("reduce_all",
+                     [](TranslateContext& c, const OpDesc& op) { ReduceLogical(c, op, true); },
+                     {"not_equal", "cast", "reduce_min"});
+  // PIR's all / any keep their axes as an attribute (no tensor operand).
+  RegisterPirOpCompat(
+      "all", {"reduce_all", {T("X")}, {"Out"}, {{"axis", "dim"}, {"keepdim", "keep_dim"}}, {}});
+  RegisterTranslator("reduce_any",
+                     [](TranslateContext& c, const OpDesc& op) { ReduceLogical(c, op, false); },
+                     {"not_equal", "cast", "reduce_max"});
+  RegisterPirOpCompat(
+      "any", {"reduce_any", {T("X")}, {"Out"}, {{"axis", "dim"}, {"keepdim", "keep_dim"}}, {}});
   RegisterTranslator("arg_max",
                      [](TranslateContext& c, const OpDesc& op) { ArgMinMax(c, op, "argmax"); },
                      {"argmax", "reshape"});

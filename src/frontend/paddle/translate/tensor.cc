@@ -347,6 +347,41 @@ void Gather(TranslateContext& ctx, const OpDesc& op) {
              ctx.Add1(op, "gather", {ctx.In(op, "X"), ctx.In(op, "Index")}, {{"axis", axis}}));
 }
 
+// index_select: the rows of `dim` that Index lists (int32 / int64, 1-D),
+// as gather along that axis (an index outside the dim fails the run
+// naming it).
+void IndexSelect(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  ir::Value* index = ctx.In(op, "Index");
+  const int64_t rank = std::max<int64_t>(x->rank(), 1);
+  int64_t dim = op.attrs.Int("dim", 0);
+  if (dim < -rank || dim >= rank)
+    ctx.Invalid(op, "dim {} is not an axis of {}", dim, ShapeToString(x->shape()));
+  if (dim < 0) dim += rank;
+  if (index->rank() != 1)
+    ctx.Invalid(op, "Index must be 1-D, got {}", ShapeToString(index->shape()));
+  ctx.SetOut(op, "Out", ctx.Add1(op, "gather", {x, index}, {{"axis", dim}}));
+}
+
+// masked_fill: Value (one element) where Mask holds, X elsewhere; Mask
+// broadcasts to X's shape.
+void MaskedFill(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  ir::Value* mask = ctx.In(op, "Mask");
+  ir::Value* value = ctx.In(op, "Value");
+  if (NumElements(value->shape()) != 1)
+    ctx.Invalid(op, "Value must hold one element, has shape {}", ShapeToString(value->shape()));
+  if (mask->dtype() != DType::kBool)
+    ctx.Invalid(op, "Mask must be bool, got {}", DTypeName(mask->dtype()));
+  ir::Value* v = ctx.Reshape(op, value, {});
+  if (v->dtype() != x->dtype()) v = Cast(ctx, op, v, x->dtype());
+  ir::Value* out = ctx.Add1(op, "where", {mask, v, x});
+  if (out->shape() != x->shape())
+    ctx.Invalid(op, "Mask {} does not broadcast to X {}", ShapeToString(mask->shape()),
+                ShapeToString(x->shape()));
+  ctx.SetOut(op, "Out", out);
+}
+
 void Where(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "Out",
              ctx.Add1(op, "where", {ctx.In(op, "Condition"), ctx.In(op, "X"), ctx.In(op, "Y")}));
@@ -456,13 +491,14 @@ const bool kRegistered = [] {
   RegisterTranslator("gather", Gather, {"gather"});
   RegisterPirOpCompat("gather",
                       {"gather", {T("X"), T("Index"), Scalar("axis", "Axis")}, {"Out"}, {}, {}});
-  // Mapped, with no translator: translation reports them as unsupported.
+  // Mapped, with no translator: translation reports it as unsupported.
   RegisterPirOpCompat("gather_nd", {"gather_nd", {T("X"), T("Index")}, {"Out"}, {}, {}});
+  RegisterTranslator("index_select", IndexSelect, {"gather"});
   RegisterPirOpCompat("index_select",
                       {"index_select", {T("X"), T("Index")}, {"Out"}, {{"axis", "dim"}}, {}});
   RegisterTranslator("where", Where, {"where"});
   RegisterPirOpCompat("where", {"where", {T("Condition"), T("X"), T("Y")}, {"Out"}, {}, {}});
-  // Mapped, with no translator: translation reports it as unsupported.
+  RegisterTranslator("masked_fill", MaskedFill, {"where", "cast", "reshape"});
   RegisterPirOpCompat("masked_fill",
                       {"masked_fill", {T("X"), T("Mask"), T("Value")}, {"Out"}, {}, {}});
   RegisterTranslator("assign", PassThrough, {});
