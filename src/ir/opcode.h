@@ -25,7 +25,7 @@
   X(coo_reshape) X(coo_slice) X(coo_softmax) X(coo_subm_conv3d) X(coo_sum) X(coo_to_dense) X(copy) X(cos) X(cosh) \
   X(cross_entropy) X(cross_entropy_grad) X(ctc_loss) X(cumsum) X(custom) X(dense_to_coo) X(dequantize_linear) \
   X(div) X(dropout) X(elu) X(embedding) X(embedding_grad) X(embedding_grad_add) X(equal) X(erf) \
-  X(exchange_rows) X(exp) X(expand) X(expm1) X(floor) X(floor_div) X(gather) X(gather_grad) X(gather_rows) X(gelu) X(gelu_grad) \
+  X(exchange_rows) X(exp) X(expand) X(expm1) X(floor) X(floor_div) X(gather) X(gather_grad) X(gather_nd) X(gather_rows) X(gelu) X(gelu_grad) \
   X(gradient_histogram) X(greater) X(greater_equal) X(group_norm) X(hard_shrink) \
   X(hard_sigmoid) X(hard_swish) X(huber) X(identity) X(interp) X(interp_grad) X(kldiv) X(lamb) \
   X(layer_norm) X(layer_norm_grad) X(leaky_relu) X(less) X(less_equal) X(linear) X(linear_block_sparse) X(linear_int8) \

@@ -269,6 +269,24 @@ def test_index_select_out_of_range_is_refused_naming_the_op(tmp_path):
                  "holds 4", "outside [0, 4)")
 
 
+def test_gather_nd_out_of_range_is_refused_naming_the_op(tmp_path):
+    """gather_nd raises naming the op and the index outside its dim (each
+    row's indices are checked, not only the slab they add up to)."""
+    def build(paddle):
+        x = paddle.static.data("x", [3, 4], "float32")
+        idx = paddle.static.data("idx", [2, 2], "int64")
+        return [x, idx], [paddle.gather_nd(x, idx)]
+
+    prefix = _save_static(tmp_path, build)
+    predictor = make(prefix + ".json", prefix + ".pdiparams")
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(predictor.run([x, np.array([[2, -1], [0, 1]], np.int64)])[0],
+                                  x[[2, 0], [3, 1]])
+    # [0, 5] would be element 5 of the flat x, inside it: still refused
+    expect_error(lambda: predictor.run([x, np.array([[1, 1], [0, 5]], np.int64)]), "gather_nd",
+                 "holds 5", "outside [0, 4)")
+
+
 def test_ctc_labels_and_lengths_out_of_range_are_refused(tmp_path):
     """ctc_loss over a class id outside [0, classes) or a length beyond its
     tensor raises naming the input (it gave a NaN loss and went on)."""

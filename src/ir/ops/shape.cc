@@ -8,6 +8,9 @@
 //     -> one output per section
 //   expand(x){shape (required)}: numpy broadcast of x to `shape`
 //   gather(x, index int){axis = 0}: numpy take
+//   gather_nd(x, index int [..., k]): the slabs x[index[..., :]], out
+//     index.shape[:-1] + x.shape[k:] (Paddle's gather_nd; negative indices
+//     count from the end)
 //   reduce_sum|mean|max|min|prod(x){axes = [] (all), keepdim = false}
 //   logsumexp(x){axes = [] (all), keepdim = false}: max + log(sum(exp(x - max)))
 //     over the axes, the max shifted out so exp cannot overflow (Paddle's
@@ -115,6 +118,22 @@ void InferGather(InferContext& c) {
   c.AddOutput({x.dtype, out});
 }
 
+// gather_nd: index [..., k] picks x's slabs x[i_0, ..., i_(k-1)]: out
+// index.shape[:-1] + x.shape[k:].
+void InferGatherNd(InferContext& c) {
+  const TensorType& x = c.input(0);
+  const TensorType& idx = c.input(1);
+  if (!IsInteger(idx.dtype)) c.Fail("index must be an integer tensor");
+  if (idx.shape.empty()) c.Fail("index must have at least one dim, got a scalar");
+  const int64_t k = idx.shape.back();
+  if (k > static_cast<int64_t>(x.shape.size()))
+    c.Fail("index rows of {} indices for x {} of rank {}", k, ShapeToString(x.shape),
+           x.shape.size());
+  Shape out(idx.shape.begin(), idx.shape.end() - 1);
+  out.insert(out.end(), x.shape.begin() + k, x.shape.end());
+  c.AddOutput({x.dtype, out});
+}
+
 void InferReduce(InferContext& c) {
   const TensorType& x = c.input(0);
   std::vector<int> axes;
@@ -165,6 +184,8 @@ const bool kSchemas = [] {
                        .Attr("axis", int64_t{0})
                        .Precision(kFollows)
                        .Layout(LayoutRule::kFixed));
+  RegisterOpSchema(OpSchema{"gather_nd", 2, 2, InferGatherNd}.NoAttrs().Precision(kFollows).Layout(
+      LayoutRule::kFixed));
   for (const char* n : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"}) {
     const Opcode opcode = OpcodeOf(n);
     bool exact = opcode == Opcode::reduce_max || opcode == Opcode::reduce_min;

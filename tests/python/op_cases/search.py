@@ -41,6 +41,16 @@ for i, (shape, idx, axis, it, dt) in enumerate([
     CASES.append(C("gather", f"{i}", ins, api=lambda p, v, ix, a=axis: p.gather(v, ix, axis=a),
                    legacy=("gather", {"X": ["x"], "Index": ["index"]}, ["Out"], {"axis": axis})))
 
+# ---- gather_nd (negative indices count from the end) ---------------------------------
+for i, (shape, idx, it, dt) in enumerate([
+        ((2, 3, 4), [[1, -1], [0, 2], [1, 0]], np.int64, np.float32),
+        ((4, 5), [[[3, 1]], [[0, 4]]], np.int32, np.float32),
+        ((3, 4, 2), [[2], [0], [-3]], np.int64, np.int64),
+        ((2, 3), [[1, 2], [0, 0], [-1, -3]], np.int32, np.float64)]):
+    ins = {"x": distinct(shape, dt), "index": np.array(idx, it)}
+    CASES.append(C("gather_nd", f"{i}", ins, api=lambda p, v, ix: p.gather_nd(v, ix),
+                   legacy=("gather_nd", {"X": ["x"], "Index": ["index"]}, ["Out"], {})))
+
 # ---- index_select (as gather along dim) -------------------------------------------
 for i, (shape, idx, dim, it, dt) in enumerate([
         ((5, 3), [0, 4, 2, 2], 0, np.int64, np.float32), ((4, 6), [5, 0, 1], 1, np.int32, np.float32),

@@ -367,6 +367,48 @@ std::unique_ptr<Kernel> MakeGather(const ir::Op& op) {
   });
 }
 
+// Paddle's gather_nd: each row of k indices picks the slab x[i_0, ...,
+// i_(k-1)] (negative indices count from the end). A row with an index
+// still out of range yields a zero slab instead of reading out of bounds,
+// and is reported (backend::IndexFault).
+std::unique_ptr<Kernel> MakeGatherNd(const ir::Op& op) {
+  const Shape xs = op.inputs[0]->shape();
+  const Shape& is = op.inputs[1]->shape();
+  const int64_t k = is.back(), rows = NumElements(Shape(is.begin(), is.end() - 1));
+  const size_t slab =
+      static_cast<size_t>(NumElements(Shape(xs.begin() + k, xs.end()))) * DTypeSize(InDType(op));
+  const bool i64 = InDType(op, 1) == DType::kI64;
+  return std::make_unique<LambdaKernel>([=](const KernelArgs& args) {
+    const auto* x = static_cast<const std::byte*>(args.inputs[0]);
+    auto* y = static_cast<std::byte*>(args.outputs[0]);
+    ParallelRange(
+        rows, static_cast<int64_t>(slab),
+        [&](int64_t b, int64_t e) {
+          for (int64_t r = b; r < e; ++r) {
+            int64_t at = 0;
+            bool inside = true;
+            for (int64_t j = 0; j < k && inside; ++j) {
+              const int64_t given = i64 ? static_cast<const int64_t*>(args.inputs[1])[r * k + j]
+                                        : static_cast<const int32_t*>(args.inputs[1])[r * k + j];
+              const int64_t dim = xs[static_cast<size_t>(j)];
+              const int64_t id = given < 0 ? given + dim : given;
+              if (id < 0 || id >= dim) {
+                RecordIndexFault(args, given, dim, 1);
+                inside = false;
+              }
+              at = at * dim + id;
+            }
+            std::byte* dst = y + static_cast<size_t>(r) * slab;
+            if (inside)
+              std::memcpy(dst, x + static_cast<size_t>(at) * slab, slab);
+            else
+              std::memset(dst, 0, slab);
+          }
+        },
+        1);
+  });
+}
+
 template <typename D, typename S>
 inline D Convert(S s) {
   if constexpr (std::is_same_v<S, Half>) {
@@ -481,6 +523,9 @@ const bool kRegistered = [] {
       Signature("T -> T...").Where("T", AllDTypes()));
   RegisterKernel(
       "gather", MakeGather,
+      Signature("T, I -> T").Where("T", AllDTypes()).Where("I", {DType::kI32, DType::kI64}));
+  RegisterKernel(
+      "gather_nd", MakeGatherNd,
       Signature("T, I -> T").Where("T", AllDTypes()).Where("I", {DType::kI32, DType::kI64}));
   RegisterKernel("cast", MakeCast,
                  Signature("T -> U").Where("T", AllDTypes()).Where("U", AllDTypes()));

@@ -363,6 +363,10 @@ void IndexSelect(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "Out", ctx.Add1(op, "gather", {x, index}, {{"axis", dim}}));
 }
 
+void GatherNd(TranslateContext& ctx, const OpDesc& op) {
+  ctx.SetOut(op, "Out", ctx.Add1(op, "gather_nd", {ctx.In(op, "X"), ctx.In(op, "Index")}));
+}
+
 // masked_fill: Value (one element) where Mask holds, X elsewhere; Mask
 // broadcasts to X's shape.
 void MaskedFill(TranslateContext& ctx, const OpDesc& op) {
@@ -491,7 +495,7 @@ const bool kRegistered = [] {
   RegisterTranslator("gather", Gather, {"gather"});
   RegisterPirOpCompat("gather",
                       {"gather", {T("X"), T("Index"), Scalar("axis", "Axis")}, {"Out"}, {}, {}});
-  // Mapped, with no translator: translation reports it as unsupported.
+  RegisterTranslator("gather_nd", GatherNd, {"gather_nd"});
   RegisterPirOpCompat("gather_nd", {"gather_nd", {T("X"), T("Index")}, {"Out"}, {}, {}});
   RegisterTranslator("index_select", IndexSelect, {"gather"});
   RegisterPirOpCompat("index_select",
