@@ -206,3 +206,24 @@ for i, (p_, xs, ys) in enumerate([(2.0, (3, 4), (3, 4)), (1.0, (3, 4), (4,)), (I
         x[0, :2] = y[..., :2].reshape(-1, 2)[0]
     CASES.append(Case("dist", f"d{i}", {"x": x, "y": y}, api=lambda p, x, y, q=p_: p.dist(x, y, q),
                       legacy=("dist", XY, ["Out"], {"p": p_})))
+
+# ---- addmm (Beta Input + Alpha X @ Y, Input broadcast), mv, logit (eps clip
+# or none: outside [0, 1] NaN, as Paddle).
+for i, (ins, xs, ys, alpha, beta) in enumerate([((3, 5), (3, 4), (4, 5), 1.0, 1.0),
+                                                 ((5,), (3, 4), (4, 5), 2.0, 0.5),
+                                                 ((3, 1), (3, 2), (2, 5), -1.5, 0.0)]):
+    CASES.append(Case("addmm", f"{i}", {"i": arr(ins), "x": arr(xs), "y": arr(ys)},
+                      api=lambda p, a, x, y, al=alpha, be=beta: p.addmm(a, x, y, be, al),
+                      legacy=("addmm", {"Input": ["i"], "X": ["x"], "Y": ["y"]}, ["Out"],
+                              {"Alpha": alpha, "Beta": beta})))
+for i, (xs, k) in enumerate([((3, 4), 4), ((1, 7), 7)]):
+    CASES.append(Case("mv", f"{i}", {"x": arr(xs), "v": arr((k,))},
+                      api=lambda p, x, v: p.mv(x, v),
+                      legacy=("mv", {"X": ["x"], "Vec": ["v"]}, ["Out"], {})))
+_p = rng.uniform(0.0, 1.0, size=(4, 6)).astype("float32")
+_p[0, :3] = [0.0, 1.0, 1e-5]
+for i, eps in enumerate([1e-3, 0.0]):
+    CASES.append(Case("logit", f"{i}", {"x": _p}, api=lambda p, x, e=eps: p.logit(x, e),
+                      legacy=("logit", {"X": ["x"]}, ["Out"], {"eps": eps})))
+CASES.append(Case("logit", "outside", {"x": np.array([[-0.5, 0.25, 1.5]], "float32")},
+                  api=lambda p, x: p.logit(x), legacy=("logit", {"X": ["x"]}, ["Out"], {"eps": 0.0})))

@@ -316,3 +316,30 @@ CASES += [
 ]
 CASES.append(C("squeeze2", "pir_tensorlist", {"x": x((1, 3, 1, 4))},
                api=lambda p, v: p.squeeze(v, [p.full([], 2, "int64")]), legacy=None, formats=("pir",)))
+
+# Ops composed from other IR ops (frontend/paddle/translate/composed.cc).
+_sq = x((2, 4, 5))
+_sq[0, 1, 3] = np.nan  # masked out by tril: 0, as Paddle's select
+for _i, (_fn, _lower, _diag) in enumerate([("tril", True, 0), ("tril", True, -1), ("triu", False, 1),
+                                           ("triu", False, -2)]):
+    CASES.append(C("tril_triu", f"{_fn}{_i}", {"x": _sq},
+                   api=lambda p, v, f=_fn, d=_diag: getattr(p, f)(v, d),
+                   legacy=("tril_triu", {"X": ["x"]}, ["Out"], {"lower": _lower, "diagonal": _diag})))
+CASES.append(C("tril_triu", "int64", {"x": x((3, 3), np.int64)}, api=lambda p, v: p.triu(v),
+               legacy=("tril_triu", {"X": ["x"]}, ["Out"], {"lower": False, "diagonal": 0})))
+for _i, (_shape, _r, _fmt) in enumerate([((2, 8, 3, 3), 2, "NCHW"), ((1, 9, 2, 4), 3, "NCHW"),
+                                         ((2, 3, 3, 8), 2, "NHWC")]):
+    CASES.append(C("pixel_shuffle", f"{_i}", {"x": x(_shape)},
+                   api=lambda p, v, r=_r, f=_fmt: p.nn.functional.pixel_shuffle(v, r, f),
+                   legacy=("pixel_shuffle", {"X": ["x"]}, ["Out"],
+                           {"upscale_factor": _r, "data_format": _fmt})))
+for _i, (_shape, _shifts, _axis) in enumerate([((3, 4), [1, -2], [0, 1]), ((3, 4), [5], []),
+                                               ((2, 3, 4), [7], [-1]), ((5,), [-6], [0])]):
+    CASES.append(C("roll", f"{_i}", {"x": x(_shape)},
+                   api=lambda p, v, s=_shifts, a=_axis: p.roll(v, s, a or None),
+                   legacy=("roll", {"X": ["x"]}, ["Out"], {"shifts": _shifts, "axis": _axis})))
+for _i, (_shape, _axis) in enumerate([((3, 4), 1), ((2, 3, 4), 0), ((2, 3, 4), -1)]):
+    _n = _shape[_axis]
+    CASES.append(C("unbind", f"{_i}", {"x": x(_shape)},
+                   api=lambda p, v, a=_axis: p.unbind(v, a),
+                   legacy=("unbind", {"X": ["x"]}, [("Out", None, _n)], {"axis": _axis})))

@@ -1,5 +1,5 @@
 // Paddle tensor ops built from data movement (tile, expand v1, flip,
-// meshgrid, unstack), search (top_k, argsort), one_hot and the random
+// meshgrid, unstack / unbind), search (top_k, argsort), one_hot and the random
 // generators, each with the PIR spellings that map onto it.
 #include <functional>
 #include <string>
@@ -92,7 +92,9 @@ void Meshgrid(TranslateContext& ctx, const OpDesc& op) {
 }
 
 // unstack: split into size-1 pieces along `axis`, then drop that dim.
-void Unstack(TranslateContext& ctx, const OpDesc& op) {
+// unstack (slot Y) and unbind (slot Out): the pieces along axis, that dim
+// dropped.
+void Unstack(TranslateContext& ctx, const OpDesc& op, const char* slot) {
   ir::Value* x = ctx.In(op, "X");
   int64_t axis = op.attrs.Int("axis", 0);
   int n = NormalizeAxis(axis, x->rank());
@@ -103,13 +105,13 @@ void Unstack(TranslateContext& ctx, const OpDesc& op) {
   Shape piece = x->shape();
   piece.erase(piece.begin() + n);
   if (dim == 1) {
-    ctx.SetOut(op, "Y", ctx.Reshape(op, x, piece));
+    ctx.SetOut(op, slot, ctx.Reshape(op, x, piece));
     return;
   }
   ir::Op* s =
       ctx.AddOp(op, "split", {x},
                 {{"axis", static_cast<int64_t>(n)}, {"sections", std::vector<int64_t>(dim, 1)}});
-  for (int64_t i = 0; i < dim; ++i) ctx.SetOut(op, "Y", ctx.Reshape(op, s->outputs[i], piece), i);
+  for (int64_t i = 0; i < dim; ++i) ctx.SetOut(op, slot, ctx.Reshape(op, s->outputs[i], piece), i);
 }
 
 void OneHot(TranslateContext& ctx, const OpDesc& op, bool v2) {
@@ -232,8 +234,12 @@ const bool kRegistered = [] {
   RegisterPirOpCompat("flip", pir::Unary("flip"));
   RegisterTranslator("meshgrid", Meshgrid, {"expand", "reshape"});
   RegisterPirOpCompat("meshgrid", {"meshgrid", {T("X")}, {"Out"}, {}, {}});
-  RegisterTranslator("unstack", Unstack, {"split", "reshape"});
+  RegisterTranslator("unstack", [](TranslateContext& c, const OpDesc& op) { Unstack(c, op, "Y"); },
+                     {"split", "reshape"});
   RegisterPirOpCompat("unstack", {"unstack", {T("X")}, {"Y"}, {}, {}});
+  RegisterTranslator("unbind", [](TranslateContext& c, const OpDesc& op) { Unstack(c, op, "Out"); },
+                     {"split", "reshape"});
+  RegisterPirOpCompat("unbind", {"unbind", {T("X")}, {"Out"}, {}, {}});
   RegisterTranslator("one_hot", [](TranslateContext& c, const OpDesc& op) { OneHot(c, op, false); },
                      {"one_hot", "reshape"});
   RegisterTranslator("one_hot_v2",
