@@ -73,7 +73,8 @@ def written_case(op, name, inputs, legacy, reference, **kw) -> Case:
 # The Paddle ops whose translation multiplies in half precision under
 # Tiller's bfloat16 / float16 precision (the "bfloat16 GEMM" rows of `tiller
 # ops`; ops_test.py checks this set against that column).
-HALF_OPS = frozenset({"bmm", "conv2d", "depthwise_conv2d", "matmul", "matmul_v2", "mul"})
+HALF_OPS = frozenset({"addmm", "bmm", "conv2d", "depthwise_conv2d", "matmul", "matmul_v2", "mul",
+                      "mv"})
 
 
 def to_bfloat16_grid(a: np.ndarray) -> np.ndarray:

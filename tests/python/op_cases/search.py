@@ -21,9 +21,10 @@ rng = np.random.default_rng(2468)
 def distinct(shape, dtype=np.float32):
     """Distinct values (a shuffled range, scaled), so sort order is unique."""
     n = int(np.prod(shape))
-    v = rng.permutation(n).astype(np.float64) - n / 2
     if np.dtype(dtype).kind == "f":
-        v = v * 0.37
+        v = (rng.permutation(n).astype(np.float64) - n / 2) * 0.37
+    else:  # whole numbers: n / 2 would give -0.5 and 0.5, both 0 as integers
+        v = rng.permutation(n).astype(np.float64) - n // 2
     return v.reshape(shape).astype(dtype)
 
 

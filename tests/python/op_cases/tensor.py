@@ -318,11 +318,14 @@ CASES.append(C("squeeze2", "pir_tensorlist", {"x": x((1, 3, 1, 4))},
                api=lambda p, v: p.squeeze(v, [p.full([], 2, "int64")]), legacy=None, formats=("pir",)))
 
 # Ops composed from other IR ops (frontend/paddle/translate/composed.cc).
-_sq = x((2, 4, 5))
-_sq[0, 1, 3] = np.nan  # masked out by tril: 0, as Paddle's select
+# A NaN where each case's mask drops it (upper triangle for tril, lower for
+# triu): 0, as Paddle's select.
+_lo, _up = x((2, 4, 5)), x((2, 4, 5))
+_lo[0, 1, 3] = np.nan
+_up[1, 3, 0] = np.nan
 for _i, (_fn, _lower, _diag) in enumerate([("tril", True, 0), ("tril", True, -1), ("triu", False, 1),
                                            ("triu", False, -2)]):
-    CASES.append(C("tril_triu", f"{_fn}{_i}", {"x": _sq},
+    CASES.append(C("tril_triu", f"{_fn}{_i}", {"x": _lo if _lower else _up},
                    api=lambda p, v, f=_fn, d=_diag: getattr(p, f)(v, d),
                    legacy=("tril_triu", {"X": ["x"]}, ["Out"], {"lower": _lower, "diagonal": _diag})))
 CASES.append(C("tril_triu", "int64", {"x": x((3, 3), np.int64)}, api=lambda p, v: p.triu(v),
