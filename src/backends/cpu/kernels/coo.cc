@@ -2,7 +2,9 @@
 // coo_matmul, coo_reshape, and the ops whose entry count depends on the
 // data (coo_coalesce, coo_merge, coo_slice, coo_sum, dense_to_coo), which
 // write their entries first and padding after them (indices -1, value 0).
-// Float32 values, int64 indices [rank, nnz]. Every entry's indices are
+// Float32 values (coo_to_dense: or bool), int64 indices [sparse dims, nnz];
+// coo_to_dense, coo_coalesce, coo_merge and the convolutions also take a
+// hybrid tensor's block of values per entry. Every entry's indices are
 // checked against the shape first: an entry with an index outside its
 // dimension is reported (backend::IndexFault: the step fails naming the op,
 // the indices and the value) and never read or written. A padded operand's
