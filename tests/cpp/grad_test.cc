@@ -270,6 +270,20 @@ TEST(Gradients, SliceGatherCumsum) {
         return Op1(g, "gather", {in[0], idx}, {{"axis", 1}});
       },
       {{{2, 3, 2}}});
+  // gather_nd: rows of 2 indices into [3, 4, 2] (one repeated, negative
+  // ones), and of 1 index into [3, 2].
+  CheckGradient(
+      [](Graph& g, auto& in) {
+        Value* idx = Const<int64_t>(g, DType::kI64, {2, 2, 2}, {2, 1, 0, -1, 2, 1, -3, 0});
+        return Op1(g, "gather_nd", {in[0], idx});
+      },
+      {{{3, 4, 2}}});
+  CheckGradient(
+      [](Graph& g, auto& in) {
+        Value* idx = Const<int32_t>(g, DType::kI32, {3, 1}, {1, -1, 1});
+        return Op1(g, "gather_nd", {in[0], idx});
+      },
+      {{{3, 2}}});
   for (bool exclusive : {false, true}) {
     for (bool reverse : {false, true}) {
       CheckGradient(

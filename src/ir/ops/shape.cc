@@ -287,6 +287,41 @@ const bool kRules = [] {
     c.SetInputGrad(
         0, c.Add("gather_grad", {c.input(1), c.out_grad()}, {{"axis", axis}, {"dim", x[axis]}}));
   });
+  // gather_nd: the rows of out_grad scatter-added into x's first k dims
+  // flattened: each index row's flat position sum_j wrap(i_j) * stride_j
+  // (negative indices wrapped per dim, as the forward does), then
+  // gather_grad along that flat dim.
+  RegisterGrad("gather_nd", [](GradContext& c) {
+    const Shape& x = c.input(0)->shape();
+    Value* idx = c.input(1);
+    const Shape& is = idx->shape();
+    const int64_t k = is.back(), rows = NumElements(Shape(is.begin(), is.end() - 1));
+    if (k == 0) Fail(ErrorKind::kUnimplemented, "the gradient of gather_nd with empty index rows");
+    if (idx->dtype() != DType::kI64) idx = c.Add("cast", {idx}, {{"dtype", std::string("int64")}});
+    idx = c.Reshape(idx, {rows, k});
+    Value* flat = nullptr;
+    int64_t stride = 1;
+    for (int64_t j = k - 1; j >= 0; --j) {
+      const int64_t dim = x[static_cast<size_t>(j)];
+      Value* col = c.Add("slice", {idx},
+                         {{"axes", std::vector<int64_t>{1}},
+                          {"starts", std::vector<int64_t>{j}},
+                          {"ends", std::vector<int64_t>{j + 1}}});
+      Value* negative = c.Add("cast", {c.Add("less", {col, c.Constant(0, DType::kI64)})},
+                              {{"dtype", std::string("int64")}});
+      col = c.Add("add", {col, c.Add("mul", {negative, c.Constant(double(dim), DType::kI64)})});
+      Value* term =
+          stride == 1 ? col : c.Add("mul", {col, c.Constant(double(stride), DType::kI64)});
+      flat = flat ? c.Add("add", {flat, term}) : term;
+      stride *= dim;
+    }
+    Shape rest(x.begin() + k, x.end());
+    Shape g_shape{rows};
+    g_shape.insert(g_shape.end(), rest.begin(), rest.end());
+    Value* g = c.Add("gather_grad", {c.Reshape(flat, {rows}), c.Reshape(c.out_grad(), g_shape)},
+                     {{"axis", int64_t{0}}, {"dim", stride}});
+    c.SetInputGrad(0, c.Reshape(g, x));
+  });
   // max/min: every input equal to the result gets the gradient (ties
   // included), as Paddle's reduce_max/min gradients.
   for (const char* op : {"reduce_max", "reduce_min"}) {
