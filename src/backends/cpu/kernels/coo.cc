@@ -106,15 +106,27 @@ std::unique_ptr<Kernel> MakeCooReshape(const ir::Op& op) {
       static_cast<size_t>(nnz) * sizeof(int64_t));
 }
 
+// The sparse dims of a (hybrid) COO operand's shape: as many as its
+// indices (input 0) have rows.
+Shape SparseDims(const ir::Op& op, const Shape& shape) {
+  const int64_t sparse_dim = op.inputs[0]->shape()[0];
+  return Shape(shape.begin(), shape.begin() + sparse_dim);
+}
+
+// Values per entry of a (hybrid) COO values operand [nnz, ...].
+int64_t ValueBlock(const ir::Value* values) {
+  const Shape& s = values->shape();
+  return NumElements(Shape(s.begin() + 1, s.end()));
+}
+
 // A hybrid COO tensor (indices over the first sparse_dim dims) writes a
 // block of the remaining dims per entry.
 std::unique_ptr<Kernel> MakeCooToDense(const ir::Op& op) {
   const Shape shape = op.GetInts("shape");
   const bool padded = op.GetBool("padded");
   const int64_t nnz = op.inputs[1]->shape()[0];
-  const int64_t sparse_dim = op.inputs[0]->shape()[0];
-  const Shape sparse(shape.begin(), shape.begin() + sparse_dim);
-  const int64_t block = NumElements(shape) / NumElements(sparse);
+  const Shape sparse = SparseDims(op, shape);
+  const int64_t block = ValueBlock(op.inputs[1]);
   // Values are copied as bytes: float32, or bool (sparse isnan).
   const size_t item = DTypeSize(op.inputs[1]->dtype());
   const size_t row = static_cast<size_t>(block) * item;
@@ -234,19 +246,6 @@ int64_t PutGroupSums(const Shape& shape, int64_t room, const int64_t* key, const
     i = end;
   }
   return k;
-}
-
-// The sparse dims of a (hybrid) COO operand's shape: as many as its
-// indices have rows.
-Shape SparseDims(const ir::Op& op, const Shape& shape, int operand = 0) {
-  const int64_t sparse_dim = op.inputs[static_cast<size_t>(operand)]->shape()[0];
-  return Shape(shape.begin(), shape.begin() + sparse_dim);
-}
-
-// Values per entry of a (hybrid) COO values operand [nnz, ...].
-int64_t ValueBlock(const ir::Value* values) {
-  const Shape& s = values->shape();
-  return NumElements(Shape(s.begin() + 1, s.end()));
 }
 
 // Distinct positions in row-major order, each the sum of its entries in

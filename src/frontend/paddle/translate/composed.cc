@@ -15,8 +15,9 @@ namespace {
 
 // tril_triu{diagonal, lower}: x where column - row <= diagonal (lower) or
 // >= diagonal (upper) over the last two dims, 0 elsewhere (NaN included).
-void TrilTriu(TranslateContext& ctx, const OpDesc& op, bool lower) {
+void TrilTriu(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
+  const bool lower = op.attrs.Bool("lower", true);
   if (x->rank() < 2)
     ctx.Invalid(op, "x must have at least 2 dims, got {}", ShapeToString(x->shape()));
   const int64_t diagonal = op.attrs.Int("diagonal", 0);
@@ -142,16 +143,10 @@ void Logit(TranslateContext& ctx, const OpDesc& op) {
 const bool kRegistered = [] {
   using pir::IntArray;
   using pir::T;
-  RegisterTranslator(
-      "tril_triu",
-      [](TranslateContext& c, const OpDesc& op) { TrilTriu(c, op, op.attrs.Bool("lower", true)); },
-      {"where", "cast"});
-  RegisterTranslator("tril", [](TranslateContext& c, const OpDesc& op) { TrilTriu(c, op, true); },
-                     {"where", "cast"});
-  RegisterPirOpCompat("tril", {"tril", {T("X")}, {"Out"}, {}, {}});
-  RegisterTranslator("triu", [](TranslateContext& c, const OpDesc& op) { TrilTriu(c, op, false); },
-                     {"where", "cast"});
-  RegisterPirOpCompat("triu", {"triu", {T("X")}, {"Out"}, {}, {}});
+  RegisterTranslator("tril_triu", TrilTriu, {"where", "cast"});
+  // PIR names the side; the legacy op takes it as `lower`.
+  RegisterPirOpCompat("tril", {"tril_triu", {T("X")}, {"Out"}, {}, {{"lower", true}}});
+  RegisterPirOpCompat("triu", {"tril_triu", {T("X")}, {"Out"}, {}, {{"lower", false}}});
   RegisterTranslator("pixel_shuffle", PixelShuffle, {"reshape", "transpose"});
   RegisterPirOpCompat("pixel_shuffle", pir::Unary("pixel_shuffle"));
   RegisterTranslator("roll", Roll, {"slice", "concat", "reshape"});
