@@ -287,6 +287,40 @@ def test_gather_nd_out_of_range_is_refused_naming_the_op(tmp_path):
                  "holds 5", "outside [0, 4)")
 
 
+def test_einsum_diagonal_is_refused_naming_the_op_and_label(tmp_path):
+    """A label repeated in one operand (a diagonal, "ii->i") has no
+    translation: creation is refused naming einsum, the label and the
+    operand's term, never a wrong sum."""
+    def build(paddle):
+        x = paddle.static.data("x", [3, 3], "float32")
+        y = paddle.static.data("y", [3, 4], "float32")
+        return [x, y], [paddle.einsum("ii,ij->j", x, y)]
+
+    prefix = _save_static(tmp_path, build)
+    expect_error(lambda: make(prefix + ".json", prefix + ".pdiparams"), "einsum",
+                 "label 'i' twice in operand 0 ('ii')", "diagonals are not supported")
+
+
+def test_scatter_index_out_of_range_is_refused_naming_the_op(tmp_path):
+    """scatter of a row index outside x's rows raises naming the op and the
+    index (the row is never written out of bounds); a negative one counts
+    from the end, as in Paddle."""
+    def build(paddle):
+        x = paddle.static.data("x", [4, 2], "float32")
+        idx = paddle.static.data("idx", [2], "int64")
+        u = paddle.static.data("u", [2, 2], "float32")
+        return [x, idx, u], [paddle.scatter(x, idx, u)]
+
+    prefix = _save_static(tmp_path, build)
+    predictor = make(prefix + ".json", prefix + ".pdiparams")
+    x = np.zeros((4, 2), np.float32)
+    u = np.array([[1, 2], [3, 4]], np.float32)
+    want = x.copy()
+    want[[3, 1]] = u
+    np.testing.assert_array_equal(predictor.run([x, np.array([-1, 1], np.int64), u])[0], want)
+    expect_error(lambda: predictor.run([x, np.array([1, 4], np.int64), u]), "scatter", "4")
+
+
 def test_ctc_labels_and_lengths_out_of_range_are_refused(tmp_path):
     """ctc_loss over a class id outside [0, classes) or a length beyond its
     tensor raises naming the input (it gave a NaN loss and went on)."""

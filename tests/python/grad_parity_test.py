@@ -254,8 +254,38 @@ def _translated_ops(paddle, rng):
             ["x", "m"], [])
 
 
+def _einsum_scatter(paddle, rng):
+    """einsum (a batched contraction, an outer product with a broadcast
+    "..." dim, a three-operand chain) and scatter (a repeated row: the later
+    update wins, so the earlier one's gradient is zero; and the summing
+    form) on one chain."""
+    a = paddle.static.data("a", [2, 3, 4], "float32")
+    a.stop_gradient = False
+    b = paddle.static.data("b", [2, 4, 5], "float32")
+    b.stop_gradient = False
+    c = paddle.static.data("c", [5, 3], "float32")
+    c.stop_gradient = False
+    u = paddle.static.data("u", [3, 3], "float32")
+    u.stop_gradient = False
+    ids = paddle.static.data("ids", [3], "int64")
+    ab = paddle.einsum("bij,bjk->bik", a, b)                          # [2, 3, 5]
+    chain = paddle.einsum("bik,kl,bjl->bij", ab, c, paddle.tanh(ab[:, :, :3]))  # [2, 3, 3]
+    outer = paddle.einsum("...i,j->...ij", a[:, 0, :], c[0])          # [2, 4, 3]
+    x = paddle.reshape(chain, [6, 3])
+    s1 = paddle.scatter(x, ids, u, overwrite=True)
+    s2 = paddle.scatter(x, ids, u * 0.5, overwrite=False)
+    loss = paddle.mean(s1 * s1) + paddle.mean(paddle.sin(s2)) + paddle.mean(outer * outer)
+    feeds = {"a": rng.uniform(-1, 1, (2, 3, 4)).astype("float32"),
+             "b": rng.uniform(-1, 1, (2, 4, 5)).astype("float32"),
+             "c": rng.uniform(-1, 1, (5, 3)).astype("float32"),
+             "u": rng.uniform(-1, 1, (3, 3)).astype("float32"),
+             "ids": np.array([4, 1, 4], "int64")}
+    return ({"a": a, "b": b, "c": c, "u": u, "ids": ids}, feeds, loss, ["a", "b", "c", "u"], [])
+
+
 CASES = {"cnn": _cnn, "bert": _bert, "train_dropout": _dropout, "logsumexp": _logsumexp_case,
-         "scale_tensor": _scale_tensor, "translated_ops": _translated_ops}
+         "scale_tensor": _scale_tensor, "translated_ops": _translated_ops,
+         "einsum_scatter": _einsum_scatter}
 # Paddle 3.3's static API builds these cases' ops in PIR programs only (its
 # tril, pixel_shuffle, ... take PIR values); the op harness covers their
 # legacy forms.

@@ -227,3 +227,24 @@ for i, eps in enumerate([1e-3, 0.0]):
                       legacy=("logit", {"X": ["x"]}, ["Out"], {"eps": eps})))
 CASES.append(Case("logit", "outside", {"x": np.array([[-0.5, 0.25, 1.5]], "float32")},
                   api=lambda p, x: p.logit(x), legacy=("logit", {"X": ["x"]}, ["Out"], {"eps": 0.0})))
+
+# ---- einsum: matmul-like, batched, transposes, full and partial sums,
+# outer and dot products, "..." broadcasting (size 1 against 5), implicit
+# outputs (the letters held once, sorted, after the "..." dims), three
+# operands contracted left to right, and a copy ("ij->ij").
+_erng = np.random.default_rng(78)
+EINSUM = [("ij,jk->ik", [(3, 4), (4, 5)]), ("ij,jk", [(3, 4), (4, 5)]),
+          ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("ij->ji", [(3, 4)]), ("ij->", [(3, 4)]),
+          ("ijk->kj", [(3, 4, 5)]), ("i,j->ij", [(3,), (4,)]), ("i,i->", [(5,), (5,)]),
+          ("ij,ij->ij", [(3, 4), (3, 4)]), ("ij,kj->ik", [(3, 4), (5, 4)]),
+          ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 6)]), ("...i,...i", [(2, 3, 4), (3, 4)]),
+          ("bhqd,bhkd->bhqk", [(2, 3, 4, 8), (2, 3, 5, 8)]),
+          ("abc,cd,de->abe", [(2, 3, 4), (4, 5), (5, 6)]), (" b i , i k -> k b ", [(2, 3), (3, 4)]),
+          ("ij->ij", [(3, 4)]), ("Ab,bC->CA", [(2, 3), (3, 4)])]
+for i, (eq, shapes) in enumerate(EINSUM):
+    names = [f"x{j}" for j in range(len(shapes))]
+    CASES.append(Case("einsum", f"{i}",
+                      {n: _erng.uniform(-2.0, 2.0, size=s).astype("float32")
+                       for n, s in zip(names, shapes)},
+                      api=lambda p, *xs, e=eq: p.einsum(e, *xs),
+                      has_half_variant=len(shapes) == 2))

@@ -346,3 +346,28 @@ for _i, (_shape, _axis) in enumerate([((3, 4), 1), ((2, 3, 4), 0), ((2, 3, 4), -
     CASES.append(C("unbind", f"{_i}", {"x": x(_shape)},
                    api=lambda p, v, a=_axis: p.unbind(v, a),
                    legacy=("unbind", {"X": ["x"]}, [("Out", None, _n)], {"axis": _axis})))
+# scatter: rows replaced (overwrite: a repeated index keeps its later
+# update) or summed into zeroed rows (not overwrite); int32 and int64
+# indices, [N, 1] indices, negative ones (from the end, as Paddle), 1-D
+# and 3-D x.
+_srng = np.random.default_rng(779)
+for _i, (_xs, _ids, _over) in enumerate([((5, 3), [0, 2, 4], True), ((5, 3), [1, 3, 1], True),
+                                         ((5, 3), [1, 3, 1], False), ((6,), [2, 5], True),
+                                         ((4, 2, 3), [3, 0], False), ((4, 2), [[2], [0], [2]], True),
+                                         ((5, 2), [-1, 2, -5], False)]):
+    _idx = np.array(_ids, np.int32 if _i == 3 else np.int64)
+    _upd = (len(_ids), *_xs[1:])
+    CASES.append(C("scatter", f"{_i}",
+                   {"x": _srng.uniform(-3, 3, size=_xs).astype(np.float32), "ids": _idx,
+                    "u": _srng.uniform(-3, 3, size=_upd).astype(np.float32)},
+                   api=lambda p, v, i, u, o=_over: p.scatter(v, i, u, overwrite=o),
+                   legacy=("scatter", {"X": ["x"], "Ids": ["ids"], "Updates": ["u"]}, ["Out"],
+                           {"overwrite": _over}), exact=_over))
+# linspace (constant Start, Stop, Num: Paddle's values bit for bit; the
+# result is added to the zeroed feed so that the program has an input).
+for _i, (_a, _b, _n, _dt) in enumerate([(0.0, 1.0, 7, "float32"), (-3.3, 10.1, 50, "float32"),
+                                        (2.0, 2.0, 1, "float32"), (5.0, -5.0, 4, "float32"),
+                                        (0, 10, 4, "int64"), (-7, 20, 6, "int32")]):
+    CASES.append(C("linspace", f"{_i}", {"x": np.zeros((1,), np.float32)},
+                   api=lambda p, v, a=_a, b=_b, n=_n, d=_dt: p.linspace(a, b, n, d)
+                   + p.cast(v, d) * 0, legacy=None))

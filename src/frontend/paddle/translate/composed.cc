@@ -1,7 +1,8 @@
 // Paddle ops that are compositions of other IR ops, each with the PIR
 // spellings that map onto it: tril / triu (a constant mask), pixel_shuffle
 // (reshape and transpose), roll (slices and a concat), addmm and mv (a
-// matmul and scales), logit (clip, divide, log).
+// matmul and scales), logit (clip, divide, log), scatter (put_along_axis
+// of whole rows).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -140,6 +141,45 @@ void Logit(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "Out", ctx.Add1(op, "log", {ctx.Add1(op, "div", {x, rest})}));
 }
 
+// scatter{overwrite}: x with rows Ids[i] replaced by Updates[i]
+// (overwrite: a row given twice keeps the later one, as Paddle's kernel
+// writes them in order), or set to the sum of every update given to them
+// (not overwrite: the rows are zeroed first). The row indices, expanded
+// over each row's elements, drive put_along_axis along dim 0; an index
+// outside the rows is reported by it, a negative one counts from the end.
+void Scatter(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  ir::Value* ids = ctx.In(op, "Ids");
+  ir::Value* updates = ctx.In(op, "Updates");
+  const Shape& xs = x->shape();
+  Shape is = ids->shape();
+  if (is.size() == 2 && is[1] == 1) is.pop_back();
+  if (xs.empty() || is.size() != 1)
+    ctx.Invalid(op, "Ids must be 1-D (or [N, 1]) and X at least 1-D, got {} and {}",
+                ShapeToString(ids->shape()), ShapeToString(xs));
+  Shape want = xs;
+  want[0] = is[0];
+  if (updates->shape() != want)
+    ctx.Invalid(op, "Updates {} must be {} (a row of X per index)", ShapeToString(updates->shape()),
+                ShapeToString(want));
+  Shape column(xs.size(), 1);
+  column[0] = is[0];
+  ir::Value* index = ctx.Add1(op, "expand", {ctx.Reshape(op, ids, column)},
+                              {{"shape", std::vector<int64_t>(want)}});
+  auto put = [&](ir::Value* into, ir::Value* values, const char* reduce) {
+    return ctx.Add1(op, "put_along_axis", {into, index, values},
+                    {{"axis", int64_t{0}}, {"reduce", std::string(reduce)}});
+  };
+  updates = Cast(ctx, op, updates, x->dtype());
+  if (op.attrs.Bool("overwrite", true)) {
+    ctx.SetOut(op, "Out", put(x, updates, "assign"));
+    return;
+  }
+  ir::Value* zeros = ctx.Add1(op, "expand", {ctx.ConstScalar(0.0, x->dtype())},
+                              {{"shape", std::vector<int64_t>(want)}});
+  ctx.SetOut(op, "Out", put(put(x, zeros, "assign"), updates, "add"));
+}
+
 const bool kRegistered = [] {
   using pir::IntArray;
   using pir::T;
@@ -160,6 +200,8 @@ const bool kRegistered = [] {
   RegisterPirOpCompat("mv", {"mv", {T("X"), T("Vec")}, {"Out"}, {}, {}});
   RegisterTranslator("logit", Logit, {"clip", "scale", "div", "log"});
   RegisterPirOpCompat("logit", pir::Unary("logit"));
+  RegisterTranslator("scatter", Scatter, {"put_along_axis", "expand", "reshape", "cast"});
+  RegisterPirOpCompat("scatter", {"scatter", {T("X"), T("Ids"), T("Updates")}, {"Out"}, {}, {}});
   return true;
 }();
 

@@ -316,6 +316,52 @@ void Range(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "Out", v);
 }
 
+// linspace: Num values from Start to Stop, a constant (Start, Stop and Num
+// known when compiling; a Num known only at run time would make the output
+// size data-dependent). As Paddle 3.3's kernel: Start and Stop in the
+// output type, the first half stepping up from Start and the rest back
+// from Stop, so both ends are exact; float32 values are computed in float32
+// throughout and integer ones with a double step (Paddle's values, bit for
+// bit). float64 is refused (the constant would be rounded to float32), as
+// is an empty output.
+template <typename T, typename Step>
+std::vector<T> LinspaceValues(double start, double stop, int64_t num) {
+  const auto s0 = static_cast<T>(start), s1 = static_cast<T>(stop);
+  const Step step = num > 1 ? static_cast<Step>(s1 - s0) / static_cast<Step>(num - 1) : Step{0};
+  std::vector<T> vals(static_cast<size_t>(num));
+  for (int64_t i = 0; i < num; ++i) {
+    const bool up = i < num / 2;
+    // Rounded before the sum, as Paddle's build does: a fused multiply-add
+    // (what the compiler would make of `s0 + step * i` here) rounds once
+    // and gives another last bit.
+    const volatile Step scaled = step * static_cast<Step>(up ? i : num - i - 1);
+    const Step at = up ? static_cast<Step>(s0) + scaled : static_cast<Step>(s1) - scaled;
+    vals[static_cast<size_t>(i)] = static_cast<T>(at);
+  }
+  return vals;
+}
+
+void Linspace(TranslateContext& ctx, const OpDesc& op) {
+  const DType dt = PaddleAttrDType(ctx, op, "dtype");
+  const int64_t num = ctx.ConstInt(op, ctx.In(op, "Num"));
+  if (num < 0) ctx.Invalid(op, "Num must be >= 0, got {}", num);
+  if (num == 0) ctx.Unsupported(op, "Num 0 (an empty output)");
+  if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64)
+    ctx.Unsupported(op, "dtype {} (float32, int32 and int64 are)", DTypeName(dt));
+  const double start = ctx.ConstFloat(op, ctx.In(op, "Start"));
+  const double stop = ctx.ConstFloat(op, ctx.In(op, "Stop"));
+  ir::Value* v;
+  if (dt == DType::kF32) {
+    v = ctx.ConstF32(LinspaceValues<float, float>(start, stop, num), {num});
+  } else if (dt == DType::kI32) {
+    const std::vector<int32_t> narrow = LinspaceValues<int32_t, double>(start, stop, num);
+    v = Cast(ctx, op, ctx.ConstI64(std::vector<int64_t>(narrow.begin(), narrow.end()), {num}), dt);
+  } else {
+    v = ctx.ConstI64(LinspaceValues<int64_t, double>(start, stop, num), {num});
+  }
+  ctx.SetOut(op, "Out", v);
+}
+
 void Expand(TranslateContext& ctx, const OpDesc& op) {
   ir::Value* x = ctx.In(op, "X");
   auto shape = IntsFrom(ctx, op, "shape", "Shape", "expand_shapes_tensor");
@@ -485,6 +531,8 @@ const bool kRegistered = [] {
   RegisterPirOpCompat("assign_value", {"assign_value", {}, {"Out"}, {}, {}});
   RegisterPirOpCompat("assign_value_", {"assign_value", {Drop()}, {"Out"}, {}, {}});
   RegisterTranslator("range", Range, {"cast"});
+  RegisterTranslator("linspace", Linspace, {"cast"});
+  RegisterPirOpCompat("linspace", {"linspace", {T("Start"), T("Stop"), T("Num")}, {"Out"}, {}, {}});
   RegisterPirOpCompat("arange", {"range", {T("Start"), T("End"), T("Step")}, {"Out"}, {}, {}});
   RegisterTranslator("expand_v2", Expand, {"expand"});
   RegisterPirOpCompat(
