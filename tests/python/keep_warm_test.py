@@ -42,12 +42,13 @@ print(early, late)
 
 # A team kept warm spins both its threads through the 50 ms probe (close to
 # 100 ms of CPU time when the machine is idle). With the window off the
-# process can still use CPU time right after a run: on a 2-CPU AMD Zen 4
-# VM, 9-35 ms in its pool threads over those 50 ms, with TILLER_KEEP_WARM_MS=0
-# or the config's 0 alike and even with OMP_WAIT_POLICY=passive (not
-# explained yet; after the window it is under 1 ms). "Off" is therefore
-# told as less than one thread spinning through the probe, which a kept
-# warm team exceeds twice over.
+# process still uses CPU time right after a run that is not Tiller's: on a
+# 2-CPU AMD Zen 4 VM 9-35 ms over those 50 ms, most of it numpy's OpenBLAS
+# pool threads spinning (perf: blas_thread_server; 8-12 ms with
+# OPENBLAS_NUM_THREADS=1), the rest libgomp's spin before its threads
+# sleep; after the window, under 1 ms. "Off" is therefore told as less than
+# one thread spinning through the probe, which a kept-warm team exceeds
+# twice over.
 OFF_MS = 50.0
 
 
