@@ -45,8 +45,8 @@ print(early, late)
 # process still uses CPU time right after a run that is not Tiller's: on a
 # 2-CPU AMD Zen 4 VM 9-35 ms over those 50 ms, most of it numpy's OpenBLAS
 # pool threads spinning (perf: blas_thread_server; 8-12 ms with
-# OPENBLAS_NUM_THREADS=1), the rest libgomp's spin before its threads
-# sleep; after the window, under 1 ms. "Off" is therefore told as less than
+# OPENBLAS_NUM_THREADS=1, which _probe sets), the rest libgomp's spin
+# before its threads sleep; after the window, under 1 ms. "Off" is therefore told as less than
 # one thread spinning through the probe, which a kept-warm team exceeds
 # twice over.
 OFF_MS = 50.0
@@ -55,6 +55,9 @@ OFF_MS = 50.0
 def _probe(model_dir: Path, keep_warm: str | None,
            config_ms: int | None = None) -> tuple[float, float]:
     env = {k: v for k, v in os.environ.items() if k != "TILLER_KEEP_WARM_MS"}
+    # numpy's OpenBLAS pool would spin beside Tiller's threads (above): the
+    # probe measures Tiller's alone.
+    env["OPENBLAS_NUM_THREADS"] = "1"
     if keep_warm is not None:
         env["TILLER_KEEP_WARM_MS"] = keep_warm
     env["PYTHONPATH"] = str(REPO / "python")

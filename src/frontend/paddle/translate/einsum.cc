@@ -51,12 +51,17 @@ std::vector<Label> ParseTerm(TranslateContext& ctx, const OpDesc& op, const std:
   return out;
 }
 
+// The letters of a parsed term (all of it but a "...").
+int64_t LetterCount(const std::vector<Label>& term) {
+  return static_cast<int64_t>(
+      std::count_if(term.begin(), term.end(), [](Label l) { return l < kEllipsis; }));
+}
+
 // The labels of an operand's dims: the "..." place holder expanded into the
 // broadcast labels of the dims it covers, `total` of them in all operands.
 std::vector<Label> Expand(TranslateContext& ctx, const OpDesc& op, const std::vector<Label>& term,
                           int64_t rank, int64_t total, const std::string& text) {
-  const auto letters = static_cast<int64_t>(
-      std::count_if(term.begin(), term.end(), [](Label l) { return l < kEllipsis; }));
+  const int64_t letters = LetterCount(term);
   const bool ellipsis = static_cast<int64_t>(term.size()) != letters;
   const int64_t covered = rank - letters;
   if (covered < 0 || (!ellipsis && covered != 0))
@@ -146,25 +151,20 @@ Term Contract(TranslateContext& ctx, const OpDesc& op, Term a, Term b,
   }
   for (Label l : b.labels)
     if (!in(a, l)) free_b.push_back(l);
-  auto arranged = [&](const Term& t, const std::vector<Label>& inner,
-                      const std::vector<Label>& outer, bool inner_first) {
-    std::vector<Label> order;
-    for (Label l : batch)
-      if (in(t, l)) order.push_back(l);
-    const std::vector<Label>& first = inner_first ? inner : outer;
-    const std::vector<Label>& second = inner_first ? outer : inner;
-    for (Label l : first)
-      if (in(t, l)) order.push_back(l);
-    for (Label l : second)
-      if (in(t, l)) order.push_back(l);
+  // t as [batch..., first, second] (every label here is one of t's).
+  auto arranged = [&](const Term& t, const std::vector<Label>& first,
+                      const std::vector<Label>& second) {
+    std::vector<Label> order = batch;
+    order.insert(order.end(), first.begin(), first.end());
+    order.insert(order.end(), second.begin(), second.end());
     Shape shape;
     for (Label l : batch) shape.push_back(DimOf(t, l));
     shape.push_back(Product(t, first));
     shape.push_back(Product(t, second));
     return ctx.Reshape(op, Arrange(ctx, op, t, order), shape);
   };
-  ir::Value* x = arranged(a, contracted, free_a, false);  // [batch, M, K]
-  ir::Value* y = arranged(b, contracted, free_b, true);   // [batch, K, N]
+  ir::Value* x = arranged(a, free_a, contracted);  // [batch, M, K]
+  ir::Value* y = arranged(b, contracted, free_b);  // [batch, K, N]
   ir::Value* prod =
       ctx.Add1(op, "matmul", {x, y}, {{"transpose_a", false}, {"transpose_b", false}});
   Term out{nullptr, batch};
@@ -211,8 +211,7 @@ void Einsum(TranslateContext& ctx, const OpDesc& op) {
   int64_t total = 0;  // dims under "..." in the operand that covers most
   for (size_t i = 0; i < texts.size(); ++i) {
     terms.push_back(ParseTerm(ctx, op, texts[i]));
-    const auto letters = static_cast<int64_t>(
-        std::count_if(terms[i].begin(), terms[i].end(), [](Label l) { return l < kEllipsis; }));
+    const int64_t letters = LetterCount(terms[i]);
     if (static_cast<int64_t>(terms[i].size()) != letters)
       total = std::max(total, operands[i]->rank() - letters);
   }
