@@ -30,8 +30,10 @@ cross-entropy) trained with Adagrad, batch 2048, one id per slot:
                 times, RSS and losses (its replica's) are reported
 
 Each engine runs in a process of its own (its peak RSS is its own) with the
-same thread count, on the same seeded batches. Prints examples/s (the
-median step after warm-up), Tiller's ratios to each peer, peak RSS, and the
+same thread count, on the same seeded batches, once per round (--rounds),
+the engines in turn. Prints examples/s (the median step after warm-up; the
+median over the rounds), Tiller's ratios to each peer (the median of the
+rounds' ratios, with their range), peak RSS, and the
 share of the machine's memory bandwidth measured in the run (a 256 MiB
 numpy copy) that the step's minimum traffic needs: the looked-up rows read
 once, and each touched row's parameter and Adagrad moment read and written
@@ -39,7 +41,7 @@ once, and each touched row's parameter and Adagrad moment read and written
 
     .venv/bin/python bench/bench_sparse.py [--table-gb 1.0] [--dim 16]
         [--batch 2048] [--warmup 2] [--iters 10] [--threads 2]
-        [--engines paddle,tiller,tiller-dense,torch] [--trace-dir DIR]
+        [--engines paddle,tiller,tiller-dense,torch] [--rounds 3] [--trace-dir DIR]
 
 Scaling over devices (the issue's "two devices >= 1.6x one device"):
     --engines tiller-1x1,tiller-2x1,tiller-2x1-rows,tiller-mpi2-rows
@@ -72,6 +74,9 @@ def parse_args(argv=None):
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="run every engine this many times, in turn, in fresh processes; "
+                         "figures are medians over the rounds")
     ap.add_argument("--engines", default="paddle,tiller,tiller-dense,torch")
     ap.add_argument("--trace-dir", default="",
                     help="write each Tiller engine's steps as a Chrome / Perfetto trace, "
@@ -304,15 +309,14 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
                FLAGS_paddle_num_threads=str(args.threads), FLAGS_enable_pir_api="0",
                GLOG_minloglevel="2")
-    results = {}
-    for engine in args.engines.split(","):
-        python = sys.executable
-        if engine == "torch":
-            torch_py = REPO / ".venv-torch" / "bin" / "python"
-            if not torch_py.exists():
-                print("torch: skipped (.venv-torch is missing; scripts/setup_torch.sh makes it)")
-                continue
-            python = str(torch_py)
+    engines = args.engines.split(",")
+    if "torch" in engines and not (REPO / ".venv-torch" / "bin" / "python").exists():
+        print("torch: skipped (.venv-torch is missing; scripts/setup_torch.sh makes it)")
+        engines.remove("torch")
+
+    def run(engine: str):
+        python = str(REPO / ".venv-torch" / "bin" / "python") if engine == "torch" \
+            else sys.executable
         out = Path(f"/tmp/bench_sparse_{os.getpid()}_{engine}.json")
         cmd = [python, __file__, "--engine", engine, "--out", str(out),
                "--table-gb", str(args.table_gb), "--dim", str(args.dim),
@@ -325,30 +329,65 @@ def main():
         r = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if r.returncode != 0 or not out.exists():
             print(f"{engine}: failed ({r.returncode})\n{r.stderr[-3000:]}")
-            continue
+            return None
         res = json.loads(out.read_text())
         out.unlink()
-        med = statistics.median(res["times"])
-        res["median_s"] = med
-        res["examples_s"] = cfg.batch / med
+        res["median_s"] = statistics.median(res["times"])
+        return res
+
+    # Rounds: every engine once per round, the order rotated, so each
+    # engine's figure and each ratio come from minutes that the others saw
+    # too (on a VM the machine's speed drifts by tens of percent between
+    # minutes, for every engine alike).
+    rounds = {e: [] for e in engines}
+    for k in range(args.rounds):
+        order = engines[k % len(engines):] + engines[:k % len(engines)]
+        for engine in order:
+            res = run(engine)
+            if res is None:
+                continue
+            res["round"] = k
+            rounds[engine].append(res)
+            if args.rounds > 1:
+                print(f"  round {k + 1}: {engine:16s} {res['median_s'] * 1e3:7.2f} ms/step",
+                      flush=True)
+    results = {}
+    for engine, runs in rounds.items():
+        if not runs:
+            continue
+        res = dict(runs[0])
+        med = statistics.median(r["median_s"] for r in runs)
+        res.update(median_s=med, examples_s=cfg.batch / med,
+                   rounds={r["round"]: r["median_s"] for r in runs},
+                   peak_rss_gb=max(r["peak_rss_gb"] for r in runs))
         results[engine] = res
         print(f"{engine:13s} {med * 1e3:9.1f} ms/step {res['examples_s']:10.0f} examples/s  "
               f"peak RSS {res['peak_rss_gb']:.2f} GiB  init {res['init_s']:.1f} s  "
               f"{step_bytes / med / 1e9 / bw * 100:5.1f}% of bandwidth  "
               f"losses {res['losses'][0]:.4f} -> {res['losses'][-1]:.4f}")
+
+    def ratio(a: str, b: str) -> str:
+        """a's throughput over b's: the median of the rounds' ratios, and
+        their range where there are several."""
+        ra, rb = results[a]["rounds"], results[b]["rounds"]
+        per = [rb[k] / ra[k] for k in ra if k in rb]
+        text = f"{statistics.median(per):.2f}x"
+        if len(per) > 1:
+            text += f" (rounds {min(per):.2f}-{max(per):.2f})"
+        return text
+
     if "tiller" in results:
-        t = results["tiller"]["examples_s"]
         for peer in ("paddle", "torch", "tiller-dense"):
             if peer in results:
-                print(f"tiller / {peer}: {t / results[peer]['examples_s']:.2f}x throughput")
+                print(f"tiller / {peer}: {ratio('tiller', peer)} throughput")
     if "tiller" in results and "tiller-cap1g" in results:
-        print(f"tiller-cap1g / tiller: {results['tiller-cap1g']['examples_s'] / results['tiller']['examples_s']:.2f}x "
+        print(f"tiller-cap1g / tiller: {ratio('tiller-cap1g', 'tiller')} "
               "throughput (tables in host memory / in device memory)")
     one = results.get("tiller-1x1")
     for engine, res in results.items():
         if one and engine.startswith("tiller-") and engine != "tiller-1x1" and (
                 "x" in engine or "mpi" in engine):
-            print(f"{engine} / tiller-1x1: {res['examples_s'] / one['examples_s']:.2f}x "
+            print(f"{engine} / tiller-1x1: {ratio(engine, 'tiller-1x1')} "
                   f"throughput (the same global batch per step)")
     if "tiller" in results and "paddle" in results:
         a, b = results["tiller"]["losses"], results["paddle"]["losses"]
