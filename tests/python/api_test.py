@@ -301,6 +301,20 @@ def test_einsum_diagonal_is_refused_naming_the_op_and_label(tmp_path):
                  "label 'i' twice in operand 0 ('ii')", "diagonals are not supported")
 
 
+def test_bitwise_ops_on_integers_are_refused_naming_the_dtype(tmp_path):
+    """bitwise_and of int32 tensors has no kernel (bool operands become the
+    logical ops): creation is refused naming the op and the dtype, never a
+    logical and of the integers."""
+    def build(paddle):
+        x = paddle.static.data("x", [3, 4], "int32")
+        y = paddle.static.data("y", [3, 4], "int32")
+        return [x, y], [paddle.bitwise_and(x, y)]
+
+    prefix = _save_static(tmp_path, build)
+    expect_error(lambda: make(prefix + ".json", prefix + ".pdiparams"), "bitwise_and",
+                 "int32 operands")
+
+
 def test_scatter_index_out_of_range_is_refused_naming_the_op(tmp_path):
     """scatter of a row index outside x's rows raises naming the op and the
     index (the row is never written out of bounds); a negative one counts

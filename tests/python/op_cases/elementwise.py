@@ -115,6 +115,25 @@ for _dt in ("float32", "int32"):
                       api=lambda p, x: p.logical_not(x),
                       legacy=("logical_not", {"X": ["x"]}, [("Out", "bool")], {})))
 
+# Bitwise ops on bool operands (masks: Paddle's `&`, `|`, `^`, `~` on bool
+# tensors build them); integer operands are refused (api_test).
+for _op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    for _i, (_xs, _ys) in enumerate(BCAST[:4]):
+        _x = rng.integers(0, 2, size=_xs).astype(bool)
+        _y = rng.integers(0, 2, size=_ys).astype(bool)
+        CASES.append(Case(_op, f"bool_{_i}", {"x": _x, "y": _y},
+                          api=lambda p, x, y, op=_op: getattr(p, op)(x, y),
+                          legacy=(_op, {"X": ["x"], "Y": ["y"]}, [("Out", "bool")], {})))
+for _i, _shape in enumerate([(3, 17), ()]):
+    CASES.append(Case("bitwise_not", f"bool_{_i}", {"x": rng.integers(0, 2, size=_shape).astype(bool)},
+                      api=lambda p, x: p.bitwise_not(x),
+                      legacy=("bitwise_not", {"X": ["x"]}, [("Out", "bool")], {})))
+# The operators, as a model writes them.
+CASES.append(Case("bitwise_and", "operators",
+                  {"x": rng.integers(0, 2, size=(4, 6)).astype(bool),
+                   "y": rng.integers(0, 2, size=(1, 6)).astype(bool)},
+                  api=lambda p, x, y: (x & y) | (~x ^ y)))
+
 # isnan / isinf / isfinite: NaN, both infinities, -0.0 and the largest
 # finite float among ordinary values; integers are always finite.
 _special = rng.standard_normal((5, 7)).astype(np.float32)

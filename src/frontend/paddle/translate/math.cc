@@ -3,6 +3,8 @@
 // spellings that map onto it. Activations: activation.cc.
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 
 #include "frontend/paddle/pir_compat.h"
 #include "frontend/paddle/translate.h"
@@ -439,6 +441,36 @@ const bool kRegistered = [] {
                      },
                      {"logical_not"});
   RegisterPirOpCompat("logical_not", pir::Unary("logical_not"));
+  // Paddle's `&`, `|`, `^` and `~` on tensors are the bitwise ops; on bool
+  // tensors (masks, the common use) they are the logical ones. Integer
+  // operands would need bitwise kernels: refused, naming the dtype.
+  auto bools = [](TranslateContext& c, const OpDesc& op, std::initializer_list<ir::Value*> vs) {
+    for (const ir::Value* v : vs)
+      if (v->dtype() != DType::kBool)
+        c.Unsupported(op, "{} operands (bool ones are: the logical op)", DTypeName(v->dtype()));
+  };
+  for (const auto& [bitwise, logical] :
+       {std::pair{"bitwise_and", "logical_and"}, std::pair{"bitwise_or", "logical_or"},
+        std::pair{"bitwise_xor", "logical_xor"}}) {
+    const std::string ir_type = logical;
+    RegisterTranslator(bitwise,
+                       [ir_type, bools](TranslateContext& c, const OpDesc& op) {
+                         ir::Value* x = c.In(op, "X");
+                         ir::Value* y = c.In(op, "Y");
+                         bools(c, op, {x, y});
+                         c.SetOut(op, "Out", c.Add1(op, ir_type, {x, y}));
+                       },
+                       {ir_type});
+    RegisterPirOpCompat(bitwise, {bitwise, {T("X"), T("Y")}, {"Out"}, {}, {}});
+  }
+  RegisterTranslator("bitwise_not",
+                     [bools](TranslateContext& c, const OpDesc& op) {
+                       ir::Value* x = c.In(op, "X");
+                       bools(c, op, {x});
+                       c.SetOut(op, "Out", c.Add1(op, "logical_not", {x}));
+                     },
+                     {"logical_not"});
+  RegisterPirOpCompat("bitwise_not", pir::Unary("bitwise_not"));
   // Elementwise (the _v2 ops; the legacy ops without it reduce to one bool
   // and have no translator).
   for (const char* name : {"isnan", "isinf", "isfinite"}) {
