@@ -24,6 +24,10 @@ cross-entropy) trained with Adagrad, batch 2048, one id per slot:
   tiller-RxT-rows  the same with the tables split by rows over the replicas
                 (shard_embedding_rows: each replica holds, looks up and
                 updates 1 / R of every table's rows)
+  tiller-1x1x2  two tiller-1x1 processes at once, each the whole step on one
+                thread, their timed steps started together: what two CPUs
+                give with nothing exchanged (the ceiling a two-device
+                engine's scaling is measured against; peak RSS: both)
   tiller-mpiP[-rows]  P processes of one replica and one thread each under
                 `mpirun -np P` (enable_distribution; the issue's "two MPI
                 ranks"), each feeding its 1 / P of the batch; rank 0's
@@ -44,7 +48,7 @@ once, and each touched row's parameter and Adagrad moment read and written
         [--engines paddle,tiller,tiller-dense,torch] [--rounds 3] [--trace-dir DIR]
 
 Scaling over devices (the issue's "two devices >= 1.6x one device"):
-    --engines tiller-1x1,tiller-2x1,tiller-2x1-rows,tiller-mpi2-rows
+    --engines tiller-1x1,tiller-1x1x2,tiller-2x1,tiller-2x1-rows,tiller-mpi2-rows
 
 Tables of >= 1 GB take a few seconds to initialize per engine; the dense
 path moves 2x the tables' bytes per step, so it runs fewer steps.
@@ -84,6 +88,8 @@ def parse_args(argv=None):
                          "collective; tracing slows the steps)")
     ap.add_argument("--engine", help=argparse.SUPPRESS)  # a child's engine
     ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--start-together", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--together", type=int, default=1, help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
 
@@ -118,9 +124,20 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
 
 
+# --start-together PREFIX: the child touches PREFIX.<pid> after its warm-up
+# and waits until --together such files exist, so that processes started
+# at once time their steps over the same seconds (tiller-1x1x2).
+SYNC = {"prefix": "", "count": 1}
+
+
 def time_steps(step, feeds, warmup):
     times = []
     for i, f in enumerate(feeds):
+        if i == warmup and SYNC["prefix"]:
+            Path(f"{SYNC['prefix']}.{os.getpid()}").touch()
+            prefix = Path(SYNC["prefix"])
+            while len(list(prefix.parent.glob(prefix.name + ".*"))) < SYNC["count"]:
+                time.sleep(0.001)
         t0 = time.perf_counter()
         step(f)
         if i >= warmup:
@@ -261,6 +278,7 @@ def run_torch(args, cfg) -> dict:
 
 def child(args):
     os.environ.setdefault("GLOG_minloglevel", "2")
+    SYNC.update(prefix=args.start_together, count=args.together)
     cfg = config(args)
     r = run_torch(args, cfg) if args.engine == "torch" else run_paddle_or_tiller(args, cfg)
     r["peak_rss_gb"] = peak_rss_gb()
@@ -314,25 +332,58 @@ def main():
         print("torch: skipped (.venv-torch is missing; scripts/setup_torch.sh makes it)")
         engines.remove("torch")
 
-    def run(engine: str):
+    def command(engine: str, out: Path, threads: int, extra=()):
         python = str(REPO / ".venv-torch" / "bin" / "python") if engine == "torch" \
             else sys.executable
-        out = Path(f"/tmp/bench_sparse_{os.getpid()}_{engine}.json")
         cmd = [python, __file__, "--engine", engine, "--out", str(out),
                "--table-gb", str(args.table_gb), "--dim", str(args.dim),
                "--batch", str(args.batch), "--warmup", str(args.warmup),
-               "--iters", str(args.iters), "--threads", str(args.threads), "--lr", str(args.lr),
-               "--trace-dir", args.trace_dir]
+               "--iters", str(args.iters), "--threads", str(threads), "--lr", str(args.lr),
+               "--trace-dir", args.trace_dir, *extra]
         if engine.startswith("tiller-mpi"):
             cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
                    engine.split("-")[1][3:]] + cmd
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        return cmd
+
+    def run(engine: str):
+        if engine == "tiller-1x1x2":
+            return run_pair()
+        out = Path(f"/tmp/bench_sparse_{os.getpid()}_{engine}.json")
+        r = subprocess.run(command(engine, out, args.threads), env=env, capture_output=True,
+                           text=True)
         if r.returncode != 0 or not out.exists():
             print(f"{engine}: failed ({r.returncode})\n{r.stderr[-3000:]}")
             return None
         res = json.loads(out.read_text())
         out.unlink()
         res["median_s"] = statistics.median(res["times"])
+        return res
+
+    def run_pair():
+        """Two tiller-1x1 processes at once, each on one thread with the
+        whole step, their timed steps started together: the throughput two
+        CPUs give with no exchange at all (the ceiling of a two-device
+        step on this machine). median_s: the step time of that combined
+        throughput."""
+        outs = [Path(f"/tmp/bench_sparse_{os.getpid()}_pair{k}.json") for k in range(2)]
+        prefix = f"/tmp/bench_sparse_{os.getpid()}_start"
+        procs = [subprocess.Popen(command("tiller-1x1", out, 1,
+                                          ("--start-together", prefix, "--together", "2")),
+                                  env=dict(env, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for out in outs]
+        errs = [p.communicate()[1] for p in procs]
+        for f in Path("/tmp").glob(Path(prefix).name + ".*"):
+            f.unlink()
+        if any(p.returncode != 0 for p in procs) or not all(o.exists() for o in outs):
+            print(f"tiller-1x1x2: failed\n{''.join(errs)[-3000:]}")
+            return None
+        runs = [json.loads(o.read_text()) for o in outs]
+        for o in outs:
+            o.unlink()
+        res = runs[0]
+        res["median_s"] = 1 / sum(1 / statistics.median(r["times"]) for r in runs)
+        res["peak_rss_gb"] = sum(r["peak_rss_gb"] for r in runs)
         return res
 
     # Rounds: every engine once per round, the order rotated, so each
@@ -384,11 +435,18 @@ def main():
         print(f"tiller-cap1g / tiller: {ratio('tiller-cap1g', 'tiller')} "
               "throughput (tables in host memory / in device memory)")
     one = results.get("tiller-1x1")
-    for engine, res in results.items():
-        if one and engine.startswith("tiller-") and engine != "tiller-1x1" and (
-                "x" in engine or "mpi" in engine):
-            print(f"{engine} / tiller-1x1: {ratio(engine, 'tiller-1x1')} "
-                  f"throughput (the same global batch per step)")
+    ceiling = "tiller-1x1x2" in results
+    if one and ceiling:
+        print(f"tiller-1x1x2 / tiller-1x1: {ratio('tiller-1x1x2', 'tiller-1x1')} throughput: "
+              "the two-CPU ceiling (two whole steps at once, nothing exchanged)")
+    for engine in results:
+        if one and engine.startswith("tiller-") and engine not in ("tiller-1x1", "tiller-1x1x2") \
+                and ("x" in engine or "mpi" in engine):
+            line = (f"{engine} / tiller-1x1: {ratio(engine, 'tiller-1x1')} "
+                    f"throughput (the same global batch per step)")
+            if ceiling:
+                line += f"; {ratio(engine, 'tiller-1x1x2')} of the ceiling's"
+            print(line)
     if "tiller" in results and "paddle" in results:
         a, b = results["tiller"]["losses"], results["paddle"]["losses"]
         rel = max(abs(x - y) / abs(y) for x, y in zip(a, b))
