@@ -251,6 +251,15 @@ TEST(Gradients, PreluWhereModPow) {
         return Op1(g, "pow", {in[0], in[1]});
       },
       {{{3, 4}, 0.5f, 2.f}, {{4}, -1.f, 2.f}});
+  // atan2 over every quadrant (away from the origin and from the negative
+  // x axis, where the angle jumps by 2 pi), b broadcast.
+  std::vector<float> ya = {0.8f, -0.9f, 1.3f, -1.1f, 0.5f, -0.6f};
+  std::vector<float> xb = {1.2f, -0.7f, 0.9f};
+  CheckGradient(
+      [](Graph& g, auto& in) {
+        return Op1(g, "atan2", {in[0], in[1]});
+      },
+      {{{2, 3}, 0, 0, DType::kF32, true, false, ya}, {{3}, 0, 0, DType::kF32, true, false, xb}});
 }
 
 TEST(Gradients, SliceGatherCumsum) {
@@ -357,6 +366,16 @@ TEST(Gradients, MissingRuleNamesTheOp) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kUnimplemented);
     EXPECT_NE(std::string(e.what()).find("top_k_3.tmp_0"), std::string::npos) << e.what();
+  }
+  // Nor has cumprod (yet).
+  Graph h;
+  Value* z = h.AddInput("z", {DType::kF32, {2, 3}});
+  Value* p = h.Add1("cumprod", {z}, {{"axis", int64_t{1}}}, "cumprod_0.tmp_0");
+  try {
+    BuildBackward(h, h.Add1("reduce_sum", {p}, {{"axes", std::vector<int64_t>{}}}), {z});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cumprod_0.tmp_0"), std::string::npos) << e.what();
   }
 }
 

@@ -491,6 +491,48 @@ TEST(KernelDTypes, LogicalBinaryRunsEveryDeclaredDType) {
   }
 }
 
+TEST(KernelDTypes, Atan2RunsEveryDeclaredDType) {
+  for (DType t : Declared("atan2")) {
+    Data a{t, {2, 3}, {0.5, -1.5, 2, 0, -0.25, 3}};
+    Data b{t, {3}, {-2, 0.75, 0}};
+    std::vector<double> want;
+    for (int i = 0; i < 6; ++i) want.push_back(std::atan2(a.v[i], b.v[i % 3]));
+    ExpectMatches(RunOne("atan2", {a, b})[0], t, {2, 3}, want, Label("atan2", t));
+  }
+}
+
+// Two's complement bitwise results of whole values (unsigned: 0 .. 255).
+TEST(KernelDTypes, BitwiseRunsEveryDeclaredDType) {
+  std::vector<std::pair<std::string, std::function<int64_t(int64_t, int64_t)>>> cases = {
+      {"bitwise_and", [](int64_t a, int64_t b) { return a & b; }},
+      {"bitwise_or", [](int64_t a, int64_t b) { return a | b; }},
+      {"bitwise_xor", [](int64_t a, int64_t b) { return a ^ b; }},
+  };
+  for (const auto& [op, ref] : cases) {
+    for (DType t : Declared(op)) {
+      const bool u = t == DType::kU8;
+      Data x{t,
+             {2, 3},
+             u ? std::vector<double>{0, 255, 170, 15, 96, 1}
+               : std::vector<double>{0, -1, -86, 15, 96, -128}};
+      Data y{t, {3}, u ? std::vector<double>{204, 51, 255} : std::vector<double>{-52, 51, 127}};
+      std::vector<double> want;
+      for (int i = 0; i < 6; ++i) {
+        int64_t r = ref(static_cast<int64_t>(x.v[i]), static_cast<int64_t>(y.v[i % 3]));
+        want.push_back(static_cast<double>(u ? r & 255 : r));
+      }
+      ExpectMatches(RunOne(op, {x, y})[0], t, {2, 3}, want, Label(op, t));
+    }
+  }
+  for (DType t : Declared("bitwise_not")) {
+    const bool u = t == DType::kU8;
+    Data x{t, {4}, u ? std::vector<double>{0, 255, 170, 1} : std::vector<double>{0, -1, 86, -128}};
+    std::vector<double> want;
+    for (double v : x.v) want.push_back(u ? 255 - v : -v - 1);
+    ExpectMatches(RunOne("bitwise_not", {x})[0], t, {4}, want, Label("bitwise_not", t));
+  }
+}
+
 // ---- Reductions, arg ops, scans, search ----------------------------------
 
 TEST(KernelDTypes, ReductionsRunEveryDeclaredDType) {
@@ -549,6 +591,30 @@ TEST(KernelDTypes, CumsumRunsEveryDeclaredDType) {
     }
     AttrMap a{{"axis", int64_t{1}}, {"exclusive", false}, {"reverse", false}};
     ExpectMatches(RunOne("cumsum", {x}, a)[0], t, {2, 4}, want, Label("cumsum", t));
+  }
+}
+
+TEST(KernelDTypes, CumprodRunsEveryDeclaredDType) {
+  for (DType t : Declared("cumprod")) {
+    Data x{t, {2, 4}, {2, -1, 3, 0, -2, 2, 1, 3}};
+    for (bool exclusive : {false, true}) {
+      for (bool reverse : {false, true}) {
+        std::vector<double> want(8);
+        for (int r = 0; r < 2; ++r) {
+          double p = 1;
+          for (int k = 0; k < 4; ++k) {
+            const int c = reverse ? 3 - k : k;
+            if (exclusive) want[r * 4 + c] = p;
+            p *= x.v[r * 4 + c];
+            if (!exclusive) want[r * 4 + c] = p;
+          }
+        }
+        AttrMap a{{"axis", int64_t{1}}, {"exclusive", exclusive}, {"reverse", reverse}};
+        ExpectMatches(
+            RunOne("cumprod", {x}, a)[0], t, {2, 4}, want,
+            Label("cumprod", t) + (exclusive ? " exclusive" : "") + (reverse ? " reverse" : ""));
+      }
+    }
   }
 }
 

@@ -283,9 +283,28 @@ def _einsum_scatter(paddle, rng):
     return ({"a": a, "b": b, "c": c, "u": u, "ids": ids}, feeds, loss, ["a", "b", "c", "u"], [])
 
 
+def _atan2(paddle, rng):
+    """atan2 of two trained tensors (every quadrant, away from the origin)
+    on a chain whose loss also reads a bitwise mask of their signs and a
+    cumprod of a fed tensor (no gradient flows into either)."""
+    a = paddle.static.data("a", [3, 4], "float32")
+    a.stop_gradient = False
+    b = paddle.static.data("b", [3, 4], "float32")
+    b.stop_gradient = False
+    w = paddle.static.data("w", [3, 4], "float32")
+    angle = paddle.atan2(paddle.tanh(a) * 2.0, b)
+    mask = paddle.cast((a > 0) & (b < 0), "float32")
+    loss = paddle.mean(angle * angle) + paddle.mean(angle * mask * paddle.cumprod(w, dim=1))
+    sign = np.where(rng.uniform(-1, 1, (3, 4)) < 0, -1.0, 1.0)
+    feeds = {"a": rng.uniform(-1.5, 1.5, (3, 4)).astype("float32"),
+             "b": (sign * rng.uniform(0.3, 1.5, (3, 4))).astype("float32"),
+             "w": rng.uniform(0.5, 1.5, (3, 4)).astype("float32")}
+    return ({"a": a, "b": b, "w": w}, feeds, loss, ["a", "b"], [])
+
+
 CASES = {"cnn": _cnn, "bert": _bert, "train_dropout": _dropout, "logsumexp": _logsumexp_case,
          "scale_tensor": _scale_tensor, "translated_ops": _translated_ops,
-         "einsum_scatter": _einsum_scatter}
+         "einsum_scatter": _einsum_scatter, "atan2": _atan2}
 # Paddle 3.3's static API builds these cases' ops in PIR programs only (its
 # tril, pixel_shuffle, ... take PIR values); the op harness covers their
 # legacy forms.

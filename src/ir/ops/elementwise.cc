@@ -1,13 +1,15 @@
-// Elementwise ops: binary with numpy broadcasting, comparisons and logic
-// (bool results), `cast` and `where`, with their gradient rules. Unary math
-// lives in activation.cc.
+// Elementwise ops: binary with numpy broadcasting (atan2 and the bitwise
+// ops of integers too), comparisons and logic (bool results), `cast` and
+// `where`, with their gradient rules. Unary math lives in activation.cc;
+// bitwise_not is here, beside the other bitwise ops.
 //   cast{dtype: string, required: "float32"...}; the others take no
 //   attributes. where(cond, x, y) broadcasts all three.
 // Operands broadcast, so each input gradient is summed back to the operand's
 // shape (GradContext::ReduceTo).
 //
-// Precision: pow runs in float32 (it overflows half precision for moderate
-// operands); the arithmetic, comparisons, logic, cast and where follow their
+// Precision: pow and atan2 run in float32 (pow overflows half precision for
+// moderate operands; atan2 squares its operands' magnitudes in its
+// gradient); the arithmetic, comparisons, logic, cast and where follow their
 // inputs (cast's output dtype is its attribute). Layout: elementwise, so
 // agnostic; a broadcast operand (a per-channel bias) must be permuted with
 // the others.
@@ -59,6 +61,11 @@ const bool kSchemasRegistered = [] {
   for (const char* name : {"add", "sub", "mul", "div", "max", "min", "mod", "floor_div"})
     RegisterOpSchema(Elementwise(name, 2, arith).NoAttrs());
   RegisterOpSchema(Elementwise("pow", 2, arith, PrecisionRule::kAlwaysF32).NoAttrs());
+  RegisterOpSchema(Elementwise("atan2", 2, arith, PrecisionRule::kAlwaysF32).NoAttrs());
+  for (const char* name : {"bitwise_and", "bitwise_or", "bitwise_xor"})
+    RegisterOpSchema(Elementwise(name, 2, arith).NoAttrs());
+  RegisterOpSchema(
+      Elementwise("bitwise_not", 1, [](InferContext& c) { c.AddOutput(c.input(0)); }).NoAttrs());
   for (const char* name : {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
                            "logical_and", "logical_or", "logical_xor"}) {
     RegisterOpSchema(Elementwise(name, 2, boolean).NoAttrs());
@@ -144,6 +151,18 @@ TILLER_REGISTER_GRAD("pow", [](GradContext& c) {
   SetBoth(c, ga, gb);
 });
 TILLER_REGISTER_GRAD("min", [](GradContext& c) { MinMax(c, "less_equal"); });
+// atan2(a, b): d a = g b / (a^2 + b^2), d b = -g a / (a^2 + b^2), Paddle's
+// formulas (NaN at the origin, as there).
+TILLER_REGISTER_GRAD("atan2", [](GradContext& c) {
+  Value* a = c.input(0);
+  Value* b = c.input(1);
+  Value* g = c.out_grad();
+  Value* norm = c.Add("add", {c.Add("mul", {a, a}), c.Add("mul", {b, b})});
+  Value* ga = c.needs_grad(0) ? c.Add("div", {c.Add("mul", {g, b}), norm}) : nullptr;
+  Value* gb =
+      c.needs_grad(1) ? c.Add("neg", {c.Add("div", {c.Add("mul", {g, a}), norm})}) : nullptr;
+  SetBoth(c, ga, gb);
+});
 
 TILLER_REGISTER_GRAD("cast", [](GradContext& c) {
   if (c.needs_grad(0))

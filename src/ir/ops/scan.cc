@@ -1,10 +1,14 @@
 // Scans along one axis.
 //   cumsum(x){axis: int = -1, exclusive: bool = false, reverse: bool = false}:
 //     running sums, same shape and dtype
+//   cumprod(x){the same attributes}: running products (exclusive: the
+//     first is 1); integers wrap around
 // Precision: float32 (a running sum accumulates rounding error, like a
 // reduction). Layout: reads `axis`.
 // Gradient: the adjoint of a running sum sums the other way, so it is the
 // same cumsum with `reverse` flipped (an exclusive one stays exclusive).
+// cumprod has none yet (Paddle's treats zeros apart): a loss that depends
+// on one is refused by autodiff, naming the op.
 #include "ir/grad.h"
 #include "ir/op_schema.h"
 
@@ -21,6 +25,13 @@ void InferScan(InferContext& c) {
 }
 
 TILLER_REGISTER_OP_SCHEMA(OpSchema{"cumsum", 1, 1, InferScan}
+                              .Attr("axis", int64_t{-1})
+                              .Attr("exclusive", false)
+                              .Attr("reverse", false)
+                              .Precision(PrecisionRule::kAlwaysF32)
+                              .Layout(LayoutRule::kAxisAttrs, {"axis"}));
+
+TILLER_REGISTER_OP_SCHEMA(OpSchema{"cumprod", 1, 1, InferScan}
                               .Attr("axis", int64_t{-1})
                               .Attr("exclusive", false)
                               .Attr("reverse", false)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from op_harness import Case
+from op_harness import Case, exact_case
 
 rng = np.random.default_rng(2024)
 
@@ -115,8 +115,18 @@ for _dt in ("float32", "int32"):
                       api=lambda p, x: p.logical_not(x),
                       legacy=("logical_not", {"X": ["x"]}, [("Out", "bool")], {})))
 
-# Bitwise ops on bool operands (masks: Paddle's `&`, `|`, `^`, `~` on bool
-# tensors build them); integer operands are refused (api_test).
+# Bitwise ops: on bool operands (masks: Paddle's `&`, `|`, `^`, `~` on bool
+# tensors build them) the logical ops; on integers bitwise, negative values
+# (two's complement) and the extremes included; float operands are refused
+# (api_test).
+def _ints(shape, dt):
+    info = np.iinfo(dt)
+    a = rng.integers(-70, 70, size=shape).astype(dt) if info.min < 0 else \
+        rng.integers(0, 250, size=shape).astype(dt)
+    a.flat[:2] = [info.min, info.max]
+    return a
+
+
 for _op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     for _i, (_xs, _ys) in enumerate(BCAST[:4]):
         _x = rng.integers(0, 2, size=_xs).astype(bool)
@@ -124,15 +134,48 @@ for _op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
         CASES.append(Case(_op, f"bool_{_i}", {"x": _x, "y": _y},
                           api=lambda p, x, y, op=_op: getattr(p, op)(x, y),
                           legacy=(_op, {"X": ["x"], "Y": ["y"]}, [("Out", "bool")], {})))
+    for _dt, (_xs, _ys) in zip(("int32", "int64", "int16", "uint8", "int8"),
+                               [BCAST[0], BCAST[1], BCAST[3], BCAST[0], BCAST[2]]):
+        CASES.append(exact_case(_op, _dt, {"x": _ints(_xs, _dt), "y": _ints(_ys, _dt)},
+                                api=lambda p, x, y, op=_op: getattr(p, op)(x, y),
+                                legacy=(_op, {"X": ["x"], "Y": ["y"]}, ["Out"], {})))
 for _i, _shape in enumerate([(3, 17), ()]):
     CASES.append(Case("bitwise_not", f"bool_{_i}", {"x": rng.integers(0, 2, size=_shape).astype(bool)},
                       api=lambda p, x: p.bitwise_not(x),
                       legacy=("bitwise_not", {"X": ["x"]}, [("Out", "bool")], {})))
+for _dt in ("int32", "int64", "int16", "uint8", "int8"):
+    CASES.append(exact_case("bitwise_not", _dt, {"x": _ints((4, 6), _dt)},
+                            api=lambda p, x: p.bitwise_not(x),
+                            legacy=("bitwise_not", {"X": ["x"]}, ["Out"], {})))
 # The operators, as a model writes them.
 CASES.append(Case("bitwise_and", "operators",
                   {"x": rng.integers(0, 2, size=(4, 6)).astype(bool),
                    "y": rng.integers(0, 2, size=(1, 6)).astype(bool)},
                   api=lambda p, x, y: (x & y) | (~x ^ y)))
+CASES.append(exact_case("bitwise_and", "operators_int64",
+                        {"x": _ints((4, 6), "int64"), "y": _ints((1, 6), "int64")},
+                        api=lambda p, x, y: (x & y) | (~x ^ y), legacy=None))
+
+# atan2: every quadrant, the axes, signed zeros and infinities (Paddle's
+# kernel is std::atan2); integers give float64; broadcasting (PIR expands
+# the operands first; Paddle 2.6's op refuses an X dim larger than Y's).
+_a = rng.uniform(-3, 3, size=(5, 8)).astype(np.float32)
+_b = rng.uniform(-3, 3, size=(5, 8)).astype(np.float32)
+_a[0, :8] = [0.0, -0.0, 0.0, -0.0, 1.0, -1.0, np.inf, -np.inf]
+_b[0, :8] = [1.0, 1.0, -1.0, -1.0, 0.0, -0.0, np.inf, 2.0]
+_a[1, :4] = [np.inf, 2.0, -2.0, 0.0]
+_b[1, :4] = [-np.inf, -np.inf, np.inf, 0.0]
+for _dt in ("float32", "float64"):
+    CASES.append(Case("atan2", _dt, {"x": _a.astype(_dt), "y": _b.astype(_dt)},
+                      api=lambda p, x, y: p.atan2(x, y),
+                      legacy=("atan2", {"X1": ["x"], "X2": ["y"]}, ["Out"], {})))
+for _dt in ("int32", "int64"):
+    CASES.append(Case("atan2", _dt, {"x": arr((3, 4), _dt, -3, 3), "y": arr((3, 4), _dt, -3, 3)},
+                      api=lambda p, x, y: p.atan2(x, y),
+                      legacy=("atan2", {"X1": ["x"], "X2": ["y"]}, [("Out", "float64")], {})))
+for _i, (_xs, _ys) in enumerate([((2, 3, 4), (4,)), ((2, 1, 4), (1, 3, 4))]):
+    CASES.append(Case("atan2", f"bcast_{_i}", {"x": arr(_xs, "float32"), "y": arr(_ys, "float32")},
+                      api=lambda p, x, y: p.atan2(x, y), formats=("pir",)))
 
 # isnan / isinf / isfinite: NaN, both infinities, -0.0 and the largest
 # finite float among ordinary values; integers are always finite.

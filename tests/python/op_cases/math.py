@@ -165,6 +165,29 @@ for dt in ("float32", "int32", "int64"):
                           legacy=("cumsum", {"X": ["x"]}, ["Out"],
                                   {"axis": axis, "flatten": flat, "exclusive": excl, "reverse": rev})))
 
+# ---- cumprod: dim (negative), exclusive and reverse (PIR only: Paddle 2.6's
+# op has dim alone), zeros and negatives in the running products; ints
+# (wrapping around past their range, as Paddle's kernel does); 0-d.
+CUMPROD = [((3, 17), 1, False, False), ((3, 17), 0, False, False), ((2, 3, 4), -1, False, False),
+           ((2, 3, 4), -3, False, False), ((2, 3, 4), 1, True, False), ((2, 3, 4), -1, False, True),
+           ((2, 3, 4), 2, True, True)]
+for dt in ("float32", "float64", "int32", "int64"):
+    for i, (shape, dim, excl, rev) in enumerate(CUMPROD):
+        x = arr(shape, dt, -2, 2)
+        if dt[0] == "f":
+            x[np.abs(x) < 0.2] = 0.0
+        CASES.append(Case("cumprod", f"{dt}_{i}", {"x": x},
+                          api=lambda p, x, d=dim, e=excl, r=rev: p._C_ops.cumprod(x, d, e, r),
+                          legacy=("cumprod", {"X": ["x"]}, ["Out"], {"dim": dim}),
+                          formats=("pir", "legacy") if not (excl or rev) else ("pir",),
+                          exact=dt[0] == "i"))
+CASES.append(Case("cumprod", "int32_wraps", {"x": np.full((2, 40), 3, np.int32)},
+                  api=lambda p, x: p.cumprod(x, dim=1),
+                  legacy=("cumprod", {"X": ["x"]}, ["Out"], {"dim": 1}), exact=True))
+CASES.append(Case("cumprod", "scalar", {"x": np.array(1.5, np.float32)},
+                  api=lambda p, x: p.cumprod(x, dim=0),
+                  legacy=("cumprod", {"X": ["x"]}, ["Out"], {"dim": 0})))
+
 # ---- arg_max / arg_min: keepdims, flatten, index dtype; ties (integers).
 ARG = [((3, 17), 1, False, False, "int64"), ((3, 17), 0, True, False, "int64"),
        ((2, 3, 4), -2, False, False, "int32"), ((2, 3, 4), -1, True, False, "int32"),

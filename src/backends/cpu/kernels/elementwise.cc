@@ -1,8 +1,8 @@
-// Binary elementwise kernels with numpy broadcasting: arithmetic, comparisons
-// and logic. The broadcast plan (kernel_utils.h) merges dims at creation, so
-// the common cases (same shape, scalar, bias row over [M, N], column over
-// [M, 1]) reach the inner loops below as long contiguous runs, which gcc
-// vectorizes for each functor.
+// Binary elementwise kernels with numpy broadcasting: arithmetic (atan2
+// too), comparisons, logic and the bitwise ops of integers. The broadcast plan (kernel_utils.h)
+// merges dims at creation, so the common cases (same shape, scalar, bias row over [M, N], column
+// over [M, 1]) reach the inner loops below as long contiguous runs, which gcc vectorizes for each
+// functor.
 //
 // Integer semantics never trap: x / 0 and x % 0 give 0 (Paddle raises, but a
 // kernel cannot fail mid-run), INT_MIN / -1 wraps. mod and floor_div round
@@ -122,6 +122,39 @@ std::unique_ptr<Kernel> MakeArith(const ir::Op& op) {
   Unsupported(op, "unknown binary op");
 }
 
+// atan2(a, b): the angle of the point (b, a), signed zeros and infinities
+// as std::atan2 (Paddle's kernel calls it too).
+std::unique_ptr<Kernel> MakeAtan2(const ir::Op& op) {
+  std::unique_ptr<Kernel> k;
+  DispatchDType<float, double>(InDType(op), [&](auto tag) {
+    using T = decltype(tag);
+    k = BinaryKernel<T, T>(op, [](T a, T b) { return std::atan2(a, b); });
+  });
+  return k;
+}
+
+template <typename T>
+std::unique_ptr<Kernel> MakeBitwiseT(const ir::Op& op) {
+  switch (op.opcode) {
+    case ir::Opcode::bitwise_and:
+      return BinaryKernel<T, T>(op, [](T a, T b) { return T(a & b); });
+    case ir::Opcode::bitwise_or:
+      return BinaryKernel<T, T>(op, [](T a, T b) { return T(a | b); });
+    case ir::Opcode::bitwise_xor:
+      return BinaryKernel<T, T>(op, [](T a, T b) { return T(a ^ b); });
+    default:
+      break;
+  }
+  Unsupported(op, "unknown bitwise op");
+}
+
+std::unique_ptr<Kernel> MakeBitwise(const ir::Op& op) {
+  std::unique_ptr<Kernel> k;
+  DispatchDType<int8_t, uint8_t, int16_t, int32_t, int64_t>(
+      InDType(op), [&](auto tag) { k = MakeBitwiseT<decltype(tag)>(op); });
+  return k;
+}
+
 std::unique_ptr<Kernel> MakeArithmetic(const ir::Op& op) {
   std::unique_ptr<Kernel> k;
   DispatchDType<float, double, int32_t, int64_t>(
@@ -199,6 +232,10 @@ const bool kRegistered = [] {
                    Signature("T, T -> bool").Where("T", {kF32, kF64, kI8, kU8, kI16, kI32, kI64}));
   for (const char* n : {"logical_and", "logical_or", "logical_xor"})
     RegisterKernel(n, MakeLogic, Signature("T, T -> bool").Where("T", {kBool, kF32, kI32, kI64}));
+  RegisterKernel("atan2", MakeAtan2, Signature("T, T -> T").Where("T", {kF32, kF64}));
+  // bool operands are the logical ops' (the translator's choice).
+  for (const char* n : {"bitwise_and", "bitwise_or", "bitwise_xor"})
+    RegisterKernel(n, MakeBitwise, Signature("T, T -> T").Where("T", {kI8, kU8, kI16, kI32, kI64}));
   return true;
 }();
 

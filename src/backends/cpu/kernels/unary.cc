@@ -318,6 +318,23 @@ std::unique_ptr<Kernel> MakeLogicalNot(const ir::Op& op) {
   return k;
 }
 
+// ~x of an integer tensor (bool operands are logical_not's).
+std::unique_ptr<Kernel> MakeBitwiseNot(const ir::Op& op) {
+  int64_t n = NumElements(op.outputs[0]->shape());
+  std::unique_ptr<Kernel> k;
+  DispatchDType<int8_t, uint8_t, int16_t, int32_t, int64_t>(InDType(op), [&](auto tag) {
+    using T = decltype(tag);
+    k = std::make_unique<LambdaKernel>([n](const KernelArgs& args) {
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      T* y = static_cast<T*>(args.outputs[0]);
+      ParallelRange(n, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) y[i] = T(~x[i]);
+      });
+    });
+  });
+  return k;
+}
+
 // gelu'(x) in T's precision (the float64 path).
 template <typename T>
 T GeluDerivative(T x, bool approximate) {
@@ -372,6 +389,8 @@ const bool kRegistered = [] {
   }
   RegisterKernel("logical_not", MakeLogicalNot,
                  Signature("T -> bool").Where("T", {kBool, kF32, kF64, kI8, kU8, kI32, kI64}));
+  RegisterKernel("bitwise_not", MakeBitwiseNot,
+                 Signature("T -> T").Where("T", {kI8, kU8, kI16, kI32, kI64}));
   return true;
 }();
 

@@ -319,6 +319,29 @@ void Cumsum(TranslateContext& ctx, const OpDesc& op) {
   ctx.SetOut(op, "Out", ctx.Add1(op, "cumsum", {x}, a));
 }
 
+// cumprod(X){dim; PIR: exclusive, reverse}: running products along dim (a
+// 0-d tensor, dim 0: itself, as in Paddle).
+void Cumprod(TranslateContext& ctx, const OpDesc& op) {
+  ir::Value* x = ctx.In(op, "X");
+  int64_t dim = op.attrs.Int("dim", -1);
+  const Shape shape = x->shape();
+  if (x->rank() == 0 ? dim != 0 : dim < -x->rank() || dim >= x->rank())
+    ctx.Invalid(op, "dim {} out of range for {}", dim, ShapeToString(shape));
+  if (x->rank() == 0) x = ctx.Reshape(op, x, {1});
+  ir::AttrMap a{{"axis", dim},
+                {"exclusive", op.attrs.Bool("exclusive", false)},
+                {"reverse", op.attrs.Bool("reverse", false)}};
+  ir::Value* out = ctx.Add1(op, "cumprod", {x}, a);
+  ctx.SetOut(op, "Out", shape.empty() ? ctx.Reshape(op, out, shape) : out);
+}
+
+// The operands the bitwise ops take: bool (as the logical ops) and
+// integers; others are refused naming the dtype.
+void CheckBitwiseOperand(TranslateContext& ctx, const OpDesc& op, const ir::Value* v) {
+  if (v->dtype() != DType::kBool && !IsInteger(v->dtype()))
+    ctx.Unsupported(op, "{} operands (bool and integer ones are)", DTypeName(v->dtype()));
+}
+
 // The p-norm of |v| reduced over `axes` (empty: all), composed from IR ops:
 // p = 0 counts nonzeros, +-inf take max/min, p = 1 and 2 avoid pow.
 ir::Value* PNorm(TranslateContext& ctx, const OpDesc& op, ir::Value* v, double p,
@@ -396,6 +419,8 @@ const bool kRegistered = [] {
   using pir::T;
   // Each translator with the PIR spellings that map onto it.
   RegisterTranslator("cumsum", Cumsum, {"cumsum", "reshape"});
+  RegisterTranslator("cumprod", Cumprod, {"cumprod", "reshape"});
+  RegisterPirOpCompat("cumprod", {"cumprod", {T("X")}, {"Out"}, {}, {}});
   RegisterPirOpCompat("cumsum",
                       {"cumsum", {T("X"), Scalar("axis", "AxisTensor")}, {"Out"}, {}, {}});
   RegisterBinary("elementwise_add", "add");
@@ -441,36 +466,51 @@ const bool kRegistered = [] {
                      },
                      {"logical_not"});
   RegisterPirOpCompat("logical_not", pir::Unary("logical_not"));
-  // Paddle's `&`, `|`, `^` and `~` on tensors are the bitwise ops; on bool
-  // tensors (masks, the common use) they are the logical ones. Integer
-  // operands would need bitwise kernels: refused, naming the dtype.
-  auto bools = [](TranslateContext& c, const OpDesc& op, std::initializer_list<ir::Value*> vs) {
-    for (const ir::Value* v : vs)
-      if (v->dtype() != DType::kBool)
-        c.Unsupported(op, "{} operands (bool ones are: the logical op)", DTypeName(v->dtype()));
-  };
+  // Paddle's `&`, `|`, `^` and `~` on tensors are the bitwise ops: on bool
+  // tensors (masks, the common use) the logical ones, on integers bitwise.
   for (const auto& [bitwise, logical] :
        {std::pair{"bitwise_and", "logical_and"}, std::pair{"bitwise_or", "logical_or"},
         std::pair{"bitwise_xor", "logical_xor"}}) {
-    const std::string ir_type = logical;
+    const std::string ir_bitwise = bitwise, ir_logical = logical;
     RegisterTranslator(bitwise,
-                       [ir_type, bools](TranslateContext& c, const OpDesc& op) {
+                       [ir_bitwise, ir_logical](TranslateContext& c, const OpDesc& op) {
                          ir::Value* x = c.In(op, "X");
                          ir::Value* y = c.In(op, "Y");
-                         bools(c, op, {x, y});
-                         c.SetOut(op, "Out", c.Add1(op, ir_type, {x, y}));
+                         CheckBitwiseOperand(c, op, x);
+                         CheckBitwiseOperand(c, op, y);
+                         const bool masks = x->dtype() == DType::kBool;
+                         c.SetOut(op, "Out", c.Add1(op, masks ? ir_logical : ir_bitwise, {x, y}));
                        },
-                       {ir_type});
+                       {ir_bitwise, ir_logical});
     RegisterPirOpCompat(bitwise, {bitwise, {T("X"), T("Y")}, {"Out"}, {}, {}});
   }
-  RegisterTranslator("bitwise_not",
-                     [bools](TranslateContext& c, const OpDesc& op) {
-                       ir::Value* x = c.In(op, "X");
-                       bools(c, op, {x});
-                       c.SetOut(op, "Out", c.Add1(op, "logical_not", {x}));
-                     },
-                     {"logical_not"});
+  RegisterTranslator(
+      "bitwise_not",
+      [](TranslateContext& c, const OpDesc& op) {
+        ir::Value* x = c.In(op, "X");
+        CheckBitwiseOperand(c, op, x);
+        c.SetOut(op, "Out",
+                 c.Add1(op, x->dtype() == DType::kBool ? "logical_not" : "bitwise_not", {x}));
+      },
+      {"logical_not", "bitwise_not"});
   RegisterPirOpCompat("bitwise_not", pir::Unary("bitwise_not"));
+  // atan2(X1, X2) = the angle of the point (X2, X1); integers in float64,
+  // as Paddle's output is.
+  RegisterTranslator("atan2",
+                     [](TranslateContext& c, const OpDesc& op) {
+                       ir::Value* a = c.In(op, "X1");
+                       ir::Value* b = c.In(op, "X2");
+                       if (a->dtype() != b->dtype())
+                         c.Invalid(op, "operand dtypes differ: {} and {}", DTypeName(a->dtype()),
+                                   DTypeName(b->dtype()));
+                       if (IsInteger(a->dtype())) {
+                         a = c.Add1(op, "cast", {a}, {{"dtype", std::string("float64")}});
+                         b = c.Add1(op, "cast", {b}, {{"dtype", std::string("float64")}});
+                       }
+                       c.SetOut(op, "Out", c.Add1(op, "atan2", {a, b}));
+                     },
+                     {"atan2", "cast"});
+  RegisterPirOpCompat("atan2", {"atan2", {T("X1"), T("X2")}, {"Out"}, {}, {}});
   // Elementwise (the _v2 ops; the legacy ops without it reduce to one bool
   // and have no translator).
   for (const char* name : {"isnan", "isinf", "isfinite"}) {
