@@ -24,19 +24,17 @@ void InferScan(InferContext& c) {
   c.AddOutput(x);
 }
 
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"cumsum", 1, 1, InferScan}
-                              .Attr("axis", int64_t{-1})
-                              .Attr("exclusive", false)
-                              .Attr("reverse", false)
-                              .Precision(PrecisionRule::kAlwaysF32)
-                              .Layout(LayoutRule::kAxisAttrs, {"axis"}));
+OpSchema Scan(const char* name) {
+  return OpSchema{name, 1, 1, InferScan}
+      .Attr("axis", int64_t{-1})
+      .Attr("exclusive", false)
+      .Attr("reverse", false)
+      .Precision(PrecisionRule::kAlwaysF32)
+      .Layout(LayoutRule::kAxisAttrs, {"axis"});
+}
 
-TILLER_REGISTER_OP_SCHEMA(OpSchema{"cumprod", 1, 1, InferScan}
-                              .Attr("axis", int64_t{-1})
-                              .Attr("exclusive", false)
-                              .Attr("reverse", false)
-                              .Precision(PrecisionRule::kAlwaysF32)
-                              .Layout(LayoutRule::kAxisAttrs, {"axis"}));
+TILLER_REGISTER_OP_SCHEMA(Scan("cumsum"));
+TILLER_REGISTER_OP_SCHEMA(Scan("cumprod"));
 
 TILLER_REGISTER_GRAD("cumsum", [](GradContext& c) {
   AttrMap a = c.op().attrs;

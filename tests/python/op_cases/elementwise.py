@@ -92,14 +92,19 @@ for _op, _fn in [("equal", "equal"), ("not_equal", "not_equal"), ("greater_than"
         CASES.append(Case(_op, f"axis{_axis}", {"x": _x, "y": _y}, formats=("legacy",),
                           legacy=(_op, {"X": ["x"], "Y": ["y"]}, [("Out", "bool")], {"axis": _axis})))
 
+def _bool_binary_cases(op):
+    """op on bool operands of the first four broadcast shapes."""
+    for i, (xs, ys) in enumerate(BCAST[:4]):
+        x = rng.integers(0, 2, size=xs).astype(bool)
+        y = rng.integers(0, 2, size=ys).astype(bool)
+        CASES.append(Case(op, f"bool_{i}", {"x": x, "y": y},
+                          api=lambda p, x, y, op=op: getattr(p, op)(x, y),
+                          legacy=(op, {"X": ["x"], "Y": ["y"]}, [("Out", "bool")], {})))
+
+
 # Logic ops on bool operands (and on numbers, which Paddle reads as != 0).
 for _op in ("logical_and", "logical_or"):
-    for _i, (_xs, _ys) in enumerate(BCAST[:4]):
-        _x = rng.integers(0, 2, size=_xs).astype(bool)
-        _y = rng.integers(0, 2, size=_ys).astype(bool)
-        CASES.append(Case(_op, f"bool_{_i}", {"x": _x, "y": _y},
-                          api=lambda p, x, y, op=_op: getattr(p, op)(x, y),
-                          legacy=(_op, {"X": ["x"], "Y": ["y"]}, [("Out", "bool")], {})))
+    _bool_binary_cases(_op)
     for _dt in ("float32", "int64"):
         _x = rng.integers(-1, 2, size=(3, 5)).astype(_dt)
         _y = rng.integers(-1, 2, size=(3, 5)).astype(_dt)
@@ -128,12 +133,7 @@ def _ints(shape, dt):
 
 
 for _op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
-    for _i, (_xs, _ys) in enumerate(BCAST[:4]):
-        _x = rng.integers(0, 2, size=_xs).astype(bool)
-        _y = rng.integers(0, 2, size=_ys).astype(bool)
-        CASES.append(Case(_op, f"bool_{_i}", {"x": _x, "y": _y},
-                          api=lambda p, x, y, op=_op: getattr(p, op)(x, y),
-                          legacy=(_op, {"X": ["x"], "Y": ["y"]}, [("Out", "bool")], {})))
+    _bool_binary_cases(_op)
     for _dt, (_xs, _ys) in zip(("int32", "int64", "int16", "uint8", "int8"),
                                [BCAST[0], BCAST[1], BCAST[3], BCAST[0], BCAST[2]]):
         CASES.append(exact_case(_op, _dt, {"x": _ints(_xs, _dt), "y": _ints(_ys, _dt)},
