@@ -373,6 +373,12 @@ void Executable::Run(RunPart part) {
 }
 
 int Executable::GuardFinite(const ir::Value* v, const std::string& label) {
+  // A view (reshape) runs no step: its bytes are its source's, checked
+  // where they are written. (A replica's own row gradient is the reshape of
+  // its lookups' gradient rows: unguarded before, it was checked only once
+  // exchanged.)
+  while (v->producer && v->producer->schema->is_view && !v->producer->inputs.empty())
+    v = v->producer->inputs[0];
   for (size_t i = 0; i < steps_.size(); ++i) {
     const auto& outs = steps_[i].op->outputs;
     for (size_t o = 0; o < outs.size(); ++o) {

@@ -77,8 +77,9 @@ class Executable {
   void EnableNanInfCheck(bool on) { check_nan_inf_ = on; }
   // Checks one value (e.g. the loss) right after the op producing it, even
   // with the full check off: a non-finite value stops the run there, before
-  // later ops (optimizer updates) consume it. Returns the step position of
-  // that op, or -1 when `v` is not produced by a kernel.
+  // later ops (optimizer updates) consume it. A view (reshape) is checked
+  // where its source is written. Returns the step position of that op, or
+  // -1 when `v` is not produced by a kernel.
   // `label` names the value in the error ("the loss 'mean_0.tmp_0'").
   int GuardFinite(const ir::Value* v, const std::string& label);
   // Sorted by total time, largest first. by_shape: one entry per op type and

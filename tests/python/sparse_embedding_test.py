@@ -399,3 +399,60 @@ def test_a_fetched_table_stays_whole(fmt):
     assert r["shape"][-2:] == [10, 4], r
     assert r["report"] and "1 embedding tables split" in r["report"][0], r
     assert "kept whole: fetched x1" in r["report"][0], r
+
+
+NON_FINITE = PRELUDE + r"""
+# Tables split by rows over 2 replicas; the second replica's rows are
+# masked to 0 under a sqrt, whose gradient there is inf x 0 = NaN: a finite
+# loss and a NaN row gradient on one replica only.
+main, startup = paddle.static.Program(), paddle.static.Program()
+with paddle.static.program_guard(main, startup):
+    ids = paddle.static.data("ids", [2, 2], "int64")
+    m = paddle.static.data("m", [2, 1], "float32")
+    emb = paddle.nn.Embedding(10, 4, sparse=True)
+    z = paddle.reshape(emb(ids), [2, 8]) * m
+    loss = paddle.mean(paddle.sqrt(z * z))
+    O.SGD(0.1).minimize(loss)
+scope = paddle.static.Scope()
+exe = paddle.static.Executor(paddle.CPUPlace())
+with paddle.static.scope_guard(scope):
+    exe.run(startup)
+s = tiller.IpuStrategy()
+s.set_graph_config(num_ipus=2, is_training=True, micro_batch_size=2)
+s.set_options({"enable_replicated_graphs": True, "replicated_graph_count": 2,
+               "shard_embedding_rows": True, "num_threads": 2})
+p = tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(["ids", "m"], [loss])
+feed = {"ids": np.array([[1, 6], [3, 8], [2, 7], [4, 9]], np.int64),
+        "m": np.ones((4, 1), np.float32)}
+p.run(feed=feed)  # finite: every replica's rows masked in
+report = [l for l in p._session.summary().compile_report.splitlines() if "split by rows" in l]
+feed["m"][2:] = 0
+before = p._session.get_state(emb.weight.name).copy()
+try:
+    p.run(feed=feed)
+    err = ""
+except Exception as e:
+    err = str(e)
+after = p._session.get_state(emb.weight.name)
+print("RESULTS" + json.dumps({"error": err, "table": emb.weight.name, "report": report,
+                              "unchanged": bool(np.array_equal(before, after))}))
+"""
+
+
+@pytest.mark.parametrize("fmt", ["pir", "legacy"])
+def test_a_non_finite_row_gradient_of_a_split_table_fails_the_step(fmt):
+    """The exchanged pairs are not checked again (each replica checks its
+    own row gradient before the exchange): a NaN in one replica's row
+    gradient still fails the step naming that replica and the table, and
+    no replica updates its rows."""
+    env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0",
+               GLOG_minloglevel="2")
+    res = subprocess.run([sys.executable, "-c", NON_FINITE, str(ROOT / "python"), str(ROOT), "{}"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    line = [l for l in res.stdout.splitlines() if l.startswith("RESULTS")]
+    assert res.returncode == 0 and line, res.stderr[-3000:]
+    r = json.loads(line[0][len("RESULTS"):])
+    assert r["report"] and "1 embedding tables split" in r["report"][0], r
+    assert "is not finite" in r["error"], r
+    assert f"replica 1's gradient of '{r['table']}'" in r["error"], r
+    assert r["unchanged"], r
