@@ -212,9 +212,11 @@ void Exchange(ir::Graph& g, const ir::Op* update, ir::Value** ids, ir::Value** r
   if (NumElements(y->shape()) != n * width) return;
   // The driver pins the gathered gradient for its finiteness check
   // before the update; where nothing but `update` reads it, the pin moves
-  // to the exchanged pairs: each replica checks its part's rows, and its
-  // own gradient (which the runtime guards too) holds the rest. Another
-  // reader (a program's own check, gradient statistics) keeps the gathers.
+  // to the exchanged pairs, which hold only rows of the replicas' own
+  // gradients (each guarded by its replica) scaled, and zeros: the session
+  // does not scan them again where the scale is at most 1
+  // (runtime/training_step_compile.cc). Another reader (a program's own
+  // check, gradient statistics) keeps the gathers.
   auto only_update = [&](const ir::Value* v) {
     return !IsGraphOutput(g, v) && std::all_of(v->users.begin(), v->users.end(),
                                                [&](const ir::Op* u) { return u == update; });
