@@ -377,7 +377,7 @@ int Executable::GuardFinite(const ir::Value* v, const std::string& label) {
   // where they are written. (A replica's own row gradient is the reshape of
   // its lookups' gradient rows: unguarded before, it was checked only once
   // exchanged.)
-  while (v->producer && v->producer->schema->is_view && !v->producer->inputs.empty())
+  while (v && v->producer && v->producer->schema->is_view && !v->producer->inputs.empty())
     v = v->producer->inputs[0];
   for (size_t i = 0; i < steps_.size(); ++i) {
     const auto& outs = steps_[i].op->outputs;

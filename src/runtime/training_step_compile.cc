@@ -26,7 +26,8 @@ namespace {
 // MB in bench_sparse's two-device DLRM step, as much as one device's whole
 // row gradient), the part of the step that did not shrink with replicas.
 bool ExchangedRows(const ir::Value* grad) {
-  const ir::Op* op = grad->producer;
+  // null: a gradient this process does not compute (another pipeline stage's).
+  const ir::Op* op = grad ? grad->producer : nullptr;
   if (!op || !op->is(ir::Opcode::exchange_rows)) return false;
   for (size_t o = 1; o < op->outputs.size(); o += 2) {
     if (op->outputs[o] == grad) return std::fabs(op->GetFloats("scales")[o / 2]) <= 1.0;
