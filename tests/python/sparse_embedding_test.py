@@ -363,7 +363,33 @@ def test_refusals(refused, name, needles):
     assert not missing, f"{missing} not in: {err}"
 
 
-FETCHED = PRELUDE + r"""
+SPLIT_ROWS = PRELUDE + r"""
+def split_over_two(main, startup, feeds, fetches, micro):
+    # The program on 2 replicas of one thread, its tables split by rows.
+    scope = paddle.static.Scope()
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    with paddle.static.scope_guard(scope):
+        exe.run(startup)
+    s = tiller.IpuStrategy()
+    s.set_graph_config(num_ipus=2, is_training=True, micro_batch_size=micro)
+    s.set_options({"enable_replicated_graphs": True, "replicated_graph_count": 2,
+                   "shard_embedding_rows": True, "num_threads": 2})
+    return tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(feeds, fetches)
+"""
+
+
+def _script_results(script: str, fmt: str) -> dict:
+    """What `script` printed after RESULTS, run in a child in form `fmt`."""
+    env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0",
+               GLOG_minloglevel="2")
+    res = subprocess.run([sys.executable, "-c", script, str(ROOT / "python"), str(ROOT), "{}"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    line = [l for l in res.stdout.splitlines() if l.startswith("RESULTS")]
+    assert res.returncode == 0 and line, res.stderr[-3000:]
+    return json.loads(line[0][len("RESULTS"):])
+
+
+FETCHED = SPLIT_ROWS + r"""
 # A table the program fetches stays whole (its fetched value is the whole
 # table's), in the training step as in evaluation; the others split.
 main, startup = paddle.static.Program(), paddle.static.Program()
@@ -372,15 +398,7 @@ with paddle.static.program_guard(main, startup):
     a, b = paddle.nn.Embedding(10, 4, sparse=True), paddle.nn.Embedding(12, 4, sparse=True)
     loss = paddle.mean(a(ids) ** 2) + paddle.mean(b(ids) ** 2)
     O.SGD(0.1).minimize(loss)
-scope = paddle.static.Scope()
-exe = paddle.static.Executor(paddle.CPUPlace())
-with paddle.static.scope_guard(scope):
-    exe.run(startup)
-s = tiller.IpuStrategy()
-s.set_graph_config(num_ipus=2, is_training=True, micro_batch_size=4)
-s.set_options({"enable_replicated_graphs": True, "replicated_graph_count": 2,
-               "shard_embedding_rows": True, "num_threads": 2})
-p = tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(["ids"], [loss, a.weight])
+p = split_over_two(main, startup, ["ids"], [loss, a.weight], 4)
 out = p.run(feed={"ids": np.arange(16).reshape(8, 2) % 10})
 report = [l for l in p._session.summary().compile_report.splitlines() if "split by rows" in l]
 print("RESULTS" + json.dumps({"shape": list(np.asarray(out[1]).shape), "report": report}))
@@ -389,19 +407,13 @@ print("RESULTS" + json.dumps({"shape": list(np.asarray(out[1]).shape), "report":
 
 @pytest.mark.parametrize("fmt", ["pir", "legacy"])
 def test_a_fetched_table_stays_whole(fmt):
-    env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0",
-               GLOG_minloglevel="2")
-    res = subprocess.run([sys.executable, "-c", FETCHED, str(ROOT / "python"), str(ROOT), "{}"],
-                         env=env, capture_output=True, text=True, timeout=300)
-    line = [l for l in res.stdout.splitlines() if l.startswith("RESULTS")]
-    assert res.returncode == 0 and line, res.stderr[-3000:]
-    r = json.loads(line[0][len("RESULTS"):])
+    r = _script_results(FETCHED, fmt)
     assert r["shape"][-2:] == [10, 4], r
     assert r["report"] and "1 embedding tables split" in r["report"][0], r
     assert "kept whole: fetched x1" in r["report"][0], r
 
 
-NON_FINITE = PRELUDE + r"""
+NON_FINITE = SPLIT_ROWS + r"""
 # Tables split by rows over 2 replicas; the second replica's rows are
 # masked to 0 under a sqrt, whose gradient there is inf x 0 = NaN: a finite
 # loss and a NaN row gradient on one replica only.
@@ -413,15 +425,7 @@ with paddle.static.program_guard(main, startup):
     z = paddle.reshape(emb(ids), [2, 8]) * m
     loss = paddle.mean(paddle.sqrt(z * z))
     O.SGD(0.1).minimize(loss)
-scope = paddle.static.Scope()
-exe = paddle.static.Executor(paddle.CPUPlace())
-with paddle.static.scope_guard(scope):
-    exe.run(startup)
-s = tiller.IpuStrategy()
-s.set_graph_config(num_ipus=2, is_training=True, micro_batch_size=2)
-s.set_options({"enable_replicated_graphs": True, "replicated_graph_count": 2,
-               "shard_embedding_rows": True, "num_threads": 2})
-p = tiller.IpuCompiledProgram(main, scope=scope, ipu_strategy=s).compile(["ids", "m"], [loss])
+p = split_over_two(main, startup, ["ids", "m"], [loss], 2)
 feed = {"ids": np.array([[1, 6], [3, 8], [2, 7], [4, 9]], np.int64),
         "m": np.ones((4, 1), np.float32)}
 p.run(feed=feed)  # finite: every replica's rows masked in
@@ -445,13 +449,7 @@ def test_a_non_finite_row_gradient_of_a_split_table_fails_the_step(fmt):
     own row gradient before the exchange): a NaN in one replica's row
     gradient still fails the step naming that replica and the table, and
     no replica updates its rows."""
-    env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0",
-               GLOG_minloglevel="2")
-    res = subprocess.run([sys.executable, "-c", NON_FINITE, str(ROOT / "python"), str(ROOT), "{}"],
-                         env=env, capture_output=True, text=True, timeout=300)
-    line = [l for l in res.stdout.splitlines() if l.startswith("RESULTS")]
-    assert res.returncode == 0 and line, res.stderr[-3000:]
-    r = json.loads(line[0][len("RESULTS"):])
+    r = _script_results(NON_FINITE, fmt)
     assert r["report"] and "1 embedding tables split" in r["report"][0], r
     assert "is not finite" in r["error"], r
     assert f"replica 1's gradient of '{r['table']}'" in r["error"], r
