@@ -1,7 +1,8 @@
 // Binary elementwise kernels with numpy broadcasting: arithmetic (atan2
-// too), comparisons, logic and the bitwise ops of integers. The broadcast plan (kernel_utils.h)
-// merges dims at creation, so the common cases (same shape, scalar, bias row over [M, N], column
-// over [M, 1]) reach the inner loops below as long contiguous runs, which gcc vectorizes for each
+// too), comparisons, logic and the bitwise ops of integers. The broadcast
+// plan (kernel_utils.h) merges dims at creation, so the common cases (same
+// shape, scalar, bias row over [M, N], column over [M, 1]) reach the inner
+// loops below as long contiguous runs, which gcc vectorizes for each
 // functor.
 //
 // Integer semantics never trap: x / 0 and x % 0 give 0 (Paddle raises, but a

@@ -320,17 +320,12 @@ std::unique_ptr<Kernel> MakeLogicalNot(const ir::Op& op) {
 
 // ~x of an integer tensor (bool operands are logical_not's).
 std::unique_ptr<Kernel> MakeBitwiseNot(const ir::Op& op) {
-  int64_t n = NumElements(op.outputs[0]->shape());
+  const int64_t n = NumElements(op.outputs[0]->shape());
   std::unique_ptr<Kernel> k;
   DispatchDType<int8_t, uint8_t, int16_t, int32_t, int64_t>(InDType(op), [&](auto tag) {
     using T = decltype(tag);
-    k = std::make_unique<LambdaKernel>([n](const KernelArgs& args) {
-      const T* x = static_cast<const T*>(args.inputs[0]);
-      T* y = static_cast<T*>(args.outputs[0]);
-      ParallelRange(n, 1, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) y[i] = T(~x[i]);
-      });
-    });
+    k = Wrap<T>([](const T* x, T* y, int64_t m) { MapScalar(x, y, m, [](T v) { return T(~v); }); },
+                n, 1);
   });
   return k;
 }
