@@ -345,6 +345,12 @@ def main():
                    engine.split("-")[1][3:]] + cmd
         return cmd
 
+    def take(out: Path) -> dict:
+        """A child's results, its file removed."""
+        res = json.loads(out.read_text())
+        out.unlink()
+        return res
+
     def run(engine: str):
         if engine == "tiller-1x1x2":
             return run_pair()
@@ -354,8 +360,7 @@ def main():
         if r.returncode != 0 or not out.exists():
             print(f"{engine}: failed ({r.returncode})\n{r.stderr[-3000:]}")
             return None
-        res = json.loads(out.read_text())
-        out.unlink()
+        res = take(out)
         res["median_s"] = statistics.median(res["times"])
         return res
 
@@ -378,9 +383,7 @@ def main():
         if any(p.returncode != 0 for p in procs) or not all(o.exists() for o in outs):
             print(f"tiller-1x1x2: failed\n{''.join(errs)[-3000:]}")
             return None
-        runs = [json.loads(o.read_text()) for o in outs]
-        for o in outs:
-            o.unlink()
+        runs = [take(o) for o in outs]
         res = runs[0]
         res["median_s"] = 1 / sum(1 / statistics.median(r["times"]) for r in runs)
         res["peak_rss_gb"] = sum(r["peak_rss_gb"] for r in runs)
