@@ -31,7 +31,10 @@ cross-entropy) trained with Adagrad, batch 2048, one id per slot:
   tiller-mpiP[-rows]  P processes of one replica and one thread each under
                 `mpirun -np P` (enable_distribution; the issue's "two MPI
                 ranks"), each feeding its 1 / P of the batch; rank 0's
-                times, RSS and losses (its replica's) are reported
+                times, RSS and losses (its replica's) are reported; the
+                row exchanges read each other's bytes in shared memory
+  tiller-mpiP-rows-messages  the same with the row exchanges sent as MPI
+                messages (TILLER_MPI_SHARED_MEMORY=0, as between nodes)
 
 Each engine runs in a process of its own (its peak RSS is its own) with the
 same thread count, on the same seeded batches, once per round (--rounds),
@@ -45,7 +48,7 @@ once, and each touched row's parameter and Adagrad moment read and written
 
     .venv/bin/python bench/bench_sparse.py [--table-gb 1.0] [--dim 16]
         [--batch 2048] [--warmup 2] [--iters 10] [--threads 2]
-        [--engines paddle,tiller,tiller-dense,torch] [--rounds 3] [--trace-dir DIR]
+        [--engines paddle,tiller,tiller-dense,torch] [--rounds 3] [--trace-dir DIR] [--profile]
 
 Scaling over devices (the issue's "two devices >= 1.6x one device"):
     --engines tiller-1x1,tiller-1x1x2,tiller-2x1,tiller-2x1-rows,tiller-mpi2-rows
@@ -82,6 +85,9 @@ def parse_args(argv=None):
                     help="run every engine this many times, in turn, in fresh processes; "
                          "figures are medians over the rounds")
     ap.add_argument("--engines", default="paddle,tiller,tiller-dense,torch")
+    ap.add_argument("--profile", action="store_true",
+                    help="print each Tiller engine's per-op profile of the timed steps "
+                         "(us and calls per step; replica 0, rank 0 over MPI), last round's")
     ap.add_argument("--trace-dir", default="",
                     help="write each Tiller engine's steps as a Chrome / Perfetto trace, "
                          "DIR/ENGINE.json (the trace_path option: a lane per device and per "
@@ -130,9 +136,13 @@ def peak_rss_gb() -> float:
 SYNC = {"prefix": "", "count": 1}
 
 
-def time_steps(step, feeds, warmup):
+def time_steps(step, feeds, warmup, on_timed=None):
+    """Step times after the warm-up; on_timed() runs once before the first
+    timed step."""
     times = []
     for i, f in enumerate(feeds):
+        if i == warmup and on_timed:
+            on_timed()
         if i == warmup and SYNC["prefix"]:
             Path(f"{SYNC['prefix']}.{os.getpid()}").touch()
             prefix = Path(SYNC["prefix"])
@@ -155,7 +165,7 @@ def run_paddle_or_tiller(args, cfg) -> dict:
     # tiller-RxT[-rows]: R replicas of T threads each, tables replicated or
     # split by rows over the replicas (the program is one replica's, its
     # batch 1 / R of the step's); else one device of --threads.
-    replicas, threads, rows = 1, args.threads, args.engine.endswith("-rows")
+    replicas, threads, rows = 1, args.threads, "-rows" in args.engine
     processes = 1
     if args.engine.startswith("tiller-mpi"):
         import tiller.distributed as dist
@@ -217,7 +227,15 @@ def run_paddle_or_tiller(args, cfg) -> dict:
 
         def step(f):
             losses.append(float(np.mean(np.asarray(prog.run(feed=f)[0]))))
-        times = time_steps(step, feeds, args.warmup)
+        times = time_steps(step, feeds, args.warmup,
+                           prog._session.enable_profiling if args.profile else None)
+        if args.profile:
+            # Replica 0's ops over the timed steps (rank 0's, over MPI; a
+            # collective's time includes its wait for the others).
+            steps = len(times)
+            return {"times": times, "losses": losses, "init_s": init_s,
+                    "profile": [(op, ms * 1e3 / steps, calls / steps)
+                                for op, ms, calls in prog._session.profile(False, 0)]}
     return {"times": times, "losses": losses, "init_s": init_s}
 
 
@@ -339,7 +357,7 @@ def main():
                "--table-gb", str(args.table_gb), "--dim", str(args.dim),
                "--batch", str(args.batch), "--warmup", str(args.warmup),
                "--iters", str(args.iters), "--threads", str(threads), "--lr", str(args.lr),
-               "--trace-dir", args.trace_dir, *extra]
+               "--trace-dir", args.trace_dir, *(["--profile"] if args.profile else []), *extra]
         if engine.startswith("tiller-mpi"):
             cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
                    engine.split("-")[1][3:]] + cmd
@@ -355,8 +373,9 @@ def main():
         if engine == "tiller-1x1x2":
             return run_pair()
         out = Path(f"/tmp/bench_sparse_{os.getpid()}_{engine}.json")
-        r = subprocess.run(command(engine, out, args.threads), env=env, capture_output=True,
-                           text=True)
+        r = subprocess.run(command(engine, out, args.threads),
+                           env=dict(env, TILLER_MPI_SHARED_MEMORY="0")
+                           if engine.endswith("-messages") else env, capture_output=True, text=True)
         if r.returncode != 0 or not out.exists():
             print(f"{engine}: failed ({r.returncode})\n{r.stderr[-3000:]}")
             return None
@@ -450,6 +469,20 @@ def main():
             if ceiling:
                 line += f"; {ratio(engine, 'tiller-1x1x2')} of the ceiling's"
             print(line)
+    if args.profile:
+        # Side by side: each engine's last round, us and calls per step.
+        profiles = {e: {op: (us, calls) for op, us, calls in rounds[e][-1]["profile"]}
+                    for e in results if rounds[e][-1].get("profile")}
+        ops = sorted({op for p in profiles.values() for op in p},
+                     key=lambda op: -max(p.get(op, (0, 0))[0] for p in profiles.values()))
+        print("per-op profile, us per step (calls per step), replica 0:")
+        print(f"  {'op':24s}" + "".join(f"{e[:22]:>24s}" for e in profiles))
+        for op in ops:
+            cells = "".join(f"{p[op][0]:14.0f} ({p[op][1]:5.1f})  " if op in p else f"{'-':>24s}"
+                            for p in profiles.values())
+            print(f"  {op:24s}{cells}")
+        print(f"  {'(all ops)':24s}" + "".join(
+            f"{sum(us for us, _ in p.values()):14.0f}          " for p in profiles.values()))
     if "tiller" in results and "paddle" in results:
         a, b = results["tiller"]["losses"], results["paddle"]["losses"]
         rel = max(abs(x - y) / abs(y) for x, y in zip(a, b))

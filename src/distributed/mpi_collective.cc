@@ -12,7 +12,9 @@
 // MakeInProcessCollective computes for G threads, so a job's parameters are
 // bit for bit those of one process with the same global replicas. Every
 // MPI call is non-blocking and polled against a timeout: MPI itself waits
-// forever for a peer that hangs.
+// forever for a peer that hangs (mpi_wait.h). Where the whole group shares
+// a node, with one replica per process, the sparse tables' row exchanges
+// read each other's bytes in shared memory instead (node_memory.h).
 #include <fmt/format.h>
 #include <mpi.h>
 #include <sched.h>
@@ -36,6 +38,8 @@
 #include "backend/row_pairs.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "distributed/mpi_wait.h"
+#include "distributed/node_memory.h"
 
 namespace tiller::distributed {
 namespace {
@@ -47,120 +51,6 @@ using backend::RowGradientPart;
 using backend::RowLookup;
 
 using backend::Collective;
-
-// A failed MPI call ends the job with the call named (MPI's default error
-// handler would too, with less said).
-void Check(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  Fail(ErrorKind::kInternal, "{} failed: {}", call, std::string(text, len));
-}
-
-int WorldRank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-// Prints "tiller: rank R of P<what>; ending the job" and ends every process
-// of the job: a wait for another process outlasted the timeout.
-[[noreturn]] void EndJob(const std::string& what) {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  std::fprintf(stderr, "tiller: rank %d of %d%s; ending the job\n", WorldRank(), size,
-               what.c_str());
-  std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 3);
-  std::_Exit(3);
-}
-
-// How long Wait polls before it sleeps between polls (20 us plus the
-// timer's slack, about 70 us on the project's VMs, per sleep). Short: about
-// the cost of one wake-up, for ranks that share CPUs with others (a
-// spinner would hold the CPU the rank it waits for needs). Long: for the
-// ranks of a node that fit its CPUs (NodeFits), where a spinner takes no
-// one's CPU and the waits that outlast a short spin are one rank's share
-// of a step running ahead of another's: in a DLRM step over two processes
-// (bench_sparse tiller-mpi2-rows, 9 waits a step) 29% of the waits took
-// 100-500 us, and spinning through them instead of sleeping made the
-// step's median 4.70 ms instead of 5.11 over 8 interleaved pairs of runs
-// (faster in 7 of the 8).
-constexpr std::chrono::microseconds kShortSpin{80};
-constexpr std::chrono::microseconds kLongSpin{2000};
-
-// Polls `request` until it completes; past `timeout_s` prints which rank
-// waited in which operation and ends the whole job. Polls without a pause
-// for `spin` (a completion usually follows within microseconds on shared
-// memory), then sleeps between polls.
-void Wait(MPI_Request* request, double timeout_s, const char* what, int64_t call, size_t bytes,
-          std::chrono::microseconds spin = kShortSpin) {
-  const auto start = std::chrono::steady_clock::now();
-  int done = 0;
-  do {
-    for (int polls = 0; polls < 64; ++polls) {
-      Check(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) return;
-    }
-  } while (std::chrono::steady_clock::now() - start < spin);
-  for (;;) {
-    Check(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return;
-    const double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > timeout_s)
-      EndJob(
-          fmt::format(" waited {:.0f} s in {} #{} ({} bytes) for the other ranks (timeout "
-                      "{:.0f} s, TILLER_COLLECTIVE_TIMEOUT): a rank died or stopped answering",
-                      waited, what, call, bytes, timeout_s));
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-}
-
-// Whether the ranks of the processes of `comm` on this node (local_ranks
-// threads each) fit the CPUs those processes may run on: the union of
-// their affinity masks (disjoint single cores where mpirun binds each
-// process to one, all of the node's where none is bound).
-bool NodeFits(MPI_Comm comm, int local_ranks, double timeout_s) {
-#ifdef __linux__
-  MPI_Comm node = MPI_COMM_NULL;
-  Check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-        "MPI_Comm_split_type");
-  int processes = 1;
-  MPI_Comm_size(node, &processes);
-  // Each process's rank count, then its mask, as bytes.
-  constexpr size_t kEntry = sizeof(int64_t) + sizeof(cpu_set_t);
-  std::vector<std::byte> mine(kEntry), all(kEntry * static_cast<size_t>(processes));
-  const int64_t ranks = local_ranks;
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) CPU_SET(0, &cpus);
-  std::memcpy(mine.data(), &ranks, sizeof ranks);
-  std::memcpy(mine.data() + sizeof ranks, &cpus, sizeof cpus);
-  MPI_Request request;
-  Check(MPI_Iallgather(mine.data(), static_cast<int>(kEntry), MPI_BYTE, all.data(),
-                       static_cast<int>(kEntry), MPI_BYTE, node, &request),
-        "MPI_Iallgather");
-  Wait(&request, timeout_s, "comparing the node's ranks with its CPUs", 0, all.size());
-  MPI_Comm_free(&node);
-  int64_t total = 0;
-  cpu_set_t any;
-  CPU_ZERO(&any);
-  for (int p = 0; p < processes; ++p) {
-    const std::byte* entry = all.data() + kEntry * static_cast<size_t>(p);
-    int64_t r = 0;
-    std::memcpy(&r, entry, sizeof r);
-    std::memcpy(&cpus, entry + sizeof r, sizeof cpus);
-    total += r;
-    CPU_OR(&any, &any, &cpus);
-  }
-  return total <= CPU_COUNT(&any);
-#else
-  (void)comm, (void)local_ranks, (void)timeout_s;
-  return false;
-#endif
-}
 
 int CountOrFail(int64_t n, const char* what) {
   if (n > INT_MAX)
@@ -212,7 +102,15 @@ class MpiCollective : public Collective {
     MPI_Request request;
     Check(MPI_Comm_idup(parent, &comm_, &request), "MPI_Comm_idup");
     Wait(&request, timeout_s_, "creating a replica group", 0, 0);
-    spin_ = NodeFits(comm_, local_, timeout_s_) ? kLongSpin : kShortSpin;
+    const NodeSurvey node = SurveyNode(comm_, local_, timeout_s_);
+    spin_ = node.fits ? kLongSpin : kShortSpin;
+    // One replica per process: the row exchanges read each other's bytes
+    // in shared memory (node_memory.h), where the whole group is on one
+    // node. (Several replicas per process take the defaults' collectives.)
+    if (node.shared && local_ == 1) {
+      node_ = std::make_unique<NodeMemory>(comm_, timeout_s_, spin_);
+      if (!node_->ok()) node_.reset();
+    }
     MPI_Comm_rank(comm_, &process_);
     MPI_Comm_size(comm_, &processes_);
     in_.resize(local_);
@@ -306,6 +204,7 @@ class MpiCollective : public Collective {
   // copies.
   void GatherRows(int rank, std::span<const RowLookup> lookups, void* workspace) override {
     if (local_ != 1) return Collective::GatherRows(rank, lookups, workspace);
+    if (node_ && SharedGatherRows(lookups)) return;
     const size_t nt = lookups.size(), np = static_cast<size_t>(processes_);
     const auto self = static_cast<size_t>(process_);
     // Positions whose id is out of range or the padding row go to the
@@ -355,15 +254,7 @@ class MpiCollective : public Collective {
     request =
         StartAllToAll(send_.data(), reply_n, reply_at, recv_.data(), back_n, back_at, MPI_BYTE);
     // Meanwhile, this process's own rows and the zeros.
-    for (size_t t = 0; t < nt; ++t) {
-      const RowLookup& l = lookups[t];
-      auto* out = static_cast<std::byte*>(l.out);
-      const size_t own = self * nt + t, none = np * nt + t;
-      CopyPartRows(l, sorted_ids_.data() + slot_at[own], static_cast<size_t>(counts[own]),
-                   sorted_at_.data() + slot_at[own], out);
-      for (size_t j = slot_at[none]; j < slot_at[none] + static_cast<size_t>(counts[none]); ++j)
-        std::memset(out + sorted_at_[j] * l.row_bytes, 0, l.row_bytes);
-    }
+    CopyOwnRowsAndZeros(lookups, counts, slot_at);
     Wait(&request, timeout_s_, "gather-rows rows", ++calls_, 0, spin_);
     // The others' replies into place.
     const std::byte* reply = recv_.data();
@@ -387,6 +278,7 @@ class MpiCollective : public Collective {
   // messages that are not sent.
   void ExchangeRows(int rank, std::span<const RowGradientPart> parts, void* workspace) override {
     if (local_ != 1) return Collective::ExchangeRows(rank, parts, workspace);
+    if (node_ && SharedExchangeRows(parts)) return;
     const size_t nt = parts.size(), np = static_cast<size_t>(processes_);
     const auto self = static_cast<size_t>(process_);
     std::vector<int> counts((np + 1) * nt, 0);
@@ -611,6 +503,151 @@ class MpiCollective : public Collective {
     if (local_ > 1) barrier_.Wait();
   }
 
+  static size_t Aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+  // GatherRows in shared memory (one replica per process, every process on
+  // this node): each process posts its ids sorted by owner in its segment;
+  // each owner copies the rows asked of it straight into the asker's
+  // segment; each process copies its rows from there into place. Two copies
+  // of a row instead of the messages' three (reply, the kernel's copy
+  // between processes, into place), and no all-to-alls. Segment layout:
+  // where each (owner, lookup) slot starts in the sorted ids ((P + 1) x T
+  // + 1 int64), the sorted ids (int64), then the replies, slot by slot.
+  // False where the segments could not grow (the messages then).
+  bool SharedGatherRows(std::span<const RowLookup> lookups) {
+    const size_t nt = lookups.size(), np = static_cast<size_t>(processes_);
+    const auto self = static_cast<size_t>(process_);
+    const size_t slots = (np + 1) * nt;
+    size_t total = 0, row_bytes = 0;
+    for (const RowLookup& l : lookups) {
+      total += static_cast<size_t>(l.n);
+      row_bytes += static_cast<size_t>(l.n) * l.row_bytes;
+    }
+    const size_t ids_at = Aligned((slots + 1) * sizeof(int64_t));
+    const size_t replies_at = ids_at + Aligned(total * sizeof(int64_t));
+    if (!node_->Begin(replies_at + row_bytes, "gather-rows")) return false;
+    std::vector<int> counts(slots, 0);
+    FindOwners(
+        lookups,
+        [](const RowLookup& l, int64_t id) {
+          return (id >= 0) & (id < l.vocab) & (id != l.padding_row);
+        },
+        &counts);
+    std::vector<size_t> slot_at;
+    SortByOwner(lookups, counts, &slot_at);
+    std::byte* mine = node_->segment(process_);
+    auto* posted = reinterpret_cast<int64_t*>(mine);
+    for (size_t slot = 0; slot < slots; ++slot) posted[slot] = static_cast<int64_t>(slot_at[slot]);
+    posted[slots] = static_cast<int64_t>(total);
+    if (total) std::memcpy(mine + ids_at, sorted_ids_.data(), total * sizeof(int64_t));
+    node_->Barrier("gather-rows ids");
+    // The rows each other process asks of this one, into its segment.
+    std::vector<size_t> reply_at(slots);
+    for (size_t q = 0; q < np; ++q) {
+      if (q == self) continue;
+      std::byte* theirs = node_->segment(static_cast<int>(q));
+      const auto* their_at = reinterpret_cast<const int64_t*>(theirs);
+      const auto* their_ids = reinterpret_cast<const int64_t*>(theirs + ids_at);
+      ReplyOffsets(lookups, their_at, replies_at, &reply_at);
+      for (size_t t = 0; t < nt; ++t) {
+        const size_t slot = self * nt + t;
+        const int64_t begin = their_at[slot];
+        CopyPartRows(lookups[t], their_ids + begin, static_cast<size_t>(their_at[slot + 1] - begin),
+                     nullptr, theirs + reply_at[slot]);
+      }
+    }
+    CopyOwnRowsAndZeros(lookups, counts, slot_at);
+    node_->Barrier("gather-rows rows");
+    // The others' rows, from this process's segment into place.
+    ReplyOffsets(lookups, posted, replies_at, &reply_at);
+    for (size_t q = 0; q < np; ++q) {
+      if (q == self) continue;
+      for (size_t t = 0; t < nt; ++t) {
+        const RowLookup& l = lookups[t];
+        auto* out = static_cast<std::byte*>(l.out);
+        const size_t slot = q * nt + t;
+        const std::byte* reply = mine + reply_at[slot];
+        const size_t end = slot_at[slot] + static_cast<size_t>(counts[slot]);
+        for (size_t j = slot_at[slot]; j < end; ++j, reply += l.row_bytes)
+          CopyRow(out + sorted_at_[j] * l.row_bytes, reply, l.row_bytes);
+      }
+    }
+    return true;
+  }
+  // Where each slot's replies start in a segment whose slots start at
+  // `slot_at` (a slot's rows are its lookup's row_bytes each).
+  static void ReplyOffsets(std::span<const RowLookup> lookups, const int64_t* slot_at,
+                           size_t replies_at, std::vector<size_t>* reply_at) {
+    const size_t nt = lookups.size();
+    size_t at = replies_at;
+    for (size_t slot = 0; slot < reply_at->size(); ++slot) {
+      (*reply_at)[slot] = at;
+      at += static_cast<size_t>(slot_at[slot + 1] - slot_at[slot]) * lookups[slot % nt].row_bytes;
+    }
+  }
+  // The rows of the ids this process holds, from its part, and zeros for
+  // the ids no process holds, into place (sorted by SortByOwner).
+  void CopyOwnRowsAndZeros(std::span<const RowLookup> lookups, const std::vector<int>& counts,
+                           const std::vector<size_t>& slot_at) {
+    const size_t nt = lookups.size(), np = static_cast<size_t>(processes_);
+    for (size_t t = 0; t < nt; ++t) {
+      const RowLookup& l = lookups[t];
+      auto* out = static_cast<std::byte*>(l.out);
+      const size_t own = static_cast<size_t>(process_) * nt + t, none = np * nt + t;
+      CopyPartRows(l, sorted_ids_.data() + slot_at[own], static_cast<size_t>(counts[own]),
+                   sorted_at_.data() + slot_at[own], out);
+      for (size_t j = slot_at[none]; j < slot_at[none] + static_cast<size_t>(counts[none]); ++j)
+        std::memset(out + sorted_at_[j] * l.row_bytes, 0, l.row_bytes);
+    }
+  }
+
+  // ExchangeRows in shared memory (one replica per process, every process
+  // on this node): each process copies its pairs into its segment as they
+  // are, and each keeps its part's pairs straight out of every process's
+  // (its own from its buffers): the in-process exchange, plus one
+  // sequential copy of each process's pairs. Segment layout: table by
+  // table, the ids (as the part has them) and then the rows, each 64-byte
+  // aligned. False where the segments could not grow.
+  bool SharedExchangeRows(std::span<const RowGradientPart> parts) {
+    const size_t nt = parts.size();
+    std::vector<size_t> ids_at(nt), rows_at(nt);
+    size_t bytes = 0;
+    for (size_t t = 0; t < nt; ++t) {
+      const RowGradientPart& p = parts[t];
+      ids_at[t] = bytes;
+      bytes += Aligned(static_cast<size_t>(p.n) * (p.ids64 ? sizeof(int64_t) : sizeof(int32_t)));
+      rows_at[t] = bytes;
+      bytes += Aligned(static_cast<size_t>(p.n) * p.row_bytes);
+    }
+    if (!node_->Begin(bytes, "exchange-rows")) return false;
+    std::byte* mine = node_->segment(process_);
+    for (size_t t = 0; t < nt; ++t) {
+      const RowGradientPart& p = parts[t];
+      if (!p.n) continue;
+      std::memcpy(mine + ids_at[t], p.ids,
+                  static_cast<size_t>(p.n) * (p.ids64 ? sizeof(int64_t) : sizeof(int32_t)));
+      std::memcpy(mine + rows_at[t], p.rows, static_cast<size_t>(p.n) * p.row_bytes);
+    }
+    node_->Barrier("exchange-rows pairs");
+    for (size_t t = 0; t < nt; ++t) {
+      const RowGradientPart& p = parts[t];
+      const PartRange own = PartOf(p.vocab, processes_, process_);
+      int64_t count = 0;
+      for (int q = 0; q < processes_; ++q) {
+        const std::byte* theirs = node_->segment(q);
+        const void* ids = q == process_ ? p.ids : theirs + ids_at[t];
+        const auto* rows =
+            q == process_ ? static_cast<const std::byte*>(p.rows) : theirs + rows_at[t];
+        if (p.ids64)
+          KeepPairsOf(p, processes_, own, static_cast<const int64_t*>(ids), rows, p.n, &count);
+        else
+          KeepPairsOf(p, processes_, own, static_cast<const int32_t*>(ids), rows, p.n, &count);
+      }
+      PadPairsOf(p, processes_, own, count);
+    }
+    return true;
+  }
+
   static constexpr int64_t kChunk = int64_t{1} << 18;
   // owners_[k]: the process holding the row of position k (tables in
   // order, then positions), or P (processes_: "none") where keep(table, id)
@@ -812,7 +849,8 @@ class MpiCollective : public Collective {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int process_ = 0, processes_ = 1;
   int64_t calls_ = 0;
-  std::chrono::microseconds spin_ = kShortSpin;  // Wait's, by NodeFits
+  std::chrono::microseconds spin_ = kShortSpin;  // Wait's, by SurveyNode
+  std::unique_ptr<NodeMemory> node_;             // null: messages only
   std::vector<const void*> in_;
   std::vector<void*> out_;
   std::vector<std::byte> send_, recv_, sum_;

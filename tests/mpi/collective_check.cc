@@ -4,6 +4,7 @@
 // process computes itself from every rank's input. Prints "ok N" or the
 // first mismatch (exit 1).
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -251,6 +252,14 @@ int main(int argc, char** argv) {
   tiller::backend::ProcessGroup& job = tiller::runtime::MpiProcessGroup();
   auto mpi = job.MakeCollective(local);
   const int first = job.rank() * local;
+  if (argc > 2 && std::strcmp(argv[2], "hang-rows") == 0) {
+    // Rank 0 meets the others at a row exchange that only it reaches: the
+    // wait must end the job after TILLER_COLLECTIVE_TIMEOUT.
+    if (job.rank() != 0)
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    CheckRows(*mpi, first, local, 1.0f);
+    return 0;
+  }
   // 600001 elements: several of the MPI path's chunks (2^18 elements), the last partial.
   for (int64_t count : {0, 1, 5, 1000, 100003, 600001}) {
     for (double scale : {1.0, 0.25}) {
@@ -259,6 +268,15 @@ int main(int argc, char** argv) {
     }
   }
   for (float scale : {1.0f, 0.5f}) CheckRows(*mpi, first, local, scale);
+  // The row exchanges' shared memory (distributed/node_memory.h): every
+  // process's segment mapped here, or none where the group sends messages.
+  int segments = 0;
+  if (FILE* maps = std::fopen("/proc/self/maps", "r")) {
+    char line[4096];
+    while (std::fgets(line, sizeof line, maps))
+      segments += std::strstr(line, "/dev/shm/tiller-") != nullptr;
+    std::fclose(maps);
+  }
   // A sharded tensor's parts gathered: this process's ranks' parts in place.
   for (int64_t count : {0, 3, 100003}) {
     const int ranks = job.size() * local;
@@ -280,6 +298,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank %d: %d of %d checks failed\n", job.rank(), failures, checks);
     return 1;
   }
-  std::printf("rank %d: ok %d\n", job.rank(), checks);
+  std::printf("rank %d: ok %d, shared memory segments %d\n", job.rank(), checks, segments);
   return 0;
 }

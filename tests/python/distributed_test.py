@@ -93,8 +93,10 @@ def test_job_trains_the_one_process_model(tmp_path, processes, global_replicas, 
     np.testing.assert_array_equal(losses.reshape(len(losses), accumulate, local), ref_mine)
 
 
-@pytest.mark.parametrize("processes, local", [(2, 1), (3, 1), (2, 2), (3, 2)])
-def test_mpi_collectives_give_the_in_process_bytes(processes, local):
+@pytest.mark.parametrize("processes, local, memory", [
+    (2, 1, "shared"), (3, 1, "shared"), (2, 1, "messages"), (3, 1, "messages"),
+    (2, 2, "messages"), (3, 2, "messages")])
+def test_mpi_collectives_give_the_in_process_bytes(processes, local, memory):
     """Every collective (all-reduce in and out of place, reduce-scatter,
     all-gather, broadcast; float32 and float64; empty to 100003 elements;
     scaled or not) and the sparse-table rows (gather-rows and exchange-rows:
@@ -102,13 +104,46 @@ def test_mpi_collectives_give_the_in_process_bytes(processes, local):
     threads against the in-process collective of P x L threads, which each
     process computes itself; and the process group's broadcast, Min and
     GatherParts
-    (tests/mpi/collective_check.cc)."""
+    (tests/mpi/collective_check.cc). With one replica per process the row
+    exchanges read the other processes' bytes in shared memory (every
+    process maps every process's segment), unless TILLER_MPI_SHARED_MEMORY=0
+    sends them as messages; with two replicas per process they always
+    travel as messages."""
     check = BUILD / "bin" / "tiller_mpi_check"
+    env = dict(os.environ)
+    if memory == "messages" and local == 1:
+        env["TILLER_MPI_SHARED_MEMORY"] = "0"
     p = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(processes),
-                        str(check), str(local)], capture_output=True, text=True, timeout=300)
+                        str(check), str(local)], capture_output=True, text=True, timeout=300,
+                       env=env)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    assert sorted(line.split(":")[0] for line in p.stdout.splitlines() if ": ok " in line) == [
-        f"rank {r}" for r in range(processes)], p.stdout
+    oks = sorted(line for line in p.stdout.splitlines() if ": ok " in line)
+    assert [line.split(":")[0] for line in oks] == [f"rank {r}" for r in range(processes)], p.stdout
+    segments = processes if memory == "shared" else 0
+    assert all(line.endswith(f"shared memory segments {segments}") for line in oks), p.stdout
+
+
+@pytest.mark.parametrize("memory", ["shared", "messages"])
+def test_a_row_exchange_that_a_rank_never_reaches_ends_the_job(memory):
+    """Rank 0 waits at a row exchange that rank 1 never reaches: in shared
+    memory (a barrier of counters, not an MPI call) as over messages, the
+    wait ends the job after TILLER_COLLECTIVE_TIMEOUT, naming it."""
+    env = {**os.environ, "TILLER_COLLECTIVE_TIMEOUT": "3"}
+    if memory == "messages":
+        env["TILLER_MPI_SHARED_MEMORY"] = "0"
+    start = time.monotonic()
+    p = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                        str(BUILD / "bin" / "tiller_mpi_check"), "1", "hang-rows"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    seconds = time.monotonic() - start
+    assert p.returncode != 0
+    assert 3 <= seconds < 60, seconds
+    out = p.stdout + p.stderr
+    assert re.search(r"tiller: rank 0 of 2 waited \d+ s in gather-rows[a-z ]* #\d+", out), out[-3000:]
+    assert "a rank died or stopped answering" in out
+    _assert_no_process_left()
+    # The segments' names went once every process had mapped them.
+    assert not list(Path("/dev/shm").glob("tiller-*"))
 
 
 SPARSE_SCRIPT = SCRIPT.parent / "train_sparse_distributed.py"
