@@ -23,7 +23,7 @@
   X(conv2d_1x1_depthwise_1x1) X(conv2d_depthwise_1x1) X(conv2d_grad_filter) \
   X(conv2d_grad_input) X(conv2d_int8) X(conv2d_transpose) X(coo_coalesce) X(coo_conv3d) X(coo_matmul) X(coo_merge) \
   X(coo_reshape) X(coo_slice) X(coo_softmax) X(coo_subm_conv3d) X(coo_sum) X(coo_to_dense) X(copy) X(cos) X(cosh) \
-  X(cross_entropy) X(cross_entropy_grad) X(ctc_loss) X(cumprod) X(cumsum) X(custom) X(dense_to_coo) X(dequantize_linear) \
+  X(cross_entropy) X(cross_entropy_grad) X(ctc_loss) X(cumprod) X(cumprod_grad) X(cumsum) X(custom) X(dense_to_coo) X(dequantize_linear) \
   X(div) X(dropout) X(elu) X(embedding) X(embedding_grad) X(embedding_grad_add) X(equal) X(erf) \
   X(exchange_rows) X(exp) X(expand) X(expm1) X(floor) X(floor_div) X(gather) X(gather_grad) X(gather_nd) X(gather_rows) X(gelu) X(gelu_grad) \
   X(gradient_histogram) X(greater) X(greater_equal) X(group_norm) X(hard_shrink) \

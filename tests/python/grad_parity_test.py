@@ -302,9 +302,23 @@ def _atan2(paddle, rng):
     return ({"a": a, "b": b, "w": w}, feeds, loss, ["a", "b"], [])
 
 
+def _cumprod(paddle, rng):
+    """cumprod's gradient along each axis of a trained tensor that holds
+    zeros (Paddle's kernel treats the first zero of a line apart: the
+    gradients before it, at it and past it), weighted by a fed tensor."""
+    a = paddle.static.data("a", [4, 5], "float32")
+    a.stop_gradient = False
+    c = paddle.static.data("c", [4, 5], "float32")
+    loss = paddle.mean(paddle.cumprod(a, dim=1) * c) + paddle.mean(paddle.cumprod(a * a, dim=0))
+    x = rng.uniform(0.5, 1.5, (4, 5)) * np.where(rng.uniform(size=(4, 5)) < 0.5, -1.0, 1.0)
+    x[0, 2] = x[1, 1] = x[1, 3] = x[3, 0] = 0.0  # lines of none, one and two zeros
+    feeds = {"a": x.astype("float32"), "c": rng.uniform(-1, 1, (4, 5)).astype("float32")}
+    return ({"a": a, "c": c}, feeds, loss, ["a"], [])
+
+
 CASES = {"cnn": _cnn, "bert": _bert, "train_dropout": _dropout, "logsumexp": _logsumexp_case,
          "scale_tensor": _scale_tensor, "translated_ops": _translated_ops,
-         "einsum_scatter": _einsum_scatter, "atan2": _atan2}
+         "einsum_scatter": _einsum_scatter, "atan2": _atan2, "cumprod": _cumprod}
 # Paddle 3.3's static API builds these cases' ops in PIR programs only (its
 # tril, pixel_shuffle, ... take PIR values); the op harness covers their
 # legacy forms.

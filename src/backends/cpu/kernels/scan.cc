@@ -1,6 +1,6 @@
-// cumsum and cumprod along one axis: the tensor is viewed as [outer, n,
-// inner] and each of the outer*inner lines is scanned; lines are
-// independent, so the outer loop runs in parallel.
+// cumsum and cumprod along one axis, and cumprod's gradient: the tensor is
+// viewed as [outer, n, inner] and each of the outer*inner lines is
+// scanned; lines are independent, so the outer loop runs in parallel.
 #include <cstdint>
 #include <type_traits>
 
@@ -42,14 +42,73 @@ void Scan(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclus
   }
 }
 
+// cumprod's input gradient, line by line, in scan order p (index j(p)):
+// dx_p = L_p * R_p with L_p the product of x before p and R_p the sum of
+// dy_q times x_(p+1) ... x_q over the outputs q that x_p is a factor of
+// (q >= p; exclusive: q > p, and out_q's factors stop before q), so
+//   R_last = dy_last (exclusive: 0),  R_p = dy_p (exclusive: dy_(p+1)) +
+//   x_(p+1) R_(p+1).
+// R runs backward into dx, L forward: no division, so zeros in x need no
+// case of their own.
+template <typename T>
+void ScanProdGrad(const T* x, const T* dy, T* dx, int64_t outer, int64_t n, int64_t inner,
+                  bool exclusive, bool reverse) {
+#pragma omp parallel for if (outer * n * inner > 65536)
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t base = o * n * inner + i;
+      auto at = [&](int64_t p) { return base + (reverse ? n - 1 - p : p) * inner; };
+      T r = 0;
+      for (int64_t p = n - 1; p >= 0; --p) {
+        if (p + 1 < n) r *= x[at(p + 1)];
+        if (exclusive)
+          r += p + 1 < n ? dy[at(p + 1)] : T(0);
+        else
+          r += dy[at(p)];
+        dx[at(p)] = r;
+      }
+      T l = 1;
+      for (int64_t p = 0; p < n; ++p) {
+        dx[at(p)] *= l;
+        l *= x[at(p)];
+      }
+    }
+  }
+}
+
+// The [outer, n, inner] view of x along the op's axis.
+struct ScanShape {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+ScanShape ViewAlongAxis(const ir::Op& op) {
+  const Shape& s = op.inputs[0]->shape();
+  const int rank = static_cast<int>(s.size());
+  const int axis = rank == 0 ? 0 : NormalizeAxis(op.GetInt("axis"), rank);
+  ScanShape v;
+  v.n = rank == 0 ? 1 : s[axis];
+  for (int i = 0; i < axis; ++i) v.outer *= s[i];
+  for (int i = axis + 1; i < rank; ++i) v.inner *= s[i];
+  return v;
+}
+
+std::unique_ptr<Kernel> MakeCumprodGrad(const ir::Op& op) {
+  const ScanShape v = ViewAlongAxis(op);
+  const bool exclusive = op.GetBool("exclusive"), reverse = op.GetBool("reverse");
+  auto make = [&](auto tag) -> std::unique_ptr<Kernel> {
+    using T = decltype(tag);
+    return std::make_unique<LambdaKernel>([=](const KernelArgs& a) {
+      ScanProdGrad(static_cast<const T*>(a.inputs[0]), static_cast<const T*>(a.inputs[1]),
+                   static_cast<T*>(a.outputs[0]), v.outer, v.n, v.inner, exclusive, reverse);
+    });
+  };
+  if (op.inputs[0]->dtype() == DType::kF64) return make(double{});
+  return make(float{});
+}
+
 std::unique_ptr<Kernel> MakeScan(const ir::Op& op) {
   const ir::Value* x = op.inputs[0];
-  const Shape& s = x->shape();
-  int rank = static_cast<int>(s.size());
-  int axis = rank == 0 ? 0 : NormalizeAxis(op.GetInt("axis"), rank);
-  int64_t outer = 1, inner = 1, n = rank == 0 ? 1 : s[axis];
-  for (int i = 0; i < axis; ++i) outer *= s[i];
-  for (int i = axis + 1; i < rank; ++i) inner *= s[i];
+  const ScanShape v = ViewAlongAxis(op);
+  const int64_t outer = v.outer, n = v.n, inner = v.inner;
   bool exclusive = op.GetBool("exclusive"), reverse = op.GetBool("reverse");
   const bool prod = op.is(ir::Opcode::cumprod);
   auto make = [&](auto tag) -> std::unique_ptr<Kernel> {
@@ -84,6 +143,8 @@ TILLER_CPU_KERNEL("cumsum", MakeScan,
 TILLER_CPU_KERNEL("cumprod", MakeScan,
                   Signature("T -> T").Where("T",
                                             {DType::kF32, DType::kF64, DType::kI32, DType::kI64}));
+TILLER_CPU_KERNEL("cumprod_grad", MakeCumprodGrad,
+                  Signature("T, T -> T").Where("T", {DType::kF32, DType::kF64}));
 
 }  // namespace
 }  // namespace tiller::cpu
