@@ -13,8 +13,9 @@
 // bit for bit those of one process with the same global replicas. Every
 // MPI call is non-blocking and polled against a timeout: MPI itself waits
 // forever for a peer that hangs (mpi_wait.h). Where the whole group shares
-// a node, with one replica per process, the sparse tables' row exchanges
-// read each other's bytes in shared memory instead (node_memory.h).
+// a node, with one replica per process, the all-reduces and the sparse
+// tables' row exchanges read each other's bytes in shared memory instead
+// (node_memory.h).
 #include <fmt/format.h>
 #include <mpi.h>
 #include <sched.h>
@@ -104,9 +105,9 @@ class MpiCollective : public Collective {
     Wait(&request, timeout_s_, "creating a replica group", 0, 0);
     const NodeSurvey node = SurveyNode(comm_, local_, timeout_s_);
     spin_ = node.fits ? kLongSpin : kShortSpin;
-    // One replica per process: the row exchanges read each other's bytes
-    // in shared memory (node_memory.h), where the whole group is on one
-    // node. (Several replicas per process take the defaults' collectives.)
+    // One replica per process: the all-reduces and the row exchanges read
+    // each other's bytes in shared memory (node_memory.h), where the whole
+    // group is on one node. (Several replicas per process: messages.)
     if (node.shared && local_ == 1) {
       node_ = std::make_unique<NodeMemory>(comm_, timeout_s_, spin_);
       if (!node_->ok()) node_.reset();
@@ -128,6 +129,7 @@ class MpiCollective : public Collective {
                     double scale) override {
     const int local = Local(rank);
     CheckSum(dtype, "all-reduce");
+    if (node_ && count > 0 && SharedAllReduce(in, out, count, dtype, scale)) return;
     Publish(local, in, out);
     if (local == 0) {
       // In chunks of kChunk elements, each a complete all-reduce of its
@@ -504,6 +506,66 @@ class MpiCollective : public Collective {
   }
 
   static size_t Aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+  // AllReduceSum in shared memory (one replica per process, every process
+  // on this node), in chunks of kChunk elements that alternate between the
+  // two halves of each segment: each process copies its chunk into its
+  // segment; each sums its part of the chunk over every segment in rank
+  // order and scales it (SumBlocks' order: the in-process bytes) into its
+  // own segment; each copies every part into its output. Two barriers a
+  // chunk: a chunk's half is rewritten two chunks on, once every process
+  // has passed the first barrier after reading it. False where the
+  // segments could not grow.
+  bool SharedAllReduce(const void* in, void* out, int64_t count, DType dtype, double scale) {
+    const size_t item = Item(dtype);
+    const int64_t chunk = std::min(kChunk, count);
+    const size_t half = Aligned(static_cast<size_t>(chunk) * item);
+    if (!node_->Begin(2 * half, "all-reduce")) return false;
+    std::byte* mine = node_->segment(process_);
+    int64_t k = 0;
+    for (int64_t at = 0; at < count; at += chunk, ++k) {
+      const int64_t n = std::min(chunk, count - at);
+      const size_t off = static_cast<size_t>(k % 2) * half;
+      std::memcpy(mine + off, static_cast<const std::byte*>(in) + at * item,
+                  static_cast<size_t>(n) * item);
+      node_->Barrier("all-reduce");
+      const PartRange part = PartOf(n, processes_, process_);
+      if (dtype == DType::kF32)
+        SumShared<float>(off, part, static_cast<float>(scale));
+      else
+        SumShared<double>(off, part, scale);
+      node_->Barrier("all-reduce sums");
+      for (int q = 0; q < processes_; ++q) {
+        const PartRange theirs = PartOf(n, processes_, q);
+        if (theirs.size())
+          std::memcpy(static_cast<std::byte*>(out) + (at + theirs.begin) * item,
+                      node_->segment(q) + off + theirs.begin * item,
+                      static_cast<size_t>(theirs.size()) * item);
+      }
+    }
+    return true;
+  }
+  // Elements `part` of the chunk at `off` of every segment, summed in rank
+  // order and scaled, into this process's segment: a block at a time on
+  // the stack (this process's own elements are among those summed).
+  template <typename T>
+  void SumShared(size_t off, PartRange part, T scale) {
+    constexpr int64_t kBlock = 2048;
+    alignas(64) T block[kBlock];
+    auto elements = [&](int q) { return reinterpret_cast<T*>(node_->segment(q) + off); };
+    for (int64_t at = part.begin; at < part.end; at += kBlock) {
+      const int64_t n = std::min(kBlock, part.end - at);
+      const T* __restrict first = elements(0) + at;
+      for (int64_t i = 0; i < n; ++i) block[i] = first[i];
+      for (int q = 1; q < processes_; ++q) {
+        const T* __restrict next = elements(q) + at;
+        for (int64_t i = 0; i < n; ++i) block[i] += next[i];
+      }
+      if (scale != T(1))
+        for (int64_t i = 0; i < n; ++i) block[i] *= scale;
+      std::memcpy(elements(process_) + at, block, static_cast<size_t>(n) * sizeof(T));
+    }
+  }
 
   // GatherRows in shared memory (one replica per process, every process on
   // this node): each process posts its ids sorted by owner in its segment;
