@@ -211,17 +211,9 @@ class MpiCollective : public Collective {
     if (node_ && SharedGatherRows(lookups)) return;
     const size_t nt = lookups.size(), np = static_cast<size_t>(processes_);
     const auto self = static_cast<size_t>(process_);
-    // Positions whose id is out of range or the padding row go to the
-    // extra owner np ("none"), answered with zeros here.
     std::vector<int> counts((np + 1) * nt, 0);
-    FindOwners(
-        lookups,
-        [](const RowLookup& l, int64_t id) {
-          return (id >= 0) & (id < l.vocab) & (id != l.padding_row);
-        },
-        &counts);
     std::vector<size_t> slot_at;
-    SortByOwner(lookups, counts, &slot_at);
+    SortLookupsByOwner(lookups, &counts, &slot_at);
     // What this process asks of each process (nothing of itself), and what
     // each asks of it.
     std::vector<int> asks(counts.begin(), counts.begin() + static_cast<ptrdiff_t>(np * nt)),
@@ -588,14 +580,8 @@ class MpiCollective : public Collective {
     const size_t replies_at = ids_at + Aligned(total * sizeof(int64_t));
     if (!node_->Begin(replies_at + row_bytes, "gather-rows")) return false;
     std::vector<int> counts(slots, 0);
-    FindOwners(
-        lookups,
-        [](const RowLookup& l, int64_t id) {
-          return (id >= 0) & (id < l.vocab) & (id != l.padding_row);
-        },
-        &counts);
     std::vector<size_t> slot_at;
-    SortByOwner(lookups, counts, &slot_at);
+    SortLookupsByOwner(lookups, &counts, &slot_at);
     std::byte* mine = node_->segment(process_);
     auto* posted = reinterpret_cast<int64_t*>(mine);
     for (size_t slot = 0; slot < slots; ++slot) posted[slot] = static_cast<int64_t>(slot_at[slot]);
@@ -806,6 +792,19 @@ class MpiCollective : public Collective {
         sort(static_cast<const int32_t*>(t.ids));
       owners += n;
     }
+  }
+  // A lookup's positions by owner (FindOwners, then SortByOwner): ids out
+  // of range and the padding row go to the extra owner P ("none"),
+  // answered with zeros.
+  void SortLookupsByOwner(std::span<const RowLookup> lookups, std::vector<int>* counts,
+                          std::vector<size_t>* slot_at) {
+    FindOwners(
+        lookups,
+        [](const RowLookup& l, int64_t id) {
+          return (id >= 0) & (id < l.vocab) & (id != l.padding_row);
+        },
+        counts);
+    SortByOwner(lookups, *counts, slot_at);
   }
   // counts[o * T + t] (to each process o) -> what each process sends here.
   void ExchangeCounts(const std::vector<int>& counts, std::vector<int>* recv, const char* what) {
