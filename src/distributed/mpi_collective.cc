@@ -537,8 +537,10 @@ class MpiCollective : public Collective {
     return true;
   }
   // Elements `part` of every segment, summed in rank order and scaled,
-  // into this process's segment: a block at a time on the stack (this
-  // process's own elements are among those summed).
+  // into this process's segment: a block at a time on the stack, because
+  // this process's own elements are among those summed (SumBlocks writes
+  // its destination first; routing its large sums through a stack block
+  // too made the message path's 4-16 MiB all-reduces 10-30% slower).
   template <typename T>
   void SumShared(PartRange part, T scale) {
     constexpr int64_t kBlock = 2048;
@@ -655,6 +657,9 @@ class MpiCollective : public Collective {
   // sequential copy of each process's pairs. Segment layout: table by
   // table, the ids (as the part has them) and then the rows, each 64-byte
   // aligned. False where the segments could not grow.
+  static size_t IdBytes(const RowGradientPart& p) {
+    return p.ids64 ? sizeof(int64_t) : sizeof(int32_t);
+  }
   bool SharedExchangeRows(std::span<const RowGradientPart> parts) {
     const size_t nt = parts.size();
     std::vector<size_t> ids_at(nt), rows_at(nt);
@@ -662,7 +667,7 @@ class MpiCollective : public Collective {
     for (size_t t = 0; t < nt; ++t) {
       const RowGradientPart& p = parts[t];
       ids_at[t] = bytes;
-      bytes += Aligned(static_cast<size_t>(p.n) * (p.ids64 ? sizeof(int64_t) : sizeof(int32_t)));
+      bytes += Aligned(static_cast<size_t>(p.n) * IdBytes(p));
       rows_at[t] = bytes;
       bytes += Aligned(static_cast<size_t>(p.n) * p.row_bytes);
     }
@@ -671,8 +676,7 @@ class MpiCollective : public Collective {
     for (size_t t = 0; t < nt; ++t) {
       const RowGradientPart& p = parts[t];
       if (!p.n) continue;
-      std::memcpy(mine + ids_at[t], p.ids,
-                  static_cast<size_t>(p.n) * (p.ids64 ? sizeof(int64_t) : sizeof(int32_t)));
+      std::memcpy(mine + ids_at[t], p.ids, static_cast<size_t>(p.n) * IdBytes(p));
       std::memcpy(mine + rows_at[t], p.rows, static_cast<size_t>(p.n) * p.row_bytes);
     }
     node_->Barrier("exchange-rows pairs");
