@@ -188,6 +188,7 @@ def run_paddle_or_tiller(args, cfg) -> dict:
     n = args.warmup + (args.iters if cfg.sparse else max(3, args.iters // 3))
     feeds = batches(cfg, n)
     losses = []
+    profile = None  # Tiller's per-op profile, with --profile
     if args.engine == "paddle":
         def step(f):
             with paddle.static.scope_guard(scope):
@@ -233,10 +234,9 @@ def run_paddle_or_tiller(args, cfg) -> dict:
             # Replica 0's ops over the timed steps (rank 0's, over MPI; a
             # collective's time includes its wait for the others).
             steps = len(times)
-            return {"times": times, "losses": losses, "init_s": init_s,
-                    "profile": [(op, ms * 1e3 / steps, calls / steps)
-                                for op, ms, calls in prog._session.profile(False, 0)]}
-    return {"times": times, "losses": losses, "init_s": init_s}
+            profile = [(op, ms * 1e3 / steps, calls / steps)
+                       for op, ms, calls in prog._session.profile(False, 0)]
+    return {"times": times, "losses": losses, "init_s": init_s, "profile": profile}
 
 
 def run_torch(args, cfg) -> dict:
